@@ -1,0 +1,381 @@
+"""DPS-PCA: distributed private sparse PCA by a noisy truncated power method.
+
+Paper: Ge, Wang, Wang, Liu, "Minimax-Optimal Privacy-Preserving Sparse PCA in Distributed
+Systems", AISTATS 2018 (http://proceedings.mlr.press/v84/ge18a.html), Alg. 1-3, read as in
+ALGORITHMS.md section 1:
+
+1. initialisation (one accounted release): site ``i`` sends
+   ``g_i = diag(X_i^T X_i) + N(0, sigma^2 I_d)``; the server keeps the ``s_hat`` coordinates
+   of largest ``sum_i g_i`` and orthonormalises a public random ``d x k`` matrix on them;
+2. for ``t = 1..T`` site ``i`` sends ``H_i = (X_i^T (X_i Q) + G_i) / n_i`` with
+   ``G_i ~ N(0, sigma^2)^{d x k}``; the server forms ``K = sum_i n_i H_i / n`` and sets
+   ``Q <- thinQR(Threshold(thinQR(K), s_hat))``.
+
+Privacy guarantee (per site, unit: one record, replace-one): the ``T + 1`` releases of a site
+are (epsilon, delta)-DP together; every release has sensitivity ``sqrt(2) C^2`` and noise
+``sigma = z sqrt(2) C^2`` with ``z`` from :func:`fedpca.calibration.calibrate_gaussian`
+(``releases = T + 1``). A site never forms its ``d x d`` covariance.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from fedpca.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
+from fedpca.clipping import clip_rows
+from fedpca.errors import ConfigurationError, InvalidRequestError
+from fedpca.ledger import PrivacyLedger
+from fedpca.mechanisms import (
+    SEEDED_NOISE_WARNING,
+    NoiseSource,
+    Release,
+    diagonal_sensitivity,
+    power_step_sensitivity,
+)
+from fedpca.results import PCAResult
+from fedpca.subspace import thin_qr, threshold_rows, top_coordinates
+from fedpca.validation import (
+    require_finite_positive,
+    require_positive_int,
+    validate_basis,
+    validate_site_data,
+)
+
+logger = logging.getLogger(__name__)
+
+ALGORITHM = "dps-pca"
+INIT_MECHANISM = "dps-pca/diagonal"
+POWER_MECHANISM = "dps-pca/power"
+PHASE_INIT = "init"
+PHASE_POWER = "power"
+#: Stream key that separates the server's public randomness from any site's noise.
+PUBLIC_STREAM = 0x5EED
+
+
+@dataclass(frozen=True)
+class SitePolicy:
+    """A site's own privacy settings; the server cannot change them (only add noise).
+
+    Attributes:
+        epsilon, delta: the site's total budget for the whole run.
+        rounds: power rounds ``T`` the site agrees to; it makes ``T + 1`` releases.
+        accounting: ``"pld"`` (default), ``"rdp"`` or ``"paper"`` (paper 000's formula).
+        clip_norm: public row-norm bound ``C``.
+    """
+
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    rounds: int = 10
+    accounting: str = "pld"
+    clip_norm: float = 1.0
+
+    def __post_init__(self) -> None:
+        require_positive_int(self.rounds, "rounds")
+        require_finite_positive(self.clip_norm, "clip_norm")
+        if self.accounting not in ACCOUNTING_MODES:
+            raise ConfigurationError(
+                f"accounting must be one of {ACCOUNTING_MODES}, got {self.accounting!r}"
+            )
+
+    @property
+    def releases(self) -> int:
+        """The initialisation plus ``rounds`` power steps."""
+        return self.rounds + 1
+
+    def calibration(self) -> Calibration:
+        """Noise multiplier for ``rounds + 1`` releases within (epsilon, delta)."""
+        return calibrate_gaussian(
+            self.releases, self.epsilon, self.delta, self.accounting, paper_rule="dps-pca"
+        )
+
+
+@dataclass(frozen=True)
+class SiteAnswer:
+    """What the server receives from one site in one round (all of it is DP or public)."""
+
+    site: str
+    n: int
+    value: np.ndarray
+    epsilon_spent: float
+
+
+class DPSPCASite:
+    """One data holder in DPS-PCA: validates, clips, calibrates, accounts and releases.
+
+    Args:
+        data: the site's ``n_i x d`` records.
+        policy: the site's :class:`SitePolicy`.
+        site: the site's name (used in messages and, with ``seed``, in its noise stream).
+        seed: seed for reproducible simulation only; ``None`` draws OS randomness.
+        ledger: an existing ledger to continue (e.g. restored from storage).
+    """
+
+    def __init__(
+        self,
+        data: np.ndarray,
+        policy: SitePolicy,
+        site: str = "site",
+        seed: int | None = None,
+        ledger: PrivacyLedger | None = None,
+    ) -> None:
+        self.site = site
+        self.policy = policy
+        raw = validate_site_data(data, site=site)
+        self.X, self.clip_report = clip_rows(raw, policy.clip_norm)
+        if self.clip_report.clipped_rows:
+            logger.info(
+                "%s: clipped %d of %d rows to norm %g (max norm %.3g)", site,
+                self.clip_report.clipped_rows, self.clip_report.rows, policy.clip_norm,
+                self.clip_report.max_norm_before,
+            )
+        self.calibration = policy.calibration()
+        self.ledger = ledger or PrivacyLedger(
+            policy.epsilon, policy.delta, max_releases=policy.releases, site=site
+        )
+        self.noise = NoiseSource(seed, site)
+        if seed is not None:
+            logger.debug("%s: %s", site, SEEDED_NOISE_WARNING)
+
+    @property
+    def n(self) -> int:
+        """Number of records (public under replace-one neighbouring)."""
+        return int(self.X.shape[0])
+
+    @property
+    def dim(self) -> int:
+        """Number of features ``d``."""
+        return int(self.X.shape[1])
+
+    def sigma(self, sensitivity: float, min_noise_multiplier: float | None = None) -> float:
+        """The site's own sigma, raised (never lowered) to a server-requested multiplier."""
+        z = self.calibration.noise_multiplier
+        if min_noise_multiplier is not None:
+            requested = require_finite_positive(
+                min_noise_multiplier, "min_noise_multiplier", error=InvalidRequestError
+            )
+            z = max(z, requested)
+        return z * sensitivity
+
+    def release_diagonal(self, min_noise_multiplier: float | None = None) -> np.ndarray:
+        """``diag(X^T X) + N(0, sigma^2 I_d)``: the initialisation release (accounted)."""
+        sensitivity = diagonal_sensitivity(self.policy.clip_norm)
+        sigma = self.sigma(sensitivity, min_noise_multiplier)
+        index = self._charge(Release(INIT_MECHANISM, sensitivity, sigma, (self.dim,)))
+        diag = np.einsum("ij,ij->j", self.X, self.X)
+        return diag + self.noise.gaussian(index, sigma, (self.dim,))
+
+    def release_power(
+        self, Q: np.ndarray, min_noise_multiplier: float | None = None
+    ) -> np.ndarray:
+        """``H_i = (X^T (X Q) + G) / n_i`` for an orthonormal ``Q`` (accounted)."""
+        Q = validate_basis(Q, self.dim, site=self.site)
+        sensitivity = power_step_sensitivity(self.policy.clip_norm)
+        sigma = self.sigma(sensitivity, min_noise_multiplier)
+        index = self._charge(Release(POWER_MECHANISM, sensitivity, sigma, Q.shape))
+        product = self.X.T @ (self.X @ Q)
+        return (product + self.noise.gaussian(index, sigma, Q.shape)) / self.n
+
+    def _charge(self, release: Release) -> int:
+        index = self.ledger.count
+        self.ledger.charge(release)
+        return index
+
+
+class DPSPCAServer:
+    """The coordinator of DPS-PCA: plans rounds, aggregates releases, thresholds.
+
+    Args:
+        dim: number of features ``d``.
+        k: number of components.
+        s_hat: rows kept by thresholding (``k <= s_hat <= d``).
+        rounds: power rounds ``T``.
+        seed: seed of the public randomness for ``Q(0)`` (``None``: OS randomness).
+        initial_basis: a user-supplied ``Q(0)``; skips the initialisation release.
+        evaluate: optional ``Q -> metrics`` called after every round (e.g. distance to a
+            known truth in simulation); its output goes into the history.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        k: int,
+        s_hat: int,
+        rounds: int,
+        seed: int | None = None,
+        initial_basis: np.ndarray | None = None,
+        evaluate: Callable[[np.ndarray], dict[str, float]] | None = None,
+    ) -> None:
+        self.dim = require_positive_int(dim, "dim")
+        self.k = require_positive_int(k, "k")
+        self.s_hat = require_positive_int(s_hat, "s_hat")
+        self.rounds = require_positive_int(rounds, "rounds")
+        if not self.k <= self.s_hat <= self.dim:
+            raise ConfigurationError(
+                f"need k <= s_hat <= dim, got k={k}, s_hat={s_hat}, dim={dim}"
+            )
+        self.seed = seed
+        self.evaluate = evaluate
+        self.basis: np.ndarray | None = None
+        if initial_basis is not None:
+            basis = validate_basis(initial_basis, self.dim, site="initial_basis")
+            if basis.shape[1] != self.k:
+                raise ConfigurationError(
+                    f"initial_basis has {basis.shape[1]} columns, expected k={self.k}"
+                )
+            self.basis = basis
+        self.needs_init = initial_basis is None
+        self.history: list[dict[str, Any]] = []
+        self.sites_answered: list[list[str]] = []
+
+    @property
+    def total_rounds(self) -> int:
+        """Number of communication rounds: ``T`` plus one if the server initialises."""
+        return self.rounds + (1 if self.needs_init else 0)
+
+    def phase(self, server_round: int) -> tuple[str, int]:
+        """``(phase, t)`` for communication round ``server_round`` (1-based)."""
+        if not 1 <= server_round <= self.total_rounds:
+            raise ConfigurationError(
+                f"round {server_round} is outside 1..{self.total_rounds}"
+            )
+        if self.needs_init:
+            return (PHASE_INIT, 0) if server_round == 1 else (PHASE_POWER, server_round - 1)
+        return PHASE_POWER, server_round
+
+    def receive_diagonal(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
+        """Sum the noisy diagonals, pick ``s_hat`` coordinates, set ``Q(0)``."""
+        ordered = self._ordered(answers, (self.dim,))
+        total = np.sum([a.value for a in ordered], axis=0)
+        support = top_coordinates(total, self.s_hat)
+        rng = np.random.default_rng(None if self.seed is None else [self.seed, PUBLIC_STREAM])
+        start = np.zeros((self.dim, self.k))
+        start[support] = rng.standard_normal((self.s_hat, self.k))
+        self.basis = thin_qr(start)
+        self._record(0, PHASE_INIT, ordered)
+        return self.basis
+
+    def receive_power(self, t: int, answers: Sequence[SiteAnswer]) -> np.ndarray:
+        """``K = sum n_i H_i / n``; ``Q <- thinQR(Threshold(thinQR(K), s_hat))``."""
+        ordered = self._ordered(answers, (self.dim, self.k))
+        n_total = sum(a.n for a in ordered)
+        K = np.sum([a.n * a.value for a in ordered], axis=0) / n_total
+        self.basis = thin_qr(threshold_rows(thin_qr(K), self.s_hat))
+        self._record(t, PHASE_POWER, ordered)
+        return self.basis
+
+    def result(self, privacy: dict[str, Any], config: dict[str, Any]) -> PCAResult:
+        """The final :class:`PCAResult` (after the last round)."""
+        if self.basis is None or len(self.history) < self.total_rounds:
+            raise ConfigurationError(
+                f"the run is incomplete: {len(self.history)} of {self.total_rounds} rounds "
+                "finished"
+            )
+        return PCAResult(
+            algorithm=ALGORITHM,
+            basis=self.basis,
+            privacy=privacy,
+            history=self.history,
+            config=config,
+            sites_answered=self.sites_answered,
+        )
+
+    def _ordered(self, answers: Sequence[SiteAnswer], shape: tuple[int, ...]) -> list[SiteAnswer]:
+        if not answers:
+            raise ConfigurationError("no site answered this round; cannot aggregate")
+        for a in answers:
+            if a.value.shape != shape or not np.isfinite(a.value).all() or a.n < 1:
+                raise InvalidRequestError(
+                    f"site {a.site} sent an answer of shape {a.value.shape} with n={a.n}; "
+                    f"expected a finite array of shape {shape} and n >= 1"
+                )
+        return sorted(answers, key=lambda a: a.site)
+
+    def _record(self, t: int, phase: str, ordered: list[SiteAnswer]) -> None:
+        entry: dict[str, Any] = {
+            "round": t,
+            "phase": phase,
+            "sites": len(ordered),
+            "epsilon_spent": max(a.epsilon_spent for a in ordered),
+        }
+        if self.evaluate is not None:
+            entry.update(self.evaluate(self.basis))
+        self.history.append(entry)
+        self.sites_answered.append([a.site for a in ordered])
+        logger.info("DPS-PCA %s round %d: %s", phase, t, entry)
+
+
+def privacy_record(policy: SitePolicy, trust_model: str = "per-site noise") -> dict[str, Any]:
+    """The guarantee a run with ``policy`` gives, for the result and the JSON output."""
+    cal = policy.calibration()
+    sensitivity = power_step_sensitivity(policy.clip_norm)
+    return {
+        "unit": "one record at one site (replace-one)",
+        "epsilon": cal.target_epsilon,
+        "epsilon_achieved": cal.epsilon,
+        "epsilon_rdp": cal.epsilon_rdp,
+        "delta": cal.delta,
+        "accounting": cal.accounting,
+        "releases_per_site": cal.releases,
+        "noise_multiplier": cal.noise_multiplier,
+        "sensitivity": sensitivity,
+        "sigma": cal.sigma(sensitivity),
+        "clip_norm": policy.clip_norm,
+        "trust_model": trust_model,
+    }
+
+
+def site_answer(site: DPSPCASite, value: np.ndarray) -> SiteAnswer:
+    """Package a site's release with its public metadata."""
+    return SiteAnswer(site.site, site.n, value, site.ledger.epsilon_spent())
+
+
+def run_dps_pca(
+    sites: Sequence[np.ndarray],
+    k: int,
+    s_hat: int,
+    policy: SitePolicy,
+    seed: int | None = None,
+    initial_basis: np.ndarray | None = None,
+    evaluate: Callable[[np.ndarray], dict[str, float]] | None = None,
+) -> PCAResult:
+    """Reference DPS-PCA over a list of site arrays (no Flower), same formulas as the app.
+
+    Site ``i`` is named ``str(i)`` and, with ``seed``, draws its noise from the stream
+    ``(seed, i, release)``: a Flower run with the same seed gives the same basis.
+
+    Privacy guarantee: each site's transcript is (policy.epsilon, policy.delta)-DP per record.
+    """
+    start = time.perf_counter()
+    if not sites:
+        raise ConfigurationError("run_dps_pca needs at least one site")
+    site_objs = [
+        DPSPCASite(X, policy, site=str(i), seed=seed) for i, X in enumerate(sites)
+    ]
+    dims = {s.dim for s in site_objs}
+    if len(dims) != 1:
+        raise ConfigurationError(f"all sites must have the same number of features, got {dims}")
+    server = DPSPCAServer(
+        site_objs[0].dim, k, s_hat, policy.rounds, seed=seed,
+        initial_basis=initial_basis, evaluate=evaluate,
+    )
+    for server_round in range(1, server.total_rounds + 1):
+        phase, t = server.phase(server_round)
+        if phase == PHASE_INIT:
+            server.receive_diagonal([site_answer(s, s.release_diagonal()) for s in site_objs])
+        else:
+            Q = server.basis
+            server.receive_power(t, [site_answer(s, s.release_power(Q)) for s in site_objs])
+    config = {
+        "k": k, "s_hat": s_hat, "sites": len(sites), "samples": sum(s.n for s in site_objs),
+        "dim": site_objs[0].dim, "seed": seed, **asdict(policy),
+        "clipped_rows": sum(s.clip_report.clipped_rows for s in site_objs),
+        "wall_seconds": time.perf_counter() - start,
+    }
+    return server.result(privacy_record(policy), config)
+

@@ -1,0 +1,1 @@
+"""Flower App entry points (``flwr run .``): ServerApp and ClientApp objects."""

@@ -1,0 +1,112 @@
+"""Paper 000's synthetic model (Sec. 5.1): a Gaussian with an ``s``-row-sparse top eigenspace.
+
+``Sigma = U diag(lambda) U^T`` with ``lambda_1..k = 100`` and the rest ``Uniform[0, 10]``;
+``U = [Q*, Q*_perp]`` where ``Q*`` is an orthonormalised ``s x k`` Gaussian block padded with
+zeros (so the leading eigenspace is ``s``-row-sparse) and ``Q*_perp`` an orthonormal basis of
+its complement. Rows are divided by a *public* constant (a high-probability bound on
+``||x||`` computed from the model, not from the data) so they have norm <= 1; the rare row
+above it is clipped by the site, which reports it.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedpca.errors import ConfigurationError
+from fedpca.subspace import thin_qr
+from fedpca.validation import require_positive_int
+
+#: Stream keys that keep the model's randomness apart from every site's samples.
+MODEL_STREAM = 0x30DE1
+SAMPLE_STREAM = 0x5A3B1E
+
+
+@dataclass(frozen=True)
+class SparseSpikedModel:
+    """Parameters of the synthetic model (all public).
+
+    Attributes:
+        dim: ``d``.
+        k: dimension of the leading eigenspace.
+        sparsity: ``s``, rows of ``Q*`` that are non-zero.
+        seed: seed of the model (eigenvectors and tail eigenvalues).
+        spike: the ``k`` leading eigenvalues.
+        tail: tail eigenvalues are drawn from ``Uniform[0, tail]``.
+        norm_sigmas: the public scale is ``sqrt(tr Sigma + norm_sigmas * sd(||x||^2))``.
+    """
+
+    dim: int = 200
+    k: int = 3
+    sparsity: int = 10
+    seed: int = 0
+    spike: float = 100.0
+    tail: float = 10.0
+    norm_sigmas: float = 6.0
+
+    def __post_init__(self) -> None:
+        require_positive_int(self.dim, "dim")
+        require_positive_int(self.k, "k")
+        require_positive_int(self.sparsity, "sparsity")
+        if not self.k <= self.sparsity <= self.dim:
+            raise ConfigurationError(
+                f"need k <= sparsity <= dim, got k={self.k}, sparsity={self.sparsity}, "
+                f"dim={self.dim}"
+            )
+
+    @property
+    def truth(self) -> np.ndarray:
+        """``Q*``: the ``d x k`` sparse leading eigenspace."""
+        return _factors(self)[0]
+
+    @property
+    def eigenvalues(self) -> np.ndarray:
+        """The population eigenvalues (before the public scaling), leading ones first."""
+        return _factors(self)[1]
+
+    @property
+    def scale(self) -> float:
+        """The public constant every row is divided by (``||x|| / scale <= 1`` w.h.p.)."""
+        lam = self.eigenvalues
+        return float(np.sqrt(lam.sum() + self.norm_sigmas * np.sqrt(2 * (lam**2).sum())))
+
+    def sample(self, n: int, stream: int = 0) -> np.ndarray:
+        """``n`` scaled rows, reproducible from ``(seed, stream)``."""
+        require_positive_int(n, "n")
+        _, lam, basis = _factors(self)
+        rng = np.random.default_rng([self.seed, SAMPLE_STREAM, stream])
+        Z = rng.standard_normal((n, self.dim)) * np.sqrt(lam)
+        return (Z @ basis.T) / self.scale
+
+
+@functools.lru_cache(maxsize=8)
+def _factors(model: SparseSpikedModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(Q*, eigenvalues, U)``, built once per process for each model."""
+    rng = np.random.default_rng([model.seed, MODEL_STREAM])
+    d, k, s = model.dim, model.k, model.sparsity
+    truth = np.zeros((d, k))
+    truth[:s] = thin_qr(rng.standard_normal((s, k)))
+    rest = rng.standard_normal((d, d - k))
+    rest -= truth @ (truth.T @ rest)
+    complement = thin_qr(rest) if d > k else np.zeros((d, 0))
+    lam = np.concatenate([np.full(k, model.spike), rng.uniform(0.0, model.tail, d - k)])
+    return truth, lam, np.hstack([truth, complement])
+
+
+def split_sizes(samples: int, sites: int) -> list[int]:
+    """``samples`` records over ``sites`` sites as evenly as possible (every site >= 1)."""
+    samples = require_positive_int(samples, "samples")
+    sites = require_positive_int(sites, "sites")
+    if samples < sites:
+        raise ConfigurationError(
+            f"{samples} samples cannot give each of {sites} sites at least one record"
+        )
+    base, extra = divmod(samples, sites)
+    return [base + (1 if i < extra else 0) for i in range(sites)]
+
+
+def site_data(model: SparseSpikedModel, samples: int, sites: int, site: int) -> np.ndarray:
+    """The records of site ``site`` when ``samples`` records are split over ``sites``."""
+    return model.sample(split_sizes(samples, sites)[site], stream=site)

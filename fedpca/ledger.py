@@ -1,0 +1,108 @@
+"""A per-site privacy ledger: every release a site made, and refusal of any that would overspend.
+
+Privacy guarantee enforced: the composition of all recorded releases stays (epsilon,
+delta)-DP per record of the site (PLD accountant), and no more than ``max_releases`` releases
+are made. A refused release leaves the ledger unchanged and nothing is released.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from fedpca.calibration import check_privacy_parameters, pld_epsilon
+from fedpca.errors import BudgetExceededError, ConfigurationError
+from fedpca.mechanisms import Release
+
+#: Relative slack when comparing spent epsilon with the budget (floating-point noise only).
+EPSILON_SLACK = 1e-6
+
+
+@dataclass
+class PrivacyLedger:
+    """What one site has released, and what it may still release.
+
+    Args:
+        epsilon: the site's total epsilon budget.
+        delta: the site's total delta.
+        max_releases: hard cap on the number of releases (e.g. ``T + 1`` for DPS-PCA);
+            ``None`` means only the (epsilon, delta) budget limits.
+        site: a name used in error messages.
+    """
+
+    epsilon: float
+    delta: float
+    max_releases: int | None = None
+    site: str = "site"
+    releases: list[Release] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        check_privacy_parameters(self.epsilon, self.delta)
+        if self.max_releases is not None and self.max_releases < 1:
+            raise ConfigurationError(f"max_releases must be >= 1, got {self.max_releases}")
+
+    @property
+    def count(self) -> int:
+        """Number of releases made so far."""
+        return len(self.releases)
+
+    def epsilon_spent(self) -> float:
+        """Epsilon spent so far at the ledger's delta (PLD accountant)."""
+        return pld_epsilon(self._multipliers(self.releases), self.delta)
+
+    def check(self, release: Release) -> None:
+        """Raise BudgetExceededError if ``release`` would overspend; change nothing."""
+        if not (math.isfinite(release.sigma) and release.sigma > 0):
+            raise BudgetExceededError(
+                f"{self.site}: refused {release.mechanism}: noise sigma must be finite and "
+                f"> 0, got {release.sigma!r}"
+            )
+        if self.max_releases is not None and self.count >= self.max_releases:
+            raise BudgetExceededError(
+                f"{self.site}: refused {release.mechanism}: this site allows "
+                f"{self.max_releases} releases and has made {self.count}; the server asked "
+                "for more rounds than the site's policy; nothing was released"
+            )
+        after = pld_epsilon(self._multipliers([*self.releases, release]), self.delta)
+        if after > self.epsilon * (1 + EPSILON_SLACK):
+            raise BudgetExceededError(
+                f"{self.site}: refused {release.mechanism}: it would raise epsilon spent from "
+                f"{self.epsilon_spent():.4g} to {after:.4g}, above the site's budget "
+                f"{self.epsilon} (delta={self.delta}); nothing was released"
+            )
+
+    def charge(self, release: Release) -> None:
+        """Record ``release`` after :meth:`check`; raises and records nothing if refused."""
+        self.check(release)
+        self.releases.append(release)
+
+    def summary(self) -> dict[str, float | int]:
+        """What has been spent, in a form safe to send in plaintext."""
+        return {
+            "releases": self.count,
+            "epsilon_spent": self.epsilon_spent(),
+            "epsilon_budget": self.epsilon,
+            "delta": self.delta,
+        }
+
+    def to_dict(self) -> dict[str, list]:
+        """Flat lists describing the releases (for storage in a Flower ConfigRecord)."""
+        return {
+            "mechanism": [r.mechanism for r in self.releases],
+            "sensitivity": [float(r.sensitivity) for r in self.releases],
+            "sigma": [float(r.sigma) for r in self.releases],
+            "shape": [",".join(str(s) for s in r.shape) for r in self.releases],
+        }
+
+    def restore(self, stored: dict[str, list]) -> None:
+        """Load releases saved by :meth:`to_dict` (replacing the current list)."""
+        self.releases = [
+            Release(m, float(s), float(g), tuple(int(v) for v in sh.split(",") if v))
+            for m, s, g, sh in zip(
+                stored["mechanism"], stored["sensitivity"], stored["sigma"], stored["shape"]
+            )
+        ]
+
+    @staticmethod
+    def _multipliers(releases: list[Release]) -> tuple[float, ...]:
+        return tuple(r.noise_multiplier for r in releases)

@@ -1,0 +1,121 @@
+"""A DPS-PCA run on the synthetic model: every parameter in one place (no Flower import).
+
+The same scenario drives the CLI simulation, the Flower App (from ``run_config``) and the
+reference run, so all three see the same data, policy and seeds.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from fedpca.algorithms.dps_pca import SitePolicy, privacy_record
+from fedpca.data.synthetic import SparseSpikedModel, site_data, split_sizes
+from fedpca.errors import ConfigurationError
+from fedpca.subspace import subspace_distance
+
+#: ``run_config`` value meaning "no seed" (run_config cannot hold None).
+NO_SEED = -1
+
+
+@dataclass(frozen=True)
+class DPSPCAScenario:
+    """DPS-PCA over ``sites`` sites holding ``samples`` synthetic records in total.
+
+    Attributes mirror the CLI flags; ``seed`` seeds the noise and the server's public
+    randomness (``None``: OS randomness, the only choice for production), ``data_seed``
+    the synthetic model and samples.
+    """
+
+    sites: int = 100
+    dim: int = 200
+    samples: int = 200_000
+    k: int = 3
+    sparsity: int = 10
+    s_hat: int = 20
+    rounds: int = 10
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    accounting: str = "pld"
+    clip_norm: float = 1.0
+    seed: int | None = None
+    data_seed: int = 0
+    min_sites: int | None = None
+
+    def __post_init__(self) -> None:
+        split_sizes(self.samples, self.sites)
+        self.model()
+        self.policy()
+        if not self.k <= self.s_hat <= self.dim:
+            raise ConfigurationError(
+                f"need k <= s_hat <= dim, got k={self.k}, s_hat={self.s_hat}, dim={self.dim}"
+            )
+
+    def model(self) -> SparseSpikedModel:
+        """The synthetic model (public)."""
+        return SparseSpikedModel(
+            dim=self.dim, k=self.k, sparsity=self.sparsity, seed=self.data_seed
+        )
+
+    def policy(self) -> SitePolicy:
+        """Every site's privacy policy in this scenario."""
+        return SitePolicy(
+            epsilon=self.epsilon, delta=self.delta, rounds=self.rounds,
+            accounting=self.accounting, clip_norm=self.clip_norm,
+        )
+
+    def privacy(self) -> dict[str, Any]:
+        """The guarantee each site gives in this scenario."""
+        return privacy_record(self.policy())
+
+    def site_data(self, site: int) -> np.ndarray:
+        """Site ``site``'s records (cached per process: built once, not once per round)."""
+        if not 0 <= site < self.sites:
+            raise ConfigurationError(f"site {site} is outside 0..{self.sites - 1}")
+        return _cached_site_data(self.model(), self.samples, self.sites, site)
+
+    def all_site_data(self) -> list[np.ndarray]:
+        """Every site's records, in site order."""
+        return [self.site_data(i) for i in range(self.sites)]
+
+    def distance_to_truth(self, Q: np.ndarray) -> dict[str, float]:
+        """``{"distance": ||sin Theta(Q, Q*)||_F}`` against the model's sparse eigenspace."""
+        return {"distance": subspace_distance(Q, self.model().truth)}
+
+    def to_run_config(self) -> dict[str, Any]:
+        """Flower ``run_config`` keys (dashes, no None)."""
+        out = {}
+        for key, value in asdict(self).items():
+            if value is None:
+                value = NO_SEED if key == "seed" else 0
+            out[key.replace("_", "-")] = value
+        return out
+
+    @classmethod
+    def from_run_config(cls, config: dict[str, Any], **overrides: Any) -> DPSPCAScenario:
+        """Build from Flower ``run_config`` (unknown keys ignored), then apply overrides."""
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            key = f.name.replace("_", "-")
+            if key in config:
+                kwargs[f.name] = config[key]
+        if kwargs.get("seed") == NO_SEED:
+            kwargs["seed"] = None
+        if kwargs.get("min_sites") == 0:
+            kwargs["min_sites"] = None
+        for name in ("sites", "dim", "samples", "k", "sparsity", "s_hat", "rounds",
+                     "data_seed", "seed", "min_sites"):
+            if kwargs.get(name) is not None:
+                kwargs[name] = int(kwargs[name])
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_site_data(
+    model: SparseSpikedModel, samples: int, sites: int, site: int
+) -> np.ndarray:
+    return site_data(model, samples, sites, site)

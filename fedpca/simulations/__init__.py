@@ -1,0 +1,1 @@
+"""In-process Flower simulations (Ray backend) of fedpca's algorithms."""

@@ -1,0 +1,105 @@
+"""Checks on a site's data and on server requests, with errors that say what to fix."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fedpca.errors import ConfigurationError, InvalidDataError, InvalidRequestError
+
+#: How far ``Q^T Q`` may be from the identity for ``Q`` to count as orthonormal. The
+#: sensitivity ``sqrt(2) C^2`` of ``X^T X Q`` holds only for ``||Q||_2 <= 1``.
+ORTHONORMAL_TOLERANCE = 1e-6
+
+
+def validate_site_data(X: object, site: str = "site", dim: int | None = None) -> np.ndarray:
+    """Return ``X`` as a C-contiguous float64 ``n x d`` array, or raise InvalidDataError.
+
+    Refuses: non-arrays, integer/boolean/object dtypes that are not real numbers, arrays that
+    are not 2-D, zero rows or columns, NaN/inf, and a width other than ``dim`` when given.
+    """
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # noqa: BLE001 - anything unconvertible is bad data
+        raise InvalidDataError(f"{site}: data cannot be read as an array: {exc}") from exc
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+    ):
+        raise InvalidDataError(
+            f"{site}: data has dtype {arr.dtype}; convert it to a float array of shape "
+            "(records, features) first"
+        )
+    if arr.ndim != 2:
+        raise InvalidDataError(
+            f"{site}: data must be 2-D (records x features), got shape {arr.shape}; "
+            "reshape it, e.g. X.reshape(len(X), -1)"
+        )
+    n, d = arr.shape
+    if n == 0:
+        raise InvalidDataError(f"{site}: data has no records (shape {arr.shape})")
+    if d == 0:
+        raise InvalidDataError(f"{site}: data has no features (shape {arr.shape})")
+    if dim is not None and d != dim:
+        raise InvalidDataError(
+            f"{site}: data has {d} features but the federation expects {dim}; every site "
+            "must use the same feature order and width"
+        )
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    finite = np.isfinite(arr)
+    if not finite.all():
+        bad_rows = np.flatnonzero(~finite.all(axis=1))
+        raise InvalidDataError(
+            f"{site}: data has {int((~finite).sum())} NaN/inf entries in {bad_rows.size} rows "
+            f"(first rows: {bad_rows[:5].tolist()}); impute or drop them before the run"
+        )
+    return arr
+
+
+def validate_basis(Q: object, dim: int, site: str = "site") -> np.ndarray:
+    """Return ``Q`` as a float64 ``dim x k`` orthonormal basis or raise InvalidRequestError."""
+    arr = np.asarray(Q)
+    if arr.dtype == object or not np.issubdtype(arr.dtype, np.floating):
+        raise InvalidRequestError(
+            f"{site}: refused: basis Q has dtype {arr.dtype}, expected float"
+        )
+    if arr.ndim != 2 or arr.shape[0] != dim or not 1 <= arr.shape[1] <= dim:
+        raise InvalidRequestError(
+            f"{site}: refused: basis Q has shape {arr.shape}, expected ({dim}, k) with "
+            f"1 <= k <= {dim}"
+        )
+    arr = arr.astype(np.float64, copy=False)
+    if not np.isfinite(arr).all():
+        raise InvalidRequestError(f"{site}: refused: basis Q contains NaN or inf")
+    gram_error = float(np.abs(arr.T @ arr - np.eye(arr.shape[1])).max())
+    if gram_error > ORTHONORMAL_TOLERANCE:
+        raise InvalidRequestError(
+            f"{site}: refused: basis Q is not orthonormal (max |Q^T Q - I| = {gram_error:.3g}"
+            f" > {ORTHONORMAL_TOLERANCE}); the privacy guarantee needs orthonormal columns"
+        )
+    return arr
+
+
+def require_positive_int(
+    value: object, name: str, minimum: int = 1, error: type[Exception] = ConfigurationError
+) -> int:
+    """Return ``value`` as int if it is an integer >= ``minimum``, else raise ``error``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise error(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise error(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def require_finite_positive(
+    value: object, name: str, error: type[Exception] = ConfigurationError
+) -> float:
+    """Return ``value`` as float if it is finite and > 0, else raise ``error``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise error(f"{name} must be a number, got {value!r}")
+    if not (math.isfinite(float(value)) and float(value) > 0):
+        raise error(f"{name} must be finite and > 0, got {value!r}")
+    return float(value)

@@ -1,0 +1,78 @@
+"""Noise calibration against dp-accounting and an exact closed form."""
+
+import math
+
+import pytest
+from scipy.stats import norm
+
+from fedpca.calibration import calibrate_gaussian, pld_epsilon, rdp_epsilon
+from fedpca.errors import ConfigurationError
+
+
+def exact_gaussian_delta(epsilon: float, mu: float) -> float:
+    """Exact delta(eps) of one Gaussian mechanism with sensitivity/sigma = mu (Balle-Wang)."""
+    return norm.cdf(mu / 2 - epsilon / mu) - math.exp(epsilon) * norm.cdf(-mu / 2 - epsilon / mu)
+
+
+def test_pld_multiplier_matches_dp_accounting_figure():
+    cal = calibrate_gaussian(10, 1.0, 0.1, "pld")
+    assert cal.noise_multiplier == pytest.approx(3.43, abs=0.02)
+    assert cal.epsilon <= 1.0 + 1e-6
+    assert cal.epsilon == pytest.approx(1.0, rel=1e-3)  # tight, not over-noised
+
+
+def test_paper_multiplier_is_the_closed_form():
+    cal = calibrate_gaussian(10, 1.0, 0.1, "paper", paper_rule="dps-pca")
+    assert cal.noise_multiplier == pytest.approx(10 * math.sqrt(2 * math.log(200)), rel=1e-12)
+    assert cal.noise_multiplier == pytest.approx(32.55, abs=0.01)
+    # The paper's calibration over-delivers: what it achieves is far below the target.
+    assert cal.epsilon < 0.2
+
+
+@pytest.mark.parametrize("releases,epsilon,delta", [(1, 0.5, 1e-5), (11, 1.0, 1e-5), (11, 2.0, 0.01)])
+def test_pld_agrees_with_exact_gaussian_composition(releases, epsilon, delta):
+    # T Gaussian releases with multiplier z compose exactly to one with z / sqrt(T).
+    cal = calibrate_gaussian(releases, epsilon, delta, "pld")
+    mu = math.sqrt(releases) / cal.noise_multiplier
+    exact = exact_gaussian_delta(epsilon, mu)
+    assert exact <= delta * 1.001  # the guarantee holds
+    assert exact >= delta * 0.9  # and is tight
+    # RDP is a valid but looser bound at the same multiplier.
+    assert cal.epsilon_rdp >= cal.epsilon
+
+
+def test_rdp_calibration_is_looser_than_pld():
+    pld = calibrate_gaussian(11, 1.0, 1e-5, "pld")
+    rdp = calibrate_gaussian(11, 1.0, 1e-5, "rdp")
+    assert rdp.noise_multiplier > pld.noise_multiplier
+    assert rdp.epsilon <= 1.0
+
+
+def test_more_releases_need_more_noise():
+    zs = [calibrate_gaussian(t, 1.0, 1e-5).noise_multiplier for t in (1, 5, 11)]
+    assert zs[0] < zs[1] < zs[2]
+
+
+def test_epsilon_accessors_compose():
+    one = pld_epsilon((5.0,), 1e-5)
+    two = pld_epsilon((5.0, 5.0), 1e-5)
+    assert 0 < one < two
+    assert pld_epsilon((), 1e-5) == 0.0
+    assert rdp_epsilon((5.0, 5.0), 1e-5) >= two
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(releases=10, epsilon=0.0, delta=1e-5), "epsilon"),
+        (dict(releases=10, epsilon=float("nan"), delta=1e-5), "epsilon"),
+        (dict(releases=10, epsilon=1.0, delta=1.5), "delta"),
+        (dict(releases=0, epsilon=1.0, delta=1e-5), "releases"),
+        (dict(releases=10, epsilon=1.0, delta=1e-5, accounting="moments"), "accounting"),
+        (dict(releases=10, epsilon=20.0, delta=1e-5, accounting="paper", paper_rule="dps-pca"), "below 1"),
+        (dict(releases=1, epsilon=2.0, delta=1e-5, accounting="paper"), "epsilon < 1"),
+    ],
+)
+def test_bad_parameters_are_refused(kwargs, match):
+    with pytest.raises(ConfigurationError, match=match):
+        calibrate_gaussian(**kwargs)

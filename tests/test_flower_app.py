@@ -1,0 +1,109 @@
+"""``flwr run .`` runs DPS-PCA as a Flower App and gives the reference's basis.
+
+Starts a local simulation SuperLink (Flower detaches it); every process whose command line
+names this test's FLWR_HOME is stopped by PID afterwards, with its descendants, even when
+the test fails.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedpca.algorithms.dps_pca import run_dps_pca
+from fedpca.scenario import DPSPCAScenario
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = DPSPCAScenario(
+    sites=3, dim=40, samples=1500, k=2, sparsity=6, s_hat=10, rounds=2,
+    epsilon=1.5, delta=1e-5, seed=21, data_seed=4,
+)
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) for every visible process."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        table[int(entry.name)] = (ppid, cmd)
+    return table
+
+
+def stop_processes_naming(marker: str) -> list[int]:
+    """SIGTERM, then SIGKILL, every process naming ``marker`` and all its descendants."""
+    table = _processes()
+    doomed = {pid for pid, (_, cmd) in table.items() if marker in cmd and pid != os.getpid()}
+    grew = True
+    while grew:
+        children = {pid for pid, (ppid, _) in table.items() if ppid in doomed} - doomed
+        grew = bool(children)
+        doomed |= children
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in doomed:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        time.sleep(1.0)
+    return sorted(doomed)
+
+
+@pytest.fixture
+def flwr_home(tmp_path):
+    home = tmp_path / "flwr-home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[superlink]\ndefault = "local"\n\n[superlink.local]\naddress = ":local:"\n'
+    )
+    try:
+        yield home
+    finally:
+        stop_processes_naming(str(home))
+        assert not [p for p, (_, c) in _processes().items() if str(home) in c]
+
+
+def test_flwr_run_gives_the_reference_basis(flwr_home, tmp_path):
+    out = tmp_path / "result.json"
+    env = dict(os.environ)
+    env.update(
+        FLWR_HOME=str(flwr_home),
+        FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
+        OPENBLAS_NUM_THREADS="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+    )
+    config = " ".join(
+        f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}"
+        for k, v in SCENARIO.to_run_config().items() if k != "sites"
+    )
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "flwr"), "run", str(ROOT), "--stream",
+         "--federation-config", f"num-supernodes={SCENARIO.sites} client-resources-num-cpus=1",
+         "--run-config", f'{config} output="{out}"'],
+        env=env, capture_output=True, text=True, timeout=400,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    deadline = time.time() + 60
+    while not out.exists() and time.time() < deadline:
+        time.sleep(0.5)
+    assert out.exists(), proc.stdout[-3000:]
+    raw = json.loads(out.read_text())
+    assert raw["algorithm"] == "dps-pca"
+    assert raw["sites_answered"] == [["0", "1", "2"]] * (SCENARIO.rounds + 1)
+    reference = run_dps_pca(
+        SCENARIO.all_site_data(), SCENARIO.k, SCENARIO.s_hat, SCENARIO.policy(),
+        seed=SCENARIO.seed,
+    )
+    np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
+    assert raw["history"][-1]["epsilon_spent"] == pytest.approx(SCENARIO.epsilon, rel=1e-3)
