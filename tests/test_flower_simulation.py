@@ -1,14 +1,21 @@
 """The Flower simulation gives the reference's basis under the same seeds; the CLI works."""
 
+import functools
 import json
 
 import numpy as np
 import pytest
+from flwr.client import ClientApp
+from flwr.server import ServerApp
 
 from fedpca.algorithms.dps_pca import run_dps_pca
+from fedpca.apps.workflow import run_strategy
+from fedpca.clients.dps_pca import client_for_site
 from fedpca.cli import main as cli_main
 from fedpca.scenario import DPSPCAScenario
 from fedpca.simulations.dps_pca import simulate_dps_pca
+from fedpca.simulations.launcher import launch
+from fedpca.strategies.dps_pca import DPSPCAStrategy, RoundFailedError
 
 SCENARIO = DPSPCAScenario(
     sites=4, dim=30, samples=800, k=2, sparsity=5, s_hat=8, rounds=3,
@@ -65,3 +72,35 @@ def test_cli_reports_bad_configuration(capsys):
     code = cli_main(["simulate", "dps-pca", "--sites", "3", "--samples", "2"])
     assert code == 2
     assert "cannot give each of 3 sites" in capsys.readouterr().err
+
+
+def _bad_site_client_fn(scenario, context):
+    partition = int(context.node_config["partition-id"])
+    data = scenario.site_data(partition).copy()
+    if partition == 1:
+        data[0, 0] = np.nan
+    return client_for_site(context, data, scenario.policy(), str(partition), seed=1)
+
+
+def test_a_failing_site_stops_the_run_with_its_reason():
+    scenario = DPSPCAScenario(sites=3, dim=20, samples=300, k=2, sparsity=4, s_hat=6,
+                              rounds=2, seed=1)
+    strategy = DPSPCAStrategy(dim=20, k=2, s_hat=6, rounds=2, min_sites=3, seed=1)
+    server_app = ServerApp()
+
+    @server_app.main()
+    def _main(grid, context):
+        run_strategy(grid, context, strategy, strategy.num_rounds)
+
+    client_app = ClientApp(client_fn=functools.partial(_bad_site_client_fn, scenario))
+    with pytest.raises(RoundFailedError, match=r"2 site\(s\) answered, need 3.*1: data has 1 NaN"):
+        launch(server_app, client_app, 3)
+    assert strategy.server.history == []  # nothing aggregated from an under-populated round
+
+
+def test_simulation_at_d_1000_does_not_deadlock_and_converges():
+    # FLOWER_NOTES: multi-threaded BLAS froze the ServerApp from about d=1000 on.
+    scenario = DPSPCAScenario(sites=2, dim=1000, samples=20_000, k=3, sparsity=10,
+                              s_hat=30, rounds=4, epsilon=4.0, delta=1e-5, seed=2)
+    result = simulate_dps_pca(scenario)
+    assert result.history[-1]["distance"] < 0.5

@@ -13,6 +13,7 @@ server only records what they report.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,10 @@ WARNING_TOO_FEW_SITES = (
     "DPS-PCA round %s: only %s site(s) answered, fewer than min_sites=%s; the run stops "
     "here rather than aggregate an under-populated round. Failures: %s"
 )
+
+
+#: Flower wraps a client's exception in a Ray traceback; its own text follows "Message: ".
+_CLIENT_MESSAGE = re.compile(r"Message: (.*?)(?:\\n|\\'|'|$)")
 
 
 class RoundFailedError(FedPCAError):
@@ -190,6 +195,8 @@ def _answer(proxy: ClientProxy, res: FitRes) -> SiteAnswer:
 
 def _failure_reason(failure: tuple[ClientProxy, FitRes] | BaseException) -> str:
     if isinstance(failure, BaseException):
-        return str(failure)
+        text = str(failure)
+        found = _CLIENT_MESSAGE.findall(text)
+        return found[-1].strip() if found else text
     proxy, res = failure
     return f"site {proxy.cid}: {res.status.message}"
