@@ -32,7 +32,6 @@ from fedpca.clipping import clip_rows
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.ledger import PrivacyLedger
 from fedpca.mechanisms import (
-    SEEDED_NOISE_WARNING,
     NoiseSource,
     Release,
     diagonal_sensitivity,
@@ -139,8 +138,6 @@ class DPSPCASite:
             policy.epsilon, policy.delta, max_releases=policy.releases, site=site
         )
         self.noise = NoiseSource(seed, site)
-        if seed is not None:
-            logger.debug("%s: %s", site, SEEDED_NOISE_WARNING)
 
     @property
     def n(self) -> int:
