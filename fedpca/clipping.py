@@ -30,8 +30,9 @@ class ClipReport:
 def clip_rows(X: np.ndarray, clip_norm: float = 1.0) -> tuple[np.ndarray, ClipReport]:
     """Scale each row to norm ``<= clip_norm`` (``x <- x * min(1, C / ||x||)``).
 
-    ``clip_norm`` must be a public constant: choosing it from the data breaks DP. Returns a
-    new array and a :class:`ClipReport`; the input is not modified.
+    ``clip_norm`` must be a public constant: choosing it from the data breaks DP. Returns the
+    clipped rows (the input itself when no row exceeds ``clip_norm``: it is never modified)
+    and a :class:`ClipReport`.
     """
     clip_norm = require_finite_positive(clip_norm, "clip_norm")
     norms = np.sqrt(np.einsum("ij,ij->i", X, X))
@@ -44,4 +45,6 @@ def clip_rows(X: np.ndarray, clip_norm: float = 1.0) -> tuple[np.ndarray, ClipRe
         clip_norm=float(clip_norm),
         max_norm_before=float(norms.max()) if norms.size else 0.0,
     )
+    if not report.clipped_rows:
+        return X, report
     return X * scale[:, None], report

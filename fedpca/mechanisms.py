@@ -4,7 +4,8 @@ Neighbouring relation: replace one record ``x`` by ``y`` with ``||x||, ||y|| <= 
 
 * ``X^T X Q`` for orthonormal ``Q`` (``d x k``): L2 sensitivity ``sqrt(2) C^2``.
 * ``diag(X^T X)``: L2 sensitivity ``sqrt(2) C^2``.
-* the upper triangle (with diagonal) of ``X^T X``: L2 sensitivity ``sqrt(2) C^2``.
+* the upper triangle (with diagonal) of ``X^T X``: L2 sensitivity ``sqrt(2) C^2``
+  (symmetric noise: the upper triangle is drawn, the lower one mirrored).
 
 A release is described by an immutable :class:`Release` (mechanism, sensitivity, sigma,
 shape); the privacy ledger and the calibration consume those records, the mechanisms
@@ -38,6 +39,22 @@ def power_step_sensitivity(clip_norm: float) -> float:
 def diagonal_sensitivity(clip_norm: float) -> float:
     """Replace-one L2 sensitivity of ``diag(X^T X)``: ``sqrt(2) C^2``."""
     return SQRT2 * clip_norm**2
+
+
+def upper_triangle_sensitivity(clip_norm: float) -> float:
+    """Replace-one L2 sensitivity of the upper triangle (with diagonal) of ``X^T X``.
+
+    ``sqrt(2) C^2``, attained by ``x = C e_1, y = C e_2``; for ``X^T X / n`` divide by ``n``.
+    (Add/remove-one figures such as ``1/n`` under-state it by ``sqrt(2)``.)
+    """
+    return SQRT2 * clip_norm**2
+
+
+def symmetric_gaussian(rng: np.random.Generator, dim: int, sigma: float) -> np.ndarray:
+    """A ``dim x dim`` symmetric matrix: upper triangle with diagonal i.i.d. ``N(0, sigma^2)``,
+    lower triangle mirrored (the noise of Analyze Gauss, MOD-SuLQ, DPdisPCA and LDP-PCA)."""
+    upper = np.triu(rng.standard_normal((dim, dim)) * sigma)
+    return upper + np.triu(upper, 1).T
 
 
 @dataclass(frozen=True)
@@ -86,3 +103,7 @@ class NoiseSource:
     def gaussian(self, release_index: int, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
         """An array of i.i.d. ``N(0, sigma^2)`` entries for release ``release_index``."""
         return sigma * self.generator(release_index).standard_normal(shape)
+
+    def symmetric(self, release_index: int, sigma: float, dim: int) -> np.ndarray:
+        """A symmetric Gaussian matrix (see :func:`symmetric_gaussian`) for a release."""
+        return symmetric_gaussian(self.generator(release_index), dim, sigma)

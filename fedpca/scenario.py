@@ -15,6 +15,7 @@ import numpy as np
 from fedpca.algorithms.dps_pca import SitePolicy, privacy_record
 from fedpca.data.synthetic import SparseSpikedModel, site_data, split_sizes
 from fedpca.errors import ConfigurationError
+from fedpca.site_data import SiteData
 from fedpca.subspace import subspace_distance
 
 #: ``run_config`` value meaning "no seed" (run_config cannot hold None).
@@ -72,10 +73,17 @@ class DPSPCAScenario:
         return privacy_record(self.policy())
 
     def site_data(self, site: int) -> np.ndarray:
-        """Site ``site``'s records (cached per process: built once, not once per round)."""
+        """Site ``site``'s raw records (regenerated from the seeds on every call)."""
         if not 0 <= site < self.sites:
             raise ConfigurationError(f"site {site} is outside 0..{self.sites - 1}")
-        return _cached_site_data(self.model(), self.samples, self.sites, site)
+        return site_data(self.model(), self.samples, self.sites, site)
+
+    def prepared_site(self, site: int) -> SiteData:
+        """Site ``site``'s validated, clipped records, cached per process: a virtual site
+        creates its data once, not once per round."""
+        if not 0 <= site < self.sites:
+            raise ConfigurationError(f"site {site} is outside 0..{self.sites - 1}")
+        return _prepared_site(self.model(), self.samples, self.sites, site, self.clip_norm)
 
     def all_site_data(self) -> list[np.ndarray]:
         """Every site's records, in site order."""
@@ -115,7 +123,7 @@ class DPSPCAScenario:
 
 
 @functools.lru_cache(maxsize=None)
-def _cached_site_data(
-    model: SparseSpikedModel, samples: int, sites: int, site: int
-) -> np.ndarray:
-    return site_data(model, samples, sites, site)
+def _prepared_site(
+    model: SparseSpikedModel, samples: int, sites: int, site: int, clip_norm: float
+) -> SiteData:
+    return SiteData.prepare(site_data(model, samples, sites, site), clip_norm, str(site))

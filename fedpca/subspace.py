@@ -53,3 +53,14 @@ def top_eigenvectors(A: np.ndarray, k: int) -> np.ndarray:
     d = A.shape[0]
     _, vecs = scipy.linalg.eigh(A, subset_by_index=(d - k, d - 1), check_finite=False)
     return vecs[:, ::-1]
+
+
+def captured_energy(V: np.ndarray, A: np.ndarray) -> float:
+    """``q_F(V) = tr(V^T A V)``: the energy of the symmetric ``A`` captured by the basis ``V``."""
+    return float(np.einsum("ij,ij->", V, A @ V))
+
+
+def energy_ratio(V: np.ndarray, A: np.ndarray) -> float:
+    """``q_F(V) / q_F(V_k(A))`` with ``k`` the number of columns of ``V`` (1 is optimal)."""
+    best = captured_energy(top_eigenvectors(A, V.shape[1]), A)
+    return captured_energy(V, A) / best if best > 0 else float("nan")

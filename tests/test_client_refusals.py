@@ -111,3 +111,28 @@ def test_rows_above_the_clip_norm_are_clipped_and_counted():
 def test_integer_data_is_accepted_as_float():
     site = DPSPCASite(np.eye(4, dtype=int), POLICY, site="s")
     assert site.X.dtype == np.float64
+
+
+def test_prepared_data_must_match_the_policy_clip_norm():
+    from fedpca.errors import ConfigurationError
+    from fedpca.site_data import SiteData
+
+    data = SiteData.prepare(np.eye(3), clip_norm=0.5, site="s")
+    assert data.clip.clipped_rows == 3
+    with pytest.raises(ConfigurationError, match="clip_norm=1.0"):
+        DPSPCASite(data, POLICY, site="s")
+    site = DPSPCASite(SiteData.prepare(np.eye(3) * 0.5, 1.0, "s"), POLICY, site="s")
+    assert site.clip_report.clipped_rows == 0
+
+
+def test_clipping_leaves_the_input_untouched():
+    from fedpca.clipping import clip_rows
+
+    X = np.array([[3.0, 4.0], [0.1, 0.1]])
+    before = X.copy()
+    clipped, report = clip_rows(X, 1.0)
+    np.testing.assert_array_equal(X, before)
+    assert report.clipped_rows == 1 and clipped is not X
+    small = np.array([[0.1, 0.2]])
+    same, report = clip_rows(small, 1.0)
+    assert report.clipped_rows == 0 and same is small  # nothing clipped: no copy

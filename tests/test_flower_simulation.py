@@ -15,7 +15,8 @@ from fedpca.cli import main as cli_main
 from fedpca.scenario import DPSPCAScenario
 from fedpca.simulations.dps_pca import simulate_dps_pca
 from fedpca.simulations.launcher import launch
-from fedpca.strategies.dps_pca import DPSPCAStrategy, RoundFailedError
+from fedpca.strategies.base import RoundFailedError
+from fedpca.strategies.dps_pca import DPSPCAStrategy
 
 SCENARIO = DPSPCAScenario(
     sites=4, dim=30, samples=800, k=2, sparsity=5, s_hat=8, rounds=3,

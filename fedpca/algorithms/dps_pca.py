@@ -27,24 +27,19 @@ from typing import Any
 
 import numpy as np
 
+from fedpca.algorithms.site import PrivateSite, SiteAnswer, ordered_answers, weighted_sum
 from fedpca.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
-from fedpca.clipping import clip_rows
-from fedpca.errors import ConfigurationError, InvalidRequestError
+from fedpca.errors import ConfigurationError
 from fedpca.ledger import PrivacyLedger
 from fedpca.mechanisms import (
-    NoiseSource,
     Release,
     diagonal_sensitivity,
     power_step_sensitivity,
 )
 from fedpca.results import PCAResult
+from fedpca.site_data import SiteData
 from fedpca.subspace import thin_qr, threshold_rows, top_coordinates
-from fedpca.validation import (
-    require_finite_positive,
-    require_positive_int,
-    validate_basis,
-    validate_site_data,
-)
+from fedpca.validation import require_finite_positive, require_positive_int, validate_basis
 
 logger = logging.getLogger(__name__)
 
@@ -94,21 +89,11 @@ class SitePolicy:
         )
 
 
-@dataclass(frozen=True)
-class SiteAnswer:
-    """What the server receives from one site in one round (all of it is DP or public)."""
-
-    site: str
-    n: int
-    value: np.ndarray
-    epsilon_spent: float
-
-
-class DPSPCASite:
+class DPSPCASite(PrivateSite):
     """One data holder in DPS-PCA: validates, clips, calibrates, accounts and releases.
 
     Args:
-        data: the site's ``n_i x d`` records.
+        data: the site's ``n_i x d`` records, raw or already a :class:`SiteData`.
         policy: the site's :class:`SitePolicy`.
         site: the site's name (used in messages and, with ``seed``, in its noise stream).
         seed: seed for reproducible simulation only; ``None`` draws OS randomness.
@@ -117,53 +102,23 @@ class DPSPCASite:
 
     def __init__(
         self,
-        data: np.ndarray,
+        data: np.ndarray | SiteData,
         policy: SitePolicy,
         site: str = "site",
         seed: int | None = None,
         ledger: PrivacyLedger | None = None,
     ) -> None:
-        self.site = site
-        self.policy = policy
-        raw = validate_site_data(data, site=site)
-        self.X, self.clip_report = clip_rows(raw, policy.clip_norm)
-        if self.clip_report.clipped_rows:
-            logger.info(
-                "%s: clipped %d of %d rows to norm %g (max norm %.3g)", site,
-                self.clip_report.clipped_rows, self.clip_report.rows, policy.clip_norm,
-                self.clip_report.max_norm_before,
-            )
-        self.calibration = policy.calibration()
-        self.ledger = ledger or PrivacyLedger(
-            policy.epsilon, policy.delta, max_releases=policy.releases, site=site
+        super().__init__(
+            data, clip_norm=policy.clip_norm, calibration=policy.calibration(),
+            max_releases=policy.releases, site=site, seed=seed, ledger=ledger,
         )
-        self.noise = NoiseSource(seed, site)
-
-    @property
-    def n(self) -> int:
-        """Number of records (public under replace-one neighbouring)."""
-        return int(self.X.shape[0])
-
-    @property
-    def dim(self) -> int:
-        """Number of features ``d``."""
-        return int(self.X.shape[1])
-
-    def sigma(self, sensitivity: float, min_noise_multiplier: float | None = None) -> float:
-        """The site's own sigma, raised (never lowered) to a server-requested multiplier."""
-        z = self.calibration.noise_multiplier
-        if min_noise_multiplier is not None:
-            requested = require_finite_positive(
-                min_noise_multiplier, "min_noise_multiplier", error=InvalidRequestError
-            )
-            z = max(z, requested)
-        return z * sensitivity
+        self.policy = policy
 
     def release_diagonal(self, min_noise_multiplier: float | None = None) -> np.ndarray:
         """``diag(X^T X) + N(0, sigma^2 I_d)``: the initialisation release (accounted)."""
         sensitivity = diagonal_sensitivity(self.policy.clip_norm)
         sigma = self.sigma(sensitivity, min_noise_multiplier)
-        index = self._charge(Release(INIT_MECHANISM, sensitivity, sigma, (self.dim,)))
+        index = self.charge(Release(INIT_MECHANISM, sensitivity, sigma, (self.dim,)))
         diag = np.einsum("ij,ij->j", self.X, self.X)
         return diag + self.noise.gaussian(index, sigma, (self.dim,))
 
@@ -174,14 +129,9 @@ class DPSPCASite:
         Q = validate_basis(Q, self.dim, site=self.site)
         sensitivity = power_step_sensitivity(self.policy.clip_norm)
         sigma = self.sigma(sensitivity, min_noise_multiplier)
-        index = self._charge(Release(POWER_MECHANISM, sensitivity, sigma, Q.shape))
+        index = self.charge(Release(POWER_MECHANISM, sensitivity, sigma, Q.shape))
         product = self.X.T @ (self.X @ Q)
         return (product + self.noise.gaussian(index, sigma, Q.shape)) / self.n
-
-    def _charge(self, release: Release) -> int:
-        index = self.ledger.count
-        self.ledger.charge(release)
-        return index
 
 
 class DPSPCAServer:
@@ -247,8 +197,8 @@ class DPSPCAServer:
 
     def receive_diagonal(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
         """Sum the noisy diagonals, pick ``s_hat`` coordinates, set ``Q(0)``."""
-        ordered = self._ordered(answers, (self.dim,))
-        total = np.sum([a.value for a in ordered], axis=0)
+        ordered = ordered_answers(answers, (self.dim,))
+        total = weighted_sum(ordered, weighted=False)
         support = top_coordinates(total, self.s_hat)
         rng = np.random.default_rng(None if self.seed is None else [self.seed, PUBLIC_STREAM])
         start = np.zeros((self.dim, self.k))
@@ -259,9 +209,9 @@ class DPSPCAServer:
 
     def receive_power(self, t: int, answers: Sequence[SiteAnswer]) -> np.ndarray:
         """``K = sum n_i H_i / n``; ``Q <- thinQR(Threshold(thinQR(K), s_hat))``."""
-        ordered = self._ordered(answers, (self.dim, self.k))
+        ordered = ordered_answers(answers, (self.dim, self.k))
         n_total = sum(a.n for a in ordered)
-        K = np.sum([a.n * a.value for a in ordered], axis=0) / n_total
+        K = weighted_sum(ordered, weighted=True) / n_total
         self.basis = thin_qr(threshold_rows(thin_qr(K), self.s_hat))
         self._record(t, PHASE_POWER, ordered)
         return self.basis
@@ -281,17 +231,6 @@ class DPSPCAServer:
             config=config,
             sites_answered=self.sites_answered,
         )
-
-    def _ordered(self, answers: Sequence[SiteAnswer], shape: tuple[int, ...]) -> list[SiteAnswer]:
-        if not answers:
-            raise ConfigurationError("no site answered this round; cannot aggregate")
-        for a in answers:
-            if a.value.shape != shape or not np.isfinite(a.value).all() or a.n < 1:
-                raise InvalidRequestError(
-                    f"site {a.site} sent an answer of shape {a.value.shape} with n={a.n}; "
-                    f"expected a finite array of shape {shape} and n >= 1"
-                )
-        return sorted(answers, key=lambda a: a.site)
 
     def _record(self, t: int, phase: str, ordered: list[SiteAnswer]) -> None:
         entry: dict[str, Any] = {
@@ -327,11 +266,6 @@ def privacy_record(policy: SitePolicy, trust_model: str = "per-site noise") -> d
     }
 
 
-def site_answer(site: DPSPCASite, value: np.ndarray) -> SiteAnswer:
-    """Package a site's release with its public metadata."""
-    return SiteAnswer(site.site, site.n, value, site.ledger.epsilon_spent())
-
-
 def run_dps_pca(
     sites: Sequence[np.ndarray],
     k: int,
@@ -364,10 +298,10 @@ def run_dps_pca(
     for server_round in range(1, server.total_rounds + 1):
         phase, t = server.phase(server_round)
         if phase == PHASE_INIT:
-            server.receive_diagonal([site_answer(s, s.release_diagonal()) for s in site_objs])
+            server.receive_diagonal([s.answer(s.release_diagonal()) for s in site_objs])
         else:
             Q = server.basis
-            server.receive_power(t, [site_answer(s, s.release_power(Q)) for s in site_objs])
+            server.receive_power(t, [s.answer(s.release_power(Q)) for s in site_objs])
     config = {
         "k": k, "s_hat": s_hat, "sites": len(sites), "samples": sum(s.n for s in site_objs),
         "dim": site_objs[0].dim, "seed": seed, **asdict(policy),

@@ -47,7 +47,7 @@ def client_fn(context: Context) -> Client:
         data = load_site_file(str(node["data-path"]), site=site)
     else:
         partition = int(node["partition-id"])
-        site, data = str(partition), scenario.site_data(partition)
+        site, data = str(partition), scenario.prepared_site(partition)
     return client_for_site(context, data, scenario.policy(), site, seed=scenario.seed)
 
 

@@ -9,85 +9,52 @@ would not allow, or that is malformed, is refused with an exception and nothing 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
-from flwr.client import Client, NumPyClient
+from flwr.client import Client
 from flwr.common import Context
 
 from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_POWER, DPSPCASite, SitePolicy
+from fedpca.clients.base import PrivateSiteClient
 from fedpca.clients.ledger_state import load_ledger, store_ledger
-from fedpca.errors import InvalidRequestError
-from fedpca.ledger import PrivacyLedger
-
-#: Fit-config keys the client understands; anything else is refused.
-CONFIG_KEYS = frozenset({"phase", "round", "min_noise_multiplier"})
+from fedpca.site_data import SiteData
 
 
-class DPSPCAClient(NumPyClient):
-    """A DPS-PCA site behind Flower.
+class DPSPCAClient(PrivateSiteClient):
+    """A DPS-PCA site behind Flower: answers ``init`` with its noisy diagonal and ``power``
+    (one orthonormal basis ``Q``) with ``H_i``.
 
     Args:
         site: the :class:`DPSPCASite` holding the clipped data, calibration and ledger.
-        on_release: called with the ledger after every accepted release (before the answer
-            is returned), e.g. to persist it in ``context.state``.
+        on_release: called with the ledger after every accepted release.
     """
 
-    def __init__(
-        self, site: DPSPCASite, on_release: Callable[[PrivacyLedger], None] | None = None
-    ) -> None:
-        self.site = site
-        self.on_release = on_release
+    config_keys = frozenset({"phase", "round", "min_noise_multiplier"})
 
-    def get_parameters(self, config: dict) -> list[np.ndarray]:
-        """A site holds no global parameters: nothing is sent."""
-        return []
-
-    def fit(
-        self, parameters: list[np.ndarray], config: dict
-    ) -> tuple[list[np.ndarray], int, dict]:
-        """Answer one DPS-PCA request: the noisy diagonal (init) or ``H_i`` (power)."""
-        unknown = set(config) - CONFIG_KEYS
-        if unknown:
-            raise InvalidRequestError(
-                f"{self.site.site}: refused: unknown config keys {sorted(unknown)}"
-            )
+    def release(self, parameters: list[np.ndarray], config: dict) -> np.ndarray:
+        """The noisy diagonal (``phase=init``) or ``H_i`` (``phase=power``)."""
         phase = config.get("phase")
         floor = config.get("min_noise_multiplier")
         if phase == PHASE_INIT:
             if parameters:
-                raise InvalidRequestError(
-                    f"{self.site.site}: refused: the init request must carry no arrays, "
-                    f"got {len(parameters)}"
-                )
-            value = self.site.release_diagonal(floor)
-        elif phase == PHASE_POWER:
+                raise self.refuse(f"the init request must carry no arrays, got {len(parameters)}")
+            return self.site.release_diagonal(floor)
+        if phase == PHASE_POWER:
             if len(parameters) != 1:
-                raise InvalidRequestError(
-                    f"{self.site.site}: refused: a power request carries exactly one basis Q, "
-                    f"got {len(parameters)} arrays"
+                raise self.refuse(
+                    f"a power request carries exactly one basis Q, got {len(parameters)} arrays"
                 )
-            value = self.site.release_power(parameters[0], floor)
-        else:
-            raise InvalidRequestError(
-                f"{self.site.site}: refused: unknown phase {phase!r}; expected "
-                f"{PHASE_INIT!r} or {PHASE_POWER!r}"
-            )
-        if self.on_release is not None:
-            self.on_release(self.site.ledger)
-        metrics = {
-            "site": self.site.site,
-            "epsilon_spent": self.site.ledger.epsilon_spent(),
-            "releases": self.site.ledger.count,
-            "clipped_rows": self.site.clip_report.clipped_rows,
-        }
-        return [value], self.site.n, metrics
+            return self.site.release_power(parameters[0], floor)
+        raise self.refuse(f"unknown phase {phase!r}; expected {PHASE_INIT!r} or {PHASE_POWER!r}")
 
 
 def client_for_site(
-    context: Context, data: np.ndarray, policy: SitePolicy, site: str, seed: int | None = None
+    context: Context,
+    data: np.ndarray | SiteData,
+    policy: SitePolicy,
+    site: str,
+    seed: int | None = None,
 ) -> Client:
-    """A Flower ``Client`` for one site whose ledger lives in ``context.state``."""
+    """A Flower ``Client`` for one DPS-PCA site whose ledger lives in ``context.state``."""
     site_obj = DPSPCASite(data, policy, site=site, seed=seed)
     load_ledger(context, site_obj.ledger)
     return DPSPCAClient(

@@ -21,7 +21,7 @@ from fedpca.strategies.dps_pca import DPSPCAStrategy
 def _client_fn(scenario: DPSPCAScenario, context: Context) -> Client:
     partition = int(context.node_config["partition-id"])
     return client_for_site(
-        context, scenario.site_data(partition), scenario.policy(), str(partition),
+        context, scenario.prepared_site(partition), scenario.policy(), str(partition),
         seed=scenario.seed,
     )
 

@@ -1,0 +1,124 @@
+"""What every private site shares: prepared data, its own calibration, ledger and noise.
+
+Privacy guarantee enforced here (per site, unit: one record, replace-one): every release
+goes through :meth:`PrivateSite.charge`, which refuses (raising, nothing released) anything
+the site's :class:`~fedpca.ledger.PrivacyLedger` does not allow; the noise level is the
+site's own calibration, raised but never lowered by a server request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedpca.calibration import Calibration
+from fedpca.errors import ConfigurationError, InvalidRequestError
+from fedpca.ledger import PrivacyLedger
+from fedpca.mechanisms import NoiseSource, Release
+from fedpca.site_data import SiteData
+from fedpca.validation import require_finite_positive
+
+
+@dataclass(frozen=True)
+class SiteAnswer:
+    """What the server receives from one site in one round (all of it is DP or public)."""
+
+    site: str
+    n: int
+    value: np.ndarray
+    epsilon_spent: float
+
+
+class PrivateSite:
+    """One data holder: prepared data, calibration, ledger and noise source.
+
+    Args:
+        data: the site's ``n_i x d`` records, raw or already a :class:`SiteData`.
+        clip_norm: public row-norm bound ``C``.
+        calibration: the site's own noise multiplier for its planned releases.
+        max_releases: how many releases the site's policy allows.
+        site: the site's name (messages, and with ``seed`` its noise stream).
+        seed: seed for reproducible simulation only; ``None`` draws OS randomness.
+        ledger: an existing ledger to continue (e.g. restored from storage).
+    """
+
+    def __init__(
+        self,
+        data: np.ndarray | SiteData,
+        *,
+        clip_norm: float,
+        calibration: Calibration,
+        max_releases: int,
+        site: str = "site",
+        seed: int | None = None,
+        ledger: PrivacyLedger | None = None,
+    ) -> None:
+        self.site = site
+        self.clip_norm = clip_norm
+        if not isinstance(data, SiteData):
+            data = SiteData.prepare(data, clip_norm, site)
+        elif data.clip.clip_norm != clip_norm:
+            raise ConfigurationError(
+                f"{site}: data was clipped to norm {data.clip.clip_norm} but the policy says "
+                f"clip_norm={clip_norm}; prepare it with the policy's clip norm"
+            )
+        self.X, self.clip_report = data.X, data.clip
+        self.calibration = calibration
+        self.ledger = ledger or PrivacyLedger(
+            calibration.target_epsilon, calibration.delta, max_releases=max_releases, site=site
+        )
+        self.noise = NoiseSource(seed, site)
+
+    @property
+    def n(self) -> int:
+        """Number of records (public under replace-one neighbouring)."""
+        return int(self.X.shape[0])
+
+    @property
+    def dim(self) -> int:
+        """Number of features ``d``."""
+        return int(self.X.shape[1])
+
+    def sigma(self, sensitivity: float, min_noise_multiplier: float | None = None) -> float:
+        """The site's own sigma, raised (never lowered) to a server-requested multiplier."""
+        z = self.calibration.noise_multiplier
+        if min_noise_multiplier is not None:
+            requested = require_finite_positive(
+                min_noise_multiplier, "min_noise_multiplier", error=InvalidRequestError
+            )
+            z = max(z, requested)
+        return z * sensitivity
+
+    def charge(self, release: Release) -> int:
+        """Record ``release`` in the ledger (or raise, recording nothing); its index."""
+        index = self.ledger.count
+        self.ledger.charge(release)
+        return index
+
+    def answer(self, value: np.ndarray) -> SiteAnswer:
+        """Package a release with this site's public metadata."""
+        return SiteAnswer(self.site, self.n, value, self.ledger.epsilon_spent())
+
+
+def ordered_answers(answers: Sequence[SiteAnswer], shape: tuple[int, ...]) -> list[SiteAnswer]:
+    """Check every answer (finite, of ``shape``, ``n >= 1``) and sort them by site name, so
+    sums are computed in the same order wherever answers come from."""
+    if not answers:
+        raise ConfigurationError("no site answered this round; cannot aggregate")
+    for a in answers:
+        if a.value.shape != shape or not np.isfinite(a.value).all() or a.n < 1:
+            raise InvalidRequestError(
+                f"site {a.site} sent an answer of shape {a.value.shape} with n={a.n}; "
+                f"expected a finite array of shape {shape} and n >= 1"
+            )
+    return sorted(answers, key=lambda a: a.site)
+
+
+def weighted_sum(answers: Sequence[SiteAnswer], weighted: bool) -> np.ndarray:
+    """``sum_i (n_i) value_i`` in the given order, without stacking the answers."""
+    total = np.zeros_like(answers[0].value, dtype=np.float64)
+    for a in answers:
+        total += a.n * a.value if weighted else a.value
+    return total

@@ -1,0 +1,69 @@
+"""The Flower side every fedpca site shares: request checks, ledger persistence, metrics.
+
+A :class:`PrivateSiteClient` wraps a Flower-free :class:`~fedpca.algorithms.site.PrivateSite`.
+Subclasses say which config keys they accept and implement :meth:`release`; everything a
+client returns is the site's noisy release, its public record count and plaintext metrics
+(site name, epsilon spent, releases made, rows clipped), nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from flwr.client import NumPyClient
+
+from fedpca.algorithms.site import PrivateSite
+from fedpca.errors import InvalidRequestError
+from fedpca.ledger import PrivacyLedger
+
+
+class PrivateSiteClient(NumPyClient):
+    """Base NumPyClient of a private site.
+
+    Args:
+        site: the Flower-free site object (data, calibration, ledger, noise).
+        on_release: called with the ledger after every accepted release (before the answer
+            is returned), e.g. to persist it in ``context.state``.
+    """
+
+    #: Fit-config keys this client understands; any other key is refused.
+    config_keys: frozenset[str] = frozenset()
+
+    def __init__(
+        self, site: PrivateSite, on_release: Callable[[PrivacyLedger], None] | None = None
+    ) -> None:
+        self.site = site
+        self.on_release = on_release
+
+    def get_parameters(self, config: dict) -> list[np.ndarray]:
+        """A site holds no global parameters: nothing is sent."""
+        return []
+
+    def fit(
+        self, parameters: list[np.ndarray], config: dict
+    ) -> tuple[list[np.ndarray], int, dict]:
+        """Check the request, make the release, persist the ledger, answer."""
+        unknown = set(config) - self.config_keys
+        if unknown:
+            raise InvalidRequestError(
+                f"{self.site.site}: refused: unknown config keys {sorted(unknown)}"
+            )
+        value = self.release(parameters, config)
+        if self.on_release is not None:
+            self.on_release(self.site.ledger)
+        metrics = {
+            "site": self.site.site,
+            "epsilon_spent": self.site.ledger.epsilon_spent(),
+            "releases": self.site.ledger.count,
+            "clipped_rows": self.site.clip_report.clipped_rows,
+        }
+        return [value], self.site.n, metrics
+
+    def release(self, parameters: list[np.ndarray], config: dict) -> np.ndarray:
+        """The noisy array answering this request (subclasses); raise to refuse."""
+        raise NotImplementedError
+
+    def refuse(self, reason: str) -> InvalidRequestError:
+        """An error naming the site, to raise when a request is malformed."""
+        return InvalidRequestError(f"{self.site.site}: refused: {reason}")

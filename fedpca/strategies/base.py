@@ -1,0 +1,167 @@
+"""Flower plumbing every fedpca strategy shares; the arithmetic stays in the core servers.
+
+A :class:`SiteRoundStrategy` asks every connected site for one release per Flower round,
+refuses to aggregate a round that fewer than ``min_sites`` sites answered (stopping the run
+with :class:`RoundFailedError` that quotes each failing site's own message), decodes the
+answers into :class:`~fedpca.algorithms.site.SiteAnswer` and hands them to
+:meth:`SiteRoundStrategy.combine`. No federated evaluation: sites release nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import numpy as np
+from flwr.common import (
+    EvaluateIns,
+    EvaluateRes,
+    FitIns,
+    FitRes,
+    Parameters,
+    Scalar,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.strategy import Strategy
+
+from fedpca.algorithms.site import SiteAnswer
+from fedpca.errors import FedPCAError
+
+logger = logging.getLogger(__name__)
+
+WARNING_TOO_FEW_SITES = (
+    "%s round %s: only %s site(s) answered, fewer than min_sites=%s; the run stops here "
+    "rather than aggregate an under-populated round. Failures: %s"
+)
+
+#: Flower wraps a client's exception in a Ray traceback; its own text follows "Message: ".
+_CLIENT_MESSAGE = re.compile(r"Message: (.*?)(?:\\n|\\'|'|$)")
+
+
+class RoundFailedError(FedPCAError):
+    """Too few sites answered a round; the run was stopped."""
+
+
+class SiteRoundStrategy(Strategy):
+    """Base strategy: one release per site per round, combined by a Flower-free server.
+
+    Args:
+        min_sites (int, default 2): a round proceeds only if at least this many sites
+            answer; sampling waits until this many are connected.
+        min_noise_multiplier (float | None, default None): asks every site for at least this
+            noise multiplier (a site never goes below its own).
+        privacy (dict | None, default None): the guarantee the sites were configured with,
+            copied into the result.
+    """
+
+    #: Name used in logs and errors.
+    label = "fedpca"
+
+    def __init__(
+        self,
+        *,
+        min_sites: int = 2,
+        min_noise_multiplier: float | None = None,
+        privacy: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.min_sites = max(1, int(min_sites))
+        self.min_noise_multiplier = min_noise_multiplier
+        self.privacy = dict(privacy or {})
+        self.failures: list[str] = []
+
+    def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
+        """Arrays and config sent to every site in ``server_round`` (subclasses)."""
+        raise NotImplementedError
+
+    def combine(
+        self, server_round: int, answers: list[SiteAnswer]
+    ) -> tuple[np.ndarray, dict[str, Scalar]]:
+        """The new global array and round metrics from the sites' answers (subclasses)."""
+        raise NotImplementedError
+
+    def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
+        """No client is asked for parameters: the first round carries what it needs."""
+        return ndarrays_to_parameters([])
+
+    def configure_fit(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, FitIns]]:
+        """Ask every connected site (at least ``min_sites``) for this round's release."""
+        arrays, config = self.fit_request(server_round)
+        if self.min_noise_multiplier is not None:
+            config["min_noise_multiplier"] = float(self.min_noise_multiplier)
+        ins = FitIns(ndarrays_to_parameters(arrays), config)
+        available = max(client_manager.num_available(), self.min_sites)
+        clients = client_manager.sample(num_clients=available, min_num_clients=self.min_sites)
+        return [(client, ins) for client in clients]
+
+    def aggregate_fit(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, FitRes]],
+        failures: list[tuple[ClientProxy, FitRes] | BaseException],
+    ) -> tuple[Parameters | None, dict[str, Scalar]]:
+        """Check enough sites answered, then combine their releases."""
+        reasons = [failure_reason(f) for f in failures]
+        for reason in reasons:
+            logger.warning("%s round %s: a site failed: %s", self.label, server_round, reason)
+        self.failures.extend(reasons)
+        if len(results) < self.min_sites:
+            logger.error(WARNING_TOO_FEW_SITES, self.label, server_round, len(results),
+                         self.min_sites, reasons)
+            raise RoundFailedError(
+                f"round {server_round}: {len(results)} site(s) answered, need "
+                f"{self.min_sites}; failures: {reasons}"
+            )
+        array, metrics = self.combine(server_round, [site_answer(p, r) for p, r in results])
+        return ndarrays_to_parameters([array]), metrics
+
+    def configure_evaluate(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, EvaluateIns]]:
+        """No federated evaluation: sites release nothing beyond the fit rounds."""
+        return []
+
+    def aggregate_evaluate(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, EvaluateRes]],
+        failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
+    ) -> tuple[float | None, dict[str, Scalar]]:
+        """Nothing to aggregate (no evaluation round)."""
+        return None, {}
+
+    def evaluate(
+        self, server_round: int, parameters: Parameters
+    ) -> tuple[float, dict[str, Scalar]] | None:
+        """Round metrics are recorded by the core server's history instead."""
+        return None
+
+
+def site_answer(proxy: ClientProxy, res: FitRes) -> SiteAnswer:
+    """Decode one site's ``FitRes`` (exactly one array, its n, its reported epsilon)."""
+    arrays = parameters_to_ndarrays(res.parameters)
+    site = str(res.metrics.get("site", proxy.cid))
+    if len(arrays) != 1:
+        raise FedPCAError(f"site {site} returned {len(arrays)} arrays, expected 1")
+    return SiteAnswer(
+        site=site,
+        n=int(res.num_examples),
+        value=arrays[0],
+        epsilon_spent=float(res.metrics.get("epsilon_spent", float("nan"))),
+    )
+
+
+def failure_reason(failure: tuple[ClientProxy, FitRes] | BaseException) -> str:
+    """The failing site's own message, without Flower's and Ray's wrapping."""
+    if isinstance(failure, BaseException):
+        text = str(failure)
+        found = _CLIENT_MESSAGE.findall(text)
+        return found[-1].strip() if found else text
+    proxy, res = failure
+    return f"site {proxy.cid}: {res.status.message}"
