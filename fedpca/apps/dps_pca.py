@@ -1,4 +1,6 @@
-"""DPS-PCA as a Flower App: ``flwr run .`` runs the same thing as ``fedpca simulate dps-pca``.
+"""DPS-PCA in the Flower App (``flwr run .`` with ``algorithm="dps-pca"``, the default).
+
+It runs the same thing as ``fedpca simulate dps-pca``.
 
 Every parameter is a ``run_config`` key (``[tool.flwr.app.config]`` in pyproject.toml,
 overridable with ``flwr run . --run-config 'epsilon=0.5 rounds=5'``). A site's privacy
@@ -14,9 +16,9 @@ from __future__ import annotations
 
 import logging
 
-from flwr.client import Client, ClientApp
+from flwr.client import Client
 from flwr.common import Context
-from flwr.server import Grid, ServerApp
+from flwr.server import Grid
 
 from fedpca.apps.workflow import run_strategy
 from fedpca.blas import single_thread_blas
@@ -51,12 +53,7 @@ def client_fn(context: Context) -> Client:
     return client_for_site(context, data, scenario.policy(), site, seed=scenario.seed)
 
 
-client_app = ClientApp(client_fn=client_fn)
-server_app = ServerApp()
-
-
-@server_app.main()
-def main(grid: Grid, context: Context) -> None:
+def server_main(grid: Grid, context: Context) -> None:
     """Run DPS-PCA over the connected sites and write the result if ``output`` is set."""
     config = dict(context.run_config)
     # The server holds no data: one "site" is enough to validate the shared parameters.
