@@ -45,6 +45,7 @@ class DPSPCAScenario:
     seed: int | None = None
     data_seed: int = 0
     min_sites: int | None = None
+    secure_min_sites: int | None = None
 
     def __post_init__(self) -> None:
         split_sizes(self.samples, self.sites)
@@ -66,7 +67,16 @@ class DPSPCAScenario:
         return SitePolicy(
             epsilon=self.epsilon, delta=self.delta, rounds=self.rounds,
             accounting=self.accounting, clip_norm=self.clip_norm,
+            secure_min_sites=self.secure_min_sites,
         )
+
+    def required_sites(self) -> int:
+        """Sites every round needs: ``min_sites`` (all by default), at least ``m``."""
+        return max(self.min_sites or self.sites, self.secure_min_sites or 0)
+
+    def largest_site(self) -> int:
+        """The largest site's record count (public; SecAgg+'s ``max_weight``)."""
+        return max(split_sizes(self.samples, self.sites))
 
     def privacy(self) -> dict[str, Any]:
         """The guarantee each site gives in this scenario."""
@@ -98,7 +108,7 @@ class DPSPCAScenario:
         out = {}
         for key, value in asdict(self).items():
             if value is None:
-                value = NO_SEED if key == "seed" else 0
+                value = NO_SEED if key == "seed" else 0  # 0: "not set" for counts
             out[key.replace("_", "-")] = value
         return out
 
@@ -112,10 +122,11 @@ class DPSPCAScenario:
                 kwargs[f.name] = config[key]
         if kwargs.get("seed") == NO_SEED:
             kwargs["seed"] = None
-        if kwargs.get("min_sites") == 0:
-            kwargs["min_sites"] = None
+        for name in ("min_sites", "secure_min_sites"):
+            if kwargs.get(name) == 0:
+                kwargs[name] = None
         for name in ("sites", "dim", "samples", "k", "sparsity", "s_hat", "rounds",
-                     "data_seed", "seed", "min_sites"):
+                     "data_seed", "seed", "min_sites", "secure_min_sites"):
             if kwargs.get(name) is not None:
                 kwargs[name] = int(kwargs[name])
         kwargs.update(overrides)

@@ -32,7 +32,6 @@ from fedpca.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.errors import ConfigurationError
 from fedpca.ledger import PrivacyLedger
 from fedpca.mechanisms import (
-    Release,
     diagonal_sensitivity,
     power_step_sensitivity,
 )
@@ -61,6 +60,9 @@ class SitePolicy:
         rounds: power rounds ``T`` the site agrees to; it makes ``T + 1`` releases.
         accounting: ``"pld"`` (default), ``"rdp"`` or ``"paper"`` (paper 000's formula).
         clip_norm: public row-norm bound ``C``.
+        secure_min_sites: ``m``, set only when every answer is revealed only inside a secure
+            sum over at least ``m`` sites (SecAgg+): the site then adds ``sigma / sqrt(m)``
+            and refuses any request that would reveal its answer unmasked.
     """
 
     epsilon: float = 1.0
@@ -68,6 +70,7 @@ class SitePolicy:
     rounds: int = 10
     accounting: str = "pld"
     clip_norm: float = 1.0
+    secure_min_sites: int | None = None
 
     def __post_init__(self) -> None:
         require_positive_int(self.rounds, "rounds")
@@ -111,27 +114,32 @@ class DPSPCASite(PrivateSite):
         super().__init__(
             data, clip_norm=policy.clip_norm, calibration=policy.calibration(),
             max_releases=policy.releases, site=site, seed=seed, ledger=ledger,
+            secure_min_sites=policy.secure_min_sites,
         )
         self.policy = policy
 
     def release_diagonal(self, min_noise_multiplier: float | None = None) -> np.ndarray:
-        """``diag(X^T X) + N(0, sigma^2 I_d)``: the initialisation release (accounted)."""
-        sensitivity = diagonal_sensitivity(self.policy.clip_norm)
-        sigma = self.sigma(sensitivity, min_noise_multiplier)
-        index = self.charge(Release(INIT_MECHANISM, sensitivity, sigma, (self.dim,)))
-        diag = np.einsum("ij,ij->j", self.X, self.X)
-        return diag + self.noise.gaussian(index, sigma, (self.dim,))
+        """``(diag(X^T X) + N(0, sigma^2 I_d)) / n_i``: the initialisation release (accounted).
+
+        Divided by ``n_i`` like the power step, so the server's ``n_i``-weighted average
+        (which is also what secure aggregation computes) is ``sum_i g_i / n``.
+        """
+        noise = self.gaussian_release(
+            INIT_MECHANISM, diagonal_sensitivity(self.policy.clip_norm), (self.dim,),
+            min_noise_multiplier,
+        )
+        return (np.einsum("ij,ij->j", self.X, self.X) + noise) / self.n
 
     def release_power(
         self, Q: np.ndarray, min_noise_multiplier: float | None = None
     ) -> np.ndarray:
         """``H_i = (X^T (X Q) + G) / n_i`` for an orthonormal ``Q`` (accounted)."""
         Q = validate_basis(Q, self.dim, site=self.site)
-        sensitivity = power_step_sensitivity(self.policy.clip_norm)
-        sigma = self.sigma(sensitivity, min_noise_multiplier)
-        index = self.charge(Release(POWER_MECHANISM, sensitivity, sigma, Q.shape))
-        product = self.X.T @ (self.X @ Q)
-        return (product + self.noise.gaussian(index, sigma, Q.shape)) / self.n
+        noise = self.gaussian_release(
+            POWER_MECHANISM, power_step_sensitivity(self.policy.clip_norm), Q.shape,
+            min_noise_multiplier,
+        )
+        return (self.X.T @ (self.X @ Q) + noise) / self.n
 
 
 class DPSPCAServer:
@@ -198,8 +206,7 @@ class DPSPCAServer:
     def receive_diagonal(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
         """Sum the noisy diagonals, pick ``s_hat`` coordinates, set ``Q(0)``."""
         ordered = ordered_answers(answers, (self.dim,))
-        total = weighted_sum(ordered, weighted=False)
-        support = top_coordinates(total, self.s_hat)
+        support = top_coordinates(weighted_sum(ordered, weighted=True), self.s_hat)
         rng = np.random.default_rng(None if self.seed is None else [self.seed, PUBLIC_STREAM])
         start = np.zeros((self.dim, self.k))
         start[support] = rng.standard_normal((self.s_hat, self.k))
@@ -246,7 +253,16 @@ class DPSPCAServer:
         logger.info("DPS-PCA %s round %d: %s", phase, t, entry)
 
 
-def privacy_record(policy: SitePolicy, trust_model: str = "per-site noise") -> dict[str, Any]:
+PER_SITE_TRUST = "per-site noise: no trusted party; every answer is DP on its own"
+SECURE_TRUST = (
+    "secure aggregation (Flower SecAgg+): the server sees only sums over at least m={m} "
+    "sites, each adding sigma/sqrt(m); assumes an honest-but-curious server and at least m "
+    "surviving sites per round; Flower's masks are not cryptographic grade (32-bit seeded "
+    "numpy RandomState)"
+)
+
+
+def privacy_record(policy: SitePolicy) -> dict[str, Any]:
     """The guarantee a run with ``policy`` gives, for the result and the JSON output."""
     cal = policy.calibration()
     sensitivity = power_step_sensitivity(policy.clip_norm)
@@ -262,7 +278,11 @@ def privacy_record(policy: SitePolicy, trust_model: str = "per-site noise") -> d
         "sensitivity": sensitivity,
         "sigma": cal.sigma(sensitivity),
         "clip_norm": policy.clip_norm,
-        "trust_model": trust_model,
+        "secure_min_sites": policy.secure_min_sites,
+        "trust_model": (
+            PER_SITE_TRUST if policy.secure_min_sites is None
+            else SECURE_TRUST.format(m=policy.secure_min_sites)
+        ),
     }
 
 

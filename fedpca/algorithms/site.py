@@ -8,6 +8,7 @@ site's own calibration, raised but never lowered by a server request.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.ledger import PrivacyLedger
 from fedpca.mechanisms import NoiseSource, Release
 from fedpca.site_data import SiteData
-from fedpca.validation import require_finite_positive
+from fedpca.validation import require_finite_positive, require_positive_int
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ class PrivateSite:
         site: the site's name (messages, and with ``seed`` its noise stream).
         seed: seed for reproducible simulation only; ``None`` draws OS randomness.
         ledger: an existing ledger to continue (e.g. restored from storage).
+        secure_min_sites: ``m`` when the site's answers are only ever revealed summed with
+            those of at least ``m`` sites (secure aggregation): the site then adds noise of
+            standard deviation ``sigma / sqrt(m)`` so the sum carries ``sigma``; the ledger
+            records ``sigma``, the level the guarantee relies on. ``None``: the site's own
+            answer carries the full ``sigma``.
     """
 
     def __init__(
@@ -54,7 +60,11 @@ class PrivateSite:
         site: str = "site",
         seed: int | None = None,
         ledger: PrivacyLedger | None = None,
+        secure_min_sites: int | None = None,
     ) -> None:
+        if secure_min_sites is not None:
+            require_positive_int(secure_min_sites, "secure_min_sites", minimum=2)
+        self.secure_min_sites = secure_min_sites
         self.site = site
         self.clip_norm = clip_norm
         if not isinstance(data, SiteData):
@@ -90,6 +100,26 @@ class PrivateSite:
             )
             z = max(z, requested)
         return z * sensitivity
+
+    def gaussian_release(
+        self,
+        mechanism: str,
+        sensitivity: float,
+        shape: tuple[int, ...],
+        min_noise_multiplier: float | None = None,
+    ) -> np.ndarray:
+        """Charge the ledger for one Gaussian release and return the noise to add.
+
+        The ledger records ``sigma`` (the site's calibrated level, possibly raised by the
+        server); under secure aggregation the site's own share is ``sigma / sqrt(m)``.
+        """
+        sigma = self.sigma(sensitivity, min_noise_multiplier)
+        share = sigma
+        if self.secure_min_sites is not None:
+            mechanism = f"{mechanism}+secagg(m={self.secure_min_sites})"
+            share = sigma / math.sqrt(self.secure_min_sites)
+        index = self.charge(Release(mechanism, sensitivity, sigma, shape))
+        return self.noise.gaussian(index, share, shape)
 
     def charge(self, release: Release) -> int:
         """Record ``release`` in the ledger (or raise, recording nothing); its index."""

@@ -14,6 +14,7 @@ from flwr.client import Client, ClientApp
 from flwr.common import Context
 from flwr.server import Grid, ServerApp
 
+from fedpca.clients.secure_aggregation import secure_aggregation_mod
 from fedpca.errors import ConfigurationError
 
 #: run_config ``algorithm`` value -> module implementing it.
@@ -35,7 +36,7 @@ def client_fn(context: Context) -> Client:
     return _module(context).client_fn(context)
 
 
-client_app = ClientApp(client_fn=client_fn)
+client_app = ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])
 server_app = ServerApp()
 
 

@@ -20,10 +20,11 @@ from flwr.client import Client
 from flwr.common import Context
 from flwr.server import Grid
 
-from fedpca.apps.workflow import run_strategy
+from fedpca.apps.workflow import SecAggSettings, run_strategy
 from fedpca.blas import single_thread_blas
 from fedpca.clients.dps_pca import client_for_site
 from fedpca.data.files import load_site_file
+from fedpca.errors import ConfigurationError
 from fedpca.report import result_summary
 from fedpca.scenario import DPSPCAScenario
 from fedpca.strategies.dps_pca import DPSPCAStrategy
@@ -33,7 +34,7 @@ logger = logging.getLogger(__name__)
 #: Sites the ServerApp waits for when run_config ``min-sites`` is 0.
 DEFAULT_MIN_SITES = 2
 #: node_config keys a site may use to set its own privacy policy.
-SITE_POLICY_KEYS = ("epsilon", "delta", "rounds", "accounting", "clip-norm")
+SITE_POLICY_KEYS = ("epsilon", "delta", "rounds", "accounting", "clip-norm", "secure-min-sites")
 
 
 def client_fn(context: Context) -> Client:
@@ -60,11 +61,21 @@ def server_main(grid: Grid, context: Context) -> None:
     scenario = DPSPCAScenario.from_run_config(config, sites=1)
     strategy = DPSPCAStrategy(
         dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,
-        min_sites=scenario.min_sites or DEFAULT_MIN_SITES, seed=scenario.seed,
+        min_sites=max(scenario.min_sites or DEFAULT_MIN_SITES, scenario.secure_min_sites or 0),
+        seed=scenario.seed,
         evaluate_fn=scenario.distance_to_truth if config.get("data") == "synthetic" else None,
         privacy=scenario.privacy(),
     )
-    run_strategy(grid, context, strategy, strategy.num_rounds)
+    secure = None
+    if scenario.secure_min_sites is not None:
+        max_weight = float(config.get("secagg-max-weight", 0))
+        if max_weight <= 0:
+            raise ConfigurationError(
+                "secure aggregation needs run_config secagg-max-weight: a public upper bound "
+                "on every site's record count (sites weight their answers by it)"
+            )
+        secure = SecAggSettings.for_sites(scenario.required_sites(), max_weight)
+    run_strategy(grid, context, strategy, strategy.num_rounds, secure=secure)
     result = strategy.result(config)
     logger.info("DPS-PCA finished: %s", result_summary(result))
     output = str(config.get("output", ""))

@@ -25,16 +25,22 @@ class PrivateSiteClient(NumPyClient):
         site: the Flower-free site object (data, calibration, ledger, noise).
         on_release: called with the ledger after every accepted release (before the answer
             is returned), e.g. to persist it in ``context.state``.
+        masked: whether this request is answered inside secure-aggregation masking; a site
+            whose policy relies on secure aggregation refuses unmasked requests.
     """
 
     #: Fit-config keys this client understands; any other key is refused.
     config_keys: frozenset[str] = frozenset()
 
     def __init__(
-        self, site: PrivateSite, on_release: Callable[[PrivacyLedger], None] | None = None
+        self,
+        site: PrivateSite,
+        on_release: Callable[[PrivacyLedger], None] | None = None,
+        masked: bool = False,
     ) -> None:
         self.site = site
         self.on_release = on_release
+        self.masked = masked
 
     def get_parameters(self, config: dict) -> list[np.ndarray]:
         """A site holds no global parameters: nothing is sent."""
@@ -46,8 +52,11 @@ class PrivateSiteClient(NumPyClient):
         """Check the request, make the release, persist the ledger, answer."""
         unknown = set(config) - self.config_keys
         if unknown:
-            raise InvalidRequestError(
-                f"{self.site.site}: refused: unknown config keys {sorted(unknown)}"
+            raise self.refuse(f"unknown config keys {sorted(unknown)}")
+        if self.site.secure_min_sites is not None and not self.masked:
+            raise self.refuse(
+                "this site answers only inside a secure sum over at least "
+                f"{self.site.secure_min_sites} sites (SecAgg+), and this request is not masked"
             )
         value = self.release(parameters, config)
         if self.on_release is not None:

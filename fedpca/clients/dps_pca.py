@@ -16,6 +16,7 @@ from flwr.common import Context
 from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_POWER, DPSPCASite, SitePolicy
 from fedpca.clients.base import PrivateSiteClient
 from fedpca.clients.ledger_state import load_ledger, store_ledger
+from fedpca.clients.secure_aggregation import is_masked
 from fedpca.site_data import SiteData
 
 
@@ -58,5 +59,7 @@ def client_for_site(
     site_obj = DPSPCASite(data, policy, site=site, seed=seed)
     load_ledger(context, site_obj.ledger)
     return DPSPCAClient(
-        site_obj, on_release=lambda ledger: store_ledger(context, ledger)
+        site_obj,
+        on_release=lambda ledger: store_ledger(context, ledger),
+        masked=is_masked(context),
     ).to_client()

@@ -19,6 +19,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="true row sparsity s of the leading eigenspace")
     p.add_argument("--s-hat", type=int, default=20, help="rows kept by thresholding")
     p.add_argument("--rounds", type=int, default=10, help="power rounds T")
+    p.add_argument(
+        "--secure-aggregation", nargs="?", type=int, const=-1, default=None, metavar="M",
+        help="Flower SecAgg+: each site adds sigma/sqrt(M) so every secure sum of at least M "
+             "sites carries sigma (M defaults to all sites)",
+    )
     p.set_defaults(func=run)
 
 
@@ -34,6 +39,10 @@ def run(args: argparse.Namespace) -> int:
         epsilon=args.epsilon, delta=args.delta, accounting=args.accounting,
         clip_norm=args.clip_norm, seed=args.seed,
         data_seed=args.seed if args.seed is not None else 0,
+        secure_min_sites=(
+            None if args.secure_aggregation is None
+            else args.sites if args.secure_aggregation == -1 else args.secure_aggregation
+        ),
     )
     p = scenario.privacy()
     print(
@@ -43,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
         f"sigma {p['sigma']:.3f}, {p['releases_per_site']} releases]",
         flush=True,
     )
+    print(f"trust model: {p['trust_model']}", flush=True)
     seeded_notice(args.seed)
     result = simulate_dps_pca(scenario, verbose=args.verbose)
     print(round_table(result))
@@ -54,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         "sparsity": args.sparsity,
         "s_hat": args.s_hat,
         "rounds": args.rounds,
+        "secure_min_sites": scenario.secure_min_sites,
+        "trust_model": p["trust_model"],
         "subspace_distance": distances[-1],
         "distances": distances,
         "epsilon_spent": [entry["epsilon_spent"] for entry in result.history],

@@ -9,8 +9,9 @@ from flwr.client import Client, ClientApp
 from flwr.common import Context
 from flwr.server import Grid, ServerApp
 
-from fedpca.apps.workflow import run_strategy
+from fedpca.apps.workflow import SecAggSettings, run_strategy
 from fedpca.clients.dps_pca import client_for_site
+from fedpca.clients.secure_aggregation import secure_aggregation_mod
 from fedpca.errors import FedPCAError
 from fedpca.results import PCAResult
 from fedpca.scenario import DPSPCAScenario
@@ -30,21 +31,28 @@ def simulate_dps_pca(scenario: DPSPCAScenario, verbose: bool = False) -> PCAResu
     """Run ``scenario`` as a Flower simulation and return its result.
 
     Privacy guarantee: each virtual site's transcript is (scenario.epsilon,
-    scenario.delta)-DP per record (per-site noise; the server is not trusted).
+    scenario.delta)-DP per record: on its own (per-site noise, untrusted server), or, with
+    ``scenario.secure_min_sites = m``, inside every SecAgg+ sum of at least ``m`` sites.
     """
     start = time.perf_counter()
     strategy = DPSPCAStrategy(
         dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,
-        min_sites=scenario.min_sites or scenario.sites, seed=scenario.seed,
+        min_sites=scenario.required_sites(), seed=scenario.seed,
         evaluate_fn=scenario.distance_to_truth, privacy=scenario.privacy(),
     )
+    secure = None
+    if scenario.secure_min_sites is not None:
+        secure = SecAggSettings.for_sites(scenario.sites, scenario.largest_site())
+        secure.check(scenario.sites)
     server_app = ServerApp()
 
     @server_app.main()
     def _main(grid: Grid, context: Context) -> None:
-        run_strategy(grid, context, strategy, strategy.num_rounds)
+        run_strategy(grid, context, strategy, strategy.num_rounds, secure=secure)
 
-    client_app = ClientApp(client_fn=functools.partial(_client_fn, scenario))
+    client_app = ClientApp(
+        client_fn=functools.partial(_client_fn, scenario), mods=[secure_aggregation_mod]
+    )
     launch(server_app, client_app, scenario.sites, verbose=verbose)
     if len(strategy.server.history) < strategy.num_rounds:
         raise FedPCAError(

@@ -1,0 +1,71 @@
+"""SecAgg+ mode: sites split the noise, refuse unmasked requests, and the sum is exact."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy, run_dps_pca
+from fedpca.apps.workflow import SecAggSettings
+from fedpca.clients.dps_pca import DPSPCAClient
+from fedpca.errors import ConfigurationError, InvalidRequestError
+from fedpca.mechanisms import power_step_sensitivity
+from fedpca.scenario import DPSPCAScenario
+from fedpca.simulations.dps_pca import simulate_dps_pca
+from fedpca.subspace import thin_qr
+
+M = 4
+POLICY = SitePolicy(epsilon=1.0, delta=1e-5, rounds=40, secure_min_sites=M)
+
+
+def test_site_adds_sigma_over_sqrt_m_and_ledger_records_sigma():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-0.1, 0.1, size=(30, 50))
+    site = DPSPCASite(X, POLICY, site="s")
+    sigma = POLICY.calibration().sigma(power_step_sensitivity(1.0))
+    noise = []
+    for _ in range(POLICY.rounds):
+        Q = thin_qr(rng.standard_normal((50, 3)))
+        noise.append(site.release_power(Q) * site.n - site.X.T @ (site.X @ Q))
+    noise = np.concatenate([n.ravel() for n in noise])
+    dof = noise.size
+    var = noise.var()
+    lo = dof * var / stats.chi2.ppf(1 - 5e-5, dof)
+    hi = dof * var / stats.chi2.ppf(5e-5, dof)
+    assert lo <= sigma**2 / M <= hi
+    last = site.ledger.releases[-1]
+    assert last.sigma == pytest.approx(sigma)  # the guarantee relies on the sum's sigma
+    assert "secagg(m=4)" in last.mechanism
+
+
+def test_secure_site_refuses_an_unmasked_request():
+    site = DPSPCASite(np.eye(5) * 0.1, POLICY, site="hospital-2")
+    Q = thin_qr(np.random.default_rng(1).standard_normal((5, 2)))
+    with pytest.raises(InvalidRequestError, match="hospital-2: refused: .*not masked"):
+        DPSPCAClient(site, masked=False).fit([Q], {"phase": "power", "round": 1})
+    assert site.ledger.count == 0
+    (H,), n, _ = DPSPCAClient(site, masked=True).fit([Q], {"phase": "power", "round": 1})
+    assert H.shape == (5, 2) and n == 5
+
+
+def test_secagg_settings_refuse_a_wrapping_modulus():
+    settings = SecAggSettings.for_sites(300, 2000)
+    settings.check(300)
+    with pytest.raises(ConfigurationError, match="wrap"):
+        replace(settings, modulus_range=2**32).check(300)
+    with pytest.raises(ConfigurationError, match="at least 3 sites"):
+        SecAggSettings.for_sites(2, 100)
+
+
+def test_secagg_simulation_matches_the_reference_up_to_quantisation():
+    scenario = DPSPCAScenario(sites=4, dim=30, samples=1600, k=2, sparsity=5, s_hat=8,
+                              rounds=2, epsilon=2.0, seed=3, secure_min_sites=4)
+    result = simulate_dps_pca(scenario)
+    reference = run_dps_pca(scenario.all_site_data(), scenario.k, scenario.s_hat,
+                            scenario.policy(), seed=scenario.seed)
+    gap = np.abs(result.basis - reference.basis).max()
+    assert 0 < gap < 1e-4  # SecAgg+ quantises: close, not bit-identical
+    assert result.privacy["secure_min_sites"] == 4
+    assert "SecAgg+" in result.privacy["trust_model"]
+    assert result.sites_answered[-1] == ["0", "1", "2", "3"]
