@@ -51,7 +51,7 @@ def test_diagonal_release_noise_has_calibrated_variance():
     for s in range(30):  # one initialisation release per site
         X = site_data(seed=s, d=d)
         site = DPSPCASite(X, POLICY, site=f"s{s}")
-        draws.append(site.release_diagonal() - np.einsum("ij,ij->j", site.X, site.X))
+        draws.append(site.release_diagonal() * site.n - np.einsum("ij,ij->j", site.X, site.X))
         sigmas.append(site.sigma(power_step_sensitivity(1.0)))
     noise = np.concatenate(draws)
     lo, hi = variance_interval(noise.var(ddof=0), noise.size)
