@@ -1,7 +1,8 @@
-"""Load one site's own records from a ``.npy`` or ``.csv`` file (numeric, one record a row)."""
+"""Load one site's own records from a ``.npy``, ``.csv`` or ``.csv.gz`` file (one record a row)."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import numpy as np
@@ -11,35 +12,64 @@ from fedpca.validation import validate_site_data
 
 
 def load_site_file(path: str | Path, site: str = "site") -> np.ndarray:
-    """Read a ``.npy`` (memory-mapped) or ``.csv`` (comma-separated, optional header) file.
+    """Read a ``.npy`` (memory-mapped) or a comma-separated ``.csv``/``.csv.gz`` file.
 
-    Returns a validated float64 ``n x d`` array; raises InvalidDataError naming the site and
-    the file when it is missing, of another format, or not a finite numeric table.
+    A CSV file may start with one header line. Returns a validated float64 ``n x d`` array;
+    raises InvalidDataError naming the site and the file when it is missing, of another
+    format, or not a finite numeric table.
     """
     path = Path(path)
     if not path.is_file():
         raise InvalidDataError(f"{site}: data file {path} does not exist")
-    suffix = path.suffix.lower()
-    if suffix == ".npy":
+    name = path.name.lower()
+    if name.endswith(".npy"):
         data = np.load(path, mmap_mode="r", allow_pickle=False)
-    elif suffix == ".csv":
+    elif name.endswith((".csv", ".csv.gz")):
         data = _read_csv(path, site)
     else:
         raise InvalidDataError(
-            f"{site}: {path} has suffix {suffix!r}; give a .npy or .csv file"
+            f"{site}: {path} has suffix {''.join(path.suffixes)!r}; give a .npy, .csv or "
+            ".csv.gz file"
         )
     return validate_site_data(data, site=f"{site} ({path.name})")
 
 
+def split_label_column(
+    table: np.ndarray, column: int, site: str = "site"
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(features, labels)``: column ``column`` (negative counts from the end) as int labels.
+
+    Raises InvalidDataError when the column does not exist, is the only one, or holds
+    non-integer values.
+    """
+    d = table.shape[1]
+    if not -d <= column < d or d < 2:
+        raise InvalidDataError(
+            f"{site}: label column {column} does not exist or leaves no features in a table "
+            f"of {d} columns"
+        )
+    labels = table[:, column]
+    if not np.array_equal(labels, np.round(labels)):
+        raise InvalidDataError(
+            f"{site}: label column {column} holds non-integer values; labels must be integers"
+        )
+    return np.delete(table, column % d, axis=1), labels.astype(np.int64)
+
+
 def _read_csv(path: Path, site: str) -> np.ndarray:
-    with path.open() as handle:
-        first = handle.readline()
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        [float(v) for v in first.strip().split(",")]
-        skip = 0
-    except ValueError:
-        skip = 1  # a header line
-    try:
+        with opener(path, "rt") as handle:
+            first = handle.readline()
+        skip = 0 if _is_numeric_row(first) else 1  # 1: a header line
         return np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2)
-    except ValueError as exc:
+    except (ValueError, OSError, EOFError) as exc:
         raise InvalidDataError(f"{site}: {path} is not a numeric CSV table: {exc}") from exc
+
+
+def _is_numeric_row(line: str) -> bool:
+    try:
+        [float(v) for v in line.strip().split(",")]
+    except ValueError:
+        return False
+    return True
