@@ -28,7 +28,8 @@ class DPSPCAScenario:
 
     Attributes mirror the CLI flags; ``seed`` seeds the noise and the server's public
     randomness (``None``: OS randomness, the only choice for production), ``data_seed``
-    the synthetic model and samples.
+    the synthetic model and samples. ``failure_rate`` (simulation only) makes each site
+    fail each round with that probability before it releases anything.
     """
 
     sites: int = 100
@@ -46,9 +47,14 @@ class DPSPCAScenario:
     data_seed: int = 0
     min_sites: int | None = None
     secure_min_sites: int | None = None
+    failure_rate: float = 0.0
 
     def __post_init__(self) -> None:
         split_sizes(self.samples, self.sites)
+        if not 0.0 <= self.failure_rate < 1.0:
+            raise ConfigurationError(
+                f"failure_rate must be in [0, 1), got {self.failure_rate!r}"
+            )
         self.model()
         self.policy()
         if not self.k <= self.s_hat <= self.dim:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -83,9 +84,10 @@ def test_flwr_run_gives_the_reference_basis(flwr_home, tmp_path):
         OPENBLAS_NUM_THREADS="1",
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
     )
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]
     config = " ".join(
         f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}"
-        for k, v in SCENARIO.to_run_config().items() if k != "sites"
+        for k, v in SCENARIO.to_run_config().items() if k in declared
     )
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "flwr"), "run", str(ROOT), "--stream",

@@ -106,3 +106,21 @@ def test_simulation_at_d_1000_does_not_deadlock_and_converges():
                               s_hat=30, rounds=4, epsilon=4.0, delta=1e-5, seed=2)
     result = simulate_dps_pca(scenario)
     assert result.history[-1]["distance"] < 0.5
+
+
+def test_random_site_failures_at_scale_give_a_valid_result():
+    scenario = DPSPCAScenario(sites=200, dim=40, samples=40_000, k=2, sparsity=6, s_hat=10,
+                              rounds=3, epsilon=2.0, delta=1e-5, min_sites=150,
+                              failure_rate=0.1, seed=4)
+    strategy_result = simulate_dps_pca(scenario)
+    answered = strategy_result.sites_answered
+    assert len(answered) == scenario.rounds + 1
+    for sites in answered:
+        assert 150 <= len(sites) < 200  # some failed (P[no failure] ~ 1e-9), enough answered
+    Q = strategy_result.basis
+    np.testing.assert_allclose(Q.T @ Q, np.eye(2), atol=1e-10)
+    assert np.isfinite(strategy_result.history[-1]["distance"])
+    releases = strategy_result.config["site_releases"]
+    for site in {s for sites in answered for s in sites}:
+        # each ledger counts exactly the rounds in which that site answered
+        assert releases[site] == sum(site in sites for sites in answered)

@@ -30,6 +30,7 @@ class SiteAnswer:
     n: int
     value: np.ndarray
     epsilon_spent: float
+    releases: int = 0
 
 
 class PrivateSite:
@@ -129,7 +130,9 @@ class PrivateSite:
 
     def answer(self, value: np.ndarray) -> SiteAnswer:
         """Package a release with this site's public metadata."""
-        return SiteAnswer(self.site, self.n, value, self.ledger.epsilon_spent())
+        return SiteAnswer(
+            self.site, self.n, value, self.ledger.epsilon_spent(), self.ledger.count
+        )
 
 
 def ordered_answers(answers: Sequence[SiteAnswer], shape: tuple[int, ...]) -> list[SiteAnswer]:

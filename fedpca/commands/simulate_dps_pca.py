@@ -24,6 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Flower SecAgg+: each site adds sigma/sqrt(M) so every secure sum of at least M "
              "sites carries sigma (M defaults to all sites)",
     )
+    p.add_argument("--min-sites", type=int, default=None,
+                   help="a round proceeds if at least this many sites answer (default: all)")
+    p.add_argument("--failure-rate", type=float, default=0.0,
+                   help="simulate faults: each site fails each round with this probability")
     p.set_defaults(func=run)
 
 
@@ -39,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         epsilon=args.epsilon, delta=args.delta, accounting=args.accounting,
         clip_norm=args.clip_norm, seed=args.seed,
         data_seed=args.seed if args.seed is not None else 0,
+        min_sites=args.min_sites,
+        failure_rate=args.failure_rate,
         secure_min_sites=(
             None if args.secure_aggregation is None
             else args.sites if args.secure_aggregation == -1 else args.secure_aggregation

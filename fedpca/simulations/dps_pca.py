@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import time
 
+import numpy as np
+
 from flwr.client import Client, ClientApp
 from flwr.common import Context
 from flwr.server import Grid, ServerApp
@@ -19,8 +21,14 @@ from fedpca.simulations.launcher import launch
 from fedpca.strategies.dps_pca import DPSPCAStrategy
 
 
+class SimulatedSiteFailure(FedPCAError):
+    """A virtual site failed on purpose (``failure_rate``): it released nothing."""
+
+
 def _client_fn(scenario: DPSPCAScenario, context: Context) -> Client:
     partition = int(context.node_config["partition-id"])
+    if scenario.failure_rate and np.random.default_rng().random() < scenario.failure_rate:
+        raise SimulatedSiteFailure(f"site {partition}: simulated failure (nothing released)")
     return client_for_site(
         context, scenario.prepared_site(partition), scenario.policy(), str(partition),
         seed=scenario.seed,
@@ -37,7 +45,7 @@ def simulate_dps_pca(scenario: DPSPCAScenario, verbose: bool = False) -> PCAResu
     start = time.perf_counter()
     strategy = DPSPCAStrategy(
         dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,
-        min_sites=scenario.required_sites(), seed=scenario.seed,
+        min_sites=scenario.required_sites(), wait_for_sites=scenario.sites, seed=scenario.seed,
         evaluate_fn=scenario.distance_to_truth, privacy=scenario.privacy(),
     )
     secure = None
@@ -59,5 +67,10 @@ def simulate_dps_pca(scenario: DPSPCAScenario, verbose: bool = False) -> PCAResu
             f"the simulation stopped after {len(strategy.server.history)} of "
             f"{strategy.num_rounds} rounds; site failures: {strategy.failures[:5]}"
         )
-    config = {**scenario.to_run_config(), "wall_seconds": time.perf_counter() - start}
+    config = {
+        **scenario.to_run_config(),
+        "wall_seconds": time.perf_counter() - start,
+        "site_releases": dict(sorted(strategy.site_releases.items())),
+        "failures": len(strategy.failures),
+    }
     return strategy.result(config)

@@ -51,7 +51,10 @@ class SiteRoundStrategy(Strategy):
 
     Args:
         min_sites (int, default 2): a round proceeds only if at least this many sites
-            answer; sampling waits until this many are connected.
+            answer.
+        wait_for_sites (int | None, default None): sampling waits until this many sites are
+            connected (default ``min_sites``), then asks every connected site; set it to the
+            federation's size so a round never starts with only the first sites to connect.
         min_noise_multiplier (float | None, default None): asks every site for at least this
             noise multiplier (a site never goes below its own).
         privacy (dict | None, default None): the guarantee the sites were configured with,
@@ -65,14 +68,18 @@ class SiteRoundStrategy(Strategy):
         self,
         *,
         min_sites: int = 2,
+        wait_for_sites: int | None = None,
         min_noise_multiplier: float | None = None,
         privacy: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.min_sites = max(1, int(min_sites))
+        self.wait_for_sites = max(self.min_sites, int(wait_for_sites or 0))
         self.min_noise_multiplier = min_noise_multiplier
         self.privacy = dict(privacy or {})
         self.failures: list[str] = []
+        #: The number of releases each site last reported (its ledger's count).
+        self.site_releases: dict[str, int] = {}
 
     def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """Arrays and config sent to every site in ``server_round`` (subclasses)."""
@@ -91,13 +98,15 @@ class SiteRoundStrategy(Strategy):
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
-        """Ask every connected site (at least ``min_sites``) for this round's release."""
+        """Ask every connected site (after ``wait_for_sites`` connected) for its release."""
         arrays, config = self.fit_request(server_round)
         if self.min_noise_multiplier is not None:
             config["min_noise_multiplier"] = float(self.min_noise_multiplier)
         ins = FitIns(ndarrays_to_parameters(arrays), config)
-        available = max(client_manager.num_available(), self.min_sites)
-        clients = client_manager.sample(num_clients=available, min_num_clients=self.min_sites)
+        client_manager.wait_for(self.wait_for_sites)
+        clients = client_manager.sample(
+            num_clients=client_manager.num_available(), min_num_clients=self.wait_for_sites
+        )
         return [(client, ins) for client in clients]
 
     def aggregate_fit(
@@ -118,7 +127,9 @@ class SiteRoundStrategy(Strategy):
                 f"round {server_round}: {len(results)} site(s) answered, need "
                 f"{self.min_sites}; failures: {reasons}"
             )
-        array, metrics = self.combine(server_round, [site_answer(p, r) for p, r in results])
+        answers = [site_answer(p, r) for p, r in results]
+        self.site_releases.update({a.site: a.releases for a in answers})
+        array, metrics = self.combine(server_round, answers)
         return ndarrays_to_parameters([array]), metrics
 
     def configure_evaluate(
@@ -154,6 +165,7 @@ def site_answer(proxy: ClientProxy, res: FitRes) -> SiteAnswer:
         n=int(res.num_examples),
         value=arrays[0],
         epsilon_spent=float(res.metrics.get("epsilon_spent", float("nan"))),
+        releases=int(res.metrics.get("releases", 0)),
     )
 
 

@@ -34,6 +34,7 @@ class DPSPCAStrategy(SiteRoundStrategy):
         rounds (int): power rounds ``T`` (the run has ``T + 1`` Flower rounds with the
             initialisation).
         min_sites (int, default 2): a round proceeds only if at least this many sites answer.
+        wait_for_sites (int | None, default None): sites to wait for before each round.
         seed (int | None, default None): seed of the server's public randomness (``Q(0)``).
         initial_basis (np.ndarray | None, default None): a ``d x k`` orthonormal ``Q(0)``;
             skips the initialisation round.
@@ -54,6 +55,7 @@ class DPSPCAStrategy(SiteRoundStrategy):
         s_hat: int,
         rounds: int,
         min_sites: int = 2,
+        wait_for_sites: int | None = None,
         seed: int | None = None,
         initial_basis: np.ndarray | None = None,
         evaluate_fn: Callable[[np.ndarray], dict[str, float]] | None = None,
@@ -61,7 +63,8 @@ class DPSPCAStrategy(SiteRoundStrategy):
         privacy: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
-            min_sites=min_sites, min_noise_multiplier=min_noise_multiplier, privacy=privacy
+            min_sites=min_sites, wait_for_sites=wait_for_sites,
+            min_noise_multiplier=min_noise_multiplier, privacy=privacy,
         )
         self.server = DPSPCAServer(
             dim, k, s_hat, rounds, seed=seed, initial_basis=initial_basis, evaluate=evaluate_fn

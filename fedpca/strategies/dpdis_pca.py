@@ -1,0 +1,92 @@
+"""DPdisPCA as a Flower strategy: one round, one release per site.
+
+Paper: Imtiaz, Sarwate, "Differentially-private Distributed Principal Component Analysis"
+(slides, Rutgers, 2018; ``papers/002`` of the project).
+
+The single round asks every site for its partial square root ``P_s`` (``d x R``) of its
+noisy second-moment matrix, or its whole noisy ``A^_s`` in the comparison variant, and merges
+them into the top-``K`` eigenvectors of ``A_c = sum_s w_s P_s P_s^T``. Every formula lives in
+:mod:`fedpca.algorithms.dpdis_pca`; this module only moves arrays. The privacy guarantee is
+the sites' (each adds its own noise, see :mod:`fedpca.clients.dpdis_pca`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from flwr.common import Scalar
+
+from fedpca.algorithms.dpdis_pca import (
+    VARIANT_FACTOR,
+    WEIGHTING_UNIFORM,
+    DPdisPCAServer,
+)
+from fedpca.algorithms.site import SiteAnswer
+from fedpca.results import PCAResult
+from fedpca.strategies.base import SiteRoundStrategy
+
+
+class DPdisPCAStrategy(SiteRoundStrategy):
+    """Differentially private distributed PCA from partial square roots (one round).
+
+    Args:
+        dim (int): number of features ``d`` every site holds.
+        k (int): number of principal components ``K``.
+        r (int | None, default None): columns of each site's ``P_s``; ``None`` means
+            ``min(2K, d)``. Ignored by the full variant.
+        weighting (str, default "uniform"): ``"uniform"`` (``A_c = (1/S) sum P_s P_s^T``, the
+            slides) or ``"samples"`` (weights ``N_s / N``).
+        variant (str, default "factor"): ``"factor"`` (sites send ``P_s``) or ``"full"``
+            (sites send ``A^_s``; ``d / R`` times the traffic, same privacy).
+        min_sites (int, default 2): the round proceeds only if at least this many sites answer.
+        evaluation (np.ndarray | None, default None): a ``d x d`` matrix (e.g. the pooled
+            second moment, in simulation) for the ``energy_ratio`` recorded in the history.
+        min_noise_multiplier (float | None, default None): asks every site for at least this
+            noise multiplier (a site never goes below its own).
+        privacy (dict | None, default None): the guarantee the sites were configured with.
+    """
+
+    label = "DPdisPCA"
+    #: Flower rounds this strategy needs.
+    num_rounds = 1
+
+    def __init__(
+        self,
+        *,
+        dim: int,
+        k: int,
+        r: int | None = None,
+        weighting: str = WEIGHTING_UNIFORM,
+        variant: str = VARIANT_FACTOR,
+        min_sites: int = 2,
+        evaluation: np.ndarray | None = None,
+        min_noise_multiplier: float | None = None,
+        privacy: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            min_sites=min_sites, min_noise_multiplier=min_noise_multiplier, privacy=privacy
+        )
+        self.server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation)
+
+    def __repr__(self) -> str:
+        s = self.server
+        return (
+            f"DPdisPCAStrategy(dim={s.dim}, k={s.k}, r={s.r}, weighting={s.weighting!r}, "
+            f"variant={s.variant!r}, min_sites={self.min_sites})"
+        )
+
+    def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
+        """No arrays; the variant, ``d`` and ``r`` in the config."""
+        return [], self.server.request()
+
+    def combine(
+        self, server_round: int, answers: list[SiteAnswer]
+    ) -> tuple[np.ndarray, dict[str, Scalar]]:
+        """The top-``K`` basis of ``A_c``, by :class:`DPdisPCAServer`."""
+        basis = self.server.receive(answers)
+        return basis, {k: v for k, v in self.server.history[-1].items() if k != "phase"}
+
+    def result(self, config: dict[str, Any] | None = None) -> PCAResult:
+        """The final :class:`PCAResult` once the round has run."""
+        return self.server.result(self.privacy, dict(config or {}))

@@ -1,0 +1,116 @@
+"""LDP-PCA (local-DP covariance aggregation) as a Flower strategy.
+
+Paper: Wang & Xu, "Principal Component Analysis in the Local Differential Privacy Model",
+https://arxiv.org/abs/1908.11090 (Alg. 1; Alg. 2 with ``sparse=True``).
+
+One Flower round: every site sends the sum of its records' private views ``X^T X + Z``;
+the server forms ``S~`` and takes its top-``k`` eigenvectors, or solves Fantope projection
+and selection first. Every formula lives in :mod:`fedpca.algorithms.ldp_pca` and
+:mod:`fedpca.fantope`; this module only moves arrays. The privacy guarantee is the records'
+(each site adds the noise, see :mod:`fedpca.clients.ldp_pca`); the server only records it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from flwr.common import Scalar
+
+from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceServer
+from fedpca.algorithms.site import SiteAnswer
+from fedpca.errors import ConfigurationError
+from fedpca.fantope import ADMMSettings
+from fedpca.results import PCAResult
+from fedpca.strategies.base import SiteRoundStrategy
+
+#: LDP-PCA is non-interactive: one request, one answer per site.
+NUM_ROUNDS = 1
+
+
+class LDPCovarianceStrategy(SiteRoundStrategy):
+    """Local-DP covariance aggregation, dense PCA or sparse (Fantope) PCA on the server.
+
+    Args:
+        dim (int): number of features ``d`` every site holds.
+        k (int): number of principal components (``1 <= k <= d``).
+        sparse (bool, default False): solve Fantope projection and selection (Alg. 2).
+        lam (float | None, default None): FPS penalty; ``None`` derives it from the sites'
+            per-record noise (``privacy["sigma"]``, raised to ``min_noise_multiplier``).
+        admm (ADMMSettings | None, default None): FPS solver settings.
+        min_sites (int, default 2): the round proceeds only if at least this many sites answer.
+        evaluate_fn (callable | None, default None): ``basis -> dict`` of metrics recorded in
+            the history (e.g. the distance to a known truth in simulation).
+        true_support (sequence of int | None, default None): the known row support
+            (simulation only), for support precision and recall.
+        min_noise_multiplier (float | None, default None): asks every site for at least this
+            noise multiplier (a site never goes below its own).
+        privacy (dict | None, default None): the guarantee the sites were configured with.
+    """
+
+    label = "LDP-PCA"
+
+    def __init__(
+        self,
+        *,
+        dim: int,
+        k: int,
+        sparse: bool = False,
+        lam: float | None = None,
+        admm: ADMMSettings | None = None,
+        min_sites: int = 2,
+        evaluate_fn: Callable[[np.ndarray], dict[str, float]] | None = None,
+        true_support: Sequence[int] | None = None,
+        min_noise_multiplier: float | None = None,
+        privacy: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            min_sites=min_sites, min_noise_multiplier=min_noise_multiplier, privacy=privacy
+        )
+        self.server = LDPCovarianceServer(
+            dim, k, sparse=sparse, lam=lam, record_sigma=self._record_sigma(), admm=admm,
+            evaluate=evaluate_fn, true_support=true_support,
+        )
+
+    def _record_sigma(self) -> float | None:
+        """The sites' per-record noise: the configured ``sigma``, or more if requested."""
+        sigma = self.privacy.get("sigma")
+        if sigma is None or self.min_noise_multiplier is None:
+            return sigma
+        return max(sigma, self.min_noise_multiplier * self.privacy["sensitivity"])
+
+    def __repr__(self) -> str:
+        s = self.server
+        return (
+            f"LDPCovarianceStrategy(dim={s.dim}, k={s.k}, sparse={s.sparse}, lam={s.lam}, "
+            f"min_sites={self.min_sites})"
+        )
+
+    @property
+    def num_rounds(self) -> int:
+        """Flower rounds this strategy needs: one."""
+        return NUM_ROUNDS
+
+    def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
+        """Round 1: no arrays, ``phase=covariance``."""
+        if server_round != NUM_ROUNDS:
+            raise ConfigurationError(
+                f"LDP-PCA has a single round; round {server_round} was requested"
+            )
+        return [], {"phase": PHASE}
+
+    def combine(
+        self, server_round: int, answers: list[SiteAnswer]
+    ) -> tuple[np.ndarray, dict[str, Scalar]]:
+        """``S~`` and its (sparse) principal subspace, by :class:`LDPCovarianceServer`."""
+        basis = self.server.receive(answers)
+        metrics = {
+            key: value for key, value in self.server.history[-1].items()
+            if isinstance(value, (bool, int, float, str)) and key != "phase"
+        }
+        return basis, metrics
+
+    def result(self, config: dict[str, Any] | None = None) -> PCAResult:
+        """The final :class:`PCAResult` once the round has run."""
+        return self.server.result(self.privacy, dict(config or {}))
