@@ -1,0 +1,202 @@
+"""An LDP-PCA run: every parameter in one place (no Flower import).
+
+The same scenario drives the CLI simulation and the reference run, so both see the same
+data, policy and seeds. Data is paper 004's synthetic model (``dataset="synthetic"``) or a
+named dataset of :mod:`fedpca.data.datasets` partitioned over the sites by
+:func:`fedpca.data.federated.dataset_site` (IID, or Dirichlet non-IID with ``alpha``).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from fedpca.algorithms.ldp_pca import LDPPolicy, privacy_record
+from fedpca.data.ldp_model import LDPSpikedModel
+from fedpca.data.synthetic import site_data, split_sizes
+from fedpca.errors import ConfigurationError
+from fedpca.fantope import require_penalty
+from fedpca.site_data import SiteData
+from fedpca.subspace import energy_ratio, subspace_distance, top_eigenvectors
+from fedpca.validation import require_finite_positive, require_positive_int
+
+SYNTHETIC = "synthetic"
+#: ``run_config`` cannot hold None: the value that stands for it, per optional field.
+RUN_CONFIG_NONE: dict[str, Any] = {
+    "sparsity": 0, "lam": -1.0, "alpha": 0.0, "seed": -1, "min_sites": 0,
+}
+_INT_FIELDS = ("sites", "dim", "samples", "k", "sparsity", "seed", "data_seed", "min_sites")
+
+
+def dataset_names() -> tuple[str, ...]:
+    """``"synthetic"`` and every name :mod:`fedpca.data.datasets` can load."""
+    try:
+        from fedpca.data.datasets import DATASET_NAMES
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"named datasets are unavailable ({exc}); use dataset={SYNTHETIC!r}"
+        ) from exc
+    return (SYNTHETIC, *DATASET_NAMES)
+
+
+@dataclass(frozen=True)
+class LDPScenario:
+    """LDP-PCA over ``sites`` sites (attributes mirror the CLI flags).
+
+    ``dim``, ``samples``, ``sparsity`` (``None``: dense ``V``) and ``spike`` describe the
+    synthetic model only; a named dataset brings its own size and width. ``alpha`` (datasets
+    only) is the Dirichlet concentration of a label-skewed partition (``None``: IID).
+    ``lam`` overrides the default FPS penalty of the sparse solver. ``seed`` seeds the noise
+    (``None``: OS randomness, the only choice for production), ``data_seed`` the data.
+    """
+
+    sites: int = 10
+    dim: int = 40
+    samples: int = 100_000
+    k: int = 5
+    sparse: bool = False
+    sparsity: int | None = None
+    spike: float = 1.0
+    lam: float | None = None
+    epsilon: float = 0.5
+    delta: float = 1e-4
+    accounting: str = "pld"
+    clip_norm: float = 1.0
+    dataset: str = SYNTHETIC
+    alpha: float | None = None
+    seed: int | None = None
+    data_seed: int = 0
+    min_sites: int | None = None
+
+    def __post_init__(self) -> None:
+        require_positive_int(self.sites, "sites")
+        self.policy()
+        if self.lam is not None:
+            require_penalty(self.lam)
+        if self.dataset == SYNTHETIC:
+            split_sizes(self.samples, self.sites)
+            self.model()
+        elif self.dataset not in dataset_names():
+            raise ConfigurationError(
+                f"unknown dataset {self.dataset!r}; choose one of {dataset_names()}"
+            )
+        elif self.alpha is not None:
+            require_finite_positive(self.alpha, "alpha")
+        if self.alpha is not None and self.dataset == SYNTHETIC:
+            raise ConfigurationError(
+                "alpha (a label-skewed partition) needs a labelled dataset, not the synthetic "
+                "model; drop alpha or choose --dataset"
+            )
+
+    @property
+    def synthetic(self) -> bool:
+        """Whether the data is paper 004's synthetic model."""
+        return self.dataset == SYNTHETIC
+
+    def model(self) -> LDPSpikedModel:
+        """The synthetic model (public)."""
+        if not self.synthetic:
+            raise ConfigurationError(f"dataset {self.dataset!r} has no synthetic model")
+        return LDPSpikedModel(
+            dim=self.dim, k=self.k, sparsity=self.sparsity, spike=self.spike,
+            seed=self.data_seed,
+        )
+
+    def policy(self) -> LDPPolicy:
+        """Every record's privacy policy in this scenario."""
+        return LDPPolicy(
+            epsilon=self.epsilon, delta=self.delta, accounting=self.accounting,
+            clip_norm=self.clip_norm,
+        )
+
+    def privacy(self) -> dict[str, Any]:
+        """The guarantee each record gets in this scenario."""
+        return privacy_record(self.policy())
+
+    def prepared_site(self, site: int) -> SiteData:
+        """Site ``site``'s validated, clipped records, cached per process."""
+        if not 0 <= site < self.sites:
+            raise ConfigurationError(f"site {site} is outside 0..{self.sites - 1}")
+        if self.synthetic:
+            return _prepared_site(self.model(), self.samples, self.sites, site, self.clip_norm)
+        from fedpca.data.federated import dataset_site
+
+        return dataset_site(
+            self.dataset, self.sites, site, seed=self.data_seed, clip_norm=self.clip_norm,
+            alpha=self.alpha,
+        )
+
+    def all_sites(self) -> list[SiteData]:
+        """Every site's prepared records, in site order."""
+        return [self.prepared_site(i) for i in range(self.sites)]
+
+    @property
+    def data_dim(self) -> int:
+        """Number of features ``d`` the sites hold."""
+        return self.dim if self.synthetic else int(self.prepared_site(0).X.shape[1])
+
+    @property
+    def data_samples(self) -> int:
+        """Total number of records ``n`` over all sites."""
+        return self.samples if self.synthetic else sum(s.X.shape[0] for s in self.all_sites())
+
+    def true_support(self) -> np.ndarray | None:
+        """The row support of the model's ``V`` when it is sparse, else ``None``."""
+        return self.model().support if self.synthetic and self.sparsity is not None else None
+
+    def reference_basis(self) -> np.ndarray:
+        """What ``distance`` compares with: the model's ``V`` or, for a dataset, the top-``k``
+        eigenvectors of the pooled (non-private) second moment."""
+        if self.synthetic:
+            return self.model().truth
+        return top_eigenvectors(_pooled_second_moment(self), self.k)
+
+    def evaluate(self, Q: np.ndarray) -> dict[str, float]:
+        """``distance`` (``||sin Theta||_F`` to :meth:`reference_basis`) and ``energy_ratio``
+        (``q_F(Q) / q_F(V_k)`` on the pooled second moment). Simulation only: it sees all
+        the data."""
+        return {
+            "distance": subspace_distance(Q, self.reference_basis()),
+            "energy_ratio": energy_ratio(Q, _pooled_second_moment(self)),
+        }
+
+    def to_run_config(self) -> dict[str, Any]:
+        """Flower ``run_config`` keys (dashes; None written as :data:`RUN_CONFIG_NONE`)."""
+        return {
+            key.replace("_", "-"): RUN_CONFIG_NONE[key] if value is None else value
+            for key, value in asdict(self).items()
+        }
+
+    @classmethod
+    def from_run_config(cls, config: dict[str, Any], **overrides: Any) -> LDPScenario:
+        """Build from Flower ``run_config`` (unknown keys ignored), then apply overrides."""
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            key = f.name.replace("_", "-")
+            if key not in config:
+                continue
+            value = config[key]
+            if f.name in RUN_CONFIG_NONE and value == RUN_CONFIG_NONE[f.name]:
+                value = None
+            elif f.name in _INT_FIELDS:
+                value = int(value)
+            kwargs[f.name] = value
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _prepared_site(
+    model: LDPSpikedModel, samples: int, sites: int, site: int, clip_norm: float
+) -> SiteData:
+    return SiteData.prepare(site_data(model, samples, sites, site), clip_norm, str(site))
+
+
+@functools.lru_cache(maxsize=4)
+def _pooled_second_moment(scenario: LDPScenario) -> np.ndarray:
+    """``sum_i X_i^T X_i / n`` over every site's prepared records."""
+    sites = scenario.all_sites()
+    return sum(s.X.T @ s.X for s in sites) / sum(s.X.shape[0] for s in sites)

@@ -1,0 +1,100 @@
+"""LDP-PCA through Flower equals the reference under the same seeds; the CLI works."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from fedpca.algorithms.ldp_pca import run_ldp_pca
+from fedpca.algorithms.site import SiteAnswer
+from fedpca.cli import main as cli_main
+from fedpca.errors import ConfigurationError
+from fedpca.ldp_scenario import LDPScenario
+from fedpca.simulations.ldp_pca import simulate_ldp_pca
+from fedpca.strategies.ldp_pca import LDPCovarianceStrategy
+
+SCENARIO = LDPScenario(
+    sites=3, dim=30, samples=900, k=2, sparse=True, sparsity=5, epsilon=2.0, delta=1e-5,
+    seed=11, data_seed=3,
+)
+
+
+@pytest.fixture(scope="module")
+def flower_result():
+    return simulate_ldp_pca(SCENARIO)
+
+
+def test_flower_run_equals_reference(flower_result):
+    reference = run_ldp_pca(
+        SCENARIO.all_sites(), SCENARIO.k, SCENARIO.policy(), seed=SCENARIO.seed, sparse=True,
+        evaluate=SCENARIO.evaluate, true_support=SCENARIO.true_support(),
+    )
+    np.testing.assert_allclose(flower_result.basis, reference.basis, atol=1e-8, rtol=0)
+    got, want = flower_result.history[0], reference.history[0]
+    assert got["support"] == want["support"]
+    for key in ("distance", "energy_ratio", "lam", "admm_iterations", "support_precision",
+                "support_recall", "epsilon_spent"):
+        assert got[key] == pytest.approx(want[key], abs=1e-8), key
+
+
+def test_every_site_answered_once_and_spent_its_budget(flower_result):
+    assert flower_result.sites_answered == [["0", "1", "2"]]
+    assert flower_result.history[0]["epsilon_spent"] == pytest.approx(2.0, rel=1e-3)
+    assert flower_result.privacy["trust_model"].startswith("local")
+    assert flower_result.privacy["sensitivity"] == pytest.approx(math.sqrt(2))
+
+
+def test_cli_runs_dense_ldp_pca_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "ldp.json"
+    code = cli_main([
+        "simulate", "ldp-pca", "--sites", "2", "--dim", "12", "--samples", "400", "--k", "2",
+        "--epsilon", "0.5", "--delta", "1e-4", "--accounting", "paper", "--seed", "5",
+        "--output", str(out),
+    ])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "LDP-PCA (dense)" in printed and "energy ratio q/q_o" in printed
+    record = json.loads(out.read_text())
+    for key in ("algorithm", "sites", "dim", "samples", "k", "epsilon", "delta", "accounting",
+                "noise_multiplier", "sigma", "epsilon_achieved", "wall_seconds",
+                "subspace_distance", "energy_ratio", "dataset"):
+        assert key in record, key
+    assert record["algorithm"] == "ldp-pca" and record["sparse"] is False
+    assert record["noise_multiplier"] == pytest.approx(math.sqrt(2 * math.log(1.25e4)) / 0.5)
+    assert record["sigma"] == pytest.approx(math.sqrt(2) * record["noise_multiplier"])
+    assert 0 <= record["subspace_distance"] <= math.sqrt(2) + 1e-9
+    assert record["subspace_distance"] == record["result"]["history"][0]["distance"]
+    assert "admm_iterations" not in record
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--k", "50"], "k <= dim"),
+        (["--dataset", "cifar"], "unknown dataset 'cifar'"),
+        (["--sparse", "--lam", "-1"], "lam must be"),
+        (["--sparse", "--epsilon", "1", "--accounting", "paper"], "only valid for epsilon < 1"),
+    ],
+)
+def test_cli_reports_bad_configuration_before_starting(argv, message, capsys):
+    assert cli_main(["simulate", "ldp-pca", "--sites", "2", "--samples", "100", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_strategy_asks_once_and_combines_like_the_server():
+    strategy = LDPCovarianceStrategy(
+        dim=4, k=1, sparse=True, privacy={"sigma": 2.0, "sensitivity": math.sqrt(2)},
+        min_noise_multiplier=3.0,
+    )
+    assert strategy.num_rounds == 1
+    assert strategy.fit_request(1) == ([], {"phase": "covariance"})
+    with pytest.raises(ConfigurationError, match="single round"):
+        strategy.fit_request(2)
+    # The default lam follows the noise the sites were asked for (raised, never lowered).
+    assert strategy.server.record_sigma == pytest.approx(3.0 * math.sqrt(2))
+    A = np.diag([4.0, 1.0, 0.5, 0.2]) * 100
+    basis, metrics = strategy.combine(1, [SiteAnswer("a", 100, A, 1.0)])
+    assert abs(basis[0, 0]) == pytest.approx(1.0)
+    assert metrics["support_size"] >= 1 and "support" not in metrics and "phase" not in metrics
+    assert "sparse=True" in repr(strategy)
