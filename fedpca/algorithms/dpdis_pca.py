@@ -1,0 +1,406 @@
+"""DPdisPCA: one-round distributed private PCA from partial square roots.
+
+Paper: Imtiaz, Sarwate, "Differentially-private Distributed Principal Component Analysis"
+(slides, Rutgers, 2018; ``papers/002`` of the project), read as in ALGORITHMS.md section 2:
+
+1. site ``s``: ``A_s = X_s^T X_s / N_s``; ``A^_s = A_s + E`` with ``E`` symmetric, its upper
+   triangle (diagonal included) i.i.d. ``N(0, tau^2)`` and the lower triangle mirrored;
+   ``eigh(A^_s)``; keep the ``R`` largest eigenvalues (negative ones clipped to 0) and their
+   vectors; send ``P_s = U_R diag(sqrt(lambda_R))`` (``d x R``, default ``R = min(2K, d)``);
+2. server: ``A_c = sum_s w_s P_s P_s^T`` with ``w_s = 1/S`` (``"uniform"``, the slides) or
+   ``N_s / N`` (``"samples"``); output the top-``K`` eigenvectors of ``A_c``, computed as the
+   left singular vectors of the stacked ``[sqrt(w_1) P_1 ... sqrt(w_S) P_S]`` when
+   ``S R < d`` (``A_c`` is never formed) and by ``eigh`` of the ``d x d`` ``A_c`` otherwise.
+
+Variant ``"full"`` (the slides' comparison "sending A^_s"): each site sends ``A^_s`` itself
+and the server takes the top-``K`` eigenvectors of ``sum_s w_s A^_s``; same privacy,
+``d / R`` times the traffic.
+
+Privacy guarantee (per site, unit: one record at one site, replace-one): a site makes exactly
+one release, the upper triangle of ``A_s`` plus Gaussian noise of standard deviation
+``tau = z * sqrt(2) C^2 / N_s`` (the replace-one L2 sensitivity of that upper triangle; the
+slides' ``1/N_s`` is the add/remove-one figure and under-states it by ``sqrt(2)``), with
+``z`` from :func:`fedpca.calibration.calibrate_gaussian` for one release: the analytic
+Gaussian mechanism (PLD accountant) by default, the classic ``sqrt(2 ln(1.25/delta)) / eps``
+(eps < 1 only) in ``"paper"`` mode. It is (epsilon, delta)-DP; ``P_s`` and everything the
+server computes are post-processing. ``N_s`` is public.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+
+from fedpca.algorithms.site import PrivateSite, SiteAnswer, ordered_answers
+from fedpca.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
+from fedpca.errors import ConfigurationError, InvalidRequestError
+from fedpca.ledger import PrivacyLedger
+from fedpca.mechanisms import Release, upper_triangle_sensitivity
+from fedpca.results import PCAResult
+from fedpca.site_data import SiteData
+from fedpca.subspace import energy_ratio, top_eigenvectors
+from fedpca.validation import require_finite_positive, require_positive_int
+
+logger = logging.getLogger(__name__)
+
+ALGORITHM = "dpdis-pca"
+MECHANISM = "dpdis-pca/second-moment"
+#: A site sends ``P_s`` (``d x R``) or, for comparison, the whole noisy ``A^_s`` (``d x d``).
+VARIANT_FACTOR = "factor"
+VARIANT_FULL = "full"
+VARIANTS = (VARIANT_FACTOR, VARIANT_FULL)
+#: ``w_s = 1/S`` (the slides) or ``w_s = N_s / N``.
+WEIGHTING_UNIFORM = "uniform"
+WEIGHTING_SAMPLES = "samples"
+WEIGHTINGS = (WEIGHTING_UNIFORM, WEIGHTING_SAMPLES)
+#: Every site releases once: the whole budget goes to ``A^_s``.
+RELEASES = 1
+#: Bytes per float64 entry sent.
+FLOAT_BYTES = 8
+
+
+def require_choice(value: object, name: str, choices: Sequence[str]) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise ConfigurationError."""
+    if value not in choices:
+        raise ConfigurationError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return str(value)
+
+
+def second_moment_sensitivity(clip_norm: float, n: int) -> float:
+    """Replace-one L2 sensitivity of the upper triangle of ``A_s = X_s^T X_s / n``:
+    ``sqrt(2) C^2 / n``."""
+    return upper_triangle_sensitivity(clip_norm) / n
+
+
+def default_r(k: int, dim: int) -> int:
+    """The slides' intermediate dimension ``R = 2K``, capped at ``d``."""
+    return min(2 * k, dim)
+
+
+def message_bytes(dim: int, r: int | None) -> int:
+    """Bytes of one site's answer: ``d R`` floats (factor), ``d d`` (full, ``r=None``)."""
+    return dim * (dim if r is None else r) * FLOAT_BYTES
+
+
+def partial_square_root(A_hat: np.ndarray, r: int) -> np.ndarray:
+    """``P = U_R diag(sqrt(max(lambda_R, 0)))`` from the ``r`` largest eigenpairs of the
+    symmetric ``A_hat`` (columns in descending eigenvalue order)."""
+    d = A_hat.shape[0]
+    values, vectors = scipy.linalg.eigh(A_hat, subset_by_index=(d - r, d - 1), check_finite=False)
+    return vectors[:, ::-1] * np.sqrt(np.clip(values[::-1], 0.0, None))
+
+
+def merge_weights(sizes: Sequence[int], weighting: str) -> np.ndarray:
+    """``w_s``: ``1/S`` for ``"uniform"``, ``N_s / N`` for ``"samples"``."""
+    require_choice(weighting, "weighting", WEIGHTINGS)
+    sizes = np.asarray(sizes, dtype=np.float64)
+    if weighting == WEIGHTING_UNIFORM:
+        return np.full(sizes.shape, 1.0 / sizes.size)
+    return sizes / sizes.sum()
+
+
+def stacked_factors(factors: Sequence[np.ndarray], weights: np.ndarray) -> np.ndarray:
+    """``M = [sqrt(w_1) P_1 ... sqrt(w_S) P_S]`` (``d x sum R_s``), so ``M M^T = A_c``."""
+    return np.hstack([np.sqrt(w) * P for w, P in zip(weights, factors, strict=True)])
+
+
+def top_left_singular_vectors(M: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` leading left singular vectors of ``M`` (= top eigenvectors of ``M M^T``)."""
+    U, _, _ = scipy.linalg.svd(M, full_matrices=False, check_finite=False)
+    return U[:, :k]
+
+
+def merged_factor_basis(
+    factors: Sequence[np.ndarray], weights: np.ndarray, k: int
+) -> np.ndarray:
+    """Top-``k`` eigenvectors of ``A_c = sum_s w_s P_s P_s^T``; ``d x d`` only if needed.
+
+    With ``m = sum R_s < d`` columns the thin SVD of the stacked factors costs ``O(d m^2)``
+    and never forms ``A_c``; otherwise ``eigh`` of the ``d x d`` ``A_c`` is cheaper.
+    """
+    M = stacked_factors(factors, weights)
+    d, m = M.shape
+    if m < k:
+        raise ConfigurationError(
+            f"A_c has rank at most S*R = {m} < k = {k}: its top-{k} eigenvectors are not "
+            f"determined; ask each site for r >= {-(-k // len(factors))} = ceil(k / S)"
+        )
+    if m < d:
+        return top_left_singular_vectors(M, k)
+    return top_eigenvectors(M @ M.T, k)
+
+
+def merged_full_basis(matrices: Sequence[np.ndarray], weights: np.ndarray, k: int) -> np.ndarray:
+    """Top-``k`` eigenvectors of ``sum_s w_s A^_s`` (the "send the full matrix" variant)."""
+    total = np.zeros_like(matrices[0], dtype=np.float64)
+    for w, A in zip(weights, matrices, strict=True):
+        total += w * A
+    return top_eigenvectors(total, k)
+
+
+def pooled_second_moment(sites: Sequence[np.ndarray]) -> np.ndarray:
+    """``A = sum_s X_s^T X_s / N`` of the pooled records: the non-private yardstick ``q_o``
+    is measured against (evaluation in simulation only; it sees every site's data)."""
+    total = sum(X.T @ X for X in sites)
+    return total / sum(X.shape[0] for X in sites)
+
+
+@dataclass(frozen=True)
+class DPdisPCAPolicy:
+    """A site's own privacy settings; the server cannot change them (only add noise).
+
+    Attributes:
+        epsilon, delta: the site's budget for its single release.
+        accounting: ``"pld"`` (default: analytic Gaussian), ``"rdp"`` or ``"paper"`` (the
+            classic ``sqrt(2 ln(1.25/delta)) / eps``, refused for eps >= 1).
+        clip_norm: public row-norm bound ``C``.
+    """
+
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    accounting: str = "pld"
+    clip_norm: float = 1.0
+
+    def __post_init__(self) -> None:
+        require_choice(self.accounting, "accounting", ACCOUNTING_MODES)
+        require_finite_positive(self.clip_norm, "clip_norm")
+        self.calibration()
+
+    def calibration(self) -> Calibration:
+        """Noise multiplier for one release within (epsilon, delta)."""
+        return calibrate_gaussian(
+            RELEASES, self.epsilon, self.delta, self.accounting, paper_rule="classic"
+        )
+
+
+class DPdisPCASite(PrivateSite):
+    """One data holder in DPdisPCA: validates, clips, calibrates, accounts and releases once.
+
+    Args:
+        data: the site's ``N_s x d`` records, raw or already a :class:`SiteData`.
+        policy: the site's :class:`DPdisPCAPolicy`.
+        site: the site's name (used in messages and, with ``seed``, in its noise stream).
+        seed: seed for reproducible simulation only; ``None`` draws OS randomness.
+        ledger: an existing ledger to continue (e.g. restored from storage).
+    """
+
+    def __init__(
+        self,
+        data: np.ndarray | SiteData,
+        policy: DPdisPCAPolicy,
+        site: str = "site",
+        seed: int | None = None,
+        ledger: PrivacyLedger | None = None,
+    ) -> None:
+        super().__init__(
+            data, clip_norm=policy.clip_norm, calibration=policy.calibration(),
+            max_releases=RELEASES, site=site, seed=seed, ledger=ledger,
+        )
+        self.policy = policy
+
+    def release(
+        self, variant: str, r: object = None, min_noise_multiplier: float | None = None
+    ) -> np.ndarray:
+        """``P_s`` (``variant="factor"``, ``r`` columns) or ``A^_s`` (``"full"``, no ``r``).
+
+        The request is checked before anything is drawn or charged: a malformed one raises
+        :class:`InvalidRequestError` and nothing is released.
+        """
+        if variant == VARIANT_FACTOR:
+            is_int = isinstance(r, (int, np.integer)) and not isinstance(r, bool)
+            if not (is_int and 1 <= r <= self.dim):
+                raise InvalidRequestError(
+                    f"{self.site}: refused: r (the columns of P_s) must be an integer in "
+                    f"1..{self.dim} (this site's d), got {r!r}"
+                )
+            return partial_square_root(self.noisy_second_moment(min_noise_multiplier), int(r))
+        if variant == VARIANT_FULL:
+            if r is not None:
+                raise InvalidRequestError(
+                    f"{self.site}: refused: the full variant sends A^_s and takes no r, got {r!r}"
+                )
+            return self.noisy_second_moment(min_noise_multiplier)
+        raise InvalidRequestError(
+            f"{self.site}: refused: unknown variant {variant!r}; expected one of {VARIANTS}"
+        )
+
+    def noisy_second_moment(self, min_noise_multiplier: float | None = None) -> np.ndarray:
+        """``A^_s = X^T X / N_s + E`` with symmetric Gaussian ``E`` (the one accounted release)."""
+        sensitivity = second_moment_sensitivity(self.policy.clip_norm, self.n)
+        tau = self.sigma(sensitivity, min_noise_multiplier)
+        index = self.charge(Release(MECHANISM, sensitivity, tau, (self.dim, self.dim)))
+        return (self.X.T @ self.X) / self.n + self.noise.symmetric(index, tau, self.dim)
+
+
+class DPdisPCAServer:
+    """The aggregator of DPdisPCA: one request, one merge.
+
+    Args:
+        dim: number of features ``d``.
+        k: number of components ``K`` (``1 <= K <= d``).
+        r: columns of each ``P_s`` (default ``min(2K, d)``); ignored by the full variant.
+        weighting: ``"uniform"`` (``1/S``, the slides) or ``"samples"`` (``N_s / N``).
+        variant: ``"factor"`` (sites send ``P_s``) or ``"full"`` (sites send ``A^_s``).
+        evaluation: optional ``d x d`` matrix (e.g. the pooled second moment, in simulation)
+            against which the history records ``energy_ratio = q(V) / q(V_K)``.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        k: int,
+        r: int | None = None,
+        weighting: str = WEIGHTING_UNIFORM,
+        variant: str = VARIANT_FACTOR,
+        evaluation: np.ndarray | None = None,
+    ) -> None:
+        self.dim = require_positive_int(dim, "dim")
+        self.k = require_positive_int(k, "k")
+        if self.k > self.dim:
+            raise ConfigurationError(f"need k <= dim, got k={k}, dim={dim}")
+        self.variant = require_choice(variant, "variant", VARIANTS)
+        self.weighting = require_choice(weighting, "weighting", WEIGHTINGS)
+        self.r: int | None = None
+        if variant == VARIANT_FACTOR:
+            self.r = default_r(self.k, self.dim) if r is None else require_positive_int(r, "r")
+            if self.r > self.dim:
+                raise ConfigurationError(f"need r <= dim, got r={r}, dim={dim}; r is capped at d")
+        if evaluation is not None and np.shape(evaluation) != (self.dim, self.dim):
+            raise ConfigurationError(
+                f"evaluation must be a {self.dim} x {self.dim} matrix, got shape "
+                f"{np.shape(evaluation)}"
+            )
+        self.evaluation = evaluation
+        self.basis: np.ndarray | None = None
+        self.history: list[dict[str, Any]] = []
+        self.sites_answered: list[list[str]] = []
+
+    @property
+    def answer_shape(self) -> tuple[int, int]:
+        """Shape every site's answer must have."""
+        return (self.dim, self.dim if self.r is None else self.r)
+
+    @property
+    def bytes_per_site(self) -> int:
+        """Bytes each site sends (``d R 8``, or ``d d 8`` for the full variant)."""
+        return message_bytes(self.dim, self.r)
+
+    def request(self) -> dict[str, Any]:
+        """What every site is asked: the variant, ``d`` (to check) and ``r`` (factor only)."""
+        config: dict[str, Any] = {"variant": self.variant, "dim": self.dim}
+        if self.r is not None:
+            config["r"] = self.r
+        return config
+
+    def receive(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
+        """Merge the sites' answers into the top-``K`` basis of ``A_c``."""
+        ordered = ordered_answers(answers, self.answer_shape)
+        weights = merge_weights([a.n for a in ordered], self.weighting)
+        values = [a.value for a in ordered]
+        if self.variant == VARIANT_FACTOR:
+            self.basis = merged_factor_basis(values, weights, self.k)
+        else:
+            self.basis = merged_full_basis(values, weights, self.k)
+        entry: dict[str, Any] = {
+            "round": 1,
+            "phase": self.variant,
+            "sites": len(ordered),
+            "epsilon_spent": max(a.epsilon_spent for a in ordered),
+        }
+        if self.evaluation is not None:
+            entry["energy_ratio"] = energy_ratio(self.basis, self.evaluation)
+        self.history.append(entry)
+        self.sites_answered.append([a.site for a in ordered])
+        logger.info("DPdisPCA: %s", entry)
+        return self.basis
+
+    def result(self, privacy: dict[str, Any], config: dict[str, Any]) -> PCAResult:
+        """The final :class:`PCAResult` (after :meth:`receive`)."""
+        if self.basis is None:
+            raise ConfigurationError("the run is incomplete: no site answers were merged yet")
+        return PCAResult(
+            algorithm=ALGORITHM,
+            basis=self.basis,
+            privacy=privacy,
+            history=self.history,
+            config=config,
+            sites_answered=self.sites_answered,
+        )
+
+
+def privacy_record(
+    policy: DPdisPCAPolicy, site_sizes: Sequence[int], trust_model: str = "per-site noise"
+) -> dict[str, Any]:
+    """The guarantee a run with ``policy`` over sites of these sizes gives.
+
+    ``sensitivity`` and ``sigma`` are those of the smallest site (the noisiest: both scale
+    with ``1 / N_s``); every site uses the same noise multiplier.
+    """
+    cal = policy.calibration()
+    smallest = min(site_sizes)
+    sensitivity = second_moment_sensitivity(policy.clip_norm, smallest)
+    return {
+        "unit": "one record at one site (replace-one)",
+        "epsilon": cal.target_epsilon,
+        "epsilon_achieved": cal.epsilon,
+        "epsilon_rdp": cal.epsilon_rdp,
+        "delta": cal.delta,
+        "accounting": cal.accounting,
+        "releases_per_site": cal.releases,
+        "noise_multiplier": cal.noise_multiplier,
+        "mechanism": "symmetric Gaussian on the upper triangle of X_s^T X_s / N_s",
+        "sensitivity": sensitivity,
+        "sigma": cal.sigma(sensitivity),
+        "smallest_site": smallest,
+        "clip_norm": policy.clip_norm,
+        "trust_model": trust_model,
+    }
+
+
+def run_dpdis_pca(
+    sites: Sequence[np.ndarray | SiteData],
+    k: int,
+    r: int | None = None,
+    policy: DPdisPCAPolicy | None = None,
+    seed: int | None = None,
+    weighting: str = WEIGHTING_UNIFORM,
+    variant: str = VARIANT_FACTOR,
+    evaluation: np.ndarray | None = None,
+) -> PCAResult:
+    """Reference DPdisPCA over a list of site arrays (no Flower), same formulas as the app.
+
+    Site ``i`` is named ``str(i)`` and, with ``seed``, draws its noise from the stream
+    ``(seed, i, 0)``: a Flower run with the same seed gives the same basis. Run it on one
+    site's data for the local-only baseline.
+
+    Privacy guarantee: each site's single release is (policy.epsilon, policy.delta)-DP per
+    record of that site (replace-one).
+    """
+    start = time.perf_counter()
+    policy = policy or DPdisPCAPolicy()
+    if not sites:
+        raise ConfigurationError("run_dpdis_pca needs at least one site")
+    site_objs = [DPdisPCASite(X, policy, site=str(i), seed=seed) for i, X in enumerate(sites)]
+    dims = {s.dim for s in site_objs}
+    if len(dims) != 1:
+        raise ConfigurationError(f"all sites must have the same number of features, got {dims}")
+    server = DPdisPCAServer(site_objs[0].dim, k, r, weighting, variant, evaluation)
+    request = server.request()
+    server.receive(
+        [s.answer(s.release(variant, request.get("r"))) for s in site_objs]
+    )
+    config = {
+        "k": k, "r": server.r, "weighting": weighting, "variant": variant,
+        "sites": len(site_objs), "samples": sum(s.n for s in site_objs),
+        "dim": server.dim, "seed": seed, **asdict(policy),
+        "bytes_per_site": server.bytes_per_site,
+        "clipped_rows": sum(s.clip_report.clipped_rows for s in site_objs),
+        "wall_seconds": time.perf_counter() - start,
+    }
+    return server.result(privacy_record(policy, [s.n for s in site_objs]), config)

@@ -1,0 +1,157 @@
+"""DPdisPCA through Flower: the client's refusals, the simulation equals the reference, the CLI."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from flwr.common import Context, FitIns, RecordDict, ndarrays_to_parameters
+
+from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite, run_dpdis_pca
+from fedpca.cli import main as cli_main
+from fedpca.clients.dpdis_pca import DPdisPCAClient, client_for_site
+from fedpca.clients.ledger_state import load_ledger
+from fedpca.dpdis_scenario import DPdisPCAScenario
+from fedpca.errors import BudgetExceededError, InvalidRequestError
+from fedpca.simulations.dpdis_pca import simulate_dpdis_pca
+from fedpca.strategies.dpdis_pca import DPdisPCAStrategy
+
+D = 10
+POLICY = DPdisPCAPolicy(epsilon=1.0, delta=1e-5)
+REQUEST = {"variant": "factor", "dim": D, "r": 4}
+# Unequal site sizes (601 = 201 + 200 + 200) so the "samples" weighting matters.
+SCENARIO = DPdisPCAScenario(
+    sites=3, dim=24, samples=601, k=3, r=5, weighting="samples", epsilon=2.0, delta=1e-5,
+    seed=7, data_seed=2,
+)
+
+
+@pytest.fixture
+def client():
+    X = np.random.default_rng(0).uniform(-0.3, 0.3, size=(40, D))
+    X[0] *= 10  # one row above the clip norm
+    return DPdisPCAClient(DPdisPCASite(X, POLICY, site="hospital-3"))
+
+
+def test_one_release_then_every_request_is_refused(client):
+    (P,), n, metrics = client.fit([], dict(REQUEST))
+    assert P.shape == (D, 4) and n == 40
+    assert metrics == {"site": "hospital-3", "epsilon_spent": pytest.approx(1.0, rel=1e-3),
+                       "releases": 1, "clipped_rows": 1}
+    with pytest.raises(BudgetExceededError, match="hospital-3.*allows 1 releases"):
+        client.fit([], {"variant": "full", "dim": D})
+    assert client.site.ledger.count == 1
+
+
+@pytest.mark.parametrize(
+    "arrays,config,match",
+    [
+        ([], {**REQUEST, "r": 0}, "integer in 1..10 .*got 0"),
+        ([], {**REQUEST, "r": 1.5}, "integer in 1..10 .*got 1.5"),
+        ([], {**REQUEST, "r": D + 1}, "integer in 1..10 .*got 11"),
+        ([], {"variant": "factor", "dim": D}, "integer in 1..10 .*got None"),
+        ([], {**REQUEST, "dim": D + 2}, "expects d = 12 features but this site holds 10"),
+        ([], {"variant": "factor", "r": 4}, "expects d = None"),
+        ([], {**REQUEST, "sigma": 0.0}, "unknown config keys"),
+        ([np.zeros((D, 4))], dict(REQUEST), "no arrays"),
+        ([], {"variant": "full", "dim": D, "r": 4}, "takes no r"),
+        ([], {"variant": "power", "dim": D}, "unknown variant"),
+    ],
+)
+def test_malformed_requests_are_refused_and_nothing_is_released(client, arrays, config, match):
+    with pytest.raises(InvalidRequestError, match=f"hospital-3: refused: .*{match}"):
+        client.fit(arrays, config)
+    assert client.site.ledger.count == 0
+
+
+def test_a_bad_noise_floor_is_refused(client):
+    with pytest.raises(InvalidRequestError, match="min_noise_multiplier must be finite"):
+        client.fit([], {**REQUEST, "min_noise_multiplier": float("nan")})
+    assert client.site.ledger.count == 0
+
+
+def test_the_full_variant_sends_the_noisy_matrix(client):
+    (A_hat,), _, _ = client.fit([], {"variant": "full", "dim": D})
+    np.testing.assert_array_equal(A_hat, A_hat.T)
+    E = A_hat - client.site.X.T @ client.site.X / client.site.n
+    assert 0 < np.abs(E).max() < 10 * client.site.ledger.releases[0].sigma
+
+
+def test_the_ledger_in_context_state_survives_a_rebuilt_client():
+    context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    X = np.eye(D) * 0.5
+    request = FitIns(ndarrays_to_parameters([]), dict(REQUEST))
+    client_for_site(context, X, POLICY, "s").fit(request)
+    with pytest.raises(BudgetExceededError, match="allows 1 releases and has made 1"):
+        client_for_site(context, X, POLICY, "s").fit(request)  # a rebuilt client remembers
+    assert load_ledger(context, DPdisPCASite(X, POLICY, site="s").ledger).count == 1
+
+
+def test_strategy_describes_itself_and_asks_for_one_round():
+    strategy = DPdisPCAStrategy(dim=30, k=4, weighting="samples")
+    assert strategy.num_rounds == 1
+    assert repr(strategy) == (
+        "DPdisPCAStrategy(dim=30, k=4, r=8, weighting='samples', variant='factor', min_sites=2)"
+    )
+    assert strategy.fit_request(1) == ([], {"variant": "factor", "dim": 30, "r": 8})
+
+
+@pytest.fixture(scope="module")
+def flower_result():
+    return simulate_dpdis_pca(SCENARIO)
+
+
+def test_flower_run_equals_the_reference(flower_result):
+    sites = SCENARIO.all_prepared_sites()
+    assert [s.X.shape[0] for s in sites] == [201, 200, 200]
+    reference = run_dpdis_pca(
+        sites, SCENARIO.k, SCENARIO.r, SCENARIO.policy(), seed=SCENARIO.seed,
+        weighting=SCENARIO.weighting, evaluation=SCENARIO.evaluation(),
+    )
+    np.testing.assert_allclose(flower_result.basis, reference.basis, atol=1e-8, rtol=0)
+    (flower,), (ref,) = flower_result.history, reference.history
+    assert flower["energy_ratio"] == pytest.approx(ref["energy_ratio"], abs=1e-8)
+    assert flower["epsilon_spent"] == pytest.approx(ref["epsilon_spent"])
+    assert flower_result.sites_answered == [["0", "1", "2"]]
+    assert flower_result.privacy == reference.privacy
+    assert flower_result.privacy["trust_model"] == "per-site noise"
+    assert flower_result.config["bytes_per_site"] == 24 * 5 * 8
+
+
+def test_cli_prints_the_summary_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "run.json"
+    code = cli_main([
+        "simulate", "dpdis-pca", "--sites", "2", "--dim", "16", "--samples", "400", "--k", "2",
+        "--epsilon", "0.5", "--delta", "1e-4", "--accounting", "paper", "--seed", "5",
+        "--output", str(out),
+    ])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "energy ratio q/q_o = " in printed
+    assert "bytes sent per site: 512 (the full d x d matrix: 2,048; 4.0x)" in printed
+    record = json.loads(out.read_text())
+    for key in ("algorithm", "sites", "dim", "samples", "k", "epsilon", "delta", "accounting",
+                "seed", "noise_multiplier", "sigma", "epsilon_achieved", "wall_seconds",
+                "energy_ratio", "r", "dataset", "bytes_per_site"):
+        assert key in record
+    assert record["algorithm"] == "dpdis-pca" and record["dataset"] == "synthetic"
+    assert record["r"] == 4 and record["bytes_per_site"] == 16 * 4 * 8
+    assert 0 < record["energy_ratio"] <= 1 + 1e-12
+    assert record["energy_ratio"] == record["result"]["history"][0]["energy_ratio"]
+    assert record["noise_multiplier"] == pytest.approx(math.sqrt(2 * math.log(1.25e4)) / 0.5)
+    assert record["sigma"] == pytest.approx(record["noise_multiplier"] * math.sqrt(2) / 200)
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--r", "0"], "r must be >= 1"),
+        (["--alpha", "0.3"], "alpha"),
+        (["--epsilon", "1.0", "--accounting", "paper"], "only valid for epsilon < 1"),
+        (["--k", "8", "--dim", "6"], "k <= dim"),
+    ],
+)
+def test_cli_reports_bad_configuration_without_starting_flower(flags, message, capsys):
+    code = cli_main(["simulate", "dpdis-pca", "--sites", "2", "--samples", "40", *flags])
+    assert code == 2
+    assert message in capsys.readouterr().err
