@@ -70,6 +70,20 @@ class Calibration:
         """Noise standard deviation for a release of L2 ``sensitivity``."""
         return self.noise_multiplier * sensitivity
 
+    def record(self, sensitivity: float) -> dict[str, float | int | str]:
+        """The fields every result's privacy record shares, for releases of ``sensitivity``."""
+        return {
+            "epsilon": self.target_epsilon,
+            "epsilon_achieved": self.epsilon,
+            "epsilon_rdp": self.epsilon_rdp,
+            "delta": self.delta,
+            "accounting": self.accounting,
+            "releases_per_site": self.releases,
+            "noise_multiplier": self.noise_multiplier,
+            "sensitivity": sensitivity,
+            "sigma": self.sigma(sensitivity),
+        }
+
 
 def check_privacy_parameters(epsilon: float, delta: float) -> None:
     """Raise ConfigurationError unless 0 < epsilon < inf and 0 < delta < 1."""

@@ -11,8 +11,8 @@ data-set scenario with :meth:`DPdisPCAScenario.for_dataset`, which reads ``dim``
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -24,7 +24,6 @@ from fedpca.algorithms.dpdis_pca import (
     default_r,
     pooled_second_moment,
     privacy_record,
-    require_choice,
 )
 from fedpca.data.datasets import DATASET_NAMES
 from fedpca.data.dpdis_model import DecayingSpectrumModel
@@ -32,19 +31,18 @@ from fedpca.data.federated import dataset_pooled, dataset_site
 from fedpca.data.synthetic import split_sizes
 from fedpca.errors import ConfigurationError, InvalidDataError
 from fedpca.scenario import NO_SEED
+from fedpca.run_config import RunConfigFields
 from fedpca.site_data import SiteData
-from fedpca.validation import require_finite_positive
+from fedpca.validation import require_choice, require_finite_positive
 
 SYNTHETIC = "synthetic"
 #: ``"synthetic"`` and the names :func:`fedpca.data.datasets.load_dataset` knows.
 DATASETS = (SYNTHETIC, *DATASET_NAMES)
 #: Fields that may be None, and the ``run_config`` value standing for None (it holds no None).
-_NONE_VALUES: dict[str, Any] = {"r": 0, "seed": NO_SEED, "alpha": 0.0, "min_sites": 0}
-_INT_FIELDS = ("sites", "dim", "samples", "k", "r", "seed", "data_seed", "min_sites")
 
 
 @dataclass(frozen=True)
-class DPdisPCAScenario:
+class DPdisPCAScenario(RunConfigFields):
     """DPdisPCA over ``sites`` sites.
 
     Attributes mirror the CLI flags. ``r`` is the columns of each ``P_s`` (``None``:
@@ -54,6 +52,13 @@ class DPdisPCAScenario:
     partition of a data set. ``alpha``: Dirichlet concentration of the label skew (data sets
     only; ``None``: i.i.d. split). ``min_sites``: sites that must answer (``None``: all).
     """
+
+    RUN_CONFIG_NONE: ClassVar[dict[str, Any]] = {
+        "r": 0, "seed": NO_SEED, "alpha": 0.0, "min_sites": 0,
+    }
+    INT_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"sites", "dim", "samples", "k", "r", "seed", "data_seed", "min_sites"}
+    )
 
     dataset: str = SYNTHETIC
     sites: int = 10
@@ -152,29 +157,6 @@ class DPdisPCAScenario:
         """The pooled second-moment matrix ``q_o`` is measured against (simulation only)."""
         return pooled_second_moment([s.X for s in self.all_prepared_sites()])
 
-    def to_run_config(self) -> dict[str, Any]:
-        """Flower ``run_config`` keys (dashes, no None)."""
-        return {
-            name.replace("_", "-"): _NONE_VALUES[name] if value is None else value
-            for name, value in asdict(self).items()
-        }
-
-    @classmethod
-    def from_run_config(cls, config: dict[str, Any], **overrides: Any) -> DPdisPCAScenario:
-        """Build from Flower ``run_config`` (unknown keys ignored), then apply overrides."""
-        kwargs: dict[str, Any] = {}
-        for f in fields(cls):
-            key = f.name.replace("_", "-")
-            if key not in config:
-                continue
-            value = config[key]
-            if f.name in _NONE_VALUES and value == _NONE_VALUES[f.name]:
-                value = None
-            elif f.name in _INT_FIELDS:
-                value = int(value)
-            kwargs[f.name] = value
-        kwargs.update(overrides)
-        return cls(**kwargs)
 
 
 @functools.lru_cache(maxsize=None)

@@ -9,8 +9,8 @@ named dataset of :mod:`fedpca.data.datasets` partitioned over the sites by
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -19,16 +19,12 @@ from fedpca.data.ldp_model import LDPSpikedModel
 from fedpca.data.synthetic import site_data, split_sizes
 from fedpca.errors import ConfigurationError
 from fedpca.fantope import require_penalty
+from fedpca.run_config import RunConfigFields
 from fedpca.site_data import SiteData
 from fedpca.subspace import energy_ratio, subspace_distance, top_eigenvectors
 from fedpca.validation import require_finite_positive, require_positive_int
 
 SYNTHETIC = "synthetic"
-#: ``run_config`` cannot hold None: the value that stands for it, per optional field.
-RUN_CONFIG_NONE: dict[str, Any] = {
-    "sparsity": 0, "lam": -1.0, "alpha": 0.0, "seed": -1, "min_sites": 0,
-}
-_INT_FIELDS = ("sites", "dim", "samples", "k", "sparsity", "seed", "data_seed", "min_sites")
 
 
 def dataset_names() -> tuple[str, ...]:
@@ -43,7 +39,7 @@ def dataset_names() -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class LDPScenario:
+class LDPScenario(RunConfigFields):
     """LDP-PCA over ``sites`` sites (attributes mirror the CLI flags).
 
     ``dim``, ``samples``, ``sparsity`` (``None``: dense ``V``) and ``spike`` describe the
@@ -52,6 +48,13 @@ class LDPScenario:
     ``lam`` overrides the default FPS penalty of the sparse solver. ``seed`` seeds the noise
     (``None``: OS randomness, the only choice for production), ``data_seed`` the data.
     """
+
+    RUN_CONFIG_NONE: ClassVar[dict[str, Any]] = {
+        "sparsity": 0, "lam": -1.0, "alpha": 0.0, "seed": -1, "min_sites": 0,
+    }
+    INT_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"sites", "dim", "samples", "k", "sparsity", "seed", "data_seed", "min_sites"}
+    )
 
     sites: int = 10
     dim: int = 40
@@ -163,29 +166,6 @@ class LDPScenario:
             "energy_ratio": energy_ratio(Q, _pooled_second_moment(self)),
         }
 
-    def to_run_config(self) -> dict[str, Any]:
-        """Flower ``run_config`` keys (dashes; None written as :data:`RUN_CONFIG_NONE`)."""
-        return {
-            key.replace("_", "-"): RUN_CONFIG_NONE[key] if value is None else value
-            for key, value in asdict(self).items()
-        }
-
-    @classmethod
-    def from_run_config(cls, config: dict[str, Any], **overrides: Any) -> LDPScenario:
-        """Build from Flower ``run_config`` (unknown keys ignored), then apply overrides."""
-        kwargs: dict[str, Any] = {}
-        for f in fields(cls):
-            key = f.name.replace("_", "-")
-            if key not in config:
-                continue
-            value = config[key]
-            if f.name in RUN_CONFIG_NONE and value == RUN_CONFIG_NONE[f.name]:
-                value = None
-            elif f.name in _INT_FIELDS:
-                value = int(value)
-            kwargs[f.name] = value
-        kwargs.update(overrides)
-        return cls(**kwargs)
 
 
 @functools.lru_cache(maxsize=None)

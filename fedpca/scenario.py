@@ -7,14 +7,15 @@ reference run, so all three see the same data, policy and seeds.
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from fedpca.algorithms.dps_pca import SitePolicy, privacy_record
 from fedpca.data.synthetic import SparseSpikedModel, site_data, split_sizes
 from fedpca.errors import ConfigurationError
+from fedpca.run_config import RunConfigFields
 from fedpca.site_data import SiteData
 from fedpca.subspace import subspace_distance
 
@@ -23,7 +24,7 @@ NO_SEED = -1
 
 
 @dataclass(frozen=True)
-class DPSPCAScenario:
+class DPSPCAScenario(RunConfigFields):
     """DPS-PCA over ``sites`` sites holding ``samples`` synthetic records in total.
 
     Attributes mirror the CLI flags; ``seed`` seeds the noise and the server's public
@@ -31,6 +32,14 @@ class DPSPCAScenario:
     the synthetic model and samples. ``failure_rate`` (simulation only) makes each site
     fail each round with that probability before it releases anything.
     """
+
+    RUN_CONFIG_NONE: ClassVar[dict[str, Any]] = {
+        "seed": NO_SEED, "min_sites": 0, "secure_min_sites": 0,
+    }
+    INT_FIELDS: ClassVar[frozenset[str]] = frozenset({
+        "sites", "dim", "samples", "k", "sparsity", "s_hat", "rounds", "data_seed", "seed",
+        "min_sites", "secure_min_sites",
+    })
 
     sites: int = 100
     dim: int = 200
@@ -109,34 +118,6 @@ class DPSPCAScenario:
         """``{"distance": ||sin Theta(Q, Q*)||_F}`` against the model's sparse eigenspace."""
         return {"distance": subspace_distance(Q, self.model().truth)}
 
-    def to_run_config(self) -> dict[str, Any]:
-        """Flower ``run_config`` keys (dashes, no None)."""
-        out = {}
-        for key, value in asdict(self).items():
-            if value is None:
-                value = NO_SEED if key == "seed" else 0  # 0: "not set" for counts
-            out[key.replace("_", "-")] = value
-        return out
-
-    @classmethod
-    def from_run_config(cls, config: dict[str, Any], **overrides: Any) -> DPSPCAScenario:
-        """Build from Flower ``run_config`` (unknown keys ignored), then apply overrides."""
-        kwargs: dict[str, Any] = {}
-        for f in fields(cls):
-            key = f.name.replace("_", "-")
-            if key in config:
-                kwargs[f.name] = config[key]
-        if kwargs.get("seed") == NO_SEED:
-            kwargs["seed"] = None
-        for name in ("min_sites", "secure_min_sites"):
-            if kwargs.get(name) == 0:
-                kwargs[name] = None
-        for name in ("sites", "dim", "samples", "k", "sparsity", "s_hat", "rounds",
-                     "data_seed", "seed", "min_sites", "secure_min_sites"):
-            if kwargs.get(name) is not None:
-                kwargs[name] = int(kwargs[name])
-        kwargs.update(overrides)
-        return cls(**kwargs)
 
 
 @functools.lru_cache(maxsize=None)

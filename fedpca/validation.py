@@ -80,6 +80,13 @@ def validate_basis(Q: object, dim: int, site: str = "site") -> np.ndarray:
     return arr
 
 
+def require_choice(value: object, name: str, choices: tuple[str, ...] | list[str]) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise ConfigurationError."""
+    if value not in choices:
+        raise ConfigurationError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return str(value)
+
+
 def require_positive_int(
     value: object, name: str, minimum: int = 1, error: type[Exception] = ConfigurationError
 ) -> int:

@@ -37,15 +37,13 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
-from fedpca.algorithms.site import PrivateSite, SiteAnswer, ordered_answers
-from fedpca.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
+from fedpca.algorithms.site import PrivateSite, SiteAnswer, SingleReleasePolicy, ordered_answers
 from fedpca.errors import ConfigurationError, InvalidRequestError
-from fedpca.ledger import PrivacyLedger
 from fedpca.mechanisms import Release, upper_triangle_sensitivity
 from fedpca.results import PCAResult
 from fedpca.site_data import SiteData
 from fedpca.subspace import energy_ratio, top_eigenvectors
-from fedpca.validation import require_finite_positive, require_positive_int
+from fedpca.validation import require_choice, require_positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -63,13 +61,6 @@ WEIGHTINGS = (WEIGHTING_UNIFORM, WEIGHTING_SAMPLES)
 RELEASES = 1
 #: Bytes per float64 entry sent.
 FLOAT_BYTES = 8
-
-
-def require_choice(value: object, name: str, choices: Sequence[str]) -> str:
-    """Return ``value`` if it is one of ``choices``, else raise ConfigurationError."""
-    if value not in choices:
-        raise ConfigurationError(f"{name} must be one of {tuple(choices)}, got {value!r}")
-    return str(value)
 
 
 def second_moment_sensitivity(clip_norm: float, n: int) -> float:
@@ -152,31 +143,9 @@ def pooled_second_moment(sites: Sequence[np.ndarray]) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class DPdisPCAPolicy:
-    """A site's own privacy settings; the server cannot change them (only add noise).
-
-    Attributes:
-        epsilon, delta: the site's budget for its single release.
-        accounting: ``"pld"`` (default: analytic Gaussian), ``"rdp"`` or ``"paper"`` (the
-            classic ``sqrt(2 ln(1.25/delta)) / eps``, refused for eps >= 1).
-        clip_norm: public row-norm bound ``C``.
-    """
-
-    epsilon: float = 1.0
-    delta: float = 1e-5
-    accounting: str = "pld"
-    clip_norm: float = 1.0
-
-    def __post_init__(self) -> None:
-        require_choice(self.accounting, "accounting", ACCOUNTING_MODES)
-        require_finite_positive(self.clip_norm, "clip_norm")
-        self.calibration()
-
-    def calibration(self) -> Calibration:
-        """Noise multiplier for one release within (epsilon, delta)."""
-        return calibrate_gaussian(
-            RELEASES, self.epsilon, self.delta, self.accounting, paper_rule="classic"
-        )
+class DPdisPCAPolicy(SingleReleasePolicy):
+    """A DPdisPCA site's own privacy settings for its single release of ``A^_s`` (see
+    :class:`SingleReleasePolicy`); the server cannot change them, only add noise."""
 
 
 class DPdisPCASite(PrivateSite):
@@ -189,20 +158,6 @@ class DPdisPCASite(PrivateSite):
         seed: seed for reproducible simulation only; ``None`` draws OS randomness.
         ledger: an existing ledger to continue (e.g. restored from storage).
     """
-
-    def __init__(
-        self,
-        data: np.ndarray | SiteData,
-        policy: DPdisPCAPolicy,
-        site: str = "site",
-        seed: int | None = None,
-        ledger: PrivacyLedger | None = None,
-    ) -> None:
-        super().__init__(
-            data, clip_norm=policy.clip_norm, calibration=policy.calibration(),
-            max_releases=RELEASES, site=site, seed=seed, ledger=ledger,
-        )
-        self.policy = policy
 
     def release(
         self, variant: str, r: object = None, min_noise_multiplier: float | None = None
@@ -347,16 +302,8 @@ def privacy_record(
     sensitivity = second_moment_sensitivity(policy.clip_norm, smallest)
     return {
         "unit": "one record at one site (replace-one)",
-        "epsilon": cal.target_epsilon,
-        "epsilon_achieved": cal.epsilon,
-        "epsilon_rdp": cal.epsilon_rdp,
-        "delta": cal.delta,
-        "accounting": cal.accounting,
-        "releases_per_site": cal.releases,
-        "noise_multiplier": cal.noise_multiplier,
+        **cal.record(sensitivity),
         "mechanism": "symmetric Gaussian on the upper triangle of X_s^T X_s / N_s",
-        "sensitivity": sensitivity,
-        "sigma": cal.sigma(sensitivity),
         "smallest_site": smallest,
         "clip_norm": policy.clip_norm,
         "trust_model": trust_model,

@@ -30,13 +30,11 @@ import numpy as np
 from fedpca.algorithms.site import PrivateSite, SiteAnswer, ordered_answers, weighted_sum
 from fedpca.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.errors import ConfigurationError
-from fedpca.ledger import PrivacyLedger
 from fedpca.mechanisms import (
     diagonal_sensitivity,
     power_step_sensitivity,
 )
 from fedpca.results import PCAResult
-from fedpca.site_data import SiteData
 from fedpca.subspace import thin_qr, threshold_rows, top_coordinates
 from fedpca.validation import require_finite_positive, require_positive_int, validate_basis
 
@@ -102,21 +100,6 @@ class DPSPCASite(PrivateSite):
         seed: seed for reproducible simulation only; ``None`` draws OS randomness.
         ledger: an existing ledger to continue (e.g. restored from storage).
     """
-
-    def __init__(
-        self,
-        data: np.ndarray | SiteData,
-        policy: SitePolicy,
-        site: str = "site",
-        seed: int | None = None,
-        ledger: PrivacyLedger | None = None,
-    ) -> None:
-        super().__init__(
-            data, clip_norm=policy.clip_norm, calibration=policy.calibration(),
-            max_releases=policy.releases, site=site, seed=seed, ledger=ledger,
-            secure_min_sites=policy.secure_min_sites,
-        )
-        self.policy = policy
 
     def release_diagonal(self, min_noise_multiplier: float | None = None) -> np.ndarray:
         """``(diag(X^T X) + N(0, sigma^2 I_d)) / n_i``: the initialisation release (accounted).
@@ -268,15 +251,7 @@ def privacy_record(policy: SitePolicy) -> dict[str, Any]:
     sensitivity = power_step_sensitivity(policy.clip_norm)
     return {
         "unit": "one record at one site (replace-one)",
-        "epsilon": cal.target_epsilon,
-        "epsilon_achieved": cal.epsilon,
-        "epsilon_rdp": cal.epsilon_rdp,
-        "delta": cal.delta,
-        "accounting": cal.accounting,
-        "releases_per_site": cal.releases,
-        "noise_multiplier": cal.noise_multiplier,
-        "sensitivity": sensitivity,
-        "sigma": cal.sigma(sensitivity),
+        **cal.record(sensitivity),
         "clip_norm": policy.clip_norm,
         "secure_min_sites": policy.secure_min_sites,
         "trust_model": (

@@ -34,8 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.algorithms.site import PrivateSite, SiteAnswer, ordered_answers, weighted_sum
-from fedpca.calibration import Calibration, calibrate_gaussian
+from fedpca.algorithms.site import (
+    PrivateSite,
+    SiteAnswer,
+    SingleReleasePolicy,
+    ordered_answers,
+    weighted_sum,
+)
 from fedpca.errors import ConfigurationError
 from fedpca.fantope import (
     ADMMResult,
@@ -45,12 +50,11 @@ from fedpca.fantope import (
     require_rank,
     validate_symmetric,
 )
-from fedpca.ledger import PrivacyLedger
 from fedpca.mechanisms import Release, upper_triangle_sensitivity
 from fedpca.results import PCAResult
 from fedpca.site_data import SiteData
 from fedpca.subspace import top_eigenvectors
-from fedpca.validation import require_finite_positive, require_positive_int
+from fedpca.validation import require_positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -69,30 +73,13 @@ TRUST_MODEL = (
 
 
 @dataclass(frozen=True)
-class LDPPolicy:
-    """Every record's privacy settings (set by its site; the server can only add noise).
-
-    Attributes:
-        epsilon, delta: the budget of each record's single view.
-        accounting: ``"pld"`` (default, analytic Gaussian), ``"rdp"`` or ``"paper"`` (the
-            classic ``sqrt(2 ln(1.25/delta)) / eps``, refused for eps >= 1).
-        clip_norm: public row-norm bound ``C``.
-    """
+class LDPPolicy(SingleReleasePolicy):
+    """Every record's privacy settings (set by its site; the server can only add noise):
+    ``epsilon, delta`` are the budget of each record's single view (see
+    :class:`SingleReleasePolicy`; defaults are the paper's eps=0.5, delta=1e-4)."""
 
     epsilon: float = 0.5
     delta: float = 1e-4
-    accounting: str = "pld"
-    clip_norm: float = 1.0
-
-    def __post_init__(self) -> None:
-        require_finite_positive(self.clip_norm, "clip_norm")
-        self.calibration()
-
-    def calibration(self) -> Calibration:
-        """Noise multiplier for one view within (epsilon, delta)."""
-        return calibrate_gaussian(
-            RELEASES, self.epsilon, self.delta, self.accounting, paper_rule="classic"
-        )
 
     @property
     def sensitivity(self) -> float:
@@ -115,20 +102,6 @@ class LDPCovarianceSite(PrivateSite):
         seed: seed for reproducible simulation only; ``None`` draws OS randomness.
         ledger: an existing ledger to continue (e.g. restored from storage).
     """
-
-    def __init__(
-        self,
-        data: np.ndarray | SiteData,
-        policy: LDPPolicy,
-        site: str = "site",
-        seed: int | None = None,
-        ledger: PrivacyLedger | None = None,
-    ) -> None:
-        super().__init__(
-            data, clip_norm=policy.clip_norm, calibration=policy.calibration(),
-            max_releases=RELEASES, site=site, seed=seed, ledger=ledger,
-        )
-        self.policy = policy
 
     def release_covariance(self, min_noise_multiplier: float | None = None) -> np.ndarray:
         """``X^T X + Z_m``: the sum of the ``m`` records' views (the one accounted release).
@@ -283,17 +256,9 @@ def privacy_record(policy: LDPPolicy) -> dict[str, Any]:
     cal = policy.calibration()
     return {
         "unit": "one record, replace-one (its own view, local model)",
-        "epsilon": cal.target_epsilon,
-        "epsilon_achieved": cal.epsilon,
-        "epsilon_rdp": cal.epsilon_rdp,
-        "delta": cal.delta,
-        "accounting": cal.accounting,
-        "releases_per_site": cal.releases,
-        "noise_multiplier": cal.noise_multiplier,
+        **cal.record(policy.sensitivity),
         "mechanism": "x x^T + symmetric Gaussian per record; a site sends the sum of m views "
                      "(entry variance m sigma^2)",
-        "sensitivity": policy.sensitivity,
-        "sigma": policy.record_sigma,
         "clip_norm": policy.clip_norm,
         "trust_model": TRUST_MODEL,
     }

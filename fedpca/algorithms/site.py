@@ -11,15 +11,62 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from fedpca.calibration import Calibration
+from fedpca.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.ledger import PrivacyLedger
 from fedpca.mechanisms import NoiseSource, Release
 from fedpca.site_data import SiteData
-from fedpca.validation import require_finite_positive, require_positive_int
+from fedpca.validation import require_choice, require_finite_positive, require_positive_int
+
+
+class SitePrivacyPolicy(Protocol):
+    """What a site's privacy policy provides (its own settings; the server cannot change
+    them): the public clip norm, the calibration of its releases, how many it may make, and
+    ``m`` when its answers are only revealed inside secure sums of at least ``m`` sites."""
+
+    clip_norm: float
+    secure_min_sites: int | None
+
+    @property
+    def releases(self) -> int: ...
+
+    def calibration(self) -> Calibration: ...
+
+
+@dataclass(frozen=True)
+class SingleReleasePolicy:
+    """A policy for mechanisms that release once per site (DPdisPCA, LDP covariance).
+
+    Attributes:
+        epsilon, delta: the budget of the single release.
+        accounting: ``"pld"`` (default: the analytic Gaussian for one release), ``"rdp"`` or
+            ``"paper"`` (the classic ``sqrt(2 ln(1.25/delta)) / eps``, refused for eps >= 1).
+        clip_norm: public row-norm bound ``C``.
+    """
+
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    accounting: str = "pld"
+    clip_norm: float = 1.0
+
+    #: One release per site; no secure-aggregation mode.
+    releases = 1
+    secure_min_sites = None
+
+    def __post_init__(self) -> None:
+        require_choice(self.accounting, "accounting", ACCOUNTING_MODES)
+        require_finite_positive(self.clip_norm, "clip_norm")
+        self.calibration()
+
+    def calibration(self) -> Calibration:
+        """Noise multiplier for the one release within (epsilon, delta)."""
+        return calibrate_gaussian(
+            self.releases, self.epsilon, self.delta, self.accounting, paper_rule="classic"
+        )
 
 
 @dataclass(frozen=True)
@@ -34,51 +81,46 @@ class SiteAnswer:
 
 
 class PrivateSite:
-    """One data holder: prepared data, calibration, ledger and noise source.
+    """One data holder: prepared data, its policy's calibration, ledger and noise source.
 
     Args:
         data: the site's ``n_i x d`` records, raw or already a :class:`SiteData`.
-        clip_norm: public row-norm bound ``C``.
-        calibration: the site's own noise multiplier for its planned releases.
-        max_releases: how many releases the site's policy allows.
+        policy: the site's own :class:`SitePrivacyPolicy`. With ``policy.secure_min_sites =
+            m`` the site's answers are only revealed summed with those of at least ``m``
+            sites (secure aggregation): it then adds noise of standard deviation
+            ``sigma / sqrt(m)`` so the sum carries ``sigma``; the ledger records ``sigma``,
+            the level the guarantee relies on.
         site: the site's name (messages, and with ``seed`` its noise stream).
         seed: seed for reproducible simulation only; ``None`` draws OS randomness.
         ledger: an existing ledger to continue (e.g. restored from storage).
-        secure_min_sites: ``m`` when the site's answers are only ever revealed summed with
-            those of at least ``m`` sites (secure aggregation): the site then adds noise of
-            standard deviation ``sigma / sqrt(m)`` so the sum carries ``sigma``; the ledger
-            records ``sigma``, the level the guarantee relies on. ``None``: the site's own
-            answer carries the full ``sigma``.
     """
 
     def __init__(
         self,
         data: np.ndarray | SiteData,
-        *,
-        clip_norm: float,
-        calibration: Calibration,
-        max_releases: int,
+        policy: SitePrivacyPolicy,
         site: str = "site",
         seed: int | None = None,
         ledger: PrivacyLedger | None = None,
-        secure_min_sites: int | None = None,
     ) -> None:
-        if secure_min_sites is not None:
-            require_positive_int(secure_min_sites, "secure_min_sites", minimum=2)
-        self.secure_min_sites = secure_min_sites
+        if policy.secure_min_sites is not None:
+            require_positive_int(policy.secure_min_sites, "secure_min_sites", minimum=2)
+        self.policy = policy
+        self.secure_min_sites = policy.secure_min_sites
         self.site = site
-        self.clip_norm = clip_norm
+        self.clip_norm = policy.clip_norm
         if not isinstance(data, SiteData):
-            data = SiteData.prepare(data, clip_norm, site)
-        elif data.clip.clip_norm != clip_norm:
+            data = SiteData.prepare(data, self.clip_norm, site)
+        elif data.clip.clip_norm != self.clip_norm:
             raise ConfigurationError(
                 f"{site}: data was clipped to norm {data.clip.clip_norm} but the policy says "
-                f"clip_norm={clip_norm}; prepare it with the policy's clip norm"
+                f"clip_norm={self.clip_norm}; prepare it with the policy's clip norm"
             )
         self.X, self.clip_report = data.X, data.clip
-        self.calibration = calibration
+        self.calibration = policy.calibration()
         self.ledger = ledger or PrivacyLedger(
-            calibration.target_epsilon, calibration.delta, max_releases=max_releases, site=site
+            self.calibration.target_epsilon, self.calibration.delta,
+            max_releases=policy.releases, site=site,
         )
         self.noise = NoiseSource(seed, site)
 
