@@ -8,14 +8,21 @@ client returns is the site's noisy release, its public record count and plaintex
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
-from flwr.client import NumPyClient
+from flwr.client import Client, NumPyClient
+from flwr.common import Context
 
 from fedpca.algorithms.site import PrivateSite
+from fedpca.clients.ledger_state import load_ledger, store_ledger
+from fedpca.clients.secure_aggregation import is_masked
 from fedpca.errors import InvalidRequestError
 from fedpca.ledger import PrivacyLedger
+
+#: ``(context, data, policy, site name, seed=...) -> Client``: each algorithm's factory.
+ClientFactory = Callable[..., Client]
 
 
 class PrivateSiteClient(NumPyClient):
@@ -76,3 +83,15 @@ class PrivateSiteClient(NumPyClient):
     def refuse(self, reason: str) -> InvalidRequestError:
         """An error naming the site, to raise when a request is malformed."""
         return InvalidRequestError(f"{self.site.site}: refused: {reason}")
+
+
+def site_client(
+    context: Context, client_cls: type[PrivateSiteClient], site: PrivateSite
+) -> Client:
+    """A Flower ``Client`` for ``site``: its ledger restored from and saved to
+    ``context.state`` (so restarts cannot reset it), and told whether the current request is
+    masked by secure aggregation."""
+    load_ledger(context, site.ledger)
+    return client_cls(
+        site, on_release=functools.partial(store_ledger, context), masked=is_masked(context)
+    ).to_client()

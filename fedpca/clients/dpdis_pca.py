@@ -11,15 +11,13 @@ can raise the noise level (``min_noise_multiplier``) but never lower it. A malfo
 
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 from flwr.client import Client
 from flwr.common import Context
 
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite
-from fedpca.clients.base import PrivateSiteClient
-from fedpca.clients.ledger_state import load_ledger, store_ledger
+from fedpca.clients.base import PrivateSiteClient, site_client
 from fedpca.site_data import SiteData
 
 
@@ -56,8 +54,4 @@ def client_for_site(
     seed: int | None = None,
 ) -> Client:
     """A Flower ``Client`` for one DPdisPCA site whose ledger lives in ``context.state``."""
-    site_obj = DPdisPCASite(data, policy, site=site, seed=seed)
-    load_ledger(context, site_obj.ledger)
-    return DPdisPCAClient(
-        site_obj, on_release=functools.partial(store_ledger, context)
-    ).to_client()
+    return site_client(context, DPdisPCAClient, DPdisPCASite(data, policy, site=site, seed=seed))

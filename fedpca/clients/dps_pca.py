@@ -14,9 +14,7 @@ from flwr.client import Client
 from flwr.common import Context
 
 from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_POWER, DPSPCASite, SitePolicy
-from fedpca.clients.base import PrivateSiteClient
-from fedpca.clients.ledger_state import load_ledger, store_ledger
-from fedpca.clients.secure_aggregation import is_masked
+from fedpca.clients.base import PrivateSiteClient, site_client
 from fedpca.site_data import SiteData
 
 
@@ -56,10 +54,4 @@ def client_for_site(
     seed: int | None = None,
 ) -> Client:
     """A Flower ``Client`` for one DPS-PCA site whose ledger lives in ``context.state``."""
-    site_obj = DPSPCASite(data, policy, site=site, seed=seed)
-    load_ledger(context, site_obj.ledger)
-    return DPSPCAClient(
-        site_obj,
-        on_release=lambda ledger: store_ledger(context, ledger),
-        masked=is_masked(context),
-    ).to_client()
+    return site_client(context, DPSPCAClient, DPSPCASite(data, policy, site=site, seed=seed))

@@ -15,8 +15,7 @@ from flwr.client import Client
 from flwr.common import Context
 
 from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceSite, LDPPolicy
-from fedpca.clients.base import PrivateSiteClient
-from fedpca.clients.ledger_state import load_ledger, store_ledger
+from fedpca.clients.base import PrivateSiteClient, site_client
 from fedpca.site_data import SiteData
 
 
@@ -51,8 +50,4 @@ def client_for_site(
     seed: int | None = None,
 ) -> Client:
     """A Flower ``Client`` for one LDP-PCA site whose ledger lives in ``context.state``."""
-    site_obj = LDPCovarianceSite(data, policy, site=site, seed=seed)
-    load_ledger(context, site_obj.ledger)
-    return LDPCovarianceClient(
-        site_obj, on_release=lambda ledger: store_ledger(context, ledger)
-    ).to_client()
+    return site_client(context, LDPCovarianceClient, LDPCovarianceSite(data, policy, site=site, seed=seed))

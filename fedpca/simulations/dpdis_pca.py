@@ -5,25 +5,11 @@ from __future__ import annotations
 import functools
 import time
 
-from flwr.client import Client, ClientApp
-from flwr.common import Context
-from flwr.server import Grid, ServerApp
-
-from fedpca.apps.workflow import run_strategy
 from fedpca.clients.dpdis_pca import client_for_site
 from fedpca.dpdis_scenario import DPdisPCAScenario
-from fedpca.errors import FedPCAError
 from fedpca.results import PCAResult
-from fedpca.simulations.launcher import launch
+from fedpca.simulations.launcher import partition_client, run_federation
 from fedpca.strategies.dpdis_pca import DPdisPCAStrategy
-
-
-def _client_fn(scenario: DPdisPCAScenario, context: Context) -> Client:
-    partition = int(context.node_config["partition-id"])
-    return client_for_site(
-        context, scenario.prepared_site(partition), scenario.policy(), str(partition),
-        seed=scenario.seed,
-    )
 
 
 def simulate_dpdis_pca(scenario: DPdisPCAScenario, verbose: bool = False) -> PCAResult:
@@ -39,20 +25,11 @@ def simulate_dpdis_pca(scenario: DPdisPCAScenario, verbose: bool = False) -> PCA
     strategy = DPdisPCAStrategy(
         dim=scenario.dim, k=scenario.k, r=scenario.r, weighting=scenario.weighting,
         variant=scenario.variant, min_sites=scenario.min_sites or scenario.sites,
-        evaluation=scenario.evaluation(), privacy=scenario.privacy(),
+        wait_for_sites=scenario.sites, evaluation=scenario.evaluation(),
+        privacy=scenario.privacy(),
     )
-    server_app = ServerApp()
-
-    @server_app.main()
-    def _main(grid: Grid, context: Context) -> None:
-        run_strategy(grid, context, strategy, strategy.num_rounds)
-
-    client_app = ClientApp(client_fn=functools.partial(_client_fn, scenario))
-    launch(server_app, client_app, scenario.sites, verbose=verbose)
-    if not strategy.server.history:
-        raise FedPCAError(
-            f"the DPdisPCA round did not complete; site failures: {strategy.failures[:5]}"
-        )
+    client_fn = functools.partial(partition_client, client_for_site, scenario)
+    run_federation(strategy, client_fn, scenario.sites, verbose=verbose)
     config = {
         **scenario.to_run_config(),
         "r": strategy.server.r,

@@ -6,18 +6,15 @@ import functools
 import time
 
 import numpy as np
-
-from flwr.client import Client, ClientApp
+from flwr.client import Client
 from flwr.common import Context
-from flwr.server import Grid, ServerApp
 
-from fedpca.apps.workflow import SecAggSettings, run_strategy
+from fedpca.apps.workflow import SecAggSettings
 from fedpca.clients.dps_pca import client_for_site
-from fedpca.clients.secure_aggregation import secure_aggregation_mod
 from fedpca.errors import FedPCAError
 from fedpca.results import PCAResult
 from fedpca.scenario import DPSPCAScenario
-from fedpca.simulations.launcher import launch
+from fedpca.simulations.launcher import partition_client, run_federation
 from fedpca.strategies.dps_pca import DPSPCAStrategy
 
 
@@ -26,13 +23,10 @@ class SimulatedSiteFailure(FedPCAError):
 
 
 def _client_fn(scenario: DPSPCAScenario, context: Context) -> Client:
-    partition = int(context.node_config["partition-id"])
     if scenario.failure_rate and np.random.default_rng().random() < scenario.failure_rate:
+        partition = context.node_config["partition-id"]
         raise SimulatedSiteFailure(f"site {partition}: simulated failure (nothing released)")
-    return client_for_site(
-        context, scenario.prepared_site(partition), scenario.policy(), str(partition),
-        seed=scenario.seed,
-    )
+    return partition_client(client_for_site, scenario, context)
 
 
 def simulate_dps_pca(scenario: DPSPCAScenario, verbose: bool = False) -> PCAResult:
@@ -52,21 +46,8 @@ def simulate_dps_pca(scenario: DPSPCAScenario, verbose: bool = False) -> PCAResu
     if scenario.secure_min_sites is not None:
         secure = SecAggSettings.for_sites(scenario.sites, scenario.largest_site())
         secure.check(scenario.sites)
-    server_app = ServerApp()
-
-    @server_app.main()
-    def _main(grid: Grid, context: Context) -> None:
-        run_strategy(grid, context, strategy, strategy.num_rounds, secure=secure)
-
-    client_app = ClientApp(
-        client_fn=functools.partial(_client_fn, scenario), mods=[secure_aggregation_mod]
-    )
-    launch(server_app, client_app, scenario.sites, verbose=verbose)
-    if len(strategy.server.history) < strategy.num_rounds:
-        raise FedPCAError(
-            f"the simulation stopped after {len(strategy.server.history)} of "
-            f"{strategy.num_rounds} rounds; site failures: {strategy.failures[:5]}"
-        )
+    client_fn = functools.partial(_client_fn, scenario)
+    run_federation(strategy, client_fn, scenario.sites, verbose=verbose, secure=secure)
     config = {
         **scenario.to_run_config(),
         "wall_seconds": time.perf_counter() - start,

@@ -1,8 +1,8 @@
 """The one place that starts a Flower simulation.
 
 ``flwr.simulation.run_simulation`` still works in flwr 1.41 but is deprecated in favour of
-``flwr run``; everything else calls :func:`launch`, so swapping the launcher touches only
-this module.
+``flwr run``; everything else calls :func:`launch` (or :func:`run_federation`, which builds
+the apps around a strategy), so swapping the launcher touches only this module.
 """
 
 from __future__ import annotations
@@ -11,11 +11,19 @@ import logging
 import os
 import warnings
 
-from flwr.client import ClientApp
-from flwr.server import ServerApp
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from flwr.client import Client, ClientApp
+from flwr.common import Context
+from flwr.server import Grid, ServerApp
 from flwr.simulation import run_simulation
 
+from fedpca.apps.workflow import SecAggSettings, run_strategy
 from fedpca.blas import single_thread_blas
+from fedpca.clients.base import ClientFactory
+from fedpca.clients.secure_aggregation import secure_aggregation_mod
+from fedpca.errors import FedPCAError
 
 #: One CPU per virtual site beat half a CPU on a 2-core machine.
 CLIENT_RESOURCES = {"num_cpus": 1, "num_gpus": 0.0}
@@ -51,3 +59,50 @@ def launch(
             )
     finally:
         flwr_logger.setLevel(previous)
+
+
+class SimulatedScenario(Protocol):
+    """What a scenario offers a simulation: prepared site data, the policy and the seed."""
+
+    seed: int | None
+
+    def prepared_site(self, site: int) -> Any: ...
+
+    def policy(self) -> Any: ...
+
+
+def partition_client(
+    client_for_site: ClientFactory, scenario: SimulatedScenario, context: Context
+) -> Client:
+    """The client of virtual site ``node_config["partition-id"]`` (data built once per
+    process by the scenario's cache, ledger in ``context.state``)."""
+    partition = int(context.node_config["partition-id"])
+    return client_for_site(
+        context, scenario.prepared_site(partition), scenario.policy(), str(partition),
+        seed=scenario.seed,
+    )
+
+
+def run_federation(
+    strategy: Any,
+    client_fn: Callable[[Context], Client],
+    num_sites: int,
+    verbose: bool = False,
+    secure: SecAggSettings | None = None,
+) -> None:
+    """Simulate ``num_sites`` sites answering ``strategy`` for ``strategy.num_rounds`` rounds
+    (SecAgg+ fit rounds if ``secure``); raise if the run stopped before its last round."""
+    server_app = ServerApp()
+
+    @server_app.main()
+    def _main(grid: Grid, context: Context) -> None:
+        run_strategy(grid, context, strategy, strategy.num_rounds, secure=secure)
+
+    client_app = ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])
+    launch(server_app, client_app, num_sites, verbose=verbose)
+    done = len(strategy.server.history)
+    if done < strategy.num_rounds:
+        raise FedPCAError(
+            f"the simulation stopped after {done} of {strategy.num_rounds} rounds; site "
+            f"failures: {strategy.failures[:5]}"
+        )

@@ -40,6 +40,7 @@ class DPdisPCAStrategy(SiteRoundStrategy):
         variant (str, default "factor"): ``"factor"`` (sites send ``P_s``) or ``"full"``
             (sites send ``A^_s``; ``d / R`` times the traffic, same privacy).
         min_sites (int, default 2): the round proceeds only if at least this many sites answer.
+        wait_for_sites (int | None, default None): sites to wait for before the round.
         evaluation (np.ndarray | None, default None): a ``d x d`` matrix (e.g. the pooled
             second moment, in simulation) for the ``energy_ratio`` recorded in the history.
         min_noise_multiplier (float | None, default None): asks every site for at least this
@@ -60,12 +61,14 @@ class DPdisPCAStrategy(SiteRoundStrategy):
         weighting: str = WEIGHTING_UNIFORM,
         variant: str = VARIANT_FACTOR,
         min_sites: int = 2,
+        wait_for_sites: int | None = None,
         evaluation: np.ndarray | None = None,
         min_noise_multiplier: float | None = None,
         privacy: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
-            min_sites=min_sites, min_noise_multiplier=min_noise_multiplier, privacy=privacy
+            min_sites=min_sites, wait_for_sites=wait_for_sites,
+            min_noise_multiplier=min_noise_multiplier, privacy=privacy,
         )
         self.server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation)
 

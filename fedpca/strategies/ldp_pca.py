@@ -40,6 +40,7 @@ class LDPCovarianceStrategy(SiteRoundStrategy):
             per-record noise (``privacy["sigma"]``, raised to ``min_noise_multiplier``).
         admm (ADMMSettings | None, default None): FPS solver settings.
         min_sites (int, default 2): the round proceeds only if at least this many sites answer.
+        wait_for_sites (int | None, default None): sites to wait for before the round.
         evaluate_fn (callable | None, default None): ``basis -> dict`` of metrics recorded in
             the history (e.g. the distance to a known truth in simulation).
         true_support (sequence of int | None, default None): the known row support
@@ -60,13 +61,15 @@ class LDPCovarianceStrategy(SiteRoundStrategy):
         lam: float | None = None,
         admm: ADMMSettings | None = None,
         min_sites: int = 2,
+        wait_for_sites: int | None = None,
         evaluate_fn: Callable[[np.ndarray], dict[str, float]] | None = None,
         true_support: Sequence[int] | None = None,
         min_noise_multiplier: float | None = None,
         privacy: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
-            min_sites=min_sites, min_noise_multiplier=min_noise_multiplier, privacy=privacy
+            min_sites=min_sites, wait_for_sites=wait_for_sites,
+            min_noise_multiplier=min_noise_multiplier, privacy=privacy,
         )
         self.server = LDPCovarianceServer(
             dim, k, sparse=sparse, lam=lam, record_sigma=self._record_sigma(), admm=admm,
