@@ -17,7 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import run_dps_pca
+from fedpca.algorithms.ldp_pca import run_ldp_pca
+from fedpca.dpdis_scenario import DPdisPCAScenario
+from fedpca.ldp_scenario import LDPScenario
 from fedpca.scenario import DPSPCAScenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,8 +79,14 @@ def flwr_home(tmp_path):
         assert not [p for p, (_, c) in _processes().items() if str(home) in c]
 
 
-def test_flwr_run_gives_the_reference_basis(flwr_home, tmp_path):
-    out = tmp_path / "result.json"
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def flwr_run(flwr_home: Path, out: Path, run_config: dict, sites: int) -> dict:
+    """``flwr run .`` with ``run_config`` (only keys pyproject declares) on ``sites`` sites."""
     env = dict(os.environ)
     env.update(
         FLWR_HOME=str(flwr_home),
@@ -86,12 +96,11 @@ def test_flwr_run_gives_the_reference_basis(flwr_home, tmp_path):
     )
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]
     config = " ".join(
-        f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}"
-        for k, v in SCENARIO.to_run_config().items() if k in declared
+        f"{k}={_toml_value(v)}" for k, v in run_config.items() if k in declared
     )
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "flwr"), "run", str(ROOT), "--stream",
-         "--federation-config", f"num-supernodes={SCENARIO.sites} client-resources-num-cpus=1",
+         "--federation-config", f"num-supernodes={sites} client-resources-num-cpus=1",
          "--run-config", f'{config} output="{out}"'],
         env=env, capture_output=True, text=True, timeout=400,
     )
@@ -100,7 +109,11 @@ def test_flwr_run_gives_the_reference_basis(flwr_home, tmp_path):
     while not out.exists() and time.time() < deadline:
         time.sleep(0.5)
     assert out.exists(), proc.stdout[-3000:]
-    raw = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_flwr_run_gives_the_reference_basis(flwr_home, tmp_path):
+    raw = flwr_run(flwr_home, tmp_path / "result.json", SCENARIO.to_run_config(), SCENARIO.sites)
     assert raw["algorithm"] == "dps-pca"
     assert raw["sites_answered"] == [["0", "1", "2"]] * (SCENARIO.rounds + 1)
     reference = run_dps_pca(
@@ -109,3 +122,22 @@ def test_flwr_run_gives_the_reference_basis(flwr_home, tmp_path):
     )
     np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
     assert raw["history"][-1]["epsilon_spent"] == pytest.approx(SCENARIO.epsilon, rel=1e-3)
+
+
+def test_flwr_run_serves_dpdis_and_ldp_pca(flwr_home, tmp_path):
+    dpdis = DPdisPCAScenario(sites=3, dim=30, samples=900, k=4, r=6, epsilon=2.0, seed=5)
+    raw = flwr_run(flwr_home, tmp_path / "dpdis.json",
+                   {**dpdis.to_run_config(), "algorithm": "dpdis-pca"}, dpdis.sites)
+    sites = [dpdis.prepared_site(i) for i in range(dpdis.sites)]
+    reference = run_dpdis_pca(sites, dpdis.k, dpdis.r, dpdis.policy(), seed=dpdis.seed)
+    assert raw["algorithm"] == "dpdis-pca"
+    np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
+    assert raw["privacy"]["smallest_site"] == 300
+
+    ldp = LDPScenario(sites=3, dim=12, samples=3000, k=2, sparsity=None, epsilon=0.5, seed=6)
+    raw = flwr_run(flwr_home, tmp_path / "ldp.json",
+                   {**ldp.to_run_config(), "algorithm": "ldp-pca"}, ldp.sites)
+    sites = [ldp.prepared_site(i) for i in range(ldp.sites)]
+    reference = run_ldp_pca(sites, ldp.k, ldp.policy(), seed=ldp.seed)
+    assert raw["algorithm"] == "ldp-pca"
+    np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)

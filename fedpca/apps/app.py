@@ -18,7 +18,11 @@ from fedpca.clients.secure_aggregation import secure_aggregation_mod
 from fedpca.errors import ConfigurationError
 
 #: run_config ``algorithm`` value -> module implementing it.
-ALGORITHMS = {"dps-pca": "fedpca.apps.dps_pca"}
+ALGORITHMS = {
+    "dps-pca": "fedpca.apps.dps_pca",
+    "dpdis-pca": "fedpca.apps.dpdis_pca",
+    "ldp-pca": "fedpca.apps.ldp_pca",
+}
 DEFAULT_ALGORITHM = "dps-pca"
 
 

@@ -80,6 +80,8 @@ class SiteRoundStrategy(Strategy):
         self.failures: list[str] = []
         #: The number of releases each site last reported (its ledger's count).
         self.site_releases: dict[str, int] = {}
+        #: Each answering site's record count (public under replace-one neighbouring).
+        self.site_sizes: dict[str, int] = {}
 
     def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """Arrays and config sent to every site in ``server_round`` (subclasses)."""
@@ -129,6 +131,7 @@ class SiteRoundStrategy(Strategy):
             )
         answers = [site_answer(p, r) for p, r in results]
         self.site_releases.update({a.site: a.releases for a in answers})
+        self.site_sizes.update({a.site: a.n for a in answers})
         array, metrics = self.combine(server_round, answers)
         return ndarrays_to_parameters([array]), metrics
 
