@@ -36,8 +36,10 @@ def client():
 def test_one_release_then_every_request_is_refused(client):
     (P,), n, metrics = client.fit([], dict(REQUEST))
     assert P.shape == (D, 4) and n == 40
+    # Only what is public under the site's policy: no data-dependent count leaves the site.
     assert metrics == {"site": "hospital-3", "epsilon_spent": pytest.approx(1.0, rel=1e-3),
-                       "releases": 1, "clipped_rows": 1}
+                       "releases": 1}
+    assert client.site.clip_report.clipped_rows == 1  # known to the site, not sent
     with pytest.raises(BudgetExceededError, match="hospital-3.*allows 1 releases"):
         client.fit([], {"variant": "full", "dim": D})
     assert client.site.ledger.count == 1

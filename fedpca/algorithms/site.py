@@ -69,6 +69,10 @@ class SingleReleasePolicy:
         )
 
 
+#: A server may raise a site's noise multiplier up to this; beyond it a request is absurd.
+MAX_NOISE_MULTIPLIER = 1e6
+
+
 @dataclass(frozen=True)
 class SiteAnswer:
     """What the server receives from one site in one round (all of it is DP or public)."""
@@ -135,12 +139,22 @@ class PrivateSite:
         return int(self.X.shape[1])
 
     def sigma(self, sensitivity: float, min_noise_multiplier: float | None = None) -> float:
-        """The site's own sigma, raised (never lowered) to a server-requested multiplier."""
+        """The site's own sigma, raised (never lowered) to a server-requested multiplier.
+
+        A request below the site's own multiplier changes nothing; a non-finite, non-positive
+        or absurd one (above :data:`MAX_NOISE_MULTIPLIER`) is refused.
+        """
         z = self.calibration.noise_multiplier
         if min_noise_multiplier is not None:
             requested = require_finite_positive(
-                min_noise_multiplier, "min_noise_multiplier", error=InvalidRequestError
+                min_noise_multiplier, f"{self.site}: refused: min_noise_multiplier",
+                error=InvalidRequestError,
             )
+            if requested > MAX_NOISE_MULTIPLIER:
+                raise InvalidRequestError(
+                    f"{self.site}: refused: min_noise_multiplier={requested:g} is absurd (above "
+                    f"{MAX_NOISE_MULTIPLIER:g}); the answer would be pure noise"
+                )
             z = max(z, requested)
         return z * sensitivity
 

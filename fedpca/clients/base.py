@@ -3,7 +3,9 @@
 A :class:`PrivateSiteClient` wraps a Flower-free :class:`~fedpca.algorithms.site.PrivateSite`.
 Subclasses say which config keys they accept and implement :meth:`release`; everything a
 client returns is the site's noisy release, its public record count and plaintext metrics
-(site name, epsilon spent, releases made, rows clipped), nothing else.
+that are public under the site's policy (site name, epsilon spent, releases made), nothing
+else. In particular the number of clipped rows is data-dependent and not DP: it is logged
+for the site's own operator (see :class:`~fedpca.site_data.SiteData`) and never sent.
 """
 
 from __future__ import annotations
@@ -72,7 +74,6 @@ class PrivateSiteClient(NumPyClient):
             "site": self.site.site,
             "epsilon_spent": self.site.ledger.epsilon_spent(),
             "releases": self.site.ledger.count,
-            "clipped_rows": self.site.clip_report.clipped_rows,
         }
         return [value], self.site.n, metrics
 
