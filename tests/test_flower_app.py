@@ -7,7 +7,6 @@ the test fails.
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import pytest
 from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import run_dps_pca
 from fedpca.algorithms.ldp_pca import run_ldp_pca
+from fedpca.deployment.processes import processes_naming, stop_processes
 from fedpca.dpdis_scenario import DPdisPCAScenario
 from fedpca.ldp_scenario import LDPScenario
 from fedpca.scenario import DPSPCAScenario
@@ -29,40 +29,6 @@ SCENARIO = DPSPCAScenario(
     sites=3, dim=40, samples=1500, k=2, sparsity=6, s_hat=10, rounds=2,
     epsilon=1.5, delta=1e-5, seed=21, data_seed=4,
 )
-
-
-def _processes() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, command line) for every visible process."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        table[int(entry.name)] = (ppid, cmd)
-    return table
-
-
-def stop_processes_naming(marker: str) -> list[int]:
-    """SIGTERM, then SIGKILL, every process naming ``marker`` and all its descendants."""
-    table = _processes()
-    doomed = {pid for pid, (_, cmd) in table.items() if marker in cmd and pid != os.getpid()}
-    grew = True
-    while grew:
-        children = {pid for pid, (ppid, _) in table.items() if ppid in doomed} - doomed
-        grew = bool(children)
-        doomed |= children
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in doomed:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        time.sleep(1.0)
-    return sorted(doomed)
 
 
 @pytest.fixture
@@ -75,8 +41,8 @@ def flwr_home(tmp_path):
     try:
         yield home
     finally:
-        stop_processes_naming(str(home))
-        assert not [p for p, (_, c) in _processes().items() if str(home) in c]
+        stop_processes(processes_naming(str(home)))
+        assert not processes_naming(str(home))
 
 
 def _toml_value(value) -> str:

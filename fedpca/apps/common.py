@@ -46,7 +46,7 @@ def site_records(context: Context, scenario: PartitionedScenario) -> tuple[str, 
     partition ``partition-id`` of the scenario's data (simulation and tests)."""
     node = dict(context.node_config)
     if "data-path" in node:
-        name = str(node.get("site-name", node["data-path"]))
+        name = str(node.get("site-name", node.get("partition-id", node["data-path"])))
         return name, load_site_file(str(node["data-path"]), site=name)
     partition = int(node["partition-id"])
     return str(partition), scenario.prepared_site(partition)

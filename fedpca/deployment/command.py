@@ -1,0 +1,94 @@
+"""The deployment commands: certificates, site keys, and a loopback demonstration.
+
+* ``certs --out DIR [--host H ...] [--sites N]``: the CA, the SuperLink's certificate for
+  the given hosts (and 127.0.0.1), and (for a demonstration) N site key pairs ``0 .. N-1``;
+* ``site-key --out DIR --name NAME``: one site's key pair, made at the site;
+* ``local --workdir DIR --data A.npy B.npy ... [--run-config 'k=2 rounds=5']``: the whole
+  deployment on 127.0.0.1 (TLS, SuperNode authentication), one run, then everything stops.
+
+Run them as ``python -m fedpca.deployment COMMAND``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from flwr.common.config import parse_config_args
+
+from fedpca.deployment.certs import (
+    DEFAULT_VALID_DAYS,
+    write_deployment_files,
+    write_site_key,
+)
+from fedpca.deployment.local import DEFAULT_RUN_TIMEOUT, LocalDeployment, Site
+from fedpca.report import result_summary
+
+
+def add_deployment_commands(commands: argparse._SubParsersAction) -> None:
+    """Add ``certs``, ``site-key`` and ``local`` to ``commands`` (an argparse subparsers)."""
+    certs = commands.add_parser("certs", help="CA, SuperLink certificate, site key pairs")
+    certs.add_argument("--out", type=Path, required=True, help="folder to write to")
+    certs.add_argument("--sites", type=int, default=0,
+                       help="also make key pairs for sites 0..N-1 (demonstration only: a "
+                            "real site makes its own with site-key)")
+    certs.add_argument("--host", action="append", default=None,
+                       help="an IP address or DNS name the sites dial (repeatable); "
+                            "127.0.0.1 is always included")
+    certs.add_argument("--days", type=int, default=DEFAULT_VALID_DAYS,
+                       help="validity of the certificates")
+    certs.set_defaults(func=_certs)
+
+    site_key = commands.add_parser("site-key", help="one site's authentication key pair")
+    site_key.add_argument("--out", type=Path, required=True, help="folder to write to")
+    site_key.add_argument("--name", required=True, help="the site's name (file name)")
+    site_key.set_defaults(func=_site_key)
+
+    local = commands.add_parser("local", help="run the whole deployment on 127.0.0.1")
+    local.add_argument("--workdir", type=Path, required=True,
+                       help="folder for certificates, logs, FLWR_HOME and the result")
+    local.add_argument("--data", type=Path, nargs="+", required=True,
+                       help="one .npy or .csv file per site (site i is named i)")
+    local.add_argument("--app-dir", type=Path, default=Path("."),
+                       help="the fedpca Flower App (folder of its pyproject.toml)")
+    local.add_argument("--run-config", default="",
+                       help="run_config overrides, as for flwr run: 'k=2 rounds=5'")
+    local.add_argument("--timeout", type=float, default=DEFAULT_RUN_TIMEOUT,
+                       help="seconds the run may take")
+    local.set_defaults(func=_local)
+
+
+def _certs(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    files = write_deployment_files(
+        args.out, [str(i) for i in range(args.sites)], args.host or (), args.days
+    )
+    server = files.server
+    print(f"SuperLink: {server.ca_cert} {server.cert} {server.key}")
+    for key in files.sites:
+        print(f"site {key.name}: {key.private} (stays at the site) {key.public} (register)")
+    print(f"done in {time.perf_counter() - start:.2f} s")
+    return 0
+
+
+def _site_key(args: argparse.Namespace) -> int:
+    key = write_site_key(args.out, args.name)
+    print(f"private key {key.private}: keep it at the site, mode 0600")
+    print(f"public key {key.public}: send it to the coordinator to register")
+    return 0
+
+
+def _local(args: argparse.Namespace) -> int:
+    run_config = parse_config_args([args.run_config]) if args.run_config else {}
+    output = Path(str(run_config.setdefault("output", str(args.workdir / "result.json"))))
+    sites = [Site(str(i), path) for i, path in enumerate(args.data)]
+    start = time.perf_counter()
+    with LocalDeployment(args.workdir, sites, args.app_dir) as deployment:
+        up = time.perf_counter()
+        print(f"SuperLink {deployment.address} and {len(sites)} SuperNodes up in "
+              f"{up - start:.1f} s; logs in {deployment.logs}", flush=True)
+        result = deployment.run(run_config, timeout=args.timeout)
+        print(f"run finished in {time.perf_counter() - up:.1f} s: {result_summary(result)}")
+    print(f"result: {output}; every process stopped")
+    return 0

@@ -1,0 +1,424 @@
+"""A real Flower deployment of fedpca on loopback: TLS, SuperNode authentication, one
+SuperNode per site, each reading its own data file.
+
+:class:`LocalDeployment` runs exactly what a hospital's IT team runs on separate machines
+(see ``deploy/README.md``), with every address on ``127.0.0.1``:
+
+1. certificates and keys (:mod:`fedpca.deployment.certs`);
+2. ``flower-superlink`` with TLS and ``--enable-supernode-auth`` (one HTTPS port serves the
+   Fleet, Control and Runtime APIs in Flower 1.41);
+3. a ``config.toml`` in a private ``FLWR_HOME`` naming the SuperLink (address and CA);
+4. ``flwr supernode register <site>.pub`` for every site;
+5. ``flower-supernode`` per site with its own ``--port``, ``--root-certificates``,
+   ``--auth-supernode-private-key`` and ``--node-config`` (``data-path``, ``site-name``,
+   ``partition-id``, ``num-partitions``, and any privacy policy keys of the site);
+6. ``flwr run <app dir> <federation> --stream --run-config ...``, then the ServerApp's
+   output JSON is read back.
+
+On exit, even after an exception, every process it started and all their descendants are
+stopped by PID (SIGTERM, then SIGKILL); every one of them carries ``FEDPCA_DEPLOYMENT=<id>``
+in its environment, so an orphan that lost its parent is found too.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from fedpca.blas import BLAS_ENV
+from fedpca.deployment.certs import LOOPBACK, DeploymentFiles, write_deployment_files
+from fedpca.deployment.processes import DEFAULT_GRACE, processes_with_env, stop_processes
+from fedpca.errors import ConfigurationError, FedPCAError
+from fedpca.results import PCAResult
+
+logger = logging.getLogger(__name__)
+
+#: Environment variable marking every process a deployment starts (value: its id).
+MARKER_ENV = "FEDPCA_DEPLOYMENT"
+#: Name of the SuperLink connection in config.toml.
+DEFAULT_FEDERATION = "fedpca"
+#: Seconds the SuperLink gets to listen, and a ``flwr`` CLI command to finish.
+DEFAULT_STARTUP_TIMEOUT = 30.0
+#: Seconds a ``flwr run`` gets by default.
+DEFAULT_RUN_TIMEOUT = 600.0
+#: Seconds to wait for the output file once ``flwr run`` has returned.
+OUTPUT_GRACE = 5.0
+#: Log lines quoted in an error.
+LOG_TAIL_LINES = 30
+_POLL = 0.2
+
+ConfigValue = bool | int | float | str
+
+
+class DeploymentError(FedPCAError, RuntimeError):
+    """A Flower process did not start, exited, or a run did not deliver its result."""
+
+
+@dataclass(frozen=True)
+class Site:
+    """One site: its ``name`` (also its key file name and, in the app, its noise stream),
+    its records (``data_path``, ``.npy`` or ``.csv``) and extra ``node_config`` keys (e.g.
+    its own ``epsilon``)."""
+
+    name: str
+    data_path: Path
+    node_config: Mapping[str, ConfigValue] = field(default_factory=dict)
+
+
+@dataclass
+class Launched:
+    """A process this deployment started, with the log file holding its output."""
+
+    name: str
+    process: subprocess.Popen
+    log: Path
+
+    def tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last ``lines`` lines of its log."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return f"(no log at {self.log})"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def failure(self, what: str) -> DeploymentError:
+        """An error saying ``what`` went wrong, with the end of the log."""
+        return DeploymentError(
+            f"{self.name} (pid {self.process.pid}): {what}; last lines of {self.log}:\n"
+            f"{self.tail()}"
+        )
+
+
+def config_pairs(values: Mapping[str, ConfigValue]) -> str:
+    """``key=value`` pairs as ``--run-config``/``--node-config`` take them (TOML values)."""
+    pairs = []
+    for key, value in values.items():
+        if not key or any(c.isspace() or c == "=" for c in key):
+            raise ConfigurationError(f"config key {key!r} must be a word without '='")
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, numbers.Integral):
+            text = str(int(value))
+        elif isinstance(value, numbers.Real):
+            text = repr(float(value))
+        elif isinstance(value, str) and not {'"', "\\"} & set(value):
+            text = f'"{value}"'
+        else:
+            raise ConfigurationError(
+                f"config value {key}={value!r} must be a bool, a number or a string "
+                "without quotes or backslashes"
+            )
+        pairs.append(f"{key}={text}")
+    return " ".join(pairs)
+
+
+def app_config_keys(app_dir: Path) -> set[str]:
+    """The run_config keys a Flower App declares (``[tool.flwr.app.config]``)."""
+    with (app_dir / "pyproject.toml").open("rb") as handle:
+        project = tomllib.load(handle)
+    return set(project.get("tool", {}).get("flwr", {}).get("app", {}).get("config", {}))
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalDeployment:
+    """A SuperLink with TLS and SuperNode authentication, and one SuperNode per site.
+
+    Use it as a context manager::
+
+        sites = [Site(str(i), path) for i, path in enumerate(files)]
+        with LocalDeployment(workdir, sites, app_dir=".") as deployment:
+            result = deployment.run({"k": 2, "rounds": 2, "seed": 7})
+
+    Args:
+        workdir: folder for certificates (``certs/``), ``FLWR_HOME`` (``flwr-home/``),
+            logs (``logs/``) and results.
+        sites: the sites, with distinct names.
+        app_dir: the Flower App (a folder with the ``pyproject.toml`` of fedpca).
+        federation: the SuperLink connection's name in ``config.toml``.
+        startup_timeout: seconds the SuperLink gets to listen and a CLI command to finish.
+        grace: seconds between SIGTERM and SIGKILL on exit.
+    """
+
+    def __init__(
+        self,
+        workdir: str | Path,
+        sites: Sequence[Site],
+        app_dir: str | Path,
+        federation: str = DEFAULT_FEDERATION,
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        grace: float = DEFAULT_GRACE,
+    ) -> None:
+        if not sites:
+            raise ConfigurationError("a deployment needs at least one site")
+        if not (Path(app_dir) / "pyproject.toml").is_file():
+            raise ConfigurationError(f"app_dir {app_dir} holds no pyproject.toml")
+        missing = [str(site.data_path) for site in sites if not Path(site.data_path).is_file()]
+        if missing:
+            raise ConfigurationError(f"site data files do not exist: {missing}")
+        self.workdir = Path(workdir).resolve()
+        self.sites = tuple(sites)
+        self.app_dir = Path(app_dir).resolve()
+        self.federation = federation
+        self.startup_timeout = startup_timeout
+        self.grace = grace
+        self.marker = uuid.uuid4().hex
+        self.flwr_home = self.workdir / "flwr-home"
+        self.logs = self.workdir / "logs"
+        self.port = 0
+        self._files: DeploymentFiles | None = None
+        self.launched: list[Launched] = []
+        self._daemons: list[Launched] = []
+        self._runs = 0
+
+    def __enter__(self) -> LocalDeployment:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def address(self) -> str:
+        """The SuperLink's address (Fleet and Control API)."""
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def pids(self) -> list[int]:
+        """PIDs of every process this deployment started itself."""
+        return [item.process.pid for item in self.launched]
+
+    @property
+    def certificates(self) -> DeploymentFiles:
+        """The CA, server certificate and site keys (made by :meth:`start`)."""
+        if self._files is None:
+            raise DeploymentError("the deployment is not started: use it in a with block")
+        return self._files
+
+    def start(self) -> None:
+        """Certificates, SuperLink, config.toml, key registration, SuperNodes."""
+        for directory in (self.flwr_home, self.logs):
+            directory.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        self._files = write_deployment_files(
+            self.workdir / "certs", [site.name for site in self.sites]
+        )
+        self._start_superlink()
+        self._write_flwr_config()
+        for key in self._files.sites:
+            self.register(key.public, key.name)
+        for index, (site, key) in enumerate(zip(self.sites, self._files.sites)):
+            node_config = {
+                "data-path": str(Path(site.data_path).resolve()),
+                "site-name": site.name,
+                "partition-id": index,
+                "num-partitions": len(self.sites),
+                **site.node_config,
+            }
+            self._daemons.append(
+                self.start_supernode(f"supernode-{site.name}", key.private, node_config)
+            )
+        logger.info(
+            "deployment up in %.1f s: SuperLink %s, %d SuperNodes",
+            time.perf_counter() - started, self.address, len(self.sites),
+        )
+
+    def register(self, public_key: Path, name: str) -> None:
+        """``flwr supernode register`` a site's public key under ``name``."""
+        self._cli(
+            f"register-{name}",
+            ["supernode", "register", str(public_key), self.federation, "--name", name],
+        )
+
+    def start_supernode(
+        self,
+        name: str,
+        private_key: Path | None,
+        node_config: Mapping[str, ConfigValue],
+        insecure: bool = False,
+        extra_args: Sequence[str] = (),
+    ) -> Launched:
+        """Start a ``flower-supernode`` dialling this SuperLink (with TLS unless ``insecure``,
+        authenticated with ``private_key`` when given) on a port of its own."""
+        argv = ["flower-supernode", "--superlink", self.address, "--port", str(free_port())]
+        if insecure:
+            argv.append("--insecure")
+        else:
+            argv += ["--root-certificates", str(self.certificates.server.ca_cert)]
+        if private_key is not None:
+            argv += ["--auth-supernode-private-key", str(private_key)]
+        if node_config:
+            argv += ["--node-config", config_pairs(node_config)]
+        return self._launch(name, [*argv, *extra_args])
+
+    def run(
+        self, run_config: Mapping[str, ConfigValue], timeout: float = DEFAULT_RUN_TIMEOUT
+    ) -> PCAResult:
+        """``flwr run`` the app with ``run_config`` (plus ``output``, unless given) and return
+        the ServerApp's result. Raises DeploymentError if a Flower process exits, the run
+        does not finish within ``timeout`` seconds, or it writes no result."""
+        declared = app_config_keys(self.app_dir)
+        unknown = sorted(set(run_config) - declared)
+        if unknown:
+            raise ConfigurationError(
+                f"run_config keys {unknown} are not declared in [tool.flwr.app.config] of "
+                f"{self.app_dir / 'pyproject.toml'} (flwr run would refuse them); "
+                f"declared: {sorted(declared)}"
+            )
+        self._runs += 1
+        output = Path(
+            str(run_config.get("output", self.workdir / f"result-{self._runs}.json"))
+        ).resolve()
+        output.unlink(missing_ok=True)
+        config = {**run_config, "output": str(output)}
+        flwr = self._launch(
+            f"flwr-run-{self._runs}",
+            [
+                "flwr", "run", str(self.app_dir), self.federation, "--stream",
+                "--run-config", config_pairs(config),
+            ],
+        )
+        self._wait(flwr, timeout, "flwr run")
+        deadline = time.monotonic() + OUTPUT_GRACE
+        while not output.is_file() and time.monotonic() < deadline:
+            time.sleep(_POLL)
+        if not output.is_file():
+            raise flwr.failure(f"the run finished but the ServerApp wrote no {output}")
+        return PCAResult.load(output)
+
+    def close(self) -> None:
+        """Stop every process started here and their descendants; reap them."""
+        stopped = stop_processes(set(self.pids) | self.leftovers(), self.grace)
+        late = self.leftovers()  # started while the others stopped, orphaned at once
+        if late:
+            stopped += stop_processes(late, self.grace)
+        for item in self.launched:
+            try:
+                item.process.wait(timeout=self.grace)
+            except subprocess.TimeoutExpired:
+                logger.error("%s (pid %d) is still running", item.name, item.process.pid)
+        if self.leftovers():
+            logger.error("processes outlived the deployment: %s", sorted(self.leftovers()))
+        if stopped:
+            logger.info("stopped %d processes: %s", len(stopped), stopped)
+
+    def leftovers(self) -> set[int]:
+        """Live processes carrying this deployment's marker (empty after :meth:`close`)."""
+        return processes_with_env(MARKER_ENV, self.marker)
+
+    def _start_superlink(self) -> None:
+        self.port = free_port()
+        server = self.certificates.server
+        superlink = self._launch(
+            "superlink",
+            [
+                "flower-superlink", "--ssl-ca-certfile", str(server.ca_cert),
+                "--ssl-certfile", str(server.cert), "--ssl-keyfile", str(server.key),
+                "--enable-supernode-auth", "--host", LOOPBACK, "--port", str(self.port),
+                "--disable-runtime-dependency-installation",
+            ],
+        )
+        self._daemons.append(superlink)
+        started = time.perf_counter()
+        deadline = time.monotonic() + self.startup_timeout
+        while not _listening(self.port):
+            if superlink.process.poll() is not None:
+                raise superlink.failure(
+                    f"exited with code {superlink.process.returncode} before listening"
+                )
+            if time.monotonic() > deadline:
+                raise superlink.failure(
+                    f"not listening on {self.address} within {self.startup_timeout:g} s"
+                )
+            time.sleep(_POLL)
+        logger.info("SuperLink listening on %s after %.1f s", self.address,
+                    time.perf_counter() - started)
+
+    def _write_flwr_config(self) -> None:
+        (self.flwr_home / "config.toml").write_text(
+            f'[superlink]\ndefault = "{self.federation}"\n\n'
+            f"[superlink.{self.federation}]\n"
+            f'address = "{self.address}"\n'
+            f'root-certificates = "{self.certificates.server.ca_cert}"\n'
+        )
+
+    def _cli(self, name: str, args: Sequence[str]) -> None:
+        """Run ``flwr *args`` to its end; raise with its output if it fails."""
+        self._wait(self._launch(name, ["flwr", *args]), self.startup_timeout, "flwr " + args[0])
+
+    def _wait(self, item: Launched, timeout: float, what: str) -> None:
+        """Wait for ``item`` to exit with code 0, while the daemons keep running."""
+        deadline = time.monotonic() + timeout
+        while item.process.poll() is None:
+            for daemon in self._daemons:
+                if daemon.process.poll() is not None:
+                    raise daemon.failure(
+                        f"exited with code {daemon.process.returncode} during {what}"
+                    )
+            if time.monotonic() > deadline:
+                raise item.failure(f"{what} did not finish within {timeout:g} s")
+            time.sleep(_POLL)
+        if item.process.returncode != 0:
+            raise item.failure(f"{what} failed with exit code {item.process.returncode}")
+
+    def _launch(self, name: str, argv: list[str]) -> Launched:
+        env = self._environment()
+        program = shutil.which(argv[0], path=env["PATH"])
+        if program is None:
+            raise DeploymentError(
+                f"{argv[0]} is not on PATH: install fedpca (and with it flwr) in this "
+                f"environment ({sys.executable})"
+            )
+        log = self.logs / f"{name}.log"
+        with log.open("wb") as handle:
+            process = subprocess.Popen(
+                [program, *argv[1:]], stdin=subprocess.DEVNULL, stdout=handle,
+                stderr=subprocess.STDOUT, env=env, cwd=self.workdir,
+            )
+        item = Launched(name, process, log)
+        self.launched.append(item)
+        logger.debug("started %s (pid %d): %s", name, process.pid, " ".join(argv))
+        return item
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({name: "1" for name in BLAS_ENV})
+        env.update(
+            FLWR_HOME=str(self.flwr_home),
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+            **{MARKER_ENV: self.marker},
+        )
+        return env
+
+
+def _listening(port: int) -> bool:
+    """Whether something accepts TCP connections on loopback ``port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((LOOPBACK, port)) == 0
