@@ -16,19 +16,20 @@ ORTHONORMAL_TOLERANCE = 1e-6
 def validate_site_data(X: object, site: str = "site", dim: int | None = None) -> np.ndarray:
     """Return ``X`` as a C-contiguous float64 ``n x d`` array, or raise InvalidDataError.
 
-    Refuses: non-arrays, integer/boolean/object dtypes that are not real numbers, arrays that
-    are not 2-D, zero rows or columns, NaN/inf, and a width other than ``dim`` when given.
+    Refuses: non-arrays, every non-float dtype (integers, booleans, strings, objects: an
+    integer column is often a category code, so converting is the caller's explicit choice),
+    arrays that are not 2-D, zero rows or columns, NaN/inf, and a width other than ``dim``.
     """
     try:
         arr = np.asarray(X)
     except Exception as exc:  # noqa: BLE001 - anything unconvertible is bad data
         raise InvalidDataError(f"{site}: data cannot be read as an array: {exc}") from exc
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
-    ):
+    if not np.issubdtype(arr.dtype, np.floating):
+        kind = "integer" if np.issubdtype(arr.dtype, np.integer) else str(arr.dtype)
         raise InvalidDataError(
-            f"{site}: data has dtype {arr.dtype}; convert it to a float array of shape "
-            "(records, features) first"
+            f"{site}: data has {kind} dtype {arr.dtype}; fedpca needs real-valued "
+            "measurements as floats. If these are numeric measurements (not category codes), "
+            "convert them explicitly, e.g. X.astype(float), and scale them with public bounds"
         )
     if arr.ndim != 2:
         raise InvalidDataError(

@@ -108,8 +108,11 @@ def test_rows_above_the_clip_norm_are_clipped_and_counted():
     np.testing.assert_array_equal(site.X[1], X[1])
 
 
-def test_integer_data_is_accepted_as_float():
-    site = DPSPCASite(np.eye(4, dtype=int), POLICY, site="s")
+@pytest.mark.parametrize("dtype", [int, np.int8, bool])
+def test_integer_and_boolean_data_is_refused(dtype):
+    with pytest.raises(InvalidDataError, match="s: data has .* dtype .*X.astype\\(float\\)"):
+        DPSPCASite(np.eye(4, dtype=dtype), POLICY, site="s")
+    site = DPSPCASite(np.eye(4, dtype=dtype).astype(float), POLICY, site="s")
     assert site.X.dtype == np.float64
 
 

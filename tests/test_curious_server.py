@@ -22,7 +22,7 @@ ALGORITHMS = {
     "dpdis-pca": (DPdisPCAClient, DPdisPCASite, DPdisPCAPolicy(), [],
                   {"variant": "factor", "dim": D, "r": 3}),
     "ldp-pca": (LDPCovarianceClient, LDPCovarianceSite, LDPPolicy(), [],
-                {"phase": "covariance"}),
+                {"phase": "covariance", "dim": D}),
 }
 
 

@@ -73,7 +73,7 @@ def test_m_records_carry_variance_m_sigma_1_squared_through_the_flower_client():
     draws = []
     for i in range(100):
         site = LDPCovarianceSite(unit_rows(rng, m, d), POLICY, site=f"s{i}")
-        (value,), n, metrics = LDPCovarianceClient(site).fit([], {"phase": "covariance"})
+        (value,), n, metrics = LDPCovarianceClient(site).fit([], {"phase": "covariance", "dim": d})
         assert n == m and metrics["releases"] == 1
         draws.append(view_noise(site, value))
     noise = np.concatenate(draws)
@@ -100,7 +100,7 @@ def test_server_can_only_raise_the_noise(factor):
     site = LDPCovarianceSite(unit_rows(np.random.default_rng(3), 10, 4), POLICY, site="s")
     own = POLICY.calibration().noise_multiplier
     LDPCovarianceClient(site).fit(
-        [], {"phase": "covariance", "min_noise_multiplier": own * factor}
+        [], {"phase": "covariance", "dim": 4, "min_noise_multiplier": own * factor}
     )
     assert site.ledger.releases[0].noise_multiplier == pytest.approx(max(own, own * factor))
 
@@ -296,10 +296,12 @@ def test_server_refuses_malformed_answers(value, match):
 @pytest.mark.parametrize(
     "arrays,config,match",
     [
-        ([np.eye(3)], {"phase": "covariance"}, "no arrays"),
-        ([], {"phase": "power"}, "unknown phase"),
-        ([], {"phase": "covariance", "sigma": 0.0}, "unknown config keys"),
-        ([], {"phase": "covariance", "min_noise_multiplier": float("nan")}, "finite"),
+        ([np.eye(3)], {"phase": "covariance", "dim": 3}, "no arrays"),
+        ([], {"phase": "power", "dim": 3}, "unknown phase"),
+        ([], {"phase": "covariance", "dim": 5}, "expects d = 5 features but this site holds 3"),
+        ([], {"phase": "covariance"}, "expects d = None"),
+        ([], {"phase": "covariance", "dim": 3, "sigma": 0.0}, "unknown config keys"),
+        ([], {"phase": "covariance", "dim": 3, "min_noise_multiplier": float("nan")}, "finite"),
     ],
 )
 def test_client_refuses_malformed_requests_and_releases_nothing(arrays, config, match):

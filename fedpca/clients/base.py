@@ -81,6 +81,14 @@ class PrivateSiteClient(NumPyClient):
         """The noisy array answering this request (subclasses); raise to refuse."""
         raise NotImplementedError
 
+    def require_dim(self, dim: object) -> None:
+        """Refuse a request made for ``dim`` features when this site holds another number."""
+        if dim != self.site.dim:
+            raise self.refuse(
+                f"the server expects d = {dim!r} features but this site holds "
+                f"{self.site.dim}; every site must use the same features in the same order"
+            )
+
     def refuse(self, reason: str) -> InvalidRequestError:
         """An error naming the site, to raise when a request is malformed."""
         return InvalidRequestError(f"{self.site.site}: refused: {reason}")

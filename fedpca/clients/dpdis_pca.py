@@ -35,12 +35,7 @@ class DPdisPCAClient(PrivateSiteClient):
         """Check the request's ``d`` and arrays, then release (the site checks ``r``)."""
         if parameters:
             raise self.refuse(f"the request must carry no arrays, got {len(parameters)}")
-        dim = config.get("dim")
-        if dim != self.site.dim:
-            raise self.refuse(
-                f"the server expects d = {dim!r} features but this site holds "
-                f"{self.site.dim}; every site must use the same features in the same order"
-            )
+        self.require_dim(config.get("dim"))
         return self.site.release(
             config.get("variant"), config.get("r"), config.get("min_noise_multiplier")
         )

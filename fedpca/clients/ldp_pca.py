@@ -28,13 +28,14 @@ class LDPCovarianceClient(PrivateSiteClient):
         on_release: called with the ledger after the accepted release.
     """
 
-    config_keys = frozenset({"phase", "min_noise_multiplier"})
+    config_keys = frozenset({"phase", "dim", "min_noise_multiplier"})
 
     def release(self, parameters: list[np.ndarray], config: dict) -> np.ndarray:
-        """The sum of the site's private views (``phase=covariance``, no arrays)."""
+        """The sum of the site's private views (``phase=covariance``, ``dim``, no arrays)."""
         phase = config.get("phase")
         if phase != PHASE:
             raise self.refuse(f"unknown phase {phase!r}; expected {PHASE!r}")
+        self.require_dim(config.get("dim"))
         if parameters:
             raise self.refuse(
                 f"the covariance request must carry no arrays, got {len(parameters)}"

@@ -96,12 +96,12 @@ class LDPCovarianceStrategy(SiteRoundStrategy):
         return NUM_ROUNDS
 
     def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
-        """Round 1: no arrays, ``phase=covariance``."""
+        """Round 1: no arrays, ``phase=covariance`` and the expected ``dim``."""
         if server_round != NUM_ROUNDS:
             raise ConfigurationError(
                 f"LDP-PCA has a single round; round {server_round} was requested"
             )
-        return [], {"phase": PHASE}
+        return [], {"phase": PHASE, "dim": self.server.dim}
 
     def combine(
         self, server_round: int, answers: list[SiteAnswer]
