@@ -19,3 +19,7 @@ class BudgetExceededError(FedPCAError):
 
 class ConfigurationError(FedPCAError, ValueError):
     """A parameter is out of range or inconsistent with another."""
+
+
+class NotFittedError(FedPCAError, ValueError, AttributeError):
+    """An estimator was used before ``fit`` (like scikit-learn's NotFittedError)."""

@@ -48,11 +48,16 @@ def subspace_distance(Q: np.ndarray, Q_true: np.ndarray) -> float:
     return float(np.sqrt(max(squared, 0.0)))
 
 
+def top_eigenpairs(A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` largest eigenvalues of a symmetric ``A`` (descending) and their vectors."""
+    d = A.shape[0]
+    values, vectors = scipy.linalg.eigh(A, subset_by_index=(d - k, d - 1), check_finite=False)
+    return values[::-1], vectors[:, ::-1]
+
+
 def top_eigenvectors(A: np.ndarray, k: int) -> np.ndarray:
     """The ``k`` leading eigenvectors of a symmetric ``A`` (columns, descending order)."""
-    d = A.shape[0]
-    _, vecs = scipy.linalg.eigh(A, subset_by_index=(d - k, d - 1), check_finite=False)
-    return vecs[:, ::-1]
+    return top_eigenpairs(A, k)[1]
 
 
 def captured_energy(V: np.ndarray, A: np.ndarray) -> float:
