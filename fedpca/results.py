@@ -43,6 +43,32 @@ class PCAResult:
         """Number of components ``k``."""
         return int(self.basis.shape[1])
 
+    @property
+    def epsilon(self) -> float | None:
+        """The epsilon of the guarantee (``None`` for a non-private result)."""
+        return self.privacy.get("epsilon")
+
+    @property
+    def delta(self) -> float | None:
+        """The delta of the guarantee (``None`` for a non-private result)."""
+        return self.privacy.get("delta")
+
+    @property
+    def data_norm(self) -> float | None:
+        """The public row-norm bound ``C`` the data were clipped to."""
+        return self.privacy.get("clip_norm")
+
+    @property
+    def explained_variance_(self) -> np.ndarray:
+        """The released eigenvalues, when the method released them privately."""
+        for entry in self.history:
+            if "eigenvalues" in entry:
+                return np.asarray(entry["eigenvalues"], dtype=np.float64)
+        raise AttributeError(
+            f"{self.algorithm} releases only the subspace, not its variances: "
+            "explained_variance_ is not available (releasing it would cost privacy budget)"
+        )
+
     def transform(self, X: np.ndarray) -> np.ndarray:
         """Project rows of ``X`` (``m x d``) onto the basis: returns ``m x k``."""
         X = np.asarray(X, dtype=np.float64)

@@ -100,3 +100,22 @@ def test_synthetic_model_matches_the_paper():
     assert split_sizes(10, 3) == [4, 3, 3]
     with pytest.raises(ConfigurationError):
         split_sizes(2, 3)
+
+
+def test_result_exposes_estimator_attributes_and_round_trips(tmp_path):
+    from fedpca.results import PCAResult
+
+    model = SparseSpikedModel(dim=20, k=2, sparsity=4, seed=1)
+    sites = [site_data(model, 2000, 2, i) for i in range(2)]
+    result = run_dps_pca(sites, 2, 6, SitePolicy(epsilon=3.0, delta=1e-6, rounds=2), seed=0)
+    assert result.epsilon == 3.0 and result.delta == 1e-6 and result.data_norm == 1.0
+    assert result.n_components == 2 and result.components_.shape == (2, 20)
+    with pytest.raises(AttributeError, match="releases only the subspace"):
+        result.explained_variance_
+    path = tmp_path / "r.json"
+    result.save(path)
+    loaded = PCAResult.load(path)
+    np.testing.assert_array_equal(loaded.basis, result.basis)
+    assert loaded.privacy == result.privacy and loaded.history == result.history
+    X = sites[0][:5]
+    np.testing.assert_allclose(loaded.transform(X), X @ result.basis)

@@ -99,10 +99,10 @@ def pool_sites(sites: Sequence[np.ndarray]) -> np.ndarray:
 
 def released_eigenvalues(result: PCAResult) -> np.ndarray | None:
     """The eigenvalues a central method released (None if it released none)."""
-    for entry in result.history:
-        if entry.get("phase") == PHASE_RELEASE and "eigenvalues" in entry:
-            return np.asarray(entry["eigenvalues"], dtype=np.float64)
-    return None
+    try:
+        return result.explained_variance_
+    except AttributeError:
+        return None
 
 
 @dataclass(frozen=True)
