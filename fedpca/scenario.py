@@ -60,6 +60,11 @@ class DPSPCAScenario(RunConfigFields):
 
     def __post_init__(self) -> None:
         split_sizes(self.samples, self.sites)
+        if self.secure_min_sites is not None and not 2 <= self.secure_min_sites <= self.sites:
+            raise ConfigurationError(
+                f"secure_min_sites (the guaranteed minimum m of sites in every secure sum) "
+                f"must be in 2..{self.sites}, got {self.secure_min_sites}"
+            )
         if not 0.0 <= self.failure_rate < 1.0:
             raise ConfigurationError(
                 f"failure_rate must be in [0, 1), got {self.failure_rate!r}"

@@ -8,11 +8,14 @@ from scipy import stats
 
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy, run_dps_pca
 from fedpca.apps.workflow import SecAggSettings
-from fedpca.clients.dps_pca import DPSPCAClient
+from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.mechanisms import power_step_sensitivity
 from fedpca.scenario import DPSPCAScenario
 from fedpca.simulations.dps_pca import simulate_dps_pca
+from fedpca.simulations.launcher import partition_client, run_federation
+from fedpca.strategies.base import RoundFailedError
+from fedpca.strategies.dps_pca import DPSPCAStrategy
 from fedpca.subspace import thin_qr
 
 M = 4
@@ -50,12 +53,16 @@ def test_secure_site_refuses_an_unmasked_request():
 
 
 def test_secagg_settings_refuse_a_wrapping_modulus():
-    settings = SecAggSettings.for_sites(300, 2000)
+    settings = SecAggSettings.for_sites(300, 2000, 300)
     settings.check(300)
     with pytest.raises(ConfigurationError, match="wrap"):
         replace(settings, modulus_range=2**32).check(300)
     with pytest.raises(ConfigurationError, match="at least 3 sites"):
-        SecAggSettings.for_sites(2, 100)
+        SecAggSettings.for_sites(2, 100, 2)
+    with pytest.raises(ConfigurationError, match="m=11 .* in 2..10"):
+        SecAggSettings.for_sites(10, 100, 11)
+    with pytest.raises(ConfigurationError, match="secure_min_sites .* 2..4"):
+        DPSPCAScenario(sites=4, samples=400, secure_min_sites=10)
 
 
 def test_secagg_simulation_matches_the_reference_up_to_quantisation():
@@ -69,3 +76,21 @@ def test_secagg_simulation_matches_the_reference_up_to_quantisation():
     assert result.privacy["secure_min_sites"] == 4
     assert "SecAgg+" in result.privacy["trust_model"]
     assert result.sites_answered[-1] == ["0", "1", "2", "3"]
+
+
+def test_secagg_refuses_to_unmask_a_sum_over_fewer_than_m_sites():
+    # 5 sites, m = 5, but one site always fails: the sum must never be unmasked.
+    scenario = DPSPCAScenario(sites=5, dim=20, samples=1000, k=2, sparsity=4, s_hat=6,
+                              rounds=1, epsilon=2.0, seed=3, secure_min_sites=5,
+                              min_sites=4, failure_rate=0.0)
+    strategy = DPSPCAStrategy(dim=20, k=2, s_hat=6, rounds=1, min_sites=4, wait_for_sites=5)
+    secure = SecAggSettings.for_sites(5, scenario.largest_site(), 5)
+
+    def client_fn(context):
+        if int(context.node_config["partition-id"]) == 4:
+            raise RuntimeError("site 4 is down")
+        return partition_client(client_for_site, scenario, context)
+
+    with pytest.raises(RoundFailedError, match="stopped before unmasking: 4 active sites"):
+        run_federation(strategy, client_fn, 5, secure=secure)
+    assert strategy.server.history == []

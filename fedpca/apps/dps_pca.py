@@ -39,7 +39,10 @@ def _secure_settings(scenario: DPSPCAScenario, config: dict) -> SecAggSettings |
             "secure aggregation needs run_config secagg-max-weight: a public upper bound "
             "on every site's record count (sites weight their answers by it)"
         )
-    return SecAggSettings.for_sites(scenario.required_sites(), max_weight)
+    sites = scenario.required_sites()
+    settings = SecAggSettings.for_sites(sites, max_weight, scenario.secure_min_sites)
+    settings.check(sites)
+    return settings
 
 
 def server_main(grid: Grid, context: Context) -> None:

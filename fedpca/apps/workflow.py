@@ -3,18 +3,51 @@ optionally with Flower's SecAgg+ secure aggregation as the fit workflow."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from flwr.common import Context
 from flwr.server import Grid, LegacyContext, ServerConfig
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
+from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
 
 from fedpca.blas import single_thread_blas
 from fedpca.errors import ConfigurationError
+from fedpca.strategies.base import RoundFailedError
+
+logger = logging.getLogger(__name__)
 
 #: Shares per site: Flower's SecAgg+ cost grows sharply with it (all sites: 146 s per round
 #: at 100 sites; 11 shares: about 11 s).
 DEFAULT_NUM_SHARES = 11
+
+
+class MinimumSumSecAggPlusWorkflow(SecAggPlusWorkflow):
+    """SecAgg+ that never decodes a sum over fewer than ``min_sites`` sites.
+
+    Sites add ``sigma / sqrt(m)`` trusting that every revealed sum has at least ``m``
+    contributions. Flower's SecAgg+ checks only each site's neighbourhood; this workflow also
+    checks the number of active sites before the unmask stage, so with too many drop-outs
+    the server keeps only masked vectors and the run stops.
+    """
+
+    def __init__(self, *, min_sites: int, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.min_sites = min_sites
+
+    def unmask_stage(self, grid: Grid, context: LegacyContext, state: WorkflowState) -> bool:
+        """Refuse to unmask a sum over fewer than ``min_sites`` sites; else unmask."""
+        active = len(state.active_node_ids)
+        if active < self.min_sites:
+            logger.error(
+                "SecAgg+: only %d sites are still active, fewer than m=%d; the sum is not "
+                "unmasked", active, self.min_sites,
+            )
+            raise RoundFailedError(
+                f"secure aggregation stopped before unmasking: {active} active sites, but "
+                f"the sites' noise assumes sums over at least m={self.min_sites}"
+            )
+        return super().unmask_stage(grid, context, state)
 
 
 @dataclass(frozen=True)
@@ -29,23 +62,30 @@ class SecAggSettings:
     num_shares: int
     reconstruction_threshold: int
     max_weight: float
+    min_sites: int
     clipping_range: float = 8.0
     quantization_range: int = 2**24
     modulus_range: int = 2**40
     timeout: float | None = None
 
     @classmethod
-    def for_sites(cls, sites: int, max_weight: float) -> SecAggSettings:
-        """Defaults for ``sites`` sites whose largest record count is ``max_weight``."""
+    def for_sites(cls, sites: int, max_weight: float, min_sites: int) -> SecAggSettings:
+        """Defaults for ``sites`` sites whose largest record count is ``max_weight``, whose
+        noise assumes every revealed sum covers at least ``min_sites`` of them."""
         if sites < 3:
             raise ConfigurationError(
                 f"secure aggregation needs at least 3 sites, got {sites}"
+            )
+        if not 2 <= min_sites <= sites:
+            raise ConfigurationError(
+                f"the guaranteed minimum m={min_sites} of sites in a sum must be in 2..{sites}"
             )
         shares = min(DEFAULT_NUM_SHARES, sites)
         return cls(
             num_shares=shares,
             reconstruction_threshold=max(2, (2 * shares) // 3),
             max_weight=float(max_weight),
+            min_sites=min_sites,
         )
 
     def check(self, sites: int) -> None:
@@ -58,8 +98,9 @@ class SecAggSettings:
             )
 
     def workflow(self) -> SecAggPlusWorkflow:
-        """The SecAgg+ fit workflow."""
-        return SecAggPlusWorkflow(
+        """The SecAgg+ fit workflow (refusing sums over fewer than ``min_sites`` sites)."""
+        return MinimumSumSecAggPlusWorkflow(
+            min_sites=self.min_sites,
             num_shares=self.num_shares,
             reconstruction_threshold=self.reconstruction_threshold,
             max_weight=self.max_weight,

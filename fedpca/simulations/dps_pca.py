@@ -44,7 +44,9 @@ def simulate_dps_pca(scenario: DPSPCAScenario, verbose: bool = False) -> PCAResu
     )
     secure = None
     if scenario.secure_min_sites is not None:
-        secure = SecAggSettings.for_sites(scenario.sites, scenario.largest_site())
+        secure = SecAggSettings.for_sites(
+            scenario.sites, scenario.largest_site(), scenario.secure_min_sites
+        )
         secure.check(scenario.sites)
     client_fn = functools.partial(_client_fn, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose, secure=secure)
