@@ -127,12 +127,20 @@ def run_fedavg(sites: int, dim: int, k: int, rounds: int, rows: int) -> tuple[fl
     return wall, strategy.round_times()
 
 
-def run_dps(sites: int, dim: int, k: int, rounds: int, rows: int) -> tuple[float, list, Any]:
-    scenario = _scenario(sites, dim, k, rounds, rows)
+def run_timed(
+    scenario: DPSPCAScenario, strategy_cls: type = TimedDPSPCAStrategy
+) -> tuple[float, Any, Any]:
+    """``simulate_dps_pca(scenario)`` with ``strategy_cls`` (a TimedDPSPCAStrategy) in place
+    of DPSPCAStrategy: ``(wall seconds, the strategy instance, the result)``."""
     TimedDPSPCAStrategy.instances.clear()
-    with mock.patch.object(sim_module, "DPSPCAStrategy", TimedDPSPCAStrategy):
+    with mock.patch.object(sim_module, "DPSPCAStrategy", strategy_cls):
         wall, result = timed(lambda: sim_module.simulate_dps_pca(scenario))
     (strategy,) = TimedDPSPCAStrategy.instances
+    return wall, strategy, result
+
+
+def run_dps(sites: int, dim: int, k: int, rounds: int, rows: int) -> tuple[float, list, Any]:
+    wall, strategy, result = run_timed(_scenario(sites, dim, k, rounds, rows))
     return wall, strategy.round_times(), result
 
 
