@@ -3,7 +3,8 @@
 ``fedpca simulate ALGORITHM [flags]`` runs a Flower simulation (one module per algorithm in
 :mod:`fedpca.commands`); ``fedpca experiment NAME --out DIR`` reproduces a paper's figure or
 table (registered in :mod:`fedpca.experiments`); ``fedpca deploy certs|site-key|local``
-prepares and runs a real deployment (:mod:`fedpca.deployment`).
+prepares and runs a real deployment (:mod:`fedpca.deployment`); ``fedpca audit MECHANISM``
+bounds a mechanism's epsilon from below by a distinguishing attack (:mod:`fedpca.audit`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging  # noqa: E402
 import sys  # noqa: E402
 
 from fedpca.commands import register_all  # noqa: E402
+from fedpca.commands.audit import register_audit_command  # noqa: E402
 from fedpca.deployment.command import add_deployment_commands  # noqa: E402
 from fedpca.errors import FedPCAError  # noqa: E402
 from fedpca.experiments.registry import register_experiment_command  # noqa: E402
@@ -31,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate = commands.add_parser("simulate", help="run a Flower simulation")
     register_all(simulate.add_subparsers(dest="algorithm", required=True))
     register_experiment_command(commands)
+    register_audit_command(commands)
     deploy = commands.add_parser("deploy", help="certificates, site keys, a loopback deployment")
     add_deployment_commands(deploy.add_subparsers(dest="deploy_command", required=True))
     return parser

@@ -1,0 +1,219 @@
+"""The audited mechanisms: each one's neighbouring releases, made by the real code.
+
+Every entry of :data:`MECHANISMS` builds an :class:`~fedpca.audit.AuditTarget` from
+:class:`AuditSettings`: the two worst-case neighbouring datasets of
+:func:`~fedpca.audit.worst_case_neighbours`, a release function that answers one request
+through the algorithm's real Flower ``NumPyClient.fit`` (a fresh site per trial, so a fresh
+ledger and its own noise stream), and the epsilon the client itself reports for that one
+release (``epsilon_spent`` in its metrics). The central baselines have no client: their
+release function is :mod:`fedpca.algorithms.central`'s own.
+
+What is released and audited:
+
+* ``dps-pca/init``: the noisy ``diag(X^T X) / n`` (``phase=init``).
+* ``dps-pca/power``: ``H = (X^T X Q + G) / n`` for the curious server's request
+  ``Q = [e_1 e_2]``, whose span holds both replaced records. The site's policy allows the
+  fewest releases DPS-PCA has (``rounds=1``: two), so the claim is that of one of them.
+* ``dpdis-pca``: the noisy ``A^_s`` (``variant=full``), upper triangle. The default
+  ``variant=factor`` sends ``P_s``, computed from the same ``A^_s``: post-processing, which
+  can only make the two datasets harder to tell apart.
+* ``ldp-pca``: a site holding one record, whose release is exactly that record's view
+  ``x x^T + Z`` (the per-record claim); a site with ``m`` records adds ``sqrt(m)`` times the
+  noise to the sum, which would only weaken the attack.
+* ``analyze-gauss`` and ``mod-sulq``: the curator's noisy second moment, upper triangle.
+
+To audit another mechanism, add a builder ``AuditSettings -> AuditTarget`` here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedpca.algorithms.central import CentralRelease, analyze_gauss_release, mod_sulq_release
+from fedpca.algorithms.dpdis_pca import VARIANT_FULL, DPdisPCAPolicy, DPdisPCASite
+from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_POWER, DPSPCASite, SitePolicy
+from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceSite, LDPPolicy
+from fedpca.algorithms.site import PrivateSite, SitePrivacyPolicy
+from fedpca.audit import AuditTarget, NeighbouringDatasets, worst_case_basis, worst_case_neighbours
+from fedpca.clients import DPdisPCAClient, DPSPCAClient, LDPCovarianceClient
+from fedpca.clients.base import PrivateSiteClient
+from fedpca.errors import ConfigurationError
+from fedpca.site_data import SiteData
+
+#: The audited site's name (its errors and its noise stream).
+SITE = "audit"
+#: Records held by the audited LDP site: one, so its release is a single record's view.
+LDP_SAMPLES = 1
+#: What a DPS-PCA site's claim for one release is.
+DPS_CLAIM = "the claim is one of the 2 releases a rounds=1 site makes"
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """The audited configuration (every mechanism gets the same).
+
+    Attributes:
+        epsilon, delta: the budget each audited site (or curator) is configured with. A
+            single release claims it all, except DPS-PCA's (one of two releases).
+        dim: features ``d`` (>= 2; small keeps every trial cheap).
+        samples: records per dataset (``n``; the LDP site holds one).
+        clip_norm: public row-norm bound ``C``.
+        data_seed: draws the fixed records the two datasets share.
+    """
+
+    epsilon: float = 3.0
+    delta: float = 1e-3
+    dim: int = 4
+    samples: int = 8
+    clip_norm: float = 1.0
+    data_seed: int = 0
+
+    def neighbours(self, samples: int | None = None) -> NeighbouringDatasets:
+        """The worst-case neighbouring datasets (``samples`` records if given)."""
+        return worst_case_neighbours(
+            samples or self.samples, self.dim, self.clip_norm, self.data_seed
+        )
+
+    def setup(self, samples: int, request: str) -> str:
+        """The sentence describing the attack's datasets and request."""
+        rest = f"the other {samples - 1} fixed" if samples > 1 else "no other record"
+        return (
+            f"n={samples}, d={self.dim}: one record C e_1 -> C e_2 (C={self.clip_norm}), "
+            f"{rest}; {request}"
+        )
+
+
+def upper_triangle(matrix: np.ndarray) -> np.ndarray:
+    """The upper triangle (diagonal included) of a symmetric matrix: its i.i.d. entries."""
+    return matrix[np.triu_indices(matrix.shape[0])]
+
+
+def _prepared(datasets: NeighbouringDatasets, clip_norm: float) -> tuple[SiteData, SiteData]:
+    return tuple(SiteData.prepare(datasets.pick(w), clip_norm, SITE) for w in (False, True))
+
+
+def _client_target(
+    name: str,
+    settings: AuditSettings,
+    policy: SitePrivacyPolicy,
+    *,
+    client: type[PrivateSiteClient],
+    site: type[PrivateSite],
+    config: dict,
+    request: str,
+    view: Callable[[np.ndarray], np.ndarray],
+    parameters: Sequence[np.ndarray] = (),
+    samples: int | None = None,
+) -> AuditTarget:
+    """A target whose release is ``client(site(data, policy)).fit(parameters, config)``,
+    read by ``view``; ``request`` describes it; ``samples`` overrides the settings'."""
+    samples = samples or settings.samples
+    data = _prepared(settings.neighbours(samples), settings.clip_norm)
+
+    def fit(neighbour: bool, seed: int | None) -> tuple[np.ndarray, dict]:
+        private_site = site(data[int(neighbour)], policy, site=SITE, seed=seed)
+        (value,), _, metrics = client(private_site).fit(list(parameters), dict(config))
+        return view(value), metrics
+
+    _, metrics = fit(False, None)  # what the client reports having spent on one release
+    return AuditTarget(
+        name, lambda neighbour, seed: fit(neighbour, seed)[0],
+        float(metrics["epsilon_spent"]), settings.delta, settings.setup(samples, request),
+    )
+
+
+def _central_target(
+    name: str, settings: AuditSettings, release: Callable[[SiteData, int | None], CentralRelease]
+) -> AuditTarget:
+    """A target whose release is the curator's noisy matrix (upper triangle)."""
+    data = _prepared(settings.neighbours(), settings.clip_norm)
+    claimed = release(data[0], None).privacy["epsilon"]
+    return AuditTarget(
+        name, lambda neighbour, seed: upper_triangle(release(data[int(neighbour)], seed).matrix),
+        float(claimed), settings.delta, settings.setup(settings.samples, "the curator's matrix"),
+    )
+
+
+def _dps_policy(settings: AuditSettings) -> SitePolicy:
+    return SitePolicy(settings.epsilon, settings.delta, rounds=1, clip_norm=settings.clip_norm)
+
+
+def dps_init(settings: AuditSettings) -> AuditTarget:
+    """DPS-PCA's initialisation release ``(diag(X^T X) + noise) / n``."""
+    return _client_target(
+        "dps-pca/init", settings, _dps_policy(settings), client=DPSPCAClient, site=DPSPCASite,
+        config={"phase": PHASE_INIT, "round": 0}, request=f"request phase=init; {DPS_CLAIM}",
+        view=np.ravel,
+    )
+
+
+def dps_power(settings: AuditSettings) -> AuditTarget:
+    """DPS-PCA's power step ``(X^T X Q + G) / n`` for ``Q = [e_1 e_2]``."""
+    return _client_target(
+        "dps-pca/power", settings, _dps_policy(settings), client=DPSPCAClient, site=DPSPCASite,
+        parameters=[worst_case_basis(settings.dim)], config={"phase": PHASE_POWER, "round": 1},
+        request=f"request phase=power, Q=[e_1 e_2]; {DPS_CLAIM}", view=np.ravel,
+    )
+
+
+def dpdis(settings: AuditSettings) -> AuditTarget:
+    """DPdisPCA's one release ``A^_s`` (the full variant; ``P_s`` is post-processing)."""
+    policy = DPdisPCAPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm)
+    return _client_target(
+        "dpdis-pca", settings, policy, client=DPdisPCAClient, site=DPdisPCASite,
+        config={"variant": VARIANT_FULL, "dim": settings.dim}, request="request variant=full",
+        view=upper_triangle,
+    )
+
+
+def ldp(settings: AuditSettings) -> AuditTarget:
+    """LDP-PCA: one record's view ``x x^T + Z`` (a site holding that record only)."""
+    policy = LDPPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm)
+    return _client_target(
+        "ldp-pca", settings, policy, client=LDPCovarianceClient, site=LDPCovarianceSite,
+        config={"phase": PHASE, "dim": settings.dim}, request="request phase=covariance",
+        view=upper_triangle, samples=LDP_SAMPLES,
+    )
+
+
+def analyze_gauss(settings: AuditSettings) -> AuditTarget:
+    """Analyze Gauss: ``X^T X + E`` released by the curator."""
+    return _central_target(
+        "analyze-gauss", settings,
+        lambda data, seed: analyze_gauss_release(
+            data, settings.epsilon, settings.delta, settings.clip_norm, seed=seed
+        ),
+    )
+
+
+def mod_sulq(settings: AuditSettings) -> AuditTarget:
+    """MOD-SuLQ: ``A + N`` released by the curator, the paper's noise level."""
+    return _central_target(
+        "mod-sulq", settings,
+        lambda data, seed: mod_sulq_release(
+            data, settings.epsilon, settings.delta, settings.clip_norm, seed=seed
+        ),
+    )
+
+
+#: Every audited mechanism: name -> builder.
+MECHANISMS: dict[str, Callable[[AuditSettings], AuditTarget]] = {
+    "dps-pca/init": dps_init,
+    "dps-pca/power": dps_power,
+    "dpdis-pca": dpdis,
+    "ldp-pca": ldp,
+    "analyze-gauss": analyze_gauss,
+    "mod-sulq": mod_sulq,
+}
+
+
+def audit_target(name: str, settings: AuditSettings | None = None) -> AuditTarget:
+    """The :class:`AuditTarget` of mechanism ``name`` under ``settings`` (defaults if None)."""
+    if name not in MECHANISMS:
+        raise ConfigurationError(
+            f"unknown mechanism {name!r}; choose one of: {', '.join(MECHANISMS)}"
+        )
+    return MECHANISMS[name](settings or AuditSettings())
