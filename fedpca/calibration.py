@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 import dp_accounting
+import numpy as np
 from dp_accounting import pld, rdp
 
 from fedpca.errors import ConfigurationError
@@ -124,7 +125,13 @@ def pld_epsilon(multipliers: tuple[float, ...], delta: float) -> float:
         return 0.0
     accountant = _pld_accountant(multipliers)
     accountant.compose(composed_gaussian_event(multipliers))
-    return float(accountant.get_epsilon(delta))
+    with np.errstate(over="ignore", divide="ignore"):  # overflow means "beyond the grid"
+        epsilon = float(accountant.get_epsilon(delta))
+    if not math.isfinite(epsilon):
+        # The PLD grid cannot represent very small noise (epsilon in the hundreds); RDP is
+        # also a valid upper bound, only looser, so the guarantee stays sound.
+        epsilon = rdp_epsilon(multipliers, delta)
+    return epsilon
 
 
 @functools.lru_cache(maxsize=4096)

@@ -76,3 +76,11 @@ def test_epsilon_accessors_compose():
 def test_bad_parameters_are_refused(kwargs, match):
     with pytest.raises(ConfigurationError, match=match):
         calibrate_gaussian(**kwargs)
+
+
+def test_very_small_noise_falls_back_to_a_finite_valid_bound():
+    # eps = 1000 over 10 releases: the PLD grid overflows; RDP still bounds epsilon.
+    cal = calibrate_gaussian(10, 1000.0, 2.3e-5)
+    assert cal.epsilon <= 1000.0 * (1 + 1e-6)
+    spent = [pld_epsilon((cal.noise_multiplier,) * m, 2.3e-5) for m in range(1, 11)]
+    assert all(math.isfinite(e) for e in spent) and spent == sorted(spent)

@@ -37,7 +37,13 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
-from fedpca.algorithms.site import PrivateSite, SiteAnswer, SingleReleasePolicy, ordered_answers
+from fedpca.algorithms.site import (
+    PrivateSite,
+    SiteAnswer,
+    SingleReleasePolicy,
+    build_sites,
+    ordered_answers,
+)
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.mechanisms import Release, upper_triangle_sensitivity
 from fedpca.results import PCAResult
@@ -331,12 +337,7 @@ def run_dpdis_pca(
     """
     start = time.perf_counter()
     policy = policy or DPdisPCAPolicy()
-    if not sites:
-        raise ConfigurationError("run_dpdis_pca needs at least one site")
-    site_objs = [DPdisPCASite(X, policy, site=str(i), seed=seed) for i, X in enumerate(sites)]
-    dims = {s.dim for s in site_objs}
-    if len(dims) != 1:
-        raise ConfigurationError(f"all sites must have the same number of features, got {dims}")
+    site_objs = build_sites(DPdisPCASite, sites, policy, seed)
     server = DPdisPCAServer(site_objs[0].dim, k, r, weighting, variant, evaluation)
     request = server.request()
     server.receive(

@@ -27,7 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.algorithms.site import PrivateSite, SiteAnswer, ordered_answers, weighted_sum
+from fedpca.algorithms.site import (
+    PrivateSite,
+    SiteAnswer,
+    build_sites,
+    ordered_answers,
+    weighted_sum,
+)
 from fedpca.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.errors import ConfigurationError
 from fedpca.mechanisms import (
@@ -278,14 +284,7 @@ def run_dps_pca(
     Privacy guarantee: each site's transcript is (policy.epsilon, policy.delta)-DP per record.
     """
     start = time.perf_counter()
-    if not sites:
-        raise ConfigurationError("run_dps_pca needs at least one site")
-    site_objs = [
-        DPSPCASite(X, policy, site=str(i), seed=seed) for i, X in enumerate(sites)
-    ]
-    dims = {s.dim for s in site_objs}
-    if len(dims) != 1:
-        raise ConfigurationError(f"all sites must have the same number of features, got {dims}")
+    site_objs = build_sites(DPSPCASite, sites, policy, seed)
     server = DPSPCAServer(
         site_objs[0].dim, k, s_hat, policy.rounds, seed=seed,
         initial_basis=initial_basis, evaluate=evaluate,

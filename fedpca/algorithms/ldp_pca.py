@@ -36,6 +36,7 @@ import numpy as np
 
 from fedpca.algorithms.site import (
     PrivateSite,
+    build_sites,
     SiteAnswer,
     SingleReleasePolicy,
     ordered_answers,
@@ -284,12 +285,7 @@ def run_ldp_pca(
     replace-one).
     """
     start = time.perf_counter()
-    if not sites:
-        raise ConfigurationError("run_ldp_pca needs at least one site")
-    site_objs = [LDPCovarianceSite(X, policy, site=str(i), seed=seed) for i, X in enumerate(sites)]
-    dims = {s.dim for s in site_objs}
-    if len(dims) != 1:
-        raise ConfigurationError(f"all sites must have the same number of features, got {dims}")
+    site_objs = build_sites(LDPCovarianceSite, sites, policy, seed)
     server = LDPCovarianceServer(
         site_objs[0].dim, k, sparse=sparse, lam=lam, record_sigma=policy.record_sigma,
         admm=admm, evaluate=evaluate, true_support=true_support,

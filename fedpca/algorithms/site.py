@@ -211,3 +211,20 @@ def weighted_sum(answers: Sequence[SiteAnswer], weighted: bool) -> np.ndarray:
     for a in answers:
         total += a.n * a.value if weighted else a.value
     return total
+
+
+def build_sites(
+    site_cls: type[PrivateSite],
+    sites: Sequence[np.ndarray | SiteData],
+    policy: SitePrivacyPolicy,
+    seed: int | None = None,
+) -> list[PrivateSite]:
+    """One ``site_cls`` per array, named ``str(i)`` (the names a Flower simulation uses, so
+    seeded noise streams agree); raises unless there is a site and all share ``d``."""
+    if not sites:
+        raise ConfigurationError("the run needs at least one site")
+    built = [site_cls(X, policy, site=str(i), seed=seed) for i, X in enumerate(sites)]
+    dims = {s.dim for s in built}
+    if len(dims) != 1:
+        raise ConfigurationError(f"all sites must have the same number of features, got {dims}")
+    return built
