@@ -1,11 +1,14 @@
-"""Run the DPS-PCA benchmark suite and write benchmarks/results/dps_pca.{json,md}.
+"""Run the benchmark suites and write
+benchmarks/results/{dps_pca,dpdis_ldp,secagg,central}.{json,md}.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/run.py [--only accuracy,site_round,flower_round]
-                                                    [--quick]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/run.py [--only accuracy,site_round,flower_round,
+                                                            dpdis_ldp,secagg,central,
+                                                            diffprivlib_check] [--quick]
 
 ``--only`` reruns a subset and merges it into the existing results file; ``--quick`` runs
-small versions (targets not judged) and writes ``dps_pca.quick.{json,md}`` instead, so a
-smoke test never overwrites the real figures.
+small versions (targets not judged) and writes ``<suite>.quick.{json,md}`` instead, so a
+smoke test never overwrites the real figures. Each benchmark writes into its suite's files
+(``SUITES``; DPS-PCA's by default).
 """
 
 from __future__ import annotations
@@ -27,7 +30,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import accuracy  # noqa: E402
+import central  # noqa: E402
+import diffprivlib_check  # noqa: E402
+import dpdis_ldp  # noqa: E402
 import flower_round  # noqa: E402
+import secagg  # noqa: E402
 import site_round  # noqa: E402
 from common import machine_info, md_table, progress  # noqa: E402
 
@@ -35,7 +42,17 @@ BENCHMARKS = {
     "accuracy": (accuracy, "(a) Accuracy at the paper setting"),
     "site_round": (site_round, "(b) One site round: release_power vs bare numpy"),
     "flower_round": (flower_round, "(c) One Flower round: DPS-PCA vs FedAvg"),
+    "dpdis_ldp": (dpdis_ldp, "(d) DPdisPCA bytes and merge, LDP-PCA Fantope ADMM"),
+    "secagg": (secagg, "(e) SecAgg+: accuracy gain, quantisation error, round time"),
+    "central": (central, "(f) Central baselines: PPCA sampler, paper 000 Table 1 timings"),
+    "diffprivlib_check": (diffprivlib_check, "(g) diffprivlib PCA beside fedpca (optional)"),
 }
+#: Results file stem and heading of each suite; a benchmark not listed is in ``dps_pca``.
+SUITES = {"dps_pca": "DPS-PCA benchmarks", "dpdis_ldp": "DPdisPCA and LDP-PCA benchmarks",
+          "secagg": "DPS-PCA with secure aggregation (SecAgg+) benchmarks",
+          "central": "Central baselines (MOD-SuLQ, Analyze Gauss, PPCA) benchmarks"}
+SUITE_OF = {"dpdis_ldp": "dpdis_ldp", "secagg": "secagg", "central": "central",
+            "diffprivlib_check": "central"}
 RESULTS = HERE / "results"
 
 
@@ -49,11 +66,11 @@ def _json_default(obj):
     raise TypeError(f"not JSON serialisable: {type(obj)}")
 
 
-def render_markdown(doc: dict) -> str:
+def render_markdown(doc: dict, suite: str = "dps_pca") -> str:
     m = doc["machine"]
     lines = [
-        "# DPS-PCA benchmarks" + (" (quick mode: small sizes, targets not judged)"
-                                  if doc.get("quick") else ""),
+        f"# {SUITES[suite]}" + (" (quick mode: small sizes, targets not judged)"
+                                if doc.get("quick") else ""),
         "",
         f"Generated {m['date']} by `python benchmarks/run.py"
         + (" --quick" if doc.get("quick") else "") + "`.",
@@ -96,16 +113,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = "dps_pca.quick" if args.quick else "dps_pca"
-    json_path, md_path = RESULTS / f"{stem}.json", RESULTS / f"{stem}.md"
-    doc = {"benchmarks": {}}
-    if json_path.exists():
-        doc = json.loads(json_path.read_text())
-    doc["machine"] = machine_info()
-    doc["quick"] = args.quick
+    machine = machine_info()
+    docs: dict[str, dict] = {}
+    written: list[str] = []
 
     suite_start = time.perf_counter()
     for name in chosen:
+        suite = SUITE_OF.get(name, "dps_pca")
+        stem = f"{suite}.quick" if args.quick else suite
+        json_path, md_path = RESULTS / f"{stem}.json", RESULTS / f"{stem}.md"
+        if suite not in docs:
+            docs[suite] = (json.loads(json_path.read_text()) if json_path.exists()
+                           else {"benchmarks": {}})
+            docs[suite].update(machine=machine, quick=args.quick)
+            written += [str(json_path), str(md_path)]
+        doc = docs[suite]
         module, title = BENCHMARKS[name]
         progress(f"== {name}: {title}")
         start = time.perf_counter()
@@ -120,13 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         }
         # Write after every benchmark so a later failure keeps what finished.
         json_path.write_text(json.dumps(doc, indent=2, default=_json_default) + "\n")
-        md_path.write_text(render_markdown(doc))
+        md_path.write_text(render_markdown(doc, suite))
         for t in doc["benchmarks"][name]["targets"]:
             progress(f"   target {t['target']}: {t['value']} (limit {t['limit']}) -> "
                      f"{ {True: 'PASS', False: 'FAIL', None: 'not judged'}[t['passed']] }")
         progress(f"== {name} done in {time.perf_counter() - start:.0f}s")
-    progress(f"suite done in {time.perf_counter() - suite_start:.0f}s; wrote {json_path} "
-             f"and {md_path}")
+    progress(f"suite done in {time.perf_counter() - suite_start:.0f}s; wrote "
+             f"{', '.join(written)}")
     return 0
 
 
