@@ -1,0 +1,57 @@
+"""KPlaneClient: one site of SuLQ k-plane subspace clustering as a Flower ``NumPyClient``.
+
+Privacy guarantee (unit: one record of this site, replace-one; the record may change
+cluster): everything the client sends over the whole run is (epsilon, delta)-DP under the
+site's own :class:`~fedpca.clustering.kplane.KPlanePolicy`. The noise is added here, before
+anything leaves the site; the server can raise the noise level (``min_noise_multiplier``)
+but never lower it. A request with the wrong number of bases, a basis of the wrong shape,
+non-finite or not orthonormal, or one the ledger would not allow (more than ``T`` rounds) is
+refused with an exception and nothing is released. The records' clusters never leave.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from flwr.client import Client
+from flwr.common import Context
+
+from fedpca.clients.base import PrivateSiteClient, site_client
+from fedpca.clustering.kplane import KPlanePolicy, KPlaneSite
+from fedpca.site_data import SiteData
+
+
+class KPlaneClient(PrivateSiteClient):
+    """A SuLQ k-plane site behind Flower: answers ``k`` orthonormal bases (one array each,
+    ``config["clusters"] = k``, ``config["dim"] = d``) with its noisy per-cluster moments.
+
+    Args:
+        site: the :class:`KPlaneSite` holding the clipped data, calibration and ledger.
+        on_release: called with the ledger after every accepted release.
+        masked: whether Flower's secure aggregation masks the request (k-plane sites do not
+            rely on it: every answer is DP on its own).
+    """
+
+    config_keys = frozenset({"round", "dim", "clusters", "min_noise_multiplier"})
+
+    def release(self, parameters: list[np.ndarray], config: dict) -> np.ndarray:
+        """The noisy ``(k, d (d+1)/2 + 1)`` message for the ``k`` bases in ``parameters``."""
+        self.require_dim(config.get("dim"))
+        clusters = config.get("clusters")
+        if isinstance(clusters, bool) or not isinstance(clusters, int) or clusters < 1:
+            raise self.refuse(f"config 'clusters' must be a positive integer, got {clusters!r}")
+        if len(parameters) != clusters:
+            raise self.refuse(
+                f"the request announces {clusters} clusters but carries {len(parameters)} bases"
+            )
+        return self.site.release_clusters(parameters, config.get("min_noise_multiplier"))
+
+
+def client_for_site(
+    context: Context,
+    data: np.ndarray | SiteData,
+    policy: KPlanePolicy,
+    site: str,
+    seed: int | None = None,
+) -> Client:
+    """A Flower ``Client`` for one k-plane site whose ledger lives in ``context.state``."""
+    return site_client(context, KPlaneClient, KPlaneSite(data, policy, site=site, seed=seed))

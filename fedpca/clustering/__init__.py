@@ -1,0 +1,20 @@
+"""Differentially private subspace clustering (paper 003, ALGORITHMS.md section 5).
+
+:mod:`~fedpca.clustering.metrics` holds the utility measures (k-means subspace cost,
+Wasserstein subspace distance), :mod:`~fedpca.clustering.result` the result every algorithm
+returns, :mod:`~fedpca.clustering.kplane` the federated SuLQ k-plane. No Flower import here.
+"""
+
+from fedpca.clustering.metrics import (
+    assign_to_subspaces,
+    kmeans_subspace_cost,
+    wasserstein_subspace_distance,
+)
+from fedpca.clustering.result import ClusteringResult
+
+__all__ = [
+    "ClusteringResult",
+    "assign_to_subspaces",
+    "kmeans_subspace_cost",
+    "wasserstein_subspace_distance",
+]

@@ -1,0 +1,351 @@
+"""SuLQ k-plane: federated private subspace clustering by noisy per-cluster second moments.
+
+Paper: Wang, Wang, Singh, "Differentially Private Subspace Clustering", NIPS 2015
+(https://papers.nips.cc/paper/5991), Sec. 5: the baseline "k-plane [Bradley & Mangasarian
+2000] with the sample covariance perturbed via the SuLQ framework [Blum et al. 2005]", read
+as in ALGORITHMS.md section 5:
+
+0. the server draws ``k`` random ``q``-dimensional subspaces from its *public* seed
+   (orthonormalised Gaussian ``d x q`` matrices; no privacy budget), or takes given public
+   bases;
+1. for ``t = 1..T`` it sends the ``k`` bases; site ``i`` assigns every record to its nearest
+   subspace (``d(x, S) = ||x - U U^T x||``) and releases ONE array of shape
+   ``(k, d (d+1)/2 + 1)``: row ``l`` is the upper triangle (diagonal included) of
+   ``S_il = sum_{x in cluster l} x x^T`` followed by ``C^2 n_il``, plus i.i.d.
+   ``N(0, sigma^2)`` on every entry;
+2. the server sums the sites' arrays and sets cluster ``l``'s basis to the top-``q``
+   eigenvectors of the symmetric matrix unpacked from ``sum_i S_il`` (+ noise). The noisy
+   counts ``sum_i n_il`` (divided by ``C^2``) are only reported, clamped at 0; a cluster left
+   (nearly) empty gets the eigenvectors of (nearly) pure symmetric Gaussian noise, i.e. a
+   uniformly random subspace: k-plane's usual restart, at no cost.
+
+Privacy guarantee (per site, unit: one record at one site, replace-one; the record may change
+cluster): replacing ``x`` (cluster ``a``) by ``y`` (cluster ``b``), both of norm ``<= C``,
+changes the whole array by at most ``D = 2 C^2`` in L2 norm
+(:func:`cluster_moments_sensitivity`): ``sqrt(2) C^2`` if ``a = b`` (one upper triangle
+changes), else ``sqrt(||x||^4 + ||y||^4 + (C^2)^2 + (C^2)^2) <= 2 C^2`` (two triangles and
+two counts), attained by ``x = C e_1``, ``y = C e_2`` in different clusters. Each of the ``T``
+releases adds ``sigma = z D`` with ``z`` from :func:`fedpca.calibration.calibrate_gaussian`
+(``releases = T``), so a site's whole transcript is (epsilon, delta)-DP. Assignments never
+leave the site; the public initialisation and everything the server computes are
+post-processing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from fedpca.algorithms.site import (
+    PrivateSite,
+    SiteAnswer,
+    build_sites,
+    ordered_answers,
+    weighted_sum,
+)
+from fedpca.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
+from fedpca.clustering.metrics import assign_to_subspaces
+from fedpca.clustering.nonprivate import cluster_scatter
+from fedpca.clustering.result import ClusteringResult
+from fedpca.data.subspaces import random_subspaces
+from fedpca.errors import ConfigurationError, InvalidRequestError
+from fedpca.mechanisms import upper_triangle_sensitivity
+from fedpca.subspace import top_eigenvectors
+from fedpca.validation import (
+    require_choice,
+    require_finite_positive,
+    require_positive_int,
+    validate_basis,
+)
+
+logger = logging.getLogger(__name__)
+
+ALGORITHM = "sulq-kplane"
+MECHANISM = "sulq-kplane/cluster-moments"
+#: ``accounting="paper"``: basic composition of ``T`` classic Gaussian mechanisms,
+#: ``z = T/eps sqrt(2 ln(2T/delta))`` (the SuLQ framework's; paper 003's appendix E with its
+#: exact constants is not in the project's copy).
+PAPER_RULE = "dps-pca"
+#: Stream key that separates the server's public initialisation from any site's noise.
+INIT_STREAM = 0xC1A5
+TRUST_MODEL = "per-site noise: no trusted party; every answer is DP on its own"
+INITIALISATION = "public randomness from the server's seed (no privacy budget)"
+
+
+def count_weight(clip_norm: float) -> float:
+    """``C^2``: the factor a cluster's count is released with, so counts and second moments
+    share the per-record scale ``C^2`` and the joint sensitivity is ``2 C^2``."""
+    return clip_norm**2
+
+
+def cluster_moments_sensitivity(clip_norm: float) -> float:
+    """Replace-one L2 sensitivity of a site's whole k-plane message: ``2 C^2``.
+
+    The larger of ``sqrt(2) C^2`` (the record stays in its cluster: one upper triangle
+    changes) and ``sqrt(C^4 + C^4 + 2 (C^2)^2)`` (it changes cluster: two upper triangles of
+    ``x x^T``, each of norm ``<= ||x||^2 <= C^2``, and two counts weighted ``C^2``).
+    """
+    same_cluster = upper_triangle_sensitivity(clip_norm)
+    switch = math.sqrt(2 * clip_norm**4 + 2 * count_weight(clip_norm) ** 2)
+    return max(same_cluster, switch)
+
+
+def triangle_size(dim: int) -> int:
+    """Entries of the upper triangle (diagonal included) of a ``dim x dim`` matrix."""
+    return dim * (dim + 1) // 2
+
+
+def message_shape(clusters: int, dim: int) -> tuple[int, int]:
+    """Shape of a site's message: one row per cluster, upper triangle then count."""
+    return clusters, triangle_size(dim) + 1
+
+
+def unpack_symmetric(packed: np.ndarray, dim: int) -> np.ndarray:
+    """The symmetric ``dim x dim`` matrix whose upper triangle (row-major) is ``packed``."""
+    rows, cols = np.triu_indices(dim)
+    out = np.zeros((dim, dim))
+    out[rows, cols] = packed
+    out[cols, rows] = packed
+    return out
+
+
+def cluster_moments(X: np.ndarray, bases: Sequence[np.ndarray], clip_norm: float) -> np.ndarray:
+    """The noiseless message: per cluster of the nearest-subspace assignment, the upper
+    triangle of ``sum x x^T`` and ``C^2`` times the count (see :func:`message_shape`)."""
+    clusters = len(bases)
+    labels = assign_to_subspaces(X, bases)
+    rows, cols = np.triu_indices(X.shape[1])
+    counts = np.bincount(labels, minlength=clusters)
+    return np.column_stack([
+        cluster_scatter(X, labels, clusters)[:, rows, cols], count_weight(clip_norm) * counts
+    ])
+
+
+def require_subspace_dim(subspace_dim: object, dim: int) -> int:
+    """``q`` if it is an integer with ``1 <= q < d``, else ConfigurationError (a
+    ``d``-dimensional subspace contains every point: clustering would be meaningless)."""
+    q = require_positive_int(subspace_dim, "subspace_dim")
+    if q >= dim:
+        raise ConfigurationError(
+            f"subspace_dim={q} must be below dim={dim}: a {dim}-dimensional subspace contains "
+            "every point; choose subspace_dim < dim"
+        )
+    return q
+
+
+def validate_bases(
+    bases: object, dim: int, clusters: int | None = None, site: str = "site"
+) -> list[np.ndarray]:
+    """``bases`` as a list of float64 orthonormal ``dim x q`` arrays, or InvalidRequestError
+    (wrong container, count other than ``clusters``, shape, non-finite, not orthonormal)."""
+    if isinstance(bases, (str, bytes)) or not isinstance(bases, (Sequence, np.ndarray)):
+        raise InvalidRequestError(
+            f"{site}: refused: expected a sequence of subspace bases, got {type(bases).__name__}"
+        )
+    if len(bases) == 0 or (clusters is not None and len(bases) != clusters):
+        raise InvalidRequestError(
+            f"{site}: refused: got {len(bases)} subspace bases, expected "
+            f"{clusters if clusters is not None else 'at least 1'}"
+        )
+    return [validate_basis(U, dim, site=f"{site} (basis {j})") for j, U in enumerate(bases)]
+
+
+@dataclass(frozen=True)
+class KPlanePolicy:
+    """A site's own privacy settings for SuLQ k-plane (the server can only add noise).
+
+    Attributes:
+        epsilon, delta: the site's total budget for the whole run.
+        rounds: k-plane rounds ``T`` the site agrees to; it makes ``T`` releases (the
+            initialisation is public).
+        accounting: ``"pld"`` (default), ``"rdp"`` or ``"paper"`` (basic composition, see
+            :data:`PAPER_RULE`).
+        clip_norm: public row-norm bound ``C``.
+    """
+
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    rounds: int = 10
+    accounting: str = "pld"
+    clip_norm: float = 1.0
+
+    #: No secure-aggregation mode: every answer is DP on its own.
+    secure_min_sites = None
+
+    def __post_init__(self) -> None:
+        require_positive_int(self.rounds, "rounds")
+        require_finite_positive(self.clip_norm, "clip_norm")
+        require_choice(self.accounting, "accounting", ACCOUNTING_MODES)
+        self.calibration()
+
+    @property
+    def releases(self) -> int:
+        """One release per round."""
+        return self.rounds
+
+    @property
+    def sensitivity(self) -> float:
+        """Replace-one L2 sensitivity of one release: ``2 C^2``."""
+        return cluster_moments_sensitivity(self.clip_norm)
+
+    def calibration(self) -> Calibration:
+        """Noise multiplier for ``rounds`` releases within (epsilon, delta)."""
+        return calibrate_gaussian(
+            self.releases, self.epsilon, self.delta, self.accounting, paper_rule=PAPER_RULE
+        )
+
+
+class KPlaneSite(PrivateSite):
+    """One data holder in SuLQ k-plane: validates, clips, assigns, accounts and releases.
+
+    Constructed like :class:`~fedpca.algorithms.site.PrivateSite`, with a
+    :class:`KPlanePolicy`; the records' clusters are computed here and never leave.
+    """
+
+    def release_clusters(
+        self, bases: Sequence[np.ndarray], min_noise_multiplier: float | None = None
+    ) -> np.ndarray:
+        """The noisy per-cluster moments for these ``k`` bases (one accounted release).
+
+        Refuses (InvalidRequestError, nothing released or charged) malformed bases.
+        """
+        bases = validate_bases(bases, self.dim, site=self.site)
+        noise = self.gaussian_release(
+            MECHANISM, self.policy.sensitivity, message_shape(len(bases), self.dim),
+            min_noise_multiplier,
+        )
+        return cluster_moments(self.X, bases, self.clip_norm) + noise
+
+
+class KPlaneServer:
+    """The coordinator of SuLQ k-plane: public initialisation, then one update per round.
+
+    Args:
+        dim: number of features ``d``.
+        clusters: number of subspaces ``k``.
+        subspace_dim: dimension ``q`` of each subspace (``1 <= q < d``).
+        rounds: k-plane rounds ``T``.
+        clip_norm: the sites' public ``C`` (to turn the released ``C^2 n_l`` into counts).
+        seed: seed of the public initialisation (``None``: OS randomness).
+        initial_bases: ``k`` public orthonormal ``d x q`` bases to start from instead.
+        evaluate: optional ``bases -> metrics`` called after every round (e.g. cost and
+            distance to a known truth in simulation); its output goes into the history.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        clusters: int,
+        subspace_dim: int,
+        rounds: int,
+        clip_norm: float = 1.0,
+        seed: int | None = None,
+        initial_bases: Sequence[np.ndarray] | None = None,
+        evaluate: Callable[[list[np.ndarray]], dict[str, float]] | None = None,
+    ) -> None:
+        self.dim = require_positive_int(dim, "dim")
+        self.clusters = require_positive_int(clusters, "clusters")
+        self.subspace_dim = require_subspace_dim(subspace_dim, self.dim)
+        self.rounds = require_positive_int(rounds, "rounds")
+        self.clip_norm = require_finite_positive(clip_norm, "clip_norm")
+        self.evaluate = evaluate
+        if initial_bases is None:
+            rng = np.random.default_rng(None if seed is None else [seed, INIT_STREAM])
+            self.bases = random_subspaces(rng, self.dim, self.clusters, self.subspace_dim)
+        else:
+            self.bases = validate_bases(initial_bases, self.dim, self.clusters, "initial_bases")
+            if any(U.shape[1] != self.subspace_dim for U in self.bases):
+                raise ConfigurationError(
+                    f"initial_bases must all have subspace_dim={subspace_dim} columns, got "
+                    f"{[U.shape[1] for U in self.bases]}"
+                )
+        self.history: list[dict[str, Any]] = []
+
+    def receive(self, t: int, answers: Sequence[SiteAnswer]) -> list[np.ndarray]:
+        """Round ``t``: sum the sites' messages; each cluster's top-``q`` eigenvectors."""
+        if t != len(self.history) + 1 or t > self.rounds:
+            raise ConfigurationError(
+                f"round {t} is out of order: {len(self.history)} of {self.rounds} rounds done"
+            )
+        ordered = ordered_answers(answers, message_shape(self.clusters, self.dim))
+        total = weighted_sum(ordered, weighted=False)
+        self.bases = [
+            top_eigenvectors(unpack_symmetric(row[:-1], self.dim), self.subspace_dim)
+            for row in total
+        ]
+        sizes = np.maximum(total[:, -1] / count_weight(self.clip_norm), 0.0)
+        entry: dict[str, Any] = {
+            "round": t,
+            "sites": len(ordered),
+            "epsilon_spent": max(a.epsilon_spent for a in ordered),
+            "cluster_sizes": sizes.tolist(),
+        }
+        if self.evaluate is not None:
+            entry.update(self.evaluate(self.bases))
+        self.history.append(entry)
+        logger.info("SuLQ k-plane round %d: %s", t, entry)
+        return self.bases
+
+    def result(self, privacy: dict[str, Any], config: dict[str, Any]) -> ClusteringResult:
+        """The final :class:`ClusteringResult` (after the last round)."""
+        if len(self.history) < self.rounds:
+            raise ConfigurationError(
+                f"the run is incomplete: {len(self.history)} of {self.rounds} rounds finished"
+            )
+        return ClusteringResult(
+            algorithm=ALGORITHM, bases=self.bases, assignments=None, privacy=privacy,
+            history=self.history, config=config,
+        )
+
+
+def privacy_record(policy: KPlanePolicy) -> dict[str, Any]:
+    """The guarantee a run with ``policy`` gives, for the result and the JSON output."""
+    return {
+        "unit": "one record at one site (replace-one; the record may change cluster)",
+        **policy.calibration().record(policy.sensitivity),
+        "clip_norm": policy.clip_norm,
+        "initialisation": INITIALISATION,
+        "trust_model": TRUST_MODEL,
+    }
+
+
+def run_sulq_kplane(
+    sites: Sequence[np.ndarray],
+    clusters: int,
+    subspace_dim: int,
+    policy: KPlanePolicy,
+    seed: int | None = None,
+    evaluate: Callable[[list[np.ndarray]], dict[str, float]] | None = None,
+    initial_bases: Sequence[np.ndarray] | None = None,
+) -> ClusteringResult:
+    """Reference SuLQ k-plane over a list of site arrays (no Flower), same formulas as the app.
+
+    Site ``i`` is named ``str(i)`` and, with ``seed``, draws its noise from the stream
+    ``(seed, i, release)`` and the server its initialisation from ``(seed, INIT_STREAM)``:
+    a Flower run with the same seed gives the same bases.
+
+    Privacy guarantee: each site's transcript is (policy.epsilon, policy.delta)-DP per record.
+    """
+    start = time.perf_counter()
+    site_objs = build_sites(KPlaneSite, sites, policy, seed)
+    server = KPlaneServer(
+        site_objs[0].dim, clusters, subspace_dim, policy.rounds, clip_norm=policy.clip_norm,
+        seed=seed, initial_bases=initial_bases, evaluate=evaluate,
+    )
+    for t in range(1, policy.rounds + 1):
+        bases = server.bases
+        server.receive(t, [s.answer(s.release_clusters(bases)) for s in site_objs])
+    config = {
+        "clusters": clusters, "subspace_dim": subspace_dim, "sites": len(sites),
+        "samples": sum(s.n for s in site_objs), "dim": site_objs[0].dim, "seed": seed,
+        **asdict(policy),
+        "clipped_rows": sum(s.clip_report.clipped_rows for s in site_objs),
+        "wall_seconds": time.perf_counter() - start,
+    }
+    return server.result(privacy_record(policy), config)

@@ -1,0 +1,89 @@
+"""The result every fedpca subspace clustering algorithm returns, and its per-round table."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedpca.clustering.metrics import assign_to_subspaces
+
+
+@dataclass
+class ClusteringResult:
+    """Private subspaces (one per cluster) and how they were obtained.
+
+    Attributes:
+        algorithm: e.g. ``"sulq-kplane"``.
+        bases: one ``d x q`` orthonormal basis per cluster.
+        assignments: each record's cluster when the algorithm releases them, else ``None``
+            (federated algorithms keep every record's cluster at its site).
+        privacy: the guarantee actually given (epsilon, delta, accounting, noise multiplier,
+            sensitivity, sigma, unit of privacy, trust model).
+        history: one dict per round (round, sites, epsilon_spent, and any metrics).
+        config: the parameters of the run.
+    """
+
+    algorithm: str
+    bases: list[np.ndarray]
+    assignments: np.ndarray | None
+    privacy: dict[str, Any]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def clusters(self) -> int:
+        """Number of clusters ``k``."""
+        return len(self.bases)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Each row of ``X``'s nearest subspace (post-processing: no privacy cost)."""
+        return assign_to_subspaces(X, self.bases)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable description, bases included."""
+        return {
+            "algorithm": self.algorithm,
+            "bases": [basis.tolist() for basis in self.bases],
+            "assignments": None if self.assignments is None else self.assignments.tolist(),
+            "privacy": self.privacy,
+            "history": self.history,
+            "config": self.config,
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write the result as JSON."""
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2))
+
+    @classmethod
+    def load(cls, path: str | Path) -> ClusteringResult:
+        """Read a result written by :meth:`save`."""
+        raw = json.loads(Path(path).read_text())
+        assignments = raw["assignments"]
+        return cls(
+            algorithm=raw["algorithm"],
+            bases=[np.asarray(basis, dtype=np.float64) for basis in raw["bases"]],
+            assignments=None if assignments is None else np.asarray(assignments, dtype=np.int64),
+            privacy=raw["privacy"],
+            history=raw["history"],
+            config=raw["config"],
+        )
+
+
+def round_table(result: ClusteringResult) -> str:
+    """One line per round: round, sites, k-means cost, Wasserstein distance, epsilon spent
+    (``-`` where a metric was not evaluated)."""
+    columns = (("cost", "cost"), ("wasserstein_distance", "W dist"), ("epsilon_spent", "eps spent"))
+    header = f"{'round':>5}  {'sites':>5}" + "".join(f"  {title:>9}" for _, title in columns)
+    lines = [header, "-" * len(header)]
+    for entry in result.history:
+        values = [entry.get(key, math.nan) for key, _ in columns]
+        lines.append(
+            f"{entry['round']:>5}  {entry['sites']:>5}"
+            + "".join("  " + ("        -" if math.isnan(v) else f"{v:>9.4f}") for v in values)
+        )
+    return "\n".join(lines)

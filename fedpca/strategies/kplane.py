@@ -1,0 +1,105 @@
+"""SuLQ k-plane subspace clustering as a Flower strategy.
+
+Paper: Wang, Wang, Singh, "Differentially Private Subspace Clustering", NIPS 2015,
+https://papers.nips.cc/paper/5991 (Sec. 5, the SuLQ k-plane baseline).
+
+Every round sends the ``k`` current bases (one array each) and receives each site's noisy
+per-cluster moments; the initial bases are public randomness from the server's seed. Every
+formula lives in :mod:`fedpca.clustering.kplane`; this module only moves arrays. The privacy
+guarantee is the sites' (each adds its own noise, see :mod:`fedpca.clients.kplane`); the
+server only records what they report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from flwr.common import Scalar
+
+from fedpca.algorithms.site import SiteAnswer
+from fedpca.clustering.kplane import KPlaneServer
+from fedpca.clustering.result import ClusteringResult
+from fedpca.strategies.base import SiteRoundStrategy
+
+
+class KPlaneStrategy(SiteRoundStrategy):
+    """Federated SuLQ k-plane (noisy per-cluster second moments, top-``q`` eigenvectors).
+
+    Args:
+        dim (int): number of features ``d`` every site holds.
+        clusters (int): number of subspaces ``k``.
+        subspace_dim (int): dimension ``q`` of each subspace.
+        rounds (int): k-plane rounds ``T`` (one Flower round each).
+        clip_norm (float, default 1.0): the sites' public row-norm bound ``C``.
+        min_sites (int, default 2): a round proceeds only if at least this many sites answer.
+        wait_for_sites (int | None, default None): sites to wait for before each round.
+        seed (int | None, default None): seed of the public initial bases.
+        initial_bases (sequence of np.ndarray | None, default None): ``k`` public
+            orthonormal ``d x q`` bases to start from instead.
+        evaluate_fn (callable | None, default None): ``bases -> dict`` of metrics recorded in
+            the history after every round (e.g. cost and distance to a known truth).
+        min_noise_multiplier (float | None, default None): asks every site for at least this
+            noise multiplier (a site never goes below its own).
+        privacy (dict | None, default None): the guarantee the sites were configured with.
+    """
+
+    label = "SuLQ k-plane"
+
+    def __init__(
+        self,
+        *,
+        dim: int,
+        clusters: int,
+        subspace_dim: int,
+        rounds: int,
+        clip_norm: float = 1.0,
+        min_sites: int = 2,
+        wait_for_sites: int | None = None,
+        seed: int | None = None,
+        initial_bases: Sequence[np.ndarray] | None = None,
+        evaluate_fn: Callable[[list[np.ndarray]], dict[str, float]] | None = None,
+        min_noise_multiplier: float | None = None,
+        privacy: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            min_sites=min_sites, wait_for_sites=wait_for_sites,
+            min_noise_multiplier=min_noise_multiplier, privacy=privacy,
+        )
+        self.server = KPlaneServer(
+            dim, clusters, subspace_dim, rounds, clip_norm=clip_norm, seed=seed,
+            initial_bases=initial_bases, evaluate=evaluate_fn,
+        )
+
+    def __repr__(self) -> str:
+        s = self.server
+        return (
+            f"KPlaneStrategy(dim={s.dim}, clusters={s.clusters}, subspace_dim={s.subspace_dim}, "
+            f"rounds={s.rounds}, min_sites={self.min_sites})"
+        )
+
+    @property
+    def num_rounds(self) -> int:
+        """Flower rounds this strategy needs: ``T``."""
+        return self.server.rounds
+
+    def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
+        """The ``k`` current bases, with the announced ``d`` and ``k``."""
+        s = self.server
+        return list(s.bases), {"round": server_round, "dim": s.dim, "clusters": s.clusters}
+
+    def combine(
+        self, server_round: int, answers: list[SiteAnswer]
+    ) -> tuple[np.ndarray, dict[str, Scalar]]:
+        """One k-plane update by :class:`KPlaneServer`; the new bases stacked ``k x d x q``."""
+        bases = self.server.receive(server_round, answers)
+        metrics = {
+            k: v for k, v in self.server.history[-1].items()
+            if isinstance(v, (int, float, str, bool))
+        }
+        return np.stack(bases), metrics
+
+    def result(self, config: dict[str, Any] | None = None) -> ClusteringResult:
+        """The final :class:`ClusteringResult` once every round has run."""
+        return self.server.result(self.privacy, dict(config or {}))
