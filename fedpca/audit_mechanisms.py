@@ -40,6 +40,8 @@ from fedpca.algorithms.site import PrivateSite, SitePrivacyPolicy
 from fedpca.audit import AuditTarget, NeighbouringDatasets, worst_case_basis, worst_case_neighbours
 from fedpca.clients import DPdisPCAClient, DPSPCAClient, LDPCovarianceClient
 from fedpca.clients.base import PrivateSiteClient
+from fedpca.clients.kplane import KPlaneClient
+from fedpca.clustering.kplane import KPlanePolicy, KPlaneSite
 from fedpca.errors import ConfigurationError
 from fedpca.site_data import SiteData
 
@@ -199,6 +201,19 @@ def mod_sulq(settings: AuditSettings) -> AuditTarget:
     )
 
 
+def kplane(settings: AuditSettings) -> AuditTarget:
+    """SuLQ k-plane's per-round message for bases ``e_1``, ``e_2``: the replaced record
+    ``C e_1 -> C e_2`` leaves cluster 1 for cluster 2, attaining the ``2 C^2`` bound."""
+    policy = KPlanePolicy(settings.epsilon, settings.delta, rounds=1, clip_norm=settings.clip_norm)
+    axes = np.eye(settings.dim)
+    return _client_target(
+        "dp-kplane", settings, policy, client=KPlaneClient, site=KPlaneSite,
+        parameters=[axes[:, :1], axes[:, 1:2]],
+        config={"round": 1, "dim": settings.dim, "clusters": 2},
+        request="request k=2 bases e_1, e_2 (the record switches cluster)", view=np.ravel,
+    )
+
+
 #: Every audited mechanism: name -> builder.
 MECHANISMS: dict[str, Callable[[AuditSettings], AuditTarget]] = {
     "dps-pca/init": dps_init,
@@ -207,6 +222,7 @@ MECHANISMS: dict[str, Callable[[AuditSettings], AuditTarget]] = {
     "ldp-pca": ldp,
     "analyze-gauss": analyze_gauss,
     "mod-sulq": mod_sulq,
+    "dp-kplane": kplane,
 }
 
 
