@@ -38,6 +38,7 @@ import numpy as np
 import scipy.linalg
 
 from fedpca.algorithms.site import (
+    ServerRecord,
     PrivateSite,
     SiteAnswer,
     SingleReleasePolicy,
@@ -199,7 +200,7 @@ class DPdisPCASite(PrivateSite):
         return (self.X.T @ self.X) / self.n + self.noise.symmetric(index, tau, self.dim)
 
 
-class DPdisPCAServer:
+class DPdisPCAServer(ServerRecord):
     """The aggregator of DPdisPCA: one request, one merge.
 
     Args:
@@ -211,6 +212,8 @@ class DPdisPCAServer:
         evaluation: optional ``d x d`` matrix (e.g. the pooled second moment, in simulation)
             against which the history records ``energy_ratio = q(V) / q(V_K)``.
     """
+
+    algorithm = ALGORITHM
 
     def __init__(
         self,
@@ -238,9 +241,7 @@ class DPdisPCAServer:
                 f"{np.shape(evaluation)}"
             )
         self.evaluation = evaluation
-        self.basis: np.ndarray | None = None
-        self.history: list[dict[str, Any]] = []
-        self.sites_answered: list[list[str]] = []
+        self.start_record()
 
     @property
     def answer_shape(self) -> tuple[int, int]:
@@ -280,19 +281,6 @@ class DPdisPCAServer:
         self.sites_answered.append([a.site for a in ordered])
         logger.info("DPdisPCA: %s", entry)
         return self.basis
-
-    def result(self, privacy: dict[str, Any], config: dict[str, Any]) -> PCAResult:
-        """The final :class:`PCAResult` (after :meth:`receive`)."""
-        if self.basis is None:
-            raise ConfigurationError("the run is incomplete: no site answers were merged yet")
-        return PCAResult(
-            algorithm=ALGORITHM,
-            basis=self.basis,
-            privacy=privacy,
-            history=self.history,
-            config=config,
-            sites_answered=self.sites_answered,
-        )
 
 
 def privacy_record(

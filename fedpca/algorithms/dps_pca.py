@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.site import (
+    ServerRecord,
     PrivateSite,
     SiteAnswer,
     build_sites,
@@ -131,7 +132,7 @@ class DPSPCASite(PrivateSite):
         return (self.X.T @ (self.X @ Q) + noise) / self.n
 
 
-class DPSPCAServer:
+class DPSPCAServer(ServerRecord):
     """The coordinator of DPS-PCA: plans rounds, aggregates releases, thresholds.
 
     Args:
@@ -144,6 +145,8 @@ class DPSPCAServer:
         evaluate: optional ``Q -> metrics`` called after every round (e.g. distance to a
             known truth in simulation); its output goes into the history.
     """
+
+    algorithm = ALGORITHM
 
     def __init__(
         self,
@@ -165,7 +168,7 @@ class DPSPCAServer:
             )
         self.seed = seed
         self.evaluate = evaluate
-        self.basis: np.ndarray | None = None
+        self.start_record()
         if initial_basis is not None:
             basis = validate_basis(initial_basis, self.dim, site="initial_basis")
             if basis.shape[1] != self.k:
@@ -174,8 +177,11 @@ class DPSPCAServer:
                 )
             self.basis = basis
         self.needs_init = initial_basis is None
-        self.history: list[dict[str, Any]] = []
-        self.sites_answered: list[list[str]] = []
+
+    @property
+    def expected_rounds(self) -> int:
+        """The run's rounds: :attr:`total_rounds`."""
+        return self.total_rounds
 
     @property
     def total_rounds(self) -> int:
@@ -211,22 +217,6 @@ class DPSPCAServer:
         self.basis = thin_qr(threshold_rows(thin_qr(K), self.s_hat))
         self._record(t, PHASE_POWER, ordered)
         return self.basis
-
-    def result(self, privacy: dict[str, Any], config: dict[str, Any]) -> PCAResult:
-        """The final :class:`PCAResult` (after the last round)."""
-        if self.basis is None or len(self.history) < self.total_rounds:
-            raise ConfigurationError(
-                f"the run is incomplete: {len(self.history)} of {self.total_rounds} rounds "
-                "finished"
-            )
-        return PCAResult(
-            algorithm=ALGORITHM,
-            basis=self.basis,
-            privacy=privacy,
-            history=self.history,
-            config=config,
-            sites_answered=self.sites_answered,
-        )
 
     def _record(self, t: int, phase: str, ordered: list[SiteAnswer]) -> None:
         entry: dict[str, Any] = {

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.site import (
+    ServerRecord,
     PrivateSite,
     build_sites,
     SiteAnswer,
@@ -143,7 +144,7 @@ def support_scores(estimated: Sequence[int], truth: Sequence[int]) -> dict[str, 
     }
 
 
-class LDPCovarianceServer:
+class LDPCovarianceServer(ServerRecord):
     """The aggregator of LDP-PCA: one request, then the covariance estimate and its PCA.
 
     Args:
@@ -162,6 +163,8 @@ class LDPCovarianceServer:
     After :meth:`receive`, ``basis`` holds the ``d x k`` output and, with ``sparse``,
     ``support`` the estimated row support.
     """
+
+    algorithm = ALGORITHM
 
     def __init__(
         self,
@@ -187,10 +190,8 @@ class LDPCovarianceServer:
         self.admm = admm or ADMMSettings()
         self.evaluate = evaluate
         self.true_support = None if true_support is None else [int(j) for j in true_support]
-        self.basis: np.ndarray | None = None
+        self.start_record()
         self.support: list[int] | None = None
-        self.history: list[dict[str, Any]] = []
-        self.sites_answered: list[list[str]] = []
 
     def receive(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
         """``S~ = sum_i (X_i^T X_i + Z_i) / n``; its top-``k`` basis (dense or FPS)."""
@@ -237,19 +238,6 @@ class LDPCovarianceServer:
         if self.true_support is not None:
             metrics.update(support_scores(self.support, self.true_support))
         return metrics
-
-    def result(self, privacy: dict[str, Any], config: dict[str, Any]) -> PCAResult:
-        """The final :class:`PCAResult` (after :meth:`receive`)."""
-        if self.basis is None:
-            raise ConfigurationError("the run is incomplete: no site answers were received yet")
-        return PCAResult(
-            algorithm=ALGORITHM,
-            basis=self.basis,
-            privacy=privacy,
-            history=self.history,
-            config=config,
-            sites_answered=self.sites_answered,
-        )
 
 
 def privacy_record(policy: LDPPolicy) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from fedpca.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.ledger import PrivacyLedger
 from fedpca.mechanisms import NoiseSource, Release
+from fedpca.results import PCAResult
 from fedpca.site_data import SiteData
 from fedpca.validation import require_choice, require_finite_positive, require_positive_int
 
@@ -188,6 +189,44 @@ class PrivateSite:
         """Package a release with this site's public metadata."""
         return SiteAnswer(
             self.site, self.n, value, self.ledger.epsilon_spent(), self.ledger.count
+        )
+
+
+class ServerRecord:
+    """What every federated server keeps and returns: the current basis, one history entry
+    and the list of answering sites per round, and the final :class:`PCAResult`.
+
+    Subclasses set :attr:`algorithm`, call :meth:`start_record` in ``__init__`` and override
+    :attr:`expected_rounds` when they run more than one round.
+    """
+
+    algorithm: ClassVar[str] = ""
+
+    def start_record(self) -> None:
+        """No basis, no history yet."""
+        self.basis: np.ndarray | None = None
+        self.history: list[dict[str, Any]] = []
+        self.sites_answered: list[list[str]] = []
+
+    @property
+    def expected_rounds(self) -> int:
+        """Rounds the run needs before :meth:`result` may be called."""
+        return 1
+
+    def result(self, privacy: dict[str, Any], config: dict[str, Any]) -> PCAResult:
+        """The final :class:`PCAResult`; raises if the run has not finished."""
+        done = len(self.history)
+        if self.basis is None or done < self.expected_rounds:
+            raise ConfigurationError(
+                f"the run is incomplete: {done} of {self.expected_rounds} rounds finished"
+            )
+        return PCAResult(
+            algorithm=self.algorithm,
+            basis=self.basis,
+            privacy=privacy,
+            history=self.history,
+            config=config,
+            sites_answered=self.sites_answered,
         )
 
 
