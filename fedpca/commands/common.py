@@ -33,6 +33,12 @@ def add_common_flags(
     parser.add_argument("--verbose", action="store_true", help="show Flower's own logs")
 
 
+def data_seed(args: argparse.Namespace) -> int:
+    """The synthetic data's seed: ``--seed`` when given (a fully reproducible run), else 0
+    (the same public data every time, with fresh OS noise)."""
+    return args.seed if args.seed is not None else 0
+
+
 def headline(result: PCAResult, args: argparse.Namespace) -> dict[str, Any]:
     """The fields every simulate command writes first: run shape and privacy."""
     return {

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from fedpca.commands.common import add_common_flags, headline, seeded_notice, write_record
+from fedpca.commands.common import (
+    add_common_flags,
+    data_seed,
+    headline,
+    seeded_notice,
+    write_record,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         subspace_dim=args.subspace_dim, noise=args.noise, rounds=args.rounds,
         epsilon=args.epsilon, delta=args.delta, accounting=args.accounting,
         clip_norm=args.clip_norm, seed=args.seed,
-        data_seed=args.seed if args.seed is not None else 0, min_sites=args.min_sites,
+        data_seed=data_seed(args), min_sites=args.min_sites,
     )
     p = scenario.privacy()
     print(

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 
 from fedpca.algorithms.dpdis_pca import VARIANTS, WEIGHTINGS, message_bytes
-from fedpca.commands.common import add_common_flags, headline, seeded_notice, write_record
+from fedpca.commands.common import (
+    add_common_flags,
+    data_seed,
+    headline,
+    seeded_notice,
+    write_record,
+)
 from fedpca.dpdis_scenario import DATASETS, SYNTHETIC
 
 
@@ -41,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         sites=args.sites, k=args.k, r=args.r, weighting=args.weighting, variant=args.variant,
         epsilon=args.epsilon, delta=args.delta, accounting=args.accounting,
         clip_norm=args.clip_norm, seed=args.seed,
-        data_seed=args.seed if args.seed is not None else 0, alpha=args.alpha,
+        data_seed=data_seed(args), alpha=args.alpha,
     )
     if args.dataset == SYNTHETIC:
         scenario = DPdisPCAScenario(dim=args.dim, samples=args.samples, **options)

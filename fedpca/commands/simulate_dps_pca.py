@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from fedpca.commands.common import add_common_flags, headline, seeded_notice, write_record
+from fedpca.commands.common import (
+    add_common_flags,
+    data_seed,
+    headline,
+    seeded_notice,
+    write_record,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         sparsity=args.sparsity, s_hat=args.s_hat, rounds=args.rounds,
         epsilon=args.epsilon, delta=args.delta, accounting=args.accounting,
         clip_norm=args.clip_norm, seed=args.seed,
-        data_seed=args.seed if args.seed is not None else 0,
+        data_seed=data_seed(args),
         min_sites=args.min_sites,
         failure_rate=args.failure_rate,
         secure_min_sites=(

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from fedpca.commands.common import add_common_flags, headline, seeded_notice, write_record
+from fedpca.commands.common import (
+    add_common_flags,
+    data_seed,
+    headline,
+    seeded_notice,
+    write_record,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         sparsity=args.sparsity, spike=args.spike, lam=args.lam, epsilon=args.epsilon,
         delta=args.delta, accounting=args.accounting, clip_norm=args.clip_norm,
         dataset=args.dataset, alpha=args.alpha, seed=args.seed,
-        data_seed=args.seed if args.seed is not None else 0,
+        data_seed=data_seed(args),
     )
     dim, samples = scenario.data_dim, scenario.data_samples
     p = scenario.privacy()

@@ -16,18 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedpca.data.synthetic import public_row_scale
 from fedpca.subspace import thin_qr
 from fedpca.validation import require_finite_positive, require_positive_int
 
 #: Stream keys that keep the model's randomness apart from every site's samples.
 MODEL_STREAM = 0xD1D15
 SAMPLE_STREAM = 0xD1D5A
-
-
-def public_row_scale(eigenvalues: np.ndarray, norm_sigmas: float) -> float:
-    """``sqrt(tr Sigma + norm_sigmas * sd(||x||^2))`` for ``x ~ N(0, Sigma)``: a bound on
-    ``||x||`` that depends on the model only, never on the data."""
-    return float(np.sqrt(eigenvalues.sum() + norm_sigmas * np.sqrt(2 * (eigenvalues**2).sum())))
 
 
 @dataclass(frozen=True)

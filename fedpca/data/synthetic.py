@@ -24,6 +24,12 @@ MODEL_STREAM = 0x30DE1
 SAMPLE_STREAM = 0x5A3B1E
 
 
+def public_row_scale(eigenvalues: np.ndarray, norm_sigmas: float) -> float:
+    """``sqrt(tr Sigma + norm_sigmas * sd(||x||^2))`` for ``x ~ N(0, Sigma)``: a bound on
+    ``||x||`` that depends on the model only, never on the data."""
+    return float(np.sqrt(eigenvalues.sum() + norm_sigmas * np.sqrt(2 * (eigenvalues**2).sum())))
+
+
 @dataclass(frozen=True)
 class SparseSpikedModel:
     """Parameters of the synthetic model (all public).
@@ -69,8 +75,7 @@ class SparseSpikedModel:
     @property
     def scale(self) -> float:
         """The public constant every row is divided by (``||x|| / scale <= 1`` w.h.p.)."""
-        lam = self.eigenvalues
-        return float(np.sqrt(lam.sum() + self.norm_sigmas * np.sqrt(2 * (lam**2).sum())))
+        return public_row_scale(self.eigenvalues, self.norm_sigmas)
 
     def sample(self, n: int, stream: int = 0) -> np.ndarray:
         """``n`` scaled rows, reproducible from ``(seed, stream)``."""

@@ -8,7 +8,7 @@
   sets: a linear classifier trained on records projected onto each method's ``V``.
 
 Every private method runs on rows of norm ``<= 1``: the synthetic rows are divided by a
-public constant computed from the model (:func:`fedpca.data.dpdis_model.public_row_scale`),
+public constant computed from the model (:func:`fedpca.data.synthetic.public_row_scale`),
 the real data sets come scaled by public constants (:func:`fedpca.data.datasets.load_dataset`).
 The paper assumes ``||x|| <= 1`` but draws Gaussian rows without bounding them. Methods and
 calibrations: :mod:`fedpca.experiments.central_methods` (MOD-SuLQ with its paper's beta;
@@ -28,7 +28,7 @@ import numpy as np
 from fedpca.algorithms.central import mod_sulq_beta
 from fedpca.algorithms.ppca import DEFAULT_BURN_IN
 from fedpca.data.datasets import load_dataset
-from fedpca.data.dpdis_model import public_row_scale
+from fedpca.data.synthetic import public_row_scale
 from fedpca.experiments.central_methods import (
     CENTRAL_LABELS,
     central_bases,

@@ -63,6 +63,8 @@ class SiteRoundStrategy(Strategy):
 
     #: Name used in logs and errors.
     label = "fedpca"
+    #: The Flower-free server each subclass sets: it keeps the history and makes the result.
+    server: Any
 
     def __init__(
         self,
@@ -82,6 +84,10 @@ class SiteRoundStrategy(Strategy):
         self.site_releases: dict[str, int] = {}
         #: Each answering site's record count (public under replace-one neighbouring).
         self.site_sizes: dict[str, int] = {}
+
+    def result(self, config: dict[str, Any] | None = None) -> Any:
+        """The run's final result (from the server), with the sites' configured privacy."""
+        return self.server.result(self.privacy, dict(config or {}))
 
     def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """Arrays and config sent to every site in ``server_round`` (subclasses)."""

@@ -23,7 +23,6 @@ from fedpca.algorithms.dpdis_pca import (
     DPdisPCAServer,
 )
 from fedpca.algorithms.site import SiteAnswer
-from fedpca.results import PCAResult
 from fedpca.strategies.base import SiteRoundStrategy
 
 
@@ -89,7 +88,3 @@ class DPdisPCAStrategy(SiteRoundStrategy):
         """The top-``K`` basis of ``A_c``, by :class:`DPdisPCAServer`."""
         basis = self.server.receive(answers)
         return basis, {k: v for k, v in self.server.history[-1].items() if k != "phase"}
-
-    def result(self, config: dict[str, Any] | None = None) -> PCAResult:
-        """The final :class:`PCAResult` once the round has run."""
-        return self.server.result(self.privacy, dict(config or {}))

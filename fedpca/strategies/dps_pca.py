@@ -20,7 +20,6 @@ from flwr.common import Scalar
 
 from fedpca.algorithms.dps_pca import PHASE_INIT, DPSPCAServer
 from fedpca.algorithms.site import SiteAnswer
-from fedpca.results import PCAResult
 from fedpca.strategies.base import SiteRoundStrategy
 
 
@@ -98,7 +97,3 @@ class DPSPCAStrategy(SiteRoundStrategy):
         else:
             basis = self.server.receive_power(t, answers)
         return basis, {k: v for k, v in self.server.history[-1].items() if k != "phase"}
-
-    def result(self, config: dict[str, Any] | None = None) -> PCAResult:
-        """The final :class:`PCAResult` once every round has run."""
-        return self.server.result(self.privacy, dict(config or {}))

@@ -20,7 +20,6 @@ from flwr.common import Scalar
 
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.clustering.kplane import KPlaneServer
-from fedpca.clustering.result import ClusteringResult
 from fedpca.strategies.base import SiteRoundStrategy
 
 
@@ -99,7 +98,3 @@ class KPlaneStrategy(SiteRoundStrategy):
             if isinstance(v, (int, float, str, bool))
         }
         return np.stack(bases), metrics
-
-    def result(self, config: dict[str, Any] | None = None) -> ClusteringResult:
-        """The final :class:`ClusteringResult` once every round has run."""
-        return self.server.result(self.privacy, dict(config or {}))

@@ -22,7 +22,6 @@ from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceServer
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import ConfigurationError
 from fedpca.fantope import ADMMSettings
-from fedpca.results import PCAResult
 from fedpca.strategies.base import SiteRoundStrategy
 
 #: LDP-PCA is non-interactive: one request, one answer per site.
@@ -113,7 +112,3 @@ class LDPCovarianceStrategy(SiteRoundStrategy):
             if isinstance(value, (bool, int, float, str)) and key != "phase"
         }
         return basis, metrics
-
-    def result(self, config: dict[str, Any] | None = None) -> PCAResult:
-        """The final :class:`PCAResult` once the round has run."""
-        return self.server.result(self.privacy, dict(config or {}))
