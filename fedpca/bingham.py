@@ -10,32 +10,61 @@
   ``v = y / ||y||``, ``y ~ N(0, Omega^-1)``, accepted with probability
   ``exp(-t) (v^T Omega v)^(q/2) / M``, is an exact draw, for any ``b > 0``. The acceptance
   rate is best for the ``b`` solving ``sum_i 1 / (b + 2 a_i) = 1`` (``a_i`` the
-  eigenvalues of ``A``). Proposals are drawn and tested in vectorised batches.
+  eigenvalues of ``A``). Its acceptance rate falls like ``1/sqrt(q)`` when ``B`` is
+  concentrated (the ACG has Cauchy-like tails), so concentrated targets use a second exact
+  envelope, the *polar chart* below. Proposals are drawn and tested in vectorised batches.
 * Matrix Bingham ``p(V) ~ exp(tr(V^T B V))`` on the ``d x k`` orthonormal frames: Gibbs
   sampler of Hoff, "Simulation of the matrix Bingham-von Mises-Fisher distribution", JCGS
   18(2), 2009, Sec. 3. Column ``j`` given the others (``W``, ``d x m``, ``m = k - 1``) is a
   vector Bingham on the unit sphere of the orthogonal complement of ``W``: with ``N`` an
   orthonormal basis of it, ``v_j = N z`` and ``z ~ Bingham(N^T B N)``. Every column is drawn
-  *exactly* from that conditional by the rejection sampler above, so each sweep leaves the
-  matrix Bingham invariant; the chain's law converges to it and is not it after finitely
-  many sweeps.
+  *exactly* from that conditional by rejection, so each sweep leaves the matrix Bingham
+  invariant; the chain's law converges to it and is not it after finitely many sweeps.
+
+The polar chart (exact, for any pole). Take a unit pole ``p`` in the complement, close to
+the top eigenvector of the conditional, and write ``v = v_1 p + w`` with ``w`` orthogonal
+to ``[W, p]``, ``r^2 = ||w||^2 = 1 - v_1^2``. For a shift ``s``, ``v^T A v = a v_1^2 +
+2 v_1 c^T w + w^T G w`` with ``a = s - p^T Lambda p``, ``c`` the part of ``-Lambda p``
+orthogonal to ``[W, p]`` and ``G`` the compression of ``s I - Lambda`` to that complement.
+If ``G > 0`` and ``kappa >= c^T G^-1 c``, ``kappa < a``, Young's inequality with
+``eta = kappa / a`` gives ``v^T A v >= (1 - eta) w^T G w >= (1 - eta) lambda_min(G) r^2``.
+The envelope has two parts: on the polar region ``r^2 <= rho`` (both hemispheres), the
+density in ``w`` is ``exp(-v^T A v) / sqrt(1 - r^2) <= exp(-(1 - eta) w^T G w) /
+sqrt(1 - rho)``, a Gaussian; on the rest it is at most ``exp(-(1 - eta) lambda_min rho)``
+against the uniform law. Proposals come from the Gaussian (random hemisphere) or the
+uniform law in proportion to the two envelope masses (``K1 = 2 pi^((q-1)/2)
+det((1 - eta) G)^(-1/2) / sqrt(1 - rho)``, ``K2 = area(S^(q-1)) exp(-(1 - eta) lambda_min
+rho)``, with ``lambda_min`` replaced by a lower bound) and are accepted with the ratio of the
+density to that part of the envelope: every accepted draw is exact whatever ``p``, ``s``
+and ``rho``, which only set the acceptance rate (about ``exp(-a) (1 - eta)^((q-1)/2)
+sqrt(1 - rho)`` for a concentrated target). ``rho`` is chosen so that the cap carries about
+1 % of the envelope mass. A chart whose expected acceptance rate is low is not used.
 
 How a conditional draw stays cheap (``O(d k^2)`` work and a fixed number of small dense
-factorisations per column; no ``d x d`` matrix): in the eigenbasis of ``B`` (descending
-order) ``N`` is the last ``q = d - m`` columns of the Householder factor ``Q = I - Y T Y^T``
-of ``W``. ``N^T Omega N`` is then the diagonal of ``Omega`` on the trailing coordinates (all
-``>= 1``) plus a rank ``2m`` term, which gives the proposals' square-root covariance in
-``O(q m^2)``. The shift ``s`` must be the top eigenvalue ``theta_1`` of ``N^T B N`` or a
-little above (each unit above costs a factor ``e`` of acceptance): it is a Rayleigh-Ritz
-estimate on a ``2m + 2`` dimensional subspace of the complement (shift-and-invert
-directions ``(Lambda - mu)^-1 W`` at the column's previous ``theta_1``, the current column,
-the leading coordinates), plus ``THETA_TOLERANCE / 2``, checked to lie above ``theta_1``
-without forming ``N^T B N``: the number of its eigenvalues above ``t`` is
-``#{lambda_i > t} + n_+(W^T (t - Lambda)^-1 W) - m`` (inertia of the bordered matrix
-``[[Lambda - t, W], [W^T, 0]]``). If the check fails, ``theta_1`` is bracketed with the same
-count, at many ``t`` at once. The optimal ``b`` uses the conditional spectrum approximated
-by ``theta_1`` and the interlacing bounds ``lambda_{i+m}``; ``b`` affects the acceptance
-rate, never the law. The envelope is checked to be positive definite before every draw.
+factorisations per column; no ``d x d`` matrix), in the eigenbasis of ``B`` (descending):
+
+* The pole: the column's previous pole, projected onto the new complement and refined by one
+  Lanczos step (the top Ritz pair on ``span{p, P Lambda p}``); if the chart around it is
+  expected to accept less than ``exp(LOG_MIN_LANCZOS_EFFICIENCY)``, a Rayleigh-Ritz estimate
+  on a ``2m + 2`` dimensional subspace of the complement (shift-and-invert directions
+  ``(Lambda - mu)^-1 W`` at the column's previous shift, the current column, the leading
+  coordinates). Either value is a Rayleigh quotient, a lower bound on the conditional top
+  eigenvalue ``theta_1``.
+* The frame: the Householder factor ``Q = I - Y T Y^T`` of ``[W, p]``; ``Q[:, m]`` is the
+  pole and ``Q[:, m:]``, ``Q[:, m + 1:]`` span the complements of ``W`` and ``[W, p]``. The
+  compression of any diagonal matrix to them is that diagonal on the trailing coordinates
+  plus a rank ``2m + 2`` term, whose square-root inverse costs ``O(d m^2)``; its positive
+  definiteness is checked before every draw. For the chart, ``kappa = ||c||^2 / (a lower
+  bound on lambda_min(G))``, ``||c||^2`` from ``||Lambda p||^2``, ``(p^T Lambda p)^2`` and
+  ``||W^T Lambda p||^2``.
+* The ACG envelope (used when the chart is not valid or not worth it, e.g. in the first
+  sweeps from a random frame or for a diffuse ``B``) uses the shift ``theta + tol/2`` and is
+  valid whenever the compression of ``Omega`` is positive definite; if it is not, the shift
+  is bracketed from ``theta_1`` with the eigenvalue count ``#{lambda_i > t} +
+  n_+(W^T (t - Lambda)^-1 W) - m`` (inertia of ``[[Lambda - t, W], [W^T, 0]]``). The optimal
+  ``b`` uses the interlacing bounds ``lambda_{i+m}``; ``b`` affects the acceptance rate,
+  never the law. A chart that keeps rejecting hands the draw over to the ACG envelope at the
+  same shift (the chart certified ``A > 0`` on the complement, so the ACG is valid there).
 
 No privacy here: :mod:`fedpca.algorithms.ppca` uses these samplers for the exponential
 mechanism. The chain's diagnostics are computed from ``B``: they describe private data.
@@ -46,6 +75,8 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import NoReturn
 
 import numpy as np
 from scipy.linalg import lapack
@@ -71,6 +102,34 @@ B_TOLERANCE = 1e-4
 RITZ_RANK_TOLERANCE = 1e-8
 #: Smallest eigenvalue of the normalised ``N^T Omega N`` accepted as positive definite.
 PD_TOLERANCE = 1e-12
+#: Relative cushion (of ``||Lambda p||^2``) added to the chart's ``||c||^2``, which is a
+#: difference of nearly equal numbers: it keeps the bound above rounding.
+KAPPA_CUSHION = 1e-13
+#: Largest ``eta`` (the polar chart's loss from an inexact pole) for which the chart is used.
+MAX_ETA = 0.5
+#: Range of the chart's polar-region radius ``rho`` (a bound on ``||w||^2``).
+RHO_MIN, RHO_MAX = 0.01, 0.95
+#: ``rho`` is at least this multiple of (a bound on) the proposals' mean ``||w||^2`` ...
+RHO_SPREAD = 2.0
+#: ... and large enough that the cap's mass is about ``exp(-CAP_MARGIN)`` of the polar one.
+CAP_MARGIN = math.log(100.0)
+#: Largest share of the envelope mass the chart's uniform cap component may carry.
+MAX_CAP_SHARE = 0.5
+#: The chart is used when its expected acceptance rate (the Gaussian-limit estimate
+#: ``exp(-a) (1 - eta)^(dims/2) sqrt(1 - rho) (1 - cap_share) (1 - E||w||^2 / rho)``) is at
+#: least this; the ACG accepts about ``1/sqrt(q)`` in the same limit.
+LOG_MIN_CHART_EFFICIENCY = math.log(0.2)
+#: The chart around a pole refined by one Lanczos step from the column's previous pole is used
+#: when its expected acceptance rate is at least this; otherwise the pole comes from the
+#: (costlier) Rayleigh-Ritz estimate.
+LOG_MIN_LANCZOS_EFFICIENCY = math.log(0.5)
+#: Smallest part of a column's previous pole that must lie outside the new ``W`` for the
+#: Lanczos refinement to start from it.
+MIN_START_IN_COMPLEMENT = 0.5
+#: Chart proposals per requested draw after which the ACG envelope takes over.
+CHART_MAX_PROPOSALS = 64
+#: Most draws of a column that skip the chart after it failed repeatedly (see envelope()).
+MAX_CHART_BACKOFF = 16
 #: Sweeps after burn-in below which the mixing diagnostic uses the second half of the trace.
 MIN_DIAGNOSTIC_SWEEPS = 20
 
@@ -100,91 +159,199 @@ def envelope_parameter(gaps: np.ndarray, start: float | None = None) -> float:
         b = new
 
 
-@dataclass(frozen=True)
-class _Envelope:
-    """The ACG envelope ``N(0, Omega^-1)`` of one (conditional) vector Bingham on ``R^q``.
+class _Root:
+    """``M = D^(1/2) (I + U diag(phi) U^T) D^(1/2)`` (``D`` diagonal, ``U`` orthonormal, ``q``
+    rows) and the square root of its inverse: ``apply(xi) = D^(-1/2) (I + U diag(coef) U^T) xi``
+    with ``coef = (1 + phi)^(-1/2) - 1`` maps ``N(0, I)`` to ``N(0, M^-1)``, and
+    ``apply(xi)^T M apply(xi) = ||xi||^2``."""
 
-    ``Omega = D^(1/2) (I + U diag(phi) U^T) D^(1/2)`` with ``D`` diagonal and ``U``
-    orthonormal; proposals ``z = D^(-1/2) (I + U diag(coef) U^T) xi``, ``xi ~ N(0, I)``,
-    ``coef = (1 + phi)^(-1/2) - 1``, have covariance ``Omega^-1`` and ``z^T Omega z = ||xi||^2``.
-    """
-
-    shift: float
-    b: float
-    inv_sqrt_diag: np.ndarray
-    basis: np.ndarray
-    coef: np.ndarray
+    def __init__(
+        self, inv_sqrt_diag: np.ndarray, basis: np.ndarray, phi: np.ndarray, diag_min: float
+    ) -> None:
+        self.inv_sqrt_diag = inv_sqrt_diag
+        self.basis = basis
+        self.phi = phi
+        self.coef = 1.0 / np.sqrt(1.0 + phi) - 1.0
+        #: ``min(1, 1 + min phi)``: the smallest eigenvalue of ``I + U diag(phi) U^T``
+        self.low = min(1.0, 1.0 + float(phi[0]))
+        #: a lower bound on the smallest eigenvalue of ``M``
+        self.min_eig_bound = diag_min * self.low
 
     @property
     def dim(self) -> int:
-        """``q``: the dimension the proposals live in."""
         return int(self.inv_sqrt_diag.size)
 
-    @property
-    def log_bound(self) -> float:
-        """``log M = -(q - b)/2 + (q/2) log(q/b)``."""
-        q = self.dim
-        return -(q - self.b) / 2 + q / 2 * math.log(q / self.b)
+    def apply(
+        self, xi: np.ndarray, inv_sqrt_diag: np.ndarray | None = None,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """``M^(-1/2) xi`` for the columns of ``xi`` (with ``inv_sqrt_diag`` in place of
+        ``D^(-1/2)`` if given, e.g. scaled), into ``out`` if given."""
+        scale = self.inv_sqrt_diag if inv_sqrt_diag is None else inv_sqrt_diag
+        return np.multiply(xi + self.basis @ (self.coef[:, None] * (self.basis.T @ xi)),
+                           scale[:, None], out=out)
 
-    def propose(self, rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """``count`` proposals ``z`` (columns of a ``q x count`` array) and their ``||xi||^2``."""
-        xi = rng.standard_normal((self.dim, count))
-        energy = np.einsum("ij,ij->j", xi, xi)
-        if self.coef.size:
-            xi += self.basis @ (self.coef[:, None] * (self.basis.T @ xi))
-        return xi * self.inv_sqrt_diag[:, None], energy
+    def inverse_trace_bound(self) -> float:
+        """An upper bound on ``tr(M^-1)``: ``tr(D^-1) / min(1, 1 + min phi)``."""
+        return float(self.inv_sqrt_diag @ self.inv_sqrt_diag) / self.low
+
+    def log_det(self) -> float:
+        """``log det M``."""
+        return float(np.log1p(self.phi).sum() - 2.0 * np.log(self.inv_sqrt_diag).sum())
 
 
-class _Complement:
-    """The orthogonal complement of orthonormal ``W`` (``d x m``): ``Q[:, m:]``, where
-    ``Q = I - Y T Y^T`` is ``W``'s Householder factor in compact WY form (``Q^T W = [R; 0]``)."""
+class _Frame:
+    """An orthonormal basis of ``R^d`` adapted to ``W`` (``d x m``) and a pole ``p``:
+    ``Q = I - Y T Y^T``, the Householder factor of ``[W, p]`` in compact WY form. ``Q[:, :m]``
+    spans ``W``, ``Q[:, m]`` is (up to sign) ``p``'s normalised part orthogonal to ``W``,
+    ``Q[:, m:]`` spans ``W``'s orthogonal complement and ``Q[:, m + 1:]`` that of ``[W, p]``."""
 
-    def __init__(self, W: np.ndarray) -> None:
+    def __init__(self, W: np.ndarray, pole: np.ndarray) -> None:
+        self.w = W
         self.m = m = W.shape[1]
-        if m == 0:
-            self.Y = self.T = np.zeros((W.shape[0], 0))
-            return
-        self.Y, self.T, _ = lapack.dgeqrt(m, W)
+        M = np.empty((W.shape[0], m + 1), order="F")
+        M[:, :m] = W
+        M[:, m] = pole
+        self.Y, self.T, _ = lapack.dgeqrt(m + 1, M, overwrite_a=1)
         # Above the diagonal dgeqrt leaves R, and Y's unit diagonal is implicit.
-        self.Y[:m] = np.tril(self.Y[:m], -1) + np.eye(m)
+        head = self.Y[: m + 1]
+        head[_upper_mask(m + 1)] = 0.0
+        np.fill_diagonal(head, 1.0)
+        #: ``Q[:, m]``: the unit pole, orthogonal to ``W``
+        self.pole = -(self.Y @ (self.T @ self.Y[m]))
+        self.pole[m] += 1.0
 
-    def embed(self, z: np.ndarray) -> np.ndarray:
-        """``Q[:, m:] z`` for the columns of ``z`` (``(d - m) x count``)."""
-        m = self.m
-        if m == 0:
-            return z
-        x = -self.Y @ (self.T @ (self.Y[m:].T @ z))
-        x[m:] += z
+    def embed(self, z: np.ndarray, start: int) -> np.ndarray:
+        """``Q[:, start:] z`` for the columns of ``z`` (``(d - start) x count``)."""
+        x = -(self.Y @ (self.T @ (self.Y[start:].T @ z)))
+        x[start:] += z
         return x
 
-    def envelope(self, lam: np.ndarray, shift: float, b: float) -> _Envelope | None:
-        """The ACG envelope for ``exp(x^T diag(lam) x)`` on the complement with shift ``s``
-        and parameter ``b``, or None when ``N^T Omega N`` is not positive definite."""
-        m = self.m
-        omega = 1.0 + 2.0 * (shift - lam) / b
-        diag = omega[m:]
-        if diag.min() <= 0:
+    def root(self, diag: np.ndarray, start: int) -> _Root | None:
+        """The trailing block ``(Q^T diag(diag) Q)[start:, start:]`` as a :class:`_Root`, or
+        None when it is not (numerically) positive definite.
+
+        The block is ``diag[start:] + [Y_s, (diag Y)_s] S [Y_s, (diag Y)_s]^T`` (``Y_s`` the
+        rows from ``start``) with ``S = [[T^T Y^T diag(diag) Y T, -T^T], [-T, 0]]``: a diagonal
+        plus a rank ``2 (m + 1)`` term, factored in ``O(d m^2)``.
+        """
+        tail = diag[start:]
+        diag_min = float(tail.min()) if tail.size else 0.0
+        if not diag_min > 0:
             return None
-        root = np.sqrt(diag)
-        if m == 0:
-            return _Envelope(shift, b, 1.0 / root, np.zeros((diag.size, 0)), np.zeros(0))
-        # Trailing block of Q^T diag(omega) Q: diag + [Y_H, (omega Y)_H] S [Y_H, (omega Y)_H]^T.
+        root = np.sqrt(tail)
         Y, T = self.Y, self.T
-        S = np.zeros((2 * m, 2 * m))
-        S[:m, :m] = T.T @ (Y.T @ (omega[:, None] * Y)) @ T
-        S[:m, m:] = -T.T
-        S[m:, :m] = -T
-        K = np.empty((diag.size, 2 * m))
-        K[:, :m] = Y[m:] / root[:, None]
-        K[:, m:] = Y[m:] * root[:, None]
+        n = T.shape[0]
+        S = np.zeros((2 * n, 2 * n))
+        S[:n, :n] = T.T @ ((Y.T * diag) @ Y) @ T
+        S[:n, n:] = -T.T
+        S[n:, :n] = -T
+        rows = np.empty((2 * n, tail.size))  # K^T, so that K is Fortran-ordered for LAPACK
+        np.divide(Y[start:].T, root, out=rows[:n])
+        np.multiply(Y[start:].T, root, out=rows[n:])
+        K = rows.T
         rank = min(K.shape)
         packed, tau, _, _ = lapack.dgeqrf(K)
         basis, _, _ = lapack.dorgqr(packed[:, :rank], tau[:rank])
         R = basis.T @ K
         phi, E, _ = lapack.dsyev(R @ S @ R.T)
-        if 1.0 + phi[0] <= PD_TOLERANCE:
+        if not 1.0 + phi[0] > PD_TOLERANCE:
             return None
-        return _Envelope(shift, b, 1.0 / root, basis @ E, 1.0 / np.sqrt(1.0 + phi) - 1.0)
+        return _Root(1.0 / root, basis @ E, phi, diag_min)
+
+
+def _no_envelope(shift: float) -> NoReturn:
+    raise FloatingPointError(
+        "Bingham sampler: no positive definite envelope above the conditional top eigenvalue "
+        f"(shift {shift:.8g}); B is too ill-conditioned to sample"
+    )
+
+
+def _softplus(x: float) -> float:
+    """``log(1 + e^x)`` without overflow."""
+    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+
+
+@lru_cache(maxsize=None)
+def _upper_mask(n: int) -> np.ndarray:
+    """Boolean ``n x n`` mask of the diagonal and everything above it."""
+    return np.triu(np.ones((n, n), dtype=bool))
+
+
+@dataclass(frozen=True)
+class _ACGEnvelope:
+    """Kent et al.'s angular central Gaussian envelope on the sphere of ``W``'s complement:
+    ``exp(-t) <= M (v^T Omega v)^(-q/2)`` with ``t = s - v^T Lambda v``,
+    ``Omega = I + 2 (s - Lambda) / b`` compressed to the complement (``root``) and
+    ``log M = -(q - b)/2 + (q/2) log(q/b)``; valid whenever that compression is positive
+    definite, which ``root`` certifies."""
+
+    kind = "acg"
+    frame: _Frame
+    lam: np.ndarray
+    shift: float
+    b: float
+    root: _Root
+
+    def propose(self, rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """``count`` unit proposals (columns, ``d x count``) and their log acceptance ratios."""
+        q = self.root.dim
+        xi = rng.standard_normal((q, count))
+        energy = np.einsum("ij,ij->j", xi, xi)
+        z = self.root.apply(xi)
+        norm2 = np.einsum("ij,ij->j", z, z)
+        x = self.frame.embed(z / np.sqrt(norm2), self.frame.m)
+        log_bound = -(q - self.b) / 2 + q / 2 * math.log(q / self.b)
+        t = self.shift - self.lam @ (x * x)
+        return x, q / 2 * np.log(energy / norm2) - t - log_bound
+
+
+class _ChartEnvelope:
+    """The polar-chart envelope (module docstring): Gaussian tangent proposals
+    ``w = (2 (1 - eta))^(-1/2) G^(-1/2) xi`` kept on the polar region ``||w||^2 <= rho``,
+    mixed with probability ``cap_share`` with uniform proposals kept on the rest of the
+    sphere, where the density is at most ``exp(-cap_floor)``."""
+
+    kind = "chart"
+
+    def __init__(self, frame: _Frame, lam: np.ndarray, shift: float, root: _Root, eta: float,
+                 rho: float, cap_share: float, cap_floor: float, log_efficiency: float) -> None:
+        self.frame = frame
+        self.lam = lam
+        self.shift = shift
+        self.root = root
+        self.rho = rho
+        self.cap_share = cap_share
+        self.log_efficiency = log_efficiency
+        self.scaled_inv_sqrt_diag = root.inv_sqrt_diag / math.sqrt(2.0 * (1.0 - eta))
+        # the shift less the constant log sqrt(1 - rho) of the polar acceptance ratio, and
+        # the cap's log ratio before -v^T A v, relative to that
+        self.shifted = shift - 0.5 * math.log1p(-rho)
+        self.cap_ratio = cap_floor - 0.5 * math.log1p(-rho)
+
+    def propose(self, rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """``count`` unit proposals (columns, ``d x count``) and their log acceptance ratios."""
+        root = self.root
+        xi = rng.standard_normal((root.dim + 1, count))
+        tangent = xi[1:]
+        z = np.empty_like(xi)
+        w = z[1:]
+        root.apply(tangent, self.scaled_inv_sqrt_diag, out=w)
+        r2 = np.einsum("ij,ij->j", w, w)
+        # proposals with r2 > rho are rejected: clipping keeps their arithmetic finite
+        rest = 1.0 - np.minimum(r2, self.rho)
+        np.copysign(np.sqrt(rest), xi[0], out=z[0])
+        # log f - log(envelope) = -v^T A v + (1 - eta) w^T G w + log sqrt((1 - rho)/(1 - r2))
+        log_ratio = 0.5 * (np.einsum("ij,ij->j", tangent, tangent) - np.log(rest))
+        log_ratio[r2 > self.rho] = -np.inf
+        cap = rng.random(count) < self.cap_share
+        if cap.any():
+            uniform = xi[:, cap] / np.sqrt(np.einsum("ij,ij->j", xi[:, cap], xi[:, cap]))
+            z[:, cap] = uniform
+            log_ratio[cap] = np.where(uniform[0] ** 2 < 1.0 - self.rho, self.cap_ratio, -np.inf)
+        x = self.frame.embed(z, self.frame.m)
+        log_ratio -= self.shifted - self.lam @ (x * x)
+        return x, log_ratio
 
 
 def _count_above(lam: np.ndarray, W: np.ndarray, points: np.ndarray) -> np.ndarray:
@@ -219,97 +386,239 @@ def _bracket_top(lam: np.ndarray, W: np.ndarray, lo: float, hi: float, tol: floa
     return hi
 
 
-def _ritz_top(
+def _ritz_pair(
     lam: np.ndarray, W: np.ndarray, current: np.ndarray, mu: float, leading: np.ndarray
-) -> float:
-    """Rayleigh-Ritz lower bound on ``theta_1`` from ``(Lambda - mu)^-1 W``, the current
-    column and ``leading`` (``d x r``, the leading coordinate vectors), all projected onto
-    ``W``'s complement."""
+) -> tuple[float, np.ndarray]:
+    """Rayleigh-Ritz estimate of the top eigenpair of ``diag(lam)`` compressed to ``W``'s
+    complement, from ``(Lambda - mu)^-1 W``, ``leading`` (``d x (m + 1)``, the leading
+    coordinate vectors) and the current column, all projected onto the complement. The value
+    is a lower bound on ``theta_1``."""
+    m = W.shape[1]
     shifted = lam - mu
     shifted[shifted == 0.0] = THETA_TOLERANCE
-    Z = np.hstack([W / shifted[:, None], current[:, None], leading])
+    Z = np.empty((lam.size, 2 * m + 2))
+    np.divide(W, shifted[:, None], out=Z[:, :m])
+    Z[:, m:-1] = leading
+    Z[:, -1] = current
     Z -= W @ (W.T @ Z)
-    norms = np.sqrt(np.einsum("ij,ij->j", Z, Z))
-    Z /= np.where(norms > 0, norms, 1.0)
-    gram, F, _ = lapack.dsyev(Z.T @ Z)
-    keep = gram > RITZ_RANK_TOLERANCE * gram[-1]
-    basis = Z @ (F[:, keep] / np.sqrt(gram[keep]))
-    ritz, _, _ = lapack.dsyev(basis.T @ (lam[:, None] * basis), compute_v=0)
-    return float(ritz[-1])
+    gram = Z.T @ Z
+    norms = np.sqrt(np.diag(gram))
+    scale = 1.0 / np.where(norms > 0, norms, 1.0)
+    g, F, _ = lapack.dsyev(gram * scale * scale[:, None])
+    keep = g > RITZ_RANK_TOLERANCE * g[-1]
+    basis = Z @ (F[:, keep] * (scale[:, None] / np.sqrt(g[keep])))
+    ritz, E, _ = lapack.dsyev(basis.T @ (lam[:, None] * basis))
+    return float(ritz[-1]), basis @ E[:, -1]
+
+
+def _lanczos_pair(
+    lam: np.ndarray, W: np.ndarray, start: np.ndarray
+) -> tuple[float, np.ndarray] | None:
+    """One Lanczos step in ``W``'s complement from the unit vector ``start`` projected onto it
+    (``p``): the top Ritz pair of ``diag(lam)`` on ``span{p, P Lambda p}`` (``P`` the
+    projector onto the complement). The value is a lower bound on ``theta_1`` (the Rayleigh
+    quotient of the vector). None when less than ``MIN_START_IN_COMPLEMENT`` of ``start``'s
+    length lies in the complement."""
+    p = start - W @ (W.T @ start)
+    norm = math.sqrt(float(p @ p))
+    if norm < MIN_START_IN_COMPLEMENT:
+        return None
+    p /= norm
+    r = lam * p
+    r -= W @ (W.T @ r)
+    alpha = float(p @ r)
+    r -= alpha * p
+    beta = math.sqrt(float(r @ r))
+    if beta == 0.0:
+        return alpha, p
+    r /= beta
+    gamma = float(r @ (lam * r))
+    top = (alpha + gamma) / 2 + math.hypot((gamma - alpha) / 2, beta)
+    lift = top - alpha
+    return top, (beta * p + lift * r) / math.hypot(beta, lift)
 
 
 class _ConditionalSampler:
     """Exact draws from ``exp(x^T diag(lam) x)`` on the unit sphere of ``W``'s complement.
 
     ``lam`` is in descending order and every ``W`` has ``m`` orthonormal columns. Per-column
-    warm starts (previous shift and ``b``) and the running acceptance rate only affect speed.
+    warm starts (previous shift and ``b``), the choice of envelope and the running acceptance
+    rates only affect speed.
     """
 
     def __init__(self, lam: np.ndarray, m: int) -> None:
         self.lam = lam
         self.m = m
+        self.q = q = lam.size - m
         self.tail = lam[m + 1:]
         self.leading = np.eye(lam.size, m + 1)
         self.tol = max(THETA_TOLERANCE, 1e-12 * float(np.abs(lam).max()))
-        self.proposals = 0
-        self.draws = 0
+        # log of the sphere's area, and log 2 + log of the Gaussian normaliser without det
+        self.log_area = math.log(2.0) + q / 2 * math.log(math.pi) - math.lgamma(q / 2)
+        self.log_gauss = math.log(2.0) + (q - 1) / 2 * math.log(math.pi)
+        self.counts = {"acg": [0, 0], "chart": [0, 0]}  # proposals, exact draws
         self._shift: dict[int, float] = {}
         self._b: dict[int, float] = {}
+        self._chart_wait: dict[int, int] = {}
+        self._chart_backoff: dict[int, int] = {}
+        self._pole: dict[int, np.ndarray] = {}
 
-    def _envelope(self, complement: _Complement, shift: float, key: int) -> _Envelope | None:
+    @property
+    def proposals(self) -> int:
+        return sum(c[0] for c in self.counts.values())
+
+    @property
+    def draws(self) -> int:
+        return sum(c[1] for c in self.counts.values())
+
+    def _ritz_pole(
+        self, W: np.ndarray, current: np.ndarray | None, key: int
+    ) -> tuple[float, np.ndarray]:
+        """A lower bound on ``theta_1`` and an approximate top eigenvector of the conditional
+        (Rayleigh-Ritz; exact for ``m = 0``)."""
+        lam, m = self.lam, self.m
+        if m == 0:
+            return float(lam[0]), self.leading[:, 0]
+        floor = float(lam[m])  # theta_1 >= lambda_{m+1} by interlacing
+        if current is None:
+            current = self.leading[:, 0]
+        mu = self._shift.get(key, max(floor, float(lam @ (current * current))) + self.tol)
+        theta, pole = _ritz_pair(lam, W, current, mu, self.leading)
+        return max(floor, theta), pole
+
+    def _acg(self, frame: _Frame, shift: float, key: int | None) -> _ACGEnvelope | None:
         b = envelope_parameter(np.concatenate([[0.0], shift - self.tail]), self._b.get(key))
         self._b[key] = b
-        return complement.envelope(self.lam, shift, b)
+        root = frame.root(1.0 + 2.0 * (shift - self.lam) / b, self.m)
+        return None if root is None else _ACGEnvelope(frame, self.lam, shift, b, root)
+
+    def _chart(self, frame: _Frame, theta: float) -> _ChartEnvelope | None:
+        """The polar-chart envelope around the frame's pole, or None when it is not valid or
+        its expected acceptance rate is below ``exp(LOG_MIN_CHART_EFFICIENCY)``.
+
+        ``G`` is the compression of ``s0 - Lambda`` (``s0 = theta + tol/2``) to the complement
+        of ``[W, p]`` and ``kappa(s0)`` bounds ``c^T G^-1 c``; the shift ``s = p^T Lambda p +
+        max(s0 - p^T Lambda p, sqrt(dims kappa / 2))`` balances the losses ``a`` and
+        ``dims/2 * eta``. As ``G(s) >= G(s0)``, the bound ``v^T A v >= (1 - eta) w^T G(s0) w``
+        with ``eta = kappa(s0) / a(s)`` holds at ``s``.
+        """
+        lam, m, dims = self.lam, self.m, self.q - 1
+        low = theta + (self.tol / 2 if m else 0.0)
+        root = frame.root(low - lam, m + 1)
+        if root is None:
+            return None
+        pole = frame.pole
+        weighted = lam * pole
+        rayleigh = float(pole @ weighted)
+        # kappa = c^T G^-1 c <= ||c||^2 / lambda_min(G) (any upper bound keeps the envelope
+        # valid), with ||c||^2 = ||Lambda p||^2 - (p^T Lambda p)^2 - ||W^T Lambda p||^2 as
+        # Lambda p = (p^T Lambda p) p + W W^T Lambda p + (the part c in the complement of [W, p])
+        across = frame.w.T @ weighted
+        norm2 = float(weighted @ weighted)
+        residual2 = norm2 - rayleigh**2 - float(across @ across) + KAPPA_CUSHION * norm2
+        kappa = max(residual2, 0.0) / root.min_eig_bound
+        shift = max(low, rayleigh + math.sqrt(dims * kappa / 2))
+        a = shift - rayleigh
+        if kappa == 0.0 and a >= 0.0:
+            eta = 0.0
+        elif a > 0.0 and kappa < MAX_ETA * a:
+            eta = kappa / a
+        else:
+            return None
+        # The envelope masses: polar K1 = 2 Z_phi / sqrt(1 - rho), cap K2 = area e^(-gamma rho).
+        log_k1 = self.log_gauss - 0.5 * (root.log_det() + dims * math.log1p(-eta))
+        gamma = (1.0 - eta) * root.min_eig_bound
+        spread = root.inverse_trace_bound() / (2.0 * (1.0 - eta))  # >= E ||w||^2
+        rho = min(RHO_MAX, max(RHO_MIN, RHO_SPREAD * spread,
+                               (self.log_area - log_k1 + CAP_MARGIN) / gamma))
+        log_k1 -= 0.5 * math.log1p(-rho)
+        log_k2 = self.log_area - gamma * rho
+        log_polar_share = -_softplus(log_k2 - log_k1)  # log(K1 / (K1 + K2))
+        share = -math.expm1(log_polar_share)
+        if share > MAX_CAP_SHARE:
+            return None
+        inside = 1.0 - spread / rho  # Markov: a lower bound on the polar region's mass
+        # Gaussian-limit estimate of the acceptance rate
+        log_efficiency = (-a + dims / 2 * math.log1p(-eta) + 0.5 * math.log1p(-rho)
+                          + (math.log(inside) if inside > 0 else -math.inf) + log_polar_share)
+        if log_efficiency < LOG_MIN_CHART_EFFICIENCY:
+            return None
+        return _ChartEnvelope(frame, lam, shift, root, eta, rho, share, gamma * rho,
+                              log_efficiency)
 
     def envelope(
         self, W: np.ndarray, current: np.ndarray | None = None, key: int = 0
-    ) -> tuple[_Complement, _Envelope]:
-        """The complement of ``W`` and a valid envelope for the conditional draw."""
-        lam, m = self.lam, self.m
-        complement = _Complement(W)
-        if m == 0:
-            return complement, self._envelope(complement, float(lam[0]), key)
-        if current is None:
-            current = complement.embed(np.eye(lam.size - m, 1))[:, 0]
-        floor = float(lam[m])  # theta_1 >= lambda_{m+1} by interlacing
-        mu = self._shift.get(key, max(floor, float(lam @ (current * current))) + self.tol)
-        lower = max(floor, _ritz_top(lam, W, current, mu, self.leading))
-        shift = lower + self.tol / 2
-        if _count_above(lam, W, np.array([shift]))[0] != 0:  # not above theta_1: bracket it
-            logger.debug("Bingham: Ritz estimate %.8g too low; bracketing theta_1", lower)
-            shift = _bracket_top(lam, W, lower, float(lam[0]), self.tol)
-        envelope = self._envelope(complement, shift, key)
+    ) -> _ACGEnvelope | _ChartEnvelope:
+        """A valid envelope for the draw orthogonal to ``W`` (``current``: the column's
+        present value, a warm start; ``key``: which column, for per-column warm starts).
+
+        In order: the chart around the column's previous pole refined by one Lanczos step;
+        the chart around a Rayleigh-Ritz pole; the ACG envelope. After the chart was not
+        usable for a column, its next draws skip it (1, 2, 4, ... up to ``MAX_CHART_BACKOFF``
+        draws, doubling while it keeps failing)."""
+        wait = self._chart_wait.get(key, 0)
+        self._chart_wait[key] = max(wait - 1, 0)
+        chart = self.q > 1 and not wait
+        envelope = None
+        previous = self._pole.get(key)
+        refined = None if previous is None or not chart else _lanczos_pair(self.lam, W, previous)
+        if refined is not None:
+            envelope = self._chart(_Frame(W, refined[1]), refined[0])
+            if envelope is not None and envelope.log_efficiency < LOG_MIN_LANCZOS_EFFICIENCY:
+                envelope = None
         if envelope is None:
-            raise FloatingPointError(
-                "Bingham sampler: no positive definite envelope above the conditional top "
-                f"eigenvalue (shift {shift:.8g}); B is too ill-conditioned to sample"
-            )
-        self._shift[key] = shift
-        return complement, envelope
+            theta, pole = self._ritz_pole(W, current, key)
+            frame = _Frame(W, pole)
+            if chart:
+                envelope = self._chart(frame, theta)
+        if chart:
+            self._chart_failed(key, envelope is None)
+        if envelope is None:
+            shift = theta if self.m == 0 else theta + self.tol / 2
+            envelope = self._acg(frame, shift, key)
+        if envelope is None:  # the shift is not above theta_1: bracket it
+            logger.debug("Bingham: shift %.8g below the conditional top; bracketing", shift)
+            shift = _bracket_top(self.lam, W, theta, float(self.lam[0]), self.tol)
+            envelope = self._acg(frame, shift, key)
+        if envelope is None:
+            _no_envelope(shift)
+        self._shift[key] = envelope.shift
+        self._pole[key] = envelope.frame.pole
+        return envelope
+
+    def _chart_failed(self, key: int, failed: bool) -> None:
+        """Back off from the chart for this column after a failure; reset after a success."""
+        backoff = self._chart_backoff.pop(key, 1)
+        if failed:
+            self._chart_wait[key] = backoff
+            self._chart_backoff[key] = min(2 * backoff, MAX_CHART_BACKOFF)
 
     def draw(
-        self,
-        complement: _Complement,
-        envelope: _Envelope,
-        rng: np.random.Generator,
-        count: int = 1,
+        self, envelope: _ACGEnvelope | _ChartEnvelope, rng: np.random.Generator, count: int = 1
     ) -> np.ndarray:
-        """``count`` exact draws as the columns of a ``d x count`` array."""
+        """``count`` exact draws as the columns of a ``d x count`` array.
+
+        A chart that has used ``CHART_MAX_PROPOSALS`` proposals per requested draw hands the
+        remaining draws to the ACG envelope at the same shift (valid, as the chart certified
+        ``A > 0`` on the complement); each accepted draw is exact either way."""
         out = []
         need = count
-        q = envelope.dim
+        budget = CHART_MAX_PROPOSALS * count
         while need:
-            expected = (self.proposals + 2.0) / (self.draws + 1.0)
+            if envelope.kind == "chart" and budget <= 0:
+                logger.debug("Bingham: chart accepts too rarely; switching to the ACG envelope")
+                envelope = self._acg(envelope.frame, envelope.shift, None) or _no_envelope(
+                    envelope.shift)
+            tally = self.counts[envelope.kind]
+            expected = (tally[0] + 2.0) / (tally[1] + 1.0)
             batch = min(MAX_BATCH, math.ceil(BATCH_FACTOR * need * expected))
-            z, xi_energy = envelope.propose(rng, batch)
-            x = complement.embed(z)
-            norm2 = np.einsum("ij,ij->j", z, z)
-            t = envelope.shift - (self.lam @ (x * x)) / norm2
-            log_ratio = q / 2 * np.log(xi_energy / norm2) - t - envelope.log_bound
+            x, log_ratio = envelope.propose(rng, batch)
             hits = np.flatnonzero(np.log(rng.random(batch)) < log_ratio)[:need]
-            self.proposals += int(hits[-1]) + 1 if hits.size == need else batch
-            self.draws += hits.size
-            out.append(x[:, hits] / np.sqrt(norm2[hits]))
+            used = int(hits[-1]) + 1 if hits.size == need else batch
+            tally[0] += used
+            tally[1] += hits.size
+            budget -= used
+            out.append(x[:, hits])
             need -= hits.size
         return out[0] if len(out) == 1 else np.hstack(out)
 
@@ -376,8 +685,8 @@ def sample_vector_bingham(
             f"orthogonal_to has {W.shape[1]} columns: its complement in R^{d} is empty"
         )
     sampler = _ConditionalSampler(lam, W.shape[1])
-    complement, envelope = sampler.envelope(vecs.T @ W)
-    draws = (vecs @ sampler.draw(complement, envelope, rng, count)).T
+    envelope = sampler.envelope(vecs.T @ W)
+    draws = (vecs @ sampler.draw(envelope, rng, count)).T
     return draws[0] if size is None else draws
 
 
@@ -518,8 +827,8 @@ def sample_matrix_bingham(
     samples = np.empty((n_samples, d, k))
     for sweep in range(sweeps):
         for j in range(k):
-            complement, envelope = sampler.envelope(V[:, others[j]], V[:, j], key=j)
-            V[:, j] = sampler.draw(complement, envelope, rng)[:, 0]
+            envelope = sampler.envelope(V[:, others[j]], V[:, j], key=j)
+            V[:, j] = sampler.draw(envelope, rng)[:, 0]
         energy[sweep] = lam @ np.einsum("ij,ij->i", V, V)
         kept, offset = divmod(sweep - burn_in, thin)
         if sweep >= burn_in and offset == 0:

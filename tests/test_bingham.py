@@ -11,12 +11,17 @@ Reference values come from the density itself, integrated numerically: on the sp
 ``exp(kappa w) w^(-1/2) (1-w)^((d-3)/2)``.
 """
 
+import math
+
 import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
+from fedpca import bingham
 from fedpca.bingham import (
     _count_above,
+    _eigen,
+    _lanczos_pair,
     envelope_parameter,
     integrated_autocorrelation_time,
     sample_matrix_bingham,
@@ -121,6 +126,163 @@ def test_conditional_draws_match_the_density_on_the_complement():
     for i in range(3):
         marginal = Marginal(sphere3_log_marginal(theta, i))
         assert stats.kstest(w[:, i], marginal).pvalue > ALPHA / 3
+
+
+# ---------------------------------------------------------------------------------------
+# The two envelopes (ACG and polar chart), forced one at a time
+# ---------------------------------------------------------------------------------------
+
+
+def force_envelope(monkeypatch, kind: str) -> None:
+    """Make the sampler use one envelope family wherever it is valid: "acg" never tries the
+    chart; "chart" accepts it whatever its expected acceptance rate or cap share;
+    "chart-narrow" also fixes its polar region to ``||w||^2 <= 0.3``, so that the uniform
+    cap component carries much of the mass."""
+    if kind == "acg":
+        monkeypatch.setattr(bingham, "LOG_MIN_CHART_EFFICIENCY", math.inf)
+    else:
+        monkeypatch.setattr(bingham, "LOG_MIN_CHART_EFFICIENCY", -math.inf)
+        monkeypatch.setattr(bingham, "MAX_CAP_SHARE", 1.0)
+    if kind == "chart-narrow":
+        monkeypatch.setattr(bingham, "RHO_MIN", 0.3)
+        monkeypatch.setattr(bingham, "RHO_MAX", 0.3)
+
+
+def conditional_draws(B: np.ndarray, W: np.ndarray, size: int, rng):
+    """Exact draws orthogonal to W through the sampler's own envelope choice, and that
+    envelope's kind."""
+    lam, vecs = _eigen(B)
+    sampler = bingham._ConditionalSampler(lam, W.shape[1])
+    envelope = sampler.envelope(vecs.T @ W)
+    return (vecs @ sampler.draw(envelope, rng, size)).T, envelope.kind, sampler
+
+
+@pytest.mark.parametrize("kind", ["acg", "chart", "chart-narrow"])
+@pytest.mark.parametrize("lam", [(5.0, 1.0, -3.0), (60.0, 45.0, 0.0), (0.0, -4.0, -30.0)])
+def test_each_envelope_draws_from_the_density_on_the_sphere_of_r3(monkeypatch, kind, lam):
+    force_envelope(monkeypatch, kind)
+    lam = np.asarray(lam)
+    R = rotation(3, 17)
+    v, used, sampler = conditional_draws(R @ np.diag(lam) @ R.T, np.zeros((3, 0)), 3000,
+                                         np.random.default_rng(21))
+    assert used == kind.split("-")[0]
+    w = (v @ R) ** 2
+    for i in range(3):
+        assert stats.kstest(w[:, i], Marginal(sphere3_log_marginal(lam, i))).pvalue > ALPHA / 3
+
+
+@pytest.mark.parametrize("kind", ["acg", "chart"])
+def test_each_envelope_draws_from_the_conditional_on_the_complement(monkeypatch, kind):
+    force_envelope(monkeypatch, kind)
+    d = 6
+    rng = np.random.default_rng(22)
+    lam = np.array([80.0, 70.0, 60.0, 20.0, 5.0, 0.0])
+    R = rotation(d, 23)
+    B = R @ np.diag(lam) @ R.T
+    W = thin_qr(R[:, :3] + 0.3 * rng.standard_normal((d, 3)))
+    v, used, _ = conditional_draws(B, W, 3000, rng)
+    assert used == kind
+    assert np.abs(v @ W).max() < 1e-12
+    N = np.linalg.svd(np.eye(d) - W @ W.T)[0][:, : d - 3]
+    theta, U = np.linalg.eigh(N.T @ B @ N)
+    w = (v @ N @ U) ** 2
+    for i in range(3):
+        assert stats.kstest(w[:, i], Marginal(sphere3_log_marginal(theta, i))).pvalue > ALPHA / 3
+
+
+def test_envelopes_bound_the_density_everywhere(monkeypatch):
+    # Rejection sampling is exact only if the density never exceeds its envelope: every log
+    # acceptance ratio must be <= 0. Adversarial sweep over dimensions, concentrations,
+    # constraint sizes and frames near and far from B's leading eigenvectors.
+    rng = np.random.default_rng(24)
+    worst = {"acg": -np.inf, "chart": -np.inf}
+    for d in (4, 12, 40):
+        for scale in (0.5, 5.0, 50.0, 2000.0):
+            for m in (0, 1, 3):
+                lam = np.sort(rng.standard_normal(d) ** 2 * scale)[::-1]
+                lam[: m + 1] += scale  # a leading cluster, as in a concentrated chain
+                near = np.eye(d)[:, :m] + rng.standard_normal((d, m)) * rng.choice([0.05, 1.0])
+                W = thin_qr(near) if m else np.zeros((d, 0))
+                for kind in ("acg", "chart"):
+                    force_envelope(monkeypatch, kind)
+                    sampler = bingham._ConditionalSampler(lam, m)
+                    # the second envelope starts from the first one's pole (Lanczos step)
+                    moved = thin_qr(W + 0.05 * rng.standard_normal((d, m))) if m else W
+                    for frame in (W, moved):
+                        envelope = sampler.envelope(frame)
+                        if envelope.kind != kind:
+                            continue  # the chart is not valid here (e.g. a degenerate top)
+                        _, log_ratio = envelope.propose(rng, 2000)
+                        worst[kind] = max(worst[kind], float(log_ratio.max()))
+    assert worst["acg"] <= 1e-9 and worst["chart"] <= 1e-9
+    assert worst["acg"] > -5 and worst["chart"] > -5  # both families were exercised
+
+
+def test_chart_hands_over_to_the_acg_envelope_and_stays_exact(monkeypatch):
+    force_envelope(monkeypatch, "chart")
+    monkeypatch.setattr(bingham, "CHART_MAX_PROPOSALS", 1)
+    lam = np.array([5.0, 1.0, -3.0])
+    R = rotation(3, 25)
+    v, used, sampler = conditional_draws(R @ np.diag(lam) @ R.T, np.zeros((3, 0)), 3000,
+                                         np.random.default_rng(26))
+    assert used == "chart"
+    assert sampler.counts["chart"][1] > 0 and sampler.counts["acg"][1] > 0
+    w = (v @ R) ** 2
+    for i in range(3):
+        assert stats.kstest(w[:, i], Marginal(sphere3_log_marginal(lam, i))).pvalue > ALPHA / 3
+
+
+def test_lanczos_step_refines_a_pole_and_bounds_the_top_eigenvalue():
+    rng = np.random.default_rng(27)
+    d, m = 30, 3
+    lam = np.sort(rng.standard_normal(d) ** 2 * 50)[::-1]
+    lam[: m + 1] += 500
+    W = thin_qr(np.eye(d)[:, 1 : m + 1] + 0.1 * rng.standard_normal((d, m)))
+    N = np.linalg.svd(np.eye(d) - W @ W.T)[0][:, : d - m]
+    theta, U = np.linalg.eigh(N.T @ np.diag(lam) @ N)
+    top = N @ U[:, -1]
+
+    def residual(p):
+        r = lam * p - (p @ (lam * p)) * p
+        return np.linalg.norm(r - W @ (W.T @ r))
+
+    assert _lanczos_pair(lam, W, W[:, 0]) is None  # nothing of it outside W
+    start = top + 0.05 * rng.standard_normal(d)
+    start /= np.linalg.norm(start)
+    value, pole = _lanczos_pair(lam, W, start)
+    assert value <= theta[-1] + 1e-9
+    assert np.linalg.norm(pole) == pytest.approx(1.0)
+    assert np.abs(W.T @ pole).max() < 1e-12
+    assert value == pytest.approx(pole @ (lam * pole), rel=1e-12)
+    projected = start - W @ (W.T @ start)
+    assert residual(pole) < 0.5 * residual(projected / np.linalg.norm(projected))
+
+
+def test_gibbs_with_the_chart_matches_the_acg_chain(monkeypatch):
+    # A concentrated d = 30, k = 3 matrix Bingham (the regime the chart is for): the chains
+    # built from chart draws and from ACG draws estimate the same long-run averages.
+    d, k = 30, 3
+    lam = np.concatenate([[150.0, 140.0, 130.0], np.linspace(20.0, 0.0, d - k)])
+    R = rotation(d, 28)
+    B = R @ np.diag(lam) @ R.T
+    means, ses = [], []
+    for kind in ("chart", "acg"):
+        force_envelope(monkeypatch, kind)
+        proposals = []
+        for name in ("_ACGEnvelope", "_ChartEnvelope"):
+            cls = getattr(bingham, name)
+            original = cls.propose
+            monkeypatch.setattr(
+                cls, "propose",
+                lambda self, rng, count, original=original: proposals.append(self.kind)
+                or original(self, rng, count))
+        chain = sample_matrix_bingham(B, k, n_samples=3000, burn_in=20,
+                                      rng=np.random.default_rng(29))
+        assert proposals.count(kind) > 0.9 * len(proposals)
+        mean, se = batch_means(projector_diagonals(chain, R))
+        means.append(mean)
+        ses.append(se)
+    assert np.all(np.abs(means[0] - means[1]) <= critical_value(d) * np.hypot(*ses))
 
 
 def test_eigenvalue_count_on_the_complement_matches_a_dense_eigensolver():

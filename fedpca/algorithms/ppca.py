@@ -8,7 +8,8 @@ measure on the frames). For rows clipped to a public norm ``C`` fedpca uses
 ``B = (n alpha / 2) A / C^2 = alpha / (2 C^2) X^T X`` (the paper's ``B`` for ``X / C``).
 
 Sampling (:mod:`fedpca.bingham`): ``k = 1`` is one exact draw (Kent, Ganeiber & Mardia
-rejection with an ACG envelope); ``k > 1`` is the state of Hoff's column-wise Gibbs sampler
+rejection with an ACG envelope, or a polar-chart envelope when the draw is concentrated);
+``k > 1`` is the state of Hoff's column-wise Gibbs sampler
 after ``burn_in`` sweeps from a uniformly random frame (chosen independently of the data).
 
 Privacy guarantee (unit: one record of the pooled data, replace-one, ``n`` public; central
