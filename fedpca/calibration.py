@@ -32,7 +32,8 @@ import dp_accounting
 import numpy as np
 from dp_accounting import pld, rdp
 
-from fedpca.errors import ConfigurationError
+from fedpca.errors import ConfigurationError, ParameterError
+from fedpca.validation import require_choice
 
 ACCOUNTING_MODES = ("pld", "rdp", "paper")
 PAPER_RULES = ("dps-pca", "classic")
@@ -89,13 +90,14 @@ class Calibration:
 def check_privacy_parameters(epsilon: float, delta: float) -> None:
     """Raise ConfigurationError unless 0 < epsilon < inf and 0 < delta < 1."""
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-        raise ConfigurationError(
-            f"epsilon must be a finite number > 0, got {epsilon!r}; pass e.g. epsilon=1.0"
+        raise ParameterError(
+            "{epsilon} must be a finite number > 0", {"epsilon": epsilon},
+            hint="pass e.g. {epsilon}=1.0",
         )
     if not (isinstance(delta, (int, float)) and math.isfinite(delta) and 0 < delta < 1):
-        raise ConfigurationError(
-            f"delta must be a number in (0, 1), got {delta!r}; a common choice is 1/n^1.1 "
-            "or smaller, e.g. delta=1e-5"
+        raise ParameterError(
+            "{delta} must be a number in (0, 1)", {"delta": delta},
+            hint="a common choice is 1/n^1.1 or smaller, e.g. {delta}=1e-5",
         )
 
 
@@ -147,10 +149,11 @@ def rdp_epsilon(multipliers: tuple[float, ...], delta: float) -> float:
 def paper_dps_pca_multiplier(releases: int, epsilon: float, delta: float) -> float:
     """Paper 000's closed form ``T/eps * sqrt(2 ln(2T/delta))`` (basic composition)."""
     if epsilon / releases >= 1:
-        raise ConfigurationError(
+        raise ParameterError(
             f"the paper's DPS-PCA formula composes {releases} classic Gaussian mechanisms of "
-            f"epsilon {epsilon}/{releases} each, which is only valid below 1 per release; "
-            "use accounting='pld' or a smaller epsilon"
+            f"{{epsilon}}/{releases} each, which is only valid below 1 per release",
+            {"epsilon": epsilon, "accounting": "paper"},
+            hint="set {accounting} to 'pld' or use a smaller {epsilon}",
         )
     return releases / epsilon * math.sqrt(2 * math.log(2 * releases / delta))
 
@@ -163,9 +166,10 @@ def classic_gaussian_multiplier(releases: int, epsilon: float, delta: float) -> 
             "use accounting='pld' for compositions"
         )
     if epsilon >= 1:
-        raise ConfigurationError(
-            f"the classic Gaussian mechanism is only valid for epsilon < 1, got {epsilon}; "
-            "use accounting='pld' (analytic, valid for any epsilon)"
+        raise ParameterError(
+            "{accounting} 'paper' (the classic Gaussian mechanism) is only valid for "
+            "{epsilon} < 1", {"epsilon": epsilon, "accounting": "paper"},
+            hint="set {accounting} to 'pld' (analytic, valid for any epsilon)",
         )
     return math.sqrt(2 * math.log(1.25 / delta)) / epsilon
 
@@ -225,10 +229,7 @@ def calibrate_gaussian(
     check_privacy_parameters(epsilon, delta)
     if not isinstance(releases, int) or releases < 1:
         raise ConfigurationError(f"releases must be an integer >= 1, got {releases!r}")
-    if accounting not in ACCOUNTING_MODES:
-        raise ConfigurationError(
-            f"accounting must be one of {ACCOUNTING_MODES}, got {accounting!r}"
-        )
+    require_choice(accounting, "accounting", ACCOUNTING_MODES)
     if accounting in ("pld", "rdp"):
         z = _search_multiplier(rdp.RdpAccountant, releases, epsilon, delta, MULTIPLIER_BRACKET)
         if accounting == "pld":

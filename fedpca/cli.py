@@ -3,7 +3,8 @@
 ``fedpca simulate ALGORITHM [flags]`` runs a Flower simulation (one module per algorithm in
 :mod:`fedpca.commands`); ``fedpca experiment NAME --out DIR`` reproduces a paper's figure or
 table (registered in :mod:`fedpca.experiments`); ``fedpca deploy certs|site-key|local``
-prepares and runs a real deployment (:mod:`fedpca.deployment`); ``fedpca audit MECHANISM``
+prepares and runs a real deployment (:mod:`fedpca.deployment`); ``fedpca site
+init|ledger|superexec`` is what a real site runs (:mod:`fedpca.commands.site`); ``fedpca audit MECHANISM``
 bounds a mechanism's epsilon from below by a distinguishing attack (:mod:`fedpca.audit`).
 """
 
@@ -19,6 +20,7 @@ import sys  # noqa: E402
 
 from fedpca.commands import register_all  # noqa: E402
 from fedpca.commands.audit import register_audit_command  # noqa: E402
+from fedpca.commands.site import register_site_command  # noqa: E402
 from fedpca.deployment.command import add_deployment_commands  # noqa: E402
 from fedpca.errors import FedPCAError  # noqa: E402
 from fedpca.experiments.registry import register_experiment_command  # noqa: E402
@@ -36,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_audit_command(commands)
     deploy = commands.add_parser("deploy", help="certificates, site keys, a loopback deployment")
     add_deployment_commands(deploy.add_subparsers(dest="deploy_command", required=True))
+    register_site_command(commands)
     return parser
 
 

@@ -11,6 +11,7 @@ data-set scenario with :meth:`DPdisPCAScenario.for_dataset`, which reads ``dim``
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -29,7 +30,7 @@ from fedpca.data.datasets import DATASET_NAMES
 from fedpca.data.dpdis_model import DecayingSpectrumModel
 from fedpca.data.federated import dataset_pooled, dataset_site
 from fedpca.data.synthetic import split_sizes
-from fedpca.errors import ConfigurationError, InvalidDataError
+from fedpca.errors import ConfigurationError, InvalidDataError, ParameterError
 from fedpca.scenario import NO_SEED
 from fedpca.run_config import RunConfigFields
 from fedpca.site_data import SiteData
@@ -82,17 +83,19 @@ class DPdisPCAScenario(RunConfigFields):
         split_sizes(self.samples, self.sites)
         if self.alpha is not None:
             if self.dataset == SYNTHETIC:
-                raise ConfigurationError(
-                    "alpha (Dirichlet label skew) needs a labelled data set, not the synthetic "
-                    "model; drop alpha or choose a data set"
+                raise ParameterError(
+                    "{alpha} (Dirichlet label skew) needs a labelled data set, not the "
+                    "synthetic model", {"alpha": self.alpha, "dataset": self.dataset},
+                    hint="drop {alpha} or choose a data set as {dataset}",
                 )
             require_finite_positive(self.alpha, "alpha")
         self.policy()
         server = self.server()
         if server.r is not None and self.sites * server.r < self.k:
-            raise ConfigurationError(
-                f"{self.sites} sites x r = {server.r} columns give A_c rank < k = {self.k}; "
-                f"use r >= {-(-self.k // self.sites)}"
+            raise ParameterError(
+                "need {sites} x {r} >= {k}: the merged A_c has rank at most sites x r",
+                {"sites": self.sites, "r": server.r, "k": self.k},
+                hint=f"use {{r}} >= {-(-self.k // self.sites)}",
             )
 
     @classmethod
@@ -156,6 +159,13 @@ class DPdisPCAScenario(RunConfigFields):
     def evaluation(self) -> np.ndarray:
         """The pooled second-moment matrix ``q_o`` is measured against (simulation only)."""
         return pooled_second_moment([s.X for s in self.all_prepared_sites()])
+
+    def holds_sites(self, site_records: Mapping[str, int]) -> bool:
+        """Whether ``site_records`` (each answering site's name and record count) are
+        exactly this scenario's partitions ``"0" .. "sites-1"``: then the sites answered from
+        data this process can rebuild (synthetic or public), and an evaluation is valid."""
+        expected = {str(i): self.prepared_site(i).X.shape[0] for i in range(self.sites)}
+        return dict(site_records) == expected
 
 
 

@@ -1,5 +1,10 @@
 """Exceptions raised by fedpca. Every message says what was wrong and how to fix it."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
 
 class FedPCAError(Exception):
     """Base class of every error fedpca raises on purpose."""
@@ -23,3 +28,61 @@ class ConfigurationError(FedPCAError, ValueError):
 
 class NotFittedError(FedPCAError, ValueError, AttributeError):
     """An estimator was used before ``fit`` (like scikit-learn's NotFittedError)."""
+
+
+class ParameterNames(Protocol):
+    """How a front end spells a run parameter: as a Python keyword, a run_config key, a
+    command-line flag."""
+
+    def name(self, parameter: str) -> str:
+        """The parameter's name, e.g. ``s_hat`` or ``--s-hat``."""
+        ...
+
+    def assignment(self, parameter: str, value: object) -> str:
+        """The parameter set to ``value``, e.g. ``s_hat=300`` or ``--s-hat=300``."""
+        ...
+
+
+class KeywordNames:
+    """Parameters as Python keyword arguments (``s_hat=300``): the library's own spelling."""
+
+    def name(self, parameter: str) -> str:
+        """The keyword itself."""
+        return parameter
+
+    def assignment(self, parameter: str, value: object) -> str:
+        """``parameter=value`` (strings quoted)."""
+        return f"{parameter}={value!r}" if isinstance(value, str) else f"{parameter}={value}"
+
+
+class ParameterError(ConfigurationError):
+    """A run parameter, or a combination of parameters, is out of range.
+
+    It knows which parameters it is about, so every front end names them its own way:
+    ``str(error)`` uses Python keywords (``need k <= s_hat <= dim, got k=3, s_hat=300,
+    dim=200``); the command line renders the same error with its flags
+    (``need --k <= --s-hat <= --dim, got --k=3, --s-hat=300 (default), --dim=200``).
+
+    Args:
+        requirement: what must hold, every parameter written as a ``{name}`` field, e.g.
+            ``"need {k} <= {s_hat} <= {dim}"``.
+        values: the value of every parameter named, in the order to list them after "got".
+        hint: how to fix it (optional); may name parameters as ``{name}`` fields too.
+    """
+
+    def __init__(self, requirement: str, values: Mapping[str, object], hint: str = "") -> None:
+        self.requirement = requirement
+        self.values = dict(values)
+        self.hint = hint
+        super().__init__(self.render(KeywordNames()))
+
+    def render(self, names: ParameterNames) -> str:
+        """The message with every parameter spelled by ``names``."""
+        spelled = {parameter: names.name(parameter) for parameter in self.values}
+        got = ", ".join(names.assignment(p, value) for p, value in self.values.items())
+        message = f"{self.requirement.format(**spelled)}, got {got}"
+        return f"{message}; {self.hint.format(**spelled)}" if self.hint else message
+
+    def __reduce__(self) -> tuple[type[ParameterError], tuple[str, dict[str, object], str]]:
+        """Pickle by the parts (errors cross process boundaries in Flower simulations)."""
+        return (type(self), (self.requirement, self.values, self.hint))

@@ -14,6 +14,14 @@ second-moment matrix) only for methods that release it privately: Analyze Gauss 
 MOD-SuLQ (post-processing of their noisy matrix) and the non-private baseline. PPCA
 releases only the subspace; asking for its eigenvalues raises AttributeError.
 
+Computation: ``fit`` does not eigendecompose a ``d x d`` matrix to keep ``k`` components
+when that is slower. ``NonPrivatePCA`` takes the thin SVD of ``X`` when ``n < d``;
+``AnalyzeGaussPCA`` and ``ModSulqPCA`` draw the same noise as always and find the top ``k``
+eigenvectors of the same noisy matrix by Lanczos when ``d >= 1000`` and ``k <= 5 (d/1000)^2``
+(:func:`fedpca.subspace.eigensolver_for`; relative residual ``1e-12``, dense fallback with a
+logged warning), by LAPACK's dense ``eigh`` otherwise. ``PPCA`` stays ``O(d^3)``: its
+sampler needs all ``d`` eigenpairs of ``B``.
+
 Privacy (unit: one record of ``X``, replace-one; central trust model): every fit of a
 private estimator spends its whole (epsilon, delta); fitting twice on the same data
 releases twice. ``random_state`` makes the noise reproducible and is then NOT private

@@ -158,8 +158,12 @@ def fantope_projection(A: object, k: int) -> np.ndarray:
 
 
 def _project(A: np.ndarray, k: int) -> np.ndarray:
+    """``U diag(g') U^T``, made exactly symmetric: a product of that form is symmetric only up
+    to rounding, which differs between BLAS builds, and the ADMM iterates must stay in the
+    symmetric matrices."""
     g, U = scipy.linalg.eigh(A, check_finite=False)
-    return (U * fantope_eigenvalues(g, k)) @ U.T
+    P = (U * fantope_eigenvalues(g, k)) @ U.T
+    return 0.5 * (P + P.T)
 
 
 def soft_threshold(A: np.ndarray, level: float) -> np.ndarray:

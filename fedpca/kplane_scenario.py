@@ -22,6 +22,7 @@ from fedpca.errors import ConfigurationError
 from fedpca.run_config import RunConfigFields
 from fedpca.scenario import NO_SEED
 from fedpca.site_data import SiteData
+from fedpca.validation import require_site_count
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,7 @@ class KPlaneScenario(RunConfigFields):
         self.model()
         require_subspace_dim(self.subspace_dim, self.dim)
         self.policy()
-        if self.min_sites is not None and not 1 <= self.min_sites <= self.sites:
-            raise ConfigurationError(
-                f"min_sites must be in 1..{self.sites} (sites), got {self.min_sites}"
-            )
+        require_site_count(self.min_sites, "min_sites", self.sites)
 
     def model(self) -> UnionOfSubspaces:
         """The synthetic union of subspaces (public)."""

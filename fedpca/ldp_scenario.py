@@ -17,7 +17,7 @@ import numpy as np
 from fedpca.algorithms.ldp_pca import LDPPolicy, privacy_record
 from fedpca.data.ldp_model import LDPSpikedModel
 from fedpca.data.synthetic import site_data, split_sizes
-from fedpca.errors import ConfigurationError
+from fedpca.errors import ConfigurationError, ParameterError
 from fedpca.fantope import require_penalty
 from fedpca.run_config import RunConfigFields
 from fedpca.site_data import SiteData
@@ -83,15 +83,17 @@ class LDPScenario(RunConfigFields):
             split_sizes(self.samples, self.sites)
             self.model()
         elif self.dataset not in dataset_names():
-            raise ConfigurationError(
-                f"unknown dataset {self.dataset!r}; choose one of {dataset_names()}"
+            raise ParameterError(
+                f"{{dataset}} must be one of {dataset_names()}",
+                {"dataset": self.dataset},
             )
         elif self.alpha is not None:
             require_finite_positive(self.alpha, "alpha")
         if self.alpha is not None and self.dataset == SYNTHETIC:
-            raise ConfigurationError(
-                "alpha (a label-skewed partition) needs a labelled dataset, not the synthetic "
-                "model; drop alpha or choose --dataset"
+            raise ParameterError(
+                "{alpha} (a label-skewed partition) needs a labelled dataset, not the "
+                "synthetic model", {"alpha": self.alpha, "dataset": self.dataset},
+                hint="drop {alpha} or choose a dataset as {dataset}",
             )
 
     @property

@@ -31,6 +31,17 @@ SEEDED_NOISE_WARNING = (
 )
 
 
+#: Probability that an array of Gaussian noise exceeds :func:`gaussian_tail_bound` anywhere.
+TAIL_PROBABILITY = 1e-12
+
+
+def gaussian_tail_bound(sigma: float, size: int, probability: float = TAIL_PROBABILITY) -> float:
+    """``t sigma`` with ``t = sqrt(2 ln(2 size / probability))``: all ``size`` i.i.d.
+    ``N(0, sigma^2)`` entries lie within it except with at most ``probability`` (union bound
+    with ``P(|N(0,1)| > t) <= 2 exp(-t^2/2)``)."""
+    return sigma * math.sqrt(2.0 * math.log(2.0 * max(size, 1) / probability))
+
+
 def power_step_sensitivity(clip_norm: float) -> float:
     """Replace-one L2 sensitivity of ``X^T X Q`` for orthonormal ``Q``: ``sqrt(2) C^2``."""
     return SQRT2 * clip_norm**2
@@ -55,6 +66,37 @@ def symmetric_gaussian(rng: np.random.Generator, dim: int, sigma: float) -> np.n
     lower triangle mirrored (the noise of Analyze Gauss, MOD-SuLQ, DPdisPCA and LDP-PCA)."""
     upper = np.triu(rng.standard_normal((dim, dim)) * sigma)
     return upper + np.triu(upper, 1).T
+
+
+#: Bytes of standard normal draws :func:`symmetric_gaussian_in_blocks` holds at a time.
+NOISE_BLOCK_BYTES = 32 << 20
+
+
+def symmetric_gaussian_in_blocks(
+    rng: np.random.Generator, dim: int, sigma: float, block_bytes: int = NOISE_BLOCK_BYTES
+) -> np.ndarray:
+    """The matrix :func:`symmetric_gaussian` returns for the same ``rng``, bit for bit (and
+    leaving ``rng`` in the same state), drawn ``block_bytes`` of rows at a time.
+
+    The law is the same: upper triangle with diagonal i.i.d. ``N(0, sigma^2)``, lower
+    triangle mirrored; the same ``dim x dim`` standard normals are drawn in the same order
+    (row blocks of one C-ordered draw, straight into the result). Memory: the ``dim^2``
+    result, where :func:`symmetric_gaussian` needs about four ``dim^2`` arrays.
+    """
+    out = np.empty((dim, dim))
+    rows = min(max(1, block_bytes // (8 * max(dim, 1))), max(dim, 1))
+    for start in range(0, dim, rows):
+        block = out[start : start + rows]
+        rng.standard_normal(out=block)  # the draws below the diagonal are overwritten below
+        block *= sigma
+    below = np.tril_indices(rows, -1)
+    for start in range(0, dim, rows):
+        stop = min(start + rows, dim)
+        out[start:stop, :start] = out[:start, start:stop].T
+        diagonal = out[start:stop, start:stop]
+        inside = below if stop - start == rows else np.tril_indices(stop - start, -1)
+        diagonal[inside] = diagonal.T[inside]
+    return out
 
 
 @dataclass(frozen=True)
@@ -105,5 +147,9 @@ class NoiseSource:
         return sigma * self.generator(release_index).standard_normal(shape)
 
     def symmetric(self, release_index: int, sigma: float, dim: int) -> np.ndarray:
-        """A symmetric Gaussian matrix (see :func:`symmetric_gaussian`) for a release."""
-        return symmetric_gaussian(self.generator(release_index), dim, sigma)
+        """A symmetric Gaussian matrix (see :func:`symmetric_gaussian`) for a release.
+
+        Drawn in blocks of rows (:func:`symmetric_gaussian_in_blocks`): bit for bit the
+        matrix :func:`symmetric_gaussian` gives, with ``dim^2`` floats of memory, not ~4x.
+        """
+        return symmetric_gaussian_in_blocks(self.generator(release_index), dim, sigma)

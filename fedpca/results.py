@@ -44,6 +44,16 @@ class PCAResult:
         return int(self.basis.shape[1])
 
     @property
+    def k(self) -> int:
+        """Number of components (the same as :attr:`n_components`)."""
+        return self.n_components
+
+    @property
+    def dim(self) -> int:
+        """Number of features ``d``."""
+        return int(self.basis.shape[0])
+
+    @property
     def epsilon(self) -> float | None:
         """The epsilon of the guarantee (``None`` for a non-private result)."""
         return self.privacy.get("epsilon")
@@ -95,7 +105,9 @@ class PCAResult:
 
     @classmethod
     def load(cls, path: str | Path) -> PCAResult:
-        """Read a result written by :meth:`save`."""
+        """Read a result written by :meth:`save`, or the run record of
+        :func:`fedpca.run_record.save_run_record` (``fedpca simulate --output``, the Flower
+        App's ``output``), which holds the same keys."""
         raw = json.loads(Path(path).read_text())
         return cls(
             algorithm=raw["algorithm"],

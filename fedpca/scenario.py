@@ -14,13 +14,18 @@ import numpy as np
 
 from fedpca.algorithms.dps_pca import SitePolicy, privacy_record
 from fedpca.data.synthetic import SparseSpikedModel, site_data, split_sizes
-from fedpca.errors import ConfigurationError
+from fedpca.errors import ConfigurationError, ParameterError
 from fedpca.run_config import RunConfigFields
 from fedpca.site_data import SiteData
 from fedpca.subspace import subspace_distance
+from fedpca.validation import require_ordered, require_positive_int, require_site_count
 
 #: ``run_config`` value meaning "no seed" (run_config cannot hold None).
 NO_SEED = -1
+#: The shape parameters' relations, checked in this order: the simplest first, so that an
+#: error names the parameters a user set (``k <= dim``) before any left at its default.
+SHAPE_RELATIONS = (("k", "dim"), ("sparsity", "dim"), ("s_hat", "dim"), ("k", "sparsity"),
+                   ("k", "s_hat"))
 
 
 @dataclass(frozen=True)
@@ -60,21 +65,17 @@ class DPSPCAScenario(RunConfigFields):
 
     def __post_init__(self) -> None:
         split_sizes(self.samples, self.sites)
-        if self.secure_min_sites is not None and not 2 <= self.secure_min_sites <= self.sites:
-            raise ConfigurationError(
-                f"secure_min_sites (the guaranteed minimum m of sites in every secure sum) "
-                f"must be in 2..{self.sites}, got {self.secure_min_sites}"
-            )
+        for name in ("dim", "k", "sparsity", "s_hat"):
+            require_positive_int(getattr(self, name), name)
+        for names in SHAPE_RELATIONS:
+            require_ordered({name: getattr(self, name) for name in names})
+        # secure_min_sites is the guaranteed minimum m of sites in every secure sum.
+        require_site_count(self.secure_min_sites, "secure_min_sites", self.sites, minimum=2)
         if not 0.0 <= self.failure_rate < 1.0:
-            raise ConfigurationError(
-                f"failure_rate must be in [0, 1), got {self.failure_rate!r}"
-            )
+            raise ParameterError("{failure_rate} must be in [0, 1)",
+                                 {"failure_rate": self.failure_rate})
         self.model()
         self.policy()
-        if not self.k <= self.s_hat <= self.dim:
-            raise ConfigurationError(
-                f"need k <= s_hat <= dim, got k={self.k}, s_hat={self.s_hat}, dim={self.dim}"
-            )
 
     def model(self) -> SparseSpikedModel:
         """The synthetic model (public)."""

@@ -1,9 +1,25 @@
-"""Linear algebra on subspaces: thin QR, row thresholding, distances. No privacy here."""
+"""Linear algebra on subspaces: thin QR, row thresholding, distances, top eigenpairs.
+No privacy here.
+
+Top eigenpairs of ``M = X^T X / divisor + S`` (``X`` is ``n x d``, ``S`` a symmetric
+``d x d`` matrix or absent) without an ``O(d^3)`` eigendecomposition where ``k`` is small:
+see :class:`GramPlusSymmetric` and :func:`eigensolver_for` for the rule that picks the
+solver, :func:`lanczos_top_eigenpairs` for the iterative one and its tolerance.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.linalg
+from scipy.linalg import blas
+
+from fedpca.errors import ConfigurationError
+
+logger = logging.getLogger(__name__)
 
 
 def thin_qr(A: np.ndarray) -> np.ndarray:
@@ -40,12 +56,16 @@ def top_coordinates(scores: np.ndarray, keep: int) -> np.ndarray:
 def subspace_distance(Q: np.ndarray, Q_true: np.ndarray) -> float:
     """``||sin Theta(Q, Q_true)||_F = ||Q Q^T - Q* Q*^T||_F / sqrt(2)`` for orthonormal bases.
 
-    0 means the same subspace; ``sqrt(k)`` means orthogonal subspaces (equal ``k``). Computed
-    from the ``k x k`` overlap only: ``||P - P*||_F^2 = k + k* - 2 ||Q^T Q*||_F^2``.
+    0 means the same subspace; ``sqrt(k)`` means orthogonal subspaces (equal ``k``).
+    ``||P - P*||_F^2 = ||(I - P*) Q||_F^2 + ||(I - P) Q*||_F^2`` is computed from the residuals
+    ``Q - Q* (Q*^T Q)``, ``O(d k k*)``: unlike ``k + k* - 2 ||Q^T Q*||_F^2``, whose
+    cancellation hides every distance below ``~1e-8``, it keeps full relative precision for
+    nearly equal subspaces.
     """
-    overlap = np.linalg.norm(Q.T @ Q_true) ** 2
-    squared = (Q.shape[1] + Q_true.shape[1] - 2.0 * overlap) / 2.0
-    return float(np.sqrt(max(squared, 0.0)))
+    overlap = Q.T @ Q_true
+    outside_true = np.linalg.norm(Q - Q_true @ overlap.T) ** 2
+    outside = np.linalg.norm(Q_true - Q @ overlap) ** 2
+    return float(np.sqrt((outside_true + outside) / 2.0))
 
 
 def top_eigenpairs(A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -69,3 +89,316 @@ def energy_ratio(V: np.ndarray, A: np.ndarray) -> float:
     """``q_F(V) / q_F(V_k(A))`` with ``k`` the number of columns of ``V`` (1 is optimal)."""
     best = captured_energy(top_eigenvectors(A, V.shape[1]), A)
     return captured_energy(V, A) / best if best > 0 else float("nan")
+
+
+# --- top eigenpairs of X^T X / divisor + S without d^3 work -----------------------------------
+
+#: Solvers :func:`gram_top_eigenpairs` can use.
+DENSE = "dense"
+LANCZOS = "lanczos"
+THIN_SVD = "thin-svd"
+AUTO = "auto"
+EIGENSOLVERS = (AUTO, DENSE, LANCZOS, THIN_SVD)
+#: The Lanczos solver is used only from this dimension on ...
+LANCZOS_MIN_DIM = 1000
+#: ... and only while ``k <= LANCZOS_K_PER_MILLION * (d / 1000)^2``: 5 at d = 1000, 20 at
+#: 2000, 233 at 6830. Dense ``eigh`` costs ``~d^3``; Lanczos ``~steps * d^2`` with ``steps``
+#: growing with ``k`` (and its reorthogonalisation ``~steps^2 d``); measured single-threaded
+#: on noise-dominated matrices (the slow case), Lanczos is faster below that line and about
+#: as fast or slower above it (benchmarks/highd.py).
+LANCZOS_K_PER_MILLION = 5
+#: Relative residual every returned Lanczos pair meets: ``||M y - theta y|| <= tol ||M||_2``.
+LANCZOS_TOL = 1e-12
+#: The Krylov basis (``steps x d`` floats) may use up to this many bytes ...
+LANCZOS_BASIS_BYTES = 1 << 30
+#: ... allocated this many bytes at a time, as the steps need them.
+LANCZOS_CHUNK_BYTES = 16 << 20
+#: Seed of the Lanczos start vector: public, fixed, never the noise stream.
+LANCZOS_START_SEED = 0
+
+
+class EigensolverNotConverged(ArithmeticError):
+    """The Lanczos solver stopped before every wanted pair met the tolerance."""
+
+
+class _KrylovBasis:
+    """Orthonormal rows ``q_0, q_1, ...`` stored in chunks allocated as they fill."""
+
+    def __init__(self, dim: int, capacity: int) -> None:
+        self.dim, self.capacity = dim, capacity
+        self.rows = max(16, LANCZOS_CHUNK_BYTES // (8 * dim))
+        self.chunks: list[np.ndarray] = []
+        self.size = 0
+
+    def append(self, v: np.ndarray) -> np.ndarray:
+        """Store ``v`` as the next row and return that row."""
+        chunk, row = divmod(self.size, self.rows)
+        if chunk == len(self.chunks):
+            self.chunks.append(np.empty((min(self.rows, self.capacity - self.size), self.dim)))
+        self.chunks[chunk][row] = v
+        self.size += 1
+        return self.chunks[chunk][row]
+
+    def blocks(self) -> list[np.ndarray]:
+        """The filled rows, chunk by chunk."""
+        full, rest = divmod(self.size, self.rows)
+        return self.chunks[:full] + ([self.chunks[full][:rest]] if rest else [])
+
+    def project_out(self, w: np.ndarray) -> None:
+        """``w -= Q^T (Q w)`` in place, one chunk after another."""
+        for block in self.blocks():
+            w -= block.T @ (block @ w)
+
+    def combine(self, S: np.ndarray) -> np.ndarray:
+        """``Q_m^T S`` with ``Q_m`` the first ``m = S.shape[0]`` rows: Ritz vectors as
+        columns."""
+        out = np.zeros((self.dim, S.shape[1]))
+        start = 0
+        for block in self.blocks():
+            block = block[: S.shape[0] - start]
+            out += block.T @ S[start : start + block.shape[0]]
+            start += block.shape[0]
+        return out
+
+
+def lanczos_top_eigenpairs(
+    matvec: Callable[[np.ndarray], np.ndarray],
+    dim: int,
+    k: int,
+    tol: float = LANCZOS_TOL,
+    max_steps: int | None = None,
+    matmat: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` largest eigenvalues (descending) and eigenvectors of a symmetric ``dim x dim``
+    operator, by Lanczos with full reorthogonalisation (no restart).
+
+    Each step costs one ``matvec`` and ``O(dim * steps)`` for the reorthogonalisation; the
+    basis holds ``steps x dim`` floats. Every ``~5 %`` more steps the Ritz pairs of the
+    tridiagonal matrix are checked (LAPACK ``stemr``); when all ``k`` residual estimates
+    ``|beta_m s_m|`` are at most ``tol * ||M||_2`` (``||M||_2`` estimated by the extreme Ritz
+    values), the residuals are recomputed explicitly (one ``matmat`` of ``k`` columns) and
+    the pairs returned only if ``||M y - theta y|| <= tol * ||M||_2`` holds for each.
+
+    Accuracy: the eigenvalues are the largest *algebraic* ones (negative ones included, in
+    order); an eigenvector with residual ``r`` is within angle ``r / gap`` of the exact one,
+    and the span of the ``k`` within ``||R||_F / (theta_k - lambda_{k+1})`` in
+    ``||sin Theta||_F`` (Davis-Kahan); the dense LAPACK solver has the same conditioning
+    with ``tol ~ 1e-16``. The start vector is drawn from :data:`LANCZOS_START_SEED`, so the
+    same matrix always gives the same pairs. Like every single-vector Krylov method it finds
+    one copy of an exactly repeated eigenvalue: use it where ties have probability zero
+    (matrices with continuous additive noise).
+
+    Raises:
+        EigensolverNotConverged: after ``max_steps`` (default: :data:`LANCZOS_BASIS_BYTES`
+            of basis, at most ``dim - 1``) or on a breakdown (an invariant subspace found).
+    """
+    if not 1 <= k < dim:
+        raise ConfigurationError(f"the Lanczos solver needs 1 <= k < dim, got k={k}, dim={dim}")
+    if max_steps is None:
+        max_steps = LANCZOS_BASIS_BYTES // (8 * dim)
+    max_steps = max(k + 1, min(int(max_steps), dim - 1))
+    basis = _KrylovBasis(dim, max_steps + 1)
+    start = np.random.default_rng(LANCZOS_START_SEED).standard_normal(dim)
+    q = basis.append(start / np.linalg.norm(start))
+    previous = q
+    alpha = np.empty(max_steps)
+    beta = np.empty(max_steps)
+    next_check = k + 1
+    scale = 0.0
+    for j in range(max_steps):
+        w = np.asarray(matvec(q), dtype=np.float64).reshape(dim)
+        alpha[j] = q @ w
+        w -= alpha[j] * q
+        if j:
+            w -= beta[j - 1] * previous
+        # Full reorthogonalisation, Gram-Schmidt by chunks, repeated while it removes much.
+        norm = float(np.linalg.norm(w))
+        for _ in range(3):
+            basis.project_out(w)
+            before, norm = norm, float(np.linalg.norm(w))
+            if norm > 0.5 * before:
+                break
+        steps = j + 1
+        scale = max(scale, abs(alpha[j]) + norm + (beta[j - 1] if j else 0.0))
+        if norm <= dim * np.finfo(float).eps * scale:
+            raise EigensolverNotConverged(
+                f"Lanczos breakdown after {steps} steps: an invariant subspace of dimension "
+                f"{steps} was found (exactly repeated or isolated eigenvalues)"
+            )
+        beta[j] = norm
+        previous, q = q, basis.append(w / norm)
+        if steps < next_check and steps < max_steps:
+            continue
+        next_check = steps + max(1, steps // 20)
+        values, S = scipy.linalg.eigh_tridiagonal(
+            alpha[:steps], beta[: steps - 1], select="i", select_range=(steps - k, steps - 1),
+            check_finite=False, lapack_driver="stemr",
+        )
+        lowest = scipy.linalg.eigh_tridiagonal(
+            alpha[:steps], beta[: steps - 1], eigvals_only=True, select="i",
+            select_range=(0, 0), check_finite=False,
+        )
+        norm_estimate = max(abs(values[-1]), abs(lowest[0]), np.finfo(float).tiny)
+        estimates = np.abs(beta[j] * S[-1])
+        if estimates.max() > tol * norm_estimate:
+            continue
+        vectors = basis.combine(S)
+        product = matmat(vectors) if matmat is not None else np.column_stack(
+            [matvec(v) for v in vectors.T]
+        )
+        residuals = np.linalg.norm(product - vectors * values, axis=0)
+        if residuals.max() <= tol * norm_estimate:
+            logger.debug(
+                "Lanczos: top-%d of d=%d in %d steps (max relative residual %.2g)",
+                k, dim, steps, residuals.max() / norm_estimate,
+            )
+            return values[::-1].copy(), vectors[:, ::-1].copy()
+    raise EigensolverNotConverged(
+        f"Lanczos did not reach relative residual {tol:g} for the top {k} eigenpairs in "
+        f"{max_steps} steps (d={dim})"
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class GramPlusSymmetric:
+    """The symmetric ``d x d`` matrix ``M = X^T X / divisor + S`` kept in factored form.
+
+    ``X`` (``n x d``) is read, never copied; ``S`` (``d x d``, symmetric with both triangles
+    filled) is additive noise with a continuous law (e.g. the Gaussian of the Analyze Gauss
+    family), or ``None``. :meth:`dense` forms ``M`` (``O(n d^2)``, ``2 d^2`` memory);
+    :meth:`top_eigenpairs` finds its top-``k`` eigenpairs without forming it when that is
+    faster (:func:`eigensolver_for`). With such noise the eigenvalues of ``M`` are simple
+    with probability one, which the Lanczos solver relies on (it finds one copy of an
+    exactly repeated eigenvalue): do not pass an arbitrary structured ``S``.
+
+    Attributes:
+        X: the ``n x d`` factor.
+        divisor: ``X^T X`` is divided by it (e.g. 1 or ``n``).
+        symmetric: ``S`` or ``None``.
+    """
+
+    X: np.ndarray
+    divisor: float = 1.0
+    symmetric: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        # float64 once, not converted again at every product (no copy if it already is)
+        object.__setattr__(self, "X", np.asarray(self.X, dtype=np.float64))
+        d = self.X.shape[1]
+        if self.symmetric is None:
+            return
+        if self.symmetric.shape != (d, d):
+            raise ConfigurationError(
+                f"the symmetric term must be {d} x {d} like X^T X, got shape "
+                f"{self.symmetric.shape}"
+            )
+        # C order, so that its transpose is the Fortran array dsymv reads without a copy.
+        object.__setattr__(
+            self, "symmetric", np.ascontiguousarray(self.symmetric, dtype=np.float64)
+        )
+
+    @property
+    def dim(self) -> int:
+        """``d``."""
+        return int(self.X.shape[1])
+
+    def matvec(self, v: np.ndarray) -> np.ndarray:
+        """``M v`` in ``O(n d + d^2)``; ``S v`` reads only ``S``'s upper triangle (``dsymv``)."""
+        out = self.X.T @ (self.X @ v)
+        if self.divisor != 1.0:
+            out /= self.divisor
+        if self.symmetric is not None:
+            # S.T is Fortran-ordered; its lower triangle is S's upper triangle.
+            out += blas.dsymv(1.0, self.symmetric.T, v, lower=1)
+        return out
+
+    def matmat(self, V: np.ndarray) -> np.ndarray:
+        """``M V`` for a ``d x m`` block."""
+        out = self.X.T @ (self.X @ V)
+        if self.divisor != 1.0:
+            out /= self.divisor
+        if self.symmetric is not None:
+            out += self.symmetric @ V
+        return out
+
+    def dense(self) -> np.ndarray:
+        """``M`` as a ``d x d`` array (exactly ``X.T @ X / divisor + S``)."""
+        M = self.X.T @ self.X
+        if self.divisor != 1.0:
+            M /= self.divisor
+        if self.symmetric is not None:
+            M += self.symmetric
+        return M
+
+    def top_eigenpairs(self, k: int, method: str = AUTO) -> tuple[np.ndarray, np.ndarray]:
+        """See :func:`gram_top_eigenpairs`."""
+        return gram_top_eigenpairs(self, k, method)
+
+
+def eigensolver_for(samples: int, dim: int, k: int, has_symmetric: bool) -> str:
+    """The solver :func:`gram_top_eigenpairs` uses for ``method="auto"`` (the rule).
+
+    * no ``S`` and ``n < d`` (and ``k <= n``): the thin SVD of ``X`` (``O(n^2 d)``; the
+      singular values squared over ``divisor`` are the eigenvalues);
+    * ``S`` present, ``d >= LANCZOS_MIN_DIM = 1000`` and ``k <= 5 (d / 1000)^2``: Lanczos
+      on ``v -> X^T (X v) / divisor + S v`` (``O(steps (d^2 + n d))``; ``M`` is never
+      formed);
+    * otherwise the dense ``eigh`` of the formed ``M`` (``O(n d^2 + d^3)``), e.g. small
+      ``d``, large ``k``, or no ``S`` with ``n >= d``.
+    """
+    if not has_symmetric and samples < dim and k <= samples:
+        return THIN_SVD
+    small_k = k * 1_000_000 <= LANCZOS_K_PER_MILLION * dim**2
+    if has_symmetric and dim >= LANCZOS_MIN_DIM and small_k:
+        return LANCZOS
+    return DENSE
+
+
+def gram_top_eigenpairs(
+    matrix: GramPlusSymmetric, k: int, method: str = AUTO
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` largest eigenvalues (descending, negative ones kept) and eigenvectors of
+    ``M = X^T X / divisor + S``.
+
+    ``method``: ``"auto"`` (the rule of :func:`eigensolver_for`), ``"dense"`` (LAPACK
+    ``eigh`` of the formed ``M``), ``"lanczos"`` (:func:`lanczos_top_eigenpairs`, tolerance
+    :data:`LANCZOS_TOL`; if it does not converge a warning is logged and the dense solver
+    used) or ``"thin-svd"`` (only without ``S``). All return the same pairs up to the
+    solvers' accuracy and the eigenvectors' signs.
+    """
+    n, d = matrix.X.shape
+    if method not in EIGENSOLVERS:
+        raise ConfigurationError(f"unknown eigensolver {method!r}; choose one of {EIGENSOLVERS}")
+    if not 1 <= k <= d:
+        raise ConfigurationError(f"need 1 <= k <= d = {d} eigenpairs, got k={k}")
+    has_symmetric = matrix.symmetric is not None
+    if method == AUTO:
+        method = eigensolver_for(n, d, k, has_symmetric)
+    if method == THIN_SVD:
+        if has_symmetric or k > min(n, d):
+            raise ConfigurationError(
+                f"the thin SVD of X gives the top-k eigenpairs of X^T X only without a "
+                f"symmetric term and for k <= min(n, d) = {min(n, d)} (got k={k}, "
+                f"symmetric term: {has_symmetric}); use method='dense' or 'lanczos'"
+            )
+        return _thin_svd_eigenpairs(matrix.X, matrix.divisor, k)
+    if method == LANCZOS and k < d:
+        try:
+            return lanczos_top_eigenpairs(matrix.matvec, d, k, matmat=matrix.matmat)
+        except EigensolverNotConverged as err:
+            logger.warning(
+                "%s; using the dense eigendecomposition instead (O(d^3) time, about 3 d^2 "
+                "floats of memory for d=%d)", err, d,
+            )
+    return top_eigenpairs(matrix.dense(), k)
+
+
+def _thin_svd_eigenpairs(X: np.ndarray, divisor: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` eigenpairs of ``X^T X / divisor`` from the thin SVD of ``X``."""
+    try:
+        _, s, Vt = scipy.linalg.svd(X, full_matrices=False, check_finite=False)
+    except np.linalg.LinAlgError:  # gesdd rarely fails to converge; gesvd is slower, sturdier
+        _, s, Vt = scipy.linalg.svd(
+            X, full_matrices=False, check_finite=False, lapack_driver="gesvd"
+        )
+    return s[:k] ** 2 / divisor, Vt[:k].T.copy()

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
-from fedpca.errors import ConfigurationError, InvalidDataError, InvalidRequestError
+from fedpca.errors import (
+    ConfigurationError,
+    InvalidDataError,
+    InvalidRequestError,
+    ParameterError,
+)
 
 #: How far ``Q^T Q`` may be from the identity for ``Q`` to count as orthonormal. The
 #: sensitivity ``sqrt(2) C^2`` of ``X^T X Q`` holds only for ``||Q||_2 <= 1``.
@@ -84,30 +91,59 @@ def validate_basis(Q: object, dim: int, site: str = "site") -> np.ndarray:
 def require_choice(value: object, name: str, choices: tuple[str, ...] | list[str]) -> str:
     """Return ``value`` if it is one of ``choices``, else raise ConfigurationError."""
     if value not in choices:
-        raise ConfigurationError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+        raise ParameterError(f"{{{name}}} must be one of {tuple(choices)}", {name: value})
     return str(value)
 
 
 def require_positive_int(
     value: object, name: str, minimum: int = 1, error: type[Exception] = ConfigurationError
 ) -> int:
-    """Return ``value`` as int if it is an integer >= ``minimum``, else raise ``error``."""
+    """Return ``value`` as int if it is an integer >= ``minimum``, else raise ``error`` (a
+    :class:`~fedpca.errors.ParameterError` for the default ConfigurationError)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
-            raise error(f"{name} must be an integer, got {value!r}")
+            raise _parameter_error(error, name, value, "must be an integer")
     if value < minimum:
-        raise error(f"{name} must be >= {minimum}, got {value}")
+        raise _parameter_error(error, name, value, f"must be >= {minimum}")
     return int(value)
 
 
 def require_finite_positive(
     value: object, name: str, error: type[Exception] = ConfigurationError
 ) -> float:
-    """Return ``value`` as float if it is finite and > 0, else raise ``error``."""
+    """Return ``value`` as float if it is finite and > 0, else raise ``error`` (a
+    :class:`~fedpca.errors.ParameterError` for the default ConfigurationError)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-        raise error(f"{name} must be a number, got {value!r}")
+        raise _parameter_error(error, name, value, "must be a number")
     if not (math.isfinite(float(value)) and float(value) > 0):
-        raise error(f"{name} must be finite and > 0, got {value!r}")
+        raise _parameter_error(error, name, value, "must be finite and > 0")
     return float(value)
+
+
+def _parameter_error(
+    error: type[Exception], name: str, value: object, requirement: str
+) -> Exception:
+    """``name requirement, got value`` as ``error``; a ConfigurationError becomes a
+    ParameterError, so front ends can spell ``name`` their own way."""
+    if error is ConfigurationError:
+        return ParameterError(f"{{{name}}} {requirement}", {name: value})
+    return error(f"{name} {requirement}, got {value!r}")
+
+
+def require_ordered(values: Mapping[str, int]) -> None:
+    """Raise ParameterError unless the named values do not decrease in the order given,
+    e.g. ``{"k": 3, "s_hat": 20, "dim": 200}`` for ``k <= s_hat <= dim``."""
+    if any(low > high for low, high in itertools.pairwise(values.values())):
+        raise ParameterError("need " + " <= ".join(f"{{{name}}}" for name in values), values)
+
+
+def require_site_count(value: int | None, name: str, sites: int, minimum: int = 1) -> None:
+    """Raise ParameterError unless ``value`` (a number of sites such as ``min_sites``; None
+    means all) is in ``minimum..sites``."""
+    if value is not None and not minimum <= value <= sites:
+        raise ParameterError(
+            f"{{{name}}} must be in {minimum}..{sites} (the number of {{sites}})",
+            {name: value, "sites": sites},
+        )

@@ -1,11 +1,17 @@
-"""A real Flower deployment on loopback: TLS, SuperNode authentication, one data file per site.
+"""A real Flower deployment on loopback: TLS, SuperNode authentication, one data file, policy
+file, lifetime ledger and pinned ClientApp per site, and a hostile coordinator.
 
-One SuperLink and three SuperNodes (module fixture) run DPS-PCA with ``flwr run`` and must
-give the reference's basis; a SuperNode with an unregistered key and an ``--insecure`` one
-must be refused. The fixture stops every process it started by PID, with descendants, even
-when a test fails, and asserts that none is left.
+One SuperLink and three SuperNodes (module fixture; ``--isolation process`` with each site's
+``fedpca site superexec``) run DPS-PCA with ``flwr run``; then the coordinator ships a FAB
+with modified client code (every site refuses it, nothing is charged), site 0 restarts, and
+a third run finds site 0's lifetime budget spent (its ledger survived the restart). A
+SuperNode with an unregistered key and an ``--insecure`` one must be refused. The fixture
+stops every process it started by PID, with descendants, even when a test fails, and
+asserts that none is left.
 """
 
+import math
+import shutil
 import stat
 import subprocess
 import sys
@@ -21,8 +27,9 @@ from cryptography.hazmat.primitives.serialization import (
     load_ssh_public_key,
 )
 
-from fedpca.algorithms.dps_pca import run_dps_pca
+from fedpca.calibration import calibrate_gaussian
 from fedpca.deployment.certs import write_deployment_files, write_site_key
+from fedpca.deployment.fab_check import config_only_pyproject
 from fedpca.deployment.local import DeploymentError, LocalDeployment, Site, config_pairs
 from fedpca.deployment.processes import (
     descendants,
@@ -32,17 +39,37 @@ from fedpca.deployment.processes import (
 )
 from fedpca.errors import ConfigurationError
 from fedpca.scenario import DPSPCAScenario
+from fedpca.site_ledger import SiteLedger
+from fedpca.site_policy import load_site_policy, write_policy_template
+
+pytestmark = pytest.mark.federation
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The run, as flwr run receives it; the reference reads the same keys the app does.
+#: The run, as the coordinator sends it: no privacy keys matter at a real site, no seed.
 RUN_CONFIG = {
-    "dim": 30, "samples": 600, "k": 2, "sparsity": 5, "s-hat": 8, "rounds": 2,
-    "epsilon": 1.5, "delta": 1e-5, "seed": 11, "data-seed": 3, "min-sites": 3,
+    "dim": 30, "samples": 30000, "k": 2, "sparsity": 5, "s-hat": 8, "rounds": 4,
+    "data-seed": 3, "min-sites": 3, "epsilon": 1000.0,
 }
 SCENARIO = DPSPCAScenario.from_run_config(RUN_CONFIG, sites=3)
+#: Each site's per-run budget (its own policy); site 0's lifetime budget is one run.
+RUN_EPSILON, DELTA = 4.0, 1e-7
 #: What Flower logs when a SuperNode cannot connect (the process itself exits with 1).
 CONNECTION_FAILED = "Exit Code: 305"
 REFUSAL_TIMEOUT = 60
+
+
+def site_policy(folder: Path, name: str, data: Path, lifetime: float) -> Path:
+    """A policy as ``fedpca site init`` writes it, with this test's budget."""
+    folder.mkdir()
+    path = write_policy_template(folder / "policy.toml", name, str(data), delta=DELTA, rounds=4)
+    text = path.read_text().replace("epsilon = 4.0", f"epsilon = {lifetime!r}")
+    path.write_text(text.replace("run-epsilon = 1.0", f"run-epsilon = {RUN_EPSILON!r}"))
+    return path
+
+
+def ledger_rows(site: Site) -> list[dict]:
+    p = load_site_policy(site.policy)
+    return SiteLedger(p.ledger, p.population, p.epsilon, p.delta).rows()
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +79,9 @@ def deployment(tmp_path_factory):
     for i, records in enumerate(SCENARIO.all_site_data()):
         path = work / f"site-{i}.npy"
         np.save(path, records)
-        sites.append(Site(str(i), path))
-    local = LocalDeployment(work, sites, ROOT)
+        lifetime = RUN_EPSILON if i == 0 else 10 * RUN_EPSILON
+        sites.append(Site(str(i), path, site_policy(work / f"site-{i}", str(i), path, lifetime)))
+    local = LocalDeployment(work / "run", sites)
     try:
         with local:
             yield local
@@ -63,15 +91,51 @@ def deployment(tmp_path_factory):
         assert not processes_naming(str(work))
 
 
-def test_flwr_run_on_the_deployment_gives_the_reference_basis(deployment):
+def modified_code_app(folder: Path) -> Path:
+    """What a hostile coordinator ships: the whole App, one line of client code changed so
+    that a site's first record would travel back in the metrics."""
+    shutil.copytree(ROOT / "fedpca", folder / "fedpca",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "pyproject.toml").write_text(config_only_pyproject())
+    base = folder / "fedpca" / "clients" / "base.py"
+    original = base.read_text()
+    leak = original.replace('"releases": self.site.ledger.count,',
+                            '"releases": self.site.ledger.count, "leak": float(self.site.X[0, 0]),')
+    assert leak != original
+    base.write_text(leak)
+    return folder
+
+
+def test_a_hostile_coordinator_against_real_sites(deployment, tmp_path):
+    # Run A: the sites answer with their own budget (the run_config's epsilon=1000 is ignored).
     result = deployment.run(RUN_CONFIG, timeout=240)
-    reference = run_dps_pca(
-        SCENARIO.all_site_data(), SCENARIO.k, SCENARIO.s_hat, SCENARIO.policy(),
-        seed=SCENARIO.seed,
-    )
-    np.testing.assert_allclose(result.basis, reference.basis, atol=1e-8, rtol=0)
     assert result.sites_answered == [["0", "1", "2"]] * (SCENARIO.rounds + 1)
-    assert result.history[-1]["epsilon_spent"] == pytest.approx(SCENARIO.epsilon, rel=1e-3)
+    # OS noise and a random public start: compared with the truth (a random plane in d=30 is
+    # at about 1.3; in 300 reference runs of this setting the largest distance was 0.47).
+    assert result.history[-1]["distance"] < 0.6
+    own = calibrate_gaussian(5, RUN_EPSILON, DELTA, "pld", paper_rule="dps-pca")
+    assert result.history[-1]["epsilon_spent"] == pytest.approx(RUN_EPSILON, rel=1e-3)
+    for site in deployment.sites:
+        rows = ledger_rows(site)
+        assert [r["mechanism"] for r in rows] == ["dps-pca/diagonal"] + ["dps-pca/power"] * 4
+        assert all(r["sigma"] == pytest.approx(own.noise_multiplier * math.sqrt(2)) for r in rows)
+        assert len({r["run_id"] for r in rows}) == 1
+    # Run B: a FAB carrying modified client code is refused by every site; nothing is spent.
+    with pytest.raises(DeploymentError) as refused:
+        deployment.run(RUN_CONFIG, timeout=120, app_dir=modified_code_app(tmp_path / "app"))
+    logs = "".join(item.log.read_text(errors="replace") for item in deployment.launched)
+    assert "refused: the App (FAB) carries" in logs and "fedpca/__init__.py" in logs
+    assert "leak" not in str(refused.value)
+    assert all(len(ledger_rows(site)) == 5 for site in deployment.sites)
+    # Site 0 restarts; its lifetime ledger is on its disk, so run C finds its budget spent.
+    key = deployment.certificates.sites[0]
+    deployment.stop_site("0")
+    deployment.start_site(deployment.sites[0], key)
+    with pytest.raises(DeploymentError):
+        deployment.run(RUN_CONFIG, timeout=120)
+    logs = "".join(item.log.read_text(errors="replace") for item in deployment.launched)
+    assert "lifetime budget epsilon=4" in logs
+    assert len(ledger_rows(deployment.sites[0])) == 5
 
 
 def _refused(node) -> str:
@@ -85,8 +149,7 @@ def _refused(node) -> str:
 def test_an_unregistered_supernode_is_refused(deployment, tmp_path):
     key = write_site_key(tmp_path, "intruder")
     node = deployment.start_supernode(
-        "supernode-intruder", key.private,
-        {"data-path": str(deployment.sites[0].data_path), "site-name": "intruder"},
+        "supernode-intruder", key.private, {"policy": str(deployment.sites[0].policy)},
     )
     assert "Failed to activate SuperNode" in _refused(node)
 
@@ -95,8 +158,7 @@ def test_an_insecure_supernode_cannot_join_the_tls_superlink(deployment):
     # Without a key: Flower itself refuses --insecure with a key (exit code 303) before
     # dialling; this checks that the SuperLink does not speak plaintext.
     node = deployment.start_supernode(
-        "supernode-insecure", None,
-        {"data-path": str(deployment.sites[0].data_path), "site-name": "0"},
+        "supernode-insecure", None, {"policy": str(deployment.sites[0].policy)},
         insecure=True, extra_args=["--max-retries", "2", "--max-wait-time", "20"],
     )
     assert "Failed to initialize the connection to the SuperLink" in _refused(node)
@@ -124,7 +186,7 @@ def test_certificates_and_keys(tmp_path):
 
 def test_an_undeclared_run_config_key_is_refused_before_flwr_run(tmp_path):
     np.save(tmp_path / "0.npy", np.zeros((2, 3)))
-    local = LocalDeployment(tmp_path, [Site("0", tmp_path / "0.npy")], ROOT)
+    local = LocalDeployment(tmp_path, [Site("0", tmp_path / "0.npy")])
     with pytest.raises(ConfigurationError, match="not-a-key"):
         local.run({"k": 2, "not-a-key": 1})
     assert not local.launched
@@ -133,7 +195,7 @@ def test_an_undeclared_run_config_key_is_refused_before_flwr_run(tmp_path):
 def test_a_superlink_that_does_not_come_up_is_reported_and_stopped(tmp_path):
     np.save(tmp_path / "0.npy", np.zeros((2, 3)))
     site = Site("0", tmp_path / "0.npy")
-    local = LocalDeployment(tmp_path, [site], ROOT, startup_timeout=0.01)
+    local = LocalDeployment(tmp_path, [site], startup_timeout=0.01)
     with pytest.raises(DeploymentError, match=r"superlink .* not listening on 127\.0\.0\.1"):
         with local:
             pass

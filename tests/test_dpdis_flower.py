@@ -1,4 +1,8 @@
-"""DPdisPCA through Flower: the client's refusals, the simulation equals the reference, the CLI."""
+"""DPdisPCA through Flower: the client's refusals, the simulation equals the reference, the CLI.
+
+One federation, started through ``fedpca simulate dpdis-pca``, serves the reference
+comparison and the CLI's output.
+"""
 
 import json
 import math
@@ -7,23 +11,34 @@ import numpy as np
 import pytest
 from flwr.common import Context, FitIns, RecordDict, ndarrays_to_parameters
 
+from cli_runs import run_cli_record
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite, run_dpdis_pca
 from fedpca.cli import main as cli_main
 from fedpca.clients.dpdis_pca import DPdisPCAClient, client_for_site
 from fedpca.clients.ledger_state import load_ledger
 from fedpca.dpdis_scenario import DPdisPCAScenario
 from fedpca.errors import BudgetExceededError, InvalidRequestError
-from fedpca.simulations.dpdis_pca import simulate_dpdis_pca
+from fedpca.results import PCAResult
 from fedpca.strategies.dpdis_pca import DPdisPCAStrategy
+from record_schema import record_keys
+
+pytestmark = pytest.mark.federation
 
 D = 10
 POLICY = DPdisPCAPolicy(epsilon=1.0, delta=1e-5)
 REQUEST = {"variant": "factor", "dim": D, "r": 4}
-# Unequal site sizes (601 = 201 + 200 + 200) so the "samples" weighting matters.
+# Unequal site sizes (601 = 201 + 200 + 200) so the "samples" weighting matters; the default
+# r = 2k = 6; the paper's classic Gaussian calibration (epsilon < 1).
 SCENARIO = DPdisPCAScenario(
-    sites=3, dim=24, samples=601, k=3, r=5, weighting="samples", epsilon=2.0, delta=1e-5,
-    seed=7, data_seed=2,
+    sites=3, dim=24, samples=601, k=3, weighting="samples", epsilon=0.5, delta=1e-4,
+    accounting="paper", seed=7, data_seed=7,
 )
+#: SCENARIO as command-line flags (the CLI seeds the data with --seed too).
+ARGV = [
+    "simulate", "dpdis-pca", "--sites", "3", "--dim", "24", "--samples", "601", "--k", "3",
+    "--weighting", "samples", "--epsilon", "0.5", "--delta", "1e-4",
+    "--accounting", "paper", "--seed", "7",
+]
 
 
 @pytest.fixture
@@ -99,8 +114,16 @@ def test_strategy_describes_itself_and_asks_for_one_round():
 
 
 @pytest.fixture(scope="module")
-def flower_result():
-    return simulate_dpdis_pca(SCENARIO)
+def cli_run(tmp_path_factory):
+    """``fedpca simulate dpdis-pca`` with SCENARIO's flags: (printed, JSON path)."""
+    output = tmp_path_factory.mktemp("dpdis") / "run.json"
+    printed, _ = run_cli_record(ARGV, output)
+    return printed, output
+
+
+@pytest.fixture(scope="module")
+def flower_result(cli_run):
+    return PCAResult.load(cli_run[1])
 
 
 def test_flower_run_equals_the_reference(flower_result):
@@ -117,29 +140,21 @@ def test_flower_run_equals_the_reference(flower_result):
     assert flower_result.sites_answered == [["0", "1", "2"]]
     assert flower_result.privacy == reference.privacy
     assert flower_result.privacy["trust_model"] == "per-site noise"
-    assert flower_result.config["bytes_per_site"] == 24 * 5 * 8
+    assert flower_result.config["bytes_per_site"] == 24 * 6 * 8
 
 
-def test_cli_prints_the_summary_and_writes_json(tmp_path, capsys):
-    out = tmp_path / "run.json"
-    code = cli_main([
-        "simulate", "dpdis-pca", "--sites", "2", "--dim", "16", "--samples", "400", "--k", "2",
-        "--epsilon", "0.5", "--delta", "1e-4", "--accounting", "paper", "--seed", "5",
-        "--output", str(out),
-    ])
-    assert code == 0
-    printed = capsys.readouterr().out
+def test_cli_prints_the_summary_and_writes_json(cli_run):
+    printed, output = cli_run
     assert "energy ratio q/q_o = " in printed
-    assert "bytes sent per site: 512 (the full d x d matrix: 2,048; 4.0x)" in printed
-    record = json.loads(out.read_text())
-    for key in ("algorithm", "sites", "dim", "samples", "k", "epsilon", "delta", "accounting",
-                "seed", "noise_multiplier", "sigma", "epsilon_achieved", "wall_seconds",
-                "energy_ratio", "r", "dataset", "bytes_per_site"):
-        assert key in record
+    assert "bytes sent per site: 1,152 (the full d x d matrix: 4,608; 4.0x)" in printed
+    record = json.loads(output.read_text())
+    assert set(record) == record_keys("dpdis-pca")
     assert record["algorithm"] == "dpdis-pca" and record["dataset"] == "synthetic"
-    assert record["r"] == 4 and record["bytes_per_site"] == 16 * 4 * 8
+    assert record["r"] == 6 and record["bytes_per_site"] == 24 * 6 * 8
+    assert record["bytes_full_matrix"] == 24 * 24 * 8
+    assert record["rounds"] == record["flower_rounds"] == 1
     assert 0 < record["energy_ratio"] <= 1 + 1e-12
-    assert record["energy_ratio"] == record["result"]["history"][0]["energy_ratio"]
+    assert record["energy_ratio"] == record["history"][0]["energy_ratio"]
     assert record["noise_multiplier"] == pytest.approx(math.sqrt(2 * math.log(1.25e4)) / 0.5)
     assert record["sigma"] == pytest.approx(record["noise_multiplier"] * math.sqrt(2) / 200)
 
@@ -147,13 +162,14 @@ def test_cli_prints_the_summary_and_writes_json(tmp_path, capsys):
 @pytest.mark.parametrize(
     "flags,message",
     [
-        (["--r", "0"], "r must be >= 1"),
-        (["--alpha", "0.3"], "alpha"),
-        (["--epsilon", "1.0", "--accounting", "paper"], "only valid for epsilon < 1"),
-        (["--k", "8", "--dim", "6"], "k <= dim"),
+        (["--r", "0"], "--r must be >= 1, got --r=0"),
+        (["--alpha", "0.3"], "--alpha (Dirichlet label skew) needs a labelled data set"),
+        (["--epsilon", "1.0", "--accounting", "paper"], "only valid for --epsilon < 1"),
+        (["--k", "8", "--dim", "6"], "need --k <= --dim, got --k=8, --dim=6"),
     ],
 )
 def test_cli_reports_bad_configuration_without_starting_flower(flags, message, capsys):
+    # in terms of the command's flags, not the library's parameter names
     code = cli_main(["simulate", "dpdis-pca", "--sites", "2", "--samples", "40", *flags])
     assert code == 2
     assert message in capsys.readouterr().err

@@ -1,11 +1,13 @@
-"""``flwr run .`` runs DPS-PCA as a Flower App and gives the reference's basis.
+"""``flwr run .`` runs every algorithm as a Flower App, gives the reference's basis, and
+writes the same run record as the CLI.
 
-Starts a local simulation SuperLink (Flower detaches it); every process whose command line
-names this test's FLWR_HOME is stopped by PID afterwards, with its descendants, even when
-the test fails.
+One local simulation SuperLink (Flower detaches it) on free ports serves every run of this
+module; every process whose command line names the module's FLWR_HOME is stopped by PID
+afterwards, with its descendants, even when a test fails.
 """
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -19,10 +21,14 @@ import pytest
 from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import run_dps_pca
 from fedpca.algorithms.ldp_pca import run_ldp_pca
+from fedpca.deployment.local import free_port
 from fedpca.deployment.processes import processes_naming, stop_processes
 from fedpca.dpdis_scenario import DPdisPCAScenario
 from fedpca.ldp_scenario import LDPScenario
 from fedpca.scenario import DPSPCAScenario
+from record_schema import record_keys
+
+pytestmark = pytest.mark.federation
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = DPSPCAScenario(
@@ -31,10 +37,11 @@ SCENARIO = DPSPCAScenario(
 )
 
 
-@pytest.fixture
-def flwr_home(tmp_path):
-    home = tmp_path / "flwr-home"
-    home.mkdir()
+@pytest.fixture(scope="module")
+def flwr_home(tmp_path_factory):
+    """A FLWR_HOME whose local SuperLink listens on free ports (not Flower's fixed ones, so
+    another test session on this machine cannot answer in its place)."""
+    home = tmp_path_factory.mktemp("flwr-home")
     (home / "config.toml").write_text(
         '[superlink]\ndefault = "local"\n\n[superlink.local]\naddress = ":local:"\n'
     )
@@ -45,21 +52,28 @@ def flwr_home(tmp_path):
         assert not processes_naming(str(home))
 
 
+@pytest.fixture(scope="module")
+def flwr_env(flwr_home):
+    env = dict(os.environ)
+    env.update(
+        FLWR_HOME=str(flwr_home),
+        FLWR_LOCAL_SUPERLINK_HTTP_API_PORT=str(free_port()),
+        FLWR_LOCAL_CONTROL_API_PORT=str(free_port()),
+        FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
+        OPENBLAS_NUM_THREADS="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+    )
+    return env
+
+
 def _toml_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return f'"{value}"' if isinstance(value, str) else str(value)
 
 
-def flwr_run(flwr_home: Path, out: Path, run_config: dict, sites: int) -> dict:
+def flwr_run(env: dict, out: Path, run_config: dict, sites: int) -> dict:
     """``flwr run .`` with ``run_config`` (only keys pyproject declares) on ``sites`` sites."""
-    env = dict(os.environ)
-    env.update(
-        FLWR_HOME=str(flwr_home),
-        FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
-        OPENBLAS_NUM_THREADS="1",
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-    )
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]
     config = " ".join(
         f"{k}={_toml_value(v)}" for k, v in run_config.items() if k in declared
@@ -78,32 +92,54 @@ def flwr_run(flwr_home: Path, out: Path, run_config: dict, sites: int) -> dict:
     return json.loads(out.read_text())
 
 
-def test_flwr_run_gives_the_reference_basis(flwr_home, tmp_path):
-    raw = flwr_run(flwr_home, tmp_path / "result.json", SCENARIO.to_run_config(), SCENARIO.sites)
+def test_flwr_run_gives_the_reference_basis(flwr_env, tmp_path):
+    raw = flwr_run(flwr_env, tmp_path / "result.json", SCENARIO.to_run_config(), SCENARIO.sites)
     assert raw["algorithm"] == "dps-pca"
     assert raw["sites_answered"] == [["0", "1", "2"]] * (SCENARIO.rounds + 1)
     reference = run_dps_pca(
         SCENARIO.all_site_data(), SCENARIO.k, SCENARIO.s_hat, SCENARIO.policy(),
-        seed=SCENARIO.seed,
+        seed=SCENARIO.seed, evaluate=SCENARIO.distance_to_truth,
     )
     np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
     assert raw["history"][-1]["epsilon_spent"] == pytest.approx(SCENARIO.epsilon, rel=1e-3)
+    # the CLI's record (tests/test_flower_simulation.py checks the same key set)
+    assert set(raw) == record_keys("dps-pca")
+    assert (raw["sites"], raw["samples"], raw["dim"], raw["k"], raw["seed"]) == (3, 1500, 40, 2, 21)
+    assert raw["rounds"] == 2 and raw["flower_rounds"] == 3  # the initialisation, then T
+    assert raw["distances"] == pytest.approx([h["distance"] for h in reference.history], abs=1e-8)
+    assert raw["wall_seconds"] > 0
 
 
-def test_flwr_run_serves_dpdis_and_ldp_pca(flwr_home, tmp_path):
+def test_flwr_run_serves_dpdis_pca_with_its_energy_ratio(flwr_env, tmp_path):
     dpdis = DPdisPCAScenario(sites=3, dim=30, samples=900, k=4, r=6, epsilon=2.0, seed=5)
-    raw = flwr_run(flwr_home, tmp_path / "dpdis.json",
+    raw = flwr_run(flwr_env, tmp_path / "dpdis.json",
                    {**dpdis.to_run_config(), "algorithm": "dpdis-pca"}, dpdis.sites)
     sites = [dpdis.prepared_site(i) for i in range(dpdis.sites)]
-    reference = run_dpdis_pca(sites, dpdis.k, dpdis.r, dpdis.policy(), seed=dpdis.seed)
+    reference = run_dpdis_pca(sites, dpdis.k, dpdis.r, dpdis.policy(), seed=dpdis.seed,
+                              evaluation=dpdis.evaluation())
     assert raw["algorithm"] == "dpdis-pca"
     np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
     assert raw["privacy"]["smallest_site"] == 300
+    # the synthetic data are known to the server: the energy ratio, as the CLI reports it
+    assert set(raw) == record_keys("dpdis-pca")
+    assert raw["energy_ratio"] == pytest.approx(reference.history[0]["energy_ratio"], abs=1e-8)
+    assert (raw["r"], raw["bytes_per_site"], raw["rounds"], raw["flower_rounds"]) == (
+        6, 30 * 6 * 8, 1, 1
+    )
 
-    ldp = LDPScenario(sites=3, dim=12, samples=3000, k=2, sparsity=None, epsilon=0.5, seed=6)
-    raw = flwr_run(flwr_home, tmp_path / "ldp.json",
+
+def test_flwr_run_serves_dense_ldp_pca(flwr_env, tmp_path):
+    ldp = LDPScenario(sites=3, dim=12, samples=3000, k=2, sparsity=None, epsilon=0.5,
+                      delta=1e-4, accounting="paper", seed=6)
+    raw = flwr_run(flwr_env, tmp_path / "ldp.json",
                    {**ldp.to_run_config(), "algorithm": "ldp-pca"}, ldp.sites)
     sites = [ldp.prepared_site(i) for i in range(ldp.sites)]
     reference = run_ldp_pca(sites, ldp.k, ldp.policy(), seed=ldp.seed)
     assert raw["algorithm"] == "ldp-pca"
     np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
+    # a dense run's record: no Fantope fields; the paper's classic Gaussian calibration
+    assert set(raw) == record_keys("ldp-pca", sparse=False)
+    assert raw["sparse"] is False and "admm_iterations" not in raw
+    assert raw["accounting"] == "paper"
+    assert raw["noise_multiplier"] == pytest.approx(math.sqrt(2 * math.log(1.25e4)) / 0.5)
+    assert raw["sigma"] == pytest.approx(math.sqrt(2) * raw["noise_multiplier"])

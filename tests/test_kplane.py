@@ -207,7 +207,8 @@ def test_server_checks_rounds_answers_and_initial_bases():
         server.result({}, {})
     with pytest.raises(InvalidRequestError, match="initial_bases.*got 2 subspace bases"):
         KPlaneServer(dim=6, clusters=3, subspace_dim=2, rounds=1, initial_bases=GOOD[:2])
-    with pytest.raises(ConfigurationError, match="subspace_dim=6 must be below dim=6"):
+    with pytest.raises(ConfigurationError,
+                       match="subspace_dim must be below dim, got subspace_dim=6, dim=6"):
         KPlaneServer(dim=6, clusters=3, subspace_dim=6, rounds=1)
 
 

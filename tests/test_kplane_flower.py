@@ -1,27 +1,47 @@
 """SuLQ k-plane through Flower: the simulation gives the reference's bases under the same
-seeds, the client refuses malformed requests, and the CLI prints and writes its record."""
+seeds, the client refuses malformed requests, and the CLI prints and writes its record.
 
-import json
+One federation, started through ``fedpca simulate dp-kplane``, serves the reference
+comparison and the CLI's output.
+"""
 
 import numpy as np
 import pytest
 
+from cli_runs import run_cli_record
 from fedpca.cli import main as cli_main
 from fedpca.clients.kplane import KPlaneClient
 from fedpca.clustering.kplane import KPlanePolicy, KPlaneSite, run_sulq_kplane
+from fedpca.clustering.result import ClusteringResult
 from fedpca.data.subspaces import random_subspaces
 from fedpca.errors import BudgetExceededError, InvalidRequestError
 from fedpca.kplane_scenario import KPlaneScenario
-from fedpca.simulations.kplane import simulate_kplane
+from fedpca.run_record import run_record
+from record_schema import record_keys
+
+pytestmark = pytest.mark.federation
 
 SCENARIO = KPlaneScenario(
     sites=3, dim=5, samples=900, clusters=3, subspace_dim=2, noise=0.01, rounds=3,
-    epsilon=3.0, delta=1e-5, seed=11, data_seed=4,
+    epsilon=3.0, delta=1e-5, seed=11, data_seed=11,
 )
+#: SCENARIO as command-line flags (the CLI seeds the data with --seed too).
+ARGV = [
+    "simulate", "dp-kplane", "--sites", "3", "--dim", "5", "--samples", "900",
+    "--clusters", "3", "--subspace-dim", "2", "--noise", "0.01", "--rounds", "3",
+    "--epsilon", "3.0", "--delta", "1e-5", "--seed", "11",
+]
 
 
-def test_flower_run_equals_reference():
-    flower = simulate_kplane(SCENARIO)
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    """``fedpca simulate dp-kplane`` with SCENARIO's flags: (printed, record, JSON path)."""
+    output = tmp_path_factory.mktemp("kplane") / "run.json"
+    return (*run_cli_record(ARGV, output), output)
+
+
+def test_flower_run_equals_reference(cli_run):
+    flower = ClusteringResult.load(cli_run[2])
     reference = run_sulq_kplane(
         SCENARIO.all_site_data(), SCENARIO.clusters, SCENARIO.subspace_dim, SCENARIO.policy(),
         seed=SCENARIO.seed, evaluate=SCENARIO.evaluate,
@@ -72,32 +92,41 @@ def test_client_answers_then_refuses_beyond_its_ledger():
         c.fit(list(BASES), dict(REQUEST))
 
 
-def test_cli_prints_the_round_table_and_writes_json(tmp_path, capsys):
-    out = tmp_path / "run.json"
-    code = cli_main([
-        "simulate", "dp-kplane", "--sites", "2", "--dim", "4", "--samples", "400",
-        "--clusters", "2", "--subspace-dim", "2", "--noise", "0.05", "--rounds", "2",
-        "--epsilon", "0.5", "--delta", "1e-4", "--accounting", "paper", "--seed", "5",
-        "--output", str(out),
-    ])
-    assert code == 0
-    printed = capsys.readouterr().out
+def test_cli_prints_the_round_table_and_writes_json(cli_run):
+    printed, record, _ = cli_run
     assert "round  sites" in printed and "W dist" in printed and "eps spent" in printed
-    record = json.loads(out.read_text())
-    for key in ("algorithm", "sites", "dim", "samples", "k", "epsilon", "delta", "accounting",
-                "noise_multiplier", "sigma", "wall_seconds", "clusters", "subspace_dim",
-                "cost", "wasserstein_distance", "costs", "wasserstein_distances",
-                "epsilon_spent"):
-        assert key in record
-    assert record["algorithm"] == "sulq-kplane" and record["k"] == record["clusters"] == 2
-    assert len(record["costs"]) == len(record["wasserstein_distances"]) == 2
+    assert set(record) == record_keys("sulq-kplane")
+    assert record["algorithm"] == "sulq-kplane" and record["k"] == record["clusters"] == 3
+    assert record["rounds"] == record["flower_rounds"] == 3
+    assert len(record["costs"]) == len(record["wasserstein_distances"]) == 3
     assert record["wasserstein_distance"] == record["wasserstein_distances"][-1]
-    assert record["noise_multiplier"] == pytest.approx(2 / 0.5 * np.sqrt(2 * np.log(4 / 1e-4)))
+    assert record["noise_multiplier"] == SCENARIO.privacy()["noise_multiplier"]
     assert record["sigma"] == pytest.approx(2 * record["noise_multiplier"])  # D = 2 C^2
-    assert len(record["result"]["bases"]) == 2
+    assert len(record["bases"]) == 3
+
+
+def test_the_record_of_a_paper_calibrated_run():
+    # the paper's DPS-PCA closed form over T releases, in the record both paths write
+    scenario = KPlaneScenario(sites=2, dim=4, samples=400, clusters=2, subspace_dim=2,
+                              noise=0.05, rounds=2, epsilon=0.5, delta=1e-4,
+                              accounting="paper", seed=5, data_seed=5)
+    result = run_sulq_kplane(scenario.all_site_data(), 2, 2, scenario.policy(), seed=5)
+    record = run_record(result)
+    assert record["accounting"] == "paper"
+    assert record["noise_multiplier"] == pytest.approx(2 / 0.5 * np.sqrt(2 * np.log(4 / 1e-4)))
+    assert record["sigma"] == pytest.approx(2 * record["noise_multiplier"])
+
+
+def test_cli_passes_the_paper_accounting_on(capsys):
+    # epsilon 5 over 2 releases is outside the paper's formula: refused before Flower starts
+    code = cli_main(["simulate", "dp-kplane", "--rounds", "2", "--epsilon", "5",
+                     "--accounting", "paper"])
+    assert code == 2
+    assert "only valid below 1 per release, got --epsilon=5.0" in capsys.readouterr().err
 
 
 def test_cli_reports_bad_configuration(capsys):
     code = cli_main(["simulate", "dp-kplane", "--subspace-dim", "5"])
     assert code == 2
-    assert "subspace_dim=5 must be below dim=5" in capsys.readouterr().err
+    assert ("--subspace-dim must be below --dim, got --subspace-dim=5, --dim=5 (default)"
+            in capsys.readouterr().err)

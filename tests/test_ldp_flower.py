@@ -1,28 +1,49 @@
-"""LDP-PCA through Flower equals the reference under the same seeds; the CLI works."""
+"""LDP-PCA through Flower equals the reference under the same seeds; the CLI works.
 
-import json
+One federation, started through ``fedpca simulate ldp-pca --sparse``, serves the reference
+comparison and the CLI's output; the dense variant's record is checked on the Flower App's
+run (tests/test_flower_app.py), which writes the same record.
+"""
+
 import math
 
 import numpy as np
 import pytest
 
+from cli_runs import run_cli_record
 from fedpca.algorithms.ldp_pca import run_ldp_pca
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.cli import main as cli_main
+from fedpca.commands.simulate_ldp_pca import header
 from fedpca.errors import ConfigurationError
 from fedpca.ldp_scenario import LDPScenario
-from fedpca.simulations.ldp_pca import simulate_ldp_pca
+from fedpca.results import PCAResult
 from fedpca.strategies.ldp_pca import LDPCovarianceStrategy
+from record_schema import record_keys
+
+pytestmark = pytest.mark.federation
 
 SCENARIO = LDPScenario(
     sites=3, dim=30, samples=900, k=2, sparse=True, sparsity=5, epsilon=2.0, delta=1e-5,
-    seed=11, data_seed=3,
+    seed=11, data_seed=11,
 )
+#: SCENARIO as command-line flags (the CLI seeds the data with --seed too).
+ARGV = [
+    "simulate", "ldp-pca", "--sparse", "--sites", "3", "--dim", "30", "--samples", "900",
+    "--k", "2", "--sparsity", "5", "--epsilon", "2.0", "--delta", "1e-5", "--seed", "11",
+]
 
 
 @pytest.fixture(scope="module")
-def flower_result():
-    return simulate_ldp_pca(SCENARIO)
+def cli_run(tmp_path_factory):
+    """``fedpca simulate ldp-pca --sparse`` with SCENARIO's flags: (printed, record, path)."""
+    output = tmp_path_factory.mktemp("ldp") / "ldp.json"
+    return (*run_cli_record(ARGV, output), output)
+
+
+@pytest.fixture(scope="module")
+def flower_result(cli_run):
+    return PCAResult.load(cli_run[2])
 
 
 def test_flower_run_equals_reference(flower_result):
@@ -45,36 +66,39 @@ def test_every_site_answered_once_and_spent_its_budget(flower_result):
     assert flower_result.privacy["sensitivity"] == pytest.approx(math.sqrt(2))
 
 
-def test_cli_runs_dense_ldp_pca_and_writes_json(tmp_path, capsys):
-    out = tmp_path / "ldp.json"
-    code = cli_main([
-        "simulate", "ldp-pca", "--sites", "2", "--dim", "12", "--samples", "400", "--k", "2",
-        "--epsilon", "0.5", "--delta", "1e-4", "--accounting", "paper", "--seed", "5",
-        "--output", str(out),
-    ])
-    assert code == 0
-    printed = capsys.readouterr().out
-    assert "LDP-PCA (dense)" in printed and "energy ratio q/q_o" in printed
-    record = json.loads(out.read_text())
-    for key in ("algorithm", "sites", "dim", "samples", "k", "epsilon", "delta", "accounting",
-                "noise_multiplier", "sigma", "epsilon_achieved", "wall_seconds",
-                "subspace_distance", "energy_ratio", "dataset"):
-        assert key in record, key
-    assert record["algorithm"] == "ldp-pca" and record["sparse"] is False
-    assert record["noise_multiplier"] == pytest.approx(math.sqrt(2 * math.log(1.25e4)) / 0.5)
+def test_cli_prints_the_fantope_summary_and_writes_json(cli_run):
+    printed, record, _ = cli_run
+    assert "LDP-PCA (sparse, Fantope ADMM)" in printed and "energy ratio q/q_o" in printed
+    assert "Fantope ADMM: lam " in printed and ", precision " in printed
+    assert set(record) == record_keys("ldp-pca", sparse=True)
+    assert record["algorithm"] == "ldp-pca" and record["sparse"] is True
+    assert record["distance_reference"] == "model truth"
+    assert record["clipped_rows"] == sum(site.clip.clipped_rows for site in SCENARIO.all_sites())
+    assert record["noise_multiplier"] == SCENARIO.privacy()["noise_multiplier"]
     assert record["sigma"] == pytest.approx(math.sqrt(2) * record["noise_multiplier"])
     assert 0 <= record["subspace_distance"] <= math.sqrt(2) + 1e-9
-    assert record["subspace_distance"] == record["result"]["history"][0]["distance"]
-    assert "admm_iterations" not in record
+    assert record["subspace_distance"] == record["history"][0]["distance"]
+    assert record["admm_iterations"] == record["history"][0]["admm_iterations"]
+
+
+def test_the_dense_header_names_the_paper_calibration():
+    scenario = LDPScenario(sites=2, dim=12, samples=400, k=2, epsilon=0.5, delta=1e-4,
+                           accounting="paper", seed=5)
+    multiplier = math.sqrt(2 * math.log(1.25e4)) / 0.5
+    assert header(scenario) == (
+        "LDP-PCA (dense): synthetic, 2 sites, n=400, d=12, k=2; every record's view "
+        f"(0.5, 0.0001)-DP [paper: noise multiplier {multiplier:.3f}, "
+        f"sigma_1 {math.sqrt(2) * multiplier:.3f}]"
+    )
 
 
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--k", "50"], "k <= dim"),
-        (["--dataset", "cifar"], "unknown dataset 'cifar'"),
+        (["--k", "50"], "need --k <= --dim, got --k=50, --dim=40 (default)"),
+        (["--dataset", "cifar"], "--dataset must be one of ('synthetic', "),
         (["--sparse", "--lam", "-1"], "lam must be"),
-        (["--sparse", "--epsilon", "1", "--accounting", "paper"], "only valid for epsilon < 1"),
+        (["--sparse", "--epsilon", "1", "--accounting", "paper"], "only valid for --epsilon < 1"),
     ],
 )
 def test_cli_reports_bad_configuration_before_starting(argv, message, capsys):

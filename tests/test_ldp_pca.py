@@ -324,7 +324,7 @@ def test_scenario_round_trips_through_run_config():
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        ({"dataset": "cifar"}, "unknown dataset 'cifar'"),
+        ({"dataset": "cifar"}, r"dataset must be one of \('synthetic', .*got dataset='cifar'"),
         ({"alpha": 0.5}, "needs a labelled dataset"),
         ({"lam": -1.0}, "lam must be"),
         ({"samples": 2, "sites": 3}, "cannot give each of 3 sites"),

@@ -28,6 +28,16 @@ sensitivity ``sqrt(2) C^2 / n`` (``epsilon_analytic``: well below alpha, the pap
 conservative). The paper's beta is undefined when ``(d^2+d)/(2 sqrt(2 pi) delta) <= 1``
 (only ``d = 1`` with ``delta >= 0.399``): refused. The top-``k`` eigenvalues of the noisy matrix (scaled to ``A``) are
 post-processing of the release and are returned in the history.
+
+Computation (changes no law, no guarantee): the released matrix is kept factored,
+``X^T X / divisor + E`` (:class:`~fedpca.subspace.GramPlusSymmetric`), and only its top ``k``
+eigenpairs are computed: by the thin SVD of ``X`` for the non-private baselines when
+``n < d``, by Lanczos on ``v -> X^T (X v) / divisor + E v`` for the noisy matrices when
+``d >= 1000`` and ``k`` is small (:func:`fedpca.subspace.eigensolver_for`), by a dense
+``eigh`` otherwise. ``E`` is drawn in blocks of rows, bit for bit the matrix the dense
+:func:`fedpca.mechanisms.symmetric_gaussian` gives for the same generator. Either way the
+components are the top eigenvectors of the same noisy matrix, to the solver's tolerance
+(:data:`fedpca.subspace.LANCZOS_TOL`): post-processing of the release.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -46,7 +57,7 @@ from fedpca.errors import ConfigurationError
 from fedpca.mechanisms import NoiseSource, upper_triangle_sensitivity
 from fedpca.results import PCAResult
 from fedpca.site_data import SiteData
-from fedpca.subspace import top_eigenpairs
+from fedpca.subspace import GramPlusSymmetric
 from fedpca.validation import require_positive_int, validate_site_data
 
 logger = logging.getLogger(__name__)
@@ -66,7 +77,7 @@ PHASE_RELEASE = "release"
 
 def check_components(k: object, dim: int) -> int:
     """Return ``k`` if it is an integer in ``1..dim``, else raise ConfigurationError."""
-    k = require_positive_int(k, "k (n_components)")
+    k = require_positive_int(k, "k")
     if k > dim:
         raise ConfigurationError(
             f"k={k} components exceed the {dim} features of the data; choose k <= {dim}"
@@ -110,22 +121,32 @@ class CentralRelease:
     """The second-moment matrix a central method takes its components from, and how it
     was obtained (noisy and released for the private methods, exact for the baselines).
 
+    The matrix is kept factored, ``X^T X / divisor + E``, so it holds the curator's raw
+    records: the object stays with the curator; what may leave is :attr:`matrix` (the
+    release) or what is computed from it.
+
     Attributes:
-        matrix: the symmetric ``d x d`` matrix.
-        scale: multiply ``matrix``'s eigenvalues by this to put them on ``A = X^T X / n``.
+        factored: the symmetric ``d x d`` matrix as ``X^T X / divisor + E`` (``E`` is the
+            noise, ``None`` for the non-private baselines).
+        scale: multiply the matrix's eigenvalues by this to put them on ``A = X^T X / n``.
         privacy: the guarantee (the result's privacy record).
         config: the run's parameters.
     """
 
-    matrix: np.ndarray
+    factored: GramPlusSymmetric
     scale: float
     privacy: dict[str, Any]
     config: dict[str, Any]
 
+    @cached_property
+    def matrix(self) -> np.ndarray:
+        """The symmetric ``d x d`` matrix itself (formed on first use: ``O(n d^2)``)."""
+        return self.factored.dense()
+
 
 def _result(algorithm: str, release: CentralRelease, k: int, start: float) -> PCAResult:
     """Top-``k`` eigenvectors of the released matrix, with its (scaled) eigenvalues."""
-    values, basis = top_eigenpairs(release.matrix, k)
+    values, basis = release.factored.top_eigenpairs(k)
     config = {**release.config, "k": k, "wall_seconds": time.perf_counter() - start}
     history = [
         {"round": 1, "phase": PHASE_RELEASE, "eigenvalues": (values * release.scale).tolist()}
@@ -148,7 +169,9 @@ def _nonprivate(X: np.ndarray, k: int, algorithm: str, config: dict[str, Any]) -
         "unit": None,
         "trust_model": TRUST_NONE,
     }
-    release = CentralRelease(X.T @ X, 1.0 / n, privacy, {**config, "samples": n, "dim": d})
+    release = CentralRelease(
+        GramPlusSymmetric(X), 1.0 / n, privacy, {**config, "samples": n, "dim": d}
+    )
     return _result(algorithm, release, k, start)
 
 
@@ -196,7 +219,9 @@ def analyze_gauss_release(
     d = data.X.shape[1]
     sensitivity = upper_triangle_sensitivity(clip_norm)
     sigma = cal.sigma(sensitivity)
-    noisy = data.X.T @ data.X + NoiseSource(seed, ANALYZE_GAUSS).symmetric(0, sigma, d)
+    noisy = GramPlusSymmetric(
+        data.X, 1.0, NoiseSource(seed, ANALYZE_GAUSS).symmetric(0, sigma, d)
+    )
     privacy = {
         "mechanism": "analyze-gauss: X^T X + symmetric Gaussian noise on its upper triangle",
         "unit": UNIT,
@@ -283,7 +308,9 @@ def mod_sulq_release(
     beta = mod_sulq_beta(d, n, epsilon, delta)
     sigma = beta * clip_norm**2
     sensitivity = upper_triangle_sensitivity(clip_norm) / n
-    noisy = data.X.T @ data.X / n + NoiseSource(seed, MOD_SULQ).symmetric(0, sigma, d)
+    noisy = GramPlusSymmetric(
+        data.X, float(n), NoiseSource(seed, MOD_SULQ).symmetric(0, sigma, d)
+    )
     privacy = {
         "mechanism": "mod-sulq: A = X^T X / n + symmetric Gaussian noise, the paper's beta",
         "calibration": "paper (Chaudhuri, Sarwate, Sinha 2012, Alg. 1 and Theorem 1)",

@@ -24,6 +24,15 @@ slides' ``1/N_s`` is the add/remove-one figure and under-states it by ``sqrt(2)`
 Gaussian mechanism (PLD accountant) by default, the classic ``sqrt(2 ln(1.25/delta)) / eps``
 (eps < 1 only) in ``"paper"`` mode. It is (epsilon, delta)-DP; ``P_s`` and everything the
 server computes are post-processing. ``N_s`` is public.
+
+Computation (changes no law, no guarantee): a site never eigendecomposes the whole
+``d x d`` ``A^_s`` to keep ``R`` pairs. It draws ``E`` in blocks of rows (bit for bit the
+matrix of :func:`fedpca.mechanisms.symmetric_gaussian`), keeps ``A^_s`` factored as
+``X_s^T X_s / N_s + E`` and takes its top ``R`` eigenpairs by Lanczos on
+``v -> X_s^T (X_s v) / N_s + E v`` when ``d >= 1000`` and ``R`` is small, by a dense ``eigh``
+otherwise (:func:`fedpca.subspace.eigensolver_for`; tolerance
+:data:`fedpca.subspace.LANCZOS_TOL`, dense fallback with a logged warning if Lanczos does not
+converge). Memory: ``d^2`` floats for ``E`` plus the Krylov basis (``steps x d``).
 """
 
 from __future__ import annotations
@@ -49,8 +58,8 @@ from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.mechanisms import Release, upper_triangle_sensitivity
 from fedpca.results import PCAResult
 from fedpca.site_data import SiteData
-from fedpca.subspace import energy_ratio, top_eigenvectors
-from fedpca.validation import require_choice, require_positive_int
+from fedpca.subspace import GramPlusSymmetric, energy_ratio, top_eigenpairs, top_eigenvectors
+from fedpca.validation import require_choice, require_ordered, require_positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -86,12 +95,20 @@ def message_bytes(dim: int, r: int | None) -> int:
     return dim * (dim if r is None else r) * FLOAT_BYTES
 
 
-def partial_square_root(A_hat: np.ndarray, r: int) -> np.ndarray:
-    """``P = U_R diag(sqrt(max(lambda_R, 0)))`` from the ``r`` largest eigenpairs of the
-    symmetric ``A_hat`` (columns in descending eigenvalue order)."""
-    d = A_hat.shape[0]
-    values, vectors = scipy.linalg.eigh(A_hat, subset_by_index=(d - r, d - 1), check_finite=False)
-    return vectors[:, ::-1] * np.sqrt(np.clip(values[::-1], 0.0, None))
+def partial_square_root(A_hat: np.ndarray | GramPlusSymmetric, r: int) -> np.ndarray:
+    """``P = U_R diag(sqrt(max(lambda_R, 0)))`` from the ``r`` largest (algebraic) eigenpairs
+    of the symmetric ``A_hat`` (columns in descending eigenvalue order; a negative eigenvalue
+    among them gives a zero column).
+
+    ``A_hat`` is a ``d x d`` array (dense ``eigh``) or a site's noisy matrix kept factored,
+    ``X^T X / N_s + E`` (:func:`fedpca.subspace.gram_top_eigenpairs`: Lanczos for large
+    ``d`` and small ``r``, dense ``eigh`` otherwise).
+    """
+    if isinstance(A_hat, GramPlusSymmetric):
+        values, vectors = A_hat.top_eigenpairs(r)
+    else:
+        values, vectors = top_eigenpairs(np.asarray(A_hat, dtype=np.float64), r)
+    return vectors * np.sqrt(np.clip(values, 0.0, None))
 
 
 def merge_weights(sizes: Sequence[int], weighting: str) -> np.ndarray:
@@ -181,7 +198,9 @@ class DPdisPCASite(PrivateSite):
                     f"{self.site}: refused: r (the columns of P_s) must be an integer in "
                     f"1..{self.dim} (this site's d), got {r!r}"
                 )
-            return partial_square_root(self.noisy_second_moment(min_noise_multiplier), int(r))
+            return partial_square_root(
+                self.factored_second_moment(min_noise_multiplier), int(r)
+            )
         if variant == VARIANT_FULL:
             if r is not None:
                 raise InvalidRequestError(
@@ -193,11 +212,26 @@ class DPdisPCASite(PrivateSite):
         )
 
     def noisy_second_moment(self, min_noise_multiplier: float | None = None) -> np.ndarray:
-        """``A^_s = X^T X / N_s + E`` with symmetric Gaussian ``E`` (the one accounted release)."""
+        """``A^_s = X^T X / N_s + E`` with symmetric Gaussian ``E`` (the one accounted release)
+        as a ``d x d`` array: :meth:`factored_second_moment` formed."""
+        return self.factored_second_moment(min_noise_multiplier).dense()
+
+    def factored_second_moment(
+        self, min_noise_multiplier: float | None = None
+    ) -> GramPlusSymmetric:
+        """``A^_s = X^T X / N_s + E`` kept factored (the one accounted release).
+
+        Privacy guarantee: charges the site's single release of the upper triangle of
+        ``X^T X / N_s`` with Gaussian noise ``tau`` (replace-one sensitivity
+        ``sqrt(2) C^2 / N_s``); (epsilon, delta)-DP per record of this site. The returned
+        object holds the site's records (``X``): only ``A^_s`` itself, or what is computed
+        from it (``P_s``), may leave the site.
+        """
         sensitivity = second_moment_sensitivity(self.policy.clip_norm, self.n)
         tau = self.sigma(sensitivity, min_noise_multiplier)
         index = self.charge(Release(MECHANISM, sensitivity, tau, (self.dim, self.dim)))
-        return (self.X.T @ self.X) / self.n + self.noise.symmetric(index, tau, self.dim)
+        noise = self.noise.symmetric(index, tau, self.dim)
+        return GramPlusSymmetric(self.X, float(self.n), noise)
 
 
 class DPdisPCAServer(ServerRecord):
@@ -226,15 +260,13 @@ class DPdisPCAServer(ServerRecord):
     ) -> None:
         self.dim = require_positive_int(dim, "dim")
         self.k = require_positive_int(k, "k")
-        if self.k > self.dim:
-            raise ConfigurationError(f"need k <= dim, got k={k}, dim={dim}")
+        require_ordered({"k": self.k, "dim": self.dim})
         self.variant = require_choice(variant, "variant", VARIANTS)
         self.weighting = require_choice(weighting, "weighting", WEIGHTINGS)
         self.r: int | None = None
         if variant == VARIANT_FACTOR:
             self.r = default_r(self.k, self.dim) if r is None else require_positive_int(r, "r")
-            if self.r > self.dim:
-                raise ConfigurationError(f"need r <= dim, got r={r}, dim={dim}; r is capped at d")
+            require_ordered({"r": self.r, "dim": self.dim})
         if evaluation is not None and np.shape(evaluation) != (self.dim, self.dim):
             raise ConfigurationError(
                 f"evaluation must be a {self.dim} x {self.dim} matrix, got shape "
@@ -281,6 +313,12 @@ class DPdisPCAServer(ServerRecord):
         self.sites_answered.append([a.site for a in ordered])
         logger.info("DPdisPCA: %s", entry)
         return self.basis
+
+
+    def record_energy_ratio(self, evaluation: np.ndarray) -> None:
+        """Record ``energy_ratio`` against ``evaluation`` (``d x d``) in the last history
+        entry: for an evaluation matrix known only after the round."""
+        self.history[-1]["energy_ratio"] = energy_ratio(self.basis, evaluation)
 
 
 def privacy_record(

@@ -11,6 +11,9 @@ Sampling (:mod:`fedpca.bingham`): ``k = 1`` is one exact draw (Kent, Ganeiber & 
 rejection with an ACG envelope, or a polar-chart envelope when the draw is concentrated);
 ``k > 1`` is the state of Hoff's column-wise Gibbs sampler
 after ``burn_in`` sweeps from a uniformly random frame (chosen independently of the data).
+Unlike the noisy-matrix methods (:mod:`fedpca.algorithms.central`), PPCA stays dense,
+``O(n d^2 + d^3)``: the sampler works in the eigenbasis of ``B`` and needs all ``d`` of its
+eigenpairs, not the top ``k``.
 
 Privacy guarantee (unit: one record of the pooled data, replace-one, ``n`` public; central
 trust model: a trusted curator holds every record). The score ``u(V) = tr(V^T X^T X V)``

@@ -38,6 +38,18 @@ class SitePrivacyPolicy(Protocol):
     def calibration(self) -> Calibration: ...
 
 
+class SiteLedgerLike(Protocol):
+    """What a site charges: the in-memory :class:`~fedpca.ledger.PrivacyLedger` of a
+    simulation or the durable :class:`~fedpca.site_ledger.RunLedger` of a real site."""
+
+    @property
+    def count(self) -> int: ...
+
+    def charge(self, release: Release) -> None: ...
+
+    def epsilon_spent(self) -> float: ...
+
+
 @dataclass(frozen=True)
 class SingleReleasePolicy:
     """A policy for mechanisms that release once per site (DPdisPCA, LDP covariance).
@@ -97,7 +109,8 @@ class PrivateSite:
             the level the guarantee relies on.
         site: the site's name (messages, and with ``seed`` its noise stream).
         seed: seed for reproducible simulation only; ``None`` draws OS randomness.
-        ledger: an existing ledger to continue (e.g. restored from storage).
+        ledger: the ledger to charge: a real site's durable lifetime ledger for this run,
+            or ``None`` for a fresh in-memory one sized by the policy (simulation).
     """
 
     def __init__(
@@ -106,7 +119,7 @@ class PrivateSite:
         policy: SitePrivacyPolicy,
         site: str = "site",
         seed: int | None = None,
-        ledger: PrivacyLedger | None = None,
+        ledger: SiteLedgerLike | None = None,
     ) -> None:
         if policy.secure_min_sites is not None:
             require_positive_int(policy.secure_min_sites, "secure_min_sites", minimum=2)
@@ -123,7 +136,7 @@ class PrivateSite:
             )
         self.X, self.clip_report = data.X, data.clip
         self.calibration = policy.calibration()
-        self.ledger = ledger or PrivacyLedger(
+        self.ledger: SiteLedgerLike = ledger or PrivacyLedger(
             self.calibration.target_epsilon, self.calibration.delta,
             max_releases=policy.releases, site=site,
         )

@@ -1,14 +1,17 @@
-"""What every algorithm's Flower App entry shares: the site's own settings, its data, and
-writing the result."""
+"""What every algorithm's Flower App entry shares: building this node's client (a real
+site from its own policy, or a simulated partition), and writing the result."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any, Protocol
 
+from flwr.client import Client
 from flwr.common import Context
 
-from fedpca.data.files import load_site_file
+from fedpca.apps.real_site import is_real_site, open_real_site
+from fedpca.clients.base import ClientFactory
+from fedpca.errors import ConfigurationError
 from fedpca.report import result_summary
 from fedpca.results import PCAResult
 from fedpca.site_data import SiteData
@@ -17,39 +20,59 @@ logger = logging.getLogger(__name__)
 
 #: Sites the ServerApp waits for when run_config ``min-sites`` is 0.
 DEFAULT_MIN_SITES = 2
-#: node_config keys a site may use to set its own privacy policy: the site, not the
-#: coordinator, owns its budget, so these win over the server's run_config.
-SITE_POLICY_KEYS = ("epsilon", "delta", "rounds", "accounting", "clip-norm", "secure-min-sites")
 
 
-class PartitionedScenario(Protocol):
-    """A scenario that can build the records of one of its partitions."""
+class AppScenario(Protocol):
+    """What an algorithm's scenario offers the App: its site policy, seed and partitions."""
+
+    seed: int | None
+
+    def policy(self) -> Any: ...
 
     def prepared_site(self, site: int) -> SiteData: ...
 
 
-def site_config(context: Context) -> dict[str, Any]:
-    """The server's run_config with this site's own policy keys (node_config) on top."""
-    node = dict(context.node_config)
-    merged = dict(context.run_config)
-    merged.update({key: node[key] for key in SITE_POLICY_KEYS if key in node})
-    return merged
+class ScenarioFactory(Protocol):
+    """A scenario class: built from a run_config."""
+
+    def from_run_config(self, config: dict[str, Any], **overrides: Any) -> AppScenario: ...
+
+
+def site_client_for(
+    context: Context, algorithm: str, scenario_cls: ScenarioFactory,
+    client_for_site: ClientFactory,
+) -> Client:
+    """This node's client for ``algorithm``.
+
+    A real site (node_config names its ``policy``) answers from its own data file with its
+    own budget, OS noise and lifetime ledger (:mod:`fedpca.apps.real_site`); the run_config
+    supplies only the non-privacy parameters. A simulated site answers from partition
+    ``partition-id`` of the scenario's data, with the run_config's policy and seed.
+    """
+    if is_real_site(context):
+        site = open_real_site(context, algorithm)
+        scenario = scenario_cls.from_run_config(site.config, sites=1)
+        return client_for_site(
+            context, site.records, scenario.policy(), site.name, seed=None, ledger=site.ledger
+        )
+    if "partition-id" not in context.node_config:
+        raise ConfigurationError(
+            "this node has no site policy (node_config policy=FILE: a real site) and no "
+            "partition-id (a simulated site); a real site's operator starts its SuperNode "
+            "with --node-config 'policy=\"/path/policy.toml\"'"
+        )
+    config = dict(context.run_config)
+    scenario = scenario_cls.from_run_config(config, sites=site_partitions(context))
+    partition = int(context.node_config["partition-id"])
+    return client_for_site(
+        context, scenario.prepared_site(partition), scenario.policy(), str(partition),
+        seed=scenario.seed,
+    )
 
 
 def site_partitions(context: Context) -> int:
     """How many partitions the synthetic/benchmark data are split into (simulation)."""
     return int(context.node_config.get("num-partitions", 1))
-
-
-def site_records(context: Context, scenario: PartitionedScenario) -> tuple[str, Any]:
-    """``(site name, records)``: the file in node_config ``data-path`` (a real site), else
-    partition ``partition-id`` of the scenario's data (simulation and tests)."""
-    node = dict(context.node_config)
-    if "data-path" in node:
-        name = str(node.get("site-name", node.get("partition-id", node["data-path"])))
-        return name, load_site_file(str(node["data-path"]), site=name)
-    partition = int(node["partition-id"])
-    return str(partition), scenario.prepared_site(partition)
 
 
 def min_sites(config: dict[str, Any]) -> int:
@@ -58,8 +81,11 @@ def min_sites(config: dict[str, Any]) -> int:
 
 
 def finish(result: PCAResult, config: dict[str, Any]) -> None:
-    """Log the result and write it as JSON to run_config ``output`` when that is set."""
+    """Log the result and write its run record (the same JSON as ``fedpca simulate
+    --output``, :mod:`fedpca.run_record`) to run_config ``output`` when that is set."""
+    from fedpca.run_record import save_run_record
+
     logger.info("%s", result_summary(result))
     output = str(config.get("output", ""))
     if output:
-        result.save(output)
+        save_run_record(result, output)

@@ -2,33 +2,35 @@
 
 One round: every site sends ``P_s`` (``d x r``) of its noisy second-moment matrix; the server
 merges them. Sites read their records from node_config ``data-path`` or, in simulation, from
-the configured ``dataset`` partition. The server holds no data, so no energy ratio is
-recorded; the privacy record uses the record counts the sites reported.
+the configured ``dataset`` partition. The server holds no data; when the answering sites are
+exactly the partitions of the configured synthetic model or public data set, it rebuilds
+their data and records the energy ratio, as ``fedpca simulate dpdis-pca`` does. The privacy
+record uses the record counts the sites reported.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 from flwr.client import Client
 from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.algorithms.dpdis_pca import privacy_record
-from fedpca.apps.common import finish, min_sites, site_config, site_partitions, site_records
+from fedpca.apps.common import finish, min_sites, site_client_for
 from fedpca.apps.workflow import run_strategy
 from fedpca.blas import single_thread_blas
 from fedpca.clients.dpdis_pca import client_for_site
 from fedpca.dpdis_scenario import DPdisPCAScenario
+from fedpca.errors import FedPCAError
 from fedpca.strategies.dpdis_pca import DPdisPCAStrategy
 
 
 def client_fn(context: Context) -> Client:
     """This node's DPdisPCA client."""
     single_thread_blas()
-    scenario = DPdisPCAScenario.from_run_config(
-        site_config(context), sites=site_partitions(context)
-    )
-    name, data = site_records(context, scenario)
-    return client_for_site(context, data, scenario.policy(), name, seed=scenario.seed)
+    return site_client_for(context, "dpdis-pca", DPdisPCAScenario, client_for_site)
 
 
 def server_main(grid: Grid, context: Context) -> None:
@@ -41,4 +43,17 @@ def server_main(grid: Grid, context: Context) -> None:
     )
     run_strategy(grid, context, strategy, strategy.num_rounds)
     strategy.privacy = privacy_record(scenario.policy(), list(strategy.site_sizes.values()))
+    evaluation = _known_evaluation(config, strategy.site_sizes)
+    if evaluation is not None:
+        strategy.server.record_energy_ratio(evaluation)
     finish(strategy.result(config), config)
+
+
+def _known_evaluation(config: dict[str, Any], site_records: dict[str, int]) -> np.ndarray | None:
+    """The pooled second moment of the answering sites' data when the server can rebuild it
+    (they are exactly the partitions the run_config describes), else None."""
+    try:
+        known = DPdisPCAScenario.from_run_config(config, sites=len(site_records))
+        return known.evaluation() if known.holds_sites(site_records) else None
+    except FedPCAError:  # the run_config does not describe the sites' data
+        return None

@@ -13,7 +13,7 @@ from flwr.client import Client
 from flwr.common import Context
 from flwr.server import Grid
 
-from fedpca.apps.common import finish, min_sites, site_config, site_partitions, site_records
+from fedpca.apps.common import finish, min_sites, site_client_for
 from fedpca.apps.workflow import SecAggSettings, run_strategy
 from fedpca.blas import single_thread_blas
 from fedpca.clients.dps_pca import client_for_site
@@ -25,9 +25,7 @@ from fedpca.strategies.dps_pca import DPSPCAStrategy
 def client_fn(context: Context) -> Client:
     """This node's DPS-PCA client."""
     single_thread_blas()
-    scenario = DPSPCAScenario.from_run_config(site_config(context), sites=site_partitions(context))
-    name, data = site_records(context, scenario)
-    return client_for_site(context, data, scenario.policy(), name, seed=scenario.seed)
+    return site_client_for(context, "dps-pca", DPSPCAScenario, client_for_site)
 
 
 def _secure_settings(scenario: DPSPCAScenario, config: dict) -> SecAggSettings | None:

@@ -7,7 +7,7 @@ from flwr.client import Client
 from flwr.common import Context
 from flwr.server import Grid
 
-from fedpca.apps.common import finish, min_sites, site_config, site_partitions, site_records
+from fedpca.apps.common import finish, min_sites, site_client_for
 from fedpca.apps.workflow import run_strategy
 from fedpca.blas import single_thread_blas
 from fedpca.clients.ldp_pca import client_for_site
@@ -18,9 +18,7 @@ from fedpca.strategies.ldp_pca import LDPCovarianceStrategy
 def client_fn(context: Context) -> Client:
     """This node's LDP-PCA client."""
     single_thread_blas()
-    scenario = LDPScenario.from_run_config(site_config(context), sites=site_partitions(context))
-    name, data = site_records(context, scenario)
-    return client_for_site(context, data, scenario.policy(), name, seed=scenario.seed)
+    return site_client_for(context, "ldp-pca", LDPScenario, client_for_site)
 
 
 def server_main(grid: Grid, context: Context) -> None:

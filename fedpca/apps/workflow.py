@@ -13,7 +13,7 @@ from flwr.server.workflow.secure_aggregation.secaggplus_workflow import Workflow
 
 from fedpca.blas import single_thread_blas
 from fedpca.errors import ConfigurationError
-from fedpca.strategies.base import RoundFailedError
+from fedpca.strategies.base import RoundFailedError, failure_reason
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +34,19 @@ class MinimumSumSecAggPlusWorkflow(SecAggPlusWorkflow):
     def __init__(self, *, min_sites: int, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.min_sites = min_sites
+
+    def __call__(self, grid: Grid, context: Context) -> None:
+        """Run SecAgg+'s stages; a halted stage stops the run with the sites' own reasons
+        (Flower would log "halted" and go on to the next round without a result)."""
+        state = WorkflowState()
+        for stage in (self.setup_stage, self.share_keys_stage,
+                      self.collect_masked_vectors_stage, self.unmask_stage):
+            if not stage(grid, context, state):
+                reasons = sorted({failure_reason(failure) for failure in state.failures})
+                raise RoundFailedError(
+                    f"secure aggregation halted in {stage.__name__}; site failures: "
+                    f"{reasons[:5] or 'none reported (too few sites answered)'}"
+                )
 
     def unmask_stage(self, grid: Grid, context: LegacyContext, state: WorkflowState) -> bool:
         """Refuse to unmask a sum over fewer than ``min_sites`` sites; else unmask."""

@@ -17,13 +17,15 @@ import numpy as np
 from flwr.client import Client, NumPyClient
 from flwr.common import Context
 
-from fedpca.algorithms.site import PrivateSite
+from fedpca.algorithms.site import PrivateSite, SiteLedgerLike, SitePrivacyPolicy
 from fedpca.clients.ledger_state import load_ledger, store_ledger
-from fedpca.clients.secure_aggregation import is_masked
+from fedpca.clients.secure_aggregation import masked_clipping_range
 from fedpca.errors import InvalidRequestError
 from fedpca.ledger import PrivacyLedger
+from fedpca.site_data import SiteData
 
-#: ``(context, data, policy, site name, seed=...) -> Client``: each algorithm's factory.
+#: ``(context, data, policy, site name, seed=..., ledger=...) -> Client``: each algorithm's
+#: factory (see :func:`client_factory`).
 ClientFactory = Callable[..., Client]
 
 
@@ -34,8 +36,11 @@ class PrivateSiteClient(NumPyClient):
         site: the Flower-free site object (data, calibration, ledger, noise).
         on_release: called with the ledger after every accepted release (before the answer
             is returned), e.g. to persist it in ``context.state``.
-        masked: whether this request is answered inside secure-aggregation masking; a site
-            whose policy relies on secure aggregation refuses unmasked requests.
+        clipping_range: when this request is answered inside SecAgg+ masking, the range
+            beyond which SecAgg+ would clip values (``None``: not masked). A site whose
+            policy relies on secure aggregation refuses unmasked requests, and a masked
+            request whose range cannot hold the answer's *public* bound is refused before
+            anything is charged (Flower would clip silently and corrupt the sum).
     """
 
     #: Fit-config keys this client understands; any other key is refused.
@@ -45,11 +50,16 @@ class PrivateSiteClient(NumPyClient):
         self,
         site: PrivateSite,
         on_release: Callable[[PrivacyLedger], None] | None = None,
-        masked: bool = False,
+        clipping_range: float | None = None,
     ) -> None:
         self.site = site
         self.on_release = on_release
-        self.masked = masked
+        self.clipping_range = clipping_range
+
+    @property
+    def masked(self) -> bool:
+        """Whether this request is answered inside SecAgg+ masking."""
+        return self.clipping_range is not None
 
     def get_parameters(self, config: dict) -> list[np.ndarray]:
         """A site holds no global parameters: nothing is sent."""
@@ -67,6 +77,8 @@ class PrivateSiteClient(NumPyClient):
                 "this site answers only inside a secure sum over at least "
                 f"{self.site.secure_min_sites} sites (SecAgg+), and this request is not masked"
             )
+        if self.masked:
+            self.check_clipping_range(config)
         value = self.release(parameters, config)
         if self.on_release is not None:
             self.on_release(self.site.ledger)
@@ -80,6 +92,27 @@ class PrivateSiteClient(NumPyClient):
     def release(self, parameters: list[np.ndarray], config: dict) -> np.ndarray:
         """The noisy array answering this request (subclasses); raise to refuse."""
         raise NotImplementedError
+
+    def answer_bound(self, config: dict) -> float | None:
+        """A bound on ``max |answer|`` from public quantities only (clip norm, record count,
+        the site's sigma), exceeded with probability at most
+        :data:`~fedpca.mechanisms.TAIL_PROBABILITY`; ``None`` when the algorithm has no
+        secure-aggregation mode (subclasses that have one override it)."""
+        return None
+
+    def check_clipping_range(self, config: dict) -> None:
+        """Refuse, before anything is charged, a SecAgg+ request whose clipping range cannot
+        hold the answer's public bound. The message quotes only public quantities."""
+        bound = self.answer_bound(config)
+        if bound is None:
+            raise self.refuse("this algorithm has no secure-aggregation mode at this site")
+        if bound > self.clipping_range:
+            raise self.refuse(
+                f"SecAgg+ clipping_range={self.clipping_range:g} is below the public bound "
+                f"{bound:.3g} on the values this site sends (C^2 plus the tail of its noise "
+                "over n); they would be clipped silently. Raise clipping_range; nothing was "
+                "released"
+            )
 
     def require_dim(self, dim: object) -> None:
         """Refuse a request made for ``dim`` features when this site holds another number."""
@@ -97,10 +130,42 @@ class PrivateSiteClient(NumPyClient):
 def site_client(
     context: Context, client_cls: type[PrivateSiteClient], site: PrivateSite
 ) -> Client:
-    """A Flower ``Client`` for ``site``: its ledger restored from and saved to
-    ``context.state`` (so restarts cannot reset it), and told whether the current request is
-    masked by secure aggregation."""
-    load_ledger(context, site.ledger)
+    """A Flower ``Client`` for ``site``, told whether the current request is masked by
+    secure aggregation.
+
+    A site with an in-memory :class:`PrivacyLedger` (simulation) keeps it in
+    ``context.state``, which Flower keeps for the run; a site with a durable ledger (a real
+    site's :class:`~fedpca.site_ledger.RunLedger`) has every charge on its disk already.
+    """
+    on_release = None
+    if isinstance(site.ledger, PrivacyLedger):
+        load_ledger(context, site.ledger)
+        on_release = functools.partial(store_ledger, context)
     return client_cls(
-        site, on_release=functools.partial(store_ledger, context), masked=is_masked(context)
+        site, on_release=on_release, clipping_range=masked_clipping_range(context)
     ).to_client()
+
+
+def client_factory(
+    client_cls: type[PrivateSiteClient], site_cls: type[PrivateSite]
+) -> ClientFactory:
+    """The ``client_for_site(context, data, policy, site, seed=None, ledger=None)`` of one
+    algorithm: a ``client_cls`` answering for a ``site_cls`` built from the site's data and
+    its own policy (``ledger``: a durable ledger to charge instead of an in-memory one)."""
+
+    def client_for_site(
+        context: Context,
+        data: np.ndarray | SiteData,
+        policy: SitePrivacyPolicy,
+        site: str,
+        seed: int | None = None,
+        ledger: SiteLedgerLike | None = None,
+    ) -> Client:
+        return site_client(
+            context, client_cls, site_cls(data, policy, site=site, seed=seed, ledger=ledger)
+        )
+
+    client_for_site.__doc__ = (
+        f"A Flower ``Client`` ({client_cls.__name__}) for one {site_cls.__name__}."
+    )
+    return client_for_site

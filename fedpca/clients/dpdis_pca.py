@@ -13,12 +13,9 @@ from __future__ import annotations
 
 
 import numpy as np
-from flwr.client import Client
-from flwr.common import Context
 
-from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite
-from fedpca.clients.base import PrivateSiteClient, site_client
-from fedpca.site_data import SiteData
+from fedpca.algorithms.dpdis_pca import DPdisPCASite
+from fedpca.clients.base import PrivateSiteClient, client_factory
 
 
 class DPdisPCAClient(PrivateSiteClient):
@@ -41,12 +38,5 @@ class DPdisPCAClient(PrivateSiteClient):
         )
 
 
-def client_for_site(
-    context: Context,
-    data: np.ndarray | SiteData,
-    policy: DPdisPCAPolicy,
-    site: str,
-    seed: int | None = None,
-) -> Client:
-    """A Flower ``Client`` for one DPdisPCA site whose ledger lives in ``context.state``."""
-    return site_client(context, DPdisPCAClient, DPdisPCASite(data, policy, site=site, seed=seed))
+#: ``client_for_site(context, data, policy, site, seed=None, ledger=None) -> Client``.
+client_for_site = client_factory(DPdisPCAClient, DPdisPCASite)

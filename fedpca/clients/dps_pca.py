@@ -9,13 +9,13 @@ would not allow, or that is malformed, is refused with an exception and nothing 
 
 from __future__ import annotations
 
-import numpy as np
-from flwr.client import Client
-from flwr.common import Context
+import math
 
-from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_POWER, DPSPCASite, SitePolicy
-from fedpca.clients.base import PrivateSiteClient, site_client
-from fedpca.site_data import SiteData
+import numpy as np
+
+from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_POWER, DPSPCASite
+from fedpca.clients.base import PrivateSiteClient, client_factory
+from fedpca.mechanisms import gaussian_tail_bound, power_step_sensitivity
 
 
 class DPSPCAClient(PrivateSiteClient):
@@ -45,13 +45,17 @@ class DPSPCAClient(PrivateSiteClient):
             return self.site.release_power(parameters[0], floor)
         raise self.refuse(f"unknown phase {phase!r}; expected {PHASE_INIT!r} or {PHASE_POWER!r}")
 
+    def answer_bound(self, config: dict) -> float:
+        """Every entry of ``diag(X^T X) / n`` and of ``X^T X Q / n`` (orthonormal ``Q``) is
+        at most ``C^2``; the noise adds ``sigma / sqrt(m) / n`` per entry, bounded by its
+        tail over the ``d x k`` (at most ``d x d``) entries."""
+        site = self.site
+        # Both releases have sensitivity sqrt(2) C^2 (see fedpca.mechanisms).
+        share = site.sigma(power_step_sensitivity(site.clip_norm), config.get("min_noise_multiplier"))
+        if site.secure_min_sites is not None:
+            share /= math.sqrt(site.secure_min_sites)
+        return site.clip_norm**2 + gaussian_tail_bound(share / site.n, site.dim * site.dim)
 
-def client_for_site(
-    context: Context,
-    data: np.ndarray | SiteData,
-    policy: SitePolicy,
-    site: str,
-    seed: int | None = None,
-) -> Client:
-    """A Flower ``Client`` for one DPS-PCA site whose ledger lives in ``context.state``."""
-    return site_client(context, DPSPCAClient, DPSPCASite(data, policy, site=site, seed=seed))
+
+#: ``client_for_site(context, data, policy, site, seed=None, ledger=None) -> Client``.
+client_for_site = client_factory(DPSPCAClient, DPSPCASite)

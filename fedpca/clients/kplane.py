@@ -12,12 +12,9 @@ refused with an exception and nothing is released. The records' clusters never l
 from __future__ import annotations
 
 import numpy as np
-from flwr.client import Client
-from flwr.common import Context
 
-from fedpca.clients.base import PrivateSiteClient, site_client
-from fedpca.clustering.kplane import KPlanePolicy, KPlaneSite
-from fedpca.site_data import SiteData
+from fedpca.clients.base import PrivateSiteClient, client_factory
+from fedpca.clustering.kplane import KPlaneSite
 
 
 class KPlaneClient(PrivateSiteClient):
@@ -46,12 +43,5 @@ class KPlaneClient(PrivateSiteClient):
         return self.site.release_clusters(parameters, config.get("min_noise_multiplier"))
 
 
-def client_for_site(
-    context: Context,
-    data: np.ndarray | SiteData,
-    policy: KPlanePolicy,
-    site: str,
-    seed: int | None = None,
-) -> Client:
-    """A Flower ``Client`` for one k-plane site whose ledger lives in ``context.state``."""
-    return site_client(context, KPlaneClient, KPlaneSite(data, policy, site=site, seed=seed))
+#: ``client_for_site(context, data, policy, site, seed=None, ledger=None) -> Client``.
+client_for_site = client_factory(KPlaneClient, KPlaneSite)

@@ -11,12 +11,9 @@ and nothing is released. Rows clipped to the policy's norm are counted in the me
 from __future__ import annotations
 
 import numpy as np
-from flwr.client import Client
-from flwr.common import Context
 
-from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceSite, LDPPolicy
-from fedpca.clients.base import PrivateSiteClient, site_client
-from fedpca.site_data import SiteData
+from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceSite
+from fedpca.clients.base import PrivateSiteClient, client_factory
 
 
 class LDPCovarianceClient(PrivateSiteClient):
@@ -43,12 +40,5 @@ class LDPCovarianceClient(PrivateSiteClient):
         return self.site.release_covariance(config.get("min_noise_multiplier"))
 
 
-def client_for_site(
-    context: Context,
-    data: np.ndarray | SiteData,
-    policy: LDPPolicy,
-    site: str,
-    seed: int | None = None,
-) -> Client:
-    """A Flower ``Client`` for one LDP-PCA site whose ledger lives in ``context.state``."""
-    return site_client(context, LDPCovarianceClient, LDPCovarianceSite(data, policy, site=site, seed=seed))
+#: ``client_for_site(context, data, policy, site, seed=None, ledger=None) -> Client``.
+client_for_site = client_factory(LDPCovarianceClient, LDPCovarianceSite)

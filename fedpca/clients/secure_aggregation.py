@@ -4,9 +4,12 @@
 ``secaggplus_mod`` and passes every other message through untouched (a bare
 ``secaggplus_mod`` breaks plain rounds). While the site's answer is produced inside the
 masking stage it marks the context, so a site whose policy relies on secure aggregation
-(noise ``sigma / sqrt(m)``) can refuse any request that would reveal its answer unmasked.
-After the site answers it checks that the values fit SecAgg+'s clipping range: Flower clips
-out-of-range values silently, which would corrupt the sum.
+(noise ``sigma / sqrt(m)``) can refuse any request that would reveal its answer unmasked,
+and so the site can check, before it charges anything, that SecAgg+'s clipping range holds
+its answer's public bound (Flower clips out-of-range values silently, which would corrupt the
+sum). The check never looks at the answer itself: the unmasked answer carries only
+``sigma / sqrt(m)`` noise, so no number derived from it may leave the site, not even in an
+error message.
 
 Trust model (stated in every secure-aggregation result, see
 :data:`fedpca.algorithms.dps_pca.SECURE_TRUST`): an honest-but-curious server that runs
@@ -17,7 +20,6 @@ uses unseeded numpy randomness: this is not cryptographic-grade secure aggregati
 
 from __future__ import annotations
 
-import numpy as np
 from flwr.client.mod import secaggplus_mod
 from flwr.common import ConfigRecord, Context, Message, MessageType
 from flwr.common.secure_aggregation.secaggplus_constants import (
@@ -25,14 +27,16 @@ from flwr.common.secure_aggregation.secaggplus_constants import (
     RECORD_KEY_STATE,
 )
 
-from fedpca.errors import InvalidRequestError
 
 #: Marks, in ``context.state``, that the current fit runs inside SecAgg+ masking.
 MASKED_RECORD = "fedpca.masked"
 
-def is_masked(context: Context) -> bool:
-    """Whether the current fit is being answered inside SecAgg+ masking."""
-    return MASKED_RECORD in context.state.config_records
+def masked_clipping_range(context: Context) -> float | None:
+    """SecAgg+'s clipping range when the current fit is answered inside its masking, else
+    ``None``."""
+    if MASKED_RECORD not in context.state.config_records:
+        return None
+    return float(context.state.config_records[RECORD_KEY_STATE]["clipping_range"])
 
 
 def secure_aggregation_mod(msg: Message, ctxt: Context, call_next) -> Message:
@@ -49,22 +53,6 @@ def secure_aggregation_mod(msg: Message, ctxt: Context, call_next) -> Message:
             reply = call_next(message, context)
         finally:
             del context.state.config_records[MASKED_RECORD]
-        _check_clipping_range(reply, context)
         return reply
 
     return secaggplus_mod(msg, ctxt, masked_fit)
-
-
-def _check_clipping_range(reply: Message, context: Context) -> None:
-    if not reply.has_content():
-        return
-    limit = float(context.state.config_records[RECORD_KEY_STATE]["clipping_range"])
-    for record in reply.content.array_records.values():
-        for array in record.values():
-            values = array.numpy()
-            if values.size and float(np.abs(values).max()) > limit:
-                raise InvalidRequestError(
-                    f"refused: the answer has values up to {float(np.abs(values).max()):.3g}, "
-                    f"beyond the SecAgg+ clipping range {limit}; they would be clipped "
-                    "silently. Raise clipping_range in the server's SecAgg+ settings"
-                )

@@ -54,7 +54,7 @@ from fedpca.clustering.metrics import assign_to_subspaces
 from fedpca.clustering.nonprivate import cluster_scatter
 from fedpca.clustering.result import ClusteringResult
 from fedpca.data.subspaces import random_subspaces
-from fedpca.errors import ConfigurationError, InvalidRequestError
+from fedpca.errors import ConfigurationError, InvalidRequestError, ParameterError
 from fedpca.mechanisms import upper_triangle_sensitivity
 from fedpca.subspace import top_eigenvectors
 from fedpca.validation import (
@@ -132,9 +132,10 @@ def require_subspace_dim(subspace_dim: object, dim: int) -> int:
     ``d``-dimensional subspace contains every point: clustering would be meaningless)."""
     q = require_positive_int(subspace_dim, "subspace_dim")
     if q >= dim:
-        raise ConfigurationError(
-            f"subspace_dim={q} must be below dim={dim}: a {dim}-dimensional subspace contains "
-            "every point; choose subspace_dim < dim"
+        raise ParameterError(
+            "{subspace_dim} must be below {dim}", {"subspace_dim": q, "dim": dim},
+            hint=f"a {dim}-dimensional subspace contains every point; choose "
+                 "{subspace_dim} < {dim}",
         )
     return q
 

@@ -40,6 +40,16 @@ class ClusteringResult:
         """Number of clusters ``k``."""
         return len(self.bases)
 
+    @property
+    def k(self) -> int:
+        """Number of clusters (the same as :attr:`clusters`)."""
+        return self.clusters
+
+    @property
+    def dim(self) -> int:
+        """Number of features ``d``."""
+        return int(self.bases[0].shape[0])
+
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Each row of ``X``'s nearest subspace (post-processing: no privacy cost)."""
         return assign_to_subspaces(X, self.bases)

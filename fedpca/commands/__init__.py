@@ -11,9 +11,14 @@ import argparse
 import importlib
 import pkgutil
 
+from fedpca.commands.common import with_flag_errors
+
 
 def register_all(subparsers: argparse._SubParsersAction) -> None:
-    """Import every command module in this package and let it register itself."""
+    """Import every command module in this package and let it register itself; each
+    command's parameter errors then name its flags (``--s-hat``, not ``s_hat``)."""
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("simulate_"):
             importlib.import_module(f"{__name__}.{info.name}").register(subparsers)
+    for parser in subparsers.choices.values():
+        parser.set_defaults(func=with_flag_errors(parser.get_default("func"), parser))

@@ -1,13 +1,17 @@
-"""Flags every ``fedpca simulate`` command shares, and the headline fields of its JSON."""
+"""Flags every ``fedpca simulate`` command shares, its errors in terms of those flags, and
+writing its JSON record."""
 
 from __future__ import annotations
 
 import argparse
-import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from fedpca.results import PCAResult
+from fedpca.errors import ConfigurationError, KeywordNames, ParameterError
+from fedpca.run_record import RunResult, save_run_record
+
+#: Run parameters whose flag is not ``--`` + the parameter with dashes.
+FLAG_ALIASES = {"secure_min_sites": "--secure-aggregation"}
 
 
 def add_common_flags(
@@ -39,31 +43,53 @@ def data_seed(args: argparse.Namespace) -> int:
     return args.seed if args.seed is not None else 0
 
 
-def headline(result: PCAResult, args: argparse.Namespace) -> dict[str, Any]:
-    """The fields every simulate command writes first: run shape and privacy."""
-    return {
-        "algorithm": result.algorithm,
-        "sites": args.sites,
-        "dim": args.dim,
-        "samples": args.samples,
-        "k": args.k,
-        "epsilon": args.epsilon,
-        "delta": args.delta,
-        "accounting": args.accounting,
-        "seed": args.seed,
-        "noise_multiplier": result.privacy["noise_multiplier"],
-        "sigma": result.privacy["sigma"],
-        "epsilon_achieved": result.privacy["epsilon_achieved"],
-        "wall_seconds": result.config["wall_seconds"],
-    }
-
-
-def write_record(path: Path | None, record: dict[str, Any], result: PCAResult) -> None:
-    """Write ``record`` plus the full result as JSON to ``path`` (if given)."""
+def write_record(path: Path | None, result: RunResult) -> None:
+    """Write the run record of ``result`` (:mod:`fedpca.run_record`) to ``path``, if given."""
     if path is None:
         return
-    path.write_text(json.dumps({**record, "result": result.to_dict()}, indent=2))
+    save_run_record(result, path)
     print(f"wrote {path}")
+
+
+class FlagNames:
+    """Run parameters spelled as one command's flags (``s_hat`` -> ``--s-hat``); a value
+    equal to its flag's default is marked ``(default)``, so an error shows which flags the
+    user changed."""
+
+    def __init__(self, parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+        self.dests = {
+            option: action.dest for action in parser._actions for option in action.option_strings
+        }
+        self.parser = parser
+        self.args = args
+
+    def name(self, parameter: str) -> str:
+        """The parameter's flag, or the parameter itself if the command has no such flag."""
+        flag = FLAG_ALIASES.get(parameter, "--" + parameter.replace("_", "-"))
+        return flag if flag in self.dests else parameter
+
+    def assignment(self, parameter: str, value: object) -> str:
+        """``--flag=value``, with ``(default)`` when that is the flag's default value."""
+        flag = self.name(parameter)
+        if flag not in self.dests:
+            return KeywordNames().assignment(parameter, value)
+        dest = self.dests[flag]
+        unchanged = getattr(self.args, dest, None) == self.parser.get_default(dest)
+        return f"{flag}={value}" + (" (default)" if unchanged else "")
+
+
+def with_flag_errors(
+    run: Callable[[argparse.Namespace], int], parser: argparse.ArgumentParser
+) -> Callable[[argparse.Namespace], int]:
+    """``run``, with every parameter error re-phrased in terms of ``parser``'s flags."""
+
+    def run_command(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except ParameterError as exc:
+            raise ConfigurationError(exc.render(FlagNames(parser, args))) from exc
+
+    return run_command
 
 
 def seeded_notice(seed: int | None) -> None:

@@ -5,13 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from fedpca.commands.common import (
-    add_common_flags,
-    data_seed,
-    headline,
-    seeded_notice,
-    write_record,
-)
+from fedpca.commands.common import add_common_flags, data_seed, seeded_notice, write_record
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,20 +56,5 @@ def run(args: argparse.Namespace) -> int:
     result = simulate_kplane(scenario, verbose=args.verbose)
     print(round_table(result))
     print(f"wall time {result.config['wall_seconds']:.1f} s")
-    costs = [entry["cost"] for entry in result.history]
-    distances = [entry["wasserstein_distance"] for entry in result.history]
-    record = {
-        **headline(result, args),
-        "clusters": args.k,
-        "subspace_dim": args.subspace_dim,
-        "noise": args.noise,
-        "rounds": args.rounds,
-        "trust_model": p["trust_model"],
-        "cost": costs[-1],
-        "wasserstein_distance": distances[-1],
-        "costs": costs,
-        "wasserstein_distances": distances,
-        "epsilon_spent": [entry["epsilon_spent"] for entry in result.history],
-    }
-    write_record(args.output, record, result)
+    write_record(args.output, result)
     return 0

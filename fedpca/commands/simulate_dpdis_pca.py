@@ -5,13 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fedpca.algorithms.dpdis_pca import VARIANTS, WEIGHTINGS, message_bytes
-from fedpca.commands.common import (
-    add_common_flags,
-    data_seed,
-    headline,
-    seeded_notice,
-    write_record,
-)
+from fedpca.commands.common import add_common_flags, data_seed, seeded_notice, write_record
 from fedpca.dpdis_scenario import DATASETS, SYNTHETIC
 
 
@@ -71,15 +65,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"energy ratio q/q_o = {ratio:.4f} (1 = non-private PCA of the pooled data)")
     print(f"bytes sent per site: {sent:,} (the full d x d matrix: {full:,}; {full / sent:.1f}x)")
     print(f"wall time {result.config['wall_seconds']:.1f} s")
-    record = {
-        **headline(result, args),
-        "dataset": args.dataset,
-        "r": result.config["r"],
-        "weighting": args.weighting,
-        "variant": args.variant,
-        "energy_ratio": ratio,
-        "bytes_per_site": sent,
-        "bytes_full_matrix": full,
-    }
-    write_record(args.output, record, result)
+    write_record(args.output, result)
     return 0

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from fedpca.commands.common import (
-    add_common_flags,
-    data_seed,
-    headline,
-    seeded_notice,
-    write_record,
-)
+from fedpca.commands.common import add_common_flags, data_seed, seeded_notice, write_record
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -70,17 +64,5 @@ def run(args: argparse.Namespace) -> int:
     print(round_table(result))
     print(result_summary(result))
     print(f"wall time {result.config['wall_seconds']:.1f} s")
-    distances = [entry["distance"] for entry in result.history]
-    record = {
-        **headline(result, args),
-        "sparsity": args.sparsity,
-        "s_hat": args.s_hat,
-        "rounds": args.rounds,
-        "secure_min_sites": scenario.secure_min_sites,
-        "trust_model": p["trust_model"],
-        "subspace_distance": distances[-1],
-        "distances": distances,
-        "epsilon_spent": [entry["epsilon_spent"] for entry in result.history],
-    }
-    write_record(args.output, record, result)
+    write_record(args.output, result)
     return 0

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from fedpca.commands.common import (
-    add_common_flags,
-    data_seed,
-    headline,
-    seeded_notice,
-    write_record,
-)
+from fedpca.commands.common import add_common_flags, data_seed, seeded_notice, write_record
+from fedpca.ldp_scenario import LDPScenario
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,9 +32,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def header(scenario: LDPScenario) -> str:
+    """The line printed before the run: the data, the sites and every record's guarantee."""
+    p = scenario.privacy()
+    return (
+        f"LDP-PCA ({'sparse, Fantope ADMM' if scenario.sparse else 'dense'}): "
+        f"{scenario.dataset}, {scenario.sites} sites, n={scenario.data_samples}, "
+        f"d={scenario.data_dim}, k={scenario.k}; every record's view ({scenario.epsilon}, "
+        f"{scenario.delta})-DP [{scenario.accounting}: noise multiplier "
+        f"{p['noise_multiplier']:.3f}, sigma_1 {p['sigma']:.3f}]"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the simulation, print a summary, write the JSON."""
-    from fedpca.ldp_scenario import LDPScenario
     from fedpca.report import result_summary
     from fedpca.simulations.ldp_pca import simulate_ldp_pca
 
@@ -50,37 +56,14 @@ def run(args: argparse.Namespace) -> int:
         dataset=args.dataset, alpha=args.alpha, seed=args.seed,
         data_seed=data_seed(args),
     )
-    dim, samples = scenario.data_dim, scenario.data_samples
-    p = scenario.privacy()
-    print(
-        f"LDP-PCA ({'sparse, Fantope ADMM' if args.sparse else 'dense'}): {args.dataset}, "
-        f"{args.sites} sites, n={samples}, d={dim}, k={args.k}; every record's view "
-        f"({args.epsilon}, {args.delta})-DP [{args.accounting}: noise multiplier "
-        f"{p['noise_multiplier']:.3f}, sigma_1 {p['sigma']:.3f}]",
-        flush=True,
-    )
+    print(header(scenario), flush=True)
     seeded_notice(args.seed)
     result = simulate_ldp_pca(scenario, verbose=args.verbose)
     entry = result.history[-1]
     reference = "model truth" if scenario.synthetic else "pooled non-private PCA"
     print(f"subspace distance to the {reference}: {entry['distance']:.4f} "
           f"(orthogonal: {args.k ** 0.5:.4f}); energy ratio q/q_o: {entry['energy_ratio']:.4f}")
-    record = {
-        **headline(result, args),
-        "dim": dim,
-        "samples": samples,
-        "dataset": args.dataset,
-        "sparse": args.sparse,
-        "subspace_distance": entry["distance"],
-        "distance_reference": reference,
-        "energy_ratio": entry["energy_ratio"],
-        "clipped_rows": sum(s.clip.clipped_rows for s in scenario.all_sites()),
-    }
     if args.sparse:
-        record.update({key: entry.get(key) for key in (
-            "lam", "support_size", "support_precision", "support_recall",
-            "admm_iterations", "admm_converged",
-        )})
         print(
             f"Fantope ADMM: lam {entry['lam']:.4g}, {entry['admm_iterations']} iterations, "
             f"{'converged' if entry['admm_converged'] else 'NOT converged (iteration cap)'}; "
@@ -90,5 +73,5 @@ def run(args: argparse.Namespace) -> int:
         )
     print(result_summary(result))
     print(f"wall time {result.config['wall_seconds']:.1f} s")
-    write_record(args.output, record, result)
+    write_record(args.output, result)
     return 0

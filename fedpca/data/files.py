@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,15 @@ def load_site_file(path: str | Path, site: str = "site") -> np.ndarray:
             ".csv.gz file"
         )
     return validate_site_data(data, site=f"{site} ({path.name})")
+
+
+def file_fingerprint(path: str | Path, chunk: int = 1 << 20) -> str:
+    """The SHA-256 of a file's bytes (hex): which data set a release was computed from."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def split_label_column(

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedpca.errors import ConfigurationError
 from fedpca.subspace import thin_qr
-from fedpca.validation import require_finite_positive, require_positive_int
+from fedpca.validation import require_finite_positive, require_ordered, require_positive_int
 
 #: Stream keys that keep the model's randomness apart from every site's samples.
 MODEL_STREAM = 0x1D9A0
@@ -50,15 +49,11 @@ class LDPSpikedModel:
         require_positive_int(self.dim, "dim")
         require_positive_int(self.k, "k")
         require_finite_positive(self.spike, "spike")
-        if self.k > self.dim:
-            raise ConfigurationError(f"need k <= dim, got k={self.k}, dim={self.dim}")
+        require_ordered({"k": self.k, "dim": self.dim})
         if self.sparsity is not None:
             require_positive_int(self.sparsity, "sparsity")
-            if not self.k <= self.sparsity <= self.dim:
-                raise ConfigurationError(
-                    f"need k <= sparsity <= dim, got k={self.k}, sparsity={self.sparsity}, "
-                    f"dim={self.dim}; use sparsity=None for a dense V"
-                )
+            require_ordered({"sparsity": self.sparsity, "dim": self.dim})
+            require_ordered({"k": self.k, "sparsity": self.sparsity})
 
     @property
     def truth(self) -> np.ndarray:

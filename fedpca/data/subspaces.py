@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedpca.clipping import clip_rows
-from fedpca.errors import ConfigurationError
+from fedpca.errors import ParameterError
 from fedpca.subspace import thin_qr
-from fedpca.validation import require_positive_int
+from fedpca.validation import require_ordered, require_positive_int
 
 #: Standard deviations of ``||w||`` above ``sqrt(dim) noise`` the public scale allows for.
 NORM_SIGMAS = 6.0
@@ -68,14 +68,10 @@ class UnionOfSubspaces:
         require_positive_int(self.clusters, "clusters")
         require_positive_int(self.subspace_dim, "subspace_dim")
         require_positive_int(self.seed, "seed", minimum=0)
-        if self.subspace_dim > self.dim:
-            raise ConfigurationError(
-                f"need subspace_dim <= dim, got subspace_dim={self.subspace_dim}, "
-                f"dim={self.dim}"
-            )
+        require_ordered({"subspace_dim": self.subspace_dim, "dim": self.dim})
         if not (isinstance(self.noise, (int, float)) and math.isfinite(self.noise)
                 and self.noise >= 0):
-            raise ConfigurationError(f"noise must be a finite number >= 0, got {self.noise!r}")
+            raise ParameterError("{noise} must be a finite number >= 0", {"noise": self.noise})
 
     @property
     def bases(self) -> list[np.ndarray]:

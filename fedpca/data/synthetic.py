@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedpca.errors import ConfigurationError
+from fedpca.errors import ParameterError
 from fedpca.subspace import thin_qr
-from fedpca.validation import require_positive_int
+from fedpca.validation import require_ordered, require_positive_int
 
 #: Stream keys that keep the model's randomness apart from every site's samples.
 MODEL_STREAM = 0x30DE1
@@ -56,11 +56,7 @@ class SparseSpikedModel:
         require_positive_int(self.dim, "dim")
         require_positive_int(self.k, "k")
         require_positive_int(self.sparsity, "sparsity")
-        if not self.k <= self.sparsity <= self.dim:
-            raise ConfigurationError(
-                f"need k <= sparsity <= dim, got k={self.k}, sparsity={self.sparsity}, "
-                f"dim={self.dim}"
-            )
+        require_ordered({"k": self.k, "sparsity": self.sparsity, "dim": self.dim})
 
     @property
     def truth(self) -> np.ndarray:
@@ -105,8 +101,10 @@ def split_sizes(samples: int, sites: int) -> list[int]:
     samples = require_positive_int(samples, "samples")
     sites = require_positive_int(sites, "sites")
     if samples < sites:
-        raise ConfigurationError(
-            f"{samples} samples cannot give each of {sites} sites at least one record"
+        raise ParameterError(
+            f"{samples} samples cannot give each of {sites} sites at least one record; "
+            "need {samples} >= {sites}",
+            {"samples": samples, "sites": sites},
         )
     base, extra = divmod(samples, sites)
     return [base + (1 if i < extra else 0) for i in range(sites)]

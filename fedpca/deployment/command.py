@@ -3,8 +3,10 @@
 * ``certs --out DIR [--host H ...] [--sites N]``: the CA, the SuperLink's certificate for
   the given hosts (and 127.0.0.1), and (for a demonstration) N site key pairs ``0 .. N-1``;
 * ``site-key --out DIR --name NAME``: one site's key pair, made at the site;
-* ``local --workdir DIR --data A.npy B.npy ... [--run-config 'k=2 rounds=5']``: the whole
-  deployment on 127.0.0.1 (TLS, SuperNode authentication), one run, then everything stops.
+* ``app --out DIR``: the configuration-only Flower App that fedpca sites accept;
+* ``local --workdir DIR --data A.npy B.npy ... [--policy A.toml B.toml] [--run-config
+  'k=2 rounds=5']``: the whole deployment on 127.0.0.1 (TLS, SuperNode authentication, a
+  policy file, ledger and pinned ClientApp per site), one run, then everything stops.
 
 Run them as ``python -m fedpca.deployment COMMAND``.
 """
@@ -22,7 +24,9 @@ from fedpca.deployment.certs import (
     write_deployment_files,
     write_site_key,
 )
+from fedpca.deployment.fab_check import write_config_only_app
 from fedpca.deployment.local import DEFAULT_RUN_TIMEOUT, LocalDeployment, Site
+from fedpca.errors import ConfigurationError
 from fedpca.report import result_summary
 
 
@@ -45,13 +49,23 @@ def add_deployment_commands(commands: argparse._SubParsersAction) -> None:
     site_key.add_argument("--name", required=True, help="the site's name (file name)")
     site_key.set_defaults(func=_site_key)
 
+    app = commands.add_parser(
+        "app", help="write the configuration-only Flower App the sites accept (flwr run DIR)"
+    )
+    app.add_argument("--out", type=Path, required=True, help="an empty folder to write to")
+    app.set_defaults(func=_app)
+
     local = commands.add_parser("local", help="run the whole deployment on 127.0.0.1")
     local.add_argument("--workdir", type=Path, required=True,
                        help="folder for certificates, logs, FLWR_HOME and the result")
     local.add_argument("--data", type=Path, nargs="+", required=True,
                        help="one .npy or .csv file per site (site i is named i)")
-    local.add_argument("--app-dir", type=Path, default=Path("."),
-                       help="the fedpca Flower App (folder of its pyproject.toml)")
+    local.add_argument("--policy", type=Path, nargs="+", default=None,
+                       help="one site policy file per --data file (default: fedpca site "
+                            "init's defaults, written into WORKDIR/sites/NAME/)")
+    local.add_argument("--app-dir", type=Path, default=None,
+                       help="the Flower App to send (default: a configuration-only App, the "
+                            "only kind the sites accept)")
     local.add_argument("--run-config", default="",
                        help="run_config overrides, as for flwr run: 'k=2 rounds=5'")
     local.add_argument("--timeout", type=float, default=DEFAULT_RUN_TIMEOUT,
@@ -79,10 +93,22 @@ def _site_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _app(args: argparse.Namespace) -> int:
+    folder = write_config_only_app(args.out)
+    print(f"wrote {folder / 'pyproject.toml'}: run it with flwr run {folder} <federation>")
+    return 0
+
+
 def _local(args: argparse.Namespace) -> int:
     run_config = parse_config_args([args.run_config]) if args.run_config else {}
     output = Path(str(run_config.setdefault("output", str(args.workdir / "result.json"))))
-    sites = [Site(str(i), path) for i, path in enumerate(args.data)]
+    policies = args.policy or [None] * len(args.data)
+    if len(policies) != len(args.data):
+        raise ConfigurationError(
+            f"--policy names {len(policies)} files for {len(args.data)} --data files; give one "
+            "per site, in the same order, or none"
+        )
+    sites = [Site(str(i), path, policy) for i, (path, policy) in enumerate(zip(args.data, policies))]
     start = time.perf_counter()
     with LocalDeployment(args.workdir, sites, args.app_dir) as deployment:
         up = time.perf_counter()
@@ -90,5 +116,8 @@ def _local(args: argparse.Namespace) -> int:
               f"{up - start:.1f} s; logs in {deployment.logs}", flush=True)
         result = deployment.run(run_config, timeout=args.timeout)
         print(f"run finished in {time.perf_counter() - up:.1f} s: {result_summary(result)}")
+        for name, site in deployment.running.items():
+            print(f"site {name}: policy {site.policy}; its ledger: fedpca site ledger "
+                  f"--policy {site.policy}")
     print(f"result: {output}; every process stopped")
     return 0

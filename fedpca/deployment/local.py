@@ -1,5 +1,5 @@
 """A real Flower deployment of fedpca on loopback: TLS, SuperNode authentication, one
-SuperNode per site, each reading its own data file.
+SuperNode per site, each with its own policy file, lifetime ledger and pinned ClientApp.
 
 :class:`LocalDeployment` runs exactly what a hospital's IT team runs on separate machines
 (see ``deploy/README.md``), with every address on ``127.0.0.1``:
@@ -9,10 +9,13 @@ SuperNode per site, each reading its own data file.
    Fleet, Control and Runtime APIs in Flower 1.41);
 3. a ``config.toml`` in a private ``FLWR_HOME`` naming the SuperLink (address and CA);
 4. ``flwr supernode register <site>.pub`` for every site;
-5. ``flower-supernode`` per site with its own ``--port``, ``--root-certificates``,
-   ``--auth-supernode-private-key`` and ``--node-config`` (``data-path``, ``site-name``,
-   ``partition-id``, ``num-partitions``, and any privacy policy keys of the site);
-6. ``flwr run <app dir> <federation> --stream --run-config ...``, then the ServerApp's
+5. per site: its policy file (``fedpca site init``'s defaults unless the site brings one,
+   with the data file and a ledger in the site's folder), ``flower-supernode --isolation
+   process`` with its own ``--port``, ``--root-certificates``, ``--auth-supernode-private-key``
+   and ``--node-config 'policy=...'``, and ``fedpca site superexec`` running the site's pinned
+   ClientApp for that SuperNode;
+6. ``flwr run <app dir> <federation> --stream --run-config ...`` with a configuration-only
+   App (:func:`~fedpca.deployment.fab_check.write_config_only_app`), then the ServerApp's
    output JSON is read back.
 
 On exit, even after an exception, every process it started and all their descendants are
@@ -33,15 +36,17 @@ import time
 import tomllib
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from fedpca.blas import BLAS_ENV
-from fedpca.deployment.certs import LOOPBACK, DeploymentFiles, write_deployment_files
+from fedpca.deployment.certs import LOOPBACK, DeploymentFiles, SiteKey, write_deployment_files
+from fedpca.deployment.fab_check import write_config_only_app
 from fedpca.deployment.processes import DEFAULT_GRACE, processes_with_env, stop_processes
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.results import PCAResult
+from fedpca.site_policy import write_policy_template
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +60,8 @@ DEFAULT_STARTUP_TIMEOUT = 30.0
 DEFAULT_RUN_TIMEOUT = 600.0
 #: Seconds to wait for the output file once ``flwr run`` has returned.
 OUTPUT_GRACE = 5.0
+#: Flower's SuperExec task poll interval (environment variable, seconds).
+SUPEREXEC_POLL_ENV, SUPEREXEC_POLL_SECONDS = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.2"
 #: Log lines quoted in an error.
 LOG_TAIL_LINES = 30
 _POLL = 0.2
@@ -68,13 +75,22 @@ class DeploymentError(FedPCAError, RuntimeError):
 
 @dataclass(frozen=True)
 class Site:
-    """One site: its ``name`` (also its key file name and, in the app, its noise stream),
-    its records (``data_path``, ``.npy`` or ``.csv``) and extra ``node_config`` keys (e.g.
-    its own ``epsilon``)."""
+    """One site: its ``name`` (its key file's name), its records (``data_path``, ``.npy`` or
+    ``.csv``) and its ``policy`` file (``None``: the deployment writes ``fedpca site
+    init``'s defaults for it, with a ledger in the site's folder)."""
 
     name: str
     data_path: Path
-    node_config: Mapping[str, ConfigValue] = field(default_factory=dict)
+    policy: Path | None = None
+
+
+@dataclass
+class SiteProcesses:
+    """A running site: its SuperNode, its SuperExec (pinned ClientApp) and its policy."""
+
+    supernode: Launched
+    superexec: Launched
+    policy: Path
 
 
 @dataclass
@@ -151,7 +167,8 @@ class LocalDeployment:
         workdir: folder for certificates (``certs/``), ``FLWR_HOME`` (``flwr-home/``),
             logs (``logs/``) and results.
         sites: the sites, with distinct names.
-        app_dir: the Flower App (a folder with the ``pyproject.toml`` of fedpca).
+        app_dir: the Flower App to run (``None``: a configuration-only App written into
+            ``workdir/app``, the only kind the sites accept).
         federation: the SuperLink connection's name in ``config.toml``.
         startup_timeout: seconds the SuperLink gets to listen and a CLI command to finish.
         grace: seconds between SIGTERM and SIGKILL on exit.
@@ -161,21 +178,24 @@ class LocalDeployment:
         self,
         workdir: str | Path,
         sites: Sequence[Site],
-        app_dir: str | Path,
+        app_dir: str | Path | None = None,
         federation: str = DEFAULT_FEDERATION,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         grace: float = DEFAULT_GRACE,
     ) -> None:
         if not sites:
             raise ConfigurationError("a deployment needs at least one site")
-        if not (Path(app_dir) / "pyproject.toml").is_file():
+        if app_dir is not None and not (Path(app_dir) / "pyproject.toml").is_file():
             raise ConfigurationError(f"app_dir {app_dir} holds no pyproject.toml")
         missing = [str(site.data_path) for site in sites if not Path(site.data_path).is_file()]
         if missing:
             raise ConfigurationError(f"site data files do not exist: {missing}")
         self.workdir = Path(workdir).resolve()
         self.sites = tuple(sites)
-        self.app_dir = Path(app_dir).resolve()
+        self.app_dir = (
+            Path(app_dir).resolve() if app_dir is not None
+            else write_config_only_app(self.workdir / "app")
+        )
         self.federation = federation
         self.startup_timeout = startup_timeout
         self.grace = grace
@@ -186,6 +206,7 @@ class LocalDeployment:
         self._files: DeploymentFiles | None = None
         self.launched: list[Launched] = []
         self._daemons: list[Launched] = []
+        self.running: dict[str, SiteProcesses] = {}
         self._runs = 0
 
     def __enter__(self) -> LocalDeployment:
@@ -233,17 +254,8 @@ class LocalDeployment:
         self._write_flwr_config()
         for key in self._files.sites:
             self.register(key.public, key.name)
-        for index, (site, key) in enumerate(zip(self.sites, self._files.sites)):
-            node_config = {
-                "data-path": str(Path(site.data_path).resolve()),
-                "site-name": site.name,
-                "partition-id": index,
-                "num-partitions": len(self.sites),
-                **site.node_config,
-            }
-            self._daemons.append(
-                self.start_supernode(f"supernode-{site.name}", key.private, node_config)
-            )
+        for site, key in zip(self.sites, self._files.sites):
+            self.start_site(site, key)
         logger.info(
             "deployment up in %.1f s: SuperLink %s, %d SuperNodes",
             time.perf_counter() - started, self.address, len(self.sites),
@@ -256,6 +268,41 @@ class LocalDeployment:
             ["supernode", "register", str(public_key), self.federation, "--name", name],
         )
 
+    def start_site(self, site: Site, key: SiteKey) -> SiteProcesses:
+        """Start ``site``'s SuperNode (``--isolation process``, its policy in node_config)
+        and its SuperExec running the pinned ClientApp; write a default policy first if the
+        site brings none."""
+        policy = Path(site.policy) if site.policy is not None else self._default_policy(site)
+        port = free_port()
+        supernode = self.start_supernode(
+            f"supernode-{site.name}", key.private, {"policy": str(policy.resolve())},
+            extra_args=["--isolation", "process"], port=port,
+        )
+        superexec = self._launch(
+            f"superexec-{site.name}",
+            ["fedpca", "site", "superexec", "--runtime-api-address", f"{LOOPBACK}:{port}",
+             "--insecure"],
+        )
+        self._daemons += [supernode, superexec]
+        self.running[site.name] = SiteProcesses(supernode, superexec, policy)
+        return self.running[site.name]
+
+    def stop_site(self, name: str) -> None:
+        """Stop a site's SuperNode and SuperExec (e.g. to restart it); its ledger stays."""
+        processes = self.running.pop(name)
+        for item in (processes.supernode, processes.superexec):
+            self._daemons.remove(item)
+        stop_processes({processes.supernode.process.pid, processes.superexec.process.pid},
+                       self.grace)
+
+    def _default_policy(self, site: Site) -> Path:
+        folder = self.workdir / "sites" / site.name
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "policy.toml"
+        if not path.is_file():
+            write_policy_template(path, site.name, str(Path(site.data_path).resolve()))
+        return path
+
     def start_supernode(
         self,
         name: str,
@@ -263,10 +310,13 @@ class LocalDeployment:
         node_config: Mapping[str, ConfigValue],
         insecure: bool = False,
         extra_args: Sequence[str] = (),
+        port: int | None = None,
     ) -> Launched:
         """Start a ``flower-supernode`` dialling this SuperLink (with TLS unless ``insecure``,
-        authenticated with ``private_key`` when given) on a port of its own."""
-        argv = ["flower-supernode", "--superlink", self.address, "--port", str(free_port())]
+        authenticated with ``private_key`` when given) with its Runtime API on ``port`` (a
+        free one by default)."""
+        argv = ["flower-supernode", "--superlink", self.address,
+                "--port", str(port or free_port())]
         if insecure:
             argv.append("--insecure")
         else:
@@ -278,17 +328,20 @@ class LocalDeployment:
         return self._launch(name, [*argv, *extra_args])
 
     def run(
-        self, run_config: Mapping[str, ConfigValue], timeout: float = DEFAULT_RUN_TIMEOUT
+        self, run_config: Mapping[str, ConfigValue], timeout: float = DEFAULT_RUN_TIMEOUT,
+        app_dir: str | Path | None = None,
     ) -> PCAResult:
-        """``flwr run`` the app with ``run_config`` (plus ``output``, unless given) and return
-        the ServerApp's result. Raises DeploymentError if a Flower process exits, the run
-        does not finish within ``timeout`` seconds, or it writes no result."""
-        declared = app_config_keys(self.app_dir)
+        """``flwr run`` the App (``app_dir``, default: the deployment's) with ``run_config``
+        (plus ``output``, unless given) and return the ServerApp's result. Raises
+        DeploymentError if a Flower process exits, the run does not finish within
+        ``timeout`` seconds, or it writes no result."""
+        app = Path(app_dir).resolve() if app_dir is not None else self.app_dir
+        declared = app_config_keys(app)
         unknown = sorted(set(run_config) - declared)
         if unknown:
             raise ConfigurationError(
                 f"run_config keys {unknown} are not declared in [tool.flwr.app.config] of "
-                f"{self.app_dir / 'pyproject.toml'} (flwr run would refuse them); "
+                f"{app / 'pyproject.toml'} (flwr run would refuse them); "
                 f"declared: {sorted(declared)}"
             )
         self._runs += 1
@@ -300,7 +353,7 @@ class LocalDeployment:
         flwr = self._launch(
             f"flwr-run-{self._runs}",
             [
-                "flwr", "run", str(self.app_dir), self.federation, "--stream",
+                "flwr", "run", str(app), self.federation, "--stream",
                 "--run-config", config_pairs(config),
             ],
         )
@@ -409,6 +462,9 @@ class LocalDeployment:
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update({name: "1" for name in BLAS_ENV})
+        # SuperExecs (the SuperLink's and each site's) look for new tasks every second by
+        # default; on loopback a shorter poll cuts the latency of every round.
+        env.setdefault(SUPEREXEC_POLL_ENV, SUPEREXEC_POLL_SECONDS)
         env.update(
             FLWR_HOME=str(self.flwr_home),
             PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",

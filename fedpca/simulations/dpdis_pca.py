@@ -30,10 +30,5 @@ def simulate_dpdis_pca(scenario: DPdisPCAScenario, verbose: bool = False) -> PCA
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose)
-    config = {
-        **scenario.to_run_config(),
-        "r": strategy.server.r,
-        "bytes_per_site": strategy.server.bytes_per_site,
-        "wall_seconds": time.perf_counter() - start,
-    }
+    config = {**scenario.to_run_config(), "wall_seconds": time.perf_counter() - start}
     return strategy.result(config)

@@ -16,6 +16,7 @@ from fedpca.results import PCAResult
 from fedpca.scenario import DPSPCAScenario
 from fedpca.simulations.launcher import partition_client, run_federation
 from fedpca.strategies.dps_pca import DPSPCAStrategy
+from fedpca.validation import require_site_count
 
 
 class SimulatedSiteFailure(FedPCAError):
@@ -36,6 +37,8 @@ def simulate_dps_pca(scenario: DPSPCAScenario, verbose: bool = False) -> PCAResu
     scenario.delta)-DP per record: on its own (per-site noise, untrusted server), or, with
     ``scenario.secure_min_sites = m``, inside every SecAgg+ sum of at least ``m`` sites.
     """
+    # more than the federation's sites would never arrive: the run would wait forever
+    require_site_count(scenario.min_sites, "min_sites", scenario.sites)
     start = time.perf_counter()
     strategy = DPSPCAStrategy(
         dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,

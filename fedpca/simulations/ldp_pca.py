@@ -27,5 +27,9 @@ def simulate_ldp_pca(scenario: LDPScenario, verbose: bool = False) -> PCAResult:
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose)
-    config = {**scenario.to_run_config(), "wall_seconds": time.perf_counter() - start}
+    config = {
+        **scenario.to_run_config(),
+        "clipped_rows": sum(site.clip.clipped_rows for site in scenario.all_sites()),
+        "wall_seconds": time.perf_counter() - start,
+    }
     return strategy.result(config)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Any
 
 import numpy as np
@@ -84,10 +85,23 @@ class SiteRoundStrategy(Strategy):
         self.site_releases: dict[str, int] = {}
         #: Each answering site's record count (public under replace-one neighbouring).
         self.site_sizes: dict[str, int] = {}
+        #: When the run started (Flower asked for the initial parameters).
+        self.started: float | None = None
 
     def result(self, config: dict[str, Any] | None = None) -> Any:
-        """The run's final result (from the server), with the sites' configured privacy."""
-        return self.server.result(self.privacy, dict(config or {}))
+        """The run's final result (from the server), with the sites' configured privacy.
+
+        The config gains ``site_records`` (each answering site's record count) and, unless
+        the caller measured it, ``wall_seconds`` since the run started.
+        """
+        config = {**(config or {}), **self.result_config()}
+        if self.started is not None:
+            config.setdefault("wall_seconds", time.perf_counter() - self.started)
+        return self.server.result(self.privacy, config)
+
+    def result_config(self) -> dict[str, Any]:
+        """What the strategy adds to the result's config (subclasses may add more)."""
+        return {"site_records": dict(sorted(self.site_sizes.items()))}
 
     def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """Arrays and config sent to every site in ``server_round`` (subclasses)."""
@@ -101,6 +115,7 @@ class SiteRoundStrategy(Strategy):
 
     def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
         """No client is asked for parameters: the first round carries what it needs."""
+        self.started = time.perf_counter()
         return ndarrays_to_parameters([])
 
     def configure_fit(

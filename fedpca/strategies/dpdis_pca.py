@@ -78,6 +78,14 @@ class DPdisPCAStrategy(SiteRoundStrategy):
             f"variant={s.variant!r}, min_sites={self.min_sites})"
         )
 
+    def result_config(self) -> dict[str, Any]:
+        """The base fields, the ``r`` sites were asked for and the bytes each one sent."""
+        return {
+            **super().result_config(),
+            "r": self.server.r,
+            "bytes_per_site": self.server.bytes_per_site,
+        }
+
     def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """No arrays; the variant, ``d`` and ``r`` in the config."""
         return [], self.server.request()

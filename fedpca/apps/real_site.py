@@ -1,0 +1,120 @@
+"""A real site in the Flower App: its own policy file, noise from the OS, a lifetime ledger.
+
+A SuperNode is a *real site* when its ``node_config`` (set by the site's operator on the
+``flower-supernode`` command line; the coordinator cannot change it) names a ``policy`` file
+or a ``data-path``. Everything else the ClientApp reads comes from the coordinator and is
+untrusted. What a hostile coordinator could try, and what happens:
+
+* **send a run_config ``seed``** to make the noise predictable: refused (the reply says
+  why); a real site always draws its noise from the operating system;
+* **send its own budget** (``epsilon``, ``delta``, ``rounds``, ``accounting``, ``clip-norm``,
+  ``secure-min-sites``): ignored, the site's policy sets them (logged at the site);
+* **talk to a site with data but no policy**: refused, never the coordinator's values;
+* **ask for an algorithm the site does not allow**: refused;
+* **start run after run, or wait for a restart**: every release of every run is charged to
+  the population's lifetime ledger on the site's disk, so the run that would overspend is
+  refused (:mod:`fedpca.site_ledger`).
+
+Refusals happen before anything is charged, and their text carries no number derived from
+the records (a data file that fails validation is reported only in the site's own log).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from flwr.common import Context
+
+from fedpca.data.files import file_fingerprint, load_site_file
+from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
+from fedpca.site_ledger import RunCharge, RunLedger, SiteLedger
+from fedpca.site_policy import PRIVACY_KEYS, PolicyError, SitePolicyFile, load_site_policy
+
+logger = logging.getLogger(__name__)
+
+#: node_config key naming the site's policy file.
+POLICY_KEY = "policy"
+#: node_config keys that mark a real site (a simulation partition has neither).
+REAL_SITE_KEYS = (POLICY_KEY, "data-path")
+#: The run_config value that means "no seed" (pyproject declares ``seed = -1``).
+NO_SEED = -1
+
+
+@dataclass(frozen=True)
+class RealSite:
+    """What a real site answers one run with: its records, the run's configuration with the
+    site's own privacy keys, and the run's view of its lifetime ledger."""
+
+    name: str
+    records: np.ndarray
+    config: dict[str, Any]
+    ledger: RunLedger
+
+
+def is_real_site(context: Context) -> bool:
+    """Whether this node is a real site (its node_config names a policy or a data file)."""
+    return any(key in context.node_config for key in REAL_SITE_KEYS)
+
+
+def open_real_site(context: Context, algorithm: str) -> RealSite:
+    """Load the site's policy, check the coordinator's request against it, open its data and
+    its lifetime ledger for this run. Raises (nothing charged) when the site refuses."""
+    policy = _policy(context)
+    policy.require_algorithm(algorithm)
+    untrusted = dict(context.run_config)
+    _refuse_seed(policy, untrusted.get("seed", NO_SEED))
+    own = policy.privacy_config(algorithm)
+    overridden = sorted(k for k in PRIVACY_KEYS if k in untrusted and untrusted[k] != own.get(k))
+    if overridden:
+        logger.warning(
+            "%s: run_config %s ignored: this site's policy %s sets its privacy",
+            policy.name, ", ".join(f"{k}={untrusted[k]!r}" for k in overridden), policy.path,
+        )
+    records = _records(policy)
+    policy.check_records(records.shape[0])
+    ledger = SiteLedger(policy.ledger, policy.population, policy.epsilon, policy.delta,
+                        site=policy.name)
+    charge = RunCharge(
+        run_id=str(context.run_id), algorithm=algorithm,
+        fingerprint=file_fingerprint(policy.data), run_epsilon=policy.run_epsilon,
+        max_releases=policy.releases_per_run(algorithm),
+    )
+    config = {**untrusted, **own, "seed": NO_SEED}
+    return RealSite(policy.name, records, config, ledger.for_run(charge))
+
+
+def _policy(context: Context) -> SitePolicyFile:
+    node = context.node_config
+    if POLICY_KEY not in node:
+        raise PolicyError(
+            "refused: this SuperNode holds data but names no site policy (node_config "
+            "policy=FILE); a real site never takes its budget from the coordinator. Its "
+            "operator writes one with: fedpca site init"
+        )
+    return load_site_policy(str(node[POLICY_KEY]))
+
+
+def _refuse_seed(policy: SitePolicyFile, seed: object) -> None:
+    if seed in (NO_SEED, None, ""):
+        return
+    raise InvalidRequestError(
+        f"{policy.name}: refused: run_config seed={seed!r}. A real site draws its noise from "
+        "the operating system; a seed would let whoever knows it remove the noise. Seeds are "
+        "for simulations only: run with seed=-1"
+    )
+
+
+def _records(policy: SitePolicyFile) -> np.ndarray:
+    """The site's records; a file that fails validation is described only in the site's
+    log (the reason may quote values from the records)."""
+    try:
+        return np.asarray(load_site_file(policy.data, site=policy.name))
+    except FedPCAError as exc:
+        logger.error("%s: the data file %s cannot be used: %s", policy.name, policy.data, exc)
+        raise InvalidDataError(
+            f"{policy.name}: refused: the site's data file cannot be used; the site's operator "
+            "finds the reason in the site's log"
+        ) from None

@@ -1,0 +1,74 @@
+"""``fedpca site init|ledger|superexec``: what a site's operator runs next to its SuperNode.
+
+* ``init --policy FILE --name NAME --data FILE``: a commented policy file (the site's budget,
+  clip norm, allowed algorithms, secure-aggregation minimum, ledger path);
+* ``ledger --policy FILE [--json]``: the site's lifetime spending (per run, per data file,
+  remaining), read from its own ledger;
+* ``superexec --runtime-api-address ADDR``: Flower's SuperExec for a SuperNode started with
+  ``--isolation process``, running the site's pinned ClientApp (never a FAB's code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register_site_command(commands: argparse._SubParsersAction) -> None:
+    """Add ``site`` with its sub-commands to ``commands`` (an argparse subparsers)."""
+    site = commands.add_parser("site", help="a real site's policy, ledger and pinned runtime")
+    actions = site.add_subparsers(dest="site_command", required=True)
+
+    init = actions.add_parser("init", help="write a commented site policy file")
+    init.add_argument("--policy", type=Path, required=True, help="the policy file to write")
+    init.add_argument("--name", required=True, help="the site's name")
+    init.add_argument("--data", required=True, help="the site's records (.npy or .csv)")
+    init.add_argument("--ledger", default="ledger.sqlite",
+                      help="the lifetime ledger (relative to the policy file's folder)")
+    init.set_defaults(func=_init)
+
+    ledger = actions.add_parser("ledger", help="show the site's lifetime privacy spending")
+    ledger.add_argument("--policy", type=Path, required=True, help="the site's policy file")
+    ledger.add_argument("--json", action="store_true", help="every release, as JSON")
+    ledger.set_defaults(func=_ledger)
+
+    superexec = actions.add_parser(
+        "superexec", help="run ClientApp tasks of an --isolation process SuperNode with the "
+                          "site's installed fedpca"
+    )
+    superexec.add_argument("--runtime-api-address", required=True,
+                           help="the SuperNode's Runtime API (its --host:--port)")
+    tls = superexec.add_mutually_exclusive_group(required=True)
+    tls.add_argument("--insecure", action="store_true",
+                     help="plain HTTP to a Runtime API on loopback")
+    tls.add_argument("--root-certificates", help="CA of the Runtime API's TLS certificate")
+    superexec.set_defaults(func=_superexec)
+
+
+def _init(args: argparse.Namespace) -> int:
+    from fedpca.site_policy import write_policy_template
+
+    path = write_policy_template(args.policy, args.name, args.data, args.ledger)
+    print(f"wrote {path}: read every line, set the budget with your privacy officer, then "
+          f"start the SuperNode with --node-config 'policy=\"{path}\"'")
+    return 0
+
+
+def _ledger(args: argparse.Namespace) -> int:
+    from fedpca.site_ledger import SiteLedger, format_ledger
+    from fedpca.site_policy import load_site_policy
+
+    policy = load_site_policy(args.policy)
+    summary = SiteLedger(
+        policy.ledger, policy.population, policy.epsilon, policy.delta, site=policy.name
+    ).summary()
+    print(json.dumps(summary, indent=2) if args.json else format_ledger(summary))
+    return 0
+
+
+def _superexec(args: argparse.Namespace) -> int:
+    from fedpca.deployment.site_runtime import run_site_superexec
+
+    run_site_superexec(args.runtime_api_address, args.insecure, args.root_certificates)
+    return 0

@@ -1,0 +1,165 @@
+"""The JSON record of a run: one schema for ``fedpca simulate ... --output`` and the Flower
+App's run_config ``output`` (README, "Result JSON").
+
+:func:`run_record` derives everything from the result itself (its privacy record, history,
+config and answering sites), never from how the run was started, so both paths write the
+same keys: headline fields, then the algorithm's own metrics, then the full result
+(``basis`` or ``bases``, ``privacy``, ``history``, ``config`` and, for PCA, ``sites_answered``),
+which :meth:`fedpca.results.PCAResult.load` reads back. A metric the run could not evaluate
+(the distance to a truth that only a simulation knows) is ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from fedpca.algorithms.dpdis_pca import message_bytes
+from fedpca.scenario import NO_SEED
+
+#: The history phase of DPS-PCA's initialisation release (not a power round).
+INIT_PHASE = "init"
+#: LDP-PCA's keys that only the sparse (Fantope) solver produces.
+SPARSE_LDP_KEYS = (
+    "lam", "support_size", "support_precision", "support_recall", "admm_iterations",
+    "admm_converged",
+)
+
+
+class RunResult(Protocol):
+    """What a record is made from: a :class:`~fedpca.results.PCAResult` or a
+    :class:`~fedpca.clustering.result.ClusteringResult`."""
+
+    algorithm: str
+    privacy: dict[str, Any]
+    history: list[dict[str, Any]]
+    config: dict[str, Any]
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def k(self) -> int: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def run_record(result: RunResult) -> dict[str, Any]:
+    """The record of ``result``: headline fields, the algorithm's metrics, the full result."""
+    metrics = ALGORITHM_METRICS.get(result.algorithm, _no_metrics)
+    return {**headline(result), **metrics(result), **result.to_dict()}
+
+
+def save_run_record(result: RunResult, path: str | Path) -> None:
+    """Write :func:`run_record` of ``result`` to ``path`` as JSON."""
+    Path(path).write_text(json.dumps(run_record(result), indent=2))
+
+
+def headline(result: RunResult) -> dict[str, Any]:
+    """The fields every algorithm's record starts with: the run's shape and its privacy."""
+    privacy, config, history = result.privacy, result.config, result.history
+    records = _config(config, "site_records") or {}
+    seed = _config(config, "seed")
+    return {
+        "algorithm": result.algorithm,
+        "sites": _config(config, "sites") or len(records),
+        "samples": sum(records.values()) if records else _config(config, "samples"),
+        "dim": result.dim,
+        "k": result.k,
+        "epsilon": privacy.get("epsilon"),
+        "delta": privacy.get("delta"),
+        "accounting": privacy.get("accounting"),
+        "noise_multiplier": privacy.get("noise_multiplier"),
+        "sigma": privacy.get("sigma"),
+        "epsilon_achieved": privacy.get("epsilon_achieved"),
+        "trust_model": privacy.get("trust_model"),
+        "seed": None if seed in (None, NO_SEED) else int(seed),
+        "rounds": sum(1 for entry in history if entry.get("phase") != INIT_PHASE),
+        "flower_rounds": len(history),
+        "epsilon_spent": _series(result, "epsilon_spent"),
+        "wall_seconds": _config(config, "wall_seconds"),
+    }
+
+
+def _config(config: dict[str, Any], name: str) -> Any:
+    """``config[name]``, also under its run_config spelling (dashes), else None."""
+    return config.get(name, config.get(name.replace("_", "-")))
+
+
+def _series(result: RunResult, key: str) -> list[Any]:
+    """``key`` in every history entry (None where a round did not record it)."""
+    return [entry.get(key) for entry in result.history]
+
+
+def _final(result: RunResult, key: str) -> Any:
+    """``key`` in the last history entry, or None."""
+    return result.history[-1].get(key) if result.history else None
+
+
+def _no_metrics(result: RunResult) -> dict[str, Any]:
+    return {}
+
+
+def _dps_pca(result: RunResult) -> dict[str, Any]:
+    return {
+        "sparsity": _config(result.config, "sparsity"),
+        "s_hat": _config(result.config, "s_hat"),
+        "secure_min_sites": result.privacy.get("secure_min_sites"),
+        "subspace_distance": _final(result, "distance"),
+        "distances": _series(result, "distance"),
+    }
+
+
+def _dpdis_pca(result: RunResult) -> dict[str, Any]:
+    config = result.config
+    return {
+        "dataset": _config(config, "dataset"),
+        "r": _config(config, "r"),
+        "weighting": _config(config, "weighting"),
+        "variant": _config(config, "variant"),
+        "energy_ratio": _final(result, "energy_ratio"),
+        "bytes_per_site": _config(config, "bytes_per_site"),
+        "bytes_full_matrix": message_bytes(result.dim, None),
+    }
+
+
+def _ldp_pca(result: RunResult) -> dict[str, Any]:
+    config = result.config
+    sparse = bool(_config(config, "sparse"))
+    distance = _final(result, "distance")
+    synthetic = _config(config, "dataset") in (None, "synthetic")
+    fields = {
+        "dataset": _config(config, "dataset"),
+        "sparse": sparse,
+        "subspace_distance": distance,
+        "distance_reference": None if distance is None
+        else "model truth" if synthetic else "pooled non-private PCA",
+        "energy_ratio": _final(result, "energy_ratio"),
+        "clipped_rows": _config(config, "clipped_rows"),
+    }
+    if sparse:
+        fields.update({key: _final(result, key) for key in SPARSE_LDP_KEYS})
+    return fields
+
+
+def _sulq_kplane(result: RunResult) -> dict[str, Any]:
+    return {
+        "clusters": result.k,
+        "subspace_dim": _config(result.config, "subspace_dim"),
+        "noise": _config(result.config, "noise"),
+        "cost": _final(result, "cost"),
+        "wasserstein_distance": _final(result, "wasserstein_distance"),
+        "costs": _series(result, "cost"),
+        "wasserstein_distances": _series(result, "wasserstein_distance"),
+    }
+
+
+#: Each algorithm's own record fields, after the headline.
+ALGORITHM_METRICS: dict[str, Callable[[RunResult], dict[str, Any]]] = {
+    "dps-pca": _dps_pca,
+    "dpdis-pca": _dpdis_pca,
+    "ldp-pca": _ldp_pca,
+    "sulq-kplane": _sulq_kplane,
+}

@@ -1,0 +1,258 @@
+"""A site's own privacy policy: a TOML file on the site's disk that only the site edits.
+
+Trust model. In a real deployment the coordinator (whoever runs the SuperLink and ``flwr
+run``) is untrusted: it controls the run_config, the fit configs, the strategy, the number
+and timing of runs. Nothing it sends may choose a site's noise, seed, budget, clip norm or
+secure-aggregation minimum ``M``. Those come from this file, which the site's SuperNode names
+in its ``node_config`` (``policy=/path/site.toml``); the coordinator may only ask for *more*
+noise or *fewer* releases.
+
+Privacy guarantee (unit: one record of the site's population, replace-one): every release
+of every run of every algorithm is charged to the site's lifetime ledger
+(:mod:`fedpca.site_ledger`) and the composition of all of them (PLD) stays within the
+lifetime ``(epsilon, delta)`` below; a run also stays within ``run-epsilon``. The budget
+belongs to the *population* (the people whose records these are), not to a data file: a
+re-exported or changed file holds the same people; a site that really holds a disjoint cohort
+declares a new ``population`` here, never the coordinator.
+
+:data:`POLICY_TEMPLATE` is the commented file ``fedpca site init`` writes.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fedpca.calibration import ACCOUNTING_MODES
+from fedpca.errors import ConfigurationError
+
+#: The federated algorithms a site may allow (tables ``[algorithms.NAME]``).
+POLICY_ALGORITHMS = ("dps-pca", "dpdis-pca", "ldp-pca")
+#: A site refuses a delta above this many times ``1/n``: delta must be well below ``1/n``,
+#: or a mechanism may publish a whole record with probability delta.
+MAX_DELTA_TIMES_N = 0.1
+#: Power rounds a DPS-PCA site calibrates for when its policy does not say.
+DEFAULT_DPS_ROUNDS = 10
+
+POLICY_TEMPLATE = """\
+# fedpca site policy. This file, not the coordinator, sets this site's privacy.
+# The SuperNode names it: flower-supernode ... --node-config 'policy="{path}"'
+# Relative paths below are relative to this file's folder.
+
+[site]
+name = "{name}"                 # the site's name in results and logs
+data = "{data}"                 # the records: .npy (rows = records) or .csv
+ledger = "{ledger}"             # the lifetime privacy ledger (SQLite; created if absent)
+# The budget belongs to the people whose records these are, not to a file: a changed or
+# re-exported file of the same people keeps this population (and its spent budget).
+population = "{name}"
+
+[budget]
+epsilon = 4.0                   # lifetime epsilon: all runs, all algorithms (PLD composition)
+delta = {delta:.0e}                  # lifetime delta; must be <= 0.1 / (number of records)
+run-epsilon = 1.0               # ceiling per run; the site calibrates each run to it
+accounting = "pld"              # pld (tight) or paper (the papers' looser closed forms)
+
+[data]
+clip-norm = 1.0                 # public bound C: every row is scaled to norm <= C
+
+[secure-aggregation]
+min-sites = 0                   # M >= 2: answer only inside SecAgg+ sums of >= M sites
+                                # (each site then adds sigma/sqrt(M)); 0: per-site noise
+
+# One table per algorithm this site takes part in; a request for any other is refused.
+[algorithms.dps-pca]
+rounds = {rounds}                     # power rounds calibrated for (the coordinator may ask fewer)
+
+[algorithms.dpdis-pca]
+
+[algorithms.ldp-pca]
+"""
+
+
+class PolicyError(ConfigurationError):
+    """A site policy file is missing, unreadable or makes no sense (one-line reason)."""
+
+
+@dataclass(frozen=True)
+class SitePolicyFile:
+    """A site's policy as read from its TOML file (see :data:`POLICY_TEMPLATE`).
+
+    Attributes:
+        path: the file it was read from.
+        name: the site's name.
+        data: the records file.
+        ledger: the lifetime ledger database.
+        population: whose budget this is (the lifetime ledger's key).
+        epsilon, delta: lifetime budget (unit: one record of the population, replace-one).
+        run_epsilon: per-run ceiling (at ``delta``); each run is calibrated to it.
+        accounting: ``"pld"`` or ``"paper"``.
+        clip_norm: public row-norm bound ``C``.
+        secure_min_sites: ``M`` (>= 2) when the site answers only inside secure sums of at
+            least ``M`` sites, else ``None``.
+        algorithms: allowed algorithm -> its settings (``rounds`` for DPS-PCA).
+    """
+
+    path: Path
+    name: str
+    data: Path
+    ledger: Path
+    population: str
+    epsilon: float
+    delta: float
+    run_epsilon: float
+    accounting: str
+    clip_norm: float
+    secure_min_sites: int | None
+    algorithms: dict[str, dict[str, Any]]
+
+    def require_algorithm(self, algorithm: str) -> dict[str, Any]:
+        """The site's settings for ``algorithm``; raises unless the policy allows it."""
+        if algorithm not in self.algorithms:
+            raise PolicyError(
+                f"{self.name}: refused: algorithm {algorithm!r} is not allowed by this site's "
+                f"policy (allowed: {sorted(self.algorithms)})"
+            )
+        return self.algorithms[algorithm]
+
+    def releases_per_run(self, algorithm: str) -> int:
+        """The most releases one run of ``algorithm`` may make at this site."""
+        settings = self.require_algorithm(algorithm)
+        return int(settings.get("rounds", DEFAULT_DPS_ROUNDS)) + 1 if algorithm == "dps-pca" else 1
+
+    def privacy_config(self, algorithm: str) -> dict[str, Any]:
+        """The run_config privacy keys as this site sets them for one run of ``algorithm``
+        (they replace whatever the coordinator sent)."""
+        settings = self.require_algorithm(algorithm)
+        config: dict[str, Any] = {
+            "epsilon": self.run_epsilon,
+            "delta": self.delta,
+            "accounting": self.accounting,
+            "clip-norm": self.clip_norm,
+            "secure-min-sites": self.secure_min_sites or 0,
+        }
+        if algorithm == "dps-pca":
+            config["rounds"] = int(settings.get("rounds", DEFAULT_DPS_ROUNDS))
+        return config
+
+    def check_records(self, n: int) -> None:
+        """Refuse a delta that is not well below ``1/n`` for ``n`` records."""
+        if self.delta * n > MAX_DELTA_TIMES_N:
+            raise PolicyError(
+                f"{self.name}: policy {self.path}: delta={self.delta:g} is not well below "
+                f"1/n for the site's records; set delta <= {MAX_DELTA_TIMES_N:g}/n"
+            )
+
+
+#: ``run_config`` keys a real site never takes from the coordinator.
+PRIVACY_KEYS = ("epsilon", "delta", "rounds", "accounting", "clip-norm", "secure-min-sites")
+
+
+def write_policy_template(
+    path: str | Path, name: str, data: str, ledger: str = "ledger.sqlite",
+    delta: float = 1e-7, rounds: int = DEFAULT_DPS_ROUNDS,
+) -> Path:
+    """Write a commented policy file to ``path`` (refuses to overwrite one)."""
+    target = Path(path)
+    if target.exists():
+        raise PolicyError(f"{target} exists; a site policy is never overwritten: edit it")
+    text = POLICY_TEMPLATE.format(
+        path=target.resolve(), name=name, data=data, ledger=ledger, delta=delta, rounds=rounds
+    )
+    target.write_text(text)
+    load_site_policy(target)  # what init writes must load
+    return target
+
+
+def load_site_policy(path: str | Path) -> SitePolicyFile:
+    """Read and check a site policy; every problem is a one-line :class:`PolicyError`."""
+    path = Path(path).expanduser().resolve()
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise PolicyError(f"site policy {path} does not exist; write one with fedpca site init")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise PolicyError(f"site policy {path} cannot be read: {exc}") from None
+    reader = _Reader(path, raw)
+    site, budget = reader.table("site"), reader.table("budget")
+    name = reader.text(site, "site", "name")
+    epsilon = reader.positive(budget, "budget", "epsilon")
+    run_epsilon = reader.positive(budget, "budget", "run-epsilon", default=epsilon)
+    if run_epsilon > epsilon:
+        raise reader.error(f"budget.run-epsilon={run_epsilon:g} exceeds budget.epsilon={epsilon:g}")
+    delta = reader.positive(budget, "budget", "delta")
+    if delta >= 1:
+        raise reader.error(f"budget.delta={delta:g} must be below 1 (and well below 1/n)")
+    accounting = reader.text(budget, "budget", "accounting", default="pld")
+    if accounting not in ACCOUNTING_MODES:
+        raise reader.error(f"budget.accounting={accounting!r} must be one of {ACCOUNTING_MODES}")
+    secure = reader.table("secure-aggregation", required=False)
+    minimum = secure.get("min-sites", 0)
+    if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 0 or minimum == 1:
+        raise reader.error(f"secure-aggregation.min-sites={minimum!r} must be 0 or an integer >= 2")
+    return SitePolicyFile(
+        path=path,
+        name=name,
+        data=reader.file_path(site, "site", "data"),
+        ledger=reader.file_path(site, "site", "ledger"),
+        population=reader.text(site, "site", "population", default=name),
+        epsilon=epsilon,
+        delta=delta,
+        run_epsilon=run_epsilon,
+        accounting=accounting,
+        clip_norm=reader.positive(reader.table("data", required=False), "data", "clip-norm",
+                                  default=1.0),
+        secure_min_sites=minimum or None,
+        algorithms=reader.algorithms(),
+    )
+
+
+class _Reader:
+    """Typed access to a parsed policy, with errors naming the file and the key."""
+
+    def __init__(self, path: Path, raw: dict[str, Any]) -> None:
+        self.path, self.raw = path, raw
+
+    def error(self, reason: str) -> PolicyError:
+        return PolicyError(f"site policy {self.path}: {reason}")
+
+    def table(self, name: str, required: bool = True) -> dict[str, Any]:
+        value = self.raw.get(name)
+        if value is None and not required:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(f"the table [{name}] is missing")
+        return value
+
+    def text(self, table: dict, where: str, key: str, default: str | None = None) -> str:
+        value = table.get(key, default)
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(f"{where}.{key} must be a non-empty string, got {value!r}")
+        return value
+
+    def positive(self, table: dict, where: str, key: str, default: float | None = None) -> float:
+        value = table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and value > 0
+        ):
+            raise self.error(f"{where}.{key} must be a finite number > 0, got {value!r}")
+        return float(value)
+
+    def file_path(self, table: dict, where: str, key: str) -> Path:
+        return (self.path.parent / self.text(table, where, key)).resolve()
+
+    def algorithms(self) -> dict[str, dict[str, Any]]:
+        allowed = self.table("algorithms", required=False)
+        unknown = sorted(set(allowed) - set(POLICY_ALGORITHMS))
+        if unknown:
+            raise self.error(f"unknown algorithms {unknown}; known: {list(POLICY_ALGORITHMS)}")
+        if not allowed:
+            raise self.error("no [algorithms.NAME] table: the site would take part in nothing")
+        for name, settings in allowed.items():
+            rounds = settings.get("rounds", DEFAULT_DPS_ROUNDS)
+            if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
+                raise self.error(f"algorithms.{name}.rounds must be an integer >= 1")
+        return {name: dict(settings) for name, settings in allowed.items()}

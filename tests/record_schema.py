@@ -1,0 +1,41 @@
+"""The run record's keys, as README "Result JSON" documents them: ``fedpca simulate
+--output`` and the Flower App's ``output`` are both checked against these sets."""
+
+HEADLINE = {
+    "algorithm", "sites", "samples", "dim", "k", "epsilon", "delta", "accounting",
+    "noise_multiplier", "sigma", "epsilon_achieved", "trust_model", "seed", "rounds",
+    "flower_rounds", "epsilon_spent", "wall_seconds",
+}
+ALGORITHM = {
+    "dps-pca": {"sparsity", "s_hat", "secure_min_sites", "subspace_distance", "distances"},
+    "dpdis-pca": {
+        "dataset", "r", "weighting", "variant", "energy_ratio", "bytes_per_site",
+        "bytes_full_matrix",
+    },
+    "ldp-pca": {
+        "dataset", "sparse", "subspace_distance", "distance_reference", "energy_ratio",
+        "clipped_rows",
+    },
+    "sulq-kplane": {
+        "clusters", "subspace_dim", "noise", "cost", "wasserstein_distance", "costs",
+        "wasserstein_distances",
+    },
+}
+#: Only a sparse (Fantope) LDP-PCA run has these.
+LDP_SPARSE = {
+    "lam", "support_size", "support_precision", "support_recall", "admm_iterations",
+    "admm_converged",
+}
+PCA_RESULT = {"basis", "privacy", "history", "config", "sites_answered"}
+CLUSTERING_RESULT = {"bases", "assignments", "privacy", "history", "config"}
+
+
+def record_keys(algorithm: str, sparse: bool = False) -> set[str]:
+    """Every top-level key of ``algorithm``'s record (``sparse``: an LDP-PCA Fantope run)."""
+    result = CLUSTERING_RESULT if algorithm == "sulq-kplane" else PCA_RESULT
+    return HEADLINE | ALGORITHM[algorithm] | result | (LDP_SPARSE if sparse else set())
+
+
+def all_documented_keys() -> set[str]:
+    """Every key any record can have."""
+    return HEADLINE | LDP_SPARSE | PCA_RESULT | CLUSTERING_RESULT | set().union(*ALGORITHM.values())

@@ -1,0 +1,268 @@
+"""A hostile coordinator against a real site, through the real ClientApp code path.
+
+Each test is one attack from the coordinator's side (it controls the run_config, the fit
+configs, the number and timing of runs) and shows that it fails: the site's own policy file
+and lifetime ledger decide. The attacks that need a network (a FAB with modified code, a
+SuperNode restart) run on the loopback deployment in ``tests/test_deployment.py``.
+"""
+
+import dataclasses
+import functools
+import math
+import multiprocessing
+import sqlite3
+
+import numpy as np
+import pytest
+from flwr.common import Context, FitIns, RecordDict, ndarrays_to_parameters, parameters_to_ndarrays
+
+from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
+from fedpca.apps.app import client_fn
+from fedpca.calibration import calibrate_gaussian, pld_epsilon
+from fedpca.apps.workflow import SecAggSettings
+from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
+from fedpca.scenario import DPSPCAScenario
+from fedpca.simulations.launcher import partition_client, run_federation
+from fedpca.strategies.base import RoundFailedError
+from fedpca.strategies.dps_pca import DPSPCAStrategy
+from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
+from fedpca.mechanisms import Release
+from fedpca.site_ledger import RunCharge, SiteLedger
+from fedpca.site_policy import PolicyError, load_site_policy, write_policy_template
+from fedpca.subspace import thin_qr
+
+pytestmark = pytest.mark.federation
+
+D, N = 8, 400
+#: The coordinator's run_config: every privacy key set to a value it would like.
+GREEDY = {"algorithm": "dpdis-pca", "dim": D, "k": 2, "r": 0, "epsilon": 1e6, "delta": 0.5,
+          "rounds": 1, "clip-norm": 100.0, "accounting": "pld", "secure-min-sites": 0,
+          "seed": -1, "variant": "factor", "weighting": "uniform", "alpha": 0.0}
+
+
+def records(seed: int = 0, n: int = N) -> np.ndarray:
+    X = np.random.default_rng(seed).standard_normal((n, D))
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def make_site(tmp_path, *, epsilon=4.0, run_epsilon=1.0, delta=1e-7, extra="", n=N):
+    """A real site's folder: records, and a policy written by ``fedpca site init``'s code."""
+    np.save(tmp_path / "records.npy", records(n=n))
+    policy = write_policy_template(tmp_path / "policy.toml", "hospital-a", "records.npy",
+                                   delta=delta)
+    text = policy.read_text().replace("epsilon = 4.0", f"epsilon = {epsilon!r}")
+    text = text.replace("run-epsilon = 1.0", f"run-epsilon = {run_epsilon!r}")
+    policy.write_text(text + extra)
+    return policy
+
+
+def context(policy, run_config, run_id=1) -> Context:
+    return Context(run_id=run_id, node_id=7, node_config={"policy": str(policy)},
+                   state=RecordDict(), run_config=dict(run_config))
+
+
+def ask(policy, run_config, run_id=1, config=None):
+    """One fit request of the coordinator to the real ClientApp's client."""
+    client = client_fn(context(policy, run_config, run_id))
+    request = config or {"dim": D, "variant": "factor", "r": 4}
+    res = client.fit(FitIns(ndarrays_to_parameters([]), request))
+    return parameters_to_ndarrays(res.parameters), res.metrics
+
+
+def ledger_rows(policy):
+    p = load_site_policy(policy)
+    return SiteLedger(p.ledger, p.population, p.epsilon, p.delta).rows()
+
+
+def test_a_seeded_run_config_is_refused_at_a_real_site(tmp_path):
+    policy = make_site(tmp_path)
+    with pytest.raises(InvalidRequestError, match=r"hospital-a: refused: run_config seed=7"):
+        ask(policy, {**GREEDY, "seed": 7})
+    assert ledger_rows(policy) == []
+
+
+def test_the_coordinators_budget_is_ignored_and_the_sites_own_applies(tmp_path, caplog):
+    policy = make_site(tmp_path, run_epsilon=0.5)
+    (value,), metrics = ask(policy, GREEDY)  # epsilon=1e6, delta=0.5: no crash, no effect
+    rows = ledger_rows(policy)
+    assert len(rows) == 1 and rows[0]["algorithm"] == "dpdis-pca"
+    own = calibrate_gaussian(1, 0.5, 1e-7, "pld", paper_rule="classic")
+    sensitivity = math.sqrt(2) / N  # the site's clip norm 1, not the coordinator's 100
+    assert rows[0]["sensitivity"] == pytest.approx(sensitivity)
+    assert rows[0]["sigma"] == pytest.approx(own.noise_multiplier * sensitivity)
+    assert metrics["epsilon_spent"] == pytest.approx(0.5, rel=1e-3)
+    assert "ignored" in caplog.text and "epsilon=1000000.0" in caplog.text
+
+
+def test_a_site_without_its_own_policy_refuses(tmp_path):
+    np.save(tmp_path / "records.npy", records())
+    ctx = Context(run_id=1, node_id=7, node_config={"data-path": str(tmp_path / "records.npy")},
+                  state=RecordDict(), run_config=GREEDY)
+    with pytest.raises(PolicyError, match="names no site policy"):
+        client_fn(ctx)
+
+
+@pytest.mark.parametrize("edit,match", [
+    (("delta = 1e-07", "delta = 1.5"), "delta=1.5 must be below 1"),
+    (("delta = 1e-07", "delta = 0.999"), "delta=0.999 is not well below 1/n"),
+    (("delta = 1e-07", "delta = 0.01"), "not well below 1/n"),
+    (("run-epsilon = 1.0", "run-epsilon = 9.0"), "exceeds budget.epsilon"),
+    (("epsilon = 4.0", "epsilon = -1.0"), "budget.epsilon must be a finite number > 0"),
+    (("epsilon = 4.0", "epsilon = nan"), "budget.epsilon must be a finite number > 0"),
+    (("min-sites = 0", "min-sites = 1"), "min-sites=1 must be 0 or an integer >= 2"),
+    (("[algorithms.ldp-pca]", "[algorithms.steal-data]"), "unknown algorithms"),
+])
+def test_a_policy_that_makes_no_sense_is_refused_in_one_line(tmp_path, edit, match):
+    policy = make_site(tmp_path)
+    policy.write_text(policy.read_text().replace(*edit))
+    with pytest.raises(PolicyError, match=match) as info:
+        ask(policy, GREEDY)
+    assert "\n" not in str(info.value)
+    assert ledger_rows_if_any(policy) == []
+
+
+def ledger_rows_if_any(policy):
+    path = policy.parent / "ledger.sqlite"
+    if not path.exists():
+        return []
+    return sqlite3.connect(path).execute("SELECT * FROM releases").fetchall()
+
+
+def test_an_algorithm_the_site_does_not_allow_is_refused(tmp_path):
+    policy = make_site(tmp_path)
+    policy.write_text(policy.read_text().replace("[algorithms.dpdis-pca]\n", ""))
+    with pytest.raises(PolicyError, match="'dpdis-pca' is not allowed"):
+        ask(policy, GREEDY)
+
+
+def test_runs_compose_over_the_lifetime_and_the_tenth_is_refused(tmp_path):
+    # Each DPdisPCA run is one release at run-epsilon 0.5; the lifetime budget holds nine.
+    z = calibrate_gaussian(1, 0.5, 1e-7, "pld", paper_rule="classic").noise_multiplier
+    lifetime = pld_epsilon((z,) * 9, 1e-7)
+    policy = make_site(tmp_path, epsilon=lifetime * (1 + 1e-9), run_epsilon=0.5)
+    assert pld_epsilon((z,) * 2, 1e-7) < 2 * 0.5  # two runs compose to less than 2 x 0.5
+    for run in range(1, 10):  # a fresh Context each run: what a new flwr run / restart sees
+        ask(policy, GREEDY, run_id=run)
+    with pytest.raises(BudgetExceededError, match="lifetime budget .* would be exceeded"):
+        ask(policy, GREEDY, run_id=10)
+    rows = ledger_rows(policy)
+    assert [r["run_id"] for r in rows] == [str(r) for r in range(1, 10)]
+    p = load_site_policy(policy)
+    summary = SiteLedger(p.ledger, p.population, p.epsilon, p.delta).summary()
+    assert summary["epsilon_spent"] == pytest.approx(lifetime)
+    assert len(summary["runs"]) == 9 and len(summary["datasets"]) == 1
+
+
+def test_a_run_cannot_exceed_its_ceiling_or_its_release_count(tmp_path):
+    policy = make_site(tmp_path)
+    ask(policy, GREEDY, run_id=3)
+    with pytest.raises(BudgetExceededError, match="allows 1 releases per run"):
+        ask(policy, GREEDY, run_id=3)  # the same run asks again
+    assert len(ledger_rows(policy)) == 1
+
+
+def test_a_changed_data_file_keeps_the_populations_budget(tmp_path):
+    z = calibrate_gaussian(1, 1.0, 1e-7, "pld", paper_rule="classic").noise_multiplier
+    one_run = pld_epsilon((z,), 1e-7) * (1 + 1e-9)
+    policy = make_site(tmp_path, epsilon=one_run, run_epsilon=one_run)
+    ask(policy, GREEDY, run_id=1)
+    np.save(tmp_path / "records.npy", records(seed=5))  # re-exported: same people
+    with pytest.raises(BudgetExceededError, match="lifetime"):
+        ask(policy, GREEDY, run_id=2)
+
+
+def test_a_bad_data_file_is_refused_without_quoting_the_data(tmp_path, caplog):
+    policy = make_site(tmp_path)
+    X = records()
+    X[3, 2] = np.nan
+    np.save(tmp_path / "records.npy", X)
+    with pytest.raises(InvalidDataError) as info:
+        ask(policy, GREEDY)
+    assert "site's log" in str(info.value) and not any(c.isdigit() for c in str(info.value))
+    assert "cannot be used" in caplog.text  # the operator sees the reason locally
+
+
+def secure_client(X, clipping_range):
+    policy = SitePolicy(epsilon=1.0, delta=1e-5, rounds=3, secure_min_sites=4)
+    return DPSPCAClient(DPSPCASite(X, policy, site="hospital-b"), clipping_range=clipping_range)
+
+
+def test_a_too_small_secagg_clipping_range_is_refused_before_any_charge():
+    Q = thin_qr(np.random.default_rng(1).standard_normal((D, 2)))
+    messages = []
+    for seed in (0, 1):  # two different data sets with the same public n and C
+        client = secure_client(records(seed), clipping_range=0.5)
+        with pytest.raises(InvalidRequestError, match="clipping_range=0.5 is below") as info:
+            client.fit([Q], {"phase": "power", "round": 1})
+        assert client.site.ledger.count == 0
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]  # the refusal carries nothing derived from the records
+    (H,), n, _ = secure_client(records(0), clipping_range=8.0).fit(
+        [Q], {"phase": "power", "round": 1})
+    assert H.shape == (D, 2) and n == N
+
+
+def test_secagg_settings_a_site_cannot_honour_stop_the_run_cleanly_on_the_server():
+    scenario = DPSPCAScenario(sites=3, dim=20, samples=600, k=2, sparsity=4, s_hat=6,
+                              rounds=1, epsilon=2.0, seed=3, secure_min_sites=3)
+    strategy = DPSPCAStrategy(dim=20, k=2, s_hat=6, rounds=1, min_sites=3)
+    secure = dataclasses.replace(
+        SecAggSettings.for_sites(3, scenario.largest_site(), 3), clipping_range=0.5
+    )
+    with pytest.raises(RoundFailedError, match=r"halted in collect_masked_vectors_stage; site "
+                                               r"failures: \['0: refused: SecAgg\+ clipping_range=0.5"):
+        run_federation(strategy, functools.partial(partition_client, client_for_site, scenario),
+                       3, secure=secure)
+    assert strategy.server.history == []
+
+
+def test_the_public_answer_bound_holds_for_worst_case_records():
+    # All records on one axis maximise |X^T X Q / n|: the bound's C^2 part is tight.
+    X = np.zeros((N, D))
+    X[:, 0] = 1.0
+    Q = np.eye(D)[:, :2]
+    client = secure_client(X, clipping_range=100.0)
+    bound = client.answer_bound({})
+    for _ in range(20):
+        client.site.ledger.releases.clear()
+        (H,), _, _ = client.fit([Q], {"phase": "power", "round": 1})
+        assert np.abs(H).max() <= bound
+
+
+def _race(path: str, barrier, results) -> None:
+    ledger = SiteLedger(path, "population", epsilon=1.0, delta=1e-5)
+    z = calibrate_gaussian(1, 1.0, 1e-5, "pld", paper_rule="classic").noise_multiplier
+    charge = RunCharge(f"run-{multiprocessing.current_process().name}", "dpdis-pca",
+                       "fingerprint", run_epsilon=1.0, max_releases=1)
+    barrier.wait()
+    try:
+        ledger.for_run(charge).charge(Release("dpdis-pca", 1.0, z, (2, 2)))
+        results.put("charged")
+    except BudgetExceededError:
+        results.put("refused")
+
+
+def test_two_processes_racing_for_the_last_release_exactly_one_wins(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    for attempt in range(3):
+        path = str(tmp_path / f"ledger-{attempt}.sqlite")
+        barrier, results = ctx.Barrier(2), ctx.Queue()
+        workers = [ctx.Process(target=_race, args=(path, barrier, results)) for _ in range(2)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=120)
+            assert w.exitcode == 0
+        outcome = sorted(results.get(timeout=5) for _ in workers)
+        assert outcome == ["charged", "refused"]
+        assert len(sqlite3.connect(path).execute("SELECT * FROM releases").fetchall()) == 1
+
+
+def test_site_init_writes_a_policy_that_loads_and_is_never_overwritten(tmp_path):
+    policy = make_site(tmp_path)
+    loaded = load_site_policy(policy)
+    assert loaded.name == "hospital-a" and loaded.data == tmp_path / "records.npy"
+    assert loaded.algorithms.keys() == {"dps-pca", "dpdis-pca", "ldp-pca"}
+    assert loaded.releases_per_run("dps-pca") == 11 and loaded.secure_min_sites is None
+    with pytest.raises(PolicyError, match="never overwritten"):
+        write_policy_template(policy, "x", "y.npy")

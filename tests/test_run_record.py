@@ -1,0 +1,84 @@
+"""The run record (one schema for the CLI and the Flower App, documented once in the README),
+and command-line errors that name the command's flags. No Flower federation is started."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedpca.algorithms.dpdis_pca import run_dpdis_pca
+from fedpca.algorithms.dps_pca import run_dps_pca
+from fedpca.apps.dpdis_pca import _known_evaluation
+from fedpca.cli import main as cli_main
+from fedpca.dpdis_scenario import DPdisPCAScenario
+from fedpca.errors import ParameterError
+from fedpca.results import PCAResult
+from fedpca.run_record import run_record, save_run_record
+from fedpca.scenario import DPSPCAScenario
+from record_schema import all_documented_keys, record_keys
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_schema_keys() -> set[str]:
+    """Every key in the first column of the README's "Result JSON" table."""
+    section = README.read_text().split("## Result JSON", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]  # no header
+    return {key for row in rows for key in re.findall(r"`([a-z_]+)`", row.split(" | ")[0])}
+
+
+def test_the_readme_documents_every_key_of_the_record():
+    assert readme_schema_keys() == all_documented_keys()
+
+
+def test_a_reference_result_gives_the_same_record_keys_and_loads_back(tmp_path):
+    scenario = DPSPCAScenario(sites=2, dim=20, samples=400, k=2, sparsity=4, s_hat=6,
+                              rounds=2, seed=3, data_seed=3)
+    result = run_dps_pca(scenario.all_site_data(), 2, 6, scenario.policy(), seed=3,
+                         evaluate=scenario.distance_to_truth)
+    record = run_record(result)
+    assert set(record) == record_keys("dps-pca")
+    assert (record["sites"], record["samples"], record["seed"]) == (2, 400, 3)
+    assert record["rounds"] == 2 and record["flower_rounds"] == 3
+    assert record["distances"] == [h["distance"] for h in result.history]
+    save_run_record(result, tmp_path / "run.json")
+    loaded = PCAResult.load(tmp_path / "run.json")
+    np.testing.assert_array_equal(loaded.basis, result.basis)
+    assert loaded.history == result.history
+
+
+def test_the_app_evaluates_only_sites_that_are_the_configured_partitions():
+    scenario = DPdisPCAScenario(sites=3, dim=12, samples=300, k=2, seed=4, data_seed=4)
+    config = scenario.to_run_config()
+    partitions = {"0": 100, "1": 100, "2": 100}
+    np.testing.assert_array_equal(_known_evaluation(config, partitions), scenario.evaluation())
+    assert _known_evaluation(config, {"0": 100, "1": 100, "hospital": 100}) is None
+    assert _known_evaluation(config, {"0": 100, "1": 100, "2": 99}) is None
+    reference = run_dpdis_pca(scenario.all_prepared_sites(), 2, policy=scenario.policy(), seed=4)
+    assert run_record(reference)["energy_ratio"] is None  # nothing to compare with: null
+
+
+def test_parameter_errors_read_as_keywords_by_default():
+    error = ParameterError("need {k} <= {dim}", {"k": 5, "dim": 3}, hint="lower {k}")
+    assert str(error) == "need k <= dim, got k=5, dim=3; lower k"
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--epsilon", "-1"],
+         "--epsilon must be a finite number > 0, got --epsilon=-1.0; pass e.g. --epsilon=1.0"),
+        (["--k", "500", "--dim", "200"], "need --k <= --dim, got --k=500, --dim=200"),
+        (["--k", "15"], "need --k <= --sparsity, got --k=15, --sparsity=10 (default)"),
+        (["--s-hat", "300"], "need --s-hat <= --dim, got --s-hat=300, --dim=200 (default)"),
+        (["--secure-aggregation", "1"], "--secure-aggregation must be in 2..100"),
+        (["--min-sites", "500"], "--min-sites must be in 1..100 (the number of --sites)"),
+        (["--failure-rate", "1"], "--failure-rate must be in [0, 1), got --failure-rate=1.0"),
+    ],
+)
+def test_cli_errors_name_the_flags(argv, message, capsys):
+    assert cli_main(["simulate", "dps-pca", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert not re.search(r"(?<!-)\b(epsilon|s_hat|sparsity|min_sites)=", err)  # no keywords
