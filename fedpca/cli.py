@@ -5,7 +5,8 @@
 table (registered in :mod:`fedpca.experiments`); ``fedpca deploy certs|site-key|local``
 prepares and runs a real deployment (:mod:`fedpca.deployment`); ``fedpca site
 init|ledger|superexec`` is what a real site runs (:mod:`fedpca.commands.site`); ``fedpca audit MECHANISM``
-bounds a mechanism's epsilon from below by a distinguishing attack (:mod:`fedpca.audit`).
+bounds a mechanism's epsilon from below by a distinguishing attack (:mod:`fedpca.audit`);
+``fedpca show RESULT.json [--plot FILE.png]`` prints and draws a saved run.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys  # noqa: E402
 
 from fedpca.commands import register_all  # noqa: E402
 from fedpca.commands.audit import register_audit_command  # noqa: E402
+from fedpca.commands.show import register_show_command  # noqa: E402
 from fedpca.commands.site import register_site_command  # noqa: E402
 from fedpca.deployment.command import add_deployment_commands  # noqa: E402
 from fedpca.errors import FedPCAError  # noqa: E402
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     deploy = commands.add_parser("deploy", help="certificates, site keys, a loopback deployment")
     add_deployment_commands(deploy.add_subparsers(dest="deploy_command", required=True))
     register_site_command(commands)
+    register_show_command(commands)
     return parser
 
 

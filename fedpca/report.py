@@ -1,36 +1,99 @@
-"""Human-readable views of a result: the per-round table and a one-line summary."""
+"""Human-readable views of a result: the per-round table (also printed live, one line per
+round, by :mod:`fedpca.progress`) and a one-line summary."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from fedpca.results import PCAResult
 
+#: Each algorithm's metric columns: (history key, column title).
+METRIC_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "dps-pca": (("distance", "distance"),),
+    "dpdis-pca": (("energy_ratio", "energy"),),
+    "ldp-pca": (("distance", "distance"), ("energy_ratio", "energy")),
+    "sulq-kplane": (("cost", "cost"), ("wasserstein_distance", "W dist")),
+}
+#: Algorithms whose rounds differ in kind (DPS-PCA's initialisation, then power rounds).
+PHASED = ("dps-pca",)
+
 
 def _fmt(value: object) -> str:
-    if isinstance(value, float):
-        return "-" if math.isnan(value) else f"{value:.4f}"
-    return str(value)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def metric_columns(algorithm: str) -> tuple[tuple[str, str], ...]:
+    """The metric columns of ``algorithm``'s table (distance by default)."""
+    return METRIC_COLUMNS.get(algorithm, METRIC_COLUMNS["dps-pca"])
+
+
+def table_header(algorithm: str, elapsed: bool = False) -> str:
+    """The table's two header lines (titles and a rule), with an ``elapsed`` column if asked."""
+    titles = f"{'round':>5}" + (f"  {'phase':<6}" if algorithm in PHASED else "")
+    titles += f" {'sites':>7}" + "".join(f"  {t:>9}" for _, t in metric_columns(algorithm))
+    titles += f"  {'eps spent':>9}" + (f"  {'elapsed':>8}" if elapsed else "")
+    return titles + "\n" + "-" * len(titles)
+
+
+def round_line(
+    algorithm: str, entry: dict[str, Any], asked: int | None = None,
+    elapsed: float | None = None,
+) -> str:
+    """One round's line: round, phase (DPS-PCA), sites answered (``of asked`` when known),
+    the algorithm's metrics, the most epsilon any site has spent, the elapsed time if
+    given; ``-`` where a metric was not evaluated."""
+    sites = f"{entry.get('sites', '-')}" + (f"/{asked}" if asked is not None else "")
+    line = f"{entry.get('round', '-'):>5}"
+    line += f"  {entry.get('phase', '-'):<6}" if algorithm in PHASED else ""
+    line += f" {sites:>7}"
+    line += "".join(f"  {_fmt(entry.get(key)):>9}" for key, _ in metric_columns(algorithm))
+    line += f"  {_fmt(entry.get('epsilon_spent')):>9}"
+    return line + (f"  {elapsed:>6.1f} s" if elapsed is not None else "")
+
+
+def history_table(algorithm: str, history: list[dict[str, Any]]) -> str:
+    """The whole per-round table of a finished run (no elapsed times: they are not saved)."""
+    return "\n".join([table_header(algorithm), *(round_line(algorithm, e) for e in history)])
 
 
 def round_table(result: PCAResult) -> str:
-    """One line per round: round, phase, sites answered, distance to truth, epsilon spent."""
-    header = f"{'round':>5}  {'phase':<6} {'sites':>5}  {'distance':>9}  {'eps spent':>9}"
-    lines = [header, "-" * len(header)]
-    for entry in result.history:
-        lines.append(
-            f"{entry['round']:>5}  {entry['phase']:<6} {entry['sites']:>5}  "
-            f"{_fmt(entry.get('distance', float('nan'))):>9}  "
-            f"{_fmt(entry['epsilon_spent']):>9}"
-        )
-    return "\n".join(lines)
+    """One line per round: round, phase, sites answered, metrics, epsilon spent."""
+    return history_table(result.algorithm, result.history)
+
+
+def record_header(record: dict[str, Any]) -> str:
+    """A run record's shape and guarantee in one line (``fedpca show``, the plot's title)."""
+    return (
+        f"{record.get('algorithm')}: {record.get('sites')} sites, n={record.get('samples')}, "
+        f"d={record.get('dim')}, k={record.get('k')}; each site "
+        f"({record.get('epsilon')}, {record.get('delta')})-DP [{record.get('accounting')}]"
+    )
+
+
+def record_summary(record: dict[str, Any]) -> str:
+    """The final metrics and the guarantee of a run record (:mod:`fedpca.run_record`) in one
+    line; for DPS-PCA the same line as :func:`result_summary`."""
+    last = record["history"][-1] if record["history"] else {}
+    metrics = ", ".join(
+        f"{title} {last[key]:.4f}" for key, title in metric_columns(record["algorithm"])
+        if isinstance(last.get(key), (int, float))
+    )
+    return (
+        f"{record['algorithm']}: k={record.get('k')}, {metrics + ', ' if metrics else ''}"
+        f"(eps={record.get('epsilon')}, delta={record.get('delta')})-DP per record per site "
+        f"[{record.get('accounting')}, noise multiplier "
+        f"{record.get('noise_multiplier') or float('nan'):.3f}, {record.get('trust_model')}]"
+    )
 
 
 def result_summary(result: PCAResult) -> str:
     """A one-line summary: algorithm, final distance (if known) and the guarantee."""
     p = result.privacy
     final = result.history[-1] if result.history else {}
-    distance = f"distance {final['distance']:.4f}, " if "distance" in final else ""
+    distance = f"distance {final['distance']:.4f}, " if final.get("distance") is not None else ""
     return (
         f"{result.algorithm}: k={result.n_components}, {distance}"
         f"(eps={p.get('epsilon')}, delta={p.get('delta')})-DP per record per site "

@@ -113,6 +113,9 @@ LANCZOS_TOL = 1e-12
 LANCZOS_BASIS_BYTES = 1 << 30
 #: ... allocated this many bytes at a time, as the steps need them.
 LANCZOS_CHUNK_BYTES = 16 << 20
+#: Ritz pairs are checked every ~5 % more steps, and every step once all residual estimates
+#: are within this factor of the tolerance.
+CHECK_EVERY_STEP_WITHIN = 1e4
 #: Seed of the Lanczos start vector: public, fixed, never the noise stream.
 LANCZOS_START_SEED = 0
 
@@ -173,11 +176,12 @@ def lanczos_top_eigenpairs(
     operator, by Lanczos with full reorthogonalisation (no restart).
 
     Each step costs one ``matvec`` and ``O(dim * steps)`` for the reorthogonalisation; the
-    basis holds ``steps x dim`` floats. Every ``~5 %`` more steps the Ritz pairs of the
-    tridiagonal matrix are checked (LAPACK ``stemr``); when all ``k`` residual estimates
-    ``|beta_m s_m|`` are at most ``tol * ||M||_2`` (``||M||_2`` estimated by the extreme Ritz
-    values), the residuals are recomputed explicitly (one ``matmat`` of ``k`` columns) and
-    the pairs returned only if ``||M y - theta y|| <= tol * ||M||_2`` holds for each.
+    basis holds ``steps x dim`` floats. Every ``~5 %`` more steps (every step near the end)
+    the Ritz pairs of the tridiagonal matrix are checked (LAPACK ``stemr``); when all ``k``
+    residual estimates ``|beta_m s_m|`` are at most ``tol * ||M||_2`` (``||M||_2`` estimated
+    by the extreme Ritz values), the residuals are recomputed explicitly (one ``matmat`` of
+    ``k`` columns) and the pairs returned only if ``||M y - theta y|| <= tol * ||M||_2``
+    holds for each.
 
     Accuracy: the eigenvalues are the largest *algebraic* ones (negative ones included, in
     order); an eigenvector with residual ``r`` is within angle ``r / gap`` of the exact one,
@@ -241,6 +245,8 @@ def lanczos_top_eigenpairs(
         norm_estimate = max(abs(values[-1]), abs(lowest[0]), np.finfo(float).tiny)
         estimates = np.abs(beta[j] * S[-1])
         if estimates.max() > tol * norm_estimate:
+            if estimates.max() <= CHECK_EVERY_STEP_WITHIN * tol * norm_estimate:
+                next_check = steps + 1  # close: a check costs far less than a step
             continue
         vectors = basis.combine(S)
         product = matmat(vectors) if matmat is not None else np.column_stack(
@@ -263,13 +269,13 @@ def lanczos_top_eigenpairs(
 class GramPlusSymmetric:
     """The symmetric ``d x d`` matrix ``M = X^T X / divisor + S`` kept in factored form.
 
-    ``X`` (``n x d``) is read, never copied; ``S`` (``d x d``, symmetric with both triangles
-    filled) is additive noise with a continuous law (e.g. the Gaussian of the Analyze Gauss
-    family), or ``None``. :meth:`dense` forms ``M`` (``O(n d^2)``, ``2 d^2`` memory);
-    :meth:`top_eigenpairs` finds its top-``k`` eigenpairs without forming it when that is
-    faster (:func:`eigensolver_for`). With such noise the eigenvalues of ``M`` are simple
-    with probability one, which the Lanczos solver relies on (it finds one copy of an
-    exactly repeated eigenvalue): do not pass an arbitrary structured ``S``.
+    ``X`` (``n x d``) is read, not copied (unless it must become float64); ``S`` (``d x d``,
+    symmetric with both triangles filled) is additive noise with a continuous law (e.g. the
+    Gaussian of the Analyze Gauss family), or ``None``. :meth:`dense` forms ``M``
+    (``O(n d^2)``, ``2 d^2`` memory); :meth:`top_eigenpairs` finds its top-``k`` eigenpairs
+    without forming it when that is faster (:func:`eigensolver_for`). With such noise the
+    eigenvalues of ``M`` are simple with probability one, which the Lanczos solver relies on
+    (it finds one copy of an exactly repeated eigenvalue): do not pass a structured ``S``.
 
     Attributes:
         X: the ``n x d`` factor.

@@ -240,6 +240,9 @@ def test_the_command_prints_a_table_per_mechanism_and_writes_json(tmp_path, caps
     for row in ("claimed", "false positives", "false negatives", "eps lower bound", "verdict"):
         assert sum(line.startswith(f"  {row} ") for line in lines) == 2
     assert "95% CI [" in text and "PASS" in text
+    # a step line as each mechanism starts: which step of how many
+    steps = [line.split(" (")[0] for line in lines if line.startswith("[")]
+    assert steps == ["[1/2] auditing ldp-pca", "[2/2] auditing mod-sulq"]
     record = json.loads(out.read_text())
     assert [r["mechanism"] for r in record["results"]] == ["ldp-pca", "mod-sulq"]
     assert all(r["passed"] and r["seeded"] for r in record["results"])
@@ -247,8 +250,11 @@ def test_the_command_prints_a_table_per_mechanism_and_writes_json(tmp_path, caps
 
 
 def test_the_command_fails_a_refuted_claim(halved_noise, capsys):
-    assert run_command(["audit", "analyze-gauss", "--seed", str(SEED)]) == 1
-    assert "FAIL" in capsys.readouterr().out
+    assert run_command(["audit", "analyze-gauss", "--seed", str(SEED), "--quiet"]) == 1
+    text = capsys.readouterr().out
+    assert "FAIL" in text
+    # --quiet: the summary only, no step line and no per-mechanism table
+    assert "auditing" not in text and "false positives" not in text
 
 
 def test_the_command_refuses_unknown_mechanisms_before_running():

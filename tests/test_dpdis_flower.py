@@ -6,6 +6,7 @@ comparison and the CLI's output.
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -115,9 +116,9 @@ def test_strategy_describes_itself_and_asks_for_one_round():
 
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
-    """``fedpca simulate dpdis-pca`` with SCENARIO's flags: (printed, JSON path)."""
+    """``fedpca simulate dpdis-pca --quiet`` with SCENARIO's flags: (printed, JSON path)."""
     output = tmp_path_factory.mktemp("dpdis") / "run.json"
-    printed, _ = run_cli_record(ARGV, output)
+    printed, _ = run_cli_record([*ARGV, "--quiet"], output)
     return printed, output
 
 
@@ -145,6 +146,13 @@ def test_flower_run_equals_the_reference(flower_result):
 
 def test_cli_prints_the_summary_and_writes_json(cli_run):
     printed, output = cli_run
+    # --quiet: no header, no table header, no round line; the seeded-run warning, the
+    # summary and the record
+    assert "DPdisPCA on" not in printed and "eps spent" not in printed
+    assert not [line for line in printed.splitlines() if re.match(r"^\s*\d+\s+\d+/\d+ ", line)]
+    assert printed.splitlines()[:2] == [
+        "seeded run: reproducible, not for production", printed.splitlines()[1]
+    ] and printed.splitlines()[1].startswith("energy ratio q/q_o = ")
     assert "energy ratio q/q_o = " in printed
     assert "bytes sent per site: 1,152 (the full d x d matrix: 4,608; 4.0x)" in printed
     record = json.loads(output.read_text())

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli_runs import run_cli
 from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import run_dps_pca
 from fedpca.algorithms.ldp_pca import run_ldp_pca
@@ -108,6 +109,16 @@ def test_flwr_run_gives_the_reference_basis(flwr_env, tmp_path):
     assert raw["rounds"] == 2 and raw["flower_rounds"] == 3  # the initialisation, then T
     assert raw["distances"] == pytest.approx([h["distance"] for h in reference.history], abs=1e-8)
     assert raw["wall_seconds"] > 0
+    # `fedpca show` reads the App's record as it reads the CLI's: header, table, summary, plot
+    code, shown = run_cli(["show", str(tmp_path / "result.json"), "--plot",
+                           str(tmp_path / "app.png")])
+    assert code == 0 and shown.startswith("dps-pca: 3 sites, n=1500, d=40, k=2;")
+    rows = [line.split() for line in shown.splitlines() if line[:5].strip().isdigit()]
+    assert [(r[0], r[1], r[2]) for r in rows] == [("0", "init", "3"), ("1", "power", "3"),
+                                                  ("2", "power", "3")]
+    assert [float(r[3]) for r in rows] == pytest.approx(raw["distances"], abs=1e-4)
+    assert f"distance {raw['subspace_distance']:.4f}" in shown
+    assert (tmp_path / "app.png").stat().st_size > 20_000
 
 
 def test_flwr_run_serves_dpdis_pca_with_its_energy_ratio(flwr_env, tmp_path):

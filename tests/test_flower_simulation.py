@@ -7,11 +7,13 @@ seconds of start-up.
 """
 
 import json
+import re
 
+import matplotlib.image
 import numpy as np
 import pytest
 
-from cli_runs import run_cli_record
+from cli_runs import run_cli, run_cli_record
 from fedpca.algorithms.dps_pca import run_dps_pca
 from fedpca.cli import main as cli_main
 from fedpca.results import PCAResult
@@ -35,9 +37,10 @@ ARGV = [
 
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
-    """``fedpca simulate dps-pca`` with SCENARIO's flags: (printed, JSON path)."""
+    """``fedpca simulate dps-pca --plot`` with SCENARIO's flags: (printed, JSON path); the
+    picture is ``run.png`` beside the JSON."""
     output = tmp_path_factory.mktemp("dps-pca") / "run.json"
-    printed, _ = run_cli_record(ARGV, output)
+    printed, _ = run_cli_record([*ARGV, "--plot", str(output.with_suffix(".png"))], output)
     return printed, output
 
 
@@ -74,10 +77,62 @@ def test_every_site_answered_every_round_and_spent_its_budget(flower_result):
 
 def test_cli_prints_the_round_table_and_summary(cli_run, flower_result):
     printed = cli_run[0]
-    assert "round  phase  sites" in printed and "eps spent" in printed
+    assert "round  phase    sites   distance  eps spent   elapsed" in printed
     assert "trust model: per-site noise" in printed
     assert f"dps-pca: k=3, distance {flower_result.history[-1]['distance']:.4f}" in printed
     assert "wall time " in printed
+
+
+ROUND_LINE = re.compile(
+    r"^\s*(\d+)  (init|power)\s+(\d+)/(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+) s$"
+)
+
+
+def test_cli_prints_one_live_line_per_round_in_order(cli_run, flower_result):
+    # not a terminal (captured): plain lines, no progress bar, each printed as its round ends
+    printed = cli_run[0]
+    assert "\r" not in printed and "\x1b" not in printed
+    rounds = [m.groups() for m in map(ROUND_LINE.match, printed.splitlines()) if m]
+    assert [int(r[0]) for r in rounds] == list(range(SCENARIO.rounds + 1))
+    assert [r[1] for r in rounds] == ["init"] + ["power"] * SCENARIO.rounds
+    assert all(r[2:4] == ("2", "2") for r in rounds)  # answered / asked
+    assert [float(r[4]) for r in rounds] == pytest.approx(
+        [h["distance"] for h in flower_result.history], abs=1e-4
+    )
+    elapsed = [float(r[6]) for r in rounds]
+    assert elapsed == sorted(elapsed) and elapsed[-1] <= flower_result.config["wall_seconds"]
+    # the live lines replace the end-of-run table: the header is printed once
+    assert printed.count("round  phase") == 1
+
+
+def test_cli_plot_is_a_sane_png(cli_run):
+    png = cli_run[1].with_suffix(".png")
+    assert f"wrote {png}" in cli_run[0]
+    assert 20_000 < png.stat().st_size < 2_000_000
+    height, width, channels = matplotlib.image.imread(png).shape
+    assert (width, height) == (1500, 1050) and channels in (3, 4)
+
+
+def test_show_round_trips_the_cli_record(cli_run, flower_result, tmp_path):
+    code, shown = run_cli(["show", str(cli_run[1]), "--plot", str(tmp_path / "show.png")])
+    assert code == 0
+    printed = cli_run[0]
+    # the same summary line as the run itself, and the same rounds, values and order
+    summary = next(line for line in printed.splitlines() if line.startswith("dps-pca: k=3"))
+    assert summary in shown.splitlines()
+    table = [line.split() for line in shown.splitlines() if re.match(r"^\s+\d+  (init|power)", line)]
+    live = [m.groups() for m in map(ROUND_LINE.match, printed.splitlines()) if m]
+    assert [(t[0], t[1], t[2], t[3], t[4]) for t in table] == [
+        (r[0], r[1], r[2], r[4], r[5]) for r in live
+    ]
+    assert matplotlib.image.imread(tmp_path / "show.png").shape[:2] == (1050, 1500)
+
+
+def test_show_explains_a_file_that_is_no_run_record(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"basis": []}')
+    assert cli_main(["show", str(bad)]) == 2
+    assert "is not a fedpca run record" in capsys.readouterr().err
 
 
 def test_cli_writes_the_run_record(record):

@@ -5,6 +5,8 @@ One federation, started through ``fedpca simulate dp-kplane``, serves the refere
 comparison and the CLI's output.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -94,7 +96,11 @@ def test_client_answers_then_refuses_beyond_its_ledger():
 
 def test_cli_prints_the_round_table_and_writes_json(cli_run):
     printed, record, _ = cli_run
-    assert "round  sites" in printed and "W dist" in printed and "eps spent" in printed
+    assert "round   sites       cost     W dist  eps spent   elapsed" in printed
+    # one live line per round, in order, each with sites answered of those asked
+    rows = [line.split() for line in printed.splitlines() if re.match(r"^\s*\d+\s+\d+/\d+ ", line)]
+    assert [int(row[0]) for row in rows] == [entry["round"] for entry in record["history"]]
+    assert all(row[1] == "3/3" for row in rows) and all(row[-1] == "s" for row in rows)
     assert set(record) == record_keys("sulq-kplane")
     assert record["algorithm"] == "sulq-kplane" and record["k"] == record["clusters"] == 3
     assert record["rounds"] == record["flower_rounds"] == 3

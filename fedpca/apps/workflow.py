@@ -13,6 +13,7 @@ from flwr.server.workflow.secure_aggregation.secaggplus_workflow import Workflow
 
 from fedpca.blas import single_thread_blas
 from fedpca.errors import ConfigurationError
+from fedpca.progress import log_round
 from fedpca.strategies.base import RoundFailedError, failure_reason
 
 logger = logging.getLogger(__name__)
@@ -131,8 +132,10 @@ def run_strategy(
     num_rounds: int,
     secure: SecAggSettings | None = None,
 ) -> None:
-    """Drive ``strategy`` for ``num_rounds`` Flower rounds (SecAgg+ fit rounds if ``secure``)."""
+    """Drive ``strategy`` for ``num_rounds`` Flower rounds (SecAgg+ fit rounds if ``secure``);
+    every aggregated round is logged (INFO, :func:`fedpca.progress.log_round`) as it ends."""
     single_thread_blas()
+    strategy.add_observer(log_round)
     legacy = LegacyContext(
         context=context, strategy=strategy, config=ServerConfig(num_rounds=num_rounds)
     )

@@ -239,6 +239,8 @@ class KPlaneServer:
             distance to a known truth in simulation); its output goes into the history.
     """
 
+    algorithm = ALGORITHM
+
     def __init__(
         self,
         dim: int,

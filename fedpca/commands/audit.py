@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -64,6 +65,8 @@ def register_audit_command(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=None,
                    help="seed every trial's noise (a reproducible audit); default: OS randomness")
     p.add_argument("--output", type=Path, default=None, help="write the results as JSON")
+    p.add_argument("--quiet", action="store_true",
+                   help="for scripts: no step lines or per-mechanism tables; only the summary")
     p.set_defaults(func=run)
 
 
@@ -124,6 +127,11 @@ def summary_table(results: list[AuditResult]) -> str:
     return "\n".join(lines)
 
 
+def step_line(step: int, steps: int, name: str, elapsed: float) -> str:
+    """``[2/7] auditing dps-pca/power (12 s elapsed)``: printed as each mechanism starts."""
+    return f"[{step}/{steps}] auditing {name} ({elapsed:.0f} s elapsed)"
+
+
 def run(args: argparse.Namespace) -> int:
     """Audit every selected mechanism, print the tables, write the JSON; 1 if any fails."""
     names = selected(args.mechanisms)
@@ -133,12 +141,16 @@ def run(args: argparse.Namespace) -> int:
     )
     seeded_notice(args.seed)
     results = []
-    for name in names:
+    start = time.perf_counter()
+    for step, name in enumerate(names, start=1):
+        if not args.quiet:
+            print(step_line(step, len(names), name, time.perf_counter() - start), flush=True)
         result = run_audit(
             audit_target(name, settings), args.trials, args.calibration_trials, args.alpha,
             args.seed,
         )
-        print(result_table(result), end="\n\n", flush=True)
+        if not args.quiet:
+            print(result_table(result), end="\n\n", flush=True)
         results.append(result)
     print(summary_table(results))
     if args.output is not None:

@@ -1,14 +1,17 @@
-"""Flags every ``fedpca simulate`` command shares, its errors in terms of those flags, and
-writing its JSON record."""
+"""Flags every ``fedpca simulate`` command shares, its errors in terms of those flags, its
+live progress, and writing its JSON record and picture."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from fedpca.errors import ConfigurationError, KeywordNames, ParameterError
-from fedpca.run_record import RunResult, save_run_record
+from fedpca.progress import RoundObserver, RoundProgress
+from fedpca.run_record import RunResult, run_record, save_run_record
 
 #: Run parameters whose flag is not ``--`` + the parameter with dashes.
 FLAG_ALIASES = {"secure_min_sites": "--secure-aggregation"}
@@ -35,6 +38,36 @@ def add_common_flags(
                         help="seed noise and data for a reproducible run (never in production)")
     parser.add_argument("--output", type=Path, default=None, help="write the result as JSON")
     parser.add_argument("--verbose", action="store_true", help="show Flower's own logs")
+    add_display_flags(parser)
+
+
+def add_display_flags(parser: argparse.ArgumentParser) -> None:
+    """``--plot FILE.png`` (a picture of the run) and ``--quiet`` (only the final summary)."""
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="draw the run's history (metric, epsilon spent, sites answered "
+                             "per round) to this PNG")
+    parser.add_argument("--quiet", action="store_true",
+                        help="for scripts: no header, no round lines, no progress bar; only "
+                             "the final summary")
+
+
+def announce(args: argparse.Namespace, text: str) -> None:
+    """Print ``text`` (the run's header) unless ``--quiet``."""
+    if not args.quiet:
+        print(text, flush=True)
+
+
+@contextlib.contextmanager
+def live_rounds(
+    args: argparse.Namespace, algorithm: str, total: int
+) -> Iterator[RoundObserver | None]:
+    """The run's observer: each round's line as it completes (and a progress bar when
+    stdout is a terminal), or None with ``--quiet``."""
+    if args.quiet:
+        yield None
+        return
+    with RoundProgress(algorithm, total, sys.stdout) as progress:
+        yield progress
 
 
 def data_seed(args: argparse.Namespace) -> int:
@@ -49,6 +82,16 @@ def write_record(path: Path | None, result: RunResult) -> None:
         return
     save_run_record(result, path)
     print(f"wrote {path}")
+
+
+def write_outputs(args: argparse.Namespace, result: RunResult) -> None:
+    """``--output``: the run record; ``--plot``: its picture (:func:`fedpca.plots.plot_run`)."""
+    write_record(args.output, result)
+    if args.plot is not None:
+        from fedpca.plots import plot_run
+
+        plot_run(run_record(result), args.plot)
+        print(f"wrote {args.plot}")
 
 
 class FlagNames:

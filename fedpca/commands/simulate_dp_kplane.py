@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from fedpca.commands.common import add_common_flags, data_seed, seeded_notice, write_record
+from fedpca.commands.common import (
+    add_common_flags, announce, data_seed, live_rounds, seeded_notice, write_outputs,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,9 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the simulation, print the per-round table, write the JSON."""
-    from fedpca.clustering.result import round_table
+    """Run the simulation, print each round as it completes, write the JSON and the plot."""
+    from fedpca.clustering.kplane import ALGORITHM
     from fedpca.kplane_scenario import KPlaneScenario
+    from fedpca.report import record_summary
+    from fedpca.run_record import run_record
     from fedpca.simulations.kplane import simulate_kplane
 
     scenario = KPlaneScenario(
@@ -43,18 +47,19 @@ def run(args: argparse.Namespace) -> int:
         data_seed=data_seed(args), min_sites=args.min_sites,
     )
     p = scenario.privacy()
-    print(
+    announce(
+        args,
         f"SuLQ k-plane: {args.sites} sites, n={args.samples}, d={args.dim}, k={args.k}, "
         f"q={args.subspace_dim}, noise={args.noise}, T={args.rounds}; each site "
         f"({args.epsilon}, {args.delta})-DP [{args.accounting}: noise multiplier "
         f"{p['noise_multiplier']:.3f}, sigma {p['sigma']:.3f}, "
         f"{p['releases_per_site']} releases]",
-        flush=True,
     )
-    print(f"trust model: {p['trust_model']}; initialisation: {p['initialisation']}", flush=True)
+    announce(args, f"trust model: {p['trust_model']}; initialisation: {p['initialisation']}")
     seeded_notice(args.seed)
-    result = simulate_kplane(scenario, verbose=args.verbose)
-    print(round_table(result))
+    with live_rounds(args, ALGORITHM, args.rounds) as observer:
+        result = simulate_kplane(scenario, verbose=args.verbose, observer=observer)
+    print(record_summary(run_record(result)))
     print(f"wall time {result.config['wall_seconds']:.1f} s")
-    write_record(args.output, result)
+    write_outputs(args, result)
     return 0

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from fedpca.algorithms.dpdis_pca import VARIANTS, WEIGHTINGS, message_bytes
-from fedpca.commands.common import add_common_flags, data_seed, seeded_notice, write_record
+from fedpca.commands.common import (
+    add_common_flags, announce, data_seed, live_rounds, seeded_notice, write_outputs,
+)
 from fedpca.dpdis_scenario import DATASETS, SYNTHETIC
 
 
@@ -33,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the simulation, print the summary, write the JSON."""
+    """Run the simulation, print its round and summary, write the JSON and the plot."""
     from fedpca.dpdis_scenario import DPdisPCAScenario
     from fedpca.simulations.dpdis_pca import simulate_dpdis_pca
 
@@ -49,21 +51,22 @@ def run(args: argparse.Namespace) -> int:
         scenario = DPdisPCAScenario.for_dataset(args.dataset, **options)
     args.dim, args.samples = scenario.dim, scenario.samples
     p = scenario.privacy()
-    print(
+    announce(
+        args,
         f"DPdisPCA on {args.dataset}: {args.sites} sites, n={args.samples}, d={args.dim}, "
         f"k={args.k}, r={scenario.resolved_r or 'full'}, weighting {args.weighting}; each site "
         f"({args.epsilon}, {args.delta})-DP, one release [{args.accounting}: noise multiplier "
         f"{p['noise_multiplier']:.3f}, tau {p['sigma']:.3g} at the smallest site "
         f"(N_s={p['smallest_site']})]",
-        flush=True,
     )
     seeded_notice(args.seed)
-    result = simulate_dpdis_pca(scenario, verbose=args.verbose)
+    with live_rounds(args, "dpdis-pca", 1) as observer:
+        result = simulate_dpdis_pca(scenario, verbose=args.verbose, observer=observer)
     ratio = result.history[-1]["energy_ratio"]
     sent = result.config["bytes_per_site"]
     full = message_bytes(args.dim, None)
     print(f"energy ratio q/q_o = {ratio:.4f} (1 = non-private PCA of the pooled data)")
     print(f"bytes sent per site: {sent:,} (the full d x d matrix: {full:,}; {full / sent:.1f}x)")
     print(f"wall time {result.config['wall_seconds']:.1f} s")
-    write_record(args.output, result)
+    write_outputs(args, result)
     return 0

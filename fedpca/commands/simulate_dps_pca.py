@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from fedpca.commands.common import add_common_flags, data_seed, seeded_notice, write_record
+from fedpca.commands.common import (
+    add_common_flags, announce, data_seed, live_rounds, seeded_notice, write_outputs,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the simulation, print the per-round table, write the JSON."""
-    from fedpca.report import result_summary, round_table
+    """Run the simulation, print each round as it completes, the summary, the JSON, the plot."""
+    from fedpca.report import result_summary
     from fedpca.scenario import DPSPCAScenario
     from fedpca.simulations.dps_pca import simulate_dps_pca
 
@@ -51,18 +53,18 @@ def run(args: argparse.Namespace) -> int:
         ),
     )
     p = scenario.privacy()
-    print(
+    announce(
+        args,
         f"DPS-PCA: {args.sites} sites, n={args.samples}, d={args.dim}, k={args.k}, "
         f"s_hat={args.s_hat}, T={args.rounds}; each site ({args.epsilon}, {args.delta})-DP "
         f"[{args.accounting}: noise multiplier {p['noise_multiplier']:.3f}, "
         f"sigma {p['sigma']:.3f}, {p['releases_per_site']} releases]",
-        flush=True,
     )
-    print(f"trust model: {p['trust_model']}", flush=True)
+    announce(args, f"trust model: {p['trust_model']}")
     seeded_notice(args.seed)
-    result = simulate_dps_pca(scenario, verbose=args.verbose)
-    print(round_table(result))
+    with live_rounds(args, "dps-pca", args.rounds + 1) as observer:
+        result = simulate_dps_pca(scenario, verbose=args.verbose, observer=observer)
     print(result_summary(result))
     print(f"wall time {result.config['wall_seconds']:.1f} s")
-    write_record(args.output, result)
+    write_outputs(args, result)
     return 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from fedpca.commands.common import add_common_flags, data_seed, seeded_notice, write_record
+from fedpca.commands.common import (
+    add_common_flags, announce, data_seed, live_rounds, seeded_notice, write_outputs,
+)
 from fedpca.ldp_scenario import LDPScenario
 
 
@@ -45,7 +47,7 @@ def header(scenario: LDPScenario) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the simulation, print a summary, write the JSON."""
+    """Run the simulation, print its round and a summary, write the JSON and the plot."""
     from fedpca.report import result_summary
     from fedpca.simulations.ldp_pca import simulate_ldp_pca
 
@@ -56,9 +58,10 @@ def run(args: argparse.Namespace) -> int:
         dataset=args.dataset, alpha=args.alpha, seed=args.seed,
         data_seed=data_seed(args),
     )
-    print(header(scenario), flush=True)
+    announce(args, header(scenario))
     seeded_notice(args.seed)
-    result = simulate_ldp_pca(scenario, verbose=args.verbose)
+    with live_rounds(args, "ldp-pca", 1) as observer:
+        result = simulate_ldp_pca(scenario, verbose=args.verbose, observer=observer)
     entry = result.history[-1]
     reference = "model truth" if scenario.synthetic else "pooled non-private PCA"
     print(f"subspace distance to the {reference}: {entry['distance']:.4f} "
@@ -73,5 +76,5 @@ def run(args: argparse.Namespace) -> int:
         )
     print(result_summary(result))
     print(f"wall time {result.config['wall_seconds']:.1f} s")
-    write_record(args.output, result)
+    write_outputs(args, result)
     return 0

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fedpca.errors import ConfigurationError
 from fedpca.experiments.output import ExperimentOutput
+from fedpca.experiments.progress import silenced
 
 ExperimentFn = Callable[[Path, bool, int], ExperimentOutput]
 
@@ -81,11 +82,16 @@ def register_experiment_command(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--quick", action="store_true", help="a small sweep for a smoke run")
     p.add_argument("--seed", type=int, default=0, help="seed of data and noise")
+    p.add_argument("--quiet", action="store_true",
+                   help="for scripts: no step progress on stderr, no markdown summary; only "
+                        "the files written")
     p.set_defaults(func=_run_command)
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    result = run_experiment(args.name, args.out, quick=args.quick, seed=args.seed)
-    print(result.markdown)
+    with silenced(args.quiet):
+        result = run_experiment(args.name, args.out, quick=args.quick, seed=args.seed)
+    if not args.quiet:
+        print(result.markdown)
     print(f"wrote {', '.join(sorted(result.files(args.out)))}")
     return 0

@@ -8,11 +8,15 @@ import time
 from fedpca.clients.dpdis_pca import client_for_site
 from fedpca.dpdis_scenario import DPdisPCAScenario
 from fedpca.results import PCAResult
+from fedpca.progress import RoundObserver
 from fedpca.simulations.launcher import partition_client, run_federation
 from fedpca.strategies.dpdis_pca import DPdisPCAStrategy
 
 
-def simulate_dpdis_pca(scenario: DPdisPCAScenario, verbose: bool = False) -> PCAResult:
+def simulate_dpdis_pca(
+    scenario: DPdisPCAScenario, verbose: bool = False,
+    observer: RoundObserver | None = None,
+) -> PCAResult:
     """Run ``scenario`` as a Flower simulation and return its result.
 
     The history records ``energy_ratio`` against the pooled second-moment matrix (computed
@@ -29,6 +33,6 @@ def simulate_dpdis_pca(scenario: DPdisPCAScenario, verbose: bool = False) -> PCA
         privacy=scenario.privacy(),
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
-    run_federation(strategy, client_fn, scenario.sites, verbose=verbose)
+    run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer)
     config = {**scenario.to_run_config(), "wall_seconds": time.perf_counter() - start}
     return strategy.result(config)

@@ -14,6 +14,7 @@ from fedpca.clients.dps_pca import client_for_site
 from fedpca.errors import FedPCAError
 from fedpca.results import PCAResult
 from fedpca.scenario import DPSPCAScenario
+from fedpca.progress import RoundObserver
 from fedpca.simulations.launcher import partition_client, run_federation
 from fedpca.strategies.dps_pca import DPSPCAStrategy
 from fedpca.validation import require_site_count
@@ -30,7 +31,10 @@ def _client_fn(scenario: DPSPCAScenario, context: Context) -> Client:
     return partition_client(client_for_site, scenario, context)
 
 
-def simulate_dps_pca(scenario: DPSPCAScenario, verbose: bool = False) -> PCAResult:
+def simulate_dps_pca(
+    scenario: DPSPCAScenario, verbose: bool = False,
+    observer: RoundObserver | None = None,
+) -> PCAResult:
     """Run ``scenario`` as a Flower simulation and return its result.
 
     Privacy guarantee: each virtual site's transcript is (scenario.epsilon,
@@ -52,7 +56,8 @@ def simulate_dps_pca(scenario: DPSPCAScenario, verbose: bool = False) -> PCAResu
         )
         secure.check(scenario.sites)
     client_fn = functools.partial(_client_fn, scenario)
-    run_federation(strategy, client_fn, scenario.sites, verbose=verbose, secure=secure)
+    run_federation(strategy, client_fn, scenario.sites, verbose=verbose, secure=secure,
+                   observer=observer)
     config = {
         **scenario.to_run_config(),
         "wall_seconds": time.perf_counter() - start,

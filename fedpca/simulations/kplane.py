@@ -8,11 +8,15 @@ import time
 from fedpca.clients.kplane import client_for_site
 from fedpca.clustering.result import ClusteringResult
 from fedpca.kplane_scenario import KPlaneScenario
+from fedpca.progress import RoundObserver
 from fedpca.simulations.launcher import partition_client, run_federation
 from fedpca.strategies.kplane import KPlaneStrategy
 
 
-def simulate_kplane(scenario: KPlaneScenario, verbose: bool = False) -> ClusteringResult:
+def simulate_kplane(
+    scenario: KPlaneScenario, verbose: bool = False,
+    observer: RoundObserver | None = None,
+) -> ClusteringResult:
     """Run ``scenario`` as a Flower simulation and return its result.
 
     Privacy guarantee: each virtual site's transcript is (scenario.epsilon,
@@ -26,7 +30,7 @@ def simulate_kplane(scenario: KPlaneScenario, verbose: bool = False) -> Clusteri
         seed=scenario.seed, evaluate_fn=scenario.evaluate, privacy=scenario.privacy(),
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
-    run_federation(strategy, client_fn, scenario.sites, verbose=verbose)
+    run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer)
     config = {
         **scenario.to_run_config(),
         "wall_seconds": time.perf_counter() - start,

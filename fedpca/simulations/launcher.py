@@ -24,6 +24,7 @@ from fedpca.blas import single_thread_blas
 from fedpca.clients.base import ClientFactory
 from fedpca.clients.secure_aggregation import secure_aggregation_mod
 from fedpca.errors import FedPCAError
+from fedpca.progress import RoundObserver
 
 #: One CPU per virtual site beat half a CPU on a 2-core machine.
 CLIENT_RESOURCES = {"num_cpus": 1, "num_gpus": 0.0}
@@ -89,9 +90,15 @@ def run_federation(
     num_sites: int,
     verbose: bool = False,
     secure: SecAggSettings | None = None,
+    observer: RoundObserver | None = None,
 ) -> None:
     """Simulate ``num_sites`` sites answering ``strategy`` for ``strategy.num_rounds`` rounds
-    (SecAgg+ fit rounds if ``secure``); raise if the run stopped before its last round."""
+    (SecAgg+ fit rounds if ``secure``); raise if the run stopped before its last round.
+
+    ``observer`` (e.g. :class:`fedpca.progress.RoundProgress`) is called by the strategy,
+    in this process, after every aggregated round."""
+    if observer is not None:
+        strategy.add_observer(observer)
     server_app = ServerApp()
 
     @server_app.main()

@@ -8,11 +8,15 @@ import time
 from fedpca.clients.ldp_pca import client_for_site
 from fedpca.ldp_scenario import LDPScenario
 from fedpca.results import PCAResult
+from fedpca.progress import RoundObserver
 from fedpca.simulations.launcher import partition_client, run_federation
 from fedpca.strategies.ldp_pca import LDPCovarianceStrategy
 
 
-def simulate_ldp_pca(scenario: LDPScenario, verbose: bool = False) -> PCAResult:
+def simulate_ldp_pca(
+    scenario: LDPScenario, verbose: bool = False,
+    observer: RoundObserver | None = None,
+) -> PCAResult:
     """Run ``scenario`` as a Flower simulation and return its result.
 
     Privacy guarantee: every record's view is (scenario.epsilon, scenario.delta)-DP (local
@@ -26,7 +30,7 @@ def simulate_ldp_pca(scenario: LDPScenario, verbose: bool = False) -> PCAResult:
         privacy=scenario.privacy(),
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
-    run_federation(strategy, client_fn, scenario.sites, verbose=verbose)
+    run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer)
     config = {
         **scenario.to_run_config(),
         "clipped_rows": sum(site.clip.clipped_rows for site in scenario.all_sites()),

@@ -31,6 +31,7 @@ from flwr.server.strategy import Strategy
 
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import FedPCAError
+from fedpca.progress import RoundEvent, RoundObserver
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,29 @@ class SiteRoundStrategy(Strategy):
         self.site_sizes: dict[str, int] = {}
         #: When the run started (Flower asked for the initial parameters).
         self.started: float | None = None
+        #: Sites asked in the current round (set by :meth:`configure_fit`).
+        self.asked = 0
+        #: Called with a :class:`~fedpca.progress.RoundEvent` after every aggregated round.
+        self.observers: list[RoundObserver] = []
+
+    def add_observer(self, observer: RoundObserver) -> None:
+        """Call ``observer`` after every aggregated round (live progress, a server log)."""
+        self.observers.append(observer)
+
+    def notify(self) -> None:
+        """Tell every observer about the round just aggregated (the history's last entry);
+        an observer's failure is logged and never stops the run."""
+        history = self.server.history
+        event = RoundEvent(
+            algorithm=self.server.algorithm, entry=dict(history[-1]), asked=self.asked,
+            done=len(history), total=self.num_rounds,
+        )
+        for observer in self.observers:
+            try:
+                observer(event)
+            except Exception:  # a display must not end a private computation
+                logger.exception("%s round %s: a progress observer failed", self.label,
+                                 event.entry.get("round"))
 
     def result(self, config: dict[str, Any] | None = None) -> Any:
         """The run's final result (from the server), with the sites' configured privacy.
@@ -130,6 +154,7 @@ class SiteRoundStrategy(Strategy):
         clients = client_manager.sample(
             num_clients=client_manager.num_available(), min_num_clients=self.wait_for_sites
         )
+        self.asked = len(clients)
         return [(client, ins) for client in clients]
 
     def aggregate_fit(
@@ -154,6 +179,7 @@ class SiteRoundStrategy(Strategy):
         self.site_releases.update({a.site: a.releases for a in answers})
         self.site_sizes.update({a.site: a.n for a in answers})
         array, metrics = self.combine(server_round, answers)
+        self.notify()
         return ndarrays_to_parameters([array]), metrics
 
     def configure_evaluate(
