@@ -31,10 +31,6 @@ from fedpca.errors import ConfigurationError
 MAX_SIGMA_SQ = 2**26
 
 
-def _generator(rng: np.random.Generator | None) -> np.random.Generator:
-    return rng if rng is not None else np.random.default_rng()
-
-
 def bernoulli_exp_neg(num: np.ndarray, den: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Exact Bernoulli(exp(-num/den)) draws for integer arrays ``num >= 0``, ``den >= 1``."""
     num = np.asarray(num, dtype=np.int64)
@@ -108,7 +104,7 @@ def discrete_gaussian(
             f"sigma_sq={sigma_sq} exceeds {MAX_SIGMA_SQ}; choose a coarser grid so the noise "
             "has fewer grid steps"
         )
-    rng = _generator(rng)
+    rng = rng if rng is not None else np.random.default_rng()
     shape = (size,) if isinstance(size, int) else tuple(size)
     total = math.prod(shape)
     s = int(sigma_sq)
@@ -125,18 +121,15 @@ def discrete_gaussian(
         idx = np.flatnonzero(small)
         diff = magnitude[idx] * t - s
         # exp(-(|y| - s/t)^2 / (2 s)) = exp(-(|y| t - s)^2 / (2 s t^2))
-        accept[idx] = _accept_in_int64(diff * diff, 2 * s * t * t, rng)
+        # bernoulli_exp_neg splits floor and remainder first, so both stay within int64.
+        accept[idx] = bernoulli_exp_neg(
+            diff * diff, np.full(idx.size, 2 * s * t * t, dtype=np.int64), rng
+        )
         for i in np.flatnonzero(~small):  # astronomically rare: exact Python integers
             accept[i] = _accept_exact(int(magnitude[i]), s, t, rng)
         out[pending[accept]] = y[accept]
         pending = pending[~accept]
     return out.reshape(shape)
-
-
-def _accept_in_int64(num: np.ndarray, den: int, rng: np.random.Generator) -> np.ndarray:
-    """Bernoulli(exp(-num/den)) where ``num / den`` may exceed int64 when multiplied by the
-    Bernoulli loop's ``K``: reduce to ``floor`` and remainder first (both fit)."""
-    return bernoulli_exp_neg(num, np.full(num.shape, den, dtype=np.int64), rng)
 
 
 def _accept_exact(magnitude: int, s: int, t: int, rng: np.random.Generator) -> bool:
