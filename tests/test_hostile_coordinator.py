@@ -14,21 +14,28 @@ import sqlite3
 
 import numpy as np
 import pytest
-from flwr.common import Context, FitIns, RecordDict, ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.common import (
+    Context,
+    FitIns,
+    RecordDict,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
 
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.apps.app import client_fn
-from fedpca.calibration import calibrate_gaussian, pld_epsilon
+from fedpca.apps.common import partition_client
 from fedpca.apps.workflow import SecAggSettings
+from fedpca.calibration import calibrate_gaussian, pld_epsilon
 from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
-from fedpca.scenario import DPSPCAScenario
-from fedpca.simulations.launcher import partition_client, run_federation
-from fedpca.strategies.base import RoundFailedError
-from fedpca.strategies.dps_pca import DPSPCAStrategy
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
 from fedpca.mechanisms import Release
+from fedpca.scenario import DPSPCAScenario
+from fedpca.simulations.launcher import run_federation
 from fedpca.site_ledger import RunCharge, SiteLedger
 from fedpca.site_policy import PolicyError, load_site_policy, write_policy_template
+from fedpca.strategies.base import RoundFailedError
+from fedpca.strategies.dps_pca import DPSPCAStrategy
 from fedpca.subspace import thin_qr
 
 pytestmark = pytest.mark.federation

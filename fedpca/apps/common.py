@@ -61,8 +61,17 @@ def site_client_for(
             "partition-id (a simulated site); a real site's operator starts its SuperNode "
             "with --node-config 'policy=\"/path/policy.toml\"'"
         )
-    config = dict(context.run_config)
-    scenario = scenario_cls.from_run_config(config, sites=site_partitions(context))
+    scenario = scenario_cls.from_run_config(
+        dict(context.run_config), sites=site_partitions(context)
+    )
+    return partition_client(client_for_site, scenario, context)
+
+
+def partition_client(
+    client_for_site: ClientFactory, scenario: AppScenario, context: Context
+) -> Client:
+    """The client of virtual site ``node_config["partition-id"]`` (data built once per
+    process by the scenario's cache, ledger in ``context.state``)."""
     partition = int(context.node_config["partition-id"])
     return client_for_site(
         context, scenario.prepared_site(partition), scenario.policy(), str(partition),

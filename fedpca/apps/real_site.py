@@ -31,7 +31,12 @@ from flwr.common import Context
 from fedpca.data.files import file_fingerprint, load_site_file
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.site_ledger import RunCharge, RunLedger, SiteLedger
-from fedpca.site_policy import PRIVACY_KEYS, PolicyError, SitePolicyFile, load_site_policy
+from fedpca.site_policy import (
+    PRIVACY_KEYS,
+    PolicyError,
+    SitePolicyFile,
+    load_site_policy,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import time
 
+from fedpca.apps.common import partition_client
 from fedpca.clients.dpdis_pca import client_for_site
 from fedpca.dpdis_scenario import DPdisPCAScenario
-from fedpca.results import PCAResult
 from fedpca.progress import RoundObserver
-from fedpca.simulations.launcher import partition_client, run_federation
+from fedpca.results import PCAResult
+from fedpca.simulations.launcher import run_federation
 from fedpca.strategies.dpdis_pca import DPdisPCAStrategy
 
 

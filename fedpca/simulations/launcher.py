@@ -10,9 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from flwr.client import Client, ClientApp
 from flwr.common import Context
@@ -21,7 +20,6 @@ from flwr.simulation import run_simulation
 
 from fedpca.apps.workflow import SecAggSettings, run_strategy
 from fedpca.blas import single_thread_blas
-from fedpca.clients.base import ClientFactory
 from fedpca.clients.secure_aggregation import secure_aggregation_mod
 from fedpca.errors import FedPCAError
 from fedpca.progress import RoundObserver
@@ -60,28 +58,6 @@ def launch(
             )
     finally:
         flwr_logger.setLevel(previous)
-
-
-class SimulatedScenario(Protocol):
-    """What a scenario offers a simulation: prepared site data, the policy and the seed."""
-
-    seed: int | None
-
-    def prepared_site(self, site: int) -> Any: ...
-
-    def policy(self) -> Any: ...
-
-
-def partition_client(
-    client_for_site: ClientFactory, scenario: SimulatedScenario, context: Context
-) -> Client:
-    """The client of virtual site ``node_config["partition-id"]`` (data built once per
-    process by the scenario's cache, ledger in ``context.state``)."""
-    partition = int(context.node_config["partition-id"])
-    return client_for_site(
-        context, scenario.prepared_site(partition), scenario.policy(), str(partition),
-        seed=scenario.seed,
-    )
 
 
 def run_federation(

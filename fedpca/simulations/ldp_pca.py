@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import time
 
+from fedpca.apps.common import partition_client
 from fedpca.clients.ldp_pca import client_for_site
 from fedpca.ldp_scenario import LDPScenario
-from fedpca.results import PCAResult
 from fedpca.progress import RoundObserver
-from fedpca.simulations.launcher import partition_client, run_federation
+from fedpca.results import PCAResult
+from fedpca.simulations.launcher import run_federation
 from fedpca.strategies.ldp_pca import LDPCovarianceStrategy
 
 
