@@ -18,11 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from common import fmt, md_table, mean, progress, std, target, timed
+
 from fedpca.algorithms.dps_pca import PUBLIC_STREAM, SitePolicy, run_dps_pca
 from fedpca.data.synthetic import SparseSpikedModel, site_data
-from fedpca.subspace import (
+from fedpca.linalg.subspace import (
     subspace_distance,
     thin_qr,
     threshold_rows,

@@ -1,6 +1,6 @@
 """(f) Central baselines: PPCA's Gibbs sampler, and paper 000's Table 1 as ratios to DPS-PCA.
 
-* **PPCA sampler**: 100 Gibbs sweeps of :func:`fedpca.bingham.sample_matrix_bingham` at
+* **PPCA sampler**: 100 Gibbs sweeps of :func:`fedpca.linalg.bingham.sample_matrix_bingham` at
   d = 200, k = 5, on ``B = (alpha/2) X^T X`` of 1e5 rows of paper 000's model (alpha = 1;
   the eigendecomposition of B is included, forming ``X^T X`` is not), CPU seconds
   (``time.process_time``), median of the repetitions after one warm-up. Paper 000 reports
@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from common import md_table, progress, target
+
 from fedpca.experiments.paper000 import (
     PAPER_DIMS,
     PAPER_TABLE1,

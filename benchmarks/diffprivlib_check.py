@@ -6,7 +6,7 @@ does with scikit-learn 1.9) the benchmark says why and measures nothing.
 
 Same data, same eps, same seeds for every method; each basis is scored against the
 non-private top-k of the matrix the method targets, by ``||sin Theta||_F``
-(:func:`fedpca.subspace.subspace_distance`) and ``q / q_o`` (:func:`fedpca.subspace.energy_ratio`).
+(:func:`fedpca.linalg.subspace.subspace_distance`) and ``q / q_o`` (:func:`fedpca.linalg.subspace.energy_ratio`).
 
 * fedpca (:mod:`fedpca.experiments.central_methods`): Analyze Gauss and MOD-SuLQ at
   (eps, delta = 1e-5), PPCA (pure eps, 100 Gibbs sweeps); uncentred second moment
@@ -26,7 +26,7 @@ sampler with an ACG envelope) accepts a proposal ``u`` with probability
 ``exp(-u^T A u) (u^T Omega u)^(q/2) / M``: its draws follow ``exp(-u^T A u) (u^T Omega u)^(-q)``,
 not the Bingham law, and almost every proposal is rejected once the distribution is
 concentrated. The check compares ``E[u_1^2]`` of ``exp(u^T B u)``, ``B = diag(8, 2, 0)``,
-from diffprivlib, from :func:`fedpca.bingham.sample_vector_bingham` and from importance
+from diffprivlib, from :func:`fedpca.linalg.bingham.sample_vector_bingham` and from importance
 sampling. Because of the rejection rate, the PCA comparison uses paper 001's d = 10 set
 only: on digits (d = 64, k = 2..10, eps = 1) no proposal of the first vector was accepted
 in 36,000 tries (20 s), and breast-cancer (d = 30, k = 2) did not finish a fit in 120 s.
@@ -40,12 +40,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-
 from common import md_table, progress
-from fedpca.bingham import sample_vector_bingham
+
 from fedpca.experiments.central_methods import CENTRAL_LABELS, central_bases
 from fedpca.experiments.paper001 import FIG2
-from fedpca.subspace import energy_ratio, subspace_distance, top_eigenvectors
+from fedpca.linalg.bingham import sample_vector_bingham
+from fedpca.linalg.subspace import energy_ratio, subspace_distance, top_eigenvectors
 
 DELTA = 1e-5
 BURN_IN = 100

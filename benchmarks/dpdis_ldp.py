@@ -13,7 +13,7 @@
   Merge cost does not depend on the factors' values; they are built cheaply with a decaying
   spectrum (a common ``d x R`` part with ``sqrt(exp(-j/25))`` columns plus per-site noise)
   so that the top-K subspace is well defined and the outputs can be compared.
-* **Fantope ADMM** (:func:`fedpca.fantope.fantope_admm`) at paper 004's sparse setting:
+* **Fantope ADMM** (:func:`fedpca.linalg.fantope.fantope_admm`) at paper 004's sparse setting:
   p = 400, n = 2000, k = 10, s = 20, eps = 1, delta = 1e-4, on the real private ``S~`` (one
   site's ``release_covariance() / n``) with the default penalty; median of the repetitions,
   iterations, time per iteration beside one bare ``scipy.linalg.eigh`` of a 400 x 400 matrix
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg
-
 from common import md_table, median, progress, target, timed
+
 from fedpca.algorithms.dpdis_pca import (
     FLOAT_BYTES,
     merge_weights,
@@ -38,8 +38,8 @@ from fedpca.algorithms.dpdis_pca import (
 )
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite, LDPPolicy, default_lambda
 from fedpca.data.ldp_model import LDPSpikedModel
-from fedpca.fantope import fantope_admm
-from fedpca.subspace import subspace_distance, thin_qr
+from fedpca.linalg.fantope import fantope_admm
+from fedpca.linalg.subspace import subspace_distance, thin_qr
 
 FULL = dict(
     bytes_dims=(200, 784), k=50, bytes_sites=500,

@@ -1,7 +1,7 @@
 """(c) A Flower round of DPS-PCA against Flower's own FedAvg, same payload, same launcher.
 
 Both runs go through :func:`fedpca.simulations.launcher.launch` (Ray backend, one CPU per
-virtual site) and :func:`fedpca.apps.workflow.run_strategy` (Flower's DefaultWorkflow), with
+virtual site) and :func:`fedpca.strategies.workflow.run_strategy` (Flower's DefaultWorkflow), with
 500 virtual sites exchanging one ``d x k`` float64 array each way per round (d=200, k=3).
 
 * DPS-PCA: the real ``simulate_dps_pca(DPSPCAScenario(sites=500, samples=500*200, ...))``.
@@ -25,19 +25,19 @@ from typing import Any
 from unittest import mock
 
 import numpy as np
+from common import md_table, median, progress, target, timed
 from flwr.client import Client, ClientApp, NumPyClient
 from flwr.common import Context, FitIns, RecordDict, ndarrays_to_parameters
 from flwr.server import Grid, ServerApp
 from flwr.server.strategy import FedAvg
 
 import fedpca.simulations.dps_pca as sim_module
-from common import md_table, median, progress, target, timed
-from fedpca.apps.workflow import run_strategy
 from fedpca.clients.dps_pca import client_for_site
-from fedpca.scenario import DPSPCAScenario
+from fedpca.linalg.subspace import thin_qr
+from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.simulations.launcher import launch
 from fedpca.strategies.dps_pca import DPSPCAStrategy
-from fedpca.subspace import thin_qr
+from fedpca.strategies.workflow import run_strategy
 
 FULL = dict(sites=500, dim=200, k=3, rounds=5, rows_per_site=200, repeats=3)
 QUICK = dict(FULL, sites=50, rounds=2, repeats=1)

@@ -20,7 +20,7 @@ writes ``highd.quick.json`` and ``scale.quick.md`` instead.
   raw records, with a fixed noise seed.
 * **Solvers**: *dense* is the code path before issue 14 (noise drawn as four ``d x d``
   arrays by ``symmetric_gaussian``, the matrix formed, LAPACK ``eigh``); *iterative* is the
-  library's rule (:func:`fedpca.subspace.eigensolver_for`: thin SVD of ``X`` for the
+  library's rule (:func:`fedpca.linalg.subspace.eigensolver_for`: thin SVD of ``X`` for the
   non-private baseline, Lanczos on ``v -> X^T (X v) / divisor + E v`` with ``E`` drawn in
   blocks). With the same seed both see the same noisy matrix: the table gives the subspace
   distance between their outputs (for a DPdisPCA site, the relative gap between the two
@@ -114,9 +114,10 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
 
     import numpy as np
 
-    from fedpca import mechanisms, subspace
     from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite, run_dpdis_pca
     from fedpca.estimators import PPCA, AnalyzeGaussPCA, NonPrivatePCA
+    from fedpca.linalg import subspace
+    from fedpca.privacy import mechanisms
 
     steps: list[int] = []
 
@@ -126,7 +127,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             if found:
                 steps.append(int(found.group(1)))
 
-    log = logging.getLogger("fedpca.subspace")
+    log = logging.getLogger("fedpca.linalg.subspace")
     log.setLevel(logging.DEBUG)
     log.addHandler(_Steps())
     noise_seconds: list[float] = []
@@ -184,7 +185,7 @@ def _run_child(spec: dict[str, Any]) -> dict[str, Any]:
 def _distance(method: str, dense_path: str, iterative_path: str) -> float:
     import numpy as np
 
-    from fedpca.subspace import subspace_distance
+    from fedpca.linalg.subspace import subspace_distance
 
     A, B = np.load(dense_path), np.load(iterative_path)
     if method == "dpdis_site":  # P_s carries the eigenvalues: compare P P^T, never formed:

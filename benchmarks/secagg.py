@@ -1,6 +1,6 @@
 """(e) Secure aggregation (Flower SecAgg+): accuracy gain, quantisation error, round time.
 
-Three parts, all on :class:`fedpca.scenario.DPSPCAScenario` (the synthetic model and site
+Three parts, all on :class:`fedpca.scenarios.dps_pca.DPSPCAScenario` (the synthetic model and site
 split ``benchmarks/accuracy.py`` uses):
 
 1. **accuracy** at the paper setting (d=1000, n=1e5, k=5, s=10, s_hat=50, T=10, eps=2,
@@ -32,14 +32,14 @@ from typing import Any
 from unittest import mock
 
 import numpy as np
+from common import fmt, md_table, mean, median, progress, std, target, timed
+from flower_round import TimedDPSPCAStrategy, _scenario, run_timed
 from flwr.server.workflow import SecAggPlusWorkflow
 
-from common import fmt, md_table, mean, median, progress, std, target, timed
 from fedpca.algorithms.dps_pca import DPSPCASite, run_dps_pca
 from fedpca.algorithms.site import SiteAnswer, weighted_sum
-from fedpca.apps.workflow import SecAggSettings
-from fedpca.scenario import DPSPCAScenario
-from flower_round import TimedDPSPCAStrategy, _scenario, run_timed
+from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.strategies.workflow import SecAggSettings
 
 PAPER = DPSPCAScenario(sites=100, dim=1000, samples=100_000, k=5, sparsity=10, s_hat=50,
                        rounds=10, epsilon=2.0, delta=0.01, seed=0, secure_min_sites=100)

@@ -5,7 +5,7 @@
 table (registered in :mod:`fedpca.experiments`); ``fedpca deploy certs|site-key|local``
 prepares and runs a real deployment (:mod:`fedpca.deployment`); ``fedpca site
 init|ledger|superexec`` is what a real site runs (:mod:`fedpca.commands.site`); ``fedpca audit MECHANISM``
-bounds a mechanism's epsilon from below by a distinguishing attack (:mod:`fedpca.audit`);
+bounds a mechanism's epsilon from below by a distinguishing attack (:mod:`fedpca.audit.attack`);
 ``fedpca show RESULT.json [--plot FILE.png]`` prints and draws a saved run.
 """
 

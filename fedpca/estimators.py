@@ -18,7 +18,7 @@ Computation: ``fit`` does not eigendecompose a ``d x d`` matrix to keep ``k`` co
 when that is slower. ``NonPrivatePCA`` takes the thin SVD of ``X`` when ``n < d``;
 ``AnalyzeGaussPCA`` and ``ModSulqPCA`` draw the same noise as always and find the top ``k``
 eigenvectors of the same noisy matrix by Lanczos when ``d >= 1000`` and ``k <= 5 (d/1000)^2``
-(:func:`fedpca.subspace.eigensolver_for`; relative residual ``1e-12``, dense fallback with a
+(:func:`fedpca.linalg.subspace.eigensolver_for`; relative residual ``1e-12``, dense fallback with a
 logged warning), by LAPACK's dense ``eigh`` otherwise. ``PPCA`` stays ``O(d^3)``: its
 sampler needs all ``d`` eigenpairs of ``B``.
 
@@ -42,10 +42,10 @@ from fedpca.algorithms.central import (
     run_pooled_pca,
 )
 from fedpca.algorithms.ppca import DEFAULT_BURN_IN, run_ppca_chain
-from fedpca.bingham import ChainDiagnostics
 from fedpca.errors import ConfigurationError, InvalidDataError, NotFittedError
+from fedpca.linalg.bingham import ChainDiagnostics
+from fedpca.privacy.validation import validate_site_data
 from fedpca.results import PCAResult
-from fedpca.validation import validate_site_data
 
 
 class _CentralPCA:

@@ -3,7 +3,7 @@
 Power calculation (why the audits run at epsilon 3, delta 1e-3, 4000 + 1000 trials). On the
 worst-case pair a release with noise multiplier ``z`` projects to ``N(0, 1)`` versus
 ``N(1/z, 1)``. With ``N`` evaluation trials and 95% Clopper-Pearson bounds, the bound an
-optimal threshold is expected to give (``fedpca.audit.epsilon_lower_bound`` at the expected
+optimal threshold is expected to give (``fedpca.audit.attack.epsilon_lower_bound`` at the expected
 counts) is, at ``N = 4000``:
 
   claim (eps, delta)            z               correct       (b) sensitivity 1  (a) sigma/2
@@ -33,7 +33,7 @@ import fedpca.algorithms.dpdis_pca as dpdis_pca
 import fedpca.algorithms.dps_pca as dps_pca
 import fedpca.clustering.kplane as kplane
 from fedpca.algorithms.ldp_pca import LDPPolicy
-from fedpca.audit import (
+from fedpca.audit.attack import (
     AuditTarget,
     clopper_pearson,
     epsilon_lower_bound,
@@ -41,11 +41,11 @@ from fedpca.audit import (
     worst_case_basis,
     worst_case_neighbours,
 )
-from fedpca.audit_mechanisms import MECHANISMS, AuditSettings, audit_target, upper_triangle
-from fedpca.calibration import pld_epsilon
+from fedpca.audit.targets import MECHANISMS, AuditSettings, audit_target, upper_triangle
 from fedpca.commands.audit import register_audit_command
 from fedpca.errors import ConfigurationError
-from fedpca.mechanisms import (
+from fedpca.privacy.calibration import pld_epsilon
+from fedpca.privacy.mechanisms import (
     NoiseSource,
     diagonal_sensitivity,
     power_step_sensitivity,

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from fedpca import bingham
-from fedpca.bingham import (
+from fedpca.errors import ConfigurationError, InvalidDataError
+from fedpca.linalg import bingham
+from fedpca.linalg.bingham import (
     _count_above,
     _eigen,
     _lanczos_pair,
@@ -27,8 +28,7 @@ from fedpca.bingham import (
     sample_matrix_bingham,
     sample_vector_bingham,
 )
-from fedpca.errors import ConfigurationError, InvalidDataError
-from fedpca.subspace import thin_qr
+from fedpca.linalg.subspace import thin_qr
 
 #: Per-test false-alarm probability of every statistical check in this file.
 ALPHA = 1e-4

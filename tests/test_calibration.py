@@ -5,8 +5,8 @@ import math
 import pytest
 from scipy.stats import norm
 
-from fedpca.calibration import calibrate_gaussian, pld_epsilon, rdp_epsilon
 from fedpca.errors import ConfigurationError
+from fedpca.privacy.calibration import calibrate_gaussian, pld_epsilon, rdp_epsilon
 
 
 def exact_gaussian_delta(epsilon: float, mu: float) -> float:

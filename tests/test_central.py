@@ -18,13 +18,13 @@ from fedpca.algorithms.central import (
     run_pooled_pca,
 )
 from fedpca.algorithms.ppca import run_ppca, run_ppca_chain
-from fedpca.bingham import sample_vector_bingham
-from fedpca.calibration import calibrate_gaussian, pld_epsilon
 from fedpca.data.synthetic import SparseSpikedModel
 from fedpca.errors import ConfigurationError, InvalidDataError
-from fedpca.mechanisms import upper_triangle_sensitivity
+from fedpca.linalg.bingham import sample_vector_bingham
+from fedpca.linalg.subspace import subspace_distance, top_eigenvectors
+from fedpca.privacy.calibration import calibrate_gaussian, pld_epsilon
+from fedpca.privacy.mechanisms import upper_triangle_sensitivity
 from fedpca.results import PCAResult
-from fedpca.subspace import subspace_distance, top_eigenvectors
 
 #: False-alarm probability of each statistical check.
 ALPHA = 1e-4

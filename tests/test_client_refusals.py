@@ -6,7 +6,7 @@ import pytest
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.clients.dps_pca import DPSPCAClient
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
-from fedpca.subspace import thin_qr
+from fedpca.linalg.subspace import thin_qr
 
 D, K, T = 12, 2, 3
 POLICY = SitePolicy(epsilon=1.0, delta=1e-5, rounds=T)
@@ -118,7 +118,7 @@ def test_integer_and_boolean_data_is_refused(dtype):
 
 def test_prepared_data_must_match_the_policy_clip_norm():
     from fedpca.errors import ConfigurationError
-    from fedpca.site_data import SiteData
+    from fedpca.privacy.site_data import SiteData
 
     data = SiteData.prepare(np.eye(3), clip_norm=0.5, site="s")
     assert data.clip.clipped_rows == 3
@@ -129,7 +129,7 @@ def test_prepared_data_must_match_the_policy_clip_norm():
 
 
 def test_clipping_leaves_the_input_untouched():
-    from fedpca.clipping import clip_rows
+    from fedpca.privacy.clipping import clip_rows
 
     X = np.array([[3.0, 4.0], [0.1, 0.1]])
     before = X.copy()

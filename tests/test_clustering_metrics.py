@@ -12,9 +12,9 @@ from fedpca.clustering.metrics import (
     wasserstein_subspace_distance,
 )
 from fedpca.clustering.result import ClusteringResult, round_table
-from fedpca.data.subspaces import UnionOfSubspaces, random_subspaces
+from fedpca.data.subspaces import UnionOfSubspaces
 from fedpca.errors import ConfigurationError
-from fedpca.subspace import subspace_distance
+from fedpca.linalg.subspace import random_subspaces, subspace_distance
 
 
 def bases(seed: int, dim: int = 6, count: int = 3, q: int = 2) -> list[np.ndarray]:

@@ -11,7 +11,7 @@ from fedpca.clients.dpdis_pca import DPdisPCAClient
 from fedpca.clients.dps_pca import DPSPCAClient
 from fedpca.clients.ldp_pca import LDPCovarianceClient
 from fedpca.errors import InvalidRequestError
-from fedpca.subspace import thin_qr
+from fedpca.linalg.subspace import thin_qr
 
 D = 8
 Q = thin_qr(np.random.default_rng(0).standard_normal((D, 2)))

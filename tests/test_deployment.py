@@ -27,7 +27,6 @@ from cryptography.hazmat.primitives.serialization import (
     load_ssh_public_key,
 )
 
-from fedpca.calibration import calibrate_gaussian
 from fedpca.deployment.certs import write_deployment_files, write_site_key
 from fedpca.deployment.fab_check import config_only_pyproject
 from fedpca.deployment.local import DeploymentError, LocalDeployment, Site, config_pairs
@@ -38,9 +37,10 @@ from fedpca.deployment.processes import (
     stop_processes,
 )
 from fedpca.errors import ConfigurationError
-from fedpca.scenario import DPSPCAScenario
-from fedpca.site_ledger import SiteLedger
-from fedpca.site_policy import load_site_policy, write_policy_template
+from fedpca.privacy.calibration import calibrate_gaussian
+from fedpca.privacy.site_ledger import SiteLedger
+from fedpca.privacy.site_policy import load_site_policy, write_policy_template
+from fedpca.scenarios.dps_pca import DPSPCAScenario
 
 pytestmark = pytest.mark.federation
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedpca.discrete_gaussian import (
+from fedpca.errors import ConfigurationError
+from fedpca.privacy.discrete_gaussian import (
     _accept_exact,
     bernoulli_exp_neg,
     discrete_gaussian,
@@ -15,7 +16,6 @@ from fedpca.discrete_gaussian import (
     discrete_gaussian_variance,
     discrete_laplace,
 )
-from fedpca.errors import ConfigurationError
 
 #: A test fails only if its statistic falls below this p-value (fixed seeds: repeatable).
 ALPHA = 1e-4

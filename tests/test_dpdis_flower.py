@@ -10,18 +10,18 @@ import re
 
 import numpy as np
 import pytest
-from flwr.common import Context, FitIns, RecordDict, ndarrays_to_parameters
-
 from cli_runs import run_cli_record
+from flwr.common import Context, FitIns, RecordDict, ndarrays_to_parameters
+from record_schema import record_keys
+
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite, run_dpdis_pca
 from fedpca.cli import main as cli_main
 from fedpca.clients.dpdis_pca import DPdisPCAClient, client_for_site
 from fedpca.clients.ledger_state import load_ledger
-from fedpca.dpdis_scenario import DPdisPCAScenario
 from fedpca.errors import BudgetExceededError, InvalidRequestError
 from fedpca.results import PCAResult
+from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.strategies.dpdis_pca import DPdisPCAStrategy
-from record_schema import record_keys
 
 pytestmark = pytest.mark.federation
 

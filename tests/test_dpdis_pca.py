@@ -22,16 +22,16 @@ from fedpca.algorithms.dpdis_pca import (
     stacked_factors,
 )
 from fedpca.algorithms.site import SiteAnswer
-from fedpca.calibration import calibrate_gaussian
 from fedpca.data.dpdis_model import DecayingSpectrumModel
-from fedpca.dpdis_scenario import DPdisPCAScenario
 from fedpca.errors import (
     BudgetExceededError,
     ConfigurationError,
     InvalidDataError,
     InvalidRequestError,
 )
-from fedpca.subspace import energy_ratio, top_eigenvectors
+from fedpca.linalg.subspace import energy_ratio, top_eigenvectors
+from fedpca.privacy.calibration import calibrate_gaussian
+from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 
 POLICY = DPdisPCAPolicy(epsilon=1.0, delta=1e-5)
 MODEL = DecayingSpectrumModel()

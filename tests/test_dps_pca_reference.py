@@ -8,7 +8,7 @@ import pytest
 from fedpca.algorithms.dps_pca import DPSPCAServer, SitePolicy, run_dps_pca
 from fedpca.data.synthetic import SparseSpikedModel, site_data, split_sizes
 from fedpca.errors import ConfigurationError
-from fedpca.subspace import subspace_distance, thin_qr, threshold_rows
+from fedpca.linalg.subspace import subspace_distance, thin_qr, threshold_rows
 
 
 def test_recovers_the_planted_subspace_with_a_generous_budget():

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from fedpca.errors import ConfigurationError, InvalidDataError
-from fedpca.estimators import AnalyzeGaussPCA, ModSulqPCA, NonPrivatePCA, NotFittedError, PPCA
+from fedpca.estimators import (
+    PPCA,
+    AnalyzeGaussPCA,
+    ModSulqPCA,
+    NonPrivatePCA,
+    NotFittedError,
+)
 from fedpca.results import PCAResult
 
 

@@ -4,7 +4,12 @@ import json
 import math
 
 from fedpca.experiments.registry import experiments, run_experiment
-from fedpca.experiments.subspace_clustering import METHOD_LABELS, METRIC_LABELS, NAME, PANELS
+from fedpca.experiments.subspace_clustering import (
+    METHOD_LABELS,
+    METRIC_LABELS,
+    NAME,
+    PANELS,
+)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

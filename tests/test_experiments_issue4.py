@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from fedpca.experiments.central_methods import random_subspace_distance
-from fedpca.experiments.paper000 import FIG3_QUICK, FIG4B_QUICK, METHOD_LABELS, TIMING_LABELS
+from fedpca.experiments.paper000 import (
+    FIG3_QUICK,
+    FIG4B_QUICK,
+    METHOD_LABELS,
+    TIMING_LABELS,
+)
 from fedpca.experiments.registry import run_experiment
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

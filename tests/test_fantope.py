@@ -7,13 +7,13 @@ import pytest
 from scipy.optimize import minimize
 
 from fedpca.errors import ConfigurationError, InvalidDataError
-from fedpca.fantope import (
+from fedpca.linalg.fantope import (
     ADMMSettings,
     fantope_admm,
     fantope_eigenvalues,
     fantope_projection,
 )
-from fedpca.subspace import subspace_distance, thin_qr, top_eigenvectors
+from fedpca.linalg.subspace import subspace_distance, thin_qr, top_eigenvectors
 
 
 def symmetric(rng, d, scale=1.0):
@@ -143,7 +143,7 @@ def test_solution_does_not_depend_on_the_scale_of_the_input():
 def test_iteration_cap_is_reported_never_silent(caplog):
     rng = np.random.default_rng(4)
     S = symmetric(rng, 20)
-    with caplog.at_level(logging.WARNING, logger="fedpca.fantope"):
+    with caplog.at_level(logging.WARNING, logger="fedpca.linalg.fantope"):
         result = fantope_admm(S, 3, 0.3, ADMMSettings(max_iter=2))
     assert result.iterations == 2 and not result.converged
     assert "iteration cap max_iter=2" in caplog.text and "raise max_iter" in caplog.text

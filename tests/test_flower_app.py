@@ -17,17 +17,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from cli_runs import run_cli
+from record_schema import record_keys
+
 from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import run_dps_pca
 from fedpca.algorithms.ldp_pca import run_ldp_pca
 from fedpca.deployment.local import free_port
 from fedpca.deployment.processes import processes_naming, stop_processes
-from fedpca.dpdis_scenario import DPdisPCAScenario
-from fedpca.ldp_scenario import LDPScenario
-from fedpca.scenario import DPSPCAScenario
-from record_schema import record_keys
+from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
+from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.scenarios.ldp_pca import LDPScenario
 
 pytestmark = pytest.mark.federation
 

@@ -10,16 +10,16 @@ import math
 
 import numpy as np
 import pytest
+from cli_runs import run_cli_record
 from flwr.client import ClientApp
 from flwr.server import ServerApp
 
-from cli_runs import run_cli_record
-from fedpca.apps.workflow import run_strategy
 from fedpca.clients.dps_pca import client_for_site
-from fedpca.scenario import DPSPCAScenario
+from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.simulations.launcher import launch
 from fedpca.strategies.base import RoundFailedError
 from fedpca.strategies.dps_pca import DPSPCAStrategy
+from fedpca.strategies.workflow import run_strategy
 
 pytestmark = pytest.mark.federation
 

@@ -12,13 +12,13 @@ import re
 import matplotlib.image
 import numpy as np
 import pytest
-
 from cli_runs import run_cli, run_cli_record
+from record_schema import record_keys
+
 from fedpca.algorithms.dps_pca import run_dps_pca
 from fedpca.cli import main as cli_main
 from fedpca.results import PCAResult
-from fedpca.scenario import DPSPCAScenario
-from record_schema import record_keys
+from fedpca.scenarios.dps_pca import DPSPCAScenario
 
 pytestmark = pytest.mark.federation
 

@@ -25,18 +25,22 @@ from flwr.common import (
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.apps.app import client_fn
 from fedpca.apps.common import partition_client
-from fedpca.apps.workflow import SecAggSettings
-from fedpca.calibration import calibrate_gaussian, pld_epsilon
 from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
-from fedpca.mechanisms import Release
-from fedpca.scenario import DPSPCAScenario
+from fedpca.linalg.subspace import thin_qr
+from fedpca.privacy.calibration import calibrate_gaussian, pld_epsilon
+from fedpca.privacy.mechanisms import Release
+from fedpca.privacy.site_ledger import RunCharge, SiteLedger
+from fedpca.privacy.site_policy import (
+    PolicyError,
+    load_site_policy,
+    write_policy_template,
+)
+from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.simulations.launcher import run_federation
-from fedpca.site_ledger import RunCharge, SiteLedger
-from fedpca.site_policy import PolicyError, load_site_policy, write_policy_template
 from fedpca.strategies.base import RoundFailedError
 from fedpca.strategies.dps_pca import DPSPCAStrategy
-from fedpca.subspace import thin_qr
+from fedpca.strategies.workflow import SecAggSettings
 
 pytestmark = pytest.mark.federation
 

@@ -26,8 +26,7 @@ from fedpca.algorithms.dpdis_pca import (
     run_dpdis_pca,
 )
 from fedpca.estimators import AnalyzeGaussPCA, NonPrivatePCA
-from fedpca.mechanisms import NoiseSource, symmetric_gaussian, symmetric_gaussian_in_blocks
-from fedpca.subspace import (
+from fedpca.linalg.subspace import (
     DENSE,
     LANCZOS,
     THIN_SVD,
@@ -38,6 +37,11 @@ from fedpca.subspace import (
     lanczos_top_eigenpairs,
     subspace_distance,
     top_eigenpairs,
+)
+from fedpca.privacy.mechanisms import (
+    NoiseSource,
+    symmetric_gaussian,
+    symmetric_gaussian_in_blocks,
 )
 
 #: Subspace distance the iterative and dense paths must agree to (the brief's 1e-8).
@@ -120,7 +124,7 @@ def test_lanczos_and_dense_agree_on_the_same_noisy_matrix(k, divisor):
 def test_the_krylov_basis_in_small_chunks_gives_the_same_pairs(monkeypatch):
     M = noisy(64, WIDE, sigma=0.3)
     one_chunk = gram_top_eigenpairs(M, 4, LANCZOS)
-    monkeypatch.setattr("fedpca.subspace.LANCZOS_CHUNK_BYTES", 8 * WIDE * 16)  # 16 rows
+    monkeypatch.setattr("fedpca.linalg.subspace.LANCZOS_CHUNK_BYTES", 8 * WIDE * 16)  # 16 rows
     chunked = gram_top_eigenpairs(M, 4, LANCZOS)
     np.testing.assert_allclose(chunked[0], one_chunk[0], rtol=1e-12)
     assert subspace_distance(chunked[1], one_chunk[1]) < AGREE
@@ -160,8 +164,8 @@ def test_near_tied_pair_is_found_as_a_pair():
 
 def test_no_convergence_falls_back_to_dense_with_a_warning(monkeypatch, caplog):
     M = noisy(64, WIDE, sigma=0.3)
-    monkeypatch.setattr("fedpca.subspace.LANCZOS_BASIS_BYTES", 8 * WIDE * 12)  # 12 steps
-    with caplog.at_level(logging.WARNING, logger="fedpca.subspace"):
+    monkeypatch.setattr("fedpca.linalg.subspace.LANCZOS_BASIS_BYTES", 8 * WIDE * 12)  # 12 steps
+    with caplog.at_level(logging.WARNING, logger="fedpca.linalg.subspace"):
         values, vectors = gram_top_eigenpairs(M, 3, LANCZOS)
     assert "did not reach relative residual" in caplog.text
     assert "dense eigendecomposition instead" in caplog.text

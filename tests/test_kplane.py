@@ -19,15 +19,14 @@ from fedpca.clustering.kplane import (
     unpack_symmetric,
 )
 from fedpca.clustering.metrics import assign_to_subspaces
-from fedpca.data.subspaces import random_subspaces
 from fedpca.errors import (
     BudgetExceededError,
     ConfigurationError,
     InvalidDataError,
     InvalidRequestError,
 )
-from fedpca.kplane_scenario import KPlaneScenario
-from fedpca.subspace import thin_qr
+from fedpca.linalg.subspace import random_subspaces, thin_qr
+from fedpca.scenarios.kplane import KPlaneScenario
 
 C = 1.7  # a non-unit clip norm, so the C^2 scaling is exercised too
 

@@ -9,17 +9,17 @@ import re
 
 import numpy as np
 import pytest
-
 from cli_runs import run_cli_record
+from record_schema import record_keys
+
 from fedpca.cli import main as cli_main
 from fedpca.clients.kplane import KPlaneClient
 from fedpca.clustering.kplane import KPlanePolicy, KPlaneSite, run_sulq_kplane
 from fedpca.clustering.result import ClusteringResult
-from fedpca.data.subspaces import random_subspaces
 from fedpca.errors import BudgetExceededError, InvalidRequestError
-from fedpca.kplane_scenario import KPlaneScenario
+from fedpca.linalg.subspace import random_subspaces
 from fedpca.run_record import run_record
-from record_schema import record_keys
+from fedpca.scenarios.kplane import KPlaneScenario
 
 pytestmark = pytest.mark.federation
 

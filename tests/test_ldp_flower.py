@@ -9,17 +9,17 @@ import math
 
 import numpy as np
 import pytest
-
 from cli_runs import run_cli_record
+from record_schema import record_keys
+
 from fedpca.algorithms.ldp_pca import run_ldp_pca
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.cli import main as cli_main
 from fedpca.commands.simulate_ldp_pca import header
 from fedpca.errors import ConfigurationError
-from fedpca.ldp_scenario import LDPScenario
 from fedpca.results import PCAResult
+from fedpca.scenarios.ldp_pca import LDPScenario
 from fedpca.strategies.ldp_pca import LDPCovarianceStrategy
-from record_schema import record_keys
 
 pytestmark = pytest.mark.federation
 

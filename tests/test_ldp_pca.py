@@ -24,9 +24,9 @@ from fedpca.errors import (
     InvalidDataError,
     InvalidRequestError,
 )
-from fedpca.ldp_scenario import LDPScenario
-from fedpca.mechanisms import symmetric_gaussian
-from fedpca.subspace import subspace_distance, thin_qr
+from fedpca.linalg.subspace import subspace_distance, thin_qr
+from fedpca.privacy.mechanisms import symmetric_gaussian
+from fedpca.scenarios.ldp_pca import LDPScenario
 
 POLICY = LDPPolicy(epsilon=1.0, delta=1e-5)
 C = 1.7  # a non-unit clip norm for the sensitivity search

@@ -2,10 +2,10 @@
 
 import pytest
 
-from fedpca.calibration import calibrate_gaussian
 from fedpca.errors import BudgetExceededError, ConfigurationError
-from fedpca.ledger import PrivacyLedger
-from fedpca.mechanisms import Release
+from fedpca.privacy.calibration import calibrate_gaussian
+from fedpca.privacy.ledger import PrivacyLedger
+from fedpca.privacy.mechanisms import Release
 
 
 def release(sigma: float) -> Release:

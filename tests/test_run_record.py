@@ -6,17 +6,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from record_schema import all_documented_keys, record_keys
 
 from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import run_dps_pca
 from fedpca.apps.dpdis_pca import _known_evaluation
 from fedpca.cli import main as cli_main
-from fedpca.dpdis_scenario import DPdisPCAScenario
 from fedpca.errors import ParameterError
 from fedpca.results import PCAResult
 from fedpca.run_record import run_record, save_run_record
-from fedpca.scenario import DPSPCAScenario
-from record_schema import all_documented_keys, record_keys
+from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
+from fedpca.scenarios.dps_pca import DPSPCAScenario
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

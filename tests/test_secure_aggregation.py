@@ -8,16 +8,16 @@ from scipy import stats
 
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy, run_dps_pca
 from fedpca.apps.common import partition_client
-from fedpca.apps.workflow import SecAggSettings
 from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
 from fedpca.errors import ConfigurationError, InvalidRequestError
-from fedpca.mechanisms import power_step_sensitivity
-from fedpca.scenario import DPSPCAScenario
+from fedpca.linalg.subspace import thin_qr
+from fedpca.privacy.mechanisms import power_step_sensitivity
+from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.simulations.dps_pca import simulate_dps_pca
 from fedpca.simulations.launcher import run_federation
 from fedpca.strategies.base import RoundFailedError
 from fedpca.strategies.dps_pca import DPSPCAStrategy
-from fedpca.subspace import thin_qr
+from fedpca.strategies.workflow import SecAggSettings
 
 pytestmark = pytest.mark.federation
 

@@ -17,9 +17,9 @@ from fedpca.deployment.fab_check import (
     config_only_pyproject,
     write_config_only_app,
 )
-from fedpca.mechanisms import Release
-from fedpca.site_ledger import RunCharge, SiteLedger
-from fedpca.site_policy import load_site_policy
+from fedpca.privacy.mechanisms import Release
+from fedpca.privacy.site_ledger import RunCharge, SiteLedger
+from fedpca.privacy.site_policy import load_site_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Central baselines: one curator holds the pooled records (ALGORITHMS.md section 4).
+"""Central baselines: one curator holds the pooled records (MOD-SuLQ, Analyze Gauss, PPCA).
 
 * ``run_pooled_pca``: non-private PCA of the pooled data (top-``k`` eigenvectors of
   ``A = X^T X / n``, uncentred): the upper bound every private method is compared with.
@@ -10,7 +10,7 @@
   symmetric with its upper triangle (diagonal included) i.i.d. ``N(0, sigma^2)``,
   ``sigma = z sqrt(2) C^2``: ``sqrt(2) C^2`` is the replace-one L2 sensitivity of that upper
   triangle, ``z`` the analytic Gaussian multiplier of one release
-  (:func:`fedpca.calibration.calibrate_gaussian`, PLD accountant; ``accounting="paper"`` is
+  (:func:`fedpca.privacy.calibration.calibrate_gaussian`, PLD accountant; ``accounting="paper"`` is
   the classic ``sqrt(2 ln(1.25/delta)) / eps``, eps < 1 only).
 * ``run_mod_sulq``: MOD-SuLQ (Chaudhuri, Sarwate, Sinha, "Near-optimal differentially
   private principal components", NIPS 2012, Alg. 1): top-``k`` eigenvectors of ``A + N``,
@@ -30,14 +30,14 @@ conservative). The paper's beta is undefined when ``(d^2+d)/(2 sqrt(2 pi) delta)
 post-processing of the release and are returned in the history.
 
 Computation (changes no law, no guarantee): the released matrix is kept factored,
-``X^T X / divisor + E`` (:class:`~fedpca.subspace.GramPlusSymmetric`), and only its top ``k``
+``X^T X / divisor + E`` (:class:`~fedpca.linalg.subspace.GramPlusSymmetric`), and only its top ``k``
 eigenpairs are computed: by the thin SVD of ``X`` for the non-private baselines when
 ``n < d``, by Lanczos on ``v -> X^T (X v) / divisor + E v`` for the noisy matrices when
-``d >= 1000`` and ``k`` is small (:func:`fedpca.subspace.eigensolver_for`), by a dense
+``d >= 1000`` and ``k`` is small (:func:`fedpca.linalg.subspace.eigensolver_for`), by a dense
 ``eigh`` otherwise. ``E`` is drawn in blocks of rows, bit for bit the matrix the dense
-:func:`fedpca.mechanisms.symmetric_gaussian` gives for the same generator. Either way the
+:func:`fedpca.privacy.mechanisms.symmetric_gaussian` gives for the same generator. Either way the
 components are the top eigenvectors of the same noisy matrix, to the solver's tolerance
-(:data:`fedpca.subspace.LANCZOS_TOL`): post-processing of the release.
+(:data:`fedpca.linalg.subspace.LANCZOS_TOL`): post-processing of the release.
 """
 
 from __future__ import annotations
@@ -52,13 +52,17 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.calibration import calibrate_gaussian, check_privacy_parameters, pld_epsilon
 from fedpca.errors import ConfigurationError
-from fedpca.mechanisms import NoiseSource, upper_triangle_sensitivity
+from fedpca.linalg.subspace import GramPlusSymmetric
+from fedpca.privacy.calibration import (
+    calibrate_gaussian,
+    check_privacy_parameters,
+    pld_epsilon,
+)
+from fedpca.privacy.mechanisms import NoiseSource, upper_triangle_sensitivity
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.validation import require_positive_int, validate_site_data
 from fedpca.results import PCAResult
-from fedpca.site_data import SiteData
-from fedpca.subspace import GramPlusSymmetric
-from fedpca.validation import require_positive_int, validate_site_data
 
 logger = logging.getLogger(__name__)
 

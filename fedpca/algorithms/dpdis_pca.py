@@ -1,7 +1,7 @@
 """DPdisPCA: one-round distributed private PCA from partial square roots.
 
 Paper: Imtiaz, Sarwate, "Differentially-private Distributed Principal Component Analysis"
-(slides, Rutgers, 2018; ``papers/002`` of the project), read as in ALGORITHMS.md section 2:
+(slides, Rutgers, 2018), read as follows:
 
 1. site ``s``: ``A_s = X_s^T X_s / N_s``; ``A^_s = A_s + E`` with ``E`` symmetric, its upper
    triangle (diagonal included) i.i.d. ``N(0, tau^2)`` and the lower triangle mirrored;
@@ -20,18 +20,18 @@ Privacy guarantee (per site, unit: one record at one site, replace-one): a site 
 one release, the upper triangle of ``A_s`` plus Gaussian noise of standard deviation
 ``tau = z * sqrt(2) C^2 / N_s`` (the replace-one L2 sensitivity of that upper triangle; the
 slides' ``1/N_s`` is the add/remove-one figure and under-states it by ``sqrt(2)``), with
-``z`` from :func:`fedpca.calibration.calibrate_gaussian` for one release: the analytic
+``z`` from :func:`fedpca.privacy.calibration.calibrate_gaussian` for one release: the analytic
 Gaussian mechanism (PLD accountant) by default, the classic ``sqrt(2 ln(1.25/delta)) / eps``
 (eps < 1 only) in ``"paper"`` mode. It is (epsilon, delta)-DP; ``P_s`` and everything the
 server computes are post-processing. ``N_s`` is public.
 
 Computation (changes no law, no guarantee): a site never eigendecomposes the whole
 ``d x d`` ``A^_s`` to keep ``R`` pairs. It draws ``E`` in blocks of rows (bit for bit the
-matrix of :func:`fedpca.mechanisms.symmetric_gaussian`), keeps ``A^_s`` factored as
+matrix of :func:`fedpca.privacy.mechanisms.symmetric_gaussian`), keeps ``A^_s`` factored as
 ``X_s^T X_s / N_s + E`` and takes its top ``R`` eigenpairs by Lanczos on
 ``v -> X_s^T (X_s v) / N_s + E v`` when ``d >= 1000`` and ``R`` is small, by a dense ``eigh``
-otherwise (:func:`fedpca.subspace.eigensolver_for`; tolerance
-:data:`fedpca.subspace.LANCZOS_TOL`, dense fallback with a logged warning if Lanczos does not
+otherwise (:func:`fedpca.linalg.subspace.eigensolver_for`; tolerance
+:data:`fedpca.linalg.subspace.LANCZOS_TOL`, dense fallback with a logged warning if Lanczos does not
 converge). Memory: ``d^2`` floats for ``E`` plus the Krylov basis (``steps x d``).
 """
 
@@ -47,19 +47,28 @@ import numpy as np
 import scipy.linalg
 
 from fedpca.algorithms.site import (
-    ServerRecord,
     PrivateSite,
-    SiteAnswer,
+    ServerRecord,
     SingleReleasePolicy,
+    SiteAnswer,
     build_sites,
     ordered_answers,
 )
 from fedpca.errors import ConfigurationError, InvalidRequestError
-from fedpca.mechanisms import Release, upper_triangle_sensitivity
+from fedpca.linalg.subspace import (
+    GramPlusSymmetric,
+    energy_ratio,
+    top_eigenpairs,
+    top_eigenvectors,
+)
+from fedpca.privacy.mechanisms import Release, upper_triangle_sensitivity
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.validation import (
+    require_choice,
+    require_ordered,
+    require_positive_int,
+)
 from fedpca.results import PCAResult
-from fedpca.site_data import SiteData
-from fedpca.subspace import GramPlusSymmetric, energy_ratio, top_eigenpairs, top_eigenvectors
-from fedpca.validation import require_choice, require_ordered, require_positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +110,7 @@ def partial_square_root(A_hat: np.ndarray | GramPlusSymmetric, r: int) -> np.nda
     among them gives a zero column).
 
     ``A_hat`` is a ``d x d`` array (dense ``eigh``) or a site's noisy matrix kept factored,
-    ``X^T X / N_s + E`` (:func:`fedpca.subspace.gram_top_eigenpairs`: Lanczos for large
+    ``X^T X / N_s + E`` (:func:`fedpca.linalg.subspace.gram_top_eigenpairs`: Lanczos for large
     ``d`` and small ``r``, dense ``eigh`` otherwise).
     """
     if isinstance(A_hat, GramPlusSymmetric):

@@ -1,8 +1,8 @@
 """DPS-PCA: distributed private sparse PCA by a noisy truncated power method.
 
 Paper: Ge, Wang, Wang, Liu, "Minimax-Optimal Privacy-Preserving Sparse PCA in Distributed
-Systems", AISTATS 2018 (http://proceedings.mlr.press/v84/ge18a.html), Alg. 1-3, read as in
-ALGORITHMS.md section 1:
+Systems", AISTATS 2018 (http://proceedings.mlr.press/v84/ge18a.html), Alg. 1-3, read as
+follows:
 
 1. initialisation (one accounted release): site ``i`` sends
    ``g_i = diag(X_i^T X_i) + N(0, sigma^2 I_d)``; the server keeps the ``s_hat`` coordinates
@@ -13,7 +13,7 @@ ALGORITHMS.md section 1:
 
 Privacy guarantee (per site, unit: one record, replace-one): the ``T + 1`` releases of a site
 are (epsilon, delta)-DP together; every release has sensitivity ``sqrt(2) C^2`` and noise
-``sigma = z sqrt(2) C^2`` with ``z`` from :func:`fedpca.calibration.calibrate_gaussian`
+``sigma = z sqrt(2) C^2`` with ``z`` from :func:`fedpca.privacy.calibration.calibrate_gaussian`
 (``releases = T + 1``). A site never forms its ``d x d`` covariance.
 """
 
@@ -28,22 +28,26 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.site import (
-    ServerRecord,
     PrivateSite,
+    ServerRecord,
     SiteAnswer,
     build_sites,
     ordered_answers,
     weighted_sum,
 )
-from fedpca.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.errors import ConfigurationError
-from fedpca.mechanisms import (
+from fedpca.linalg.subspace import thin_qr, threshold_rows, top_coordinates
+from fedpca.privacy.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
+from fedpca.privacy.mechanisms import (
     diagonal_sensitivity,
     power_step_sensitivity,
 )
+from fedpca.privacy.validation import (
+    require_finite_positive,
+    require_positive_int,
+    validate_basis,
+)
 from fedpca.results import PCAResult
-from fedpca.subspace import thin_qr, threshold_rows, top_coordinates
-from fedpca.validation import require_finite_positive, require_positive_int, validate_basis
 
 logger = logging.getLogger(__name__)
 

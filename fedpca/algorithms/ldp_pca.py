@@ -1,7 +1,7 @@
 """LDP-PCA: PCA from locally private covariance views, dense (Alg. 1) or sparse (Alg. 2).
 
 Paper: Wang & Xu, "Principal Component Analysis in the Local Differential Privacy Model",
-IJCAI 2019 / TCS 2020 (https://arxiv.org/abs/1908.11090), read as in ALGORITHMS.md section 3:
+IJCAI 2019 / TCS 2020 (https://arxiv.org/abs/1908.11090), read as follows:
 
 1. every record ``x`` is released as its own view ``x x^T + Z``, ``Z`` symmetric with upper
    triangle (diagonal included) i.i.d. ``N(0, sigma_1^2)``. A site holding ``m`` records
@@ -10,12 +10,12 @@ IJCAI 2019 / TCS 2020 (https://arxiv.org/abs/1908.11090), read as in ALGORITHMS.
 2. the server forms ``S~ = sum_i (X_i^T X_i + Z_i) / n`` and outputs its top-``k``
    eigenvectors (Alg. 1) or, with ``sparse=True``, solves Fantope projection and selection
    ``max <S~, X> - lam ||X||_{1,1}`` over ``0 <= X <= I, tr X = k`` by ADMM
-   (:mod:`fedpca.fantope`) and outputs the top-``k`` eigenvectors of the solution and its
+   (:mod:`fedpca.linalg.fantope`) and outputs the top-``k`` eigenvectors of the solution and its
    row support ``{j : X_jj > SUPPORT_THRESHOLD}`` (Alg. 2).
 
 Privacy guarantee (unit: one record, replace-one; local model): each record's view is
 (epsilon, delta)-DP on its own, whoever sees it. ``sigma_1 = z sqrt(2) C^2`` with ``z`` from
-:func:`fedpca.calibration.calibrate_gaussian` for ONE release of replace-one sensitivity
+:func:`fedpca.privacy.calibration.calibrate_gaussian` for ONE release of replace-one sensitivity
 ``sqrt(2) C^2`` (the upper triangle of ``x x^T``; the paper's
 ``sigma_1^2 = 2 ln(1.25/delta) / eps^2`` is the add/remove figure and under-states it by
 ``sqrt(2)``; ``accounting="paper"`` keeps the paper's classic formula with the corrected
@@ -35,16 +35,16 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.site import (
-    ServerRecord,
     PrivateSite,
-    build_sites,
-    SiteAnswer,
+    ServerRecord,
     SingleReleasePolicy,
+    SiteAnswer,
+    build_sites,
     ordered_answers,
     weighted_sum,
 )
 from fedpca.errors import ConfigurationError
-from fedpca.fantope import (
+from fedpca.linalg.fantope import (
     ADMMResult,
     ADMMSettings,
     fantope_admm,
@@ -52,11 +52,11 @@ from fedpca.fantope import (
     require_rank,
     validate_symmetric,
 )
-from fedpca.mechanisms import Release, upper_triangle_sensitivity
+from fedpca.linalg.subspace import top_eigenvectors
+from fedpca.privacy.mechanisms import Release, upper_triangle_sensitivity
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.validation import require_positive_int
 from fedpca.results import PCAResult
-from fedpca.site_data import SiteData
-from fedpca.subspace import top_eigenvectors
-from fedpca.validation import require_positive_int
 
 logger = logging.getLogger(__name__)
 

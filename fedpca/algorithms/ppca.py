@@ -1,13 +1,13 @@
 """PPCA: private PCA by the exponential mechanism over subspaces (a matrix Bingham draw).
 
 Paper: Chaudhuri, Sarwate, Sinha, "Near-optimal differentially private principal
-components", NIPS 2012 (https://papers.nips.cc/paper/4565), Alg. 2, read as in ALGORITHMS.md
-section 4: with ``A = X^T X / n`` and rows of norm ``<= 1``, release one ``d x k``
+components", NIPS 2012 (https://papers.nips.cc/paper/4565), Alg. 2, read as
+follows: with ``A = X^T X / n`` and rows of norm ``<= 1``, release one ``d x k``
 orthonormal ``V`` drawn with density ``~ exp(tr(V^T (n alpha / 2) A V))`` (uniform base
 measure on the frames). For rows clipped to a public norm ``C`` fedpca uses
 ``B = (n alpha / 2) A / C^2 = alpha / (2 C^2) X^T X`` (the paper's ``B`` for ``X / C``).
 
-Sampling (:mod:`fedpca.bingham`): ``k = 1`` is one exact draw (Kent, Ganeiber & Mardia
+Sampling (:mod:`fedpca.linalg.bingham`): ``k = 1`` is one exact draw (Kent, Ganeiber & Mardia
 rejection with an ACG envelope, or a polar-chart envelope when the draw is concentrated);
 ``k > 1`` is the state of Hoff's column-wise Gibbs sampler
 after ``burn_in`` sweeps from a uniformly random frame (chosen independently of the data).
@@ -42,11 +42,11 @@ from fedpca.algorithms.central import (
     check_components,
     prepare_central,
 )
-from fedpca.bingham import ChainDiagnostics, sample_matrix_bingham
-from fedpca.mechanisms import NoiseSource
+from fedpca.linalg.bingham import ChainDiagnostics, sample_matrix_bingham
+from fedpca.privacy.mechanisms import NoiseSource
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.validation import require_finite_positive, require_positive_int
 from fedpca.results import PCAResult
-from fedpca.site_data import SiteData
-from fedpca.validation import require_finite_positive, require_positive_int
 
 logger = logging.getLogger(__name__)
 

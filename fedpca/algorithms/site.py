@@ -2,7 +2,7 @@
 
 Privacy guarantee enforced here (per site, unit: one record, replace-one): every release
 goes through :meth:`PrivateSite.charge`, which refuses (raising, nothing released) anything
-the site's :class:`~fedpca.ledger.PrivacyLedger` does not allow; the noise level is the
+the site's :class:`~fedpca.privacy.ledger.PrivacyLedger` does not allow; the noise level is the
 site's own calibration, raised but never lowered by a server request.
 """
 
@@ -15,13 +15,17 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from fedpca.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.errors import ConfigurationError, InvalidRequestError
-from fedpca.ledger import PrivacyLedger
-from fedpca.mechanisms import NoiseSource, Release
+from fedpca.privacy.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
+from fedpca.privacy.ledger import PrivacyLedger
+from fedpca.privacy.mechanisms import NoiseSource, Release
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.validation import (
+    require_choice,
+    require_finite_positive,
+    require_positive_int,
+)
 from fedpca.results import PCAResult
-from fedpca.site_data import SiteData
-from fedpca.validation import require_choice, require_finite_positive, require_positive_int
 
 
 class SitePrivacyPolicy(Protocol):
@@ -39,8 +43,8 @@ class SitePrivacyPolicy(Protocol):
 
 
 class SiteLedgerLike(Protocol):
-    """What a site charges: the in-memory :class:`~fedpca.ledger.PrivacyLedger` of a
-    simulation or the durable :class:`~fedpca.site_ledger.RunLedger` of a real site."""
+    """What a site charges: the in-memory :class:`~fedpca.privacy.ledger.PrivacyLedger` of a
+    simulation or the durable :class:`~fedpca.privacy.site_ledger.RunLedger` of a real site."""
 
     @property
     def count(self) -> int: ...

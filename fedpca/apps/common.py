@@ -12,9 +12,9 @@ from flwr.common import Context
 from fedpca.apps.real_site import is_real_site, open_real_site
 from fedpca.clients.base import ClientFactory
 from fedpca.errors import ConfigurationError
+from fedpca.privacy.site_data import SiteData
 from fedpca.report import result_summary
 from fedpca.results import PCAResult
-from fedpca.site_data import SiteData
 
 logger = logging.getLogger(__name__)
 

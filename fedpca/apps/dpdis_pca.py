@@ -19,12 +19,12 @@ from flwr.server import Grid
 
 from fedpca.algorithms.dpdis_pca import privacy_record
 from fedpca.apps.common import finish, min_sites, site_client_for
-from fedpca.apps.workflow import run_strategy
 from fedpca.blas import single_thread_blas
 from fedpca.clients.dpdis_pca import client_for_site
-from fedpca.dpdis_scenario import DPdisPCAScenario
 from fedpca.errors import FedPCAError
+from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.strategies.dpdis_pca import DPdisPCAStrategy
+from fedpca.strategies.workflow import run_strategy
 
 
 def client_fn(context: Context) -> Client:

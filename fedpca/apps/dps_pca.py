@@ -14,12 +14,12 @@ from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.apps.common import finish, min_sites, site_client_for
-from fedpca.apps.workflow import SecAggSettings, run_strategy
 from fedpca.blas import single_thread_blas
 from fedpca.clients.dps_pca import client_for_site
 from fedpca.errors import ConfigurationError
-from fedpca.scenario import DPSPCAScenario
+from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.strategies.dps_pca import DPSPCAStrategy
+from fedpca.strategies.workflow import SecAggSettings, run_strategy
 
 
 def client_fn(context: Context) -> Client:

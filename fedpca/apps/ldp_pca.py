@@ -8,11 +8,11 @@ from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.apps.common import finish, min_sites, site_client_for
-from fedpca.apps.workflow import run_strategy
 from fedpca.blas import single_thread_blas
 from fedpca.clients.ldp_pca import client_for_site
-from fedpca.ldp_scenario import LDPScenario
+from fedpca.scenarios.ldp_pca import LDPScenario
 from fedpca.strategies.ldp_pca import LDPCovarianceStrategy
+from fedpca.strategies.workflow import run_strategy
 
 
 def client_fn(context: Context) -> Client:

@@ -13,7 +13,7 @@ untrusted. What a hostile coordinator could try, and what happens:
 * **ask for an algorithm the site does not allow**: refused;
 * **start run after run, or wait for a restart**: every release of every run is charged to
   the population's lifetime ledger on the site's disk, so the run that would overspend is
-  refused (:mod:`fedpca.site_ledger`).
+  refused (:mod:`fedpca.privacy.site_ledger`).
 
 Refusals happen before anything is charged, and their text carries no number derived from
 the records (a data file that fails validation is reported only in the site's own log).
@@ -30,8 +30,8 @@ from flwr.common import Context
 
 from fedpca.data.files import file_fingerprint, load_site_file
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
-from fedpca.site_ledger import RunCharge, RunLedger, SiteLedger
-from fedpca.site_policy import (
+from fedpca.privacy.site_ledger import RunCharge, RunLedger, SiteLedger
+from fedpca.privacy.site_policy import (
     PRIVACY_KEYS,
     PolicyError,
     SitePolicyFile,

@@ -5,7 +5,7 @@ Subclasses say which config keys they accept and implement :meth:`release`; ever
 client returns is the site's noisy release, its public record count and plaintext metrics
 that are public under the site's policy (site name, epsilon spent, releases made), nothing
 else. In particular the number of clipped rows is data-dependent and not DP: it is logged
-for the site's own operator (see :class:`~fedpca.site_data.SiteData`) and never sent.
+for the site's own operator (see :class:`~fedpca.privacy.site_data.SiteData`) and never sent.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from fedpca.algorithms.site import PrivateSite, SiteLedgerLike, SitePrivacyPolic
 from fedpca.clients.ledger_state import load_ledger, store_ledger
 from fedpca.clients.secure_aggregation import masked_clipping_range
 from fedpca.errors import InvalidRequestError
-from fedpca.ledger import PrivacyLedger
-from fedpca.site_data import SiteData
+from fedpca.privacy.ledger import PrivacyLedger
+from fedpca.privacy.site_data import SiteData
 
 #: ``(context, data, policy, site name, seed=..., ledger=...) -> Client``: each algorithm's
 #: factory (see :func:`client_factory`).
@@ -96,7 +96,7 @@ class PrivateSiteClient(NumPyClient):
     def answer_bound(self, config: dict) -> float | None:
         """A bound on ``max |answer|`` from public quantities only (clip norm, record count,
         the site's sigma), exceeded with probability at most
-        :data:`~fedpca.mechanisms.TAIL_PROBABILITY`; ``None`` when the algorithm has no
+        :data:`~fedpca.privacy.mechanisms.TAIL_PROBABILITY`; ``None`` when the algorithm has no
         secure-aggregation mode (subclasses that have one override it)."""
         return None
 
@@ -135,7 +135,7 @@ def site_client(
 
     A site with an in-memory :class:`PrivacyLedger` (simulation) keeps it in
     ``context.state``, which Flower keeps for the run; a site with a durable ledger (a real
-    site's :class:`~fedpca.site_ledger.RunLedger`) has every charge on its disk already.
+    site's :class:`~fedpca.privacy.site_ledger.RunLedger`) has every charge on its disk already.
     """
     on_release = None
     if isinstance(site.ledger, PrivacyLedger):

@@ -11,7 +11,6 @@ can raise the noise level (``min_noise_multiplier``) but never lower it. A malfo
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from fedpca.algorithms.dpdis_pca import DPdisPCASite

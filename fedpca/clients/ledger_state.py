@@ -11,9 +11,9 @@ import json
 
 from flwr.common import ConfigRecord, Context
 
-from fedpca.ledger import PrivacyLedger
+from fedpca.privacy.ledger import PrivacyLedger
 
-LEDGER_RECORD = "fedpca.ledger"
+LEDGER_RECORD = "fedpca.privacy.ledger"
 
 
 def load_ledger(context: Context, ledger: PrivacyLedger) -> PrivacyLedger:

@@ -27,7 +27,6 @@ from flwr.common.secure_aggregation.secaggplus_constants import (
     RECORD_KEY_STATE,
 )
 
-
 #: Marks, in ``context.state``, that the current fit runs inside SecAgg+ masking.
 MASKED_RECORD = "fedpca.masked"
 

@@ -1,4 +1,4 @@
-"""Differentially private subspace clustering (paper 003, ALGORITHMS.md section 5).
+"""Differentially private subspace clustering (Wang, Wang, Singh, "Differentially Private Subspace Clustering", NIPS 2015).
 
 :mod:`~fedpca.clustering.metrics` holds the utility measures (k-means subspace cost,
 Wasserstein subspace distance), :mod:`~fedpca.clustering.result` the result every algorithm

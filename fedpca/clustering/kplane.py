@@ -3,7 +3,7 @@
 Paper: Wang, Wang, Singh, "Differentially Private Subspace Clustering", NIPS 2015
 (https://papers.nips.cc/paper/5991), Sec. 5: the baseline "k-plane [Bradley & Mangasarian
 2000] with the sample covariance perturbed via the SuLQ framework [Blum et al. 2005]", read
-as in ALGORITHMS.md section 5:
+as follows:
 
 0. the server draws ``k`` random ``q``-dimensional subspaces from its *public* seed
    (orthonormalised Gaussian ``d x q`` matrices; no privacy budget), or takes given public
@@ -25,7 +25,7 @@ changes the whole array by at most ``D = 2 C^2`` in L2 norm
 (:func:`cluster_moments_sensitivity`): ``sqrt(2) C^2`` if ``a = b`` (one upper triangle
 changes), else ``sqrt(||x||^4 + ||y||^4 + (C^2)^2 + (C^2)^2) <= 2 C^2`` (two triangles and
 two counts), attained by ``x = C e_1``, ``y = C e_2`` in different clusters. Each of the ``T``
-releases adds ``sigma = z D`` with ``z`` from :func:`fedpca.calibration.calibrate_gaussian`
+releases adds ``sigma = z D`` with ``z`` from :func:`fedpca.privacy.calibration.calibrate_gaussian`
 (``releases = T``), so a site's whole transcript is (epsilon, delta)-DP. Assignments never
 leave the site; the public initialisation and everything the server computes are
 post-processing.
@@ -49,15 +49,14 @@ from fedpca.algorithms.site import (
     ordered_answers,
     weighted_sum,
 )
-from fedpca.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.clustering.metrics import assign_to_subspaces
 from fedpca.clustering.nonprivate import cluster_scatter
 from fedpca.clustering.result import ClusteringResult
-from fedpca.data.subspaces import random_subspaces
 from fedpca.errors import ConfigurationError, InvalidRequestError, ParameterError
-from fedpca.mechanisms import upper_triangle_sensitivity
-from fedpca.subspace import top_eigenvectors
-from fedpca.validation import (
+from fedpca.linalg.subspace import random_subspaces, top_eigenvectors
+from fedpca.privacy.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
+from fedpca.privacy.mechanisms import upper_triangle_sensitivity
+from fedpca.privacy.validation import (
     require_choice,
     require_finite_positive,
     require_positive_int,

@@ -5,7 +5,7 @@
 * k-means subspace cost, eq. (3): ``cost(C; X) = 1/n sum_i min_j d^2(x_i, S_j)``;
 * Wasserstein subspace distance, eq. (2): ``d_W^2(C, C*) = min_pi sum_i d^2(S_i, S*_pi(i))``
   over matchings ``pi``, with ``d(S, S') = ||sin Theta(S, S')||_F``
-  (:func:`fedpca.subspace.subspace_distance`). It lies in ``[0, k q]``; Fig. 2 plots it.
+  (:func:`fedpca.linalg.subspace.subspace_distance`). It lies in ``[0, k q]``; Fig. 2 plots it.
 
 No privacy here: these are evaluations (in simulation they see the pooled data) and the
 assignment rule a site applies to its own records.
@@ -19,7 +19,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from fedpca.errors import ConfigurationError
-from fedpca.subspace import subspace_distance
+from fedpca.linalg.subspace import subspace_distance
 
 
 def squared_distances(X: np.ndarray, bases: Sequence[np.ndarray]) -> np.ndarray:

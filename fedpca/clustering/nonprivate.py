@@ -30,11 +30,10 @@ import numpy as np
 from fedpca.algorithms.central import prepare_central
 from fedpca.clustering.metrics import kmeans_subspace_cost, squared_distances
 from fedpca.clustering.result import ClusteringResult
-from fedpca.data.subspaces import random_subspaces
 from fedpca.errors import ConfigurationError
-from fedpca.site_data import SiteData
-from fedpca.subspace import top_eigenvectors
-from fedpca.validation import require_positive_int
+from fedpca.linalg.subspace import random_subspaces, top_eigenvectors
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.validation import require_positive_int
 
 logger = logging.getLogger(__name__)
 

@@ -72,17 +72,17 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.central import TRUST_CENTRAL, UNIT
-from fedpca.calibration import check_privacy_parameters
 from fedpca.clustering.kplane import triangle_size, unpack_symmetric
 from fedpca.clustering.metrics import wasserstein_subspace_distance
 from fedpca.clustering.nonprivate import check_problem
 from fedpca.clustering.result import ClusteringResult
 from fedpca.clustering.tsc import default_neighbours, tsc_subspaces
 from fedpca.errors import ConfigurationError
-from fedpca.mechanisms import NoiseSource
-from fedpca.site_data import SiteData
-from fedpca.subspace import top_eigenvectors
-from fedpca.validation import require_positive_int
+from fedpca.linalg.subspace import top_eigenvectors
+from fedpca.privacy.calibration import check_privacy_parameters
+from fedpca.privacy.mechanisms import NoiseSource
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.validation import require_positive_int
 
 logger = logging.getLogger(__name__)
 

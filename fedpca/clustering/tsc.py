@@ -38,9 +38,9 @@ from scipy.cluster.vq import ClusterError, kmeans2
 from fedpca.clustering.nonprivate import NO_PRIVACY, check_problem, fit_subspaces
 from fedpca.clustering.result import ClusteringResult
 from fedpca.errors import ConfigurationError
-from fedpca.site_data import SiteData
-from fedpca.subspace import top_eigenvectors
-from fedpca.validation import require_positive_int
+from fedpca.linalg.subspace import top_eigenvectors
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.validation import require_positive_int
 
 logger = logging.getLogger(__name__)
 

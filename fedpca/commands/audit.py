@@ -1,7 +1,7 @@
 """``fedpca audit MECHANISM``: an empirical lower bound on each mechanism's epsilon.
 
-Runs the distinguishing attack of :mod:`fedpca.audit` on the worst-case neighbouring
-datasets, through the real clients (:mod:`fedpca.audit_mechanisms`), and prints, per
+Runs the distinguishing attack of :mod:`fedpca.audit.attack` on the worst-case neighbouring
+datasets, through the real clients (:mod:`fedpca.audit.targets`), and prints, per
 mechanism, the claimed (epsilon, delta), the false-positive and false-negative rates with
 their Clopper-Pearson intervals, the empirical epsilon lower bound and a verdict: PASS when
 the bound does not exceed the claim (which does not prove DP), FAIL when it does (evidence,
@@ -21,8 +21,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from fedpca.audit import AuditResult, Interval, run_audit
-from fedpca.audit_mechanisms import MECHANISMS, AuditSettings, audit_target
+from fedpca.audit.attack import AuditResult, Interval, run_audit
+from fedpca.audit.targets import MECHANISMS, AuditSettings, audit_target
 from fedpca.commands.common import seeded_notice
 from fedpca.errors import ConfigurationError
 

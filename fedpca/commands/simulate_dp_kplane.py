@@ -6,7 +6,12 @@ from __future__ import annotations
 import argparse
 
 from fedpca.commands.common import (
-    add_common_flags, announce, data_seed, live_rounds, seeded_notice, write_outputs,
+    add_common_flags,
+    announce,
+    data_seed,
+    live_rounds,
+    seeded_notice,
+    write_outputs,
 )
 
 
@@ -34,9 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the simulation, print each round as it completes, write the JSON and the plot."""
     from fedpca.clustering.kplane import ALGORITHM
-    from fedpca.kplane_scenario import KPlaneScenario
     from fedpca.report import record_summary
     from fedpca.run_record import run_record
+    from fedpca.scenarios.kplane import KPlaneScenario
     from fedpca.simulations.kplane import simulate_kplane
 
     scenario = KPlaneScenario(

@@ -6,9 +6,14 @@ import argparse
 
 from fedpca.algorithms.dpdis_pca import VARIANTS, WEIGHTINGS, message_bytes
 from fedpca.commands.common import (
-    add_common_flags, announce, data_seed, live_rounds, seeded_notice, write_outputs,
+    add_common_flags,
+    announce,
+    data_seed,
+    live_rounds,
+    seeded_notice,
+    write_outputs,
 )
-from fedpca.dpdis_scenario import DATASETS, SYNTHETIC
+from fedpca.scenarios.dpdis_pca import DATASETS, SYNTHETIC
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the simulation, print its round and summary, write the JSON and the plot."""
-    from fedpca.dpdis_scenario import DPdisPCAScenario
+    from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
     from fedpca.simulations.dpdis_pca import simulate_dpdis_pca
 
     options = dict(

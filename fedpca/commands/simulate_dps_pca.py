@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 
 from fedpca.commands.common import (
-    add_common_flags, announce, data_seed, live_rounds, seeded_notice, write_outputs,
+    add_common_flags,
+    announce,
+    data_seed,
+    live_rounds,
+    seeded_notice,
+    write_outputs,
 )
 
 
@@ -36,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the simulation, print each round as it completes, the summary, the JSON, the plot."""
     from fedpca.report import result_summary
-    from fedpca.scenario import DPSPCAScenario
+    from fedpca.scenarios.dps_pca import DPSPCAScenario
     from fedpca.simulations.dps_pca import simulate_dps_pca
 
     scenario = DPSPCAScenario(

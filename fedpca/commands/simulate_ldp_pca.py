@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 
 from fedpca.commands.common import (
-    add_common_flags, announce, data_seed, live_rounds, seeded_notice, write_outputs,
+    add_common_flags,
+    announce,
+    data_seed,
+    live_rounds,
+    seeded_notice,
+    write_outputs,
 )
-from fedpca.ldp_scenario import LDPScenario
+from fedpca.scenarios.ldp_pca import LDPScenario
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -47,7 +47,7 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from fedpca.site_policy import write_policy_template
+    from fedpca.privacy.site_policy import write_policy_template
 
     path = write_policy_template(args.policy, args.name, args.data, args.ledger)
     print(f"wrote {path}: read every line, set the budget with your privacy officer, then "
@@ -56,8 +56,8 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _ledger(args: argparse.Namespace) -> int:
-    from fedpca.site_ledger import SiteLedger, format_ledger
-    from fedpca.site_policy import load_site_policy
+    from fedpca.privacy.site_ledger import SiteLedger, format_ledger
+    from fedpca.privacy.site_policy import load_site_policy
 
     policy = load_site_policy(args.policy)
     summary = SiteLedger(

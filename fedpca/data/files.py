@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from fedpca.errors import InvalidDataError
-from fedpca.validation import validate_site_data
+from fedpca.privacy.validation import validate_site_data
 
 
 def load_site_file(path: str | Path, site: str = "site") -> np.ndarray:

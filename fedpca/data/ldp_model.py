@@ -19,8 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedpca.subspace import thin_qr
-from fedpca.validation import require_finite_positive, require_ordered, require_positive_int
+from fedpca.linalg.subspace import thin_qr
+from fedpca.privacy.validation import (
+    require_finite_positive,
+    require_ordered,
+    require_positive_int,
+)
 
 #: Stream keys that keep the model's randomness apart from every site's samples.
 MODEL_STREAM = 0x1D9A0

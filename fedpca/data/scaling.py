@@ -1,6 +1,6 @@
 """Feature scaling and row-norm bounding that keep the privacy guarantee.
 
-Every mechanism assumes ``||x||_2 <= C`` (ALGORITHMS.md section 0). Scaling a record with
+Every mechanism assumes ``||x||_2 <= C`` for a public ``C``. Scaling a record with
 constants fixed *before* the data are seen is a per-record function, so it costs no privacy;
 constants computed *from* the data (its min, max, mean, std or largest row norm) make every
 record's output depend on every other record and break the DP guarantee. Hence:
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedpca.errors import ConfigurationError
-from fedpca.validation import require_finite_positive
+from fedpca.privacy.validation import require_finite_positive
 
 logger = logging.getLogger(__name__)
 

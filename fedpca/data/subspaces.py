@@ -20,24 +20,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedpca.clipping import clip_rows
 from fedpca.errors import ParameterError
-from fedpca.subspace import thin_qr
-from fedpca.validation import require_ordered, require_positive_int
+from fedpca.linalg.subspace import random_subspaces
+from fedpca.privacy.clipping import clip_rows
+from fedpca.privacy.validation import require_ordered, require_positive_int
 
 #: Standard deviations of ``||w||`` above ``sqrt(dim) noise`` the public scale allows for.
 NORM_SIGMAS = 6.0
 #: Stream keys that keep the planted subspaces apart from the samples.
 BASES_STREAM = 0x5B5ACE
 SAMPLE_STREAM = 0x5A3B1F
-
-
-def random_subspaces(
-    rng: np.random.Generator, dim: int, count: int, subspace_dim: int
-) -> list[np.ndarray]:
-    """``count`` orthonormal ``dim x subspace_dim`` bases of independent uniformly random
-    subspaces (orthonormalised Gaussian matrices)."""
-    return [thin_qr(rng.standard_normal((dim, subspace_dim))) for _ in range(count)]
 
 
 @dataclass(frozen=True)

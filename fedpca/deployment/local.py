@@ -41,12 +41,21 @@ from pathlib import Path
 from types import TracebackType
 
 from fedpca.blas import BLAS_ENV
-from fedpca.deployment.certs import LOOPBACK, DeploymentFiles, SiteKey, write_deployment_files
+from fedpca.deployment.certs import (
+    LOOPBACK,
+    DeploymentFiles,
+    SiteKey,
+    write_deployment_files,
+)
 from fedpca.deployment.fab_check import write_config_only_app
-from fedpca.deployment.processes import DEFAULT_GRACE, processes_with_env, stop_processes
+from fedpca.deployment.processes import (
+    DEFAULT_GRACE,
+    processes_with_env,
+    stop_processes,
+)
 from fedpca.errors import ConfigurationError, FedPCAError
+from fedpca.privacy.site_policy import write_policy_template
 from fedpca.results import PCAResult
-from fedpca.site_policy import write_policy_template
 
 logger = logging.getLogger(__name__)
 

@@ -33,7 +33,11 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, pooled_second_moment, run_dpdis_pca
+from fedpca.algorithms.dpdis_pca import (
+    DPdisPCAPolicy,
+    pooled_second_moment,
+    run_dpdis_pca,
+)
 from fedpca.data.datasets import load_dataset
 from fedpca.data.dpdis_model import DecayingSpectrumModel
 from fedpca.data.partition import partition_iid
@@ -48,7 +52,7 @@ from fedpca.experiments.sweeps import (
     plot_methods,
     summarize,
 )
-from fedpca.subspace import captured_energy, top_eigenvectors
+from fedpca.linalg.subspace import captured_energy, top_eigenvectors
 
 #: Stream key of the random record subsets drawn from a real data set.
 SUBSET_STREAM = 0x5B5E7

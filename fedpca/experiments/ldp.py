@@ -3,7 +3,7 @@
 Both use paper 004's synthetic model (:class:`fedpca.data.ldp_model.LDPSpikedModel`,
 ``Sigma = lambda/(5p(lambda+1)) V V^T + 1/(5p(lambda+1)) I``, ``lambda = 1``) and score a
 basis ``V^`` by the paper's error ``||V^ V^T - V V^T||_F``, which is ``sqrt(2)`` times
-fedpca's ``||sin Theta||_F`` (:func:`fedpca.subspace.subspace_distance`); both are reported.
+fedpca's ``||sin Theta||_F`` (:func:`fedpca.linalg.subspace.subspace_distance`); both are reported.
 Every record's view is (eps, delta)-LDP (replace-one, ``sigma_1`` calibrated for the
 corrected sensitivity ``sqrt(2)``; PLD accounting unless said otherwise). The records are
 split over :data:`SITES` sites; Alg. 1's aggregate has the same distribution however they
@@ -47,8 +47,8 @@ from fedpca.experiments.sweeps import (
     plot_methods,
     summarize,
 )
-from fedpca.fantope import fantope_admm
-from fedpca.subspace import subspace_distance, top_eigenvectors
+from fedpca.linalg.fantope import fantope_admm
+from fedpca.linalg.subspace import subspace_distance, top_eigenvectors
 
 #: Sites the records are split over (the aggregate's distribution does not depend on it).
 SITES = 10

@@ -1,11 +1,11 @@
 """DPS-PCA (paper 000: Ge, Wang, Wang, Liu, AISTATS 2018), Sec. 5: Fig. 3, 4a, 4b, Table 1.
 
-Setting (Sec. 5.1, ALGORITHMS.md section 7): one site holds ``n = 1e5`` rows of the sparse
+Setting (Sec. 5.1): one site holds ``n = 1e5`` rows of the sparse
 spiked model :class:`fedpca.data.synthetic.SparseSpikedModel` (``d = 1000``, ``k = 5``,
 ``s = 10``: top eigenvalues 100, the rest ``Uniform[0, 10]``), each divided by the model's
 public constant so ``||x|| <= 1`` (the paper is silent on row norms; without a bound its
 guarantee is void); DPS-PCA runs ``T = 10`` rounds with ``s_hat = 50``. Error: the paper's
-``||Q^T Q*_perp||_F = ||sin Theta(Q, Q*)||_F`` (:func:`fedpca.subspace.subspace_distance`;
+``||Q^T Q*_perp||_F = ||sin Theta(Q, Q*)||_F`` (:func:`fedpca.linalg.subspace.subspace_distance`;
 0 is perfect, ``sqrt(k(1 - k/d))`` is the level of a random subspace).
 
 Methods, every one private per record (replace-one):
@@ -37,7 +37,6 @@ import numpy as np
 from fedpca.algorithms.central import run_mod_sulq
 from fedpca.algorithms.dps_pca import SitePolicy, run_dps_pca
 from fedpca.algorithms.ppca import bingham_scale, run_ppca
-from fedpca.bingham import sample_matrix_bingham
 from fedpca.data.synthetic import SparseSpikedModel
 from fedpca.experiments.central_methods import (
     CENTRAL_LABELS,
@@ -48,8 +47,14 @@ from fedpca.experiments.central_methods import (
 from fedpca.experiments.output import ExperimentOutput, markdown_table
 from fedpca.experiments.progress import progress
 from fedpca.experiments.registry import experiment
-from fedpca.experiments.sweeps import empty_runs, mean_std_table, plot_methods, summarize
-from fedpca.subspace import subspace_distance
+from fedpca.experiments.sweeps import (
+    empty_runs,
+    mean_std_table,
+    plot_methods,
+    summarize,
+)
+from fedpca.linalg.bingham import sample_matrix_bingham
+from fedpca.linalg.subspace import subspace_distance
 
 #: DPS-PCA's two calibrations: fedpca's default and the paper's closed form.
 ACCOUNTINGS = ("pld", "paper")

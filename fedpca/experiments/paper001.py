@@ -37,8 +37,18 @@ from fedpca.experiments.central_methods import (
 from fedpca.experiments.output import ExperimentOutput, markdown_table
 from fedpca.experiments.progress import progress
 from fedpca.experiments.registry import experiment
-from fedpca.experiments.sweeps import empty_runs, mean_std_table, plot_methods, summarize
-from fedpca.subspace import captured_energy, energy_ratio, thin_qr, top_eigenvectors
+from fedpca.experiments.sweeps import (
+    empty_runs,
+    mean_std_table,
+    plot_methods,
+    summarize,
+)
+from fedpca.linalg.subspace import (
+    captured_energy,
+    energy_ratio,
+    thin_qr,
+    top_eigenvectors,
+)
 
 #: Stream keys of the experiments' own randomness (data, record permutations, random frames).
 DATA_STREAM = 0xF162

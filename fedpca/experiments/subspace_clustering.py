@@ -34,18 +34,26 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fedpca.calibration import paper_dps_pca_multiplier
 from fedpca.clustering.gibbs import run_gibbs_clustering, subspace_log_marginal
 from fedpca.clustering.kplane import KPlanePolicy, run_sulq_kplane
 from fedpca.clustering.metrics import kmeans_subspace_cost
 from fedpca.clustering.nonprivate import run_kplane
-from fedpca.clustering.sample_aggregate import paper_wasserstein_distance, run_sample_aggregate
-from fedpca.data.subspaces import UnionOfSubspaces, random_subspaces
+from fedpca.clustering.sample_aggregate import (
+    paper_wasserstein_distance,
+    run_sample_aggregate,
+)
+from fedpca.data.subspaces import UnionOfSubspaces
 from fedpca.experiments.output import ExperimentOutput, markdown_table
 from fedpca.experiments.progress import progress
 from fedpca.experiments.registry import experiment
-from fedpca.experiments.sweeps import empty_runs, mean_std_table, plot_methods, summarize
-from fedpca.subspace import top_eigenvectors
+from fedpca.experiments.sweeps import (
+    empty_runs,
+    mean_std_table,
+    plot_methods,
+    summarize,
+)
+from fedpca.linalg.subspace import random_subspaces, top_eigenvectors
+from fedpca.privacy.calibration import paper_dps_pca_multiplier
 
 NAME = "subspace-clustering"
 METHOD_LABELS = {

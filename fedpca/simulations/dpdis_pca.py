@@ -7,9 +7,9 @@ import time
 
 from fedpca.apps.common import partition_client
 from fedpca.clients.dpdis_pca import client_for_site
-from fedpca.dpdis_scenario import DPdisPCAScenario
 from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
+from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.simulations.launcher import run_federation
 from fedpca.strategies.dpdis_pca import DPdisPCAStrategy
 

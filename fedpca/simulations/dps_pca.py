@@ -10,15 +10,15 @@ from flwr.client import Client
 from flwr.common import Context
 
 from fedpca.apps.common import partition_client
-from fedpca.apps.workflow import SecAggSettings
 from fedpca.clients.dps_pca import client_for_site
 from fedpca.errors import FedPCAError
+from fedpca.privacy.validation import require_site_count
 from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
-from fedpca.scenario import DPSPCAScenario
+from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.simulations.launcher import run_federation
 from fedpca.strategies.dps_pca import DPSPCAStrategy
-from fedpca.validation import require_site_count
+from fedpca.strategies.workflow import SecAggSettings
 
 
 class SimulatedSiteFailure(FedPCAError):

@@ -8,8 +8,8 @@ import time
 from fedpca.apps.common import partition_client
 from fedpca.clients.kplane import client_for_site
 from fedpca.clustering.result import ClusteringResult
-from fedpca.kplane_scenario import KPlaneScenario
 from fedpca.progress import RoundObserver
+from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.simulations.launcher import run_federation
 from fedpca.strategies.kplane import KPlaneStrategy
 

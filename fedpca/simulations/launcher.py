@@ -18,11 +18,11 @@ from flwr.common import Context
 from flwr.server import Grid, ServerApp
 from flwr.simulation import run_simulation
 
-from fedpca.apps.workflow import SecAggSettings, run_strategy
 from fedpca.blas import single_thread_blas
 from fedpca.clients.secure_aggregation import secure_aggregation_mod
 from fedpca.errors import FedPCAError
 from fedpca.progress import RoundObserver
+from fedpca.strategies.workflow import SecAggSettings, run_strategy
 
 #: One CPU per virtual site beat half a CPU on a 2-core machine.
 CLIENT_RESOURCES = {"num_cpus": 1, "num_gpus": 0.0}

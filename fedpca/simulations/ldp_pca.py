@@ -7,9 +7,9 @@ import time
 
 from fedpca.apps.common import partition_client
 from fedpca.clients.ldp_pca import client_for_site
-from fedpca.ldp_scenario import LDPScenario
 from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
+from fedpca.scenarios.ldp_pca import LDPScenario
 from fedpca.simulations.launcher import run_federation
 from fedpca.strategies.ldp_pca import LDPCovarianceStrategy
 

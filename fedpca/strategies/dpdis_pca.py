@@ -1,7 +1,7 @@
 """DPdisPCA as a Flower strategy: one round, one release per site.
 
 Paper: Imtiaz, Sarwate, "Differentially-private Distributed Principal Component Analysis"
-(slides, Rutgers, 2018; ``papers/002`` of the project).
+(slides, Rutgers, 2018).
 
 The single round asks every site for its partial square root ``P_s`` (``d x R``) of its
 noisy second-moment matrix, or its whole noisy ``A^_s`` in the comparison variant, and merges

@@ -6,7 +6,7 @@ https://arxiv.org/abs/1908.11090 (Alg. 1; Alg. 2 with ``sparse=True``).
 One Flower round: every site sends the sum of its records' private views ``X^T X + Z``;
 the server forms ``S~`` and takes its top-``k`` eigenvectors, or solves Fantope projection
 and selection first. Every formula lives in :mod:`fedpca.algorithms.ldp_pca` and
-:mod:`fedpca.fantope`; this module only moves arrays. The privacy guarantee is the records'
+:mod:`fedpca.linalg.fantope`; this module only moves arrays. The privacy guarantee is the records'
 (each site adds the noise, see :mod:`fedpca.clients.ldp_pca`); the server only records it.
 """
 
@@ -21,7 +21,7 @@ from flwr.common import Scalar
 from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceServer
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import ConfigurationError
-from fedpca.fantope import ADMMSettings
+from fedpca.linalg.fantope import ADMMSettings
 from fedpca.strategies.base import SiteRoundStrategy
 
 #: LDP-PCA is non-interactive: one request, one answer per site.

@@ -408,3 +408,12 @@ def _thin_svd_eigenpairs(X: np.ndarray, divisor: float, k: int) -> tuple[np.ndar
             X, full_matrices=False, check_finite=False, lapack_driver="gesvd"
         )
     return s[:k] ** 2 / divisor, Vt[:k].T.copy()
+
+
+def random_subspaces(
+    rng: np.random.Generator, dim: int, count: int, subspace_dim: int
+) -> list[np.ndarray]:
+    """``count`` orthonormal ``dim x subspace_dim`` bases of independent uniformly random
+    subspaces (orthonormalised Gaussian matrices)."""
+    return [thin_qr(rng.standard_normal((dim, subspace_dim))) for _ in range(count)]
+

@@ -1,8 +1,8 @@
 """The audited mechanisms: each one's neighbouring releases, made by the real code.
 
-Every entry of :data:`MECHANISMS` builds an :class:`~fedpca.audit.AuditTarget` from
+Every entry of :data:`MECHANISMS` builds an :class:`~fedpca.audit.attack.AuditTarget` from
 :class:`AuditSettings`: the two worst-case neighbouring datasets of
-:func:`~fedpca.audit.worst_case_neighbours`, a release function that answers one request
+:func:`~fedpca.audit.attack.worst_case_neighbours`, a release function that answers one request
 through the algorithm's real Flower ``NumPyClient.fit`` (a fresh site per trial, so a fresh
 ledger and its own noise stream), and the epsilon the client itself reports for that one
 release (``epsilon_spent`` in its metrics). The central baselines have no client: their
@@ -32,18 +32,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedpca.algorithms.central import CentralRelease, analyze_gauss_release, mod_sulq_release
+from fedpca.algorithms.central import (
+    CentralRelease,
+    analyze_gauss_release,
+    mod_sulq_release,
+)
 from fedpca.algorithms.dpdis_pca import VARIANT_FULL, DPdisPCAPolicy, DPdisPCASite
 from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_POWER, DPSPCASite, SitePolicy
 from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceSite, LDPPolicy
 from fedpca.algorithms.site import PrivateSite, SitePrivacyPolicy
-from fedpca.audit import AuditTarget, NeighbouringDatasets, worst_case_basis, worst_case_neighbours
+from fedpca.audit.attack import (
+    AuditTarget,
+    NeighbouringDatasets,
+    worst_case_basis,
+    worst_case_neighbours,
+)
 from fedpca.clients import DPdisPCAClient, DPSPCAClient, LDPCovarianceClient
 from fedpca.clients.base import PrivateSiteClient
 from fedpca.clients.kplane import KPlaneClient
 from fedpca.clustering.kplane import KPlanePolicy, KPlaneSite
 from fedpca.errors import ConfigurationError
-from fedpca.site_data import SiteData
+from fedpca.privacy.site_data import SiteData
 
 #: The audited site's name (its errors and its noise stream).
 SITE = "audit"

@@ -9,7 +9,7 @@ noise or *fewer* releases.
 
 Privacy guarantee (unit: one record of the site's population, replace-one): every release
 of every run of every algorithm is charged to the site's lifetime ledger
-(:mod:`fedpca.site_ledger`) and the composition of all of them (PLD) stays within the
+(:mod:`fedpca.privacy.site_ledger`) and the composition of all of them (PLD) stays within the
 lifetime ``(epsilon, delta)`` below; a run also stays within ``run-epsilon``. The budget
 belongs to the *population* (the people whose records these are), not to a data file: a
 re-exported or changed file holds the same people; a site that really holds a disjoint cohort
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedpca.calibration import ACCOUNTING_MODES
 from fedpca.errors import ConfigurationError
+from fedpca.privacy.calibration import ACCOUNTING_MODES
 
 #: The federated algorithms a site may allow (tables ``[algorithms.NAME]``).
 POLICY_ALGORITHMS = ("dps-pca", "dpdis-pca", "ldp-pca")

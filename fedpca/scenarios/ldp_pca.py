@@ -18,11 +18,11 @@ from fedpca.algorithms.ldp_pca import LDPPolicy, privacy_record
 from fedpca.data.ldp_model import LDPSpikedModel
 from fedpca.data.synthetic import site_data, split_sizes
 from fedpca.errors import ConfigurationError, ParameterError
-from fedpca.fantope import require_penalty
+from fedpca.linalg.fantope import require_penalty
+from fedpca.linalg.subspace import energy_ratio, subspace_distance, top_eigenvectors
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.validation import require_finite_positive, require_positive_int
 from fedpca.run_config import RunConfigFields
-from fedpca.site_data import SiteData
-from fedpca.subspace import energy_ratio, subspace_distance, top_eigenvectors
-from fedpca.validation import require_finite_positive, require_positive_int
 
 SYNTHETIC = "synthetic"
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedpca.calibration import check_privacy_parameters, pld_epsilon
 from fedpca.errors import BudgetExceededError
-from fedpca.ledger import EPSILON_SLACK
-from fedpca.mechanisms import Release
+from fedpca.privacy.calibration import check_privacy_parameters, pld_epsilon
+from fedpca.privacy.ledger import EPSILON_SLACK
+from fedpca.privacy.mechanisms import Release
 
 #: Seconds a charge waits for another process's charge to commit.
 LOCK_TIMEOUT = 60.0

@@ -15,10 +15,14 @@ import numpy as np
 from fedpca.algorithms.dps_pca import SitePolicy, privacy_record
 from fedpca.data.synthetic import SparseSpikedModel, site_data, split_sizes
 from fedpca.errors import ConfigurationError, ParameterError
+from fedpca.linalg.subspace import subspace_distance
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.validation import (
+    require_ordered,
+    require_positive_int,
+    require_site_count,
+)
 from fedpca.run_config import RunConfigFields
-from fedpca.site_data import SiteData
-from fedpca.subspace import subspace_distance
-from fedpca.validation import require_ordered, require_positive_int, require_site_count
 
 #: ``run_config`` value meaning "no seed" (run_config cannot hold None).
 NO_SEED = -1

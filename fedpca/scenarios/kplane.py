@@ -15,14 +15,17 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedpca.clustering.kplane import KPlanePolicy, privacy_record, require_subspace_dim
-from fedpca.clustering.metrics import kmeans_subspace_cost, wasserstein_subspace_distance
+from fedpca.clustering.metrics import (
+    kmeans_subspace_cost,
+    wasserstein_subspace_distance,
+)
 from fedpca.data.subspaces import UnionOfSubspaces
 from fedpca.data.synthetic import split_sizes
 from fedpca.errors import ConfigurationError
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.validation import require_site_count
 from fedpca.run_config import RunConfigFields
-from fedpca.scenario import NO_SEED
-from fedpca.site_data import SiteData
-from fedpca.validation import require_site_count
+from fedpca.scenarios.dps_pca import NO_SEED
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,10 @@ from fedpca.data.dpdis_model import DecayingSpectrumModel
 from fedpca.data.federated import dataset_pooled, dataset_site
 from fedpca.data.synthetic import split_sizes
 from fedpca.errors import ConfigurationError, InvalidDataError, ParameterError
-from fedpca.scenario import NO_SEED
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.validation import require_choice, require_finite_positive
 from fedpca.run_config import RunConfigFields
-from fedpca.site_data import SiteData
-from fedpca.validation import require_choice, require_finite_positive
+from fedpca.scenarios.dps_pca import NO_SEED
 
 SYNTHETIC = "synthetic"
 #: ``"synthetic"`` and the names :func:`fedpca.data.datasets.load_dataset` knows.

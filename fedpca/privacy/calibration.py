@@ -4,7 +4,7 @@ A Gaussian release with L2 sensitivity ``D`` and noise standard deviation ``sigm
 described, for privacy accounting, by its noise multiplier ``z = sigma / D``: its privacy loss
 distribution is that of ``N(0, z^2)`` against ``N(1, z^2)`` whatever the neighbouring relation
 that produced ``D``. fedpca computes ``D`` for the *replace-one* relation itself (see
-``fedpca.mechanisms``) and hands ``z`` to ``dp-accounting`` as a ``GaussianDpEvent``; the
+``fedpca.privacy.mechanisms``) and hands ``z`` to ``dp-accounting`` as a ``GaussianDpEvent``; the
 accountant's add/remove-one relation then means exactly "a shift of one sensitivity unit".
 
 Accounting modes (``accounting=``):
@@ -33,7 +33,7 @@ import numpy as np
 from dp_accounting import pld, rdp
 
 from fedpca.errors import ConfigurationError, ParameterError
-from fedpca.validation import require_choice
+from fedpca.privacy.validation import require_choice
 
 ACCOUNTING_MODES = ("pld", "rdp", "paper")
 PAPER_RULES = ("dps-pca", "classic")

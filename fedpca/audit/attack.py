@@ -33,7 +33,7 @@ DP follows only from the analysis. With ``N`` trials no bound exceeds about ``lo
 (no error at all: ``FPR_u = FNR_u = 1 - (alpha / 2)^(1/N)``), and even a mechanism whose
 claim is exact is expected well below it: the bound pays the Clopper-Pearson penalty and sees
 only the error rates ``N`` trials can measure. This module knows nothing of Flower: a
-mechanism is any :data:`ReleaseFn`; :mod:`fedpca.audit_mechanisms` builds them from the
+mechanism is any :data:`ReleaseFn`; :mod:`fedpca.audit.targets` builds them from the
 real clients.
 """
 
@@ -48,9 +48,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from fedpca.calibration import check_privacy_parameters
 from fedpca.errors import ConfigurationError
-from fedpca.validation import require_finite_positive, require_positive_int
+from fedpca.privacy.calibration import check_privacy_parameters
+from fedpca.privacy.validation import require_finite_positive, require_positive_int
 
 logger = logging.getLogger(__name__)
 

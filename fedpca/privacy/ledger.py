@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from fedpca.calibration import check_privacy_parameters, pld_epsilon
 from fedpca.errors import BudgetExceededError, ConfigurationError
-from fedpca.mechanisms import Release
+from fedpca.privacy.calibration import check_privacy_parameters, pld_epsilon
+from fedpca.privacy.mechanisms import Release
 
 #: Relative slack when comparing spent epsilon with the budget (floating-point noise only).
 EPSILON_SLACK = 1e-6

@@ -1,0 +1,1 @@
+"""Privacy: calibration, accounting and ledgers, mechanisms, clipping, validation; no Flower import."""

@@ -1,0 +1,1 @@
+"""Runs on synthetic data, every parameter in one place: one scenario per federated algorithm; no Flower import."""
