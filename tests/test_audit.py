@@ -31,7 +31,7 @@ import pytest
 import fedpca.algorithms.central as central
 import fedpca.algorithms.dpdis_pca as dpdis_pca
 import fedpca.algorithms.dps_pca as dps_pca
-import fedpca.clustering.kplane as kplane
+import fedpca.algorithms.kplane as kplane
 from fedpca.algorithms.ldp_pca import LDPPolicy
 from fedpca.audit.attack import (
     AuditTarget,
@@ -65,7 +65,7 @@ ADD_REMOVE_SENSITIVITY = {
     "analyze-gauss": (central, "upper_triangle_sensitivity", lambda c: c**2),
     # SuLQ k-plane: the within-one-cluster figure sqrt(2) C^2 instead of the 2 C^2 of a record
     # that switches cluster (the same sqrt(2) understatement).
-    "dp-kplane": (kplane, "cluster_moments_sensitivity", lambda c: math.sqrt(2) * c**2),
+    "sulq-kplane": (kplane, "cluster_moments_sensitivity", lambda c: math.sqrt(2) * c**2),
 }
 #: MOD-SuLQ's calibration is the paper's beta (no sensitivity figure) and far above what its
 #: claim needs: halving it leaves it private at the claim (see the dedicated test).

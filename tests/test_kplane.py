@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 from scipy.optimize import minimize
 
-from fedpca.clustering.kplane import (
+from fedpca.algorithms.kplane import (
     KPlanePolicy,
     KPlaneServer,
     KPlaneSite,

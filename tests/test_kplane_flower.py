@@ -1,7 +1,7 @@
 """SuLQ k-plane through Flower: the simulation gives the reference's bases under the same
 seeds, the client refuses malformed requests, and the CLI prints and writes its record.
 
-One federation, started through ``fedpca simulate dp-kplane``, serves the reference
+One federation, started through ``fedpca simulate sulq-kplane``, serves the reference
 comparison and the CLI's output.
 """
 
@@ -12,9 +12,9 @@ import pytest
 from cli_runs import run_cli_record
 from record_schema import record_keys
 
+from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite, run_sulq_kplane
 from fedpca.cli import main as cli_main
 from fedpca.clients.kplane import KPlaneClient
-from fedpca.clustering.kplane import KPlanePolicy, KPlaneSite, run_sulq_kplane
 from fedpca.clustering.result import ClusteringResult
 from fedpca.errors import BudgetExceededError, InvalidRequestError
 from fedpca.linalg.subspace import random_subspaces
@@ -29,7 +29,7 @@ SCENARIO = KPlaneScenario(
 )
 #: SCENARIO as command-line flags (the CLI seeds the data with --seed too).
 ARGV = [
-    "simulate", "dp-kplane", "--sites", "3", "--dim", "5", "--samples", "900",
+    "simulate", "sulq-kplane", "--sites", "3", "--dim", "5", "--samples", "900",
     "--clusters", "3", "--subspace-dim", "2", "--noise", "0.01", "--rounds", "3",
     "--epsilon", "3.0", "--delta", "1e-5", "--seed", "11",
 ]
@@ -37,7 +37,7 @@ ARGV = [
 
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
-    """``fedpca simulate dp-kplane`` with SCENARIO's flags: (printed, record, JSON path)."""
+    """``fedpca simulate sulq-kplane`` with SCENARIO's flags: (printed, record, JSON path)."""
     output = tmp_path_factory.mktemp("kplane") / "run.json"
     return (*run_cli_record(ARGV, output), output)
 
@@ -125,14 +125,14 @@ def test_the_record_of_a_paper_calibrated_run():
 
 def test_cli_passes_the_paper_accounting_on(capsys):
     # epsilon 5 over 2 releases is outside the paper's formula: refused before Flower starts
-    code = cli_main(["simulate", "dp-kplane", "--rounds", "2", "--epsilon", "5",
+    code = cli_main(["simulate", "sulq-kplane", "--rounds", "2", "--epsilon", "5",
                      "--accounting", "paper"])
     assert code == 2
     assert "only valid below 1 per release, got --epsilon=5.0" in capsys.readouterr().err
 
 
 def test_cli_reports_bad_configuration(capsys):
-    code = cli_main(["simulate", "dp-kplane", "--subspace-dim", "5"])
+    code = cli_main(["simulate", "sulq-kplane", "--subspace-dim", "5"])
     assert code == 2
     assert ("--subspace-dim must be below --dim, got --subspace-dim=5, --dim=5 (default)"
             in capsys.readouterr().err)

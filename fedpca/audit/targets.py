@@ -39,6 +39,7 @@ from fedpca.algorithms.central import (
 )
 from fedpca.algorithms.dpdis_pca import VARIANT_FULL, DPdisPCAPolicy, DPdisPCASite
 from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_POWER, DPSPCASite, SitePolicy
+from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite
 from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceSite, LDPPolicy
 from fedpca.algorithms.site import PrivateSite, SitePrivacyPolicy
 from fedpca.audit.attack import (
@@ -50,7 +51,6 @@ from fedpca.audit.attack import (
 from fedpca.clients import DPdisPCAClient, DPSPCAClient, LDPCovarianceClient
 from fedpca.clients.base import PrivateSiteClient
 from fedpca.clients.kplane import KPlaneClient
-from fedpca.clustering.kplane import KPlanePolicy, KPlaneSite
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.site_data import SiteData
 
@@ -216,7 +216,7 @@ def kplane(settings: AuditSettings) -> AuditTarget:
     policy = KPlanePolicy(settings.epsilon, settings.delta, rounds=1, clip_norm=settings.clip_norm)
     axes = np.eye(settings.dim)
     return _client_target(
-        "dp-kplane", settings, policy, client=KPlaneClient, site=KPlaneSite,
+        "sulq-kplane", settings, policy, client=KPlaneClient, site=KPlaneSite,
         parameters=[axes[:, :1], axes[:, 1:2]],
         config={"round": 1, "dim": settings.dim, "clusters": 2},
         request="request k=2 bases e_1, e_2 (the record switches cluster)", view=np.ravel,
@@ -231,7 +231,7 @@ MECHANISMS: dict[str, Callable[[AuditSettings], AuditTarget]] = {
     "ldp-pca": ldp,
     "analyze-gauss": analyze_gauss,
     "mod-sulq": mod_sulq,
-    "dp-kplane": kplane,
+    "sulq-kplane": kplane,
 }
 
 

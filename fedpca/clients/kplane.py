@@ -2,7 +2,7 @@
 
 Privacy guarantee (unit: one record of this site, replace-one; the record may change
 cluster): everything the client sends over the whole run is (epsilon, delta)-DP under the
-site's own :class:`~fedpca.clustering.kplane.KPlanePolicy`. The noise is added here, before
+site's own :class:`~fedpca.algorithms.kplane.KPlanePolicy`. The noise is added here, before
 anything leaves the site; the server can raise the noise level (``min_noise_multiplier``)
 but never lower it. A request with the wrong number of bases, a basis of the wrong shape,
 non-finite or not orthonormal, or one the ledger would not allow (more than ``T`` rounds) is
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedpca.algorithms.kplane import KPlaneSite
 from fedpca.clients.base import PrivateSiteClient, client_factory
-from fedpca.clustering.kplane import KPlaneSite
 
 
 class KPlaneClient(PrivateSiteClient):

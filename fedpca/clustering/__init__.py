@@ -2,7 +2,7 @@
 
 :mod:`~fedpca.clustering.metrics` holds the utility measures (k-means subspace cost,
 Wasserstein subspace distance), :mod:`~fedpca.clustering.result` the result every algorithm
-returns, :mod:`~fedpca.clustering.kplane` the federated SuLQ k-plane. No Flower import here.
+returns, :mod:`~fedpca.algorithms.kplane` the federated SuLQ k-plane. No Flower import here.
 """
 
 from fedpca.clustering.metrics import (

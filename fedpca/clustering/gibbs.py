@@ -53,8 +53,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from fedpca.algorithms.central import TRUST_CENTRAL, UNIT
+from fedpca.algorithms.kplane import validate_bases
 from fedpca.algorithms.ppca import bingham_scale
-from fedpca.clustering.kplane import validate_bases
 from fedpca.clustering.metrics import squared_distances
 from fedpca.clustering.nonprivate import check_problem, cluster_scatter, run_kplane
 from fedpca.clustering.result import ClusteringResult

@@ -72,7 +72,7 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.central import TRUST_CENTRAL, UNIT
-from fedpca.clustering.kplane import triangle_size, unpack_symmetric
+from fedpca.algorithms.kplane import triangle_size, unpack_symmetric
 from fedpca.clustering.metrics import wasserstein_subspace_distance
 from fedpca.clustering.nonprivate import check_problem
 from fedpca.clustering.result import ClusteringResult

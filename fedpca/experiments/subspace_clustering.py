@@ -12,7 +12,7 @@ on the paper's two synthetic sets (:class:`fedpca.data.subspaces.UnionOfSubspace
 * ``gibbs``: :func:`fedpca.clustering.gibbs.run_gibbs_clustering` (exponential mechanism,
   eps-DP only in the limit of exact sampling), from a public random start; the released
   state after the last sweep is scored;
-* ``sulq10`` / ``sulq50``: :func:`fedpca.clustering.kplane.run_sulq_kplane` with 10 / 50
+* ``sulq10`` / ``sulq50``: :func:`fedpca.algorithms.kplane.run_sulq_kplane` with 10 / 50
   rounds on the pooled data as one site, (eps, delta) with fedpca's PLD calibration;
 
 and two references: non-private k-plane (:func:`fedpca.clustering.nonprivate.run_kplane`,
@@ -34,8 +34,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from fedpca.algorithms.kplane import KPlanePolicy, run_sulq_kplane
 from fedpca.clustering.gibbs import run_gibbs_clustering, subspace_log_marginal
-from fedpca.clustering.kplane import KPlanePolicy, run_sulq_kplane
 from fedpca.clustering.metrics import kmeans_subspace_cost
 from fedpca.clustering.nonprivate import run_kplane
 from fedpca.clustering.sample_aggregate import (

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fedpca.clustering.kplane import KPlanePolicy, privacy_record, require_subspace_dim
+from fedpca.algorithms.kplane import KPlanePolicy, privacy_record, require_subspace_dim
 from fedpca.clustering.metrics import (
     kmeans_subspace_cost,
     wasserstein_subspace_distance,

@@ -5,7 +5,7 @@ https://papers.nips.cc/paper/5991 (Sec. 5, the SuLQ k-plane baseline).
 
 Every round sends the ``k`` current bases (one array each) and receives each site's noisy
 per-cluster moments; the initial bases are public randomness from the server's seed. Every
-formula lives in :mod:`fedpca.clustering.kplane`; this module only moves arrays. The privacy
+formula lives in :mod:`fedpca.algorithms.kplane`; this module only moves arrays. The privacy
 guarantee is the sites' (each adds its own noise, see :mod:`fedpca.clients.kplane`); the
 server only records what they report.
 """
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from flwr.common import Scalar
 
+from fedpca.algorithms.kplane import KPlaneServer
 from fedpca.algorithms.site import SiteAnswer
-from fedpca.clustering.kplane import KPlaneServer
 from fedpca.strategies.base import SiteRoundStrategy
 
 

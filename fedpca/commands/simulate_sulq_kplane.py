@@ -1,4 +1,4 @@
-"""``fedpca simulate dp-kplane``: SuLQ k-plane subspace clustering on paper 003's synthetic
+"""``fedpca simulate sulq-kplane``: SuLQ k-plane subspace clustering on paper 003's synthetic
 union of subspaces."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from fedpca.commands.common import (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``dp-kplane`` sub-command."""
+    """Add the ``sulq-kplane`` sub-command."""
     p = subparsers.add_parser(
-        "dp-kplane",
+        "sulq-kplane",
         help="SuLQ k-plane private subspace clustering on a synthetic union of subspaces",
         description="Flower simulation of SuLQ k-plane: every site adds its own calibrated "
                     "noise to its per-cluster second moments; the initial subspaces are "
@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the simulation, print each round as it completes, write the JSON and the plot."""
-    from fedpca.clustering.kplane import ALGORITHM
+    from fedpca.algorithms.kplane import ALGORITHM
     from fedpca.report import record_summary
     from fedpca.run_record import run_record
     from fedpca.scenarios.kplane import KPlaneScenario
