@@ -1,12 +1,15 @@
 """The ``fedpca`` command line.
 
-``fedpca simulate ALGORITHM [flags]`` runs a Flower simulation (one module per algorithm in
-:mod:`fedpca.commands`); ``fedpca experiment NAME --out DIR`` reproduces a paper's figure or
-table (registered in :mod:`fedpca.experiments`); ``fedpca deploy certs|site-key|local``
-prepares and runs a real deployment (:mod:`fedpca.deployment`); ``fedpca site
-init|ledger|superexec`` is what a real site runs (:mod:`fedpca.commands.site`); ``fedpca audit MECHANISM``
-bounds a mechanism's epsilon from below by a distinguishing attack (:mod:`fedpca.audit.attack`);
-``fedpca show RESULT.json [--plot FILE.png]`` prints and draws a saved run.
+``fedpca simulate ALGORITHM [flags]`` runs a Flower simulation (:mod:`fedpca.commands.simulate`);
+``fedpca experiment NAME --out DIR`` reproduces a paper's figure or table (registered in
+:mod:`fedpca.experiments`); ``fedpca deploy certs|site-key|app|local`` prepares and runs a
+real deployment (:mod:`fedpca.deployment`); ``fedpca site init|ledger|superexec`` is what a
+real site runs (:mod:`fedpca.commands.site`); ``fedpca audit MECHANISM`` bounds a
+mechanism's epsilon from below by a distinguishing attack (:mod:`fedpca.audit`); ``fedpca
+show RESULT.json [--plot FILE.png]`` prints and draws a saved run.
+
+Only the command on the command line is built (and its modules imported): ``fedpca --help``
+imports neither Flower nor numpy.
 """
 
 from __future__ import annotations
@@ -15,39 +18,50 @@ from fedpca.blas import single_thread_env
 
 single_thread_env()  # before numpy is imported: a multi-threaded BLAS can deadlock Flower
 
-import argparse  # noqa: E402
-import logging  # noqa: E402
-import sys  # noqa: E402
+import argparse
+import logging
+import sys
 
-from fedpca.commands import register_all  # noqa: E402
-from fedpca.commands.audit import register_audit_command  # noqa: E402
-from fedpca.commands.show import register_show_command  # noqa: E402
-from fedpca.commands.site import register_site_command  # noqa: E402
-from fedpca.deployment.command import add_deployment_commands  # noqa: E402
-from fedpca.errors import FedPCAError  # noqa: E402
-from fedpca.experiments.registry import register_experiment_command  # noqa: E402
+from fedpca.algorithms.specs import load
+from fedpca.errors import FedPCAError
+
+#: command -> (its one-line help, the function adding its parser to the sub-parsers).
+COMMANDS = {
+    "simulate": ("run a Flower simulation",
+                 "fedpca.commands.simulate:register_simulate_command"),
+    "experiment": ("reproduce a paper's figure or table (PNG + JSON + markdown)",
+                   "fedpca.experiments.registry:register_experiment_command"),
+    "audit": ("empirical privacy audit: a distinguishing attack through the real clients",
+              "fedpca.commands.audit:register_audit_command"),
+    "deploy": ("certificates, site keys, the config-only App, a loopback deployment",
+               "fedpca.deployment.command:register_deploy_command"),
+    "site": ("a real site's policy, ledger and pinned runtime",
+             "fedpca.commands.site:register_site_command"),
+    "show": ("print the per-round table and summary of a saved result (and draw it)",
+             "fedpca.commands.show:register_show_command"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``fedpca`` command."""
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser of the ``fedpca`` command for ``argv``: the chosen command in
+    full, every other one by name and help only."""
     parser = argparse.ArgumentParser(
         prog="fedpca", description="Differentially private federated PCA on Flower."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    simulate = commands.add_parser("simulate", help="run a Flower simulation")
-    register_all(simulate.add_subparsers(dest="algorithm", required=True))
-    register_experiment_command(commands)
-    register_audit_command(commands)
-    deploy = commands.add_parser("deploy", help="certificates, site keys, a loopback deployment")
-    add_deployment_commands(deploy.add_subparsers(dest="deploy_command", required=True))
-    register_site_command(commands)
-    register_show_command(commands)
+    chosen = next((a for a in argv or () if not a.startswith("-")), None)
+    for name, (text, register) in COMMANDS.items():
+        if name == chosen:
+            load(register)(commands)
+        else:
+            commands.add_parser(name, help=text)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fedpca`` console script."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args))

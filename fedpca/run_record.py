@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fedpca.algorithms.dpdis_pca import message_bytes
-from fedpca.scenarios.dps_pca import NO_SEED
+from fedpca.scenarios.base import NO_SEED
 
 #: The history phase of DPS-PCA's initialisation release (not a power round).
 INIT_PHASE = "init"

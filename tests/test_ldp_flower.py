@@ -15,7 +15,6 @@ from record_schema import record_keys
 from fedpca.algorithms.ldp_pca import run_ldp_pca
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.cli import main as cli_main
-from fedpca.commands.simulate_ldp_pca import header
 from fedpca.errors import ConfigurationError
 from fedpca.results import PCAResult
 from fedpca.scenarios.ldp_pca import LDPScenario
@@ -85,11 +84,11 @@ def test_the_dense_header_names_the_paper_calibration():
     scenario = LDPScenario(sites=2, dim=12, samples=400, k=2, epsilon=0.5, delta=1e-4,
                            accounting="paper", seed=5)
     multiplier = math.sqrt(2 * math.log(1.25e4)) / 0.5
-    assert header(scenario) == (
+    assert scenario.header() == [(
         "LDP-PCA (dense): synthetic, 2 sites, n=400, d=12, k=2; every record's view "
         f"(0.5, 0.0001)-DP [paper: noise multiplier {multiplier:.3f}, "
         f"sigma_1 {math.sqrt(2) * multiplier:.3f}]"
-    )
+    )]
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedpca.apps.app_config import APP_CONFIG, COMPONENTS, PUBLISHER
+from fedpca.algorithms.specs import app_config
+from fedpca.apps.app_config import COMPONENTS, PUBLISHER
 from fedpca.cli import main as cli_main
 from fedpca.deployment.fab_check import (
     FabRefusedError,
@@ -36,7 +37,7 @@ def test_pyproject_declares_the_app_the_package_ships():
     app = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
     assert app["publisher"] == PUBLISHER
     assert app["components"] == COMPONENTS
-    assert app["config"] == APP_CONFIG
+    assert app["config"] == app_config()
 
 
 def test_a_configuration_only_fab_is_accepted():
@@ -64,7 +65,7 @@ def test_not_a_zip_is_refused():
 def test_the_written_app_builds_a_fab_the_sites_accept(tmp_path):
     app = write_config_only_app(tmp_path / "app")
     project = tomllib.loads((app / "pyproject.toml").read_text())
-    assert project["tool"]["flwr"]["app"]["config"] == APP_CONFIG
+    assert project["tool"]["flwr"]["app"]["config"] == app_config()
     check_fab(fab({"pyproject.toml": (app / "pyproject.toml").read_text()}))
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "code.py").write_text("")

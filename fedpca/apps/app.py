@@ -1,43 +1,30 @@
 """The Flower App declared in pyproject.toml: one ServerApp/ClientApp pair for every algorithm.
 
-``run_config["algorithm"]`` picks the algorithm (``dps-pca`` by default); each algorithm's
-module in :mod:`fedpca.apps` provides ``client_fn(context)`` and
-``server_main(grid, context)``.
+``run_config["algorithm"]`` picks the algorithm (``dps-pca`` by default) among
+:data:`fedpca.algorithms.specs.SPECS`: the ClientApp answers with that algorithm's site
+(:func:`fedpca.apps.common.site_client_for`), the ServerApp runs its ``server_main``.
 """
 
 from __future__ import annotations
-
-import importlib
-from types import ModuleType
 
 from flwr.client import Client, ClientApp
 from flwr.common import Context
 from flwr.server import Grid, ServerApp
 
+from fedpca.algorithms.specs import DEFAULT_ALGORITHM, AlgorithmSpec, load, spec
+from fedpca.apps.common import site_client_for
+from fedpca.blas import single_thread_blas
 from fedpca.clients.secure_aggregation import secure_aggregation_mod
-from fedpca.errors import ConfigurationError
-
-#: run_config ``algorithm`` value -> module implementing it.
-ALGORITHMS = {
-    "dps-pca": "fedpca.apps.dps_pca",
-    "dpdis-pca": "fedpca.apps.dpdis_pca",
-    "ldp-pca": "fedpca.apps.ldp_pca",
-}
-DEFAULT_ALGORITHM = "dps-pca"
 
 
-def _module(context: Context) -> ModuleType:
-    name = str(context.run_config.get("algorithm", DEFAULT_ALGORITHM))
-    if name not in ALGORITHMS:
-        raise ConfigurationError(
-            f"run_config algorithm={name!r} is unknown; choose one of {sorted(ALGORITHMS)}"
-        )
-    return importlib.import_module(ALGORITHMS[name])
+def _spec(context: Context) -> AlgorithmSpec:
+    return spec(str(context.run_config.get("algorithm", DEFAULT_ALGORITHM)))
 
 
 def client_fn(context: Context) -> Client:
     """This node's client for the configured algorithm."""
-    return _module(context).client_fn(context)
+    single_thread_blas()
+    return site_client_for(context, _spec(context))
 
 
 client_app = ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])
@@ -47,4 +34,4 @@ server_app = ServerApp()
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
     """Run the configured algorithm."""
-    _module(context).server_main(grid, context)
+    load(_spec(context).server_main)(grid, context)

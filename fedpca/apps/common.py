@@ -4,53 +4,37 @@ site from its own policy, or a simulated partition), and writing the result."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Any
 
 from flwr.client import Client
 from flwr.common import Context
+from flwr.server import Grid
 
+from fedpca.algorithms.specs import AlgorithmSpec
 from fedpca.apps.real_site import is_real_site, open_real_site
 from fedpca.clients.base import ClientFactory
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.site_data import SiteData
 from fedpca.report import result_summary
 from fedpca.results import PCAResult
+from fedpca.scenarios.base import S, Scenario
 
 logger = logging.getLogger(__name__)
 
-#: Sites the ServerApp waits for when run_config ``min-sites`` is 0.
+#: The fewest sites a ServerApp waits for (a "federation" of one site is its own curator).
 DEFAULT_MIN_SITES = 2
 
 
-class AppScenario(Protocol):
-    """What an algorithm's scenario offers the App: its site policy, seed and partitions."""
-
-    seed: int | None
-
-    def policy(self) -> Any: ...
-
-    def prepared_site(self, site: int) -> SiteData: ...
-
-
-class ScenarioFactory(Protocol):
-    """A scenario class: built from a run_config."""
-
-    def from_run_config(self, config: dict[str, Any], **overrides: Any) -> AppScenario: ...
-
-
-def site_client_for(
-    context: Context, algorithm: str, scenario_cls: ScenarioFactory,
-    client_for_site: ClientFactory,
-) -> Client:
-    """This node's client for ``algorithm``.
+def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
+    """This node's client for algorithm ``spec``.
 
     A real site (node_config names its ``policy``) answers from its own data file with its
     own budget, OS noise and lifetime ledger (:mod:`fedpca.apps.real_site`); the run_config
     supplies only the non-privacy parameters. A simulated site answers from partition
     ``partition-id`` of the scenario's data, with the run_config's policy and seed.
     """
+    scenario_cls, client_for_site = spec.scenario_class(), spec.client_for_site()
     if is_real_site(context):
-        site = open_real_site(context, algorithm)
+        site = open_real_site(context, spec.name)
         scenario = scenario_cls.from_run_config(site.config, sites=1)
         return client_for_site(
             context, site.records, scenario.policy(), site.name, seed=None, ledger=site.ledger
@@ -68,7 +52,7 @@ def site_client_for(
 
 
 def partition_client(
-    client_for_site: ClientFactory, scenario: AppScenario, context: Context
+    client_for_site: ClientFactory, scenario: Scenario, context: Context
 ) -> Client:
     """The client of virtual site ``node_config["partition-id"]`` (data built once per
     process by the scenario's cache, ledger in ``context.state``)."""
@@ -84,9 +68,16 @@ def site_partitions(context: Context) -> int:
     return int(context.node_config.get("num-partitions", 1))
 
 
-def min_sites(config: dict[str, Any]) -> int:
-    """run_config ``min-sites``, or :data:`DEFAULT_MIN_SITES` when it is 0."""
-    return int(config.get("min-sites", 0)) or DEFAULT_MIN_SITES
+def server_scenario(
+    scenario_cls: type[S], grid: Grid, context: Context
+) -> tuple[S, dict[str, Any]]:
+    """The ServerApp's scenario and run_config: the run_config's parameters over the sites
+    connected when the run starts (at least :data:`DEFAULT_MIN_SITES`), so that ``min-sites
+    = 0`` means all of them, as in ``fedpca simulate``. The server holds no data: it
+    only validates the shared parameters (and rebuilds public synthetic data to evaluate)."""
+    config = dict(context.run_config)
+    sites = max(DEFAULT_MIN_SITES, len(list(grid.get_node_ids())))
+    return scenario_cls.from_run_config(config, sites=sites), config
 
 
 def finish(result: PCAResult, config: dict[str, Any]) -> None:

@@ -13,33 +13,23 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from flwr.client import Client
 from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.algorithms.dpdis_pca import privacy_record
-from fedpca.apps.common import finish, min_sites, site_client_for
-from fedpca.blas import single_thread_blas
-from fedpca.clients.dpdis_pca import client_for_site
+from fedpca.apps.common import finish, server_scenario
 from fedpca.errors import FedPCAError
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.strategies.dpdis_pca import DPdisPCAStrategy
 from fedpca.strategies.workflow import run_strategy
 
 
-def client_fn(context: Context) -> Client:
-    """This node's DPdisPCA client."""
-    single_thread_blas()
-    return site_client_for(context, "dpdis-pca", DPdisPCAScenario, client_for_site)
-
-
 def server_main(grid: Grid, context: Context) -> None:
     """Run one DPdisPCA round over the connected sites; write the result if asked."""
-    config = dict(context.run_config)
-    scenario = DPdisPCAScenario.from_run_config(config, sites=1)
+    scenario, config = server_scenario(DPdisPCAScenario, grid, context)
     strategy = DPdisPCAStrategy(
         dim=scenario.dim, k=scenario.k, r=scenario.r, weighting=scenario.weighting,
-        variant=scenario.variant, min_sites=min_sites(config),
+        variant=scenario.variant, min_sites=scenario.required_sites(),
     )
     run_strategy(grid, context, strategy, strategy.num_rounds)
     strategy.privacy = privacy_record(scenario.policy(), list(strategy.site_sizes.values()))

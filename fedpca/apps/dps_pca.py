@@ -9,23 +9,14 @@ record count.
 
 from __future__ import annotations
 
-from flwr.client import Client
 from flwr.common import Context
 from flwr.server import Grid
 
-from fedpca.apps.common import finish, min_sites, site_client_for
-from fedpca.blas import single_thread_blas
-from fedpca.clients.dps_pca import client_for_site
+from fedpca.apps.common import finish, server_scenario
 from fedpca.errors import ConfigurationError
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.strategies.dps_pca import DPSPCAStrategy
 from fedpca.strategies.workflow import SecAggSettings, run_strategy
-
-
-def client_fn(context: Context) -> Client:
-    """This node's DPS-PCA client."""
-    single_thread_blas()
-    return site_client_for(context, "dps-pca", DPSPCAScenario, client_for_site)
 
 
 def _secure_settings(scenario: DPSPCAScenario, config: dict) -> SecAggSettings | None:
@@ -45,13 +36,10 @@ def _secure_settings(scenario: DPSPCAScenario, config: dict) -> SecAggSettings |
 
 def server_main(grid: Grid, context: Context) -> None:
     """Run DPS-PCA over the connected sites and write the result if ``output`` is set."""
-    config = dict(context.run_config)
-    # The server holds no data: one "site" is enough to validate the shared parameters.
-    scenario = DPSPCAScenario.from_run_config(config, sites=1)
+    scenario, config = server_scenario(DPSPCAScenario, grid, context)
     strategy = DPSPCAStrategy(
         dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,
-        min_sites=max(min_sites(config), scenario.secure_min_sites or 0),
-        seed=scenario.seed,
+        min_sites=scenario.required_sites(), seed=scenario.seed,
         evaluate_fn=scenario.distance_to_truth if config.get("dataset") == "synthetic" else None,
         privacy=scenario.privacy(),
     )

@@ -37,6 +37,7 @@ from fedpca.privacy.site_policy import (
     SitePolicyFile,
     load_site_policy,
 )
+from fedpca.scenarios.base import NO_SEED
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +45,6 @@ logger = logging.getLogger(__name__)
 POLICY_KEY = "policy"
 #: node_config keys that mark a real site (a simulation partition has neither).
 REAL_SITE_KEYS = (POLICY_KEY, "data-path")
-#: The run_config value that means "no seed" (pyproject declares ``seed = -1``).
-NO_SEED = -1
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ What is released and audited:
   noise to the sum, which would only weaken the attack.
 * ``analyze-gauss`` and ``mod-sulq``: the curator's noisy second moment, upper triangle.
 
-To audit another mechanism, add a builder ``AuditSettings -> AuditTarget`` here.
+To audit another mechanism, add a builder ``AuditSettings -> AuditTarget`` here and name it
+in the algorithm's spec.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_POWER, DPSPCASite, SiteP
 from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite
 from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceSite, LDPPolicy
 from fedpca.algorithms.site import PrivateSite, SitePrivacyPolicy
+from fedpca.algorithms.specs import SPECS, load
 from fedpca.audit.attack import (
     AuditTarget,
     NeighbouringDatasets,
@@ -223,15 +225,12 @@ def kplane(settings: AuditSettings) -> AuditTarget:
     )
 
 
-#: Every audited mechanism: name -> builder.
+#: Every audited mechanism: name -> builder; the federated algorithms' come from their
+#: specs (:data:`fedpca.algorithms.specs.SPECS`), then the central baselines'.
 MECHANISMS: dict[str, Callable[[AuditSettings], AuditTarget]] = {
-    "dps-pca/init": dps_init,
-    "dps-pca/power": dps_power,
-    "dpdis-pca": dpdis,
-    "ldp-pca": ldp,
+    **{name: load(path) for spec in SPECS.values() for name, path in spec.audit},
     "analyze-gauss": analyze_gauss,
     "mod-sulq": mod_sulq,
-    "sulq-kplane": kplane,
 }
 
 

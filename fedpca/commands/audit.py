@@ -99,15 +99,15 @@ def result_table(result: AuditResult) -> str:
     )
     rows = [
         ("claimed", f"eps {result.claimed_epsilon:.3f} at delta {result.delta:g} (one release)"),
-        ("trials", f"{result.trials} per dataset (+{result.calibration_trials} calibration), "
-                   f"noise {noise}"),
+        ("trials", (f"{result.trials} per dataset (+{result.calibration_trials} calibration), "
+                   f"noise {noise}")),
         ("false positives", _rate(result.false_positives, result.trials, result.fpr,
                                   result.confidence)),
         ("false negatives", _rate(result.false_negatives, result.trials, result.fnr,
                                   result.confidence)),
         ("separation", f"{result.separation:.3f} noise standard deviations"),
-        ("eps lower bound", f"{result.epsilon_lower:.3f} ({result.confidence:.0%} confidence), "
-                            f"margin {result.margin:+.3f}"),
+        ("eps lower bound", (f"{result.epsilon_lower:.3f} ({result.confidence:.0%} confidence), "
+                            f"margin {result.margin:+.3f}")),
         ("verdict", verdict),
     ]
     lines = [f"{result.mechanism}: {result.setup}"]

@@ -13,29 +13,9 @@ from fedpca.errors import ConfigurationError, KeywordNames, ParameterError
 from fedpca.progress import RoundObserver, RoundProgress
 from fedpca.run_record import RunResult, run_record, save_run_record
 
-#: Run parameters whose flag is not ``--`` + the parameter with dashes.
-FLAG_ALIASES = {"secure_min_sites": "--secure-aggregation"}
 
-
-def add_common_flags(
-    parser: argparse.ArgumentParser, *, sites: int, dim: int, samples: int, k: int,
-    epsilon: float = 1.0, delta: float = 1e-5,
-) -> None:
-    """``--sites --dim --samples --k --epsilon --delta --accounting --clip-norm --seed
-    --output --verbose`` with the given defaults."""
-    parser.add_argument("--sites", type=int, default=sites, help="virtual sites")
-    parser.add_argument("--dim", type=int, default=dim, help="features d")
-    parser.add_argument("--samples", type=int, default=samples,
-                        help="total records n, split evenly over the sites")
-    parser.add_argument("--k", type=int, default=k, help="components")
-    parser.add_argument("--epsilon", type=float, default=epsilon,
-                        help="per-site epsilon for the whole run")
-    parser.add_argument("--delta", type=float, default=delta, help="per-site delta")
-    parser.add_argument("--accounting", choices=("pld", "paper"), default="pld",
-                        help="pld: tight dp-accounting calibration; paper: the paper's formula")
-    parser.add_argument("--clip-norm", type=float, default=1.0, help="public row-norm bound C")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed noise and data for a reproducible run (never in production)")
+def add_output_flags(parser: argparse.ArgumentParser) -> None:
+    """``--output --verbose --plot --quiet``."""
     parser.add_argument("--output", type=Path, default=None, help="write the result as JSON")
     parser.add_argument("--verbose", action="store_true", help="show Flower's own logs")
     add_display_flags(parser)
@@ -70,12 +50,6 @@ def live_rounds(
         yield progress
 
 
-def data_seed(args: argparse.Namespace) -> int:
-    """The synthetic data's seed: ``--seed`` when given (a fully reproducible run), else 0
-    (the same public data every time, with fresh OS noise)."""
-    return args.seed if args.seed is not None else 0
-
-
 def write_record(path: Path | None, result: RunResult) -> None:
     """Write the run record of ``result`` (:mod:`fedpca.run_record`) to ``path``, if given."""
     if path is None:
@@ -100,25 +74,23 @@ class FlagNames:
     user changed."""
 
     def __init__(self, parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-        self.dests = {
-            option: action.dest for action in parser._actions for option in action.option_strings
+        self.flags = {
+            action.dest: action.option_strings[0]
+            for action in reversed(parser._actions) if action.option_strings
         }
         self.parser = parser
         self.args = args
 
     def name(self, parameter: str) -> str:
         """The parameter's flag, or the parameter itself if the command has no such flag."""
-        flag = FLAG_ALIASES.get(parameter, "--" + parameter.replace("_", "-"))
-        return flag if flag in self.dests else parameter
+        return self.flags.get(parameter, parameter)
 
     def assignment(self, parameter: str, value: object) -> str:
         """``--flag=value``, with ``(default)`` when that is the flag's default value."""
-        flag = self.name(parameter)
-        if flag not in self.dests:
+        if parameter not in self.flags:
             return KeywordNames().assignment(parameter, value)
-        dest = self.dests[flag]
-        unchanged = getattr(self.args, dest, None) == self.parser.get_default(dest)
-        return f"{flag}={value}" + (" (default)" if unchanged else "")
+        unchanged = getattr(self.args, parameter, None) == self.parser.get_default(parameter)
+        return f"{self.flags[parameter]}={value}" + (" (default)" if unchanged else "")
 
 
 def with_flag_errors(

@@ -30,8 +30,13 @@ from fedpca.errors import ConfigurationError
 from fedpca.report import result_summary
 
 
-def add_deployment_commands(commands: argparse._SubParsersAction) -> None:
-    """Add ``certs``, ``site-key`` and ``local`` to ``commands`` (an argparse subparsers)."""
+def register_deploy_command(commands: argparse._SubParsersAction) -> None:
+    """Add ``deploy`` with ``certs``, ``site-key``, ``app`` and ``local`` to ``commands``
+    (an argparse subparsers)."""
+    deploy = commands.add_parser(
+        "deploy", help="certificates, site keys, the config-only App, a loopback deployment"
+    )
+    commands = deploy.add_subparsers(dest="deploy_command", required=True)
     certs = commands.add_parser("certs", help="CA, SuperLink certificate, site key pairs")
     certs.add_argument("--out", type=Path, required=True, help="folder to write to")
     certs.add_argument("--sites", type=int, default=0,

@@ -19,7 +19,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-from fedpca.apps.app_config import APP_CONFIG, COMPONENTS, PUBLISHER
+from fedpca.algorithms.specs import app_config
+from fedpca.apps.app_config import COMPONENTS, PUBLISHER
 from fedpca.errors import FedPCAError
 
 #: The only members a configuration-only FAB may hold.
@@ -81,7 +82,7 @@ def config_only_pyproject(name: str = "fedpca-app", version: str = "0.1.0") -> s
         *(f'{key} = "{value}"' for key, value in COMPONENTS.items()),
         "",
         "[tool.flwr.app.config]",
-        *(f"{key} = {_toml(value)}" for key, value in APP_CONFIG.items()),
+        *(f"{key} = {_toml(value)}" for key, value in app_config().items()),
         "",
     ]
     return "\n".join(lines)
@@ -102,7 +103,7 @@ def write_config_only_app(directory: str | Path) -> Path:
     return target
 
 
-def _toml(value: bool | int | float | str) -> str:
+def _toml(value: bool | float | str) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):

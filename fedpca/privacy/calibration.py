@@ -27,13 +27,16 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import dp_accounting
 import numpy as np
-from dp_accounting import pld, rdp
 
 from fedpca.errors import ConfigurationError, ParameterError
 from fedpca.privacy.validation import require_choice
+
+if TYPE_CHECKING:  # dp-accounting (with scipy.signal) takes ~0.4 s to import: only when used
+    import dp_accounting
+    from dp_accounting import pld
 
 ACCOUNTING_MODES = ("pld", "rdp", "paper")
 PAPER_RULES = ("dps-pca", "classic")
@@ -103,6 +106,8 @@ def check_privacy_parameters(epsilon: float, delta: float) -> None:
 
 def composed_gaussian_event(multipliers: tuple[float, ...]) -> dp_accounting.DpEvent:
     """The dp-accounting event for Gaussian releases with these noise multipliers."""
+    import dp_accounting
+
     counts: dict[float, int] = {}
     for z in multipliers:
         counts[z] = counts.get(z, 0) + 1
@@ -116,6 +121,8 @@ def composed_gaussian_event(multipliers: tuple[float, ...]) -> dp_accounting.DpE
 
 def _pld_accountant(multipliers: tuple[float, ...]) -> pld.PLDAccountant:
     """A PLD accountant whose grid grows with the privacy loss (bounded memory and time)."""
+    from dp_accounting import pld
+
     loss = sum(1.0 / z**2 for z in multipliers)
     return pld.PLDAccountant(value_discretization_interval=PLD_DISCRETISATION * max(1.0, loss))
 
@@ -141,6 +148,8 @@ def rdp_epsilon(multipliers: tuple[float, ...], delta: float) -> float:
     """Epsilon at ``delta`` of composed Gaussian releases (RDP accountant, cached)."""
     if not multipliers:
         return 0.0
+    from dp_accounting import rdp
+
     accountant = rdp.RdpAccountant()
     accountant.compose(composed_gaussian_event(multipliers))
     return float(accountant.get_epsilon(delta))
@@ -180,6 +189,8 @@ _PAPER_FORMULAS = {"dps-pca": paper_dps_pca_multiplier, "classic": classic_gauss
 def _search_multiplier(
     accountant_factory, releases: int, epsilon: float, delta: float, bracket: tuple[float, float]
 ) -> float:
+    import dp_accounting
+
     return float(
         dp_accounting.calibrate_dp_mechanism(
             accountant_factory,
@@ -231,6 +242,8 @@ def calibrate_gaussian(
         raise ConfigurationError(f"releases must be an integer >= 1, got {releases!r}")
     require_choice(accounting, "accounting", ACCOUNTING_MODES)
     if accounting in ("pld", "rdp"):
+        from dp_accounting import rdp
+
         z = _search_multiplier(rdp.RdpAccountant, releases, epsilon, delta, MULTIPLIER_BRACKET)
         if accounting == "pld":
             z = _pld_multiplier(releases, epsilon, delta, z)

@@ -26,15 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedpca.algorithms.specs import SPECS
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.calibration import ACCOUNTING_MODES
 
 #: The federated algorithms a site may allow (tables ``[algorithms.NAME]``).
-POLICY_ALGORITHMS = ("dps-pca", "dpdis-pca", "ldp-pca")
+POLICY_ALGORITHMS = tuple(SPECS)
 #: A site refuses a delta above this many times ``1/n``: delta must be well below ``1/n``,
 #: or a mechanism may publish a whole record with probability delta.
 MAX_DELTA_TIMES_N = 0.1
-#: Power rounds a DPS-PCA site calibrates for when its policy does not say.
+#: Rounds a site calibrates a multi-round algorithm for when its policy does not say.
 DEFAULT_DPS_ROUNDS = 10
 
 POLICY_TEMPLATE = """\
@@ -121,7 +122,7 @@ class SitePolicyFile:
     def releases_per_run(self, algorithm: str) -> int:
         """The most releases one run of ``algorithm`` may make at this site."""
         settings = self.require_algorithm(algorithm)
-        return int(settings.get("rounds", DEFAULT_DPS_ROUNDS)) + 1 if algorithm == "dps-pca" else 1
+        return SPECS[algorithm].releases_per_run(int(settings.get("rounds", DEFAULT_DPS_ROUNDS)))
 
     def privacy_config(self, algorithm: str) -> dict[str, Any]:
         """The run_config privacy keys as this site sets them for one run of ``algorithm``
@@ -134,7 +135,7 @@ class SitePolicyFile:
             "clip-norm": self.clip_norm,
             "secure-min-sites": self.secure_min_sites or 0,
         }
-        if algorithm == "dps-pca":
+        if SPECS[algorithm].extra_releases is not None:  # a multi-round algorithm
             config["rounds"] = int(settings.get("rounds", DEFAULT_DPS_ROUNDS))
         return config
 

@@ -19,10 +19,13 @@ import numpy as np
 
 from fedpca.algorithms.dpdis_pca import (
     VARIANT_FACTOR,
+    VARIANTS,
     WEIGHTING_UNIFORM,
+    WEIGHTINGS,
     DPdisPCAPolicy,
     DPdisPCAServer,
     default_r,
+    message_bytes,
     pooled_second_moment,
     privacy_record,
 )
@@ -30,55 +33,45 @@ from fedpca.data.datasets import DATASET_NAMES
 from fedpca.data.dpdis_model import DecayingSpectrumModel
 from fedpca.data.federated import dataset_pooled, dataset_site
 from fedpca.data.synthetic import split_sizes
-from fedpca.errors import ConfigurationError, InvalidDataError, ParameterError
+from fedpca.errors import InvalidDataError, ParameterError
 from fedpca.privacy.site_data import SiteData
 from fedpca.privacy.validation import require_choice, require_finite_positive
-from fedpca.run_config import RunConfigFields
-from fedpca.scenarios.dps_pca import NO_SEED
+from fedpca.results import PCAResult
+from fedpca.scenarios.base import DIM, SAMPLES, K, Scenario, flag, parameter
 
 SYNTHETIC = "synthetic"
 #: ``"synthetic"`` and the names :func:`fedpca.data.datasets.load_dataset` knows.
 DATASETS = (SYNTHETIC, *DATASET_NAMES)
-#: Fields that may be None, and the ``run_config`` value standing for None (it holds no None).
 
 
 @dataclass(frozen=True)
-class DPdisPCAScenario(RunConfigFields):
+class DPdisPCAScenario(Scenario):
     """DPdisPCA over ``sites`` sites.
 
-    Attributes mirror the CLI flags. ``r`` is the columns of each ``P_s`` (``None``:
-    ``min(2k, dim)``); ``weighting`` ``"uniform"`` or ``"samples"``; ``variant`` ``"factor"``
-    (send ``P_s``) or ``"full"`` (send ``A^_s``). ``seed`` seeds the noise (``None``: OS
-    randomness, the only choice for production), ``data_seed`` the synthetic model and the
-    partition of a data set. ``alpha``: Dirichlet concentration of the label skew (data sets
-    only; ``None``: i.i.d. split). ``min_sites``: sites that must answer (``None``: all).
+    ``data_seed`` also seeds the partition of a data set.
     """
 
-    RUN_CONFIG_NONE: ClassVar[dict[str, Any]] = {
-        "r": 0, "seed": NO_SEED, "alpha": 0.0, "min_sites": 0,
-    }
-    INT_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"sites", "dim", "samples", "k", "r", "seed", "data_seed", "min_sites"}
-    )
+    ALGORITHM: ClassVar[str] = "dpdis-pca"
 
-    dataset: str = SYNTHETIC
-    sites: int = 10
-    dim: int = 200
-    samples: int = 20_000
-    k: int = 50
-    r: int | None = None
-    weighting: str = WEIGHTING_UNIFORM
-    variant: str = VARIANT_FACTOR
-    epsilon: float = 1.0
-    delta: float = 1e-5
-    accounting: str = "pld"
-    clip_norm: float = 1.0
-    seed: int | None = None
-    data_seed: int = 0
-    alpha: float | None = None
-    min_sites: int | None = None
+    dataset: str = parameter(SYNTHETIC, flag(
+        "synthetic model, or a public data set (--dim and --samples then come from the data)",
+        choices=DATASETS))
+    dim: int = parameter(200, DIM)
+    samples: int = parameter(20_000, SAMPLES)
+    k: int = parameter(50, K)
+    r: int | None = parameter(None, flag(
+        "columns of each site's P_s (default 2k, capped at d)", type=int, none=0))
+    weighting: str = parameter(WEIGHTING_UNIFORM, flag(
+        "uniform: A_c = mean of P_s P_s^T (the paper); samples: weights N_s/N",
+        choices=WEIGHTINGS))
+    variant: str = parameter(VARIANT_FACTOR, flag(
+        "factor: send P_s (d x r); full: send the noisy d x d matrix", choices=VARIANTS))
+    alpha: float | None = parameter(None, flag(
+        "Dirichlet label skew across sites (data sets only; default i.i.d.)", type=float,
+        none=0.0))
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         require_choice(self.dataset, "dataset", DATASETS)
         split_sizes(self.samples, self.sites)
         if self.alpha is not None:
@@ -107,6 +100,40 @@ class DPdisPCAScenario(RunConfigFields):
         X = dataset_pooled(dataset)
         return cls(dataset=dataset, dim=int(X.shape[1]), samples=int(X.shape[0]), **options)
 
+    @classmethod
+    def from_flags(cls, values: dict[str, Any]) -> DPdisPCAScenario:
+        """As :meth:`Scenario.from_flags`; a data set brings its own ``dim`` and
+        ``samples``."""
+        if values.get("dataset", SYNTHETIC) == SYNTHETIC:
+            return super().from_flags(values)
+        seed = values.get("seed")
+        options = {k: v for k, v in values.items() if k not in ("dataset", "dim", "samples")}
+        return cls.for_dataset(
+            values["dataset"], **options, data_seed=seed if seed is not None else 0
+        )
+
+    def header(self) -> list[str]:
+        """The data, the sites and each site's guarantee."""
+        p = self.privacy()
+        return [
+            (f"DPdisPCA on {self.dataset}: {self.sites} sites, n={self.samples}, d={self.dim}, "
+            f"k={self.k}, r={self.resolved_r or 'full'}, weighting {self.weighting}; each site "
+            f"({self.epsilon}, {self.delta})-DP, one release [{self.accounting}: noise "
+            f"multiplier {p['noise_multiplier']:.3f}, tau {p['sigma']:.3g} at the smallest "
+            f"site (N_s={p['smallest_site']})]")
+        ]
+
+    def report(self, result: PCAResult) -> list[str]:
+        """The energy ratio and the bytes each site sent."""
+        ratio = result.history[-1]["energy_ratio"]
+        sent = result.config["bytes_per_site"]
+        full = message_bytes(self.dim, None)
+        return [
+            f"energy ratio q/q_o = {ratio:.4f} (1 = non-private PCA of the pooled data)",
+            (f"bytes sent per site: {sent:,} (the full d x d matrix: {full:,}; "
+            f"{full / sent:.1f}x)"),
+        ]
+
     @property
     def resolved_r(self) -> int | None:
         """The ``r`` sites are asked for (``None`` for the full variant)."""
@@ -133,8 +160,7 @@ class DPdisPCAScenario(RunConfigFields):
 
     def prepared_site(self, site: int) -> SiteData:
         """Site ``site``'s validated, clipped records, cached per process."""
-        if not 0 <= site < self.sites:
-            raise ConfigurationError(f"site {site} is outside 0..{self.sites - 1}")
+        self.check_site(site)
         if self.dataset == SYNTHETIC:
             return _synthetic_site(self.model(), self.samples, self.sites, site, self.clip_norm)
         data = dataset_site(
@@ -169,7 +195,7 @@ class DPdisPCAScenario(RunConfigFields):
 
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _synthetic_site(
     model: DecayingSpectrumModel, samples: int, sites: int, site: int, clip_norm: float
 ) -> SiteData:

@@ -14,7 +14,7 @@ import numpy as np
 
 from fedpca.algorithms.dps_pca import SitePolicy, privacy_record
 from fedpca.data.synthetic import SparseSpikedModel, site_data, split_sizes
-from fedpca.errors import ConfigurationError, ParameterError
+from fedpca.errors import ParameterError
 from fedpca.linalg.subspace import subspace_distance
 from fedpca.privacy.site_data import SiteData
 from fedpca.privacy.validation import (
@@ -22,10 +22,11 @@ from fedpca.privacy.validation import (
     require_positive_int,
     require_site_count,
 )
-from fedpca.run_config import RunConfigFields
+from fedpca.results import PCAResult
+from fedpca.scenarios.base import DIM, SAMPLES, SITES, K, Scenario, flag, parameter
 
-#: ``run_config`` value meaning "no seed" (run_config cannot hold None).
-NO_SEED = -1
+#: ``--secure-aggregation`` without a number: every site of the federation.
+ALL_SITES = -1
 #: The shape parameters' relations, checked in this order: the simplest first, so that an
 #: error names the parameters a user set (``k <= dim``) before any left at its default.
 SHAPE_RELATIONS = (("k", "dim"), ("sparsity", "dim"), ("s_hat", "dim"), ("k", "sparsity"),
@@ -33,41 +34,34 @@ SHAPE_RELATIONS = (("k", "dim"), ("sparsity", "dim"), ("s_hat", "dim"), ("k", "s
 
 
 @dataclass(frozen=True)
-class DPSPCAScenario(RunConfigFields):
+class DPSPCAScenario(Scenario):
     """DPS-PCA over ``sites`` sites holding ``samples`` synthetic records in total.
 
-    Attributes mirror the CLI flags; ``seed`` seeds the noise and the server's public
-    randomness (``None``: OS randomness, the only choice for production), ``data_seed``
-    the synthetic model and samples. ``failure_rate`` (simulation only) makes each site
-    fail each round with that probability before it releases anything.
+    ``secure_min_sites = m``: every site adds ``sigma / sqrt(m)`` and answers only inside
+    SecAgg+ sums of at least ``m`` sites. ``failure_rate`` (simulation only) makes each
+    site fail each round with that probability before it releases anything.
     """
 
-    RUN_CONFIG_NONE: ClassVar[dict[str, Any]] = {
-        "seed": NO_SEED, "min_sites": 0, "secure_min_sites": 0,
-    }
-    INT_FIELDS: ClassVar[frozenset[str]] = frozenset({
-        "sites", "dim", "samples", "k", "sparsity", "s_hat", "rounds", "data_seed", "seed",
-        "min_sites", "secure_min_sites",
-    })
+    ALGORITHM: ClassVar[str] = "dps-pca"
 
-    sites: int = 100
-    dim: int = 200
-    samples: int = 200_000
-    k: int = 3
-    sparsity: int = 10
-    s_hat: int = 20
-    rounds: int = 10
-    epsilon: float = 1.0
-    delta: float = 1e-5
-    accounting: str = "pld"
-    clip_norm: float = 1.0
-    seed: int | None = None
-    data_seed: int = 0
-    min_sites: int | None = None
-    secure_min_sites: int | None = None
-    failure_rate: float = 0.0
+    sites: int = parameter(100, SITES)
+    dim: int = parameter(200, DIM)
+    samples: int = parameter(200_000, SAMPLES)
+    k: int = parameter(3, K)
+    sparsity: int = parameter(10, flag("true row sparsity s of the leading eigenspace"))
+    s_hat: int = parameter(20, flag("rows kept by thresholding"))
+    rounds: int = parameter(10, flag("power rounds T"))
+    secure_min_sites: int | None = parameter(None, flag(
+        "Flower SecAgg+: each site adds sigma/sqrt(M) so every secure sum of at least M "
+        "sites carries sigma (M defaults to all sites)",
+        flags=("--secure-aggregation",), nargs="?", type=int, const=ALL_SITES, metavar="M",
+        none=0,
+    ))
+    failure_rate: float = parameter(0.0, flag(
+        "simulate faults: each site fails each round with this probability"))
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         split_sizes(self.samples, self.sites)
         for name in ("dim", "k", "sparsity", "s_hat"):
             require_positive_int(getattr(self, name), name)
@@ -95,9 +89,38 @@ class DPSPCAScenario(RunConfigFields):
             secure_min_sites=self.secure_min_sites,
         )
 
+    @classmethod
+    def from_flags(cls, values: dict[str, Any]) -> DPSPCAScenario:
+        """As :meth:`Scenario.from_flags`; ``--secure-aggregation`` alone means all sites."""
+        if values.get("secure_min_sites") == ALL_SITES:
+            values = {**values, "secure_min_sites": values["sites"]}
+        return super().from_flags(values)
+
     def required_sites(self) -> int:
         """Sites every round needs: ``min_sites`` (all by default), at least ``m``."""
-        return max(self.min_sites or self.sites, self.secure_min_sites or 0)
+        return max(super().required_sites(), self.secure_min_sites or 0)
+
+    @property
+    def flower_rounds(self) -> int:
+        """The initialisation and ``T`` power rounds."""
+        return self.rounds + 1
+
+    def header(self) -> list[str]:
+        """The run's parameters, each site's guarantee and the trust model."""
+        p = self.privacy()
+        return [
+            (f"DPS-PCA: {self.sites} sites, n={self.samples}, d={self.dim}, k={self.k}, "
+            f"s_hat={self.s_hat}, T={self.rounds}; each site ({self.epsilon}, {self.delta})-DP "
+            f"[{self.accounting}: noise multiplier {p['noise_multiplier']:.3f}, "
+            f"sigma {p['sigma']:.3f}, {p['releases_per_site']} releases]"),
+            f"trust model: {p['trust_model']}",
+        ]
+
+    def report(self, result: PCAResult) -> list[str]:
+        """The summary of the result."""
+        from fedpca.report import result_summary
+
+        return [result_summary(result)]
 
     def largest_site(self) -> int:
         """The largest site's record count (public; SecAgg+'s ``max_weight``)."""
@@ -109,15 +132,13 @@ class DPSPCAScenario(RunConfigFields):
 
     def site_data(self, site: int) -> np.ndarray:
         """Site ``site``'s raw records (regenerated from the seeds on every call)."""
-        if not 0 <= site < self.sites:
-            raise ConfigurationError(f"site {site} is outside 0..{self.sites - 1}")
+        self.check_site(site)
         return site_data(self.model(), self.samples, self.sites, site)
 
     def prepared_site(self, site: int) -> SiteData:
         """Site ``site``'s validated, clipped records, cached per process: a virtual site
         creates its data once, not once per round."""
-        if not 0 <= site < self.sites:
-            raise ConfigurationError(f"site {site} is outside 0..{self.sites - 1}")
+        self.check_site(site)
         return _prepared_site(self.model(), self.samples, self.sites, site, self.clip_norm)
 
     def all_site_data(self) -> list[np.ndarray]:
@@ -130,7 +151,7 @@ class DPSPCAScenario(RunConfigFields):
 
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _prepared_site(
     model: SparseSpikedModel, samples: int, sites: int, site: int, clip_norm: float
 ) -> SiteData:

@@ -19,52 +19,38 @@ from fedpca.clustering.metrics import (
     kmeans_subspace_cost,
     wasserstein_subspace_distance,
 )
+from fedpca.clustering.result import ClusteringResult
 from fedpca.data.subspaces import UnionOfSubspaces
 from fedpca.data.synthetic import split_sizes
-from fedpca.errors import ConfigurationError
 from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import require_site_count
-from fedpca.run_config import RunConfigFields
-from fedpca.scenarios.dps_pca import NO_SEED
+from fedpca.scenarios.base import DIM, SAMPLES, Scenario, flag, parameter
 
 
 @dataclass(frozen=True)
-class KPlaneScenario(RunConfigFields):
+class KPlaneScenario(Scenario):
     """SuLQ k-plane over ``sites`` sites holding ``samples`` synthetic points in total.
 
-    Attributes mirror the CLI flags (defaults: paper 003's first Fig. 2 setting, ``n=5000,
-    d=5, k=3, q=3, sigma=0.01``). ``seed`` seeds the noise and the server's public
-    initialisation (``None``: OS randomness, the only choice for production), ``data_seed``
-    the subspaces and samples. ``min_sites`` (default: all) sites must answer every round.
+    Defaults: the first Fig. 2 setting of "Differentially Private Subspace Clustering"
+    (``n=5000, d=5, k=3, q=3, sigma=0.01``). ``seed`` also seeds the server's public
+    initial subspaces.
     """
 
-    RUN_CONFIG_NONE: ClassVar[dict[str, Any]] = {"seed": NO_SEED, "min_sites": 0}
-    INT_FIELDS: ClassVar[frozenset[str]] = frozenset({
-        "sites", "dim", "samples", "clusters", "subspace_dim", "rounds", "seed", "data_seed",
-        "min_sites",
-    })
+    ALGORITHM: ClassVar[str] = "sulq-kplane"
 
-    sites: int = 10
-    dim: int = 5
-    samples: int = 5000
-    clusters: int = 3
-    subspace_dim: int = 3
-    noise: float = 0.01
-    rounds: int = 10
-    epsilon: float = 1.0
-    delta: float = 1e-5
-    accounting: str = "pld"
-    clip_norm: float = 1.0
-    seed: int | None = None
-    data_seed: int = 0
-    min_sites: int | None = None
+    dim: int = parameter(5, DIM)
+    samples: int = parameter(5000, SAMPLES)
+    clusters: int = parameter(3, flag("number of subspaces k", flags=("--clusters", "--k")))
+    subspace_dim: int = parameter(3, flag("dimension q of each subspace"))
+    noise: float = parameter(0.01, flag(
+        "std of the Gaussian noise per coordinate of the synthetic points"))
+    rounds: int = parameter(10, flag("k-plane rounds T"))
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         split_sizes(self.samples, self.sites)
         self.model()
         require_subspace_dim(self.subspace_dim, self.dim)
         self.policy()
-        require_site_count(self.min_sites, "min_sites", self.sites)
 
     def model(self) -> UnionOfSubspaces:
         """The synthetic union of subspaces (public)."""
@@ -84,20 +70,38 @@ class KPlaneScenario(RunConfigFields):
         """The guarantee each site gives in this scenario."""
         return privacy_record(self.policy())
 
-    def required_sites(self) -> int:
-        """Sites every round needs: ``min_sites``, all by default."""
-        return self.min_sites or self.sites
+    @property
+    def flower_rounds(self) -> int:
+        """One Flower round per k-plane round."""
+        return self.rounds
+
+    def header(self) -> list[str]:
+        """The run's parameters, each site's guarantee, trust model and initialisation."""
+        p = self.privacy()
+        return [
+            (f"SuLQ k-plane: {self.sites} sites, n={self.samples}, d={self.dim}, "
+            f"k={self.clusters}, q={self.subspace_dim}, noise={self.noise}, T={self.rounds}; "
+            f"each site ({self.epsilon}, {self.delta})-DP [{self.accounting}: noise "
+            f"multiplier {p['noise_multiplier']:.3f}, sigma {p['sigma']:.3f}, "
+            f"{p['releases_per_site']} releases]"),
+            f"trust model: {p['trust_model']}; initialisation: {p['initialisation']}",
+        ]
+
+    def report(self, result: ClusteringResult) -> list[str]:
+        """The summary of the result's run record."""
+        from fedpca.report import record_summary
+        from fedpca.run_record import run_record
+
+        return [record_summary(run_record(result))]
 
     def site_data(self, site: int) -> np.ndarray:
         """Site ``site``'s points (read-only; the cached sample's block)."""
-        if not 0 <= site < self.sites:
-            raise ConfigurationError(f"site {site} is outside 0..{self.sites - 1}")
+        self.check_site(site)
         return _site_block(self.model(), self.sites, site)
 
     def prepared_site(self, site: int) -> SiteData:
         """Site ``site``'s validated, clipped records, cached per process."""
-        if not 0 <= site < self.sites:
-            raise ConfigurationError(f"site {site} is outside 0..{self.sites - 1}")
+        self.check_site(site)
         return _prepared_site(self.model(), self.sites, site, self.clip_norm)
 
     def all_site_data(self) -> list[np.ndarray]:
@@ -119,6 +123,6 @@ def _site_block(model: UnionOfSubspaces, sites: int, site: int) -> np.ndarray:
     return model.sample()[0][bounds[site]:bounds[site + 1]]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _prepared_site(model: UnionOfSubspaces, sites: int, site: int, clip_norm: float) -> SiteData:
     return SiteData.prepare(_site_block(model, sites, site), clip_norm, str(site))

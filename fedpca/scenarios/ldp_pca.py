@@ -22,7 +22,17 @@ from fedpca.linalg.fantope import require_penalty
 from fedpca.linalg.subspace import energy_ratio, subspace_distance, top_eigenvectors
 from fedpca.privacy.site_data import SiteData
 from fedpca.privacy.validation import require_finite_positive, require_positive_int
-from fedpca.run_config import RunConfigFields
+from fedpca.results import PCAResult
+from fedpca.scenarios.base import (
+    DELTA,
+    DIM,
+    EPSILON,
+    SAMPLES,
+    K,
+    Scenario,
+    flag,
+    parameter,
+)
 
 SYNTHETIC = "synthetic"
 
@@ -39,42 +49,37 @@ def dataset_names() -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class LDPScenario(RunConfigFields):
-    """LDP-PCA over ``sites`` sites (attributes mirror the CLI flags).
+class LDPScenario(Scenario):
+    """LDP-PCA over ``sites`` sites.
 
     ``dim``, ``samples``, ``sparsity`` (``None``: dense ``V``) and ``spike`` describe the
     synthetic model only; a named dataset brings its own size and width. ``alpha`` (datasets
     only) is the Dirichlet concentration of a label-skewed partition (``None``: IID).
-    ``lam`` overrides the default FPS penalty of the sparse solver. ``seed`` seeds the noise
-    (``None``: OS randomness, the only choice for production), ``data_seed`` the data.
+    ``lam`` overrides the default FPS penalty of the sparse solver.
     """
 
-    RUN_CONFIG_NONE: ClassVar[dict[str, Any]] = {
-        "sparsity": 0, "lam": -1.0, "alpha": 0.0, "seed": -1, "min_sites": 0,
-    }
-    INT_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"sites", "dim", "samples", "k", "sparsity", "seed", "data_seed", "min_sites"}
-    )
+    ALGORITHM: ClassVar[str] = "ldp-pca"
 
-    sites: int = 10
-    dim: int = 40
-    samples: int = 100_000
-    k: int = 5
-    sparse: bool = False
-    sparsity: int | None = None
-    spike: float = 1.0
-    lam: float | None = None
-    epsilon: float = 0.5
-    delta: float = 1e-4
-    accounting: str = "pld"
-    clip_norm: float = 1.0
-    dataset: str = SYNTHETIC
-    alpha: float | None = None
-    seed: int | None = None
-    data_seed: int = 0
-    min_sites: int | None = None
+    dim: int = parameter(40, DIM)
+    samples: int = parameter(100_000, SAMPLES)
+    k: int = parameter(5, K)
+    sparse: bool = parameter(False, flag(
+        "solve Fantope projection and selection on the server (Alg. 2)"))
+    sparsity: int | None = parameter(None, flag(
+        "row sparsity s of the synthetic model's V (default: dense V)", type=int, none=0))
+    spike: float = parameter(1.0, flag(
+        "the synthetic model's lambda (eigengap factor; 1 in the paper)"))
+    lam: float | None = parameter(None, flag(
+        "FPS L1 penalty (default: sigma_1 sqrt(2 ln(d(d+1)) / n))", type=float, none=-1.0))
+    epsilon: float = parameter(0.5, EPSILON)
+    delta: float = parameter(1e-4, DELTA)
+    dataset: str = parameter(SYNTHETIC, flag(
+        "'synthetic' (the paper's model) or a named dataset such as 'mnist'"))
+    alpha: float | None = parameter(None, flag(
+        "Dirichlet label skew of a dataset partition (default: IID)", type=float, none=0.0))
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         require_positive_int(self.sites, "sites")
         self.policy()
         if self.lam is not None:
@@ -95,6 +100,38 @@ class LDPScenario(RunConfigFields):
                 "synthetic model", {"alpha": self.alpha, "dataset": self.dataset},
                 hint="drop {alpha} or choose a dataset as {dataset}",
             )
+
+    def header(self) -> list[str]:
+        """The data, the sites and every record's guarantee."""
+        p = self.privacy()
+        return [
+            (f"LDP-PCA ({'sparse, Fantope ADMM' if self.sparse else 'dense'}): "
+            f"{self.dataset}, {self.sites} sites, n={self.data_samples}, "
+            f"d={self.data_dim}, k={self.k}; every record's view ({self.epsilon}, "
+            f"{self.delta})-DP [{self.accounting}: noise multiplier "
+            f"{p['noise_multiplier']:.3f}, sigma_1 {p['sigma']:.3f}]")
+        ]
+
+    def report(self, result: PCAResult) -> list[str]:
+        """Distance and energy ratio; with ``sparse``, the Fantope solver's figures."""
+        from fedpca.report import result_summary
+
+        entry = result.history[-1]
+        reference = "model truth" if self.synthetic else "pooled non-private PCA"
+        lines = [
+            (f"subspace distance to the {reference}: {entry['distance']:.4f} "
+            f"(orthogonal: {self.k ** 0.5:.4f}); energy ratio q/q_o: "
+            f"{entry['energy_ratio']:.4f}")
+        ]
+        if self.sparse:
+            recall = (f", precision {entry['support_precision']:.3f}, recall "
+                      f"{entry['support_recall']:.3f}" if "support_recall" in entry else "")
+            lines.append(
+                f"Fantope ADMM: lam {entry['lam']:.4g}, {entry['admm_iterations']} iterations, "
+                f"{'converged' if entry['admm_converged'] else 'NOT converged (iteration cap)'}"
+                f"; support size {entry['support_size']}{recall}"
+            )
+        return [*lines, result_summary(result)]
 
     @property
     def synthetic(self) -> bool:
@@ -123,8 +160,7 @@ class LDPScenario(RunConfigFields):
 
     def prepared_site(self, site: int) -> SiteData:
         """Site ``site``'s validated, clipped records, cached per process."""
-        if not 0 <= site < self.sites:
-            raise ConfigurationError(f"site {site} is outside 0..{self.sites - 1}")
+        self.check_site(site)
         if self.synthetic:
             return _prepared_site(self.model(), self.samples, self.sites, site, self.clip_norm)
         from fedpca.data.federated import dataset_site
@@ -170,7 +206,7 @@ class LDPScenario(RunConfigFields):
 
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _prepared_site(
     model: LDPSpikedModel, samples: int, sites: int, site: int, clip_norm: float
 ) -> SiteData:

@@ -1,0 +1,158 @@
+"""One registration per federated algorithm.
+
+An :class:`AlgorithmSpec` names everything the product derives for an algorithm: the
+``fedpca simulate NAME`` command and its flags (from the scenario's fields, see
+:mod:`fedpca.scenarios.base`), the Flower App's dispatch on run_config ``algorithm`` and
+its run_config keys, the Flower adapters (client factory, strategies, simulation) and the
+``fedpca audit`` targets. Everything is named by import path and loaded only when used, so
+that ``fedpca --help`` imports neither Flower nor numpy. Adding an algorithm: its Flower-free
+module in :mod:`fedpca.algorithms`, its scenario, its Flower adapters, and one entry here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from fedpca.errors import ConfigurationError
+
+
+def load(path: str) -> Any:
+    """The object at ``"package.module:attribute"``."""
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """A federated algorithm, by name (``"package.module:attribute"`` paths).
+
+    Attributes:
+        name: the ``fedpca simulate`` sub-command and the run_config ``algorithm`` value.
+        help: one line for ``fedpca simulate --help``.
+        description: the sub-command's description.
+        scenario: the scenario dataclass (parameters, defaults, help, data, policy).
+        site: the Flower-free site class (its data, noise and ledger).
+        client: the Flower NumPyClient answering for ``site``.
+        simulate: ``(scenario, verbose, observer) -> result``: the Flower simulation.
+        server_main: ``(grid, context) -> None``: the App's ServerApp body.
+        audit: ``fedpca audit`` mechanism name -> ``AuditSettings -> AuditTarget`` builder.
+        extra_releases: ``None`` for one release per site and run; else a run makes
+            ``rounds + extra_releases`` releases (DPS-PCA's initialisation: 1).
+    """
+
+    name: str
+    help: str
+    description: str
+    scenario: str
+    site: str
+    client: str
+    simulate: str
+    server_main: str
+    audit: tuple[tuple[str, str], ...]
+    extra_releases: int | None = None
+
+    def releases_per_run(self, rounds: int) -> int:
+        """The releases one run with ``rounds`` rounds makes at a site."""
+        return 1 if self.extra_releases is None else rounds + self.extra_releases
+
+    def scenario_class(self) -> Any:
+        """The scenario dataclass."""
+        return load(self.scenario)
+
+    def client_for_site(self) -> Any:
+        """``(context, data, policy, site, seed=None, ledger=None) -> flwr Client``."""
+        from fedpca.clients.base import client_factory
+
+        return client_factory(load(self.client), load(self.site))
+
+
+SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
+    AlgorithmSpec(
+        name="dps-pca",
+        help="DPS-PCA (noisy truncated power method) on the synthetic sparse model",
+        description="Flower simulation of DPS-PCA: every site adds its own calibrated noise.",
+        scenario="fedpca.scenarios.dps_pca:DPSPCAScenario",
+        site="fedpca.algorithms.dps_pca:DPSPCASite",
+        client="fedpca.clients.dps_pca:DPSPCAClient",
+        simulate="fedpca.simulations.dps_pca:simulate_dps_pca",
+        server_main="fedpca.apps.dps_pca:server_main",
+        audit=(("dps-pca/init", "fedpca.audit.targets:dps_init"),
+               ("dps-pca/power", "fedpca.audit.targets:dps_power")),
+        extra_releases=1,
+    ),
+    AlgorithmSpec(
+        name="dpdis-pca",
+        help="DPdisPCA (one round of noisy partial square roots) on synthetic or real data",
+        description="Flower simulation of DPdisPCA: every site releases P_s = U_R S_R^(1/2) "
+                    "of its noisy second-moment matrix once; the server merges them.",
+        scenario="fedpca.scenarios.dpdis_pca:DPdisPCAScenario",
+        site="fedpca.algorithms.dpdis_pca:DPdisPCASite",
+        client="fedpca.clients.dpdis_pca:DPdisPCAClient",
+        simulate="fedpca.simulations.dpdis_pca:simulate_dpdis_pca",
+        server_main="fedpca.apps.dpdis_pca:server_main",
+        audit=(("dpdis-pca", "fedpca.audit.targets:dpdis"),),
+    ),
+    AlgorithmSpec(
+        name="ldp-pca",
+        help="LDP-PCA (local-DP covariance views; --sparse: Fantope projection and selection)",
+        description="Flower simulation of LDP-PCA: every record's view x x^T + Z is "
+                    "(eps, delta)-DP on its own; a site sends the sum of its records' views.",
+        scenario="fedpca.scenarios.ldp_pca:LDPScenario",
+        site="fedpca.algorithms.ldp_pca:LDPCovarianceSite",
+        client="fedpca.clients.ldp_pca:LDPCovarianceClient",
+        simulate="fedpca.simulations.ldp_pca:simulate_ldp_pca",
+        server_main="fedpca.apps.ldp_pca:server_main",
+        audit=(("ldp-pca", "fedpca.audit.targets:ldp"),),
+    ),
+    AlgorithmSpec(
+        name="sulq-kplane",
+        help="SuLQ k-plane private subspace clustering on a synthetic union of subspaces",
+        description="Flower simulation of SuLQ k-plane: every site adds its own calibrated "
+                    "noise to its per-cluster second moments; the initial subspaces are "
+                    "public randomness.",
+        scenario="fedpca.scenarios.kplane:KPlaneScenario",
+        site="fedpca.algorithms.kplane:KPlaneSite",
+        client="fedpca.clients.kplane:KPlaneClient",
+        simulate="fedpca.simulations.kplane:simulate_kplane",
+        server_main="fedpca.apps.kplane:server_main",
+        audit=(("sulq-kplane", "fedpca.audit.targets:kplane"),),
+        extra_releases=0,
+    ),
+)}
+#: The algorithm ``flwr run`` runs when run_config names none.
+DEFAULT_ALGORITHM = "dps-pca"
+
+
+def spec(name: str) -> AlgorithmSpec:
+    """The spec of algorithm ``name``; an unknown name is refused with the known ones."""
+    if name not in SPECS:
+        raise ConfigurationError(
+            f"algorithm {name!r} is unknown; choose one of {sorted(SPECS)}"
+        )
+    return SPECS[name]
+
+
+def app_config() -> dict[str, Any]:
+    """The Flower App's run_config keys and defaults, derived from the scenarios: every
+    algorithm's fields (a key several algorithms share takes the default algorithm's
+    default), without ``sites`` (the federation decides) and ``failure_rate`` (the CLI's
+    fault simulation), plus the App's own keys."""
+    config: dict[str, Any] = {"algorithm": DEFAULT_ALGORITHM}
+    ordered = [SPECS[DEFAULT_ALGORITHM], *(s for s in SPECS.values() if s.name != DEFAULT_ALGORITHM)]
+    for algorithm in ordered:
+        cls = algorithm.scenario_class()
+        none = cls.run_config_none()
+        for name, value in cls.defaults().items():
+            if name in CLI_ONLY:
+                continue
+            config.setdefault(name.replace("_", "-"), none.get(name) if value is None else value)
+    return {**config, **APP_KEYS}
+
+
+#: Scenario fields that are not run_config keys.
+CLI_ONLY = frozenset({"sites", "failure_rate"})
+#: run_config keys of the App itself: SecAgg+'s public bound on a site's record count and
+#: the path the ServerApp writes its run record to ("": none).
+APP_KEYS: dict[str, Any] = {"secagg-max-weight": 0, "output": ""}

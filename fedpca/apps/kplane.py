@@ -1,0 +1,32 @@
+"""SuLQ k-plane in the Flower App (``flwr run . --run-config 'algorithm="sulq-kplane"'``).
+
+``rounds`` Flower rounds: the server sends the ``clusters`` current bases (public; the first
+from the run's seed), every site answers with its noisy per-cluster second moments and
+counts (DP on their own, per-site noise). With the synthetic data (``dataset =
+"synthetic"``) the server records the cost and the distance to the planted subspaces, as
+``fedpca simulate sulq-kplane`` does.
+"""
+
+from __future__ import annotations
+
+from flwr.common import Context
+from flwr.server import Grid
+
+from fedpca.apps.common import finish, server_scenario
+from fedpca.scenarios.kplane import KPlaneScenario
+from fedpca.strategies.kplane import KPlaneStrategy
+from fedpca.strategies.workflow import run_strategy
+
+
+def server_main(grid: Grid, context: Context) -> None:
+    """Run SuLQ k-plane over the connected sites and write the result if ``output`` is set."""
+    scenario, config = server_scenario(KPlaneScenario, grid, context)
+    strategy = KPlaneStrategy(
+        dim=scenario.dim, clusters=scenario.clusters, subspace_dim=scenario.subspace_dim,
+        rounds=scenario.rounds, clip_norm=scenario.clip_norm,
+        min_sites=scenario.required_sites(), seed=scenario.seed,
+        evaluate_fn=scenario.evaluate if config.get("dataset") == "synthetic" else None,
+        privacy=scenario.privacy(),
+    )
+    run_strategy(grid, context, strategy, strategy.num_rounds)
+    finish(strategy.result(config), config)

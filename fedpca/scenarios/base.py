@@ -1,0 +1,158 @@
+"""What every scenario shares: the privacy fields, their CLI flags and run_config keys.
+
+A scenario is a frozen dataclass holding every parameter of one run. Its fields are the one
+declaration of those parameters: a field whose metadata was made by :func:`flag` is a
+``fedpca simulate`` flag (``s_hat`` -> ``--s-hat``, with the field's default and help text)
+and every field is a Flower ``run_config`` key (``s-hat``); :mod:`fedpca.algorithms.specs`
+names each algorithm's scenario. No Flower import here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
+from typing import Any, ClassVar, Self, TypeVar
+
+from fedpca.errors import ConfigurationError
+from fedpca.privacy.calibration import ACCOUNTING_MODES
+from fedpca.privacy.validation import require_site_count
+
+S = TypeVar("S", bound="Scenario")
+
+#: ``run_config`` value meaning "no seed" (run_config cannot hold None).
+NO_SEED = -1
+
+
+def flag(help: str, *, none: Any = None, **argparse_options: Any) -> dict[str, Any]:
+    """Field metadata making the field a CLI flag with ``help`` (and any further
+    ``argparse`` options, e.g. ``choices``, ``type`` for an optional field, ``flags`` for
+    other spellings); ``none`` is the run_config value that stands for ``None``."""
+    return {"help": help, "none": none, "argparse": argparse_options}
+
+
+def parameter(default: Any, metadata: dict[str, Any]) -> Any:
+    """A dataclass field with ``default`` and the metadata of :func:`flag`."""
+    return field(default=default, metadata=metadata)
+
+
+SITES = flag("virtual sites")
+EPSILON = flag("per-site epsilon for the whole run")
+DELTA = flag("per-site delta")
+ACCOUNTING = flag("pld: tight dp-accounting calibration; paper: the paper's formula",
+                  choices=tuple(m for m in ACCOUNTING_MODES if m != "rdp"))
+CLIP_NORM = flag("public row-norm bound C")
+SEED = flag("seed noise and data for a reproducible run (never in production)", type=int,
+            none=NO_SEED)
+MIN_SITES = flag("a round proceeds if at least this many sites answer (default: all)",
+                 type=int, none=0)
+DIM = flag("features d")
+SAMPLES = flag("total records n, split evenly over the sites")
+K = flag("components")
+ROUNDS = flag("rounds T")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The fields every scenario has; subclasses add theirs and may re-declare one of these
+    with another default (it keeps its place and its help).
+
+    ``seed`` seeds the noise and the server's public randomness (``None``: OS randomness,
+    the only choice for production), ``data_seed`` the data; ``min_sites`` (``None``: all)
+    sites must answer every round.
+    """
+
+    #: The name of ``fedpca simulate NAME`` (and of run_config ``algorithm``).
+    ALGORITHM: ClassVar[str] = ""
+
+    sites: int = parameter(10, SITES)
+    epsilon: float = parameter(1.0, EPSILON)
+    delta: float = parameter(1e-5, DELTA)
+    accounting: str = parameter("pld", ACCOUNTING)
+    clip_norm: float = parameter(1.0, CLIP_NORM)
+    seed: int | None = parameter(None, SEED)
+    data_seed: int = 0
+    min_sites: int | None = parameter(None, MIN_SITES)
+
+    def __post_init__(self) -> None:
+        # more than the federation's sites would never arrive: a run would wait forever
+        require_site_count(self.min_sites, "min_sites", self.sites)
+
+    @classmethod
+    def flag_fields(cls) -> list[Field]:
+        """The fields that are CLI flags, in declaration order."""
+        return [f for f in fields(cls) if "help" in f.metadata]
+
+    @classmethod
+    def run_config_none(cls) -> dict[str, Any]:
+        """Optional fields and the run_config value standing for their ``None``."""
+        return {
+            f.name: f.metadata["none"] for f in fields(cls)
+            if f.metadata.get("none") is not None
+        }
+
+    @classmethod
+    def int_fields(cls) -> frozenset[str]:
+        """Fields converted with ``int`` on the way in (annotated ``int`` or ``int | None``)."""
+        return frozenset(f.name for f in fields(cls) if str(f.type).startswith("int"))
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """Every field's default value."""
+        return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+
+    def to_run_config(self) -> dict[str, Any]:
+        """Flower ``run_config`` keys: field names with dashes, ``None`` encoded."""
+        none = self.run_config_none()
+        return {
+            name.replace("_", "-"): none[name] if value is None else value
+            for name, value in asdict(self).items()
+        }
+
+    @classmethod
+    def from_run_config(cls, config: dict[str, Any], **overrides: Any) -> Self:
+        """Build from a Flower ``run_config`` (unknown keys ignored), then apply overrides;
+        integer fields are converted with ``int`` (TOML and CLI overrides may give floats or
+        strings)."""
+        none, ints = cls.run_config_none(), cls.int_fields()
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            key = f.name.replace("_", "-")
+            if key not in config:
+                continue
+            value = config[key]
+            if f.name in none and value == none[f.name]:
+                value = None
+            elif f.name in ints:
+                value = int(value)
+            kwargs[f.name] = value
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+    @classmethod
+    def from_flags(cls, values: dict[str, Any]) -> Scenario:
+        """The scenario of ``fedpca simulate``'s parsed flags: the data seed is ``--seed``
+        when given (a fully reproducible run), else 0 (the same public data every time,
+        with fresh OS noise)."""
+        seed = values.get("seed")
+        return cls(**values, data_seed=seed if seed is not None else 0)
+
+    def required_sites(self) -> int:
+        """Sites every round needs: ``min_sites`` (all by default)."""
+        return self.min_sites or self.sites
+
+    def check_site(self, site: int) -> None:
+        """Refuse a site index outside ``0 .. sites - 1``."""
+        if not 0 <= site < self.sites:
+            raise ConfigurationError(f"site {site} is outside 0..{self.sites - 1}")
+
+    @property
+    def flower_rounds(self) -> int:
+        """Flower rounds of the run (what progress counts): one unless overridden."""
+        return 1
+
+    def header(self) -> list[str]:
+        """The lines printed before the run: data, sites, each site's guarantee."""
+        raise NotImplementedError
+
+    def report(self, result: Any) -> list[str]:
+        """The lines printed after the run, before the wall time."""
+        raise NotImplementedError
