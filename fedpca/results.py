@@ -3,17 +3,67 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from fedpca.errors import InvalidDataError
 
+R = TypeVar("R", bound="SavedResult")
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with numpy arrays (also inside lists) as nested lists, for JSON."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
+def float_array(value: Any) -> np.ndarray:
+    """A float64 array read back from JSON."""
+    return np.asarray(value, dtype=np.float64)
+
+
+class SavedResult:
+    """JSON ``save``/``load`` of a result dataclass: arrays are written as nested lists and
+    read back by the class's :attr:`READERS`; keys a file holds beyond the fields are ignored
+    (a run record, :mod:`fedpca.run_record`, holds more)."""
+
+    #: field -> how to read it back from JSON (fields not named here are read as they are).
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable description, arrays included."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+
+    def save(self, path: str | Path) -> None:
+        """Write the result as JSON."""
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2))
+
+    @classmethod
+    def load(cls: type[R], path: str | Path) -> R:
+        """Read a result written by :meth:`save`, or the run record of
+        :func:`fedpca.run_record.save_run_record` (``fedpca simulate --output``, the Flower
+        App's ``output``), which holds the same keys."""
+        raw = json.loads(Path(path).read_text())
+        kwargs = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            if f.name in raw:
+                value = raw[f.name]
+                read = cls.READERS.get(f.name)
+                kwargs[f.name] = value if read is None or value is None else read(value)
+            elif f.default is MISSING and f.default_factory is MISSING:
+                raise InvalidDataError(f"{path}: the result has no {f.name!r}")
+        return cls(**kwargs)
+
 
 @dataclass
-class PCAResult:
+class PCAResult(SavedResult):
     """A private principal subspace and how it was obtained.
 
     Attributes:
@@ -32,6 +82,8 @@ class PCAResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     sites_answered: list[list[str]] = field(default_factory=list)
+
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {"basis": float_array}
 
     @property
     def components_(self) -> np.ndarray:
@@ -87,33 +139,3 @@ class PCAResult:
                 f"transform expects an array of shape (m, {self.basis.shape[0]}), got {X.shape}"
             )
         return X @ self.basis
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable description, basis included."""
-        return {
-            "algorithm": self.algorithm,
-            "basis": self.basis.tolist(),
-            "privacy": self.privacy,
-            "history": self.history,
-            "config": self.config,
-            "sites_answered": self.sites_answered,
-        }
-
-    def save(self, path: str | Path) -> None:
-        """Write the result as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2))
-
-    @classmethod
-    def load(cls, path: str | Path) -> PCAResult:
-        """Read a result written by :meth:`save`, or the run record of
-        :func:`fedpca.run_record.save_run_record` (``fedpca simulate --output``, the Flower
-        App's ``output``), which holds the same keys."""
-        raw = json.loads(Path(path).read_text())
-        return cls(
-            algorithm=raw["algorithm"],
-            basis=np.asarray(raw["basis"], dtype=np.float64),
-            privacy=raw["privacy"],
-            history=raw["history"],
-            config=raw["config"],
-            sites_answered=raw["sites_answered"],
-        )

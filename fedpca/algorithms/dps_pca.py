@@ -22,13 +22,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from fedpca.algorithms.site import (
     PrivateSite,
+    RoundsPolicy,
     ServerRecord,
     SiteAnswer,
     build_sites,
@@ -37,13 +38,11 @@ from fedpca.algorithms.site import (
 )
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import thin_qr, threshold_rows, top_coordinates
-from fedpca.privacy.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.privacy.mechanisms import (
     diagonal_sensitivity,
     power_step_sensitivity,
 )
 from fedpca.privacy.validation import (
-    require_finite_positive,
     require_positive_int,
     validate_basis,
 )
@@ -60,45 +59,12 @@ PHASE_POWER = "power"
 PUBLIC_STREAM = 0x5EED
 
 
-@dataclass(frozen=True)
-class SitePolicy:
-    """A site's own privacy settings; the server cannot change them (only add noise).
+class SitePolicy(RoundsPolicy):
+    """A DPS-PCA site's own privacy settings (:class:`RoundsPolicy`): ``rounds`` power
+    rounds and the initialisation, ``T + 1`` releases; ``accounting="paper"`` is the
+    paper's closed form."""
 
-    Attributes:
-        epsilon, delta: the site's total budget for the whole run.
-        rounds: power rounds ``T`` the site agrees to; it makes ``T + 1`` releases.
-        accounting: ``"pld"`` (default), ``"rdp"`` or ``"paper"`` (paper 000's formula).
-        clip_norm: public row-norm bound ``C``.
-        secure_min_sites: ``m``, set only when every answer is revealed only inside a secure
-            sum over at least ``m`` sites (SecAgg+): the site then adds ``sigma / sqrt(m)``
-            and refuses any request that would reveal its answer unmasked.
-    """
-
-    epsilon: float = 1.0
-    delta: float = 1e-5
-    rounds: int = 10
-    accounting: str = "pld"
-    clip_norm: float = 1.0
-    secure_min_sites: int | None = None
-
-    def __post_init__(self) -> None:
-        require_positive_int(self.rounds, "rounds")
-        require_finite_positive(self.clip_norm, "clip_norm")
-        if self.accounting not in ACCOUNTING_MODES:
-            raise ConfigurationError(
-                f"accounting must be one of {ACCOUNTING_MODES}, got {self.accounting!r}"
-            )
-
-    @property
-    def releases(self) -> int:
-        """The initialisation plus ``rounds`` power steps."""
-        return self.rounds + 1
-
-    def calibration(self) -> Calibration:
-        """Noise multiplier for ``rounds + 1`` releases within (epsilon, delta)."""
-        return calibrate_gaussian(
-            self.releases, self.epsilon, self.delta, self.accounting, paper_rule="dps-pca"
-        )
+    EXTRA_RELEASES = 1
 
 
 class DPSPCASite(PrivateSite):

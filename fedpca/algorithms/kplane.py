@@ -37,13 +37,15 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from fedpca.algorithms.site import (
     PrivateSite,
+    RoundsPolicy,
+    ServerRecord,
     SiteAnswer,
     build_sites,
     ordered_answers,
@@ -54,10 +56,8 @@ from fedpca.clustering.nonprivate import cluster_scatter
 from fedpca.clustering.result import ClusteringResult
 from fedpca.errors import ConfigurationError, InvalidRequestError, ParameterError
 from fedpca.linalg.subspace import random_subspaces, top_eigenvectors
-from fedpca.privacy.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.privacy.mechanisms import upper_triangle_sensitivity
 from fedpca.privacy.validation import (
-    require_choice,
     require_finite_positive,
     require_positive_int,
     validate_basis,
@@ -156,49 +156,24 @@ def validate_bases(
     return [validate_basis(U, dim, site=f"{site} (basis {j})") for j, U in enumerate(bases)]
 
 
-@dataclass(frozen=True)
-class KPlanePolicy:
-    """A site's own privacy settings for SuLQ k-plane (the server can only add noise).
+class KPlanePolicy(RoundsPolicy):
+    """A site's own privacy settings for SuLQ k-plane (:class:`RoundsPolicy`): ``rounds``
+    releases (the initialisation is public); ``accounting="paper"`` is basic composition
+    (see :data:`PAPER_RULE`). No secure-aggregation mode: every answer is DP on its own."""
 
-    Attributes:
-        epsilon, delta: the site's total budget for the whole run.
-        rounds: k-plane rounds ``T`` the site agrees to; it makes ``T`` releases (the
-            initialisation is public).
-        accounting: ``"pld"`` (default), ``"rdp"`` or ``"paper"`` (basic composition, see
-            :data:`PAPER_RULE`).
-        clip_norm: public row-norm bound ``C``.
-    """
-
-    epsilon: float = 1.0
-    delta: float = 1e-5
-    rounds: int = 10
-    accounting: str = "pld"
-    clip_norm: float = 1.0
-
-    #: No secure-aggregation mode: every answer is DP on its own.
-    secure_min_sites = None
+    PAPER_RULE = PAPER_RULE
 
     def __post_init__(self) -> None:
-        require_positive_int(self.rounds, "rounds")
-        require_finite_positive(self.clip_norm, "clip_norm")
-        require_choice(self.accounting, "accounting", ACCOUNTING_MODES)
-        self.calibration()
-
-    @property
-    def releases(self) -> int:
-        """One release per round."""
-        return self.rounds
+        super().__post_init__()
+        if self.secure_min_sites is not None:
+            raise ConfigurationError(
+                "SuLQ k-plane has no secure-aggregation mode: leave secure_min_sites unset"
+            )
 
     @property
     def sensitivity(self) -> float:
         """Replace-one L2 sensitivity of one release: ``2 C^2``."""
         return cluster_moments_sensitivity(self.clip_norm)
-
-    def calibration(self) -> Calibration:
-        """Noise multiplier for ``rounds`` releases within (epsilon, delta)."""
-        return calibrate_gaussian(
-            self.releases, self.epsilon, self.delta, self.accounting, paper_rule=PAPER_RULE
-        )
 
 
 class KPlaneSite(PrivateSite):
@@ -223,7 +198,7 @@ class KPlaneSite(PrivateSite):
         return cluster_moments(self.X, bases, self.clip_norm) + noise
 
 
-class KPlaneServer:
+class KPlaneServer(ServerRecord):
     """The coordinator of SuLQ k-plane: public initialisation, then one update per round.
 
     Args:
@@ -267,7 +242,12 @@ class KPlaneServer:
                     f"initial_bases must all have subspace_dim={subspace_dim} columns, got "
                     f"{[U.shape[1] for U in self.bases]}"
                 )
-        self.history: list[dict[str, Any]] = []
+        self.start_record()
+
+    @property
+    def expected_rounds(self) -> int:
+        """The ``T`` k-plane rounds."""
+        return self.rounds
 
     def receive(self, t: int, answers: Sequence[SiteAnswer]) -> list[np.ndarray]:
         """Round ``t``: sum the sites' messages; each cluster's top-``q`` eigenvectors."""
@@ -291,15 +271,13 @@ class KPlaneServer:
         if self.evaluate is not None:
             entry.update(self.evaluate(self.bases))
         self.history.append(entry)
+        self.sites_answered.append([a.site for a in ordered])
         logger.info("SuLQ k-plane round %d: %s", t, entry)
         return self.bases
 
     def result(self, privacy: dict[str, Any], config: dict[str, Any]) -> ClusteringResult:
         """The final :class:`ClusteringResult` (after the last round)."""
-        if len(self.history) < self.rounds:
-            raise ConfigurationError(
-                f"the run is incomplete: {len(self.history)} of {self.rounds} rounds finished"
-            )
+        self.require_finished()
         return ClusteringResult(
             algorithm=ALGORITHM, bases=self.bases, assignments=None, privacy=privacy,
             history=self.history, config=config,

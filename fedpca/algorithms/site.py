@@ -86,6 +86,52 @@ class SingleReleasePolicy:
         )
 
 
+@dataclass(frozen=True)
+class RoundsPolicy:
+    """A site's own privacy settings for an algorithm of ``rounds`` rounds (one release per
+    round, plus :attr:`EXTRA_RELEASES`); the server cannot change them, only add noise.
+
+    Attributes:
+        epsilon, delta: the site's total budget for the whole run.
+        rounds: rounds ``T`` the site agrees to.
+        accounting: ``"pld"`` (default), ``"rdp"`` or ``"paper"`` (the closed form
+            :attr:`PAPER_RULE`).
+        clip_norm: public row-norm bound ``C``.
+        secure_min_sites: ``m``, set only when every answer is revealed only inside a secure
+            sum over at least ``m`` sites (SecAgg+): the site then adds ``sigma / sqrt(m)``
+            and refuses any request that would reveal its answer unmasked.
+    """
+
+    #: Releases beyond one per round (DPS-PCA's initialisation: 1).
+    EXTRA_RELEASES: ClassVar[int] = 0
+    #: What ``accounting="paper"`` means (see :func:`~fedpca.privacy.calibration.calibrate_gaussian`).
+    PAPER_RULE: ClassVar[str] = "dps-pca"
+
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    rounds: int = 10
+    accounting: str = "pld"
+    clip_norm: float = 1.0
+    secure_min_sites: int | None = None
+
+    def __post_init__(self) -> None:
+        require_positive_int(self.rounds, "rounds")
+        require_finite_positive(self.clip_norm, "clip_norm")
+        require_choice(self.accounting, "accounting", ACCOUNTING_MODES)
+        self.calibration()
+
+    @property
+    def releases(self) -> int:
+        """One release per round, plus :attr:`EXTRA_RELEASES`."""
+        return self.rounds + self.EXTRA_RELEASES
+
+    def calibration(self) -> Calibration:
+        """Noise multiplier for :attr:`releases` releases within (epsilon, delta)."""
+        return calibrate_gaussian(
+            self.releases, self.epsilon, self.delta, self.accounting, paper_rule=self.PAPER_RULE
+        )
+
+
 #: A server may raise a site's noise multiplier up to this; beyond it a request is absurd.
 MAX_NOISE_MULTIPLIER = 1e6
 
@@ -211,7 +257,8 @@ class PrivateSite:
 
 class ServerRecord:
     """What every federated server keeps and returns: the current basis, one history entry
-    and the list of answering sites per round, and the final :class:`PCAResult`.
+    and the list of answering sites per round, and the final result (a :class:`PCAResult`
+    unless a subclass makes another).
 
     Subclasses set :attr:`algorithm`, call :meth:`start_record` in ``__init__`` and override
     :attr:`expected_rounds` when they run more than one round.
@@ -230,13 +277,17 @@ class ServerRecord:
         """Rounds the run needs before :meth:`result` may be called."""
         return 1
 
-    def result(self, privacy: dict[str, Any], config: dict[str, Any]) -> PCAResult:
-        """The final :class:`PCAResult`; raises if the run has not finished."""
+    def require_finished(self) -> None:
+        """Refuse to make a result before the run's last round."""
         done = len(self.history)
-        if self.basis is None or done < self.expected_rounds:
+        if done < self.expected_rounds:
             raise ConfigurationError(
                 f"the run is incomplete: {done} of {self.expected_rounds} rounds finished"
             )
+
+    def result(self, privacy: dict[str, Any], config: dict[str, Any]) -> PCAResult:
+        """The final :class:`PCAResult`; raises if the run has not finished."""
+        self.require_finished()
         return PCAResult(
             algorithm=self.algorithm,
             basis=self.basis,

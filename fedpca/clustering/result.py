@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from fedpca.clustering.metrics import assign_to_subspaces
+from fedpca.results import SavedResult, float_array
 
 
 @dataclass
-class ClusteringResult:
+class ClusteringResult(SavedResult):
     """Private subspaces (one per cluster) and how they were obtained.
 
     Attributes:
@@ -35,6 +35,11 @@ class ClusteringResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
 
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        "bases": lambda bases: [float_array(basis) for basis in bases],
+        "assignments": lambda labels: np.asarray(labels, dtype=np.int64),
+    }
+
     @property
     def clusters(self) -> int:
         """Number of clusters ``k``."""
@@ -53,35 +58,6 @@ class ClusteringResult:
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Each row of ``X``'s nearest subspace (post-processing: no privacy cost)."""
         return assign_to_subspaces(X, self.bases)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable description, bases included."""
-        return {
-            "algorithm": self.algorithm,
-            "bases": [basis.tolist() for basis in self.bases],
-            "assignments": None if self.assignments is None else self.assignments.tolist(),
-            "privacy": self.privacy,
-            "history": self.history,
-            "config": self.config,
-        }
-
-    def save(self, path: str | Path) -> None:
-        """Write the result as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2))
-
-    @classmethod
-    def load(cls, path: str | Path) -> ClusteringResult:
-        """Read a result written by :meth:`save`."""
-        raw = json.loads(Path(path).read_text())
-        assignments = raw["assignments"]
-        return cls(
-            algorithm=raw["algorithm"],
-            bases=[np.asarray(basis, dtype=np.float64) for basis in raw["bases"]],
-            assignments=None if assignments is None else np.asarray(assignments, dtype=np.int64),
-            privacy=raw["privacy"],
-            history=raw["history"],
-            config=raw["config"],
-        )
 
 
 def round_table(result: ClusteringResult) -> str:

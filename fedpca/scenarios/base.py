@@ -149,9 +149,35 @@ class Scenario:
         """Flower rounds of the run (what progress counts): one unless overridden."""
         return 1
 
+    #: Who the header says holds the guarantee.
+    HOLDER: ClassVar[str] = "each site"
+
     def header(self) -> list[str]:
-        """The lines printed before the run: data, sites, each site's guarantee."""
+        """The lines printed before the run: :meth:`describe`, then ``"HOLDER (eps,
+        delta)-DP [accounting: noise multiplier z, ...]"`` and any :meth:`notes`."""
+        p = self.privacy()
+        return [
+            (f"{self.describe()}; {self.HOLDER} ({self.epsilon}, {self.delta})-DP"
+            f"{self.release_note()} [{self.accounting}: noise multiplier "
+            f"{p['noise_multiplier']:.3f}, {self.noise_detail(p)}]"),
+            *self.notes(p),
+        ]
+
+    def describe(self) -> str:
+        """The run's data and shape, e.g. ``"DPS-PCA: 100 sites, n=..., d=..."``."""
         raise NotImplementedError
+
+    def release_note(self) -> str:
+        """Said after the guarantee, e.g. ``", one release"``."""
+        return ""
+
+    def noise_detail(self, privacy: dict[str, Any]) -> str:
+        """The noise scale and the number of releases."""
+        return f"sigma {privacy['sigma']:.3f}, {privacy['releases_per_site']} releases"
+
+    def notes(self, privacy: dict[str, Any]) -> list[str]:
+        """Lines after the guarantee (the trust model, where it needs saying)."""
+        return [f"trust model: {privacy['trust_model']}"]
 
     def report(self, result: Any) -> list[str]:
         """The lines printed after the run, before the wall time."""

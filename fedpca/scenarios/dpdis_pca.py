@@ -112,16 +112,23 @@ class DPdisPCAScenario(Scenario):
             values["dataset"], **options, data_seed=seed if seed is not None else 0
         )
 
-    def header(self) -> list[str]:
-        """The data, the sites and each site's guarantee."""
-        p = self.privacy()
-        return [
-            (f"DPdisPCA on {self.dataset}: {self.sites} sites, n={self.samples}, d={self.dim}, "
-            f"k={self.k}, r={self.resolved_r or 'full'}, weighting {self.weighting}; each site "
-            f"({self.epsilon}, {self.delta})-DP, one release [{self.accounting}: noise "
-            f"multiplier {p['noise_multiplier']:.3f}, tau {p['sigma']:.3g} at the smallest "
-            f"site (N_s={p['smallest_site']})]")
-        ]
+    def describe(self) -> str:
+        """The data, sites, shape and weighting."""
+        return (f"DPdisPCA on {self.dataset}: {self.sites} sites, n={self.samples}, "
+                f"d={self.dim}, k={self.k}, r={self.resolved_r or 'full'}, weighting "
+                f"{self.weighting}")
+
+    def release_note(self) -> str:
+        """Each site releases once."""
+        return ", one release"
+
+    def noise_detail(self, privacy: dict[str, Any]) -> str:
+        """The noise scale at the smallest site (the largest, as it divides by N_s)."""
+        return f"tau {privacy['sigma']:.3g} at the smallest site (N_s={privacy['smallest_site']})"
+
+    def notes(self, privacy: dict[str, Any]) -> list[str]:
+        """Nothing more."""
+        return []
 
     def report(self, result: PCAResult) -> list[str]:
         """The energy ratio and the bytes each site sent."""

@@ -105,16 +105,10 @@ class DPSPCAScenario(Scenario):
         """The initialisation and ``T`` power rounds."""
         return self.rounds + 1
 
-    def header(self) -> list[str]:
-        """The run's parameters, each site's guarantee and the trust model."""
-        p = self.privacy()
-        return [
-            (f"DPS-PCA: {self.sites} sites, n={self.samples}, d={self.dim}, k={self.k}, "
-            f"s_hat={self.s_hat}, T={self.rounds}; each site ({self.epsilon}, {self.delta})-DP "
-            f"[{self.accounting}: noise multiplier {p['noise_multiplier']:.3f}, "
-            f"sigma {p['sigma']:.3f}, {p['releases_per_site']} releases]"),
-            f"trust model: {p['trust_model']}",
-        ]
+    def describe(self) -> str:
+        """Sites, records, shape and rounds."""
+        return (f"DPS-PCA: {self.sites} sites, n={self.samples}, d={self.dim}, k={self.k}, "
+                f"s_hat={self.s_hat}, T={self.rounds}")
 
     def report(self, result: PCAResult) -> list[str]:
         """The summary of the result."""

@@ -75,17 +75,15 @@ class KPlaneScenario(Scenario):
         """One Flower round per k-plane round."""
         return self.rounds
 
-    def header(self) -> list[str]:
-        """The run's parameters, each site's guarantee, trust model and initialisation."""
-        p = self.privacy()
-        return [
-            (f"SuLQ k-plane: {self.sites} sites, n={self.samples}, d={self.dim}, "
-            f"k={self.clusters}, q={self.subspace_dim}, noise={self.noise}, T={self.rounds}; "
-            f"each site ({self.epsilon}, {self.delta})-DP [{self.accounting}: noise "
-            f"multiplier {p['noise_multiplier']:.3f}, sigma {p['sigma']:.3f}, "
-            f"{p['releases_per_site']} releases]"),
-            f"trust model: {p['trust_model']}; initialisation: {p['initialisation']}",
-        ]
+    def describe(self) -> str:
+        """Sites, points, shape, noise and rounds."""
+        return (f"SuLQ k-plane: {self.sites} sites, n={self.samples}, d={self.dim}, "
+                f"k={self.clusters}, q={self.subspace_dim}, noise={self.noise}, T={self.rounds}")
+
+    def notes(self, privacy: dict[str, Any]) -> list[str]:
+        """The trust model and the public initialisation."""
+        return [(f"trust model: {privacy['trust_model']}; initialisation: "
+                f"{privacy['initialisation']}")]
 
     def report(self, result: ClusteringResult) -> list[str]:
         """The summary of the result's run record."""

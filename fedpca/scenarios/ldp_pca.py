@@ -101,16 +101,21 @@ class LDPScenario(Scenario):
                 hint="drop {alpha} or choose a dataset as {dataset}",
             )
 
-    def header(self) -> list[str]:
-        """The data, the sites and every record's guarantee."""
-        p = self.privacy()
-        return [
-            (f"LDP-PCA ({'sparse, Fantope ADMM' if self.sparse else 'dense'}): "
-            f"{self.dataset}, {self.sites} sites, n={self.data_samples}, "
-            f"d={self.data_dim}, k={self.k}; every record's view ({self.epsilon}, "
-            f"{self.delta})-DP [{self.accounting}: noise multiplier "
-            f"{p['noise_multiplier']:.3f}, sigma_1 {p['sigma']:.3f}]")
-        ]
+    HOLDER: ClassVar[str] = "every record's view"
+
+    def describe(self) -> str:
+        """The solver, data, sites and shape."""
+        kind = "sparse, Fantope ADMM" if self.sparse else "dense"
+        return (f"LDP-PCA ({kind}): {self.dataset}, {self.sites} sites, "
+                f"n={self.data_samples}, d={self.data_dim}, k={self.k}")
+
+    def noise_detail(self, privacy: dict[str, Any]) -> str:
+        """The noise scale of one record's view."""
+        return f"sigma_1 {privacy['sigma']:.3f}"
+
+    def notes(self, privacy: dict[str, Any]) -> list[str]:
+        """Nothing more."""
+        return []
 
     def report(self, result: PCAResult) -> list[str]:
         """Distance and energy ratio; with ``sparse``, the Fantope solver's figures."""
