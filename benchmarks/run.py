@@ -1,9 +1,10 @@
 """Run the benchmark suites and write
-benchmarks/results/{dps_pca,dpdis_ldp,secagg,central}.{json,md}.
+benchmarks/results/{dps_pca,dpdis_ldp,secagg,central,cli}.{json,md}.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/run.py [--only accuracy,site_round,flower_round,
                                                             dpdis_ldp,secagg,central,
-                                                            diffprivlib_check] [--quick]
+                                                            diffprivlib_check,cli_startup]
+                                                     [--quick]
 
 ``--only`` reruns a subset and merges it into the existing results file; ``--quick`` runs
 small versions (targets not judged) and writes ``<suite>.quick.{json,md}`` instead, so a
@@ -31,6 +32,7 @@ sys.path.insert(0, str(HERE))
 
 import accuracy  # noqa: E402
 import central  # noqa: E402
+import cli_startup  # noqa: E402
 import diffprivlib_check  # noqa: E402
 import dpdis_ldp  # noqa: E402
 import flower_round  # noqa: E402
@@ -46,13 +48,15 @@ BENCHMARKS = {
     "secagg": (secagg, "(e) SecAgg+: accuracy gain, quantisation error, round time"),
     "central": (central, "(f) Central baselines: PPCA sampler, paper 000 Table 1 timings"),
     "diffprivlib_check": (diffprivlib_check, "(g) diffprivlib PCA beside fedpca (optional)"),
+    "cli_startup": (cli_startup, "(h) CLI start-up: fedpca --help"),
 }
 #: Results file stem and heading of each suite; a benchmark not listed is in ``dps_pca``.
 SUITES = {"dps_pca": "DPS-PCA benchmarks", "dpdis_ldp": "DPdisPCA and LDP-PCA benchmarks",
           "secagg": "DPS-PCA with secure aggregation (SecAgg+) benchmarks",
-          "central": "Central baselines (MOD-SuLQ, Analyze Gauss, PPCA) benchmarks"}
+          "central": "Central baselines (MOD-SuLQ, Analyze Gauss, PPCA) benchmarks",
+          "cli": "Command-line start-up"}
 SUITE_OF = {"dpdis_ldp": "dpdis_ldp", "secagg": "secagg", "central": "central",
-            "diffprivlib_check": "central"}
+            "diffprivlib_check": "central", "cli_startup": "cli"}
 RESULTS = HERE / "results"
 
 

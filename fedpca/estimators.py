@@ -1,4 +1,4 @@
-"""scikit-learn-style estimators for the central (trusted-curator) PCA methods.
+"""scikit-learn estimators for the central (trusted-curator) PCA methods.
 
 Each estimator follows scikit-learn's conventions (as diffprivlib and OpenDP do for private
 PCA): the constructor only stores its parameters; ``fit(X)`` validates, clips the rows to
@@ -9,10 +9,24 @@ first if needed) and ``transform`` projects rows as given.
 
 Learned attributes: ``components_`` (``k x d``, rows are principal axes), ``result_`` (the
 :class:`~fedpca.results.PCAResult`, with its privacy record and ``save``/``load``),
-``n_features_in_``, and ``explained_variance_`` (the top eigenvalues of the released
-second-moment matrix) only for methods that release it privately: Analyze Gauss and
-MOD-SuLQ (post-processing of their noisy matrix) and the non-private baseline. PPCA
-releases only the subspace; asking for its eigenvalues raises AttributeError.
+``n_features_in_``, ``feature_names_in_`` (only when ``X`` had string column names), and
+``explained_variance_`` (the top eigenvalues of the released second-moment matrix) only for
+methods that release it privately: Analyze Gauss and MOD-SuLQ (post-processing of their
+noisy matrix) and the non-private baseline. PPCA releases only the subspace; asking for its
+eigenvalues raises AttributeError.
+
+scikit-learn is optional. When it is installed the estimators derive from its
+``TransformerMixin`` and ``BaseEstimator``: ``clone``, ``check_is_fitted``, pipelines,
+``set_output`` and grid searches work, and ``transform`` before ``fit`` raises an error that
+is both fedpca's and scikit-learn's ``NotFittedError``. Without it they still fit,
+transform, ``get_params`` and ``set_params``. Importing this module imports scikit-learn
+(about half a second); the command line never imports this module.
+``sklearn.utils.estimator_checks.check_estimator`` passes except for the checks in
+:data:`EXPECTED_FAILED_CHECKS`, each deliberate. Checks that look at odds with differential
+privacy pass for a stated reason: fit idempotence and pickling because the checks fix
+``random_state`` (with ``random_state=None`` two fits differ: that is the noise); rows
+longer than ``data_norm`` are clipped, never refused, so the checks' unscaled data fit; and
+``n_features_in_`` (the width ``d``) and the column names are the public schema.
 
 Computation: ``fit`` does not eigendecompose a ``d x d`` matrix to keep ``k`` components
 when that is slower. ``NonPrivatePCA`` takes the thin SVD of ``X`` when ``n < d``;
@@ -24,17 +38,27 @@ sampler needs all ``d`` eigenpairs of ``B``.
 
 Privacy (unit: one record of ``X``, replace-one; central trust model): every fit of a
 private estimator spends its whole (epsilon, delta); fitting twice on the same data
-releases twice. ``random_state`` makes the noise reproducible and is then NOT private
-against anyone who knows it: leave it ``None`` outside simulations.
+releases twice, so a grid search or cross-validation on private data spends the budget
+once per candidate and fold, and choosing the best candidate by its score on that data is a
+further, unaccounted release. The guarantee covers what ``fit`` releases (``components_``,
+``explained_variance_``); ``transform(X)`` of private rows is those rows' own projection
+and is not protected, nor is anything a pipeline fits on it. Steps before a private
+estimator must be row-wise with public parameters (``Normalizer``, a ``FunctionTransformer``
+with public constants): a step fitted on the data (``StandardScaler``) makes every row
+depend on every record, which the stated sensitivity does not cover. ``random_state`` makes
+the noise reproducible and is then NOT private against anyone who knows it: leave it
+``None`` outside simulations.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+from scipy import sparse
 
+from fedpca import errors
 from fedpca.algorithms.central import (
     released_eigenvalues,
     run_analyze_gauss,
@@ -42,49 +66,152 @@ from fedpca.algorithms.central import (
     run_pooled_pca,
 )
 from fedpca.algorithms.ppca import DEFAULT_BURN_IN, run_ppca_chain
-from fedpca.errors import ConfigurationError, InvalidDataError, NotFittedError
+from fedpca.errors import ConfigurationError, InvalidDataError
 from fedpca.linalg.bingham import ChainDiagnostics
 from fedpca.privacy.validation import validate_site_data
 from fedpca.results import PCAResult
 
+try:  # optional: with scikit-learn the estimators are scikit-learn estimators
+    from sklearn.base import BaseEstimator, TransformerMixin
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+except ImportError:  # without it: the same estimators, without the scikit-learn machinery
+    _ESTIMATOR_BASES: tuple[type, ...] = ()
+    _NOT_FITTED_BASES: tuple[type, ...] = ()
+else:
+    _ESTIMATOR_BASES = (TransformerMixin, BaseEstimator)
+    _NOT_FITTED_BASES = (SklearnNotFittedError,)
 
-class _CentralPCA:
+#: The checks of ``sklearn.utils.estimator_checks.check_estimator`` these estimators fail on
+#: purpose, with the reason (pass it as ``check_estimator(est, expected_failed_checks=...)``).
+EXPECTED_FAILED_CHECKS: dict[str, str] = {
+    "check_estimators_dtypes": (
+        "integer X is refused, as at every fedpca site: an integer column is often a category "
+        "code, so converting it (X.astype(float), scaled with public bounds) is the caller's "
+        "explicit choice"
+    ),
+    "check_dtype_object": (
+        "object-dtype X is refused even when its entries are numbers: fedpca accepts "
+        "real-valued float arrays only, so nothing is coerced behind the caller's back"
+    ),
+    "check_complex_data": (
+        "complex X is refused with fedpca's wording ('data has complex128 dtype ...; fedpca "
+        "needs real-valued measurements as floats'), not scikit-learn's 'Complex data not "
+        "supported'"
+    ),
+    "check_estimators_empty_data_messages": (
+        "X without columns is refused with fedpca's wording ('data has no features (shape "
+        "(12, 0))'), not scikit-learn's '0 feature(s) ... while a minimum of 1 is required'"
+    ),
+    "check_fit2d_predict1d": (
+        "1-D X is refused with fedpca's wording ('data must be 2-D (records x features) ...; "
+        "reshape it, e.g. X.reshape(len(X), -1)'), not scikit-learn's 'Reshape your data'"
+    ),
+}
+
+
+class NotFittedError(errors.NotFittedError, *_NOT_FITTED_BASES):
+    """An estimator was used before ``fit``: fedpca's NotFittedError and, when scikit-learn
+    is installed, scikit-learn's too (``except`` either catches it)."""
+
+
+def _dense(X: object, method: str) -> object:
+    """``X`` itself, or InvalidDataError if it is a scipy sparse matrix or array."""
+    if sparse.issparse(X):
+        raise InvalidDataError(
+            f"{method}: sparse input is not supported (rows are clipped and the d x d "
+            "second-moment matrix is dense anyway); pass X.toarray()"
+        )
+    return X
+
+
+def _feature_names(X: object) -> np.ndarray | None:
+    """The column names of a DataFrame-like ``X`` when all are strings, else None."""
+    columns = getattr(X, "columns", None)
+    if columns is None:
+        return None
+    names = np.asarray(list(columns), dtype=object)
+    return names if all(isinstance(name, str) for name in names) else None
+
+
+def _noise_seed(random_state: object) -> int | None:
+    """``random_state`` as the seed of the noise, or ConfigurationError."""
+    if random_state is None or (
+        isinstance(random_state, (int, np.integer))
+        and not isinstance(random_state, bool)
+        and random_state >= 0
+    ):
+        return None if random_state is None else int(random_state)
+    raise ConfigurationError(
+        f"random_state must be None (OS randomness: private) or a non-negative int seed "
+        f"(reproducible, NOT private), got {random_state!r}; numpy RandomState and "
+        "Generator objects are not accepted"
+    )
+
+
+class _CentralPCA(*_ESTIMATOR_BASES):  # type: ignore[misc]
     """What every estimator shares: parameters, fit/transform, fitted-state checks."""
 
     #: Learned attributes the method never releases, and why (AttributeError message).
-    _not_released: dict[str, str] = {}
+    _not_released: ClassVar[dict[str, str]] = {}
 
-    def _fit_result(self, X: np.ndarray) -> PCAResult:
+    def _fit_result(self, X: object) -> PCAResult:
         raise NotImplementedError
 
-    def fit(self, X: np.ndarray, y: object = None) -> _CentralPCA:
-        """Validate ``X`` (``n x d``), run the method and store the learned attributes.
+    def fit(self, X: object, y: object = None) -> _CentralPCA:
+        """Validate ``X`` (``n x d``, float), run the method and store the learned attributes.
 
         ``y`` is ignored (scikit-learn pipeline compatibility).
         """
-        result = self._fit_result(X)
+        names = _feature_names(X)
+        result = self._fit_result(_dense(X, f"{type(self).__name__}.fit"))
         self.result_ = result
         self.components_ = result.components_
         self.n_features_in_ = int(result.basis.shape[0])
+        if names is not None:
+            self.feature_names_in_ = names
+        else:
+            vars(self).pop("feature_names_in_", None)  # from an earlier fit
         eigenvalues = released_eigenvalues(result)
         if eigenvalues is not None:
             self.explained_variance_ = eigenvalues
         return self
 
-    def transform(self, X: np.ndarray) -> np.ndarray:
+    def transform(self, X: object) -> np.ndarray:
         """Project the rows of ``X`` (``m x d``) onto the fitted components: ``m x k``."""
         result = self.result_  # raises NotFittedError before fit
-        X = validate_site_data(X, site="transform input")
+        method = f"{type(self).__name__}.transform"
+        names = _feature_names(X)
+        X = validate_site_data(_dense(X, method), site=method)
         if X.shape[1] != self.n_features_in_:
             raise InvalidDataError(
-                f"X has {X.shape[1]} features but this {type(self).__name__} was fitted on "
-                f"{self.n_features_in_}; use the same features, in the same order"
+                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input; pass the features it was fitted "
+                "on, in the same order"
+            )
+        fitted_names = vars(self).get("feature_names_in_")
+        if names is not None and fitted_names is not None and list(names) != list(fitted_names):
+            raise InvalidDataError(
+                f"{method}: X's columns {list(names)} are not those seen in fit, "
+                f"{list(fitted_names)}; select them in that order, "
+                "X[list(est.feature_names_in_)]"
             )
         return result.transform(X)
 
-    def fit_transform(self, X: np.ndarray, y: object = None) -> np.ndarray:
+    def fit_transform(self, X: object, y: object = None) -> np.ndarray:
         """``fit(X)`` then ``transform(X)``."""
         return self.fit(X, y).transform(X)
+
+    def get_feature_names_out(self, input_features: object = None) -> np.ndarray:
+        """Names of the ``k`` output columns, as scikit-learn's PCA names them
+        (``analyzegausspca0``, ...); ``input_features``, if given, must match the input."""
+        k = self.components_.shape[0]  # raises NotFittedError before fit
+        if input_features is not None and len(input_features) != self.n_features_in_:
+            raise InvalidDataError(
+                f"input_features should have length equal to the {self.n_features_in_} "
+                f"features seen in fit, got {len(input_features)}"
+            )
+        prefix = type(self).__name__.lower()
+        return np.asarray([f"{prefix}{i}" for i in range(k)], dtype=object)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached when normal lookup fails: an unreleased or not yet learned attribute.
@@ -117,6 +244,7 @@ class _CentralPCA:
         return self
 
     def __repr__(self) -> str:
+        """Every parameter, defaults included (a privacy budget is never left implicit)."""
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
@@ -133,7 +261,7 @@ class NonPrivatePCA(_CentralPCA):
     def __init__(self, n_components: int = 1) -> None:
         self.n_components = n_components
 
-    def _fit_result(self, X: np.ndarray) -> PCAResult:
+    def _fit_result(self, X: object) -> PCAResult:
         return run_pooled_pca(X, self.n_components)
 
 
@@ -158,8 +286,8 @@ class _GaussianNoisePCA(_CentralPCA):
 class AnalyzeGaussPCA(_GaussianNoisePCA):
     """Analyze Gauss: eigenvectors of ``X^T X`` plus symmetric Gaussian noise.
 
-    Privacy guarantee: (epsilon, delta)-DP per record of ``X`` (replace-one), analytic
-    Gaussian calibration for the L2 sensitivity ``sqrt(2) data_norm^2``.
+    Privacy guarantee: (epsilon, delta)-DP per record of ``X`` (replace-one) for each fit,
+    analytic Gaussian calibration for the L2 sensitivity ``sqrt(2) data_norm^2``.
 
     Args:
         n_components: number of components ``k`` (``1 <= k <= d``).
@@ -183,10 +311,10 @@ class AnalyzeGaussPCA(_GaussianNoisePCA):
         super().__init__(n_components, epsilon, delta, data_norm, random_state)
         self.accounting = accounting
 
-    def _fit_result(self, X: np.ndarray) -> PCAResult:
+    def _fit_result(self, X: object) -> PCAResult:
         return run_analyze_gauss(
             X, self.n_components, self.epsilon, self.delta, self.data_norm,
-            self.accounting, self.random_state,
+            self.accounting, _noise_seed(self.random_state),
         )
 
 
@@ -194,8 +322,8 @@ class ModSulqPCA(_GaussianNoisePCA):
     """MOD-SuLQ (Chaudhuri et al. 2012, Alg. 1): eigenvectors of ``X^T X / n`` plus
     symmetric Gaussian noise with the paper's ``beta``.
 
-    Privacy guarantee: (epsilon, delta)-DP per record of ``X`` (replace-one) by the paper's
-    Theorem 1 (rows of norm ``<= 1``: applied to ``X / data_norm``).
+    Privacy guarantee: (epsilon, delta)-DP per record of ``X`` (replace-one) for each fit,
+    by the paper's Theorem 1 (rows of norm ``<= 1``: applied to ``X / data_norm``).
 
     Args:
         n_components: number of components ``k`` (``1 <= k <= d``).
@@ -205,9 +333,10 @@ class ModSulqPCA(_GaussianNoisePCA):
         random_state: seed for reproducible simulation only (``None``: OS randomness).
     """
 
-    def _fit_result(self, X: np.ndarray) -> PCAResult:
+    def _fit_result(self, X: object) -> PCAResult:
         return run_mod_sulq(
-            X, self.n_components, self.epsilon, self.delta, self.data_norm, self.random_state
+            X, self.n_components, self.epsilon, self.delta, self.data_norm,
+            _noise_seed(self.random_state),
         )
 
 
@@ -215,10 +344,10 @@ class PPCA(_CentralPCA):
     """PPCA (Chaudhuri et al. 2012, Alg. 2): one draw of the matrix Bingham
     ``exp(tr(V^T (epsilon / (2 C^2)) X^T X V))``, the exponential mechanism.
 
-    Privacy guarantee: epsilon-DP (pure, ``delta = 0``) per record of ``X`` (replace-one),
-    exact for ``n_components = 1``; for ``n_components > 1`` the frame comes from a Gibbs
-    chain after ``burn_in`` sweeps and the guarantee holds only in the limit of exact
-    sampling. Only the subspace is released: ``explained_variance_`` does not exist.
+    Privacy guarantee: epsilon-DP (pure, ``delta = 0``) per record of ``X`` (replace-one)
+    for each fit, exact for ``n_components = 1``; for ``n_components > 1`` the frame comes
+    from a Gibbs chain after ``burn_in`` sweeps and the guarantee holds only in the limit of
+    exact sampling. Only the subspace is released: ``explained_variance_`` does not exist.
     ``diagnostics_`` (the chain's mixing diagnostics) is computed from the data and is NOT
     private.
 
@@ -232,7 +361,7 @@ class PPCA(_CentralPCA):
 
     #: PPCA is pure differential privacy.
     delta = 0.0
-    _not_released = {
+    _not_released: ClassVar[dict[str, str]] = {
         "explained_variance_": (
             "PPCA releases only the principal subspace, not its eigenvalues: computing them "
             "from the data would need a further private release (AnalyzeGaussPCA releases "
@@ -254,10 +383,10 @@ class PPCA(_CentralPCA):
         self.burn_in = burn_in
         self.random_state = random_state
 
-    def _fit_result(self, X: np.ndarray) -> PCAResult:
+    def _fit_result(self, X: object) -> PCAResult:
         run = run_ppca_chain(
             X, self.n_components, self.epsilon, self.data_norm, self.burn_in,
-            self.random_state,
+            _noise_seed(self.random_state),
         )
         self.diagnostics_: ChainDiagnostics = run.diagnostics
         return run.result

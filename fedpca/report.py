@@ -4,9 +4,10 @@ round, by :mod:`fedpca.progress`) and a one-line summary."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fedpca.results import PCAResult
+if TYPE_CHECKING:
+    from fedpca.results import PCAResult
 
 #: Each algorithm's metric columns: (history key, column title).
 METRIC_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {

@@ -1,4 +1,4 @@
-"""``flwr run .`` runs every algorithm as a Flower App, gives the reference's basis, and
+"""``flwr run .`` runs every algorithm (all four) as a Flower App, gives the reference's basis, and
 writes the same run record as the CLI.
 
 One local simulation SuperLink (Flower detaches it) on free ports serves every run of this
@@ -22,11 +22,13 @@ from record_schema import record_keys
 
 from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import run_dps_pca
+from fedpca.algorithms.kplane import run_sulq_kplane
 from fedpca.algorithms.ldp_pca import run_ldp_pca
 from fedpca.deployment.local import free_port
 from fedpca.deployment.processes import processes_naming, stop_processes
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.scenarios.ldp_pca import LDPScenario
 
 pytestmark = pytest.mark.federation
@@ -154,3 +156,19 @@ def test_flwr_run_serves_dense_ldp_pca(flwr_env, tmp_path):
     assert raw["accounting"] == "paper"
     assert raw["noise_multiplier"] == pytest.approx(math.sqrt(2 * math.log(1.25e4)) / 0.5)
     assert raw["sigma"] == pytest.approx(math.sqrt(2) * raw["noise_multiplier"])
+
+
+def test_flwr_run_serves_sulq_kplane(flwr_env, tmp_path):
+    kplane = KPlaneScenario(sites=3, dim=5, samples=600, clusters=2, subspace_dim=2, rounds=2,
+                            epsilon=5.0, seed=7)
+    raw = flwr_run(flwr_env, tmp_path / "kplane.json",
+                   {**kplane.to_run_config(), "algorithm": "sulq-kplane"}, kplane.sites)
+    reference = run_sulq_kplane(kplane.all_site_data(), kplane.clusters, kplane.subspace_dim,
+                                kplane.policy(), seed=kplane.seed, evaluate=kplane.evaluate)
+    assert raw["algorithm"] == "sulq-kplane"
+    for U, V in zip(raw["bases"], reference.bases, strict=True):
+        np.testing.assert_allclose(np.asarray(U), V, atol=1e-8, rtol=0)
+    assert set(raw) == record_keys("sulq-kplane")
+    assert raw["costs"] == pytest.approx([h["cost"] for h in reference.history], abs=1e-8)
+    assert (raw["rounds"], raw["flower_rounds"]) == (2, 2)
+    assert raw["epsilon_spent"][-1] == pytest.approx(5.0, rel=1e-3)

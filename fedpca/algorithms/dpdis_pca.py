@@ -184,12 +184,8 @@ class DPdisPCAPolicy(SingleReleasePolicy):
 class DPdisPCASite(PrivateSite):
     """One data holder in DPdisPCA: validates, clips, calibrates, accounts and releases once.
 
-    Args:
-        data: the site's ``N_s x d`` records, raw or already a :class:`SiteData`.
-        policy: the site's :class:`DPdisPCAPolicy`.
-        site: the site's name (used in messages and, with ``seed``, in its noise stream).
-        seed: seed for reproducible simulation only; ``None`` draws OS randomness.
-        ledger: an existing ledger to continue (e.g. restored from storage).
+    Constructed like :class:`~fedpca.algorithms.site.PrivateSite`, with a
+    :class:`DPdisPCAPolicy`.
     """
 
     def release(

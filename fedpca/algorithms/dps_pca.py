@@ -70,12 +70,8 @@ class SitePolicy(RoundsPolicy):
 class DPSPCASite(PrivateSite):
     """One data holder in DPS-PCA: validates, clips, calibrates, accounts and releases.
 
-    Args:
-        data: the site's ``n_i x d`` records, raw or already a :class:`SiteData`.
-        policy: the site's :class:`SitePolicy`.
-        site: the site's name (used in messages and, with ``seed``, in its noise stream).
-        seed: seed for reproducible simulation only; ``None`` draws OS randomness.
-        ledger: an existing ledger to continue (e.g. restored from storage).
+    Constructed like :class:`~fedpca.algorithms.site.PrivateSite`, with a
+    :class:`SitePolicy`.
     """
 
     def release_diagonal(self, min_noise_multiplier: float | None = None) -> np.ndarray:

@@ -97,12 +97,8 @@ class LDPPolicy(SingleReleasePolicy):
 class LDPCovarianceSite(PrivateSite):
     """A site that releases the sum of its records' private views, once.
 
-    Args:
-        data: the site's ``m x d`` records, raw or already a :class:`SiteData`.
-        policy: the records' :class:`LDPPolicy`.
-        site: the site's name (used in messages and, with ``seed``, in its noise stream).
-        seed: seed for reproducible simulation only; ``None`` draws OS randomness.
-        ledger: an existing ledger to continue (e.g. restored from storage).
+    Constructed like :class:`~fedpca.algorithms.site.PrivateSite`, with a
+    :class:`LDPPolicy`.
     """
 
     def release_covariance(self, min_noise_multiplier: float | None = None) -> np.ndarray:

@@ -14,8 +14,8 @@ from fedpca.algorithms.specs import AlgorithmSpec
 from fedpca.apps.real_site import is_real_site, open_real_site
 from fedpca.clients.base import ClientFactory
 from fedpca.errors import ConfigurationError
-from fedpca.report import result_summary
-from fedpca.results import PCAResult
+from fedpca.report import record_summary
+from fedpca.run_record import RunResult, run_record, save_run_record
 from fedpca.scenarios.base import S, Scenario
 
 logger = logging.getLogger(__name__)
@@ -80,12 +80,10 @@ def server_scenario(
     return scenario_cls.from_run_config(config, sites=sites), config
 
 
-def finish(result: PCAResult, config: dict[str, Any]) -> None:
+def finish(result: RunResult, config: dict[str, Any]) -> None:
     """Log the result and write its run record (the same JSON as ``fedpca simulate
     --output``, :mod:`fedpca.run_record`) to run_config ``output`` when that is set."""
-    from fedpca.run_record import save_run_record
-
-    logger.info("%s", result_summary(result))
+    logger.info("%s", record_summary(run_record(result)))
     output = str(config.get("output", ""))
     if output:
         save_run_record(result, output)

@@ -8,10 +8,13 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fedpca.errors import ConfigurationError, KeywordNames, ParameterError
 from fedpca.progress import RoundObserver, RoundProgress
-from fedpca.run_record import RunResult, run_record, save_run_record
+
+if TYPE_CHECKING:
+    from fedpca.run_record import RunResult
 
 
 def add_output_flags(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +57,8 @@ def write_record(path: Path | None, result: RunResult) -> None:
     """Write the run record of ``result`` (:mod:`fedpca.run_record`) to ``path``, if given."""
     if path is None:
         return
+    from fedpca.run_record import save_run_record
+
     save_run_record(result, path)
     print(f"wrote {path}")
 
@@ -63,6 +68,7 @@ def write_outputs(args: argparse.Namespace, result: RunResult) -> None:
     write_record(args.output, result)
     if args.plot is not None:
         from fedpca.plots import plot_run
+        from fedpca.run_record import run_record
 
         plot_run(run_record(result), args.plot)
         print(f"wrote {args.plot}")
