@@ -35,7 +35,7 @@ def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
     scenario_cls, client_for_site = spec.scenario_class(), spec.client_for_site()
     if is_real_site(context):
         site = open_real_site(context, spec.name)
-        scenario = scenario_cls.from_run_config(site.config, sites=1)
+        scenario = scenario_cls.from_run_config(site.config, sites=least_sites(site.config))
         return client_for_site(
             context, site.records, scenario.policy(), site.name, seed=None, ledger=site.ledger
         )
@@ -68,15 +68,23 @@ def site_partitions(context: Context) -> int:
     return int(context.node_config.get("num-partitions", 1))
 
 
+def least_sites(config: dict[str, Any], connected: int = 0) -> int:
+    """The federation size a node validates a run's shared parameters against: the sites
+    connected when the run starts, but never fewer than the run's minimums (a site does not
+    know the federation's size; the server waits for the minimum)."""
+    minimums = (int(config.get("min-sites", 0)), int(config.get("secure-min-sites", 0)))
+    return max(DEFAULT_MIN_SITES, connected, *minimums)
+
+
 def server_scenario(
     scenario_cls: type[S], grid: Grid, context: Context
 ) -> tuple[S, dict[str, Any]]:
     """The ServerApp's scenario and run_config: the run_config's parameters over the sites
-    connected when the run starts (at least :data:`DEFAULT_MIN_SITES`), so that ``min-sites
-    = 0`` means all of them, as in ``fedpca simulate``. The server holds no data: it
-    only validates the shared parameters (and rebuilds public synthetic data to evaluate)."""
+    connected when the run starts (at least :func:`least_sites`), so that ``min-sites = 0``
+    means all of them, as in ``fedpca simulate``. The server holds no data: it only
+    validates the shared parameters (and rebuilds public synthetic data to evaluate)."""
     config = dict(context.run_config)
-    sites = max(DEFAULT_MIN_SITES, len(list(grid.get_node_ids())))
+    sites = least_sites(config, len(list(grid.get_node_ids())))
     return scenario_cls.from_run_config(config, sites=sites), config
 
 
