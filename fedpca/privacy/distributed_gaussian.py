@@ -1,0 +1,395 @@
+"""The distributed discrete Gaussian (DDG): accounting, calibration, grid and modulus choice.
+
+Reference: Kairouz, Liu and Steinke, "The Distributed Discrete Gaussian Mechanism for Federated
+Learning with Secure Aggregation" (ICML 2021), called KLS below; the sampler and the
+sub-Gaussian tail of ``N_Z(0, s^2)`` are from Canonne, Kamath and Steinke, "The Discrete
+Gaussian for Differential Privacy" (NeurIPS 2020), called CKS.
+
+Pipeline (encoding in ``fedpca.privacy.ddg_encoding``): a site with statistic ``v`` (public
+replace-one L2 sensitivity ``Delta``, public norm bound ``||v|| <= B``) sends
+``(floor(R(v / gamma) + U) + noise) mod m``: ``R`` the public randomised Hadamard rotation
+(``fedpca.privacy.hadamard``, padded dimension ``D``), ``U`` uniform on ``[0, 1)^D``, noise
+the sum of ``k`` i.i.d. ``N_Z(0, s^2)`` per coordinate with an integer ``s^2``. The server decodes the modular
+sum of at least ``M`` such messages.
+
+**Unit of privacy: one record of one site (replace-one).** Two neighbouring datasets give
+statistics ``v, v'`` with ``||v - v'|| <= Delta``. Privacy of the rounded vector, for every
+``U``: write ``y = R(v/gamma)`` (exact arithmetic first) and couple the two roundings through the
+same ``U``. For reals ``a >= b``, ``floor(a + u) - floor(b + u)`` is an integer in
+``[a - b - 1, a - b + 1)``, so its absolute value is at most ``ceil(a - b) < (a - b) + 1``. Hence
+``|R_U(y)_i - R_U(y')_i| <= |y_i - y'_i| + 1`` and, by the triangle inequality and because the
+rotation is orthogonal, ``||R_U(y) - R_U(y')||_2 <= Delta / gamma + sqrt(D)`` for *every* ``U``.
+Each fixed ``U`` thus gives an additive-noise mechanism whose two neighbouring inputs differ by
+an integer vector of at most that norm, covered by the bound below; the real mechanism is the
+mixture over ``U`` (the same ``U`` law for both inputs), and the hockey-stick divergence (like
+``exp((alpha - 1) D_alpha)``) is jointly convex, so the mixture obeys the same bound. Because the bound holds for every ``U``, it holds whatever the
+law of ``U`` (the generator's 53-bit uniforms included): the law of ``U`` only decides that the
+rounding is unbiased. Floating point: the computed ``y`` differs from the exact one by at most
+``(log2 D + 4) 2^-52 (||v||/gamma + sqrt(D))`` in L2 per dataset; twice that is added to the
+sensitivity (:func:`rounded_sensitivity`), with ``||v|| <= B``. KLS's conditional-rounding
+bound is about one client's whole vector of norm at most ``c``, not about the difference of
+two aggregates, and is not used.
+
+**The sum of M discrete Gaussians** is not a discrete Gaussian. KLS bound it (Proposition 14,
+in RDP form, as the authors' own accounting code implements it): with ``a = Delta_2^2 / (M s^2)`` and
+``tau = 10 sum_{k=1}^{M-1} exp(-2 pi^2 s^2 k / (k + 1))``, for every order ``alpha >= 1``
+``D_alpha(Z || Z + delta) <= min(alpha a / 2 + tau D, alpha (sqrt(a) + tau sqrt(D))^2 / 2)``
+(valid for ``s >= 1/2``, i.e. every integer ``s^2 >= 1``). Their Theorem 1 is also quoted in
+the concentrated form ``eps = min(sqrt(a + tau D / 2), sqrt(a) + tau sqrt(D))``, whose first
+branch gives ``alpha a / 2 + alpha tau D / 4`` instead; at every order this module uses the
+larger of the two, ``alpha a / 2 + tau D max(1, alpha / 4)``, so either reading is honoured
+(the tests check the result against exact Renyi and hockey-stick divergences of the sum).
+The sum over *more* than ``M`` sites is at least as private (adding independent noise is
+post-processing), so ``M`` is the minimum number of honest sites in every sum. ``tau`` is about
+``1e-16`` once ``s^2 >= 4``, so for practical noise levels the bound is the Gaussian one at
+sensitivity ``Delta / gamma + sqrt(D)`` and ``M s^2`` total variance.
+
+**Several draws per site.** The exact sampler supports ``s^2 <= MAX_SIGMA_SQ``. A site that
+needs more noise adds ``k`` independent ``N_Z(0, s^2)`` draws per coordinate; the sum over
+``M`` sites is then the sum of ``M k`` i.i.d. discrete Gaussians, which is exactly KLS's setting
+with ``M k`` summands (``n = M k`` in ``a`` and ``tau``). :func:`calibrate_ddg` uses the fewest
+draws that fit.
+
+``T`` releases of a site compose by adding their RDP curves; (epsilon, delta) comes from
+dp-accounting's RDP-to-DP conversion (``compute_epsilon``, the bound of CKS Proposition 12)
+over :data:`RDP_ORDERS`. The modular reduction, the centring, the un-rotation and the unpadding
+are post-processing of the exact integer sum, so they cost nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedpca.errors import ConfigurationError, ParameterError
+from fedpca.privacy.discrete_gaussian import MAX_SIGMA_SQ
+from fedpca.privacy.hadamard import next_power_of_two
+
+#: RDP orders for the conversion to (epsilon, delta): dense and geometric on (1.01, 10^4].
+RDP_ORDERS = tuple(float(a) for a in 1.0 + np.geomspace(0.011, 1e4, 600))
+#: Default modulus: the largest that passes Flower's SecAgg+ exactly (see ``ddg_encoding``).
+DEFAULT_MODULUS = 2**31
+#: Default bound on the probability that a modular sum wraps (a utility failure, not privacy).
+DEFAULT_WRAP_PROBABILITY = 1e-9
+#: Default largest rounding inflation ``sqrt(D) gamma / Delta`` of the sensitivity.
+DEFAULT_MAX_INFLATION = 0.02
+#: Most noise draws per site and coordinate that :func:`calibrate_ddg` will use.
+MAX_DRAWS = 64
+#: Most draws per site :func:`choose_grid` accepts for a finer grid (sampling time grows with it).
+DEFAULT_MAX_DRAWS = 16
+#: :func:`choose_grid` searches inflations down to ``max_inflation / INFLATION_RANGE``; finer
+#: grids would reduce the noise by under 1.5% of its standard deviation.
+INFLATION_RANGE = 4.0
+#: Unit roundoff margin used in the floating-point slack of the rotated sensitivity.
+FLOAT_UNIT = 2.0**-52
+
+
+def ddg_tau(sigma_sq: int, sites: int) -> float:
+    """KLS's ``tau = 10 sum_{k=1}^{M-1} exp(-2 pi^2 s^2 k / (k + 1))``."""
+    k = np.arange(1, sites, dtype=np.float64)
+    return float(10.0 * np.exp(-2.0 * math.pi**2 * sigma_sq * k / (k + 1)).sum())
+
+
+def rounded_sensitivity(sensitivity: float, gamma: float, padded: int, norm_bound: float) -> float:
+    """L2 sensitivity, in grid units, of the rounded rotated vector (module docstring):
+    ``Delta / gamma + sqrt(D)`` plus twice the floating-point slack of the rotation."""
+    slack = (math.log2(padded) + 4) * FLOAT_UNIT * (norm_bound / gamma + math.sqrt(padded))
+    return sensitivity / gamma + math.sqrt(padded) + 2 * slack
+
+
+def ddg_rdp(sigma_sq: int, sites: int, sensitivity: float, padded: int, releases: int = 1,
+            orders: tuple[float, ...] = RDP_ORDERS) -> np.ndarray:
+    """RDP curve (KLS) of ``releases`` sums of ``sites`` i.i.d. ``N_Z(0, sigma_sq)`` vectors of
+    padded dimension ``padded`` (``sites`` counts summands: sites times draws per site), for
+    neighbouring inputs that differ by at most ``sensitivity`` in L2 (grid units)."""
+    alpha = np.asarray(orders, dtype=np.float64)
+    a = sensitivity**2 / (sites * sigma_sq)
+    tau = ddg_tau(sigma_sq, sites)
+    first = alpha * a / 2 + tau * padded * np.maximum(1.0, alpha / 4)
+    second = alpha * (math.sqrt(a) + tau * math.sqrt(padded)) ** 2 / 2
+    return releases * np.minimum(first, second)
+
+
+def rdp_to_epsilon(rdp: np.ndarray, delta: float, orders: tuple[float, ...] = RDP_ORDERS) -> float:
+    """Epsilon at ``delta`` of an RDP curve (dp-accounting's conversion)."""
+    from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
+
+    return float(compute_epsilon(orders, rdp, delta)[0])
+
+
+def rdp_to_delta(rdp: np.ndarray, epsilon: float, orders: tuple[float, ...] = RDP_ORDERS) -> float:
+    """Delta at ``epsilon`` of an RDP curve (dp-accounting's conversion)."""
+    from dp_accounting.rdp.rdp_privacy_accountant import compute_delta
+
+    return float(compute_delta(orders, rdp, epsilon)[0])
+
+
+def zcdp_epsilon(rho: float, delta: float, orders: tuple[float, ...] = RDP_ORDERS) -> float:
+    """Epsilon at ``delta`` of ``rho``-zCDP, via dp-accounting's ``ZCDpEvent``."""
+    import dp_accounting
+
+    accountant = dp_accounting.rdp.RdpAccountant(orders=orders)
+    accountant.compose(dp_accounting.ZCDpEvent(rho))
+    return float(accountant.get_epsilon(delta))
+
+
+@dataclass(frozen=True)
+class DDGCalibration:
+    """The per-site noise of a DDG release and what ``releases`` of them achieve.
+
+    Attributes:
+        sigma_sq: variance parameter ``s^2`` (grid units) of each discrete Gaussian draw.
+        draws: ``k``, independent draws each site adds per coordinate (variance ``k s^2``).
+        sites: ``M``, the minimum number of honest sites in every sum.
+        releases: ``T``, the releases composed.
+        epsilon: epsilon achieved at ``delta`` by the composition (KLS bound, RDP conversion).
+        delta: the delta at which epsilon is stated.
+        target_epsilon: the epsilon asked for.
+        gamma: the grid step (real units per integer).
+        sensitivity: replace-one L2 sensitivity ``Delta`` of one site's statistic.
+        grid_sensitivity: ``Delta / gamma + sqrt(D)`` (+ float slack), in grid units.
+        padded: ``D``, the padded dimension.
+        tau: KLS's correction for a sum of discrete Gaussians.
+    """
+
+    sigma_sq: int
+    draws: int
+    sites: int
+    releases: int
+    epsilon: float
+    delta: float
+    target_epsilon: float
+    gamma: float
+    sensitivity: float
+    grid_sensitivity: float
+    padded: int
+    tau: float
+
+    @property
+    def inflation(self) -> float:
+        """Relative growth of the sensitivity from rounding (``sqrt(D) gamma / Delta`` plus
+        the floating-point slack)."""
+        return self.grid_sensitivity * self.gamma / self.sensitivity - 1
+
+    @property
+    def central_sigma(self) -> float:
+        """Standard deviation, in real units, of the noise in a sum of ``sites`` messages
+        (at most: the discrete Gaussian's variance is slightly below ``s^2``)."""
+        return self.gamma * math.sqrt(self.sites * self.draws * self.sigma_sq)
+
+    def record(self) -> dict[str, float | int | str]:
+        """The fields a result's privacy record needs for this calibration."""
+        return {
+            "mechanism": "distributed-discrete-gaussian",
+            "epsilon": self.target_epsilon,
+            "epsilon_achieved": self.epsilon,
+            "delta": self.delta,
+            "accounting": "kls-rdp",
+            "releases_per_site": self.releases,
+            "min_sites_per_sum": self.sites,
+            "sigma_sq_per_draw": self.sigma_sq,
+            "draws_per_site": self.draws,
+            "grid_step": self.gamma,
+            "sensitivity": self.sensitivity,
+            "grid_sensitivity": self.grid_sensitivity,
+            "padded_dimension": self.padded,
+            "central_sigma": self.central_sigma,
+        }
+
+    def rdp(self, orders: tuple[float, ...] = RDP_ORDERS) -> np.ndarray:
+        """The composed RDP curve (for a ledger that composes with other mechanisms)."""
+        return ddg_rdp(self.sigma_sq, self.sites * self.draws, self.grid_sensitivity,
+                       self.padded, self.releases, orders)
+
+
+def _epsilon(sigma_sq: int, sites: int, grid_sensitivity: float, padded: int, releases: int,
+             delta: float) -> float:
+    return rdp_to_epsilon(ddg_rdp(sigma_sq, sites, grid_sensitivity, padded, releases), delta)
+
+
+def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: float,
+                  dimension: int, sites: int, gamma: float, norm_bound: float,
+                  max_draws: int = MAX_DRAWS) -> DDGCalibration:
+    """The smallest integer ``s^2`` per draw, with the fewest draws ``k <= max_draws`` per site
+    (``s^2 <= MAX_SIGMA_SQ``), such that ``releases`` releases, each the sum of at least
+    ``sites`` messages, are (epsilon, delta)-DP per record of the releasing site.
+
+    Args:
+        epsilon, delta: the target for the composition of all ``releases``.
+        releases: ``T``; sensitivity: ``Delta`` (real units, replace-one, L2).
+        dimension: length of the statistic (padded to the next power of two ``D``).
+        sites: ``M``; gamma: grid step; norm_bound: public ``B >= ||v||`` (float slack).
+    Raises ConfigurationError if even ``max_draws`` draws of ``MAX_SIGMA_SQ`` are not enough.
+    """
+    from fedpca.privacy.calibration import check_privacy_parameters
+
+    check_privacy_parameters(epsilon, delta)
+    for name, value in (("releases", releases), ("sites", sites), ("dimension", dimension)):
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ConfigurationError(f"{name} must be an integer >= 1, got {value!r}")
+    for name, value in (("sensitivity", sensitivity), ("gamma", gamma), ("norm_bound", norm_bound)):
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigurationError(f"{name} must be a finite number > 0, got {value!r}")
+    padded = next_power_of_two(dimension)
+    grid_sens = rounded_sensitivity(sensitivity, gamma, padded, norm_bound)
+
+    draws = 1
+    while _epsilon(MAX_SIGMA_SQ, sites * draws, grid_sens, padded, releases, delta) > epsilon:
+        if draws >= max_draws:
+            raise ConfigurationError(
+                f"the distributed discrete Gaussian needs more than {max_draws} draws of "
+                f"variance {MAX_SIGMA_SQ} grid steps^2 per site for epsilon={epsilon}, "
+                f"delta={delta}, releases={releases}, sites={sites}, D={padded}, "
+                f"gamma={gamma:.4g}; use a coarser grid (larger gamma) or more sites per sum"
+            )
+        draws += 1
+
+    def eps_at(s2: int) -> float:
+        return _epsilon(s2, sites * draws, grid_sens, padded, releases, delta)
+
+    low, high = 0, MAX_SIGMA_SQ  # eps_at(high) <= epsilon; low is infeasible (or 0)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if eps_at(mid) <= epsilon:
+            high = mid
+        else:
+            low = mid
+    return DDGCalibration(
+        sigma_sq=high, draws=draws, sites=sites, releases=releases, epsilon=eps_at(high),
+        delta=delta, target_epsilon=epsilon, gamma=gamma, sensitivity=sensitivity,
+        grid_sensitivity=grid_sens, padded=padded, tau=ddg_tau(high, sites * draws),
+    )
+
+
+def _sum_variance_proxy(norm_bound: float, sites_in_sum: int, padded: int, gamma: float,
+                        sigma_sq: int, draws: int) -> float:
+    """Variance proxy of one coordinate of the rotated signal sum plus the noise sum."""
+    return (sites_in_sum * norm_bound / gamma) ** 2 / padded + sites_in_sum * draws * sigma_sq
+
+
+def wrap_probability(*, norm_bound: float, sites_in_sum: int, dimension: int, gamma: float,
+                     sigma_sq: int, draws: int, modulus: int) -> float:
+    """Bound on the probability that some coordinate of the integer sum of ``sites_in_sum``
+    messages leaves ``[-m/2, m/2)`` (then the centred modular sum is wrong).
+
+    From public quantities only. The rotated scaled sum ``R(sum_i v_i / gamma)`` has norm at most
+    ``N B / gamma``, so each coordinate is sub-Gaussian with proxy ``(N B / gamma)^2 / D``
+    (Hoeffding over the public signs); the noise sum is sub-Gaussian with proxy ``N k s^2`` (CKS:
+    ``N_Z(0, s^2)`` is ``s^2``-sub-Gaussian); they are independent, so the proxies add to ``V``.
+    The rounding errors add less than ``N`` in absolute value. A union bound over ``D``
+    coordinates gives ``2 D exp(-(m/2 - N)^2 / (2 V))``.
+    """
+    padded = next_power_of_two(dimension)
+    margin = modulus / 2 - sites_in_sum
+    if margin <= 0:
+        return 1.0
+    var = _sum_variance_proxy(norm_bound, sites_in_sum, padded, gamma, sigma_sq, draws)
+    return min(1.0, 2 * padded * math.exp(-(margin**2) / (2 * var)))
+
+
+def minimum_modulus(*, norm_bound: float, sites_in_sum: int, dimension: int, gamma: float,
+                    sigma_sq: int, draws: int,
+                    max_wrap_probability: float = DEFAULT_WRAP_PROBABILITY) -> int:
+    """The smallest power-of-two modulus whose :func:`wrap_probability` is at most the target."""
+    padded = next_power_of_two(dimension)
+    var = _sum_variance_proxy(norm_bound, sites_in_sum, padded, gamma, sigma_sq, draws)
+    half = sites_in_sum + math.sqrt(2 * var * math.log(2 * padded / max_wrap_probability))
+    return 1 << math.ceil(math.log2(2 * half))
+
+
+@dataclass(frozen=True)
+class GridChoice:
+    """A grid step, per-site noise and modulus that meet the privacy target and the wrap bound.
+
+    Attributes:
+        gamma: grid step; inflation: ``sqrt(D) gamma / Delta``; calibration: the noise;
+        modulus: ``m``; wrap_probability: the bound at ``m``; sites_in_sum: ``N`` it assumes;
+        modulus_needed: the smallest power of two that would also meet the wrap bound.
+    """
+
+    gamma: float
+    inflation: float
+    calibration: DDGCalibration
+    modulus: int
+    wrap_probability: float
+    sites_in_sum: int
+    modulus_needed: int
+
+
+def choose_grid(epsilon: float, delta: float, *, releases: int, sensitivity: float,
+                norm_bound: float, dimension: int, sites: int, sites_in_sum: int | None = None,
+                modulus: int = DEFAULT_MODULUS,
+                max_wrap_probability: float = DEFAULT_WRAP_PROBABILITY,
+                max_inflation: float = DEFAULT_MAX_INFLATION,
+                max_draws: int = DEFAULT_MAX_DRAWS) -> GridChoice:
+    """The finest grid (smallest rounding inflation ``sqrt(D) gamma / Delta``, between
+    ``max_inflation / INFLATION_RANGE`` and ``max_inflation``) whose calibrated noise needs at
+    most ``max_draws`` draws per site and coordinate and whose modular sum of ``sites_in_sum``
+    (default ``sites``) messages wraps with probability at most ``max_wrap_probability``.
+    Every input is public; ``norm_bound`` must be guaranteed by clipping (e.g. ``n_i C^2``
+    for the upper triangle of ``X_i^T X_i``).
+
+    Raises ParameterError, quoting only these public inputs, when no grid qualifies.
+    """
+    n_sum = sites if sites_in_sum is None else sites_in_sum
+    if n_sum < sites:
+        raise ConfigurationError(f"sites_in_sum={n_sum} must be >= sites={sites}")
+    if not 0 < max_inflation < 1:
+        raise ConfigurationError(f"max_inflation must be in (0, 1), got {max_inflation}")
+    padded = next_power_of_two(dimension)
+    common = {"releases": releases, "sensitivity": sensitivity, "dimension": dimension,
+              "sites": sites, "norm_bound": norm_bound, "max_draws": max_draws}
+
+    def attempt(inflation: float) -> GridChoice | None:
+        gamma = inflation * sensitivity / math.sqrt(padded)
+        try:
+            cal = calibrate_ddg(epsilon, delta, gamma=gamma, **common)
+        except ConfigurationError:
+            return None
+        spec = {"norm_bound": norm_bound, "sites_in_sum": n_sum, "dimension": dimension,
+                "gamma": gamma, "sigma_sq": cal.sigma_sq, "draws": cal.draws}
+        wrap = wrap_probability(modulus=modulus, **spec)
+        needed = minimum_modulus(max_wrap_probability=max_wrap_probability, **spec)
+        return GridChoice(gamma, inflation, cal, modulus, wrap, n_sum, needed)
+
+    best = attempt(max_inflation)
+    if best is None or best.wrap_probability > max_wrap_probability:
+        _refuse(best, epsilon, delta, releases, dimension, padded, sites, n_sum, modulus,
+                max_wrap_probability, max_inflation, max_draws)
+    low, high = math.log(max_inflation / INFLATION_RANGE), math.log(max_inflation)
+    for _ in range(8):  # bisection on log(inflation): feasibility is monotone in it
+        mid = (low + high) / 2
+        choice = attempt(math.exp(mid))
+        if choice is not None and choice.wrap_probability <= max_wrap_probability:
+            best, high = choice, mid
+        else:
+            low = mid
+    return best
+
+
+def _refuse(best: GridChoice | None, epsilon, delta, releases, dimension, padded, sites, n_sum,
+            modulus, max_wrap_probability, max_inflation, max_draws) -> None:
+    values = {"epsilon": epsilon, "delta": delta, "releases": releases, "dimension": dimension,
+              "sites": sites, "sites_in_sum": n_sum, "modulus": modulus,
+              "max_wrap_probability": max_wrap_probability, "max_inflation": max_inflation,
+              "max_draws": max_draws}
+    if best is None:
+        raise ParameterError(
+            f"even at the coarsest allowed grid the distributed discrete Gaussian needs more "
+            f"than {{max_draws}} draws of the sampler's largest variance {MAX_SIGMA_SQ} grid "
+            f"steps^2 per site (padded dimension {padded})", values,
+            hint="allow more rounding inflation ({max_inflation}) or more {max_draws}, more "
+                 "honest sites per sum "
+                 "({sites}), fewer {releases}, or a larger {epsilon}",
+        )
+    raise ParameterError(
+        f"a modular sum can wrap: at the coarsest allowed grid the wrap bound is "
+        f"{best.wrap_probability:.3g} and needs a modulus of at least "
+        f"2^{int(math.log2(best.modulus_needed))} (padded dimension {padded})", values,
+        hint="sum fewer sites at once ({sites_in_sum}), use a larger {modulus}, split the "
+             "statistic into smaller blocks ({dimension}), bound each site's statistic more "
+             "tightly (normalise it), allow more {max_inflation} or a larger "
+             "{max_wrap_probability}",
+    )
