@@ -72,6 +72,12 @@ ADD_REMOVE_SENSITIVITY = {
 UNDER_NOISED = sorted(ADD_REMOVE_SENSITIVITY)
 
 
+#: Audited in tests/test_secure_sum.py with fewer trials: the exact discrete Gaussian sampler
+#: makes each of its releases about 100 times slower than a continuous one.
+SLOW = {"dpdis-pca/secure-sum"}
+FAST_MECHANISMS = [name for name in MECHANISMS if name not in SLOW]
+
+
 def audit(name: str, settings: AuditSettings | None = None):
     return run_audit(audit_target(name, settings), TRIALS, CALIBRATION, seed=SEED)
 
@@ -79,7 +85,7 @@ def audit(name: str, settings: AuditSettings | None = None):
 @pytest.fixture(scope="module")
 def correct():
     """Every shipped mechanism, audited once (shared by the comparisons below)."""
-    return {name: audit(name) for name in MECHANISMS}
+    return {name: audit(name) for name in FAST_MECHANISMS}
 
 
 @pytest.fixture
@@ -177,7 +183,7 @@ def test_unknown_mechanisms_and_impossible_settings_are_refused():
 
 # --- the real mechanisms ----------------------------------------------------------------
 
-@pytest.mark.parametrize("name", list(MECHANISMS))
+@pytest.mark.parametrize("name", FAST_MECHANISMS)
 def test_every_shipped_mechanism_passes(correct, name):
     result = correct[name]
     print(f"{name}: eps_lb {result.epsilon_lower:.3f} <= claimed {result.claimed_epsilon:.3f} "

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
+from fedpca.algorithms.secure_sum import SecureSum
 from fedpca.algorithms.site import (
     PrivateSite,
     ServerRecord,
@@ -60,7 +61,10 @@ from fedpca.linalg.subspace import (
     energy_ratio,
     top_eigenpairs,
     top_eigenvectors,
+    triangle_size,
+    unpack_symmetric,
 )
+from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.privacy.mechanisms import Release, upper_triangle_sensitivity
 from fedpca.privacy.site_data import SiteData
 from fedpca.privacy.validation import (
@@ -77,7 +81,10 @@ MECHANISM = "dpdis-pca/second-moment"
 #: A site sends ``P_s`` (``d x R``) or, for comparison, the whole noisy ``A^_s`` (``d x d``).
 VARIANT_FACTOR = "factor"
 VARIANT_FULL = "full"
-VARIANTS = (VARIANT_FACTOR, VARIANT_FULL)
+#: Sites send their second moment ``X_s^T X_s`` (upper triangle) as distributed discrete
+#: Gaussian messages; the server decodes their secure sum: Analyze Gauss on the union.
+VARIANT_SECURE = "secure-sum"
+VARIANTS = (VARIANT_FACTOR, VARIANT_FULL, VARIANT_SECURE)
 #: ``w_s = 1/S`` (the slides) or ``w_s = N_s / N``.
 WEIGHTING_UNIFORM = "uniform"
 WEIGHTING_SAMPLES = "samples"
@@ -178,7 +185,14 @@ def pooled_second_moment(sites: Sequence[np.ndarray]) -> np.ndarray:
 @dataclass(frozen=True)
 class DPdisPCAPolicy(SingleReleasePolicy):
     """A DPdisPCA site's own privacy settings for its single release of ``A^_s`` (see
-    :class:`SingleReleasePolicy`); the server cannot change them, only add noise."""
+    :class:`SingleReleasePolicy`); the server cannot change them, only add noise.
+
+    ``secure_min_sites = M``: the site answers only the ``secure-sum`` variant, its second
+    moment as a distributed discrete Gaussian message whose noise makes every sum of at
+    least ``M`` sites (epsilon, delta)-DP (:mod:`fedpca.algorithms.secure_sum`).
+    """
+
+    secure_min_sites: int | None = None
 
 
 class DPdisPCASite(PrivateSite):
@@ -189,13 +203,31 @@ class DPdisPCASite(PrivateSite):
     """
 
     def release(
-        self, variant: str, r: object = None, min_noise_multiplier: float | None = None
+        self, variant: str, r: object = None, min_noise_multiplier: float | None = None,
+        secure: SecureSum | None = None,
     ) -> np.ndarray:
-        """``P_s`` (``variant="factor"``, ``r`` columns) or ``A^_s`` (``"full"``, no ``r``).
+        """``P_s`` (``variant="factor"``, ``r`` columns), ``A^_s`` (``"full"``, no ``r``) or
+        the secure-sum message of ``X_s^T X_s`` (``"secure-sum"``, the sum's public
+        parameters ``secure``; only from a site whose policy sets ``secure_min_sites``).
 
         The request is checked before anything is drawn or charged: a malformed one raises
         :class:`InvalidRequestError` and nothing is released.
         """
+        if (variant == VARIANT_SECURE) != (self.secure_min_sites is not None):
+            raise InvalidRequestError(
+                f"{self.site}: refused: this site answers "
+                + ("only inside a secure sum (variant secure-sum)"
+                   if self.secure_min_sites is not None else "with its own noise only")
+                + f", and the request asks for variant {variant!r}"
+            )
+        if variant == VARIANT_SECURE:
+            if secure is None or secure.dimension != triangle_size(self.dim):
+                raise InvalidRequestError(
+                    f"{self.site}: refused: a secure-sum request must describe the sum of "
+                    f"the {triangle_size(self.dim)} upper-triangle entries of X^T X"
+                )
+            statistic = (self.X.T @ self.X)[np.triu_indices(self.dim)]
+            return self.discrete_release(MECHANISM, statistic, secure)
         if variant == VARIANT_FACTOR:
             is_int = isinstance(r, (int, np.integer)) and not isinstance(r, bool)
             if not (is_int and 1 <= r <= self.dim):
@@ -247,9 +279,14 @@ class DPdisPCAServer(ServerRecord):
         k: number of components ``K`` (``1 <= K <= d``).
         r: columns of each ``P_s`` (default ``min(2K, d)``); ignored by the full variant.
         weighting: ``"uniform"`` (``1/S``, the slides) or ``"samples"`` (``N_s / N``).
-        variant: ``"factor"`` (sites send ``P_s``) or ``"full"`` (sites send ``A^_s``).
+        variant: ``"factor"`` (sites send ``P_s``), ``"full"`` (sites send ``A^_s``) or
+            ``"secure-sum"`` (sites send discrete Gaussian messages of ``X_s^T X_s``; the
+            top-``K`` eigenvectors of their decoded sum, Analyze Gauss on the union;
+            ``weighting`` does not apply).
         evaluation: optional ``d x d`` matrix (e.g. the pooled second moment, in simulation)
             against which the history records ``energy_ratio = q(V) / q(V_K)``.
+        secure: the sum's public parameters and the sites' ``grid`` (secure-sum only: the
+            grid every site derives from its policy, which the server must share to decode).
     """
 
     algorithm = ALGORITHM
@@ -262,6 +299,7 @@ class DPdisPCAServer(ServerRecord):
         weighting: str = WEIGHTING_UNIFORM,
         variant: str = VARIANT_FACTOR,
         evaluation: np.ndarray | None = None,
+        secure: tuple[SecureSum, GridChoice] | None = None,
     ) -> None:
         self.dim = require_positive_int(dim, "dim")
         self.k = require_positive_int(k, "k")
@@ -277,17 +315,28 @@ class DPdisPCAServer(ServerRecord):
                 f"evaluation must be a {self.dim} x {self.dim} matrix, got shape "
                 f"{np.shape(evaluation)}"
             )
+        if (variant == VARIANT_SECURE) != (secure is not None):
+            raise ConfigurationError(
+                "the secure-sum variant needs the sum's public parameters and grid (secure), "
+                "and only it takes them"
+            )
+        self.secure = secure
         self.evaluation = evaluation
         self.start_record()
 
     @property
-    def answer_shape(self) -> tuple[int, int]:
+    def answer_shape(self) -> tuple[int, ...]:
         """Shape every site's answer must have."""
+        if self.secure is not None:
+            return (self.secure[1].calibration.padded,)
         return (self.dim, self.dim if self.r is None else self.r)
 
     @property
     def bytes_per_site(self) -> int:
-        """Bytes each site sends (``d R 8``, or ``d d 8`` for the full variant)."""
+        """Bytes each site sends (``d R 8``, ``d d 8`` for the full variant, ``D 8`` for a
+        secure-sum message of padded length ``D``)."""
+        if self.secure is not None:
+            return self.answer_shape[0] * FLOAT_BYTES
         return message_bytes(self.dim, self.r)
 
     def request(self) -> dict[str, Any]:
@@ -295,6 +344,8 @@ class DPdisPCAServer(ServerRecord):
         config: dict[str, Any] = {"variant": self.variant, "dim": self.dim}
         if self.r is not None:
             config["r"] = self.r
+        if self.secure is not None:
+            config["secure"] = self.secure[0]
         return config
 
     def receive(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
@@ -302,7 +353,11 @@ class DPdisPCAServer(ServerRecord):
         ordered = ordered_answers(answers, self.answer_shape)
         weights = merge_weights([a.n for a in ordered], self.weighting)
         values = [a.value for a in ordered]
-        if self.variant == VARIANT_FACTOR:
+        if self.secure is not None:
+            secure, grid = self.secure
+            total = unpack_symmetric(secure.decode(values, grid), self.dim)
+            self.basis = top_eigenvectors(total, self.k)
+        elif self.variant == VARIANT_FACTOR:
             self.basis = merged_factor_basis(values, weights, self.k)
         else:
             self.basis = merged_full_basis(values, weights, self.k)
@@ -347,6 +402,47 @@ def privacy_record(
     }
 
 
+def public_seed() -> int:
+    """A fresh public seed (for the rotation, whose randomness protects no one)."""
+    return int(np.random.SeedSequence().entropy % 2**32)
+
+
+#: The trust model of the secure-sum variant.
+SECURE_TRUST = (
+    "secure sum (distributed discrete Gaussian): an honest-but-curious server that learns "
+    "only sums over at least M sites"
+)
+
+
+def secure_sum_for(
+    policy: DPdisPCAPolicy, dim: int, site_sizes: Sequence[int], rotation_seed: int
+) -> tuple[SecureSum, GridChoice]:
+    """The public parameters of the secure sum of ``len(site_sizes)`` sites' second moments
+    (their largest record count bounds every site) and the grid a site with ``policy``
+    derives from them."""
+    secure = SecureSum(
+        sensitivity=upper_triangle_sensitivity(policy.clip_norm), max_records=max(site_sizes),
+        norm_per_record=policy.clip_norm**2, dimension=triangle_size(dim),
+        sites_in_sum=len(site_sizes), rotation_seed=rotation_seed,
+    )
+    cal = policy.calibration()
+    return secure, secure.grid(cal.target_epsilon, cal.delta, policy.releases,
+                               policy.secure_min_sites)
+
+
+def secure_privacy_record(policy: DPdisPCAPolicy, grid: GridChoice) -> dict[str, Any]:
+    """The guarantee of the secure-sum variant: every sum of at least ``M`` sites is
+    (epsilon, delta)-DP per record of each site in it."""
+    return {
+        "unit": "one record at one site (replace-one)",
+        **grid.calibration.record(),
+        "modulus": grid.modulus,
+        "wrap_probability": grid.wrap_probability,
+        "clip_norm": policy.clip_norm,
+        "trust_model": SECURE_TRUST,
+    }
+
+
 def run_dpdis_pca(
     sites: Sequence[np.ndarray | SiteData],
     k: int,
@@ -364,16 +460,23 @@ def run_dpdis_pca(
     site's data for the local-only baseline.
 
     Privacy guarantee: each site's single release is (policy.epsilon, policy.delta)-DP per
-    record of that site (replace-one).
+    record of that site (replace-one); with ``variant="secure-sum"`` (a policy with
+    ``secure_min_sites``) every sum of at least ``M`` sites' messages is.
     """
     start = time.perf_counter()
     policy = policy or DPdisPCAPolicy()
     site_objs = build_sites(DPdisPCASite, sites, policy, seed)
-    server = DPdisPCAServer(site_objs[0].dim, k, r, weighting, variant, evaluation)
+    dim, sizes = site_objs[0].dim, [s.n for s in site_objs]
+    secure = None
+    if variant == VARIANT_SECURE:
+        rotation_seed = seed if seed is not None else public_seed()
+        secure = secure_sum_for(policy, dim, sizes, rotation_seed)
+    server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation, secure)
     request = server.request()
-    server.receive(
-        [s.answer(s.release(variant, request.get("r"))) for s in site_objs]
-    )
+    server.receive([
+        s.answer(s.release(variant, request.get("r"), secure=request.get("secure")))
+        for s in site_objs
+    ])
     config = {
         "k": k, "r": server.r, "weighting": weighting, "variant": variant,
         "sites": len(site_objs), "samples": sum(s.n for s in site_objs),
@@ -382,4 +485,6 @@ def run_dpdis_pca(
         "clipped_rows": sum(s.clip_report.clipped_rows for s in site_objs),
         "wall_seconds": time.perf_counter() - start,
     }
-    return server.result(privacy_record(policy, [s.n for s in site_objs]), config)
+    privacy = (privacy_record(policy, sizes) if secure is None
+               else secure_privacy_record(policy, secure[1]))
+    return server.result(privacy, config)

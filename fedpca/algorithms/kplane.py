@@ -55,7 +55,12 @@ from fedpca.clustering.metrics import assign_to_subspaces
 from fedpca.clustering.nonprivate import cluster_scatter
 from fedpca.clustering.result import ClusteringResult
 from fedpca.errors import ConfigurationError, InvalidRequestError, ParameterError
-from fedpca.linalg.subspace import random_subspaces, top_eigenvectors
+from fedpca.linalg.subspace import (
+    random_subspaces,
+    top_eigenvectors,
+    triangle_size,
+    unpack_symmetric,
+)
 from fedpca.privacy.mechanisms import upper_triangle_sensitivity
 from fedpca.privacy.validation import (
     require_finite_positive,
@@ -95,23 +100,9 @@ def cluster_moments_sensitivity(clip_norm: float) -> float:
     return max(same_cluster, switch)
 
 
-def triangle_size(dim: int) -> int:
-    """Entries of the upper triangle (diagonal included) of a ``dim x dim`` matrix."""
-    return dim * (dim + 1) // 2
-
-
 def message_shape(clusters: int, dim: int) -> tuple[int, int]:
     """Shape of a site's message: one row per cluster, upper triangle then count."""
     return clusters, triangle_size(dim) + 1
-
-
-def unpack_symmetric(packed: np.ndarray, dim: int) -> np.ndarray:
-    """The symmetric ``dim x dim`` matrix whose upper triangle (row-major) is ``packed``."""
-    rows, cols = np.triu_indices(dim)
-    out = np.zeros((dim, dim))
-    out[rows, cols] = packed
-    out[cols, rows] = packed
-    return out
 
 
 def cluster_moments(X: np.ndarray, bases: Sequence[np.ndarray], clip_norm: float) -> np.ndarray:

@@ -15,8 +15,10 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from fedpca.algorithms.secure_sum import SecureSum
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.privacy.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
+from fedpca.privacy.ddg_encoding import encode_site
 from fedpca.privacy.ledger import PrivacyLedger
 from fedpca.privacy.mechanisms import NoiseSource, Release
 from fedpca.privacy.site_data import SiteData
@@ -241,6 +243,37 @@ class PrivateSite:
             share = sigma / math.sqrt(self.secure_min_sites)
         index = self.charge(Release(mechanism, sensitivity, sigma, shape))
         return self.noise.gaussian(index, share, shape)
+
+    def discrete_release(
+        self, mechanism: str, statistic: np.ndarray, secure: SecureSum
+    ) -> np.ndarray:
+        """Charge the ledger for one distributed discrete Gaussian release of ``statistic``
+        and return the site's message (int64 residues; :mod:`fedpca.algorithms.secure_sum`).
+
+        The grid and the noise come from the site's own policy (its budget over all its
+        releases, its ``M``) and the sum's public parameters; a sum the site cannot take part
+        in, or a grid that cannot meet the wrap bound, is refused before anything is
+        charged. The ledger records the noise of a sum of ``M`` sites, the level the
+        guarantee relies on.
+        """
+        m = self.secure_min_sites
+        if m is None:
+            raise InvalidRequestError(
+                f"{self.site}: refused: a secure-sum release needs the site's policy to set "
+                "secure_min_sites (M); this site answers with its own noise only"
+            )
+        secure.check_site(self.n, m, self.site)
+        grid = secure.grid(self.calibration.target_epsilon, self.calibration.delta,
+                           self.policy.releases, m)
+        cal = grid.calibration
+        summands = m * cal.draws
+        release = Release(mechanism + f"+ddg(m={m})", cal.grid_sensitivity,
+                          math.sqrt(summands * cal.sigma_sq), (cal.padded,), summands,
+                          cal.padded)
+        index = self.charge(release)
+        return encode_site(statistic, gamma=grid.gamma, rotation=secure.rotation(),
+                           sigma_sq=cal.sigma_sq, modulus=grid.modulus, draws=cal.draws,
+                           rng=self.noise.generator(index))
 
     def charge(self, release: Release) -> int:
         """Record ``release`` in the ledger (or raise, recording nothing); its index."""

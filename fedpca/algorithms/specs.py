@@ -92,7 +92,8 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         client="fedpca.clients.dpdis_pca:DPdisPCAClient",
         simulate="fedpca.simulations.dpdis_pca:simulate_dpdis_pca",
         server_main="fedpca.apps.dpdis_pca:server_main",
-        audit=(("dpdis-pca", "fedpca.audit.targets:dpdis"),),
+        audit=(("dpdis-pca", "fedpca.audit.targets:dpdis"),
+               ("dpdis-pca/secure-sum", "fedpca.audit.targets:dpdis_secure")),
     ),
     AlgorithmSpec(
         name="ldp-pca",

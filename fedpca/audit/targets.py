@@ -14,6 +14,9 @@ What is released and audited:
 * ``dps-pca/power``: ``H = (X^T X Q + G) / n`` for the curious server's request
   ``Q = [e_1 e_2]``, whose span holds both replaced records. The site's policy allows the
   fewest releases DPS-PCA has (``rounds=1``: two), so the claim is that of one of them.
+* ``dpdis-pca/secure-sum``: the decoded secure sum of three sites' distributed discrete
+  Gaussian messages (``variant=secure-sum``), the audited site holding the neighbours (not yet
+  through Flower: the secure mode has no Flower client yet).
 * ``dpdis-pca``: the noisy ``A^_s`` (``variant=full``), upper triangle. The default
   ``variant=factor`` sends ``P_s``, computed from the same ``A^_s``: post-processing, which
   can only make the two datasets harder to tell apart.
@@ -38,7 +41,13 @@ from fedpca.algorithms.central import (
     analyze_gauss_release,
     mod_sulq_release,
 )
-from fedpca.algorithms.dpdis_pca import VARIANT_FULL, DPdisPCAPolicy, DPdisPCASite
+from fedpca.algorithms.dpdis_pca import (
+    VARIANT_FULL,
+    VARIANT_SECURE,
+    DPdisPCAPolicy,
+    DPdisPCASite,
+    secure_sum_for,
+)
 from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_POWER, DPSPCASite, SitePolicy
 from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite
 from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceSite, LDPPolicy
@@ -179,6 +188,37 @@ def dpdis(settings: AuditSettings) -> AuditTarget:
         "dpdis-pca", settings, policy, client=DPdisPCAClient, site=DPdisPCASite,
         config={"variant": VARIANT_FULL, "dim": settings.dim}, request="request variant=full",
         view=upper_triangle,
+    )
+
+
+#: Sites in the audited secure sum: the audited one and ``M - 1`` others with fixed records.
+SECURE_SITES = 3
+
+
+def dpdis_secure(settings: AuditSettings) -> AuditTarget:
+    """DPdisPCA's secure sum as the server sees it: the decoded sum of ``M = 3`` sites'
+    distributed discrete Gaussian messages of ``X_s^T X_s`` (upper triangle). The audited
+    site holds the neighbouring records; the other two hold the fixed ones."""
+    policy = DPdisPCAPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm,
+                            secure_min_sites=SECURE_SITES)
+    data = _prepared(settings.neighbours(), settings.clip_norm)
+    secure, grid = secure_sum_for(policy, settings.dim, [settings.samples] * SECURE_SITES,
+                                  rotation_seed=settings.data_seed)
+
+    def sites(neighbour: bool, seed: int | None) -> list[DPdisPCASite]:
+        audited = DPdisPCASite(data[int(neighbour)], policy, site=SITE, seed=seed)
+        return [audited, *(DPdisPCASite(data[0], policy, site=f"{SITE}-{i}", seed=seed)
+                           for i in range(1, SECURE_SITES))]
+
+    def release(neighbour: bool, seed: int | None) -> np.ndarray:
+        messages = [s.release(VARIANT_SECURE, secure=secure) for s in sites(neighbour, seed)]
+        return secure.decode(messages, grid)
+
+    audited = sites(False, None)[0]
+    audited.release(VARIANT_SECURE, secure=secure)
+    return AuditTarget(
+        "dpdis-pca/secure-sum", release, audited.ledger.epsilon_spent(), settings.delta,
+        settings.setup(settings.samples, f"the decoded secure sum of {SECURE_SITES} sites"),
     )
 
 

@@ -72,13 +72,12 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.central import TRUST_CENTRAL, UNIT
-from fedpca.algorithms.kplane import triangle_size, unpack_symmetric
 from fedpca.clustering.metrics import wasserstein_subspace_distance
 from fedpca.clustering.nonprivate import check_problem
 from fedpca.clustering.result import ClusteringResult
 from fedpca.clustering.tsc import default_neighbours, tsc_subspaces
 from fedpca.errors import ConfigurationError
-from fedpca.linalg.subspace import top_eigenvectors
+from fedpca.linalg.subspace import top_eigenvectors, triangle_size, unpack_symmetric
 from fedpca.privacy.calibration import check_privacy_parameters
 from fedpca.privacy.mechanisms import NoiseSource
 from fedpca.privacy.site_data import SiteData

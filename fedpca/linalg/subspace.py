@@ -417,3 +417,16 @@ def random_subspaces(
     subspaces (orthonormalised Gaussian matrices)."""
     return [thin_qr(rng.standard_normal((dim, subspace_dim))) for _ in range(count)]
 
+
+def triangle_size(dim: int) -> int:
+    """Entries of the upper triangle (diagonal included) of a ``dim x dim`` matrix."""
+    return dim * (dim + 1) // 2
+
+
+def unpack_symmetric(packed: np.ndarray, dim: int) -> np.ndarray:
+    """The symmetric ``dim x dim`` matrix whose upper triangle (row-major) is ``packed``."""
+    rows, cols = np.triu_indices(dim)
+    out = np.zeros((dim, dim))
+    out[rows, cols] = packed
+    out[cols, rows] = packed
+    return out

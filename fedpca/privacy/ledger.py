@@ -1,12 +1,14 @@
 """A per-site privacy ledger: every release a site made, and refusal of any that would overspend.
 
 Privacy guarantee enforced: the composition of all recorded releases stays (epsilon,
-delta)-DP per record of the site (PLD accountant), and no more than ``max_releases`` releases
+delta)-DP per record of the site (PLD accountant; Renyi DP once a distributed discrete
+Gaussian release is among them), and no more than ``max_releases`` releases
 are made. A refused release leaves the ledger unchanged and nothing is released.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -16,6 +18,22 @@ from fedpca.privacy.mechanisms import Release
 
 #: Relative slack when comparing spent epsilon with the budget (floating-point noise only).
 EPSILON_SLACK = 1e-6
+
+
+def composed_epsilon(releases: list[Release], delta: float) -> float:
+    """Epsilon at ``delta`` of all ``releases`` composed: the PLD accountant when every one
+    is a continuous Gaussian; otherwise their Renyi-DP curves added and converted by
+    dp-accounting (a valid, looser bound: a sum of discrete Gaussians has no exact PLD)."""
+    if not any(r.discrete for r in releases):
+        return pld_epsilon(tuple(r.noise_multiplier for r in releases), delta)
+    return _rdp_epsilon(tuple(releases), delta)
+
+
+@functools.lru_cache(maxsize=4096)
+def _rdp_epsilon(releases: tuple[Release, ...], delta: float) -> float:
+    from fedpca.privacy.distributed_gaussian import RDP_ORDERS, rdp_to_epsilon
+
+    return rdp_to_epsilon(sum(r.rdp(RDP_ORDERS) for r in releases), delta)
 
 
 @dataclass
@@ -48,7 +66,7 @@ class PrivacyLedger:
 
     def epsilon_spent(self) -> float:
         """Epsilon spent so far at the ledger's delta (PLD accountant)."""
-        return pld_epsilon(self._multipliers(self.releases), self.delta)
+        return composed_epsilon(self.releases, self.delta)
 
     def check(self, release: Release) -> None:
         """Raise BudgetExceededError if ``release`` would overspend; change nothing."""
@@ -63,7 +81,7 @@ class PrivacyLedger:
                 f"{self.max_releases} releases and has made {self.count}; the server asked "
                 "for more rounds than the site's policy; nothing was released"
             )
-        after = pld_epsilon(self._multipliers([*self.releases, release]), self.delta)
+        after = composed_epsilon([*self.releases, release], self.delta)
         if after > self.epsilon * (1 + EPSILON_SLACK):
             raise BudgetExceededError(
                 f"{self.site}: refused {release.mechanism}: it would raise epsilon spent from "
@@ -92,17 +110,17 @@ class PrivacyLedger:
             "sensitivity": [float(r.sensitivity) for r in self.releases],
             "sigma": [float(r.sigma) for r in self.releases],
             "shape": [",".join(str(s) for s in r.shape) for r in self.releases],
+            "summands": [r.summands for r in self.releases],
+            "padded": [r.padded for r in self.releases],
         }
 
     def restore(self, stored: dict[str, list]) -> None:
         """Load releases saved by :meth:`to_dict` (replacing the current list)."""
         self.releases = [
-            Release(m, float(s), float(g), tuple(int(v) for v in sh.split(",") if v))
-            for m, s, g, sh in zip(
-                stored["mechanism"], stored["sensitivity"], stored["sigma"], stored["shape"]
+            Release(m, float(s), float(g), tuple(int(v) for v in sh.split(",") if v),
+                    int(k), int(p))
+            for m, s, g, sh, k, p in zip(
+                stored["mechanism"], stored["sensitivity"], stored["sigma"], stored["shape"],
+                stored["summands"], stored["padded"], strict=True,
             )
         ]
-
-    @staticmethod
-    def _multipliers(releases: list[Release]) -> tuple[float, ...]:
-        return tuple(r.noise_multiplier for r in releases)

@@ -101,19 +101,44 @@ def symmetric_gaussian_in_blocks(
 
 @dataclass(frozen=True)
 class Release:
-    """One Gaussian release a site made: all the ledger needs to account for it.
+    """One release a site made: all the ledger needs to account for it.
+
+    A continuous Gaussian release (``summands = 0``) or a distributed discrete Gaussian one
+    (:mod:`fedpca.privacy.distributed_gaussian`): then ``sensitivity`` and ``sigma`` are in
+    grid units, ``sigma^2 = summands s^2`` is the noise variance of every revealed sum of
+    ``summands`` i.i.d. ``N_Z(0, s^2)`` draws (at least ``M`` sites times the draws per
+    site), and ``padded`` is the rotated statistic's length.
 
     Attributes:
         mechanism: a name such as ``"dps-pca/power"``.
         sensitivity: replace-one L2 sensitivity of the released statistic.
-        sigma: standard deviation of the i.i.d. Gaussian noise added to each entry.
+        sigma: standard deviation of the noise on each entry (of every revealed sum).
         shape: shape of the released array.
+        summands: discrete Gaussian draws in every revealed sum (0: continuous Gaussian).
+        padded: the padded dimension of a discrete release (0: continuous Gaussian).
     """
 
     mechanism: str
     sensitivity: float
     sigma: float
     shape: tuple[int, ...]
+    summands: int = 0
+    padded: int = 0
+
+    @property
+    def discrete(self) -> bool:
+        """Whether this is a distributed discrete Gaussian release."""
+        return self.summands > 0
+
+    def rdp(self, orders: tuple[float, ...]) -> np.ndarray:
+        """This release's Renyi-DP curve at ``orders``: ``alpha / (2 z^2)`` for a continuous
+        Gaussian, the Kairouz-Liu-Steinke bound for a sum of discrete Gaussians."""
+        if not self.discrete:
+            return np.asarray(orders, dtype=np.float64) / (2 * self.noise_multiplier**2)
+        from fedpca.privacy.distributed_gaussian import ddg_rdp
+
+        sigma_sq = round(self.sigma**2 / self.summands)
+        return ddg_rdp(sigma_sq, self.summands, self.sensitivity, self.padded, 1, orders)
 
     @property
     def noise_multiplier(self) -> float:

@@ -140,6 +140,12 @@ class SiteLedger:
 
     def _charge(self, charge: RunCharge, release: Release) -> int:
         """Check and record ``release`` in one transaction; the run's release count after it."""
+        if release.discrete:
+            raise BudgetExceededError(
+                f"{self.site}: refused {release.mechanism}: the lifetime ledger does not yet "
+                "record distributed discrete Gaussian releases (their Renyi-DP accounting); "
+                "nothing was released"
+            )
         if not (math.isfinite(release.sigma) and release.sigma > 0
                 and math.isfinite(release.sensitivity) and release.sensitivity > 0):
             raise BudgetExceededError(

@@ -1,0 +1,125 @@
+"""DPdisPCA's secure-sum mode (the distributed discrete Gaussian): a site's refusals come
+before any charge, its ledger accounts the discrete release, the decoded sum is the pooled
+second moment plus noise of the calibrated size, the result reaches central Analyze Gauss,
+and the audit passes the shipped mode and catches half the noise."""
+
+import math
+
+import numpy as np
+import pytest
+
+import fedpca.privacy.ddg_encoding as ddg_encoding
+from fedpca.algorithms.central import run_analyze_gauss
+from fedpca.algorithms.dpdis_pca import (
+    VARIANT_FULL,
+    VARIANT_SECURE,
+    DPdisPCAPolicy,
+    DPdisPCASite,
+    pooled_second_moment,
+    run_dpdis_pca,
+    secure_sum_for,
+)
+from fedpca.algorithms.secure_sum import SecureSum
+from fedpca.audit.attack import run_audit
+from fedpca.audit.targets import audit_target
+from fedpca.data.dpdis_model import DecayingSpectrumModel
+from fedpca.errors import InvalidRequestError, ParameterError
+from fedpca.linalg.subspace import energy_ratio
+
+POLICY = DPdisPCAPolicy(epsilon=1.0, delta=1e-5, secure_min_sites=4)
+MODEL = DecayingSpectrumModel(dim=12, seed=0)
+SITES = [MODEL.sample(300, stream=i) for i in range(4)]
+#: Audit trials: fewer than tests/test_audit.py's 4000 (each release draws exact discrete
+#: Gaussians); at epsilon 3, delta 1e-3 they still separate sigma from sigma / 2.
+TRIALS, CALIBRATION = 2000, 500
+
+
+def secure(dim=12, sizes=(300,) * 4, **changes):
+    public, grid = secure_sum_for(POLICY, dim, list(sizes), rotation_seed=5)
+    return SecureSum(**{**public.__dict__, **changes}), grid
+
+
+@pytest.mark.parametrize("changes,match", [
+    ({"max_records": 299}, "max_records=299"),
+    ({"sites_in_sum": 3}, "fewer than this site's minimum M=4"),
+    ({"modulus": 2**12}, "modulus"),
+])
+def test_a_site_refuses_a_sum_it_cannot_join_before_any_charge(changes, match):
+    site = DPdisPCASite(SITES[0], POLICY, site="a", seed=1)
+    public, _ = secure()
+    with pytest.raises((InvalidRequestError, ParameterError), match=match):
+        site.release(VARIANT_SECURE, secure=SecureSum(**{**public.__dict__, **changes}))
+    assert site.ledger.count == 0
+
+
+def test_the_variant_must_match_the_sites_policy():
+    secure_site = DPdisPCASite(SITES[0], POLICY, site="a")
+    with pytest.raises(InvalidRequestError, match="only inside a secure sum"):
+        secure_site.release(VARIANT_FULL)
+    plain = DPdisPCASite(SITES[0], DPdisPCAPolicy(epsilon=1.0, delta=1e-5), site="b")
+    with pytest.raises(InvalidRequestError, match="own noise only"):
+        plain.release(VARIANT_SECURE, secure=secure()[0])
+    assert secure_site.ledger.count == plain.ledger.count == 0
+
+
+def test_the_ledger_accounts_the_discrete_release_and_refuses_a_second():
+    public, grid = secure()
+    site = DPdisPCASite(SITES[0], POLICY, site="a", seed=1)
+    message = site.release(VARIANT_SECURE, secure=public)
+    assert message.shape == (grid.calibration.padded,) and message.dtype == np.int64
+    assert 0 <= message.min() and message.max() < grid.modulus
+    assert site.ledger.count == 1 and site.ledger.releases[0].discrete
+    assert site.ledger.epsilon_spent() == pytest.approx(grid.calibration.epsilon, rel=1e-9)
+    assert grid.calibration.epsilon <= POLICY.epsilon
+    with pytest.raises(Exception, match="allows 1 releases"):
+        site.release(VARIANT_SECURE, secure=public)
+
+
+def test_the_decoded_sum_is_the_pooled_second_moment_plus_calibrated_noise():
+    public, grid = secure()
+    truth = sum(X.T @ X for X in SITES)[np.triu_indices(12)]
+    errors = []
+    for trial in range(60):
+        sites = [DPdisPCASite(X, POLICY, site=str(i), seed=trial) for i, X in enumerate(SITES)]
+        decoded = public.decode([s.release(VARIANT_SECURE, secure=public) for s in sites], grid)
+        errors.append(decoded - truth)
+    errors = np.concatenate(errors)
+    sd = grid.calibration.central_sigma  # the discrete Gaussians' variance is just below
+    # 60 x 78 draws: the mean is 0 and the spread is the calibrated one (plus rounding)
+    assert abs(errors.mean()) < 5 * sd / math.sqrt(errors.size)
+    assert errors.std() == pytest.approx(sd, rel=0.05)
+
+
+def test_the_secure_sum_reaches_central_analyze_gauss_and_beats_per_site_noise():
+    model = DecayingSpectrumModel(dim=60, seed=0)
+    sites = [model.sample(400, stream=i) for i in range(20)]
+    pooled = pooled_second_moment(sites)
+    policy = DPdisPCAPolicy(epsilon=1.0, delta=1e-5, secure_min_sites=20)
+    ratios = {"secure": [], "per-site": [], "central": []}
+    for seed in range(3):
+        ratios["secure"].append(run_dpdis_pca(sites, 5, policy=policy, seed=seed,
+                                              variant=VARIANT_SECURE,
+                                              evaluation=pooled).history[0]["energy_ratio"])
+        ratios["per-site"].append(run_dpdis_pca(
+            sites, 5, policy=DPdisPCAPolicy(epsilon=1.0, delta=1e-5), seed=seed,
+            variant=VARIANT_FULL, weighting="samples", evaluation=pooled,
+        ).history[0]["energy_ratio"])
+        central = run_analyze_gauss(np.vstack(sites), 5, 1.0, 1e-5, seed=seed)
+        ratios["central"].append(energy_ratio(central.basis, pooled))
+    mean = {key: float(np.mean(value)) for key, value in ratios.items()}
+    assert mean["secure"] > 0.9 * mean["central"]
+    assert mean["secure"] > mean["per-site"] + 0.2
+
+
+def test_the_audit_passes_the_secure_sum():
+    result = run_audit(audit_target("dpdis-pca/secure-sum"), TRIALS, CALIBRATION, seed=7)
+    assert result.claimed_epsilon <= 3.0 + 1e-9
+    assert result.passed, result.to_dict()
+
+
+def test_the_audit_catches_a_secure_sum_with_half_the_noise(monkeypatch):
+    real = ddg_encoding.discrete_gaussian
+    monkeypatch.setattr(ddg_encoding, "discrete_gaussian",
+                        lambda sigma_sq, size, rng: real(max(1, sigma_sq // 4), size, rng))
+    result = run_audit(audit_target("dpdis-pca/secure-sum"), TRIALS, CALIBRATION, seed=7)
+    assert not result.passed, result.to_dict()
