@@ -1,7 +1,8 @@
-"""DPdisPCA's secure-sum mode (the distributed discrete Gaussian): a site's refusals come
-before any charge, its ledger accounts the discrete release, the decoded sum is the pooled
-second moment plus noise of the calibrated size, the result reaches central Analyze Gauss,
-and the audit passes the shipped mode and catches half the noise."""
+"""Secure sums with the distributed discrete Gaussian: DPdisPCA's secure-sum mode (a site's
+refusals come before any charge, its ledger accounts the discrete release, the decoded sum is
+the pooled second moment plus noise of the calibrated size, the result reaches central
+Analyze Gauss, the audit passes the shipped mode and catches half the noise) and DPS-PCA with
+discrete noise (the one-site accuracy that per-site noise loses)."""
 
 import math
 
@@ -19,12 +20,14 @@ from fedpca.algorithms.dpdis_pca import (
     run_dpdis_pca,
     secure_sum_for,
 )
+from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy, run_dps_pca, secure_sums
 from fedpca.algorithms.secure_sum import SecureSum
 from fedpca.audit.attack import run_audit
 from fedpca.audit.targets import audit_target
 from fedpca.data.dpdis_model import DecayingSpectrumModel
-from fedpca.errors import InvalidRequestError, ParameterError
-from fedpca.linalg.subspace import energy_ratio
+from fedpca.data.synthetic import SparseSpikedModel, site_data
+from fedpca.errors import ConfigurationError, InvalidRequestError, ParameterError
+from fedpca.linalg.subspace import energy_ratio, subspace_distance
 
 POLICY = DPdisPCAPolicy(epsilon=1.0, delta=1e-5, secure_min_sites=4)
 MODEL = DecayingSpectrumModel(dim=12, seed=0)
@@ -123,3 +126,41 @@ def test_the_audit_catches_a_secure_sum_with_half_the_noise(monkeypatch):
                         lambda sigma_sq, size, rng: real(max(1, sigma_sq // 4), size, rng))
     result = run_audit(audit_target("dpdis-pca/secure-sum"), TRIALS, CALIBRATION, seed=7)
     assert not result.passed, result.to_dict()
+
+
+# --- DPS-PCA with discrete noise --------------------------------------------------------
+
+DPS_MODEL = SparseSpikedModel(dim=60, k=2, sparsity=6, seed=0)
+DISCRETE = SitePolicy(epsilon=1.0, delta=1e-5, rounds=3, secure_min_sites=10, discrete=True)
+
+
+def dps_sites(count: int) -> list[np.ndarray]:
+    return [site_data(DPS_MODEL, 8000, count, i) for i in range(count)]
+
+
+def test_a_discrete_policy_needs_its_minimum_and_a_described_sum():
+    with pytest.raises(ConfigurationError, match="needs secure_min_sites"):
+        SitePolicy(discrete=True)
+    site = DPSPCASite(dps_sites(10)[0], DISCRETE, site="a")
+    init, _ = secure_sums(DISCRETE, 60, 2, [800] * 10, rotation_seed=1)
+    for request in ({}, {"secure": init[0], "min_noise_multiplier": 2.0}):
+        with pytest.raises(InvalidRequestError, match="only inside a secure sum"):
+            site.release_diagonal(**request)
+    assert site.ledger.count == 0
+
+
+def test_discrete_dps_pca_matches_one_site_where_per_site_noise_fails():
+    distance = {}
+    for label, count, policy in (
+        ("one site", 1, SitePolicy(epsilon=1.0, delta=1e-5, rounds=3)),
+        ("per-site", 10, SitePolicy(epsilon=1.0, delta=1e-5, rounds=3)),
+        ("discrete", 10, DISCRETE),
+    ):
+        runs = [run_dps_pca(dps_sites(count), 2, 12, policy, seed=seed) for seed in range(3)]
+        distance[label] = float(np.mean([subspace_distance(r.basis, DPS_MODEL.truth)
+                                         for r in runs]))
+        if label == "discrete":  # T + 1 discrete releases, within the site's budget
+            assert runs[0].privacy["epsilon_achieved"] <= 1.0
+            assert runs[0].history[-1]["epsilon_spent"] <= 1.0 + 1e-9
+    assert distance["discrete"] < 1.25 * distance["one site"] + 0.02
+    assert distance["per-site"] > 2 * distance["discrete"]

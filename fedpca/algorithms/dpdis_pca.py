@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
-from fedpca.algorithms.secure_sum import SecureSum
+from fedpca.algorithms.secure_sum import SecureSum, public_seed
 from fedpca.algorithms.site import (
     PrivateSite,
     ServerRecord,
@@ -400,11 +400,6 @@ def privacy_record(
         "clip_norm": policy.clip_norm,
         "trust_model": trust_model,
     }
-
-
-def public_seed() -> int:
-    """A fresh public seed (for the rotation, whose randomness protects no one)."""
-    return int(np.random.SeedSequence().entropy % 2**32)
 
 
 #: The trust model of the secure-sum variant.

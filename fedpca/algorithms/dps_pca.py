@@ -22,11 +22,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from fedpca.algorithms.secure_sum import SecureSum, public_seed
 from fedpca.algorithms.site import (
     PrivateSite,
     RoundsPolicy,
@@ -36,8 +37,9 @@ from fedpca.algorithms.site import (
     ordered_answers,
     weighted_sum,
 )
-from fedpca.errors import ConfigurationError
+from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr, threshold_rows, top_coordinates
+from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.privacy.mechanisms import (
     diagonal_sensitivity,
     power_step_sensitivity,
@@ -59,12 +61,29 @@ PHASE_POWER = "power"
 PUBLIC_STREAM = 0x5EED
 
 
+@dataclass(frozen=True)
 class SitePolicy(RoundsPolicy):
     """A DPS-PCA site's own privacy settings (:class:`RoundsPolicy`): ``rounds`` power
     rounds and the initialisation, ``T + 1`` releases; ``accounting="paper"`` is the
-    paper's closed form."""
+    paper's closed form.
+
+    ``discrete`` (with ``secure_min_sites = M``): the site sends distributed discrete
+    Gaussian messages (:mod:`fedpca.algorithms.secure_sum`), whose sums over at least ``M``
+    sites carry an exact guarantee; otherwise secure aggregation uses continuous shares
+    ``sigma / sqrt(M)`` (Flower's SecAgg+ mode).
+    """
 
     EXTRA_RELEASES = 1
+
+    discrete: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.discrete and self.secure_min_sites is None:
+            raise ConfigurationError(
+                "discrete (distributed discrete Gaussian) noise needs secure_min_sites: the "
+                "guarantee holds for sums over at least that many sites"
+            )
 
 
 class DPSPCASite(PrivateSite):
@@ -74,23 +93,51 @@ class DPSPCASite(PrivateSite):
     :class:`SitePolicy`.
     """
 
-    def release_diagonal(self, min_noise_multiplier: float | None = None) -> np.ndarray:
+    def release_diagonal(
+        self, min_noise_multiplier: float | None = None, secure: SecureSum | None = None
+    ) -> np.ndarray:
         """``(diag(X^T X) + N(0, sigma^2 I_d)) / n_i``: the initialisation release (accounted).
 
         Divided by ``n_i`` like the power step, so the server's ``n_i``-weighted average
-        (which is also what secure aggregation computes) is ``sum_i g_i / n``.
+        (which is also what secure aggregation computes) is ``sum_i g_i / n``. With a
+        ``discrete`` policy: the secure-sum message of ``diag(X^T X)`` for ``secure``.
         """
+        if self.policy.discrete:
+            return self.discrete_release(
+                INIT_MECHANISM, np.einsum("ij,ij->j", self.X, self.X),
+                self.discrete_request(secure, min_noise_multiplier),
+            )
         noise = self.gaussian_release(
             INIT_MECHANISM, diagonal_sensitivity(self.policy.clip_norm), (self.dim,),
             min_noise_multiplier,
         )
         return (np.einsum("ij,ij->j", self.X, self.X) + noise) / self.n
 
+    def discrete_request(
+        self, secure: SecureSum | None, min_noise_multiplier: float | None
+    ) -> SecureSum:
+        """The secure sum a discrete-noise request names, refused (before any charge) when
+        it names none or asks for a noise floor (the discrete noise is calibrated once)."""
+        if secure is None or min_noise_multiplier is not None:
+            raise InvalidRequestError(
+                f"{self.site}: refused: this site answers only inside a secure sum with "
+                "discrete Gaussian noise: the request must describe the sum and ask for no "
+                "min_noise_multiplier"
+            )
+        return secure
+
     def release_power(
-        self, Q: np.ndarray, min_noise_multiplier: float | None = None
+        self, Q: np.ndarray, min_noise_multiplier: float | None = None,
+        secure: SecureSum | None = None,
     ) -> np.ndarray:
-        """``H_i = (X^T (X Q) + G) / n_i`` for an orthonormal ``Q`` (accounted)."""
+        """``H_i = (X^T (X Q) + G) / n_i`` for an orthonormal ``Q`` (accounted); with a
+        ``discrete`` policy, the secure-sum message of ``X^T X Q`` for ``secure``."""
         Q = validate_basis(Q, self.dim, site=self.site)
+        if self.policy.discrete:
+            return self.discrete_release(
+                POWER_MECHANISM, (self.X.T @ (self.X @ Q)).ravel(),
+                self.discrete_request(secure, min_noise_multiplier),
+            )
         noise = self.gaussian_release(
             POWER_MECHANISM, power_step_sensitivity(self.policy.clip_norm), Q.shape,
             min_noise_multiplier,
@@ -110,6 +157,8 @@ class DPSPCAServer(ServerRecord):
         initial_basis: a user-supplied ``Q(0)``; skips the initialisation release.
         evaluate: optional ``Q -> metrics`` called after every round (e.g. distance to a
             known truth in simulation); its output goes into the history.
+        secure: the initialisation's and the power steps' secure sums with their grids,
+            when the sites send discrete Gaussian messages (see :func:`secure_sums`).
     """
 
     algorithm = ALGORITHM
@@ -123,7 +172,9 @@ class DPSPCAServer(ServerRecord):
         seed: int | None = None,
         initial_basis: np.ndarray | None = None,
         evaluate: Callable[[np.ndarray], dict[str, float]] | None = None,
+        secure: DPSSecureSums | None = None,
     ) -> None:
+        self.secure = secure
         self.dim = require_positive_int(dim, "dim")
         self.k = require_positive_int(k, "k")
         self.s_hat = require_positive_int(s_hat, "s_hat")
@@ -166,8 +217,8 @@ class DPSPCAServer(ServerRecord):
 
     def receive_diagonal(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
         """Sum the noisy diagonals, pick ``s_hat`` coordinates, set ``Q(0)``."""
-        ordered = ordered_answers(answers, (self.dim,))
-        support = top_coordinates(weighted_sum(ordered, weighted=True), self.s_hat)
+        ordered, total = self._summed(answers, (self.dim,), 0)
+        support = top_coordinates(total, self.s_hat)
         rng = np.random.default_rng(None if self.seed is None else [self.seed, PUBLIC_STREAM])
         start = np.zeros((self.dim, self.k))
         start[support] = rng.standard_normal((self.s_hat, self.k))
@@ -177,12 +228,23 @@ class DPSPCAServer(ServerRecord):
 
     def receive_power(self, t: int, answers: Sequence[SiteAnswer]) -> np.ndarray:
         """``K = sum n_i H_i / n``; ``Q <- thinQR(Threshold(thinQR(K), s_hat))``."""
-        ordered = ordered_answers(answers, (self.dim, self.k))
-        n_total = sum(a.n for a in ordered)
-        K = weighted_sum(ordered, weighted=True) / n_total
+        ordered, total = self._summed(answers, (self.dim, self.k), 1)
+        K = total / sum(a.n for a in ordered)
         self.basis = thin_qr(threshold_rows(thin_qr(K), self.s_hat))
         self._record(t, PHASE_POWER, ordered)
         return self.basis
+
+    def _summed(
+        self, answers: Sequence[SiteAnswer], shape: tuple[int, ...], which: int
+    ) -> tuple[list[SiteAnswer], np.ndarray]:
+        """The checked answers and ``sum_i n_i H_i`` (the sites' unnormalised statistics):
+        their weighted sum, or the decoded secure sum ``which`` (0: init, 1: power)."""
+        if self.secure is None:
+            ordered = ordered_answers(answers, shape)
+            return ordered, weighted_sum(ordered, weighted=True)
+        public, grid = self.secure[which]
+        ordered = ordered_answers(answers, (grid.calibration.padded,))
+        return ordered, public.decode([a.value for a in ordered], grid).reshape(shape)
 
     def _record(self, t: int, phase: str, ordered: list[SiteAnswer]) -> None:
         entry: dict[str, Any] = {
@@ -207,8 +269,44 @@ SECURE_TRUST = (
 )
 
 
-def privacy_record(policy: SitePolicy) -> dict[str, Any]:
+#: The initialisation's and the power steps' secure sums, each with the sites' grid.
+DPSSecureSums = tuple[tuple[SecureSum, GridChoice], tuple[SecureSum, GridChoice]]
+DISCRETE_TRUST = (
+    "secure sum (distributed discrete Gaussian): an honest-but-curious server that learns "
+    "only sums over at least m={m} sites"
+)
+
+
+def secure_sums(policy: SitePolicy, dim: int, k: int, site_sizes: Sequence[int],
+                rotation_seed: int) -> DPSSecureSums:
+    """The public secure sums of a discrete-noise run (``diag(X_i^T X_i)`` and
+    ``X_i^T X_i Q``, both of norm at most ``n_i C^2``) over sites of these sizes, and the
+    grids a site with ``policy`` derives from them (each calibrated for the run's ``T + 1``
+    releases; the ledger checks their actual composition)."""
+    cal = policy.calibration()
+    sums = []
+    for which, (sensitivity, length) in enumerate(
+        ((diagonal_sensitivity(policy.clip_norm), dim),
+         (power_step_sensitivity(policy.clip_norm), dim * k))
+    ):
+        public = SecureSum(sensitivity=sensitivity, max_records=max(site_sizes),
+                           norm_per_record=policy.clip_norm**2, dimension=length,
+                           sites_in_sum=len(site_sizes), rotation_seed=rotation_seed + which)
+        sums.append((public, public.grid(cal.target_epsilon, cal.delta, policy.releases,
+                                         policy.secure_min_sites)))
+    return sums[0], sums[1]
+
+
+def privacy_record(policy: SitePolicy, secure: DPSSecureSums | None = None) -> dict[str, Any]:
     """The guarantee a run with ``policy`` gives, for the result and the JSON output."""
+    if secure is not None:
+        grid = secure[1][1]
+        return {
+            "unit": "one record at one site (replace-one)", **grid.calibration.record(),
+            "modulus": grid.modulus, "wrap_probability": grid.wrap_probability,
+            "clip_norm": policy.clip_norm, "secure_min_sites": policy.secure_min_sites,
+            "trust_model": DISCRETE_TRUST.format(m=policy.secure_min_sites),
+        }
     cal = policy.calibration()
     sensitivity = power_step_sensitivity(policy.clip_norm)
     return {
@@ -241,22 +339,32 @@ def run_dps_pca(
     """
     start = time.perf_counter()
     site_objs = build_sites(DPSPCASite, sites, policy, seed)
+    secure = None
+    if policy.discrete:
+        rotation_seed = seed if seed is not None else public_seed()
+        secure = secure_sums(policy, site_objs[0].dim, k, [s.n for s in site_objs],
+                             rotation_seed)
+    init, power = (None, None) if secure is None else (secure[0][0], secure[1][0])
     server = DPSPCAServer(
         site_objs[0].dim, k, s_hat, policy.rounds, seed=seed,
-        initial_basis=initial_basis, evaluate=evaluate,
+        initial_basis=initial_basis, evaluate=evaluate, secure=secure,
     )
     for server_round in range(1, server.total_rounds + 1):
         phase, t = server.phase(server_round)
         if phase == PHASE_INIT:
-            server.receive_diagonal([s.answer(s.release_diagonal()) for s in site_objs])
+            server.receive_diagonal(
+                [s.answer(s.release_diagonal(secure=init)) for s in site_objs]
+            )
         else:
             Q = server.basis
-            server.receive_power(t, [s.answer(s.release_power(Q)) for s in site_objs])
+            server.receive_power(
+                t, [s.answer(s.release_power(Q, secure=power)) for s in site_objs]
+            )
     config = {
         "k": k, "s_hat": s_hat, "sites": len(sites), "samples": sum(s.n for s in site_objs),
         "dim": site_objs[0].dim, "seed": seed, **asdict(policy),
         "clipped_rows": sum(s.clip_report.clipped_rows for s in site_objs),
         "wall_seconds": time.perf_counter() - start,
     }
-    return server.result(privacy_record(policy), config)
+    return server.result(privacy_record(policy, secure), config)
 

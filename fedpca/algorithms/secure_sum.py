@@ -86,6 +86,11 @@ class SecureSum:
                           modulus=grid.modulus)
 
 
+def public_seed() -> int:
+    """A fresh public seed (for the rotation, whose randomness protects no one)."""
+    return int(np.random.SeedSequence().entropy % 2**32)
+
+
 @functools.lru_cache(maxsize=64)
 def _grid(secure: SecureSum, epsilon: float, delta: float, releases: int,
           min_sites: int) -> GridChoice:
