@@ -2,19 +2,21 @@
 
 ``run_config["algorithm"]`` picks the algorithm (``dps-pca`` by default) among
 :data:`fedpca.algorithms.specs.SPECS`: the ClientApp answers with that algorithm's site
-(:func:`fedpca.apps.common.site_client_for`), the ServerApp runs its ``server_main``.
+(:func:`fedpca.apps.common.site_client_for`) in one ClientApp that serves the Message-API
+strategies and the legacy/SecAgg+ ones (:func:`fedpca.clients.site_client_app`); the
+ServerApp runs the algorithm's ``server_main``, on the Message API unless SecAgg+ is asked.
 """
 
 from __future__ import annotations
 
-from flwr.client import Client, ClientApp
+from flwr.client import Client
 from flwr.common import Context
 from flwr.server import Grid, ServerApp
 
 from fedpca.algorithms.specs import DEFAULT_ALGORITHM, AlgorithmSpec, load, spec
 from fedpca.apps.common import site_client_for
 from fedpca.blas import single_thread_blas
-from fedpca.clients.secure_aggregation import secure_aggregation_mod
+from fedpca.clients.site_app import site_client_app
 
 
 def _spec(context: Context) -> AlgorithmSpec:
@@ -27,7 +29,7 @@ def client_fn(context: Context) -> Client:
     return site_client_for(context, _spec(context))
 
 
-client_app = ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])
+client_app = site_client_app(client_fn)
 server_app = ServerApp()
 
 

@@ -20,18 +20,18 @@ from fedpca.algorithms.dpdis_pca import privacy_record
 from fedpca.apps.common import finish, server_scenario
 from fedpca.errors import FedPCAError
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
-from fedpca.strategies.dpdis_pca import DPdisPCAStrategy
+from fedpca.strategies.dpdis_pca import DPdisPCA
 from fedpca.strategies.workflow import run_strategy
 
 
 def server_main(grid: Grid, context: Context) -> None:
     """Run one DPdisPCA round over the connected sites; write the result if asked."""
     scenario, config = server_scenario(DPdisPCAScenario, grid, context)
-    strategy = DPdisPCAStrategy(
+    strategy = DPdisPCA(
         dim=scenario.dim, k=scenario.k, r=scenario.r, weighting=scenario.weighting,
         variant=scenario.variant, min_sites=scenario.required_sites(),
     )
-    run_strategy(grid, context, strategy, strategy.num_rounds)
+    run_strategy(grid, context, strategy)
     strategy.privacy = privacy_record(scenario.policy(), list(strategy.site_sizes.values()))
     evaluation = _known_evaluation(config, strategy.site_sizes)
     if evaluation is not None:

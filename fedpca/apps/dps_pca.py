@@ -15,7 +15,7 @@ from flwr.server import Grid
 from fedpca.apps.common import finish, server_scenario
 from fedpca.errors import ConfigurationError
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.strategies.dps_pca import DPSPCAStrategy
+from fedpca.strategies.dps_pca import DPSPCA, DPSPCAStrategy
 from fedpca.strategies.workflow import SecAggSettings, run_strategy
 
 
@@ -37,13 +37,13 @@ def _secure_settings(scenario: DPSPCAScenario, config: dict) -> SecAggSettings |
 def server_main(grid: Grid, context: Context) -> None:
     """Run DPS-PCA over the connected sites and write the result if ``output`` is set."""
     scenario, config = server_scenario(DPSPCAScenario, grid, context)
-    strategy = DPSPCAStrategy(
+    secure = _secure_settings(scenario, config)
+    # SecAgg+ exists in Flower 1.41 only as a legacy workflow: the legacy twin for it
+    strategy = (DPSPCA if secure is None else DPSPCAStrategy)(
         dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,
         min_sites=scenario.required_sites(), seed=scenario.seed,
         evaluate_fn=scenario.distance_to_truth if config.get("dataset") == "synthetic" else None,
         privacy=scenario.privacy(),
     )
-    run_strategy(
-        grid, context, strategy, strategy.num_rounds, secure=_secure_settings(scenario, config)
-    )
+    run_strategy(grid, context, strategy, secure=secure)
     finish(strategy.result(config), config)

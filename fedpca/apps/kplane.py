@@ -14,19 +14,19 @@ from flwr.server import Grid
 
 from fedpca.apps.common import finish, server_scenario
 from fedpca.scenarios.kplane import KPlaneScenario
-from fedpca.strategies.kplane import KPlaneStrategy
+from fedpca.strategies.kplane import SuLQKPlane
 from fedpca.strategies.workflow import run_strategy
 
 
 def server_main(grid: Grid, context: Context) -> None:
     """Run SuLQ k-plane over the connected sites and write the result if ``output`` is set."""
     scenario, config = server_scenario(KPlaneScenario, grid, context)
-    strategy = KPlaneStrategy(
+    strategy = SuLQKPlane(
         dim=scenario.dim, clusters=scenario.clusters, subspace_dim=scenario.subspace_dim,
         rounds=scenario.rounds, clip_norm=scenario.clip_norm,
         min_sites=scenario.required_sites(), seed=scenario.seed,
         evaluate_fn=scenario.evaluate if config.get("dataset") == "synthetic" else None,
         privacy=scenario.privacy(),
     )
-    run_strategy(grid, context, strategy, strategy.num_rounds)
+    run_strategy(grid, context, strategy)
     finish(strategy.result(config), config)

@@ -20,9 +20,8 @@ from fedpca.clients.base import PrivateSiteClient, client_factory
 class DPdisPCAClient(PrivateSiteClient):
     """A DPdisPCA site behind Flower: answers the one request with ``P_s`` or ``A^_s``.
 
-    Args:
-        site: the :class:`DPdisPCASite` holding the clipped data, calibration and ledger.
-        on_release: called with the ledger after the accepted release.
+    Constructed like :class:`~fedpca.clients.base.PrivateSiteClient`, for a
+    :class:`DPdisPCASite`.
     """
 
     config_keys = frozenset({"variant", "dim", "r", "min_noise_multiplier"})

@@ -22,9 +22,8 @@ class DPSPCAClient(PrivateSiteClient):
     """A DPS-PCA site behind Flower: answers ``init`` with its noisy diagonal and ``power``
     (one orthonormal basis ``Q``) with ``H_i``.
 
-    Args:
-        site: the :class:`DPSPCASite` holding the clipped data, calibration and ledger.
-        on_release: called with the ledger after every accepted release.
+    Constructed like :class:`~fedpca.clients.base.PrivateSiteClient`, for a
+    :class:`DPSPCASite`.
     """
 
     config_keys = frozenset({"phase", "round", "min_noise_multiplier"})

@@ -21,11 +21,8 @@ class KPlaneClient(PrivateSiteClient):
     """A SuLQ k-plane site behind Flower: answers ``k`` orthonormal bases (one array each,
     ``config["clusters"] = k``, ``config["dim"] = d``) with its noisy per-cluster moments.
 
-    Args:
-        site: the :class:`KPlaneSite` holding the clipped data, calibration and ledger.
-        on_release: called with the ledger after every accepted release.
-        masked: whether Flower's secure aggregation masks the request (k-plane sites do not
-            rely on it: every answer is DP on its own).
+    Constructed like :class:`~fedpca.clients.base.PrivateSiteClient`, for a
+    :class:`KPlaneSite`.
     """
 
     config_keys = frozenset({"round", "dim", "clusters", "min_noise_multiplier"})

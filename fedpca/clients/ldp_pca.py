@@ -20,9 +20,8 @@ class LDPCovarianceClient(PrivateSiteClient):
     """An LDP-PCA site behind Flower: answers the single ``covariance`` request (no arrays)
     with ``X^T X + Z_m``.
 
-    Args:
-        site: the :class:`LDPCovarianceSite` holding the clipped data, calibration and ledger.
-        on_release: called with the ledger after the accepted release.
+    Constructed like :class:`~fedpca.clients.base.PrivateSiteClient`, for a
+    :class:`LDPCovarianceSite`.
     """
 
     config_keys = frozenset({"phase", "dim", "min_noise_multiplier"})

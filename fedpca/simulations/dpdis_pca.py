@@ -11,7 +11,7 @@ from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.simulations.launcher import run_federation
-from fedpca.strategies.dpdis_pca import DPdisPCAStrategy
+from fedpca.strategies.dpdis_pca import DPdisPCA
 
 
 def simulate_dpdis_pca(
@@ -27,7 +27,7 @@ def simulate_dpdis_pca(
     scenario.delta)-DP per record (per-site noise; the server is not trusted).
     """
     start = time.perf_counter()
-    strategy = DPdisPCAStrategy(
+    strategy = DPdisPCA(
         dim=scenario.dim, k=scenario.k, r=scenario.r, weighting=scenario.weighting,
         variant=scenario.variant, min_sites=scenario.min_sites or scenario.sites,
         wait_for_sites=scenario.sites, evaluation=scenario.evaluation(),

@@ -17,7 +17,7 @@ from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.simulations.launcher import run_federation
-from fedpca.strategies.dps_pca import DPSPCAStrategy
+from fedpca.strategies.dps_pca import DPSPCA, DPSPCAStrategy
 from fedpca.strategies.workflow import SecAggSettings
 
 
@@ -45,7 +45,9 @@ def simulate_dps_pca(
     # more than the federation's sites would never arrive: the run would wait forever
     require_site_count(scenario.min_sites, "min_sites", scenario.sites)
     start = time.perf_counter()
-    strategy = DPSPCAStrategy(
+    # Flower 1.41 has SecAgg+ only for legacy strategies; every other run uses the Message API
+    strategy_cls = DPSPCA if scenario.secure_min_sites is None else DPSPCAStrategy
+    strategy = strategy_cls(
         dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,
         min_sites=scenario.required_sites(), wait_for_sites=scenario.sites, seed=scenario.seed,
         evaluate_fn=scenario.distance_to_truth, privacy=scenario.privacy(),

@@ -11,7 +11,7 @@ from fedpca.clustering.result import ClusteringResult
 from fedpca.progress import RoundObserver
 from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.simulations.launcher import run_federation
-from fedpca.strategies.kplane import KPlaneStrategy
+from fedpca.strategies.kplane import SuLQKPlane
 
 
 def simulate_kplane(
@@ -24,7 +24,7 @@ def simulate_kplane(
     scenario.delta)-DP per record (per-site noise, untrusted server).
     """
     start = time.perf_counter()
-    strategy = KPlaneStrategy(
+    strategy = SuLQKPlane(
         dim=scenario.dim, clusters=scenario.clusters, subspace_dim=scenario.subspace_dim,
         rounds=scenario.rounds, clip_norm=scenario.clip_norm,
         min_sites=scenario.required_sites(), wait_for_sites=scenario.sites,

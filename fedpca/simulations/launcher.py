@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 from collections.abc import Callable
-from typing import Any
 
 from flwr.client import Client, ClientApp
 from flwr.common import Context
@@ -19,9 +17,10 @@ from flwr.server import Grid, ServerApp
 from flwr.simulation import run_simulation
 
 from fedpca.blas import single_thread_blas
-from fedpca.clients.secure_aggregation import secure_aggregation_mod
+from fedpca.clients.site_app import site_client_app
 from fedpca.errors import FedPCAError
 from fedpca.progress import RoundObserver
+from fedpca.strategies.base import SiteRoundStrategy
 from fedpca.strategies.workflow import SecAggSettings, run_strategy
 
 #: One CPU per virtual site beat half a CPU on a 2-core machine.
@@ -33,8 +32,10 @@ def launch(
 ) -> None:
     """Run ``server_app`` against ``num_sites`` virtual sites in-process (Ray backend).
 
-    Flower's own INFO logs are shown only with ``verbose``; BLAS is kept single-threaded in
-    this process and in the Ray workers (a multi-threaded BLAS can deadlock the ServerApp).
+    Flower's own logs are shown only with ``verbose``: they include ``run_simulation``'s
+    deprecation notice (a log record, not a Python warning), which Flower writes whichever
+    strategy API runs. BLAS is kept single-threaded in this process and in the Ray workers
+    (a multi-threaded BLAS can deadlock the ServerApp).
     """
     single_thread_blas()
     # Ray's notice about GPU visibility is irrelevant to CPU-only sites.
@@ -44,24 +45,22 @@ def launch(
     if not verbose:
         flwr_logger.setLevel(logging.ERROR)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            run_simulation(
-                server_app=server_app,
-                client_app=client_app,
-                num_supernodes=num_sites,
-                backend_config={
-                    "client_resources": dict(CLIENT_RESOURCES),
-                    "init_args": {"include_dashboard": False},
-                },
-                verbose_logging=verbose,
-            )
+        run_simulation(
+            server_app=server_app,
+            client_app=client_app,
+            num_supernodes=num_sites,
+            backend_config={
+                "client_resources": dict(CLIENT_RESOURCES),
+                "init_args": {"include_dashboard": False},
+            },
+            verbose_logging=verbose,
+        )
     finally:
         flwr_logger.setLevel(previous)
 
 
 def run_federation(
-    strategy: Any,
+    strategy: SiteRoundStrategy,
     client_fn: Callable[[Context], Client],
     num_sites: int,
     verbose: bool = False,
@@ -69,7 +68,9 @@ def run_federation(
     observer: RoundObserver | None = None,
 ) -> None:
     """Simulate ``num_sites`` sites answering ``strategy`` for ``strategy.num_rounds`` rounds
-    (SecAgg+ fit rounds if ``secure``); raise if the run stopped before its last round.
+    (SecAgg+ fit rounds if ``secure``: legacy strategies only); raise if the run stopped
+    before its last round. The sites run :func:`fedpca.clients.site_client_app`, which
+    answers either kind of strategy.
 
     ``observer`` (e.g. :class:`fedpca.progress.RoundProgress`) is called by the strategy,
     in this process, after every aggregated round."""
@@ -81,8 +82,7 @@ def run_federation(
     def _main(grid: Grid, context: Context) -> None:
         run_strategy(grid, context, strategy, strategy.num_rounds, secure=secure)
 
-    client_app = ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])
-    launch(server_app, client_app, num_sites, verbose=verbose)
+    launch(server_app, site_client_app(client_fn), num_sites, verbose=verbose)
     done = len(strategy.server.history)
     if done < strategy.num_rounds:
         raise FedPCAError(

@@ -11,7 +11,7 @@ from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
 from fedpca.scenarios.ldp_pca import LDPScenario
 from fedpca.simulations.launcher import run_federation
-from fedpca.strategies.ldp_pca import LDPCovarianceStrategy
+from fedpca.strategies.ldp_pca import LDPCovariance
 
 
 def simulate_ldp_pca(
@@ -24,7 +24,7 @@ def simulate_ldp_pca(
     model, replace-one); no party, the server included, is trusted.
     """
     start = time.perf_counter()
-    strategy = LDPCovarianceStrategy(
+    strategy = LDPCovariance(
         dim=scenario.data_dim, k=scenario.k, sparse=scenario.sparse, lam=scenario.lam,
         min_sites=scenario.min_sites or scenario.sites, wait_for_sites=scenario.sites,
         evaluate_fn=scenario.evaluate, true_support=scenario.true_support(),

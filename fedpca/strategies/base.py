@@ -1,33 +1,26 @@
-"""Flower plumbing every fedpca strategy shares; the arithmetic stays in the core servers.
+"""What every fedpca strategy does each round, whichever Flower strategy API drives it.
 
-A :class:`SiteRoundStrategy` asks every connected site for one release per Flower round,
-refuses to aggregate a round that fewer than ``min_sites`` sites answered (stopping the run
-with :class:`RoundFailedError` that quotes each failing site's own message), decodes the
-answers into :class:`~fedpca.algorithms.site.SiteAnswer` and hands them to
-:meth:`SiteRoundStrategy.combine`. No federated evaluation: sites release nothing else.
+A :class:`SiteRoundStrategy` asks every connected site for one release per Flower round
+(:meth:`~SiteRoundStrategy.request`), refuses to aggregate a round that fewer than
+``min_sites`` sites answered (stopping the run with :class:`RoundFailedError` that quotes each
+failing site's own reason), hands the decoded :class:`~fedpca.algorithms.site.SiteAnswer`
+objects to :meth:`~SiteRoundStrategy.combine` and tells its observers
+(:meth:`~SiteRoundStrategy.aggregate`). Each algorithm writes its request and its combination
+once, in a subclass of this class (e.g. :class:`fedpca.strategies.dps_pca.DPSPCARounds`);
+:mod:`fedpca.strategies.legacy` and :mod:`fedpca.strategies.message_api` only move its arrays
+through Flower's legacy or Message API. The arithmetic stays in the Flower-free servers of
+:mod:`fedpca.algorithms`. No federated evaluation: sites release nothing else.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
-from flwr.common import (
-    EvaluateIns,
-    EvaluateRes,
-    FitIns,
-    FitRes,
-    Parameters,
-    Scalar,
-    ndarrays_to_parameters,
-    parameters_to_ndarrays,
-)
-from flwr.server.client_manager import ClientManager
-from flwr.server.client_proxy import ClientProxy
-from flwr.server.strategy import Strategy
+from flwr.common import Scalar
 
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import FedPCAError
@@ -40,21 +33,21 @@ WARNING_TOO_FEW_SITES = (
     "rather than aggregate an under-populated round. Failures: %s"
 )
 
-#: Flower wraps a client's exception in a Ray traceback; its own text follows "Message: ".
-_CLIENT_MESSAGE = re.compile(r"Message: (.*?)(?:\\n|\\'|'|$)")
+#: A site's reply in one Flower API (a legacy ``(ClientProxy, FitRes)`` or a ``Message``).
+Reply = TypeVar("Reply")
 
 
 class RoundFailedError(FedPCAError):
     """Too few sites answered a round; the run was stopped."""
 
 
-class SiteRoundStrategy(Strategy):
-    """Base strategy: one release per site per round, combined by a Flower-free server.
+class SiteRoundStrategy:
+    """One release per site per round, combined by a Flower-free server.
 
     Args:
         min_sites (int, default 2): a round proceeds only if at least this many sites
             answer.
-        wait_for_sites (int | None, default None): sampling waits until this many sites are
+        wait_for_sites (int | None, default None): a round waits until this many sites are
             connected (default ``min_sites``), then asks every connected site; set it to the
             federation's size so a round never starts with only the first sites to connect.
         min_noise_multiplier (float | None, default None): asks every site for at least this
@@ -67,6 +60,8 @@ class SiteRoundStrategy(Strategy):
     label = "fedpca"
     #: The Flower-free server each subclass sets: it keeps the history and makes the result.
     server: Any
+    #: Flower rounds the algorithm needs (each subclass defines it).
+    num_rounds: int
 
     def __init__(
         self,
@@ -81,14 +76,15 @@ class SiteRoundStrategy(Strategy):
         self.wait_for_sites = max(self.min_sites, int(wait_for_sites or 0))
         self.min_noise_multiplier = min_noise_multiplier
         self.privacy = dict(privacy or {})
+        #: Every failing site's reason, over the whole run.
         self.failures: list[str] = []
         #: The number of releases each site last reported (its ledger's count).
         self.site_releases: dict[str, int] = {}
         #: Each answering site's record count (public under replace-one neighbouring).
         self.site_sizes: dict[str, int] = {}
-        #: When the run started (Flower asked for the initial parameters).
+        #: When the run started (:meth:`begin`).
         self.started: float | None = None
-        #: Sites asked in the current round (set by :meth:`configure_fit`).
+        #: Sites asked in the current round (set when the round's requests are sent).
         self.asked = 0
         #: Called with a :class:`~fedpca.progress.RoundEvent` after every aggregated round.
         self.observers: list[RoundObserver] = []
@@ -128,7 +124,8 @@ class SiteRoundStrategy(Strategy):
         return {"site_records": dict(sorted(self.site_sizes.items()))}
 
     def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
-        """Arrays and config sent to every site in ``server_round`` (subclasses)."""
+        """The algorithm's arrays and config for every site in ``server_round``
+        (subclasses)."""
         raise NotImplementedError
 
     def combine(
@@ -137,93 +134,40 @@ class SiteRoundStrategy(Strategy):
         """The new global array and round metrics from the sites' answers (subclasses)."""
         raise NotImplementedError
 
-    def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
-        """No client is asked for parameters: the first round carries what it needs."""
+    def begin(self) -> None:
+        """Start the run's clock (the result's ``wall_seconds``)."""
         self.started = time.perf_counter()
-        return ndarrays_to_parameters([])
 
-    def configure_fit(
-        self, server_round: int, parameters: Parameters, client_manager: ClientManager
-    ) -> list[tuple[ClientProxy, FitIns]]:
-        """Ask every connected site (after ``wait_for_sites`` connected) for its release."""
+    def request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
+        """What every site is asked in ``server_round``: the algorithm's request and, if
+        set, the noise floor ``min_noise_multiplier``."""
         arrays, config = self.fit_request(server_round)
         if self.min_noise_multiplier is not None:
             config["min_noise_multiplier"] = float(self.min_noise_multiplier)
-        ins = FitIns(ndarrays_to_parameters(arrays), config)
-        client_manager.wait_for(self.wait_for_sites)
-        clients = client_manager.sample(
-            num_clients=client_manager.num_available(), min_num_clients=self.wait_for_sites
-        )
-        self.asked = len(clients)
-        return [(client, ins) for client in clients]
+        return arrays, config
 
-    def aggregate_fit(
+    def aggregate(
         self,
         server_round: int,
-        results: list[tuple[ClientProxy, FitRes]],
-        failures: list[tuple[ClientProxy, FitRes] | BaseException],
-    ) -> tuple[Parameters | None, dict[str, Scalar]]:
-        """Check enough sites answered, then combine their releases."""
-        reasons = [failure_reason(f) for f in failures]
+        replies: Sequence[Reply],
+        reasons: list[str],
+        decode: Callable[[Reply], SiteAnswer],
+    ) -> tuple[np.ndarray, dict[str, Scalar]]:
+        """Check that at least ``min_sites`` sites answered (``reasons``: why the others did
+        not), then decode and combine their answers and tell the observers."""
         for reason in reasons:
             logger.warning("%s round %s: a site failed: %s", self.label, server_round, reason)
         self.failures.extend(reasons)
-        if len(results) < self.min_sites:
-            logger.error(WARNING_TOO_FEW_SITES, self.label, server_round, len(results),
+        if len(replies) < self.min_sites:
+            logger.error(WARNING_TOO_FEW_SITES, self.label, server_round, len(replies),
                          self.min_sites, reasons)
             raise RoundFailedError(
-                f"round {server_round}: {len(results)} site(s) answered, need "
+                f"round {server_round}: {len(replies)} site(s) answered, need "
                 f"{self.min_sites}; failures: {reasons}"
             )
-        answers = [site_answer(p, r) for p, r in results]
+        answers = [decode(reply) for reply in replies]
         self.site_releases.update({a.site: a.releases for a in answers})
         self.site_sizes.update({a.site: a.n for a in answers})
         array, metrics = self.combine(server_round, answers)
         self.notify()
-        return ndarrays_to_parameters([array]), metrics
-
-    def configure_evaluate(
-        self, server_round: int, parameters: Parameters, client_manager: ClientManager
-    ) -> list[tuple[ClientProxy, EvaluateIns]]:
-        """No federated evaluation: sites release nothing beyond the fit rounds."""
-        return []
-
-    def aggregate_evaluate(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, EvaluateRes]],
-        failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
-    ) -> tuple[float | None, dict[str, Scalar]]:
-        """Nothing to aggregate (no evaluation round)."""
-        return None, {}
-
-    def evaluate(
-        self, server_round: int, parameters: Parameters
-    ) -> tuple[float, dict[str, Scalar]] | None:
-        """Round metrics are recorded by the core server's history instead."""
-        return None
-
-
-def site_answer(proxy: ClientProxy, res: FitRes) -> SiteAnswer:
-    """Decode one site's ``FitRes`` (exactly one array, its n, its reported epsilon)."""
-    arrays = parameters_to_ndarrays(res.parameters)
-    site = str(res.metrics.get("site", proxy.cid))
-    if len(arrays) != 1:
-        raise FedPCAError(f"site {site} returned {len(arrays)} arrays, expected 1")
-    return SiteAnswer(
-        site=site,
-        n=int(res.num_examples),
-        value=arrays[0],
-        epsilon_spent=float(res.metrics.get("epsilon_spent", float("nan"))),
-        releases=int(res.metrics.get("releases", 0)),
-    )
-
-
-def failure_reason(failure: tuple[ClientProxy, FitRes] | BaseException) -> str:
-    """The failing site's own message, without Flower's and Ray's wrapping."""
-    if isinstance(failure, BaseException):
-        text = str(failure)
-        found = _CLIENT_MESSAGE.findall(text)
-        return found[-1].strip() if found else text
-    proxy, res = failure
-    return f"site {proxy.cid}: {res.status.message}"
+        return array, metrics

@@ -1,4 +1,5 @@
-"""DPdisPCA as a Flower strategy: one round, one release per site.
+"""DPdisPCA as a Flower strategy (one round, one release per site), on the Message API
+(:class:`DPdisPCA`) or the legacy API (:class:`DPdisPCAStrategy`).
 
 Paper: Imtiaz, Sarwate, "Differentially-private Distributed Principal Component Analysis"
 (slides, Rutgers, 2018).
@@ -24,10 +25,13 @@ from fedpca.algorithms.dpdis_pca import (
 )
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.strategies.base import SiteRoundStrategy
+from fedpca.strategies.legacy import LegacySiteStrategy
+from fedpca.strategies.message_api import MessageSiteStrategy
 
 
-class DPdisPCAStrategy(SiteRoundStrategy):
-    """Differentially private distributed PCA from partial square roots (one round).
+class DPdisPCARounds(SiteRoundStrategy):
+    """Differentially private distributed PCA from partial square roots (one round): the
+    request and its combination, for either Flower API.
 
     Args:
         dim (int): number of features ``d`` every site holds.
@@ -38,13 +42,10 @@ class DPdisPCAStrategy(SiteRoundStrategy):
             slides) or ``"samples"`` (weights ``N_s / N``).
         variant (str, default "factor"): ``"factor"`` (sites send ``P_s``) or ``"full"``
             (sites send ``A^_s``; ``d / R`` times the traffic, same privacy).
-        min_sites (int, default 2): the round proceeds only if at least this many sites answer.
-        wait_for_sites (int | None, default None): sites to wait for before the round.
         evaluation (np.ndarray | None, default None): a ``d x d`` matrix (e.g. the pooled
             second moment, in simulation) for the ``energy_ratio`` recorded in the history.
-        min_noise_multiplier (float | None, default None): asks every site for at least this
-            noise multiplier (a site never goes below its own).
-        privacy (dict | None, default None): the guarantee the sites were configured with.
+        **options: :class:`~fedpca.strategies.base.SiteRoundStrategy`'s ``min_sites``,
+            ``wait_for_sites``, ``min_noise_multiplier`` and ``privacy``.
     """
 
     label = "DPdisPCA"
@@ -59,22 +60,16 @@ class DPdisPCAStrategy(SiteRoundStrategy):
         r: int | None = None,
         weighting: str = WEIGHTING_UNIFORM,
         variant: str = VARIANT_FACTOR,
-        min_sites: int = 2,
-        wait_for_sites: int | None = None,
         evaluation: np.ndarray | None = None,
-        min_noise_multiplier: float | None = None,
-        privacy: dict[str, Any] | None = None,
+        **options: Any,
     ) -> None:
-        super().__init__(
-            min_sites=min_sites, wait_for_sites=wait_for_sites,
-            min_noise_multiplier=min_noise_multiplier, privacy=privacy,
-        )
+        super().__init__(**options)
         self.server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation)
 
     def __repr__(self) -> str:
         s = self.server
         return (
-            f"DPdisPCAStrategy(dim={s.dim}, k={s.k}, r={s.r}, weighting={s.weighting!r}, "
+            f"{type(self).__name__}(dim={s.dim}, k={s.k}, r={s.r}, weighting={s.weighting!r}, "
             f"variant={s.variant!r}, min_sites={self.min_sites})"
         )
 
@@ -96,3 +91,11 @@ class DPdisPCAStrategy(SiteRoundStrategy):
         """The top-``K`` basis of ``A_c``, by :class:`DPdisPCAServer`."""
         basis = self.server.receive(answers)
         return basis, {k: v for k, v in self.server.history[-1].items() if k != "phase"}
+
+
+class DPdisPCAStrategy(DPdisPCARounds, LegacySiteStrategy):
+    """DPdisPCA on Flower's legacy strategy API; parameters: :class:`DPdisPCARounds`."""
+
+
+class DPdisPCA(DPdisPCARounds, MessageSiteStrategy):
+    """DPdisPCA on Flower's Message API; parameters: :class:`DPdisPCARounds`."""

@@ -1,4 +1,5 @@
-"""DPS-PCA as a Flower strategy.
+"""DPS-PCA as a Flower strategy, on the Message API (:class:`DPSPCA`) or the legacy API
+(:class:`DPSPCAStrategy`, also with SecAgg+).
 
 Paper: Ge, Wang, Wang, Liu, "Minimax-Optimal Privacy-Preserving Sparse PCA in Distributed
 Systems", AISTATS 2018, http://proceedings.mlr.press/v84/ge18a.html
@@ -21,10 +22,13 @@ from flwr.common import Scalar
 from fedpca.algorithms.dps_pca import PHASE_INIT, DPSPCAServer
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.strategies.base import SiteRoundStrategy
+from fedpca.strategies.legacy import LegacySiteStrategy
+from fedpca.strategies.message_api import MessageSiteStrategy
 
 
-class DPSPCAStrategy(SiteRoundStrategy):
-    """Distributed private sparse PCA (noisy truncated power method).
+class DPSPCARounds(SiteRoundStrategy):
+    """Distributed private sparse PCA (noisy truncated power method): the rounds' requests
+    and their combination, for either Flower API.
 
     Args:
         dim (int): number of features ``d`` every site holds.
@@ -32,16 +36,13 @@ class DPSPCAStrategy(SiteRoundStrategy):
         s_hat (int): rows kept by thresholding (``k <= s_hat <= d``).
         rounds (int): power rounds ``T`` (the run has ``T + 1`` Flower rounds with the
             initialisation).
-        min_sites (int, default 2): a round proceeds only if at least this many sites answer.
-        wait_for_sites (int | None, default None): sites to wait for before each round.
         seed (int | None, default None): seed of the server's public randomness (``Q(0)``).
         initial_basis (np.ndarray | None, default None): a ``d x k`` orthonormal ``Q(0)``;
             skips the initialisation round.
         evaluate_fn (callable | None, default None): ``Q -> dict`` of metrics recorded in the
             history after every round (e.g. the distance to a known truth in simulation).
-        min_noise_multiplier (float | None, default None): asks every site for at least this
-            noise multiplier (a site never goes below its own).
-        privacy (dict | None, default None): the guarantee the sites were configured with.
+        **options: :class:`~fedpca.strategies.base.SiteRoundStrategy`'s ``min_sites``,
+            ``wait_for_sites``, ``min_noise_multiplier`` and ``privacy``.
     """
 
     label = "DPS-PCA"
@@ -53,18 +54,12 @@ class DPSPCAStrategy(SiteRoundStrategy):
         k: int,
         s_hat: int,
         rounds: int,
-        min_sites: int = 2,
-        wait_for_sites: int | None = None,
         seed: int | None = None,
         initial_basis: np.ndarray | None = None,
         evaluate_fn: Callable[[np.ndarray], dict[str, float]] | None = None,
-        min_noise_multiplier: float | None = None,
-        privacy: dict[str, Any] | None = None,
+        **options: Any,
     ) -> None:
-        super().__init__(
-            min_sites=min_sites, wait_for_sites=wait_for_sites,
-            min_noise_multiplier=min_noise_multiplier, privacy=privacy,
-        )
+        super().__init__(**options)
         self.server = DPSPCAServer(
             dim, k, s_hat, rounds, seed=seed, initial_basis=initial_basis, evaluate=evaluate_fn
         )
@@ -72,7 +67,7 @@ class DPSPCAStrategy(SiteRoundStrategy):
     def __repr__(self) -> str:
         s = self.server
         return (
-            f"DPSPCAStrategy(dim={s.dim}, k={s.k}, s_hat={s.s_hat}, rounds={s.rounds}, "
+            f"{type(self).__name__}(dim={s.dim}, k={s.k}, s_hat={s.s_hat}, rounds={s.rounds}, "
             f"min_sites={self.min_sites}, init={'private' if s.needs_init else 'given'})"
         )
 
@@ -97,3 +92,11 @@ class DPSPCAStrategy(SiteRoundStrategy):
         else:
             basis = self.server.receive_power(t, answers)
         return basis, {k: v for k, v in self.server.history[-1].items() if k != "phase"}
+
+
+class DPSPCAStrategy(DPSPCARounds, LegacySiteStrategy):
+    """DPS-PCA on Flower's legacy strategy API (and SecAgg+); parameters: :class:`DPSPCARounds`."""
+
+
+class DPSPCA(DPSPCARounds, MessageSiteStrategy):
+    """DPS-PCA on Flower's Message API; parameters: :class:`DPSPCARounds`."""

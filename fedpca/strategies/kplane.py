@@ -1,4 +1,5 @@
-"""SuLQ k-plane subspace clustering as a Flower strategy.
+"""SuLQ k-plane subspace clustering as a Flower strategy, on the Message API
+(:class:`SuLQKPlane`) or the legacy API (:class:`KPlaneStrategy`).
 
 Paper: Wang, Wang, Singh, "Differentially Private Subspace Clustering", NIPS 2015,
 https://papers.nips.cc/paper/5991 (Sec. 5, the SuLQ k-plane baseline).
@@ -21,10 +22,13 @@ from flwr.common import Scalar
 from fedpca.algorithms.kplane import KPlaneServer
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.strategies.base import SiteRoundStrategy
+from fedpca.strategies.legacy import LegacySiteStrategy
+from fedpca.strategies.message_api import MessageSiteStrategy
 
 
-class KPlaneStrategy(SiteRoundStrategy):
-    """Federated SuLQ k-plane (noisy per-cluster second moments, top-``q`` eigenvectors).
+class KPlaneRounds(SiteRoundStrategy):
+    """Federated SuLQ k-plane (noisy per-cluster second moments, top-``q`` eigenvectors):
+    the rounds' requests and their combination, for either Flower API.
 
     Args:
         dim (int): number of features ``d`` every site holds.
@@ -32,16 +36,13 @@ class KPlaneStrategy(SiteRoundStrategy):
         subspace_dim (int): dimension ``q`` of each subspace.
         rounds (int): k-plane rounds ``T`` (one Flower round each).
         clip_norm (float, default 1.0): the sites' public row-norm bound ``C``.
-        min_sites (int, default 2): a round proceeds only if at least this many sites answer.
-        wait_for_sites (int | None, default None): sites to wait for before each round.
         seed (int | None, default None): seed of the public initial bases.
         initial_bases (sequence of np.ndarray | None, default None): ``k`` public
             orthonormal ``d x q`` bases to start from instead.
         evaluate_fn (callable | None, default None): ``bases -> dict`` of metrics recorded in
             the history after every round (e.g. cost and distance to a known truth).
-        min_noise_multiplier (float | None, default None): asks every site for at least this
-            noise multiplier (a site never goes below its own).
-        privacy (dict | None, default None): the guarantee the sites were configured with.
+        **options: :class:`~fedpca.strategies.base.SiteRoundStrategy`'s ``min_sites``,
+            ``wait_for_sites``, ``min_noise_multiplier`` and ``privacy``.
     """
 
     label = "SuLQ k-plane"
@@ -54,18 +55,12 @@ class KPlaneStrategy(SiteRoundStrategy):
         subspace_dim: int,
         rounds: int,
         clip_norm: float = 1.0,
-        min_sites: int = 2,
-        wait_for_sites: int | None = None,
         seed: int | None = None,
         initial_bases: Sequence[np.ndarray] | None = None,
         evaluate_fn: Callable[[list[np.ndarray]], dict[str, float]] | None = None,
-        min_noise_multiplier: float | None = None,
-        privacy: dict[str, Any] | None = None,
+        **options: Any,
     ) -> None:
-        super().__init__(
-            min_sites=min_sites, wait_for_sites=wait_for_sites,
-            min_noise_multiplier=min_noise_multiplier, privacy=privacy,
-        )
+        super().__init__(**options)
         self.server = KPlaneServer(
             dim, clusters, subspace_dim, rounds, clip_norm=clip_norm, seed=seed,
             initial_bases=initial_bases, evaluate=evaluate_fn,
@@ -74,7 +69,8 @@ class KPlaneStrategy(SiteRoundStrategy):
     def __repr__(self) -> str:
         s = self.server
         return (
-            f"KPlaneStrategy(dim={s.dim}, clusters={s.clusters}, subspace_dim={s.subspace_dim}, "
+            f"{type(self).__name__}(dim={s.dim}, clusters={s.clusters}, "
+            f"subspace_dim={s.subspace_dim}, "
             f"rounds={s.rounds}, min_sites={self.min_sites})"
         )
 
@@ -98,3 +94,11 @@ class KPlaneStrategy(SiteRoundStrategy):
             if isinstance(v, (int, float, str, bool))
         }
         return np.stack(bases), metrics
+
+
+class KPlaneStrategy(KPlaneRounds, LegacySiteStrategy):
+    """SuLQ k-plane on Flower's legacy strategy API; parameters: :class:`KPlaneRounds`."""
+
+
+class SuLQKPlane(KPlaneRounds, MessageSiteStrategy):
+    """SuLQ k-plane on Flower's Message API; parameters: :class:`KPlaneRounds`."""

@@ -1,4 +1,5 @@
-"""LDP-PCA (local-DP covariance aggregation) as a Flower strategy.
+"""LDP-PCA (local-DP covariance aggregation) as a Flower strategy, on the Message API
+(:class:`LDPCovariance`) or the legacy API (:class:`LDPCovarianceStrategy`).
 
 Paper: Wang & Xu, "Principal Component Analysis in the Local Differential Privacy Model",
 https://arxiv.org/abs/1908.11090 (Alg. 1; Alg. 2 with ``sparse=True``).
@@ -23,13 +24,16 @@ from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.fantope import ADMMSettings
 from fedpca.strategies.base import SiteRoundStrategy
+from fedpca.strategies.legacy import LegacySiteStrategy
+from fedpca.strategies.message_api import MessageSiteStrategy
 
 #: LDP-PCA is non-interactive: one request, one answer per site.
 NUM_ROUNDS = 1
 
 
-class LDPCovarianceStrategy(SiteRoundStrategy):
-    """Local-DP covariance aggregation, dense PCA or sparse (Fantope) PCA on the server.
+class LDPCovarianceRounds(SiteRoundStrategy):
+    """Local-DP covariance aggregation, dense PCA or sparse (Fantope) PCA on the server: the
+    request and its combination, for either Flower API.
 
     Args:
         dim (int): number of features ``d`` every site holds.
@@ -38,15 +42,12 @@ class LDPCovarianceStrategy(SiteRoundStrategy):
         lam (float | None, default None): FPS penalty; ``None`` derives it from the sites'
             per-record noise (``privacy["sigma"]``, raised to ``min_noise_multiplier``).
         admm (ADMMSettings | None, default None): FPS solver settings.
-        min_sites (int, default 2): the round proceeds only if at least this many sites answer.
-        wait_for_sites (int | None, default None): sites to wait for before the round.
         evaluate_fn (callable | None, default None): ``basis -> dict`` of metrics recorded in
             the history (e.g. the distance to a known truth in simulation).
         true_support (sequence of int | None, default None): the known row support
             (simulation only), for support precision and recall.
-        min_noise_multiplier (float | None, default None): asks every site for at least this
-            noise multiplier (a site never goes below its own).
-        privacy (dict | None, default None): the guarantee the sites were configured with.
+        **options: :class:`~fedpca.strategies.base.SiteRoundStrategy`'s ``min_sites``,
+            ``wait_for_sites``, ``min_noise_multiplier`` and ``privacy``.
     """
 
     label = "LDP-PCA"
@@ -59,17 +60,11 @@ class LDPCovarianceStrategy(SiteRoundStrategy):
         sparse: bool = False,
         lam: float | None = None,
         admm: ADMMSettings | None = None,
-        min_sites: int = 2,
-        wait_for_sites: int | None = None,
         evaluate_fn: Callable[[np.ndarray], dict[str, float]] | None = None,
         true_support: Sequence[int] | None = None,
-        min_noise_multiplier: float | None = None,
-        privacy: dict[str, Any] | None = None,
+        **options: Any,
     ) -> None:
-        super().__init__(
-            min_sites=min_sites, wait_for_sites=wait_for_sites,
-            min_noise_multiplier=min_noise_multiplier, privacy=privacy,
-        )
+        super().__init__(**options)
         self.server = LDPCovarianceServer(
             dim, k, sparse=sparse, lam=lam, record_sigma=self._record_sigma(), admm=admm,
             evaluate=evaluate_fn, true_support=true_support,
@@ -85,7 +80,7 @@ class LDPCovarianceStrategy(SiteRoundStrategy):
     def __repr__(self) -> str:
         s = self.server
         return (
-            f"LDPCovarianceStrategy(dim={s.dim}, k={s.k}, sparse={s.sparse}, lam={s.lam}, "
+            f"{type(self).__name__}(dim={s.dim}, k={s.k}, sparse={s.sparse}, lam={s.lam}, "
             f"min_sites={self.min_sites})"
         )
 
@@ -112,3 +107,11 @@ class LDPCovarianceStrategy(SiteRoundStrategy):
             if isinstance(value, (bool, int, float, str)) and key != "phase"
         }
         return basis, metrics
+
+
+class LDPCovarianceStrategy(LDPCovarianceRounds, LegacySiteStrategy):
+    """LDP-PCA on Flower's legacy strategy API; parameters: :class:`LDPCovarianceRounds`."""
+
+
+class LDPCovariance(LDPCovarianceRounds, MessageSiteStrategy):
+    """LDP-PCA on Flower's Message API; parameters: :class:`LDPCovarianceRounds`."""

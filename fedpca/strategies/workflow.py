@@ -1,11 +1,13 @@
-"""Run a legacy Flower strategy inside a ServerApp ``main`` (shared by apps and simulations),
-optionally with Flower's SecAgg+ secure aggregation as the fit workflow."""
+"""Run a fedpca strategy inside a ServerApp ``main`` (shared by apps and simulations): a
+Message-API strategy through its own ``start``, a legacy one through Flower's
+``DefaultWorkflow``, optionally with SecAgg+ secure aggregation as the fit workflow."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 
+from flwr.app import ArrayRecord
 from flwr.common import Context
 from flwr.server import Grid, LegacyContext, ServerConfig
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
@@ -14,7 +16,9 @@ from flwr.server.workflow.secure_aggregation.secaggplus_workflow import Workflow
 from fedpca.blas import single_thread_blas
 from fedpca.errors import ConfigurationError
 from fedpca.progress import log_round
-from fedpca.strategies.base import RoundFailedError, failure_reason
+from fedpca.strategies.base import RoundFailedError, SiteRoundStrategy
+from fedpca.strategies.legacy import failure_reason
+from fedpca.strategies.message_api import MessageSiteStrategy
 
 logger = logging.getLogger(__name__)
 
@@ -128,14 +132,30 @@ class SecAggSettings:
 def run_strategy(
     grid: Grid,
     context: Context,
-    strategy,
-    num_rounds: int,
+    strategy: SiteRoundStrategy,
+    num_rounds: int | None = None,
     secure: SecAggSettings | None = None,
 ) -> None:
-    """Drive ``strategy`` for ``num_rounds`` Flower rounds (SecAgg+ fit rounds if ``secure``);
-    every aggregated round is logged (INFO, :func:`fedpca.progress.log_round`) as it ends."""
+    """Drive ``strategy`` for ``num_rounds`` Flower rounds (default: the strategy's own);
+    every aggregated round is logged (INFO, :func:`fedpca.progress.log_round`) as it ends.
+
+    A Message-API strategy (e.g. :class:`~fedpca.strategies.dps_pca.DPSPCA`) runs through its
+    ``start``; a legacy one (e.g. :class:`~fedpca.strategies.dps_pca.DPSPCAStrategy`) through
+    Flower's ``DefaultWorkflow``, with SecAgg+ fit rounds if ``secure`` (legacy only: Flower
+    1.41 has no SecAgg+ for the Message API). The result is ``strategy.result()``.
+    """
     single_thread_blas()
     strategy.add_observer(log_round)
+    num_rounds = strategy.num_rounds if num_rounds is None else num_rounds
+    if isinstance(strategy, MessageSiteStrategy):
+        if secure is not None:
+            raise ConfigurationError(
+                f"{type(strategy).__name__} runs on Flower's Message API, which has no "
+                "secure aggregation in flwr 1.41; use its legacy twin (e.g. DPSPCAStrategy "
+                "for DPSPCA) for SecAgg+"
+            )
+        strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=num_rounds)
+        return
     legacy = LegacyContext(
         context=context, strategy=strategy, config=ServerConfig(num_rounds=num_rounds)
     )

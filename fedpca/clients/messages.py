@@ -1,0 +1,122 @@
+"""What a fedpca request and a site's answer contain, in Flower's two message formats.
+
+Both sides read this module: the strategies build requests and decode answers with it, the
+sites' ClientApp (:mod:`fedpca.clients.app`) reads requests and builds answers with it.
+
+* Legacy format (``flwr.server.strategy`` strategies, and Flower's SecAgg+ workflow): the
+  request is a ``FitIns`` (records ``fitins.parameters`` / ``fitins.config``), the answer a
+  ``FitRes``; the site's name, epsilon spent and release count travel in its metrics.
+* Message API (``flwr.serverapp.strategy`` strategies): the request is a train
+  :class:`~flwr.app.Message` whose content is exactly an :class:`~flwr.app.ArrayRecord`
+  ``"arrays"`` and a :class:`~flwr.app.ConfigRecord` ``"config"``; the answer carries the
+  release as the ArrayRecord ``"arrays"``, the public numbers (record count
+  ``"num-examples"``, ``"epsilon_spent"``, ``"releases"``) as the MetricRecord ``"metrics"``
+  and the site's name in the ConfigRecord ``"site"``. The same :class:`SiteAnswer` comes out
+  of either format.
+
+Privacy: an answer holds the site's noisy release and what is public under its policy (its
+name, its record count under replace-one neighbouring, what its ledger has spent), in either
+format; every request field is untrusted and is checked by the site before anything is spent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.common import FitRes, Scalar, parameters_to_ndarrays
+from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS
+
+from fedpca.algorithms.site import SiteAnswer
+from fedpca.errors import FedPCAError, InvalidRequestError
+
+#: Message API: the request's and the answer's arrays.
+ARRAYS = "arrays"
+#: Message API: the request's config.
+CONFIG = "config"
+#: Message API: the answer's public numbers.
+METRICS = "metrics"
+#: Message API: the answer's ConfigRecord holding the site's name (a string is no metric).
+SITE = "site"
+#: The record count, under Flower's usual name for it.
+NUM_EXAMPLES = "num-examples"
+#: Legacy format: the request's config record (Flower's ``FitIns`` encoding).
+LEGACY_CONFIG = "fitins.config"
+
+
+def is_legacy_request(content: RecordDict) -> bool:
+    """Whether a train message is in the legacy format: a ``FitIns``, or a stage of Flower's
+    SecAgg+ protocol (which only the legacy path speaks)."""
+    return LEGACY_CONFIG in content.config_records or RECORD_KEY_CONFIGS in content.config_records
+
+
+def request_content(arrays: Sequence[np.ndarray], config: Mapping[str, Scalar]) -> RecordDict:
+    """A Message-API request: ``arrays`` (in order) and ``config``."""
+    return RecordDict({ARRAYS: ArrayRecord(list(arrays)), CONFIG: ConfigRecord(dict(config))})
+
+
+def read_request(content: RecordDict) -> tuple[list[np.ndarray], dict[str, Scalar]]:
+    """The arrays and config of a Message-API request (untrusted: refused unless the content
+    is exactly the ArrayRecord ``"arrays"`` and the ConfigRecord ``"config"``)."""
+    expected = {ARRAYS, CONFIG}
+    if set(content) != expected or not isinstance(content.get(ARRAYS), ArrayRecord) or (
+        not isinstance(content.get(CONFIG), ConfigRecord)
+    ):
+        raise InvalidRequestError(
+            f"refused: a request carries exactly an ArrayRecord {ARRAYS!r} and a ConfigRecord "
+            f"{CONFIG!r}, got records {sorted(content)}"
+        )
+    return content.array_records[ARRAYS].to_numpy_ndarrays(), dict(content.config_records[CONFIG])
+
+
+def reply_content(res: FitRes) -> RecordDict:
+    """A site's ``FitRes`` (from :class:`~fedpca.clients.base.PrivateSiteClient`) as a
+    Message-API answer: the same arrays, record count and metrics."""
+    metrics = {key: value for key, value in res.metrics.items() if key != SITE}
+    return RecordDict({
+        ARRAYS: ArrayRecord(parameters_to_ndarrays(res.parameters)),
+        METRICS: MetricRecord({NUM_EXAMPLES: int(res.num_examples), **metrics}),
+        SITE: ConfigRecord({SITE: str(res.metrics[SITE])}),
+    })
+
+
+def answer_from(
+    site: str, n: int, arrays: Sequence[np.ndarray], metrics: Mapping[str, object]
+) -> SiteAnswer:
+    """One site's answer: exactly one array, its record count and its reported spending."""
+    if len(arrays) != 1:
+        raise FedPCAError(
+            f"site {site} returned {len(arrays)} arrays, expected 1; is it running fedpca's "
+            "client for this algorithm?"
+        )
+    return SiteAnswer(
+        site=site,
+        n=int(n),
+        value=arrays[0],
+        epsilon_spent=float(metrics.get("epsilon_spent", float("nan"))),
+        releases=int(metrics.get("releases", 0)),
+    )
+
+
+def read_reply(content: RecordDict, node: str) -> SiteAnswer:
+    """The :class:`SiteAnswer` in a Message-API answer (``node`` names a site that sent no
+    name)."""
+    if ARRAYS not in content.array_records or METRICS not in content.metric_records:
+        raise FedPCAError(
+            f"node {node} answered with records {sorted(content)}, expected {ARRAYS!r} and "
+            f"{METRICS!r}; is it running fedpca's ClientApp (fedpca.clients.site_client_app)?"
+        )
+    metrics = content.metric_records[METRICS]
+    names = content.config_records.get(SITE, ConfigRecord())
+    site = str(names.get(SITE, node))
+    return answer_from(
+        site, int(metrics.get(NUM_EXAMPLES, 0)), content.array_records[ARRAYS].to_numpy_ndarrays(),
+        metrics,
+    )
+
+
+def read_fit_res(res: FitRes, node: str) -> SiteAnswer:
+    """The :class:`SiteAnswer` in a legacy ``FitRes``."""
+    site = str(res.metrics.get(SITE, node))
+    return answer_from(site, res.num_examples, parameters_to_ndarrays(res.parameters), res.metrics)

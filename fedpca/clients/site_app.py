@@ -1,0 +1,84 @@
+"""One Flower ClientApp for a fedpca site, answering both of Flower's strategy APIs.
+
+Flower 1.41 cannot mix the two ways of writing a ClientApp: registering ``@app.train()`` on
+a ``ClientApp(client_fn=...)`` raises "Use either `@app.train()` or `client_fn`, but not
+both" (``flwr/clientapp/client_app.py``). :func:`site_client_app` therefore registers one
+train handler that looks at each request's format
+(:func:`~fedpca.clients.messages.is_legacy_request`):
+
+* a legacy ``FitIns``, or a stage of Flower's SecAgg+ protocol, goes to
+  ``ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])``: exactly the ClientApp
+  fedpca ran before, so the legacy strategies and SecAgg+ see no change;
+* a Message-API request is answered by :func:`answer_request`, which turns it into the same
+  ``FitIns`` and calls the same ``Client.fit`` of the same
+  :class:`~fedpca.clients.base.PrivateSiteClient`: the same request checks, refusals before
+  any charge, ledger and metrics. It never passes through SecAgg+, so the site sees it as
+  unmasked and a site whose policy relies on secure aggregation refuses it.
+
+Privacy guarantee: unchanged by the format; each site's transcript is (epsilon, delta)-DP per
+record under its own policy (see the algorithm's client module). Every exception raised while
+answering becomes the reply's error, with the exception's text only (Flower would send the
+same text inside its own and Ray's wrapping), which the strategies read from
+``msg.error.reason``; fedpca's refusals quote only public quantities.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from flwr.app import Context, Error, Message
+from flwr.client import Client
+from flwr.clientapp import ClientApp
+from flwr.common import FitIns, ndarrays_to_parameters
+from flwr.common.constant import ErrorCode
+
+from fedpca.clients.messages import is_legacy_request, read_request, reply_content
+from fedpca.clients.secure_aggregation import secure_aggregation_mod
+from fedpca.errors import FedPCAError
+
+logger = logging.getLogger(__name__)
+
+#: ``context -> Client``: a site's client for the current message (e.g.
+#: :func:`fedpca.clients.dps_pca.client_for_site` with the site's data and policy bound).
+ClientFn = Callable[[Context], Client]
+
+
+def answer_request(client_fn: ClientFn, message: Message, context: Context) -> Message:
+    """Answer a Message-API train request through the site's ``Client.fit``."""
+    arrays, config = read_request(message.content)
+    res = client_fn(context).fit(FitIns(ndarrays_to_parameters(arrays), config))
+    return Message(reply_content(res), reply_to=message)
+
+
+def error_reply(message: Message, reason: str) -> Message:
+    """The reply telling the server why this site released nothing."""
+    return Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason),
+                   reply_to=message)
+
+
+def site_client_app(client_fn: ClientFn) -> ClientApp:
+    """A ClientApp answering fedpca's Message-API strategies (``DPSPCA``, ...) and its legacy
+    strategies (``DPSPCAStrategy``, ..., with or without SecAgg+) from ``client_fn``.
+
+    Args:
+        client_fn: ``context -> Client`` building the site's client for each message, e.g.
+            ``lambda context: client_for_site(context, X, policy, site="hospital-a")``.
+    """
+    legacy = ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])
+    app = ClientApp()
+
+    @app.train()
+    def train(message: Message, context: Context) -> Message:
+        try:
+            if is_legacy_request(message.content):
+                return legacy(message, context)
+            return answer_request(client_fn, message, context)
+        except FedPCAError as error:  # a refusal: its text quotes only public quantities
+            logger.warning("%s", error)
+            return error_reply(message, str(error))
+        except Exception as error:  # anything else is reported as Flower would, unwrapped
+            logger.exception("answering a train request failed")
+            return error_reply(message, f"{type(error).__name__}: {error}")
+
+    return app

@@ -1,0 +1,137 @@
+"""A fedpca algorithm on Flower's Message API (``flwr.serverapp.strategy.Strategy``).
+
+Used like Flower's ``FedAvg`` in a ServerApp's ``main``::
+
+    strategy = DPSPCA(dim=200, k=3, s_hat=20, rounds=10, min_sites=2)
+    strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=strategy.num_rounds)
+    result = strategy.result()  # fedpca's PCAResult, with its history
+
+Everything the rounds do lives in :class:`~fedpca.strategies.base.SiteRoundStrategy`; this
+module only turns its requests into train ``Message`` objects
+(:func:`fedpca.clients.messages.request_content`) and the replies into answers. A reply that
+carries an error is a failed site: its reason is ``msg.error.reason`` (the site's own refusal,
+see :mod:`fedpca.clients.site_app`). Sites answer through
+:func:`fedpca.clients.site_client_app`. Secure aggregation (SecAgg+) exists in Flower 1.41
+only as a legacy workflow: use the legacy twin (e.g. ``DPSPCAStrategy``) for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Result, Strategy
+
+from fedpca.clients.messages import read_reply, request_content
+from fedpca.errors import ConfigurationError
+from fedpca.strategies.base import SiteRoundStrategy
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between two looks at the connected sites while waiting for ``wait_for_sites``.
+POLL_SECONDS = 0.25
+
+
+class MessageSiteStrategy(SiteRoundStrategy, Strategy):
+    """A :class:`SiteRoundStrategy` as a Message-API Flower strategy (hooks in the order
+    Flower calls them); same constructor parameters."""
+
+    def start(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord | None = None,
+        num_rounds: int | None = None,
+        timeout: float = 3600,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+    ) -> Result:
+        """Run the algorithm's :attr:`num_rounds` rounds (Flower's ``Strategy.start``).
+
+        ``initial_arrays`` must be empty (default: empty; the first round carries what it
+        needs) and ``num_rounds`` the algorithm's own (default); ``train_config`` entries
+        are added to every request, and sites refuse keys they do not know. Flower's
+        ``Result`` holds each round's aggregated array and metrics; fedpca's result is
+        :meth:`result`. Raises :class:`~fedpca.strategies.base.RoundFailedError` when a
+        round has fewer than ``min_sites`` answers.
+        """
+        num_rounds = self.num_rounds if num_rounds is None else num_rounds
+        if num_rounds != self.num_rounds:
+            raise ConfigurationError(
+                f"{self.label} runs exactly {self.num_rounds} Flower rounds, got "
+                f"num_rounds={num_rounds}; pass num_rounds=strategy.num_rounds"
+            )
+        if initial_arrays is not None and len(initial_arrays) > 0:
+            raise ConfigurationError(
+                f"{self.label} takes no initial arrays (got {len(initial_arrays)}); pass "
+                "initial_arrays=ArrayRecord() and give a starting basis to the constructor"
+            )
+        self.begin()
+        return super().start(
+            grid, ArrayRecord(), num_rounds, timeout, train_config, evaluate_config, evaluate_fn
+        )
+
+    def summary(self) -> None:
+        """Log what the strategy will do."""
+        logger.info("\t├──> %r", self)
+        logger.info("\t└──> waits for %d site(s), needs %d answer(s) per round",
+                    self.wait_for_sites, self.min_sites)
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Ask every connected site (after ``wait_for_sites`` connected) for its release."""
+        request_arrays, request = self.request(server_round)
+        content = request_content(request_arrays, {**dict(config), **request})
+        nodes = self.connected_sites(grid)
+        self.asked = len(nodes)
+        return [
+            Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node)
+            for node in nodes
+        ]
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Check enough sites answered (a reply with an error is a failed site), then
+        combine their releases."""
+        replies = list(replies)
+        answered = [msg for msg in replies if not msg.has_error()]
+        reasons = [
+            msg.error.reason or f"node {msg.metadata.src_node_id}: error code {msg.error.code}"
+            for msg in replies if msg.has_error()
+        ]
+        if len(replies) < self.asked:
+            reasons.append(f"{self.asked - len(replies)} site(s) sent no reply in time")
+        array, metrics = self.aggregate(
+            server_round, answered, reasons,
+            lambda msg: read_reply(msg.content, str(msg.metadata.src_node_id)),
+        )
+        numbers = {
+            key: value for key, value in metrics.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+        }
+        return ArrayRecord([array]), MetricRecord(numbers)
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """No federated evaluation: sites release nothing beyond the train rounds."""
+        return []
+
+    def aggregate_evaluate(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> MetricRecord | None:
+        """Nothing to aggregate (no evaluation round)."""
+        return None
+
+    def connected_sites(self, grid: Grid) -> list[int]:
+        """Every connected node, once at least ``wait_for_sites`` are."""
+        while len(nodes := sorted(grid.get_node_ids())) < self.wait_for_sites:
+            logger.info("waiting for sites: %d connected, %d wanted", len(nodes),
+                        self.wait_for_sites)
+            time.sleep(POLL_SECONDS)
+        return nodes
