@@ -37,7 +37,8 @@ from flower_round import TimedDPSPCAStrategy, _scenario, run_timed
 from flwr.server.workflow import SecAggPlusWorkflow
 
 from fedpca.algorithms.dps_pca import DPSPCASite, run_dps_pca
-from fedpca.algorithms.site import SiteAnswer, weighted_sum
+from fedpca.algorithms.server import weighted_sum
+from fedpca.algorithms.site import SiteAnswer
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.strategies.workflow import SecAggSettings
 

@@ -47,13 +47,12 @@ import numpy as np
 import scipy.linalg
 
 from fedpca.algorithms.secure_sum import SecureSum, public_seed
+from fedpca.algorithms.server import ServerRecord, ordered_answers
 from fedpca.algorithms.site import (
     PrivateSite,
-    ServerRecord,
     SingleReleasePolicy,
     SiteAnswer,
     build_sites,
-    ordered_answers,
 )
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import (

@@ -28,15 +28,8 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.secure_sum import SecureSum, public_seed
-from fedpca.algorithms.site import (
-    PrivateSite,
-    RoundsPolicy,
-    ServerRecord,
-    SiteAnswer,
-    build_sites,
-    ordered_answers,
-    weighted_sum,
-)
+from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
+from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr, threshold_rows, top_coordinates
 from fedpca.privacy.distributed_gaussian import GridChoice

@@ -42,15 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.algorithms.site import (
-    PrivateSite,
-    RoundsPolicy,
-    ServerRecord,
-    SiteAnswer,
-    build_sites,
-    ordered_answers,
-    weighted_sum,
-)
+from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
+from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
 from fedpca.clustering.metrics import assign_to_subspaces
 from fedpca.clustering.nonprivate import cluster_scatter
 from fedpca.clustering.result import ClusteringResult

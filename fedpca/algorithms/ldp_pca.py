@@ -34,14 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import (
     PrivateSite,
-    ServerRecord,
     SingleReleasePolicy,
     SiteAnswer,
     build_sites,
-    ordered_answers,
-    weighted_sum,
 )
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.fantope import (

@@ -14,7 +14,7 @@ What is released and audited:
 * ``dps-pca/power``: ``H = (X^T X Q + G) / n`` for the curious server's request
   ``Q = [e_1 e_2]``, whose span holds both replaced records. The site's policy allows the
   fewest releases DPS-PCA has (``rounds=1``: two), so the claim is that of one of them.
-* ``dpdis-pca/secure-sum``: the decoded secure sum of three sites' distributed discrete
+* ``dpdis-pca/secure-sum``: the decoded secure sum of two sites' distributed discrete
   Gaussian messages (``variant=secure-sum``), the audited site holding the neighbours (not yet
   through Flower: the secure mode has no Flower client yet).
 * ``dpdis-pca``: the noisy ``A^_s`` (``variant=full``), upper triangle. The default
@@ -191,14 +191,14 @@ def dpdis(settings: AuditSettings) -> AuditTarget:
     )
 
 
-#: Sites in the audited secure sum: the audited one and ``M - 1`` others with fixed records.
-SECURE_SITES = 3
+#: Sites in the audited secure sum: the audited one and another holding the fixed records.
+SECURE_SITES = 2
 
 
 def dpdis_secure(settings: AuditSettings) -> AuditTarget:
-    """DPdisPCA's secure sum as the server sees it: the decoded sum of ``M = 3`` sites'
+    """DPdisPCA's secure sum as the server sees it: the decoded sum of ``M = 2`` sites'
     distributed discrete Gaussian messages of ``X_s^T X_s`` (upper triangle). The audited
-    site holds the neighbouring records; the other two hold the fixed ones."""
+    site holds the neighbouring records; the other the fixed ones."""
     policy = DPdisPCAPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm,
                             secure_min_sites=SECURE_SITES)
     data = _prepared(settings.neighbours(), settings.clip_norm)
