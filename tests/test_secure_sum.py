@@ -29,12 +29,16 @@ from fedpca.data.synthetic import SparseSpikedModel, site_data
 from fedpca.errors import ConfigurationError, InvalidRequestError, ParameterError
 from fedpca.linalg.subspace import energy_ratio, subspace_distance
 
+pytestmark = pytest.mark.slow  # the audits draw 20,000 exact discrete Gaussian vectors
+
 POLICY = DPdisPCAPolicy(epsilon=1.0, delta=1e-5, secure_min_sites=4)
 MODEL = DecayingSpectrumModel(dim=12, seed=0)
 SITES = [MODEL.sample(300, stream=i) for i in range(4)]
-#: Audit trials: fewer than tests/test_audit.py's 4000 (each release draws exact discrete
-#: Gaussians); at epsilon 3, delta 1e-3 they still separate sigma from sigma / 2.
-TRIALS, CALIBRATION = 2000, 500
+#: Audit trials: tests/test_audit.py's power calculation (epsilon 3, delta 1e-3: 4000
+#: evaluation trials separate sigma from sigma / 2; 2000 do not reliably).
+TRIALS, CALIBRATION = 4000, 1000
+#: A correct mechanism passes with fewer trials too (fewer only weaken the lower bound).
+PASS_TRIALS, PASS_CALIBRATION = 1500, 500
 
 
 def secure(dim=12, sizes=(300,) * 4, **changes):
@@ -115,7 +119,8 @@ def test_the_secure_sum_reaches_central_analyze_gauss_and_beats_per_site_noise()
 
 
 def test_the_audit_passes_the_secure_sum():
-    result = run_audit(audit_target("dpdis-pca/secure-sum"), TRIALS, CALIBRATION, seed=7)
+    result = run_audit(audit_target("dpdis-pca/secure-sum"), PASS_TRIALS, PASS_CALIBRATION,
+                       seed=7)
     assert result.claimed_epsilon <= 3.0 + 1e-9
     assert result.passed, result.to_dict()
 

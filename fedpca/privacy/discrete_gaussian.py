@@ -27,6 +27,8 @@ import numpy as np
 
 from fedpca.errors import ConfigurationError
 
+#: Fewest candidates one rejection pass proposes (small requests then rarely need two).
+OVERSAMPLE_MIN = 32
 #: Largest ``sigma^2`` the int64 fast path supports (``2 sigma^4 t^2``-sized products).
 MAX_SIGMA_SQ = 2**26
 
@@ -110,11 +112,13 @@ def discrete_gaussian(
     s = int(sigma_sq)
     t = math.isqrt(s) + 1
     out = np.empty(total, dtype=np.int64)
-    pending = np.arange(total)
+    filled = 0
     # |Y| t - s stays below 2^31 (so its square below 2^62) for |Y| <= LIMIT.
     limit = (2**31 - 1 + s) // t
-    while pending.size:
-        y = discrete_laplace(t, pending.size, rng)
+    while filled < total:
+        # Propose more candidates than are missing (accepted ones are i.i.d. draws of the
+        # target, taken in order), so a small request rarely needs a second pass.
+        y = discrete_laplace(t, max(2 * (total - filled), OVERSAMPLE_MIN), rng)
         magnitude = np.abs(y)
         small = magnitude <= limit
         accept = np.zeros(y.shape, dtype=bool)
@@ -127,8 +131,9 @@ def discrete_gaussian(
         )
         for i in np.flatnonzero(~small):  # astronomically rare: exact Python integers
             accept[i] = _accept_exact(int(magnitude[i]), s, t, rng)
-        out[pending[accept]] = y[accept]
-        pending = pending[~accept]
+        taken = y[accept][: total - filled]
+        out[filled:filled + taken.size] = taken
+        filled += taken.size
     return out.reshape(shape)
 
 
