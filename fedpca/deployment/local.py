@@ -18,6 +18,12 @@ SuperNode per site, each with its own policy file, lifetime ledger and pinned Cl
    App (:func:`~fedpca.deployment.fab_check.write_config_only_app`), then the ServerApp's
    output JSON is read back.
 
+A site can also fail on purpose: :meth:`LocalDeployment.kill_site` sends its SuperNode
+SIGKILL (no goodbye to the SuperLink, as when its machine dies), e.g. from the ``during``
+callback of :meth:`LocalDeployment.run` once a round has completed; the SuperLink then
+answers the messages addressed to it with "node unavailable" once its heartbeat is overdue
+(Flower 1.41: about a minute), and the run goes on if ``min-sites`` allows it.
+
 On exit, even after an exception, every process it started and all their descendants are
 stopped by PID (SIGTERM, then SIGKILL); every one of them carries ``FEDPCA_DEPLOYMENT=<id>``
 in its environment, so an orphan that lost its parent is found too.
@@ -29,13 +35,14 @@ import logging
 import numbers
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 import tomllib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -51,6 +58,7 @@ from fedpca.deployment.fab_check import write_config_only_app
 from fedpca.deployment.processes import (
     DEFAULT_GRACE,
     processes_with_env,
+    signal_processes,
     stop_processes,
 )
 from fedpca.errors import ConfigurationError, FedPCAError
@@ -76,6 +84,8 @@ LOG_TAIL_LINES = 30
 _POLL = 0.2
 
 ConfigValue = bool | int | float | str
+#: Called with the ``flwr run`` process while a run is under way (see :meth:`LocalDeployment.run`).
+RunWatcher = Callable[["Launched"], None]
 
 
 class DeploymentError(FedPCAError, RuntimeError):
@@ -304,6 +314,22 @@ class LocalDeployment:
         stop_processes({processes.supernode.process.pid, processes.superexec.process.pid},
                        self.grace)
 
+    def kill_site(self, name: str, sig: signal.Signals = signal.SIGKILL) -> int:
+        """Make site ``name`` fail: send its SuperNode ``sig`` (SIGKILL by default: it cannot
+        deactivate itself at the SuperLink, as when its machine dies), then stop its
+        SuperExec, which has no SuperNode left to serve. Neither counts as a failed daemon
+        any more (a run goes on without the site if ``min-sites`` allows it); its ledger
+        stays. Returns the SuperNode's PID."""
+        processes = self.running.pop(name)
+        for item in (processes.supernode, processes.superexec):
+            self._daemons.remove(item)
+        pid = processes.supernode.process.pid
+        signal_processes([pid], sig)
+        processes.supernode.process.wait(timeout=self.grace)
+        stop_processes({processes.superexec.process.pid}, self.grace)
+        logger.info("killed site %s: SuperNode pid %d (%s)", name, pid, sig.name)
+        return pid
+
     def _default_policy(self, site: Site) -> Path:
         folder = self.workdir / "sites" / site.name
         folder.mkdir(parents=True, exist_ok=True)
@@ -338,12 +364,14 @@ class LocalDeployment:
 
     def run(
         self, run_config: Mapping[str, ConfigValue], timeout: float = DEFAULT_RUN_TIMEOUT,
-        app_dir: str | Path | None = None,
+        app_dir: str | Path | None = None, during: RunWatcher | None = None,
     ) -> PCAResult:
         """``flwr run`` the App (``app_dir``, default: the deployment's) with ``run_config``
-        (plus ``output``, unless given) and return the ServerApp's result. Raises
-        DeploymentError if a Flower process exits, the run does not finish within
-        ``timeout`` seconds, or it writes no result."""
+        (plus ``output``, unless given) and return the ServerApp's result. ``during``, if
+        given, is called with the ``flwr run`` process (its log streams the ServerApp's)
+        about every 0.2 s until it exits, e.g. to time the rounds or :meth:`kill_site` a
+        site. Raises DeploymentError if a Flower process exits, the run does not finish
+        within ``timeout`` seconds, or it writes no result."""
         app = Path(app_dir).resolve() if app_dir is not None else self.app_dir
         declared = app_config_keys(app)
         unknown = sorted(set(run_config) - declared)
@@ -366,7 +394,7 @@ class LocalDeployment:
                 "--run-config", config_pairs(config),
             ],
         )
-        self._wait(flwr, timeout, "flwr run")
+        self._wait(flwr, timeout, "flwr run", during)
         deadline = time.monotonic() + OUTPUT_GRACE
         while not output.is_file() and time.monotonic() < deadline:
             time.sleep(_POLL)
@@ -434,11 +462,16 @@ class LocalDeployment:
         """Run ``flwr *args`` to its end; raise with its output if it fails."""
         self._wait(self._launch(name, ["flwr", *args]), self.startup_timeout, "flwr " + args[0])
 
-    def _wait(self, item: Launched, timeout: float, what: str) -> None:
-        """Wait for ``item`` to exit with code 0, while the daemons keep running."""
+    def _wait(
+        self, item: Launched, timeout: float, what: str, during: RunWatcher | None = None
+    ) -> None:
+        """Wait for ``item`` to exit with code 0, while the daemons keep running; call
+        ``during(item)`` at every look."""
         deadline = time.monotonic() + timeout
         while item.process.poll() is None:
-            for daemon in self._daemons:
+            if during is not None:
+                during(item)
+            for daemon in list(self._daemons):
                 if daemon.process.poll() is not None:
                     raise daemon.failure(
                         f"exited with code {daemon.process.returncode} during {what}"

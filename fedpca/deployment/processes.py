@@ -117,6 +117,15 @@ def stop_processes(pids: Iterable[int], grace: float = DEFAULT_GRACE) -> list[in
     return sorted(doomed)
 
 
+def signal_processes(pids: Iterable[int], sig: signal.Signals) -> list[int]:
+    """Send ``sig`` to the live processes among ``pids`` (not to their descendants), e.g.
+    SIGKILL to make one fail abruptly; return the PIDs signalled."""
+    table = process_table()
+    targets = {pid: table[pid].start for pid in pids if pid in table}
+    _signal(targets, sig)
+    return sorted(targets)
+
+
 def _alive(processes: dict[int, int]) -> dict[int, int]:
     """The entries of ``{pid: start}`` that are still the same live process."""
     table = process_table()
