@@ -51,7 +51,9 @@ def launch(
             num_supernodes=num_sites,
             backend_config={
                 "client_resources": dict(CLIENT_RESOURCES),
-                "init_args": {"include_dashboard": False},
+                # the sites' own log lines (e.g. Flower's actor shutdown notices) reach the
+                # console only with verbose; their failures arrive as reply errors anyway
+                "init_args": {"include_dashboard": False, "log_to_driver": verbose},
             },
             verbose_logging=verbose,
         )
