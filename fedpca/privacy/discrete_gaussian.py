@@ -48,7 +48,7 @@ def bernoulli_exp_neg(num: np.ndarray, den: np.ndarray, rng: np.random.Generator
         result[idx[~success]] = False
         whole[idx] -= 1
         active = (whole > 0) & result
-    idx = np.flatnonzero(result)
+    idx = np.flatnonzero(result & (frac > 0))  # exp(-0) = 1: nothing left to draw
     if idx.size:
         result[idx] = _bernoulli_exp_neg_unit(frac[idx], den[idx], rng)
     return result
@@ -79,7 +79,8 @@ def discrete_laplace(t: int, size: int, rng: np.random.Generator) -> np.ndarray:
         alive = keep.copy()
         while alive.any():  # V ~ Geometric: successive Bernoulli(exp(-1)) successes
             idx = np.flatnonzero(alive)
-            success = bernoulli_exp_neg(np.ones(idx.size, np.int64), np.ones(idx.size, np.int64), rng)
+            ones = np.ones(idx.size, np.int64)
+            success = _bernoulli_exp_neg_unit(ones, ones, rng)  # Bernoulli(exp(-1))
             v[idx[success]] += 1
             alive[idx[~success]] = False
         x = u + t * v
