@@ -255,6 +255,7 @@ def test_the_readme_example_is_the_user_serverapp_and_saves_a_private_result(fed
     assert result.algorithm == "dps-pca" and result.basis.shape == (README["DIM"], 2)
     assert result.sites_answered == [["0", "1", "2"]] * (README["ROUNDS"] + 1)
     assert result.history[-1]["epsilon_spent"] == pytest.approx(2.0, rel=1e-3)
+    assert result.privacy["epsilon"] == 2.0 and result.privacy["releases_per_site"] == 5
 
 
 def test_a_refused_request_stops_the_run_with_the_sites_own_reasons(federation):
