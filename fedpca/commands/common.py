@@ -24,6 +24,18 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
     add_display_flags(parser)
 
 
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """``--ray-address --cpus-per-site --memory-per-site``: where the virtual sites run
+    (:class:`fedpca.simulations.launcher.Engine`)."""
+    parser.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                        help="run the virtual sites on this existing Ray cluster (its head's "
+                             "address, or 'auto'); default: a local Ray started for the run")
+    parser.add_argument("--cpus-per-site", type=float, default=1.0,
+                        help="CPUs each virtual site reserves")
+    parser.add_argument("--memory-per-site", type=int, default=None, metavar="MB",
+                        help="memory each virtual site reserves, in MB (default: none)")
+
+
 def add_display_flags(parser: argparse.ArgumentParser) -> None:
     """``--plot FILE.png`` (a picture of the run) and ``--quiet`` (only the final summary)."""
     parser.add_argument("--plot", type=Path, default=None,

@@ -14,6 +14,7 @@ from typing import Any
 
 from fedpca.algorithms.specs import SPECS, AlgorithmSpec, load
 from fedpca.commands.common import (
+    add_engine_flags,
     add_output_flags,
     announce,
     live_rounds,
@@ -61,12 +62,16 @@ def _fill(spec: AlgorithmSpec, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(*names, dest=f.name, default=f.default, help=f.metadata["help"],
                             **options)
     add_output_flags(parser)
+    add_engine_flags(parser)
     parser.set_defaults(func=with_flag_errors(functools.partial(run, spec), parser))
 
 
 def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     """Build the scenario from the flags, run the simulation with live rounds, print the
     report and the wall time, write the JSON and the plot."""
+    from fedpca.simulations.launcher import Engine
+
+    engine = Engine(args.ray_address, args.cpus_per_site, args.memory_per_site)
     scenario_cls = spec.scenario_class()
     scenario = scenario_cls.from_flags(
         {f.name: getattr(args, f.name) for f in scenario_cls.flag_fields()}
@@ -76,7 +81,7 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     seeded_notice(scenario.seed)
     simulate = load(spec.simulate)
     with live_rounds(args, spec.name, scenario.flower_rounds) as observer:
-        result = simulate(scenario, verbose=args.verbose, observer=observer)
+        result = simulate(scenario, verbose=args.verbose, observer=observer, engine=engine)
     for line in scenario.report(result):
         print(line)
     print(f"wall time {result.config['wall_seconds']:.1f} s")

@@ -10,13 +10,14 @@ from fedpca.clients.dpdis_pca import client_for_site
 from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
-from fedpca.simulations.launcher import run_federation
+from fedpca.simulations.launcher import Engine, run_federation
 from fedpca.strategies.dpdis_pca import DPdisPCA
 
 
 def simulate_dpdis_pca(
     scenario: DPdisPCAScenario, verbose: bool = False,
     observer: RoundObserver | None = None,
+    engine: Engine | None = None,
 ) -> PCAResult:
     """Run ``scenario`` as a Flower simulation and return its result.
 
@@ -34,6 +35,7 @@ def simulate_dpdis_pca(
         privacy=scenario.privacy(),
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
-    run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer)
+    run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer,
+                   engine=engine)
     config = {**scenario.to_run_config(), "wall_seconds": time.perf_counter() - start}
     return strategy.result(config)

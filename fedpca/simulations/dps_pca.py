@@ -16,7 +16,7 @@ from fedpca.privacy.validation import require_site_count
 from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.simulations.launcher import run_federation
+from fedpca.simulations.launcher import Engine, run_federation
 from fedpca.strategies.dps_pca import DPSPCA, DPSPCAStrategy
 from fedpca.strategies.workflow import SecAggSettings
 
@@ -35,6 +35,7 @@ def _client_fn(scenario: DPSPCAScenario, context: Context) -> Client:
 def simulate_dps_pca(
     scenario: DPSPCAScenario, verbose: bool = False,
     observer: RoundObserver | None = None,
+    engine: Engine | None = None,
 ) -> PCAResult:
     """Run ``scenario`` as a Flower simulation and return its result.
 
@@ -60,7 +61,8 @@ def simulate_dps_pca(
         secure.check(scenario.sites)
     client_fn = functools.partial(_client_fn, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose, secure=secure,
-                   observer=observer)
+                   observer=observer,
+                   engine=engine)
     config = {
         **scenario.to_run_config(),
         "wall_seconds": time.perf_counter() - start,

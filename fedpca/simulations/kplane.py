@@ -10,13 +10,14 @@ from fedpca.clients.kplane import client_for_site
 from fedpca.clustering.result import ClusteringResult
 from fedpca.progress import RoundObserver
 from fedpca.scenarios.kplane import KPlaneScenario
-from fedpca.simulations.launcher import run_federation
+from fedpca.simulations.launcher import Engine, run_federation
 from fedpca.strategies.kplane import SuLQKPlane
 
 
 def simulate_kplane(
     scenario: KPlaneScenario, verbose: bool = False,
     observer: RoundObserver | None = None,
+    engine: Engine | None = None,
 ) -> ClusteringResult:
     """Run ``scenario`` as a Flower simulation and return its result.
 
@@ -31,7 +32,8 @@ def simulate_kplane(
         seed=scenario.seed, evaluate_fn=scenario.evaluate, privacy=scenario.privacy(),
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
-    run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer)
+    run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer,
+                   engine=engine)
     config = {
         **scenario.to_run_config(),
         "wall_seconds": time.perf_counter() - start,

@@ -8,8 +8,10 @@ the apps around a strategy), so swapping the launcher touches only this module.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from flwr.client import Client, ClientApp
 from flwr.common import Context
@@ -18,19 +20,58 @@ from flwr.simulation import run_simulation
 
 from fedpca.blas import single_thread_blas
 from fedpca.clients.site_app import site_client_app
-from fedpca.errors import FedPCAError
+from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.progress import RoundObserver
 from fedpca.strategies.base import SiteRoundStrategy
 from fedpca.strategies.workflow import SecAggSettings, run_strategy
 
-#: One CPU per virtual site beat half a CPU on a 2-core machine.
-CLIENT_RESOURCES = {"num_cpus": 1, "num_gpus": 0.0}
+
+@dataclass(frozen=True)
+class Engine:
+    """Where the virtual sites run: this machine (``ray_address=None``: Flower starts Ray
+    in-process) or an existing Ray cluster (``"HOST:PORT"`` of its head, or ``"auto"``),
+    and what each site reserves there.
+
+    Attributes:
+        ray_address: the Ray cluster to join, passed to ``ray.init`` (Flower's simulation
+            backend hands ``init_args`` to it); ``None`` starts a local Ray.
+        cpus_per_site: CPUs each virtual site reserves (one beat half a CPU on 2 cores).
+        memory_per_site_mb: memory each virtual site reserves (``None``: no reservation).
+    """
+
+    ray_address: str | None = None
+    cpus_per_site: float = 1.0
+    memory_per_site_mb: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.cpus_per_site) and self.cpus_per_site > 0):
+            raise ConfigurationError(f"--cpus-per-site must be > 0, got {self.cpus_per_site}")
+        if self.memory_per_site_mb is not None and self.memory_per_site_mb < 1:
+            raise ConfigurationError(
+                f"--memory-per-site must be >= 1 (MB), got {self.memory_per_site_mb}"
+            )
+        if self.ray_address is not None and not self.ray_address.strip():
+            raise ConfigurationError("--ray-address is empty; give the head's HOST:PORT or 'auto'")
+
+    def backend_config(self, verbose: bool) -> dict:
+        """Flower's simulation ``backend_config`` for this engine."""
+        resources: dict = {"num_cpus": self.cpus_per_site, "num_gpus": 0.0}
+        if self.memory_per_site_mb is not None:
+            resources["memory"] = self.memory_per_site_mb * 2**20
+        # the sites' own log lines (e.g. Flower's actor shutdown notices) reach the console
+        # only with verbose; their failures arrive as reply errors anyway
+        init_args: dict = {"include_dashboard": False, "log_to_driver": verbose}
+        if self.ray_address is not None:
+            init_args = {"address": self.ray_address, "log_to_driver": verbose}
+        return {"client_resources": resources, "init_args": init_args}
 
 
 def launch(
-    server_app: ServerApp, client_app: ClientApp, num_sites: int, verbose: bool = False
+    server_app: ServerApp, client_app: ClientApp, num_sites: int, verbose: bool = False,
+    engine: Engine | None = None,
 ) -> None:
-    """Run ``server_app`` against ``num_sites`` virtual sites in-process (Ray backend).
+    """Run ``server_app`` against ``num_sites`` virtual sites (Ray backend: in-process, or
+    on the Ray cluster ``engine`` names).
 
     Flower's own logs are shown only with ``verbose``: they include ``run_simulation``'s
     deprecation notice (a log record, not a Python warning), which Flower writes whichever
@@ -49,12 +90,7 @@ def launch(
             server_app=server_app,
             client_app=client_app,
             num_supernodes=num_sites,
-            backend_config={
-                "client_resources": dict(CLIENT_RESOURCES),
-                # the sites' own log lines (e.g. Flower's actor shutdown notices) reach the
-                # console only with verbose; their failures arrive as reply errors anyway
-                "init_args": {"include_dashboard": False, "log_to_driver": verbose},
-            },
+            backend_config=(engine or Engine()).backend_config(verbose),
             verbose_logging=verbose,
         )
     finally:
@@ -68,6 +104,7 @@ def run_federation(
     verbose: bool = False,
     secure: SecAggSettings | None = None,
     observer: RoundObserver | None = None,
+    engine: Engine | None = None,
 ) -> None:
     """Simulate ``num_sites`` sites answering ``strategy`` for ``strategy.num_rounds`` rounds
     (SecAgg+ fit rounds if ``secure``: legacy strategies only); raise if the run stopped
@@ -84,7 +121,7 @@ def run_federation(
     def _main(grid: Grid, context: Context) -> None:
         run_strategy(grid, context, strategy, strategy.num_rounds, secure=secure)
 
-    launch(server_app, site_client_app(client_fn), num_sites, verbose=verbose)
+    launch(server_app, site_client_app(client_fn), num_sites, verbose=verbose, engine=engine)
     done = len(strategy.server.history)
     if done < strategy.num_rounds:
         raise FedPCAError(

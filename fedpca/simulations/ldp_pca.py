@@ -10,13 +10,14 @@ from fedpca.clients.ldp_pca import client_for_site
 from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
 from fedpca.scenarios.ldp_pca import LDPScenario
-from fedpca.simulations.launcher import run_federation
+from fedpca.simulations.launcher import Engine, run_federation
 from fedpca.strategies.ldp_pca import LDPCovariance
 
 
 def simulate_ldp_pca(
     scenario: LDPScenario, verbose: bool = False,
     observer: RoundObserver | None = None,
+    engine: Engine | None = None,
 ) -> PCAResult:
     """Run ``scenario`` as a Flower simulation and return its result.
 
@@ -31,7 +32,8 @@ def simulate_ldp_pca(
         privacy=scenario.privacy(),
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
-    run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer)
+    run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer,
+                   engine=engine)
     config = {
         **scenario.to_run_config(),
         "clipped_rows": sum(site.clip.clipped_rows for site in scenario.all_sites()),
