@@ -419,9 +419,7 @@ def secure_sum_for(
         norm_per_record=policy.clip_norm**2, dimension=triangle_size(dim),
         sites_in_sum=len(site_sizes), rotation_seed=rotation_seed,
     )
-    cal = policy.calibration()
-    return secure, secure.grid(cal.target_epsilon, cal.delta, policy.releases,
-                               policy.secure_min_sites)
+    return secure, secure.grid_for(policy)
 
 
 def secure_privacy_record(policy: DPdisPCAPolicy, grid: GridChoice) -> dict[str, Any]:

@@ -276,7 +276,6 @@ def secure_sums(policy: SitePolicy, dim: int, k: int, site_sizes: Sequence[int],
     ``X_i^T X_i Q``, both of norm at most ``n_i C^2``) over sites of these sizes, and the
     grids a site with ``policy`` derives from them (each calibrated for the run's ``T + 1``
     releases; the ledger checks their actual composition)."""
-    cal = policy.calibration()
     sums = []
     for which, (sensitivity, length) in enumerate(
         ((diagonal_sensitivity(policy.clip_norm), dim),
@@ -285,8 +284,7 @@ def secure_sums(policy: SitePolicy, dim: int, k: int, site_sizes: Sequence[int],
         public = SecureSum(sensitivity=sensitivity, max_records=max(site_sizes),
                            norm_per_record=policy.clip_norm**2, dimension=length,
                            sites_in_sum=len(site_sizes), rotation_seed=rotation_seed + which)
-        sums.append((public, public.grid(cal.target_epsilon, cal.delta, policy.releases,
-                                         policy.secure_min_sites)))
+        sums.append((public, public.grid_for(policy)))
     return sums[0], sums[1]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -63,6 +64,12 @@ class SecureSum:
         ``releases`` releases, each revealed only in sums of at least ``min_sites`` sites.
         Raises (quoting public quantities only) when no grid meets the wrap bound."""
         return _grid(self, epsilon, delta, releases, min_sites)
+
+    def grid_for(self, policy: Any) -> GridChoice:
+        """:meth:`grid` for a site policy (its calibration's target (epsilon, delta), its
+        releases and its ``secure_min_sites``)."""
+        cal = policy.calibration()
+        return self.grid(cal.target_epsilon, cal.delta, policy.releases, policy.secure_min_sites)
 
     def check_site(self, records: int, min_sites: int, site: str) -> None:
         """Refuse, before anything is charged, a sum this site cannot take part in."""

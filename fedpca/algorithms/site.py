@@ -262,8 +262,7 @@ class PrivateSite:
                 "secure_min_sites (M); this site answers with its own noise only"
             )
         secure.check_site(self.n, m, self.site)
-        grid = secure.grid(self.calibration.target_epsilon, self.calibration.delta,
-                           self.policy.releases, m)
+        grid = secure.grid_for(self.policy)
         cal = grid.calibration
         summands = m * cal.draws
         release = Release(mechanism + f"+ddg(m={m})", cal.grid_sensitivity,

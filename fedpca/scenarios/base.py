@@ -132,8 +132,13 @@ class Scenario:
         """The scenario of ``fedpca simulate``'s parsed flags: the data seed is ``--seed``
         when given (a fully reproducible run), else 0 (the same public data every time,
         with fresh OS noise)."""
+        return cls(**cls.with_data_seed(values))
+
+    @staticmethod
+    def with_data_seed(values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` with the data seed the flags imply: ``--seed``, else 0."""
         seed = values.get("seed")
-        return cls(**values, data_seed=seed if seed is not None else 0)
+        return {**values, "data_seed": seed if seed is not None else 0}
 
     def required_sites(self) -> int:
         """Sites every round needs: ``min_sites`` (all by default)."""

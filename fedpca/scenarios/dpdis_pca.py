@@ -106,11 +106,9 @@ class DPdisPCAScenario(Scenario):
         ``samples``."""
         if values.get("dataset", SYNTHETIC) == SYNTHETIC:
             return super().from_flags(values)
-        seed = values.get("seed")
-        options = {k: v for k, v in values.items() if k not in ("dataset", "dim", "samples")}
-        return cls.for_dataset(
-            values["dataset"], **options, data_seed=seed if seed is not None else 0
-        )
+        options = {k: v for k, v in cls.with_data_seed(values).items()
+                   if k not in ("dataset", "dim", "samples")}
+        return cls.for_dataset(values["dataset"], **options)
 
     def describe(self) -> str:
         """The data, sites, shape and weighting."""
