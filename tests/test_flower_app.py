@@ -123,22 +123,25 @@ def test_flwr_run_gives_the_reference_basis(flwr_env, tmp_path):
     assert (tmp_path / "app.png").stat().st_size > 20_000
 
 
-def test_flwr_run_serves_dpdis_pca_with_its_energy_ratio(flwr_env, tmp_path):
-    dpdis = DPdisPCAScenario(sites=3, dim=30, samples=900, k=4, r=6, epsilon=2.0, seed=5)
+def test_flwr_run_serves_dpdis_pca_secure_sums_with_its_energy_ratio(flwr_env, tmp_path):
+    # The App's secure path: distributed discrete Gaussian residues through Flower's SecAgg+
+    # (the factor variant's App path is the same code; tests/test_message_api.py runs it).
+    dpdis = DPdisPCAScenario(sites=3, dim=30, samples=900, k=4, epsilon=2.0, seed=5,
+                             variant="secure-sum", secure_min_sites=3)
     raw = flwr_run(flwr_env, tmp_path / "dpdis.json",
-                   {**dpdis.to_run_config(), "algorithm": "dpdis-pca"}, dpdis.sites)
+                   {**dpdis.to_run_config(), "algorithm": "dpdis-pca",
+                    "secagg-max-weight": 300}, dpdis.sites)
     sites = [dpdis.prepared_site(i) for i in range(dpdis.sites)]
-    reference = run_dpdis_pca(sites, dpdis.k, dpdis.r, dpdis.policy(), seed=dpdis.seed,
-                              evaluation=dpdis.evaluation())
+    reference = run_dpdis_pca(sites, dpdis.k, policy=dpdis.policy(), seed=dpdis.seed,
+                              variant="secure-sum", evaluation=dpdis.evaluation())
     assert raw["algorithm"] == "dpdis-pca"
     np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
-    assert raw["privacy"]["smallest_site"] == 300
+    assert raw["privacy"]["mechanism"] == "distributed-discrete-gaussian"
+    assert raw["privacy"]["min_sites_per_sum"] == 3
     # the synthetic data are known to the server: the energy ratio, as the CLI reports it
     assert set(raw) == record_keys("dpdis-pca")
     assert raw["energy_ratio"] == pytest.approx(reference.history[0]["energy_ratio"], abs=1e-8)
-    assert (raw["r"], raw["bytes_per_site"], raw["rounds"], raw["flower_rounds"]) == (
-        6, 30 * 6 * 8, 1, 1
-    )
+    assert (raw["variant"], raw["rounds"], raw["flower_rounds"]) == ("secure-sum", 1, 1)
 
 
 def test_flwr_run_serves_dense_ldp_pca(flwr_env, tmp_path):

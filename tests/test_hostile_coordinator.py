@@ -26,6 +26,7 @@ from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.apps.app import client_fn
 from fedpca.apps.common import partition_client
 from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
+from fedpca.clients.secure_aggregation import SecAggMasking
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.privacy.calibration import calibrate_gaussian, pld_epsilon
@@ -195,7 +196,8 @@ def test_a_bad_data_file_is_refused_without_quoting_the_data(tmp_path, caplog):
 
 def secure_client(X, clipping_range):
     policy = SitePolicy(epsilon=1.0, delta=1e-5, rounds=3, secure_min_sites=4)
-    return DPSPCAClient(DPSPCASite(X, policy, site="hospital-b"), clipping_range=clipping_range)
+    return DPSPCAClient(DPSPCASite(X, policy, site="hospital-b"),
+                        masking=SecAggMasking(clipping_range))
 
 
 def test_a_too_small_secagg_clipping_range_is_refused_before_any_charge():

@@ -9,6 +9,7 @@ from scipy import stats
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy, run_dps_pca
 from fedpca.apps.common import partition_client
 from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
+from fedpca.clients.secure_aggregation import SecAggMasking
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.privacy.mechanisms import power_step_sensitivity
@@ -51,7 +52,7 @@ def test_secure_site_refuses_an_unmasked_request():
     with pytest.raises(InvalidRequestError, match="hospital-2: refused: .*not masked"):
         DPSPCAClient(site).fit([Q], {"phase": "power", "round": 1})
     assert site.ledger.count == 0
-    (H,), n, _ = DPSPCAClient(site, clipping_range=1e4).fit([Q], {"phase": "power", "round": 1})
+    (H,), n, _ = DPSPCAClient(site, masking=SecAggMasking(1e4)).fit([Q], {"phase": "power", "round": 1})
     assert H.shape == (5, 2) and n == 5
 
 

@@ -42,7 +42,7 @@ PASS_TRIALS, PASS_CALIBRATION = 1500, 500
 
 
 def secure(dim=12, sizes=(300,) * 4, **changes):
-    public, grid = secure_sum_for(POLICY, dim, list(sizes), rotation_seed=5)
+    public, grid = secure_sum_for(POLICY, dim, max(sizes), len(sizes), rotation_seed=5)
     return SecureSum(**{**public.__dict__, **changes}), grid
 
 
@@ -50,6 +50,9 @@ def secure(dim=12, sizes=(300,) * 4, **changes):
     ({"max_records": 299}, "max_records=299"),
     ({"sites_in_sum": 3}, "fewer than this site's minimum M=4"),
     ({"modulus": 2**12}, "modulus"),
+    # a coordinator naming a smaller sensitivity would make the site calibrate less noise
+    ({"sensitivity": 0.5}, "sensitivity 0.5"),
+    ({"norm_per_record": 0.5}, "norm per record 0.5"),
 ])
 def test_a_site_refuses_a_sum_it_cannot_join_before_any_charge(changes, match):
     site = DPdisPCASite(SITES[0], POLICY, site="a", seed=1)
@@ -147,7 +150,7 @@ def test_a_discrete_policy_needs_its_minimum_and_a_described_sum():
     with pytest.raises(ConfigurationError, match="needs secure_min_sites"):
         SitePolicy(discrete=True)
     site = DPSPCASite(dps_sites(10)[0], DISCRETE, site="a")
-    init, _ = secure_sums(DISCRETE, 60, 2, [2000] * 10, rotation_seed=1)
+    init, _ = secure_sums(DISCRETE, 60, 2, 2000, 10, rotation_seed=1)
     for request in ({}, {"secure": init[0], "min_noise_multiplier": 2.0}):
         with pytest.raises(InvalidRequestError, match="only inside a secure sum"):
             site.release_diagonal(**request)

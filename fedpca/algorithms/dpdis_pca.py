@@ -193,6 +193,11 @@ class DPdisPCAPolicy(SingleReleasePolicy):
 
     secure_min_sites: int | None = None
 
+    @property
+    def discrete(self) -> bool:
+        """A secure-sum site sends distributed discrete Gaussian messages."""
+        return self.secure_min_sites is not None
+
 
 class DPdisPCASite(PrivateSite):
     """One data holder in DPdisPCA: validates, clips, calibrates, accounts and releases once.
@@ -226,7 +231,11 @@ class DPdisPCASite(PrivateSite):
                     f"the {triangle_size(self.dim)} upper-triangle entries of X^T X"
                 )
             statistic = (self.X.T @ self.X)[np.triu_indices(self.dim)]
-            return self.discrete_release(MECHANISM, statistic, secure)
+            return self.discrete_release(
+                MECHANISM, statistic, secure,
+                sensitivity=upper_triangle_sensitivity(self.policy.clip_norm),
+                norm_per_record=self.policy.clip_norm**2,
+            )
         if variant == VARIANT_FACTOR:
             is_int = isinstance(r, (int, np.integer)) and not isinstance(r, bool)
             if not (is_int and 1 <= r <= self.dim):
@@ -343,8 +352,8 @@ class DPdisPCAServer(ServerRecord):
         config: dict[str, Any] = {"variant": self.variant, "dim": self.dim}
         if self.r is not None:
             config["r"] = self.r
-        if self.secure is not None:
-            config["secure"] = self.secure[0]
+        if self.secure is not None:  # the sum the sites' residues go into
+            config.update(self.secure[0].to_config())
         return config
 
     def receive(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
@@ -409,15 +418,15 @@ SECURE_TRUST = (
 
 
 def secure_sum_for(
-    policy: DPdisPCAPolicy, dim: int, site_sizes: Sequence[int], rotation_seed: int
+    policy: DPdisPCAPolicy, dim: int, max_records: int, sites_in_sum: int, rotation_seed: int
 ) -> tuple[SecureSum, GridChoice]:
-    """The public parameters of the secure sum of ``len(site_sizes)`` sites' second moments
-    (their largest record count bounds every site) and the grid a site with ``policy``
-    derives from them."""
+    """The public parameters of the secure sum of ``sites_in_sum`` sites' second moments
+    (each of at most ``max_records`` records) and the grid a site with ``policy`` derives
+    from them."""
     secure = SecureSum(
-        sensitivity=upper_triangle_sensitivity(policy.clip_norm), max_records=max(site_sizes),
+        sensitivity=upper_triangle_sensitivity(policy.clip_norm), max_records=max_records,
         norm_per_record=policy.clip_norm**2, dimension=triangle_size(dim),
-        sites_in_sum=len(site_sizes), rotation_seed=rotation_seed,
+        sites_in_sum=sites_in_sum, rotation_seed=rotation_seed,
     )
     return secure, secure.grid_for(policy)
 
@@ -462,11 +471,12 @@ def run_dpdis_pca(
     secure = None
     if variant == VARIANT_SECURE:
         rotation_seed = seed if seed is not None else public_seed()
-        secure = secure_sum_for(policy, dim, sizes, rotation_seed)
+        secure = secure_sum_for(policy, dim, max(sizes), len(sizes), rotation_seed)
     server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation, secure)
     request = server.request()
     server.receive([
-        s.answer(s.release(variant, request.get("r"), secure=request.get("secure")))
+        s.answer(s.release(variant, request.get("r"),
+                           secure=None if secure is None else secure[0]))
         for s in site_objs
     ])
     config = {

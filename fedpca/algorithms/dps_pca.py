@@ -99,6 +99,8 @@ class DPSPCASite(PrivateSite):
             return self.discrete_release(
                 INIT_MECHANISM, np.einsum("ij,ij->j", self.X, self.X),
                 self.discrete_request(secure, min_noise_multiplier),
+                sensitivity=diagonal_sensitivity(self.policy.clip_norm),
+                norm_per_record=self.policy.clip_norm**2,
             )
         noise = self.gaussian_release(
             INIT_MECHANISM, diagonal_sensitivity(self.policy.clip_norm), (self.dim,),
@@ -130,6 +132,8 @@ class DPSPCASite(PrivateSite):
             return self.discrete_release(
                 POWER_MECHANISM, (self.X.T @ (self.X @ Q)).ravel(),
                 self.discrete_request(secure, min_noise_multiplier),
+                sensitivity=power_step_sensitivity(self.policy.clip_norm),
+                norm_per_record=self.policy.clip_norm**2,
             )
         noise = self.gaussian_release(
             POWER_MECHANISM, power_step_sensitivity(self.policy.clip_norm), Q.shape,
@@ -270,20 +274,21 @@ DISCRETE_TRUST = (
 )
 
 
-def secure_sums(policy: SitePolicy, dim: int, k: int, site_sizes: Sequence[int],
+def secure_sums(policy: SitePolicy, dim: int, k: int, max_records: int, sites_in_sum: int,
                 rotation_seed: int) -> DPSSecureSums:
     """The public secure sums of a discrete-noise run (``diag(X_i^T X_i)`` and
-    ``X_i^T X_i Q``, both of norm at most ``n_i C^2``) over sites of these sizes, and the
-    grids a site with ``policy`` derives from them (each calibrated for the run's ``T + 1``
-    releases; the ledger checks their actual composition)."""
+    ``X_i^T X_i Q``, both of norm at most ``n_i C^2``) over ``sites_in_sum`` sites of at most
+    ``max_records`` records, and the grids a site with ``policy`` derives from them (each
+    calibrated for the run's ``T + 1`` releases; the ledger checks their actual
+    composition)."""
     sums = []
     for which, (sensitivity, length) in enumerate(
         ((diagonal_sensitivity(policy.clip_norm), dim),
          (power_step_sensitivity(policy.clip_norm), dim * k))
     ):
-        public = SecureSum(sensitivity=sensitivity, max_records=max(site_sizes),
+        public = SecureSum(sensitivity=sensitivity, max_records=max_records,
                            norm_per_record=policy.clip_norm**2, dimension=length,
-                           sites_in_sum=len(site_sizes), rotation_seed=rotation_seed + which)
+                           sites_in_sum=sites_in_sum, rotation_seed=rotation_seed + which)
         sums.append((public, public.grid_for(policy)))
     return sums[0], sums[1]
 
@@ -333,8 +338,8 @@ def run_dps_pca(
     secure = None
     if policy.discrete:
         rotation_seed = seed if seed is not None else public_seed()
-        secure = secure_sums(policy, site_objs[0].dim, k, [s.n for s in site_objs],
-                             rotation_seed)
+        secure = secure_sums(policy, site_objs[0].dim, k, max(s.n for s in site_objs),
+                             len(site_objs), rotation_seed)
     init, power = (None, None) if secure is None else (secure[0][0], secure[1][0])
     server = DPSPCAServer(
         site_objs[0].dim, k, s_hat, policy.rounds, seed=seed,

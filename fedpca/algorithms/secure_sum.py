@@ -15,7 +15,8 @@ the coordinator only proposes the public quantities (a site refuses one that doe
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,9 @@ from fedpca.errors import InvalidRequestError
 from fedpca.privacy.ddg_encoding import decode_sum, modular_sum
 from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS, GridChoice, choose_grid
 from fedpca.privacy.hadamard import RandomizedHadamard
+
+#: The prefix of the request config keys that describe a secure sum.
+SUM_PREFIX = "sum_"
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,28 @@ class SecureSum:
     rotation_seed: int
     modulus: int = DEFAULT_MODULUS
 
+    def to_config(self) -> dict[str, int | float]:
+        """The request config keys describing this sum (``sum_*``)."""
+        return {SUM_PREFIX + f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], site: str) -> SecureSum:
+        """The sum a request's ``sum_*`` keys describe (untrusted: refused unless every key
+        is there with a finite number of the right type; the site then compares it with its
+        own statistic, :meth:`check_site`)."""
+        values = {}
+        for f in fields(cls):
+            value = config.get(SUM_PREFIX + f.name)
+            kind = float if f.type == "float" else int
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not ok or not math.isfinite(value) or (kind is int and value != int(value)):
+                raise InvalidRequestError(
+                    f"{site}: refused: a secure-sum request must carry {SUM_PREFIX + f.name} "
+                    f"as a finite {kind.__name__}, got {value!r}; nothing was released"
+                )
+            values[f.name] = kind(value)
+        return cls(**values)
+
     @property
     def norm_bound(self) -> float:
         """A public bound on a site's statistic's L2 norm."""
@@ -71,8 +97,22 @@ class SecureSum:
         cal = policy.calibration()
         return self.grid(cal.target_epsilon, cal.delta, policy.releases, policy.secure_min_sites)
 
-    def check_site(self, records: int, min_sites: int, site: str) -> None:
-        """Refuse, before anything is charged, a sum this site cannot take part in."""
+    def check_site(self, records: int, min_sites: int, site: str, statistic: SecureSum) -> None:
+        """Refuse, before anything is charged, a sum this site cannot take part in.
+
+        ``statistic`` is the site's own description of what it sums (sensitivity, norm per
+        record and length from its clip norm and data shape): the request must name exactly
+        these, so a coordinator cannot make a site calibrate for a smaller sensitivity."""
+        own = (statistic.sensitivity, statistic.norm_per_record, statistic.dimension,
+               statistic.modulus)
+        if (self.sensitivity, self.norm_per_record, self.dimension, self.modulus) != own:
+            raise InvalidRequestError(
+                f"{site}: refused: the request describes a sum of sensitivity "
+                f"{self.sensitivity:g}, norm per record {self.norm_per_record:g}, length "
+                f"{self.dimension} and modulus {self.modulus}, but this site's statistic has "
+                f"{own[0]:g}, {own[1]:g}, {own[2]} and {own[3]} (from its own clip norm, "
+                "data shape and modulus); nothing was released"
+            )
         if records > self.max_records:
             raise InvalidRequestError(
                 f"{site}: refused: the secure sum bounds every site at max_records="
@@ -91,6 +131,67 @@ class SecureSum:
         total = modular_sum([np.asarray(m, dtype=np.int64) for m in messages], grid.modulus)
         return decode_sum(total, gamma=grid.gamma, rotation=self.rotation(),
                           modulus=grid.modulus)
+
+
+@dataclass(frozen=True)
+class SecAggPlusEmbedding:
+    """How a site's residues modulo ``m`` pass through Flower's SecAgg+ unchanged, so that
+    the server learns their sum modulo ``m`` and nothing else (no Flower import: this is
+    arithmetic on Flower's published quantisation).
+
+    SecAgg+ scales a site's floats by ``round(w / max_weight * q) / q``, clips them to
+    ``[-c, c]``, maps them to ``(x + c) q / (2c)``, rounds stochastically, adds masks and sums
+    modulo its ``modulus_range``. With ``c = (m - 1) / 2``, ``q = m - 1``,
+    ``modulus_range = m`` and ``w = max_weight = 1`` every step is exact on the half-integers
+    ``r - (m - 1) / 2`` (``0 <= r < m``, ``m <= 2^31``): the quantised value is ``r`` itself
+    and the server's unmasked sum is ``sum_i r_i mod m``. Any other setting could round,
+    clip, scale or reveal more than the sum modulo ``m`` (e.g. a larger ``modulus_range``
+    reveals how many sites' residues wrapped), so a site refuses it (:meth:`matches`).
+    """
+
+    modulus: int
+
+    @property
+    def clipping_range(self) -> float:
+        """SecAgg+'s ``clipping_range``: ``(m - 1) / 2``."""
+        return (self.modulus - 1) / 2
+
+    @property
+    def quantization_range(self) -> int:
+        """SecAgg+'s ``quantization_range``: ``m - 1`` (Flower needs it below the modulus)."""
+        return self.modulus - 1
+
+    #: SecAgg+'s ``max_weight`` and every site's reported weight (``num_examples``).
+    weight = 1
+
+    def settings(self) -> dict[str, float | int]:
+        """The SecAgg+ parameters, by the names Flower's workflow takes."""
+        return {"clipping_range": self.clipping_range,
+                "quantization_range": self.quantization_range,
+                "modulus_range": self.modulus, "max_weight": float(self.weight)}
+
+    def matches(self, clipping_range: float, quantization_range: int, modulus_range: int,
+                max_weight: float) -> bool:
+        """Whether SecAgg+ parameters proposed by the coordinator are exactly these."""
+        return (clipping_range, quantization_range, modulus_range, max_weight) == (
+            self.clipping_range, self.quantization_range, self.modulus, float(self.weight))
+
+    def encode(self, residues: np.ndarray) -> np.ndarray:
+        """The floats a site hands to SecAgg+ for its residues in ``[0, m)``."""
+        return np.asarray(residues, dtype=np.int64).astype(np.float64) - self.clipping_range
+
+    def residue_sum(self, aggregate: np.ndarray, sites: int) -> np.ndarray:
+        """``sum_i r_i mod m`` from the vector Flower's SecAgg+ workflow hands the strategy
+        after summing ``sites`` sites (its dequantisation inverted; exact for
+        ``sites < m``)."""
+        m, q = self.modulus, self.quantization_range
+        total = (np.asarray(aggregate, dtype=np.float64) * ((m - sites) / q)
+                 + sites * self.clipping_range)
+        return np.mod(np.rint(total).astype(np.int64), m)
+
+
+#: Every request config key describing a secure sum.
+SUM_KEYS = frozenset(SUM_PREFIX + f.name for f in fields(SecureSum))
 
 
 def public_seed() -> int:

@@ -176,6 +176,8 @@ class PrivateSite:
             require_positive_int(policy.secure_min_sites, "secure_min_sites", minimum=2)
         self.policy = policy
         self.secure_min_sites = policy.secure_min_sites
+        #: Whether the site sends distributed discrete Gaussian messages (secure sums only).
+        self.discrete = bool(getattr(policy, "discrete", False))
         self.site = site
         self.clip_norm = policy.clip_norm
         if not isinstance(data, SiteData):
@@ -244,10 +246,13 @@ class PrivateSite:
         return self.noise.gaussian(index, share, shape)
 
     def discrete_release(
-        self, mechanism: str, statistic: np.ndarray, secure: SecureSum
+        self, mechanism: str, statistic: np.ndarray, secure: SecureSum, *,
+        sensitivity: float, norm_per_record: float,
     ) -> np.ndarray:
         """Charge the ledger for one distributed discrete Gaussian release of ``statistic``
         and return the site's message (int64 residues; :mod:`fedpca.algorithms.secure_sum`).
+        ``sensitivity`` (replace-one, L2) and ``norm_per_record`` describe ``statistic`` as
+        this site computes it; the request's sum must name the same values.
 
         The grid and the noise come from the site's own policy (its budget over all its
         releases, its ``M``) and the sum's public parameters; a sum the site cannot take part
@@ -261,7 +266,10 @@ class PrivateSite:
                 f"{self.site}: refused: a secure-sum release needs the site's policy to set "
                 "secure_min_sites (M); this site answers with its own noise only"
             )
-        secure.check_site(self.n, m, self.site)
+        own = SecureSum(sensitivity=sensitivity, max_records=self.n,
+                        norm_per_record=norm_per_record, dimension=statistic.size,
+                        sites_in_sum=m, rotation_seed=0)
+        secure.check_site(self.n, m, self.site, own)
         grid = secure.grid_for(self.policy)
         cal = grid.calibration
         summands = m * cal.draws

@@ -88,6 +88,19 @@ def server_scenario(
     return scenario_cls.from_run_config(config, sites=sites), config
 
 
+def secure_max_records(scenario: Scenario, config: dict[str, Any]) -> int:
+    """run_config ``secagg-max-weight``: a public bound on every site's record count, which
+    a secure-aggregation run needs (continuous shares are weighted by it; a site refuses a
+    sum of residues whose bound it exceeds); 0 without secure aggregation."""
+    max_weight = int(config.get("secagg-max-weight", 0))
+    if getattr(scenario, "secure_min_sites", None) is not None and max_weight <= 0:
+        raise ConfigurationError(
+            "secure aggregation needs run_config secagg-max-weight: a public upper bound "
+            "on every site's record count"
+        )
+    return max_weight
+
+
 def finish(result: RunResult, config: dict[str, Any]) -> None:
     """Log the result and write its run record (the same JSON as ``fedpca simulate
     --output``, :mod:`fedpca.run_record`) to run_config ``output`` when that is set."""

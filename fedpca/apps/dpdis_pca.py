@@ -1,7 +1,9 @@
 """DPdisPCA in the Flower App (``flwr run . --run-config 'algorithm="dpdis-pca" ...'``).
 
 One round: every site sends ``P_s`` (``d x r``) of its noisy second-moment matrix; the server
-merges them. Sites read their records from node_config ``data-path`` or, in simulation, from
+merges them. With ``variant = "secure-sum"`` and ``secure-min-sites = M`` the sites send
+distributed discrete Gaussian residues of ``X_s^T X_s`` through SecAgg+ and
+``secagg-max-weight`` bounds every site's record count. Sites read their records from node_config ``data-path`` or, in simulation, from
 the configured ``dataset`` partition. The server holds no data; when the answering sites are
 exactly the partitions of the configured synthetic model or public data set, it rebuilds
 their data and records the energy ratio, as ``fedpca simulate dpdis-pca`` does. The privacy
@@ -17,22 +19,27 @@ from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.algorithms.dpdis_pca import privacy_record
-from fedpca.apps.common import finish, server_scenario
+from fedpca.apps.common import finish, secure_max_records, server_scenario
 from fedpca.errors import FedPCAError
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
-from fedpca.strategies.dpdis_pca import DPdisPCA
-from fedpca.strategies.workflow import run_strategy
+from fedpca.strategies.dpdis_pca import DPdisPCA, DPdisPCAStrategy
+from fedpca.strategies.workflow import run_strategy, secagg_settings
 
 
 def server_main(grid: Grid, context: Context) -> None:
     """Run one DPdisPCA round over the connected sites; write the result if asked."""
     scenario, config = server_scenario(DPdisPCAScenario, grid, context)
-    strategy = DPdisPCA(
+    secure = scenario.secure_sum(secure_max_records(scenario, config) or None)
+    # SecAgg+ exists in Flower 1.41 only as a legacy workflow: the legacy twin for it
+    strategy = (DPdisPCA if secure is None else DPdisPCAStrategy)(
         dim=scenario.dim, k=scenario.k, r=scenario.r, weighting=scenario.weighting,
-        variant=scenario.variant, min_sites=scenario.required_sites(),
+        variant=scenario.variant, min_sites=scenario.required_sites(), secure=secure,
     )
-    run_strategy(grid, context, strategy)
-    strategy.privacy = privacy_record(scenario.policy(), list(strategy.site_sizes.values()))
+    run_strategy(grid, context, strategy, secure=secagg_settings(scenario, strategy, 1.0))
+    strategy.privacy = (
+        privacy_record(scenario.policy(), list(strategy.site_sizes.values()))
+        if secure is None else scenario.privacy(secure)
+    )
     evaluation = _known_evaluation(config, strategy.site_sizes)
     if evaluation is not None:
         strategy.server.record_energy_ratio(evaluation)

@@ -4,7 +4,9 @@ It runs the same thing as ``fedpca simulate dps-pca``. Every parameter is a ``ru
 key (``[tool.flwr.app.config]`` in pyproject.toml); a site's privacy keys in its own
 ``node_config`` win (see :mod:`fedpca.apps.common`). With ``secure-min-sites = m > 0`` the
 fit rounds run through Flower's SecAgg+ and ``secagg-max-weight`` must bound every site's
-record count.
+record count; with ``discrete = true`` (a real site's own policy decides it) the sites send
+distributed discrete Gaussian residues and ``secagg-max-weight`` is the secure sums'
+``max_records``.
 """
 
 from __future__ import annotations
@@ -12,38 +14,25 @@ from __future__ import annotations
 from flwr.common import Context
 from flwr.server import Grid
 
-from fedpca.apps.common import finish, server_scenario
-from fedpca.errors import ConfigurationError
+from fedpca.algorithms.dps_pca import privacy_record
+from fedpca.apps.common import finish, secure_max_records, server_scenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.strategies.dps_pca import DPSPCA, DPSPCAStrategy
-from fedpca.strategies.workflow import SecAggSettings, run_strategy
-
-
-def _secure_settings(scenario: DPSPCAScenario, config: dict) -> SecAggSettings | None:
-    if scenario.secure_min_sites is None:
-        return None
-    max_weight = float(config.get("secagg-max-weight", 0))
-    if max_weight <= 0:
-        raise ConfigurationError(
-            "secure aggregation needs run_config secagg-max-weight: a public upper bound "
-            "on every site's record count (sites weight their answers by it)"
-        )
-    sites = scenario.required_sites()
-    settings = SecAggSettings.for_sites(sites, max_weight, scenario.secure_min_sites)
-    settings.check(sites)
-    return settings
+from fedpca.strategies.workflow import run_strategy, secagg_settings
 
 
 def server_main(grid: Grid, context: Context) -> None:
     """Run DPS-PCA over the connected sites and write the result if ``output`` is set."""
     scenario, config = server_scenario(DPSPCAScenario, grid, context)
-    secure = _secure_settings(scenario, config)
+    max_records = secure_max_records(scenario, config)
+    sums = scenario.secure_sums(max_records)
     # SecAgg+ exists in Flower 1.41 only as a legacy workflow: the legacy twin for it
-    strategy = (DPSPCA if secure is None else DPSPCAStrategy)(
+    strategy = (DPSPCA if scenario.secure_min_sites is None else DPSPCAStrategy)(
         dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,
         min_sites=scenario.required_sites(), seed=scenario.seed,
         evaluate_fn=scenario.distance_to_truth if config.get("dataset") == "synthetic" else None,
-        privacy=scenario.privacy(),
+        secure=sums, privacy=privacy_record(scenario.policy(), sums),
     )
-    run_strategy(grid, context, strategy, secure=secure)
+    run_strategy(grid, context, strategy,
+                 secure=secagg_settings(scenario, strategy, max_records))
     finish(strategy.result(config), config)

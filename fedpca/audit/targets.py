@@ -202,7 +202,7 @@ def dpdis_secure(settings: AuditSettings) -> AuditTarget:
     policy = DPdisPCAPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm,
                             secure_min_sites=SECURE_SITES)
     data = _prepared(settings.neighbours(), settings.clip_norm)
-    secure, grid = secure_sum_for(policy, settings.dim, [settings.samples] * SECURE_SITES,
+    secure, grid = secure_sum_for(policy, settings.dim, settings.samples, SECURE_SITES,
                                   rotation_seed=settings.data_seed)
 
     def sites(neighbour: bool, seed: int | None) -> list[DPdisPCASite]:

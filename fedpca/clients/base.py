@@ -17,10 +17,13 @@ import numpy as np
 from flwr.client import Client, NumPyClient
 from flwr.common import Context
 
+from fedpca.algorithms.secure_sum import SUM_KEYS, SecAggPlusEmbedding, SecureSum
 from fedpca.algorithms.site import PrivateSite, SiteLedgerLike, SitePrivacyPolicy
 from fedpca.clients.ledger_state import load_ledger, store_ledger
-from fedpca.clients.secure_aggregation import masked_clipping_range
+from fedpca.clients.messages import RECORDS
+from fedpca.clients.secure_aggregation import SecAggMasking, masked_settings
 from fedpca.errors import InvalidRequestError
+from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.privacy.ledger import PrivacyLedger
 from fedpca.privacy.site_data import SiteData
 
@@ -36,11 +39,14 @@ class PrivateSiteClient(NumPyClient):
         site: the Flower-free site object (data, calibration, ledger, noise).
         on_release: called with the ledger after every accepted release (before the answer
             is returned), e.g. to persist it in ``context.state``.
-        clipping_range: when this request is answered inside SecAgg+ masking, the range
-            beyond which SecAgg+ would clip values (``None``: not masked). A site whose
-            policy relies on secure aggregation refuses unmasked requests, and a masked
-            request whose range cannot hold the answer's *public* bound is refused before
-            anything is charged (Flower would clip silently and corrupt the sum).
+        masking: when this request is answered inside SecAgg+ masking, the SecAgg+
+            parameters the coordinator chose (``None``: not masked). A site whose policy
+            relies on secure aggregation refuses unmasked requests. A site sending
+            distributed discrete Gaussian residues refuses any SecAgg+ parameters but the
+            exact embedding of its residues (:class:`SecAggPlusEmbedding`); a site with
+            continuous shares refuses a clipping range that cannot hold its answer's
+            *public* bound (Flower would clip silently and corrupt the sum). Both before
+            anything is charged.
     """
 
     #: Fit-config keys this client understands; any other key is refused.
@@ -50,16 +56,22 @@ class PrivateSiteClient(NumPyClient):
         self,
         site: PrivateSite,
         on_release: Callable[[PrivacyLedger], None] | None = None,
-        clipping_range: float | None = None,
+        masking: SecAggMasking | None = None,
     ) -> None:
         self.site = site
         self.on_release = on_release
-        self.clipping_range = clipping_range
+        self.masking = masking
 
     @property
     def masked(self) -> bool:
         """Whether this request is answered inside SecAgg+ masking."""
-        return self.clipping_range is not None
+        return self.masking is not None
+
+    @property
+    def embedding(self) -> SecAggPlusEmbedding | None:
+        """How this site's residues pass SecAgg+ when it sends distributed discrete Gaussian
+        messages (its policy's ``discrete``), else ``None``."""
+        return SecAggPlusEmbedding(DEFAULT_MODULUS) if self.site.discrete else None
 
     def get_parameters(self, config: dict) -> list[np.ndarray]:
         """A site holds no global parameters: nothing is sent."""
@@ -69,7 +81,7 @@ class PrivateSiteClient(NumPyClient):
         self, parameters: list[np.ndarray], config: dict
     ) -> tuple[list[np.ndarray], int, dict]:
         """Check the request, make the release, persist the ledger, answer."""
-        unknown = set(config) - self.config_keys
+        unknown = set(config) - self.config_keys - (SUM_KEYS if self.site.discrete else set())
         if unknown:
             raise self.refuse(f"unknown config keys {sorted(unknown)}")
         if self.site.secure_min_sites is not None and not self.masked:
@@ -78,7 +90,7 @@ class PrivateSiteClient(NumPyClient):
                 f"{self.site.secure_min_sites} sites (SecAgg+), and this request is not masked"
             )
         if self.masked:
-            self.check_clipping_range(config)
+            self.check_masking(config)
         value = self.release(parameters, config)
         if self.on_release is not None:
             self.on_release(self.site.ledger)
@@ -87,11 +99,20 @@ class PrivateSiteClient(NumPyClient):
             "epsilon_spent": self.site.ledger.epsilon_spent(),
             "releases": self.site.ledger.count,
         }
+        if self.embedding is not None:  # SecAgg+'s weight is fixed: the count travels apart
+            metrics[RECORDS] = self.site.n
+            return [self.embedding.encode(value)], self.embedding.weight, metrics
         return [value], self.site.n, metrics
 
     def release(self, parameters: list[np.ndarray], config: dict) -> np.ndarray:
         """The noisy array answering this request (subclasses); raise to refuse."""
         raise NotImplementedError
+
+    def requested_sum(self, config: dict) -> SecureSum | None:
+        """The secure sum a request to a discrete-noise site describes (its ``sum_*`` keys;
+        the site compares it with its own statistic before anything is charged), else
+        ``None``."""
+        return SecureSum.from_config(config, self.site.site) if self.site.discrete else None
 
     def answer_bound(self, config: dict) -> float | None:
         """A bound on ``max |answer|`` from public quantities only (clip norm, record count,
@@ -100,15 +121,28 @@ class PrivateSiteClient(NumPyClient):
         secure-aggregation mode (subclasses that have one override it)."""
         return None
 
-    def check_clipping_range(self, config: dict) -> None:
-        """Refuse, before anything is charged, a SecAgg+ request whose clipping range cannot
-        hold the answer's public bound. The message quotes only public quantities."""
+    def check_masking(self, config: dict) -> None:
+        """Refuse, before anything is charged, SecAgg+ parameters this site cannot answer
+        under. The message quotes only public quantities."""
+        masking = self.masking
+        if self.embedding is not None:
+            if not self.embedding.matches(masking.clipping_range, masking.quantization_range,
+                                          masking.modulus_range, masking.max_weight):
+                raise self.refuse(
+                    f"this site sends distributed discrete Gaussian residues and answers "
+                    f"only under SecAgg+ settings {self.embedding.settings()} (the exact "
+                    f"embedding of its residues), not clipping_range={masking.clipping_range:g}"
+                    f", quantization_range={masking.quantization_range}, modulus_range="
+                    f"{masking.modulus_range}, max_weight={masking.max_weight:g}; nothing was "
+                    "released"
+                )
+            return
         bound = self.answer_bound(config)
         if bound is None:
             raise self.refuse("this algorithm has no secure-aggregation mode at this site")
-        if bound > self.clipping_range:
+        if bound > masking.clipping_range:
             raise self.refuse(
-                f"SecAgg+ clipping_range={self.clipping_range:g} is below the public bound "
+                f"SecAgg+ clipping_range={masking.clipping_range:g} is below the public bound "
                 f"{bound:.3g} on the values this site sends (C^2 plus the tail of its noise "
                 "over n); they would be clipped silently. Raise clipping_range; nothing was "
                 "released"
@@ -142,7 +176,7 @@ def site_client(
         load_ledger(context, site.ledger)
         on_release = functools.partial(store_ledger, context)
     return client_cls(
-        site, on_release=on_release, clipping_range=masked_clipping_range(context)
+        site, on_release=on_release, masking=masked_settings(context)
     ).to_client()
 
 

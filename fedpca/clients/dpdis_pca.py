@@ -18,7 +18,8 @@ from fedpca.clients.base import PrivateSiteClient, client_factory
 
 
 class DPdisPCAClient(PrivateSiteClient):
-    """A DPdisPCA site behind Flower: answers the one request with ``P_s`` or ``A^_s``.
+    """A DPdisPCA site behind Flower: answers the one request with ``P_s``, ``A^_s`` or (a
+    ``secure_min_sites`` site, inside SecAgg+ only) its secure-sum message of ``X_s^T X_s``.
 
     Constructed like :class:`~fedpca.clients.base.PrivateSiteClient`, for a
     :class:`DPdisPCASite`.
@@ -32,7 +33,8 @@ class DPdisPCAClient(PrivateSiteClient):
             raise self.refuse(f"the request must carry no arrays, got {len(parameters)}")
         self.require_dim(config.get("dim"))
         return self.site.release(
-            config.get("variant"), config.get("r"), config.get("min_noise_multiplier")
+            config.get("variant"), config.get("r"), config.get("min_noise_multiplier"),
+            secure=self.requested_sum(config),
         )
 
 

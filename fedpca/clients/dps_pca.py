@@ -35,13 +35,15 @@ class DPSPCAClient(PrivateSiteClient):
         if phase == PHASE_INIT:
             if parameters:
                 raise self.refuse(f"the init request must carry no arrays, got {len(parameters)}")
-            return self.site.release_diagonal(floor)
+            return self.site.release_diagonal(floor, secure=self.requested_sum(config))
         if phase == PHASE_POWER:
             if len(parameters) != 1:
                 raise self.refuse(
                     f"a power request carries exactly one basis Q, got {len(parameters)} arrays"
                 )
-            return self.site.release_power(parameters[0], floor)
+            return self.site.release_power(
+                parameters[0], floor, secure=self.requested_sum(config)
+            )
         raise self.refuse(f"unknown phase {phase!r}; expected {PHASE_INIT!r} or {PHASE_POWER!r}")
 
     def answer_bound(self, config: dict) -> float:

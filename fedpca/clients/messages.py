@@ -41,6 +41,8 @@ METRICS = "metrics"
 SITE = "site"
 #: The record count, under Flower's usual name for it.
 NUM_EXAMPLES = "num-examples"
+#: The record count of a site whose answer's weight is fixed (SecAgg+ residues).
+RECORDS = "records"
 #: Legacy format: the request's config record (Flower's ``FitIns`` encoding).
 LEGACY_CONFIG = "fitins.config"
 
@@ -84,7 +86,8 @@ def reply_content(res: FitRes) -> RecordDict:
 def answer_from(
     site: str, n: int, arrays: Sequence[np.ndarray], metrics: Mapping[str, object]
 ) -> SiteAnswer:
-    """One site's answer: exactly one array, its record count and its reported spending."""
+    """One site's answer: exactly one array, its record count (``metrics[RECORDS]`` when the
+    weight ``n`` is SecAgg+'s fixed one) and its reported spending."""
     if len(arrays) != 1:
         raise FedPCAError(
             f"site {site} returned {len(arrays)} arrays, expected 1; is it running fedpca's "
@@ -92,7 +95,7 @@ def answer_from(
         )
     return SiteAnswer(
         site=site,
-        n=int(n),
+        n=int(metrics.get(RECORDS, n)),
         value=arrays[0],
         epsilon_spent=float(metrics.get("epsilon_spent", float("nan"))),
         releases=int(metrics.get("releases", 0)),

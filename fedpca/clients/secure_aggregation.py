@@ -20,6 +20,8 @@ uses unseeded numpy randomness: this is not cryptographic-grade secure aggregati
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from flwr.client.mod import secaggplus_mod
 from flwr.common import ConfigRecord, Context, Message, MessageType
 from flwr.common.secure_aggregation.secaggplus_constants import (
@@ -30,12 +32,30 @@ from flwr.common.secure_aggregation.secaggplus_constants import (
 #: Marks, in ``context.state``, that the current fit runs inside SecAgg+ masking.
 MASKED_RECORD = "fedpca.masked"
 
-def masked_clipping_range(context: Context) -> float | None:
-    """SecAgg+'s clipping range when the current fit is answered inside its masking, else
+@dataclass(frozen=True)
+class SecAggMasking:
+    """The SecAgg+ parameters a masked request is answered under (from Flower's SecAgg+
+    state at this site: the coordinator chose them, so a site checks them before it
+    releases anything)."""
+
+    clipping_range: float
+    quantization_range: int = 0
+    modulus_range: int = 0
+    max_weight: float = 0.0
+
+
+def masked_settings(context: Context) -> SecAggMasking | None:
+    """The SecAgg+ parameters when the current fit is answered inside its masking, else
     ``None``."""
     if MASKED_RECORD not in context.state.config_records:
         return None
-    return float(context.state.config_records[RECORD_KEY_STATE]["clipping_range"])
+    state = context.state.config_records[RECORD_KEY_STATE]
+    return SecAggMasking(
+        clipping_range=float(state["clipping_range"]),
+        quantization_range=int(state["target_range"]),
+        modulus_range=int(state["mod_range"]),
+        max_weight=float(state["max_weight"]),
+    )
 
 
 def secure_aggregation_mod(msg: Message, ctxt: Context, call_next) -> Message:

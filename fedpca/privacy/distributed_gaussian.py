@@ -54,6 +54,36 @@ draws that fit.
 dp-accounting's RDP-to-DP conversion (``compute_epsilon``, the bound of CKS Proposition 12)
 over :data:`RDP_ORDERS`. The modular reduction, the centring, the un-rotation and the unpadding
 are post-processing of the exact integer sum, so they cost nothing.
+
+**A second, tighter bound: the Gaussian's privacy loss distribution plus a pointwise slack**
+(:func:`ddg_pld_epsilon`). The RDP route costs about 15% more noise than the continuous
+Gaussian's exact PLD at ``T = 11`` releases. Two pointwise (max-divergence) facts close the gap;
+both follow from Poisson summation, ``sum_j exp(-(j - x)^2 / (2 v)) = sqrt(2 pi v) (1 + e(x))``
+with ``|e(x)| <= e_v = 2 sum_{n>=1} exp(-2 pi^2 v n^2)`` for every real ``x``:
+
+* *(A) the sum is a discrete Gaussian up to a factor.* ``N_Z(0, k s^2) * N_Z(0, s^2)`` at ``x``
+  is ``exp(-x^2 / (2 (k+1) s^2))`` times such a sum with ``v = k s^2 / (k+1)``; both it and
+  ``N_Z(0, (k+1) s^2)`` are normalised, so their ratio lies in ``[(1-e_v)/(1+e_v),
+  (1+e_v)/(1-e_v)]`` everywhere. Convolution with a non-negative kernel keeps pointwise
+  ratios, so by induction the sum of ``K`` i.i.d. ``N_Z(0, s^2)`` is within the factor
+  ``exp(+-a_K)``, ``a_K = sum_{k=1}^{K-1} log((1 + e_k) / (1 - e_k))``, of
+  ``N_Z(0, K s^2)`` (KLS's ``tau`` is a looser form of ``a_K``).
+* *(B) a discrete Gaussian is a post-processed continuous one up to a factor.* Draw
+  ``X ~ N(0, sigma^2 - t^2)`` and output ``N_Z(X, t^2)`` (the discrete Gaussian centred at the
+  real ``X``). This map commutes with integer shifts, and its output pmf at ``k`` is the
+  ``N(0, sigma^2)`` density at ``k`` divided by a Poisson sum in ``[1 - e_t, 1 + e_t]``, while
+  ``N_Z(0, sigma^2)(k)`` is that density divided by one in ``[1 - e_sigma, 1 + e_sigma]``: the
+  ratio lies in ``[(1 - e_sigma)/(1 + e_t), (1 + e_sigma)/(1 - e_t)]``.
+
+Per coordinate the two factors multiply, over ``D`` independent coordinates and ``T`` adaptively
+composed releases they multiply again: every transcript's probability is within
+``exp(+-H)``, ``H = sum_releases D (a_K + b)``, of the probability of the same transcript from
+integer-shift-equivariant post-processing of ``T`` Gaussian releases with noise
+``sqrt(K s^2 - t^2)`` and sensitivity ``Delta / gamma + sqrt(D)`` (per fixed ``U``, as above).
+Hence ``delta(eps) <= exp(H) delta_Gauss(eps - 2 H)`` (hockey-stick divergence, then data
+processing), and the Gaussians compose exactly into one Gaussian whose delta curve
+dp-accounting gives in closed form (:func:`ddg_pld_epsilon`). With ``t^2 = 4`` and practical noise ``H`` is
+below ``1e-30``. Both bounds are valid; every epsilon here is the smaller of the two.
 """
 
 from __future__ import annotations
@@ -90,6 +120,73 @@ def ddg_tau(sigma_sq: int, sites: int) -> float:
     """KLS's ``tau = 10 sum_{k=1}^{M-1} exp(-2 pi^2 s^2 k / (k + 1))``."""
     k = np.arange(1, sites, dtype=np.float64)
     return float(10.0 * np.exp(-2.0 * math.pi**2 * sigma_sq * k / (k + 1)).sum())
+
+
+#: ``t^2`` of bound (B) in the module docstring: the discrete smoothing of the Gaussian.
+SMOOTHING_VARIANCE = 4.0
+#: Poisson-sum terms for :func:`poisson_error` (the terms decay like ``exp(-2 pi^2 v n^2)``).
+POISSON_TERMS = np.arange(1, 40, dtype=np.float64)
+
+
+def poisson_error(variance: np.ndarray | float) -> np.ndarray:
+    """``e_v = 2 sum_{n>=1} exp(-2 pi^2 v n^2)``: the largest relative deviation of
+    ``sum_j exp(-(j - x)^2 / (2 v))`` from ``sqrt(2 pi v)`` over real ``x`` (per ``v``)."""
+    v = np.asarray(variance, dtype=np.float64)[..., None]
+    return 2.0 * np.exp(-2.0 * math.pi**2 * v * POISSON_TERMS**2).sum(axis=-1)
+
+
+def _log_ratio(e_up: np.ndarray | float, e_down: np.ndarray | float) -> np.ndarray:
+    return np.log1p(e_up) - np.log1p(-np.asarray(e_down))
+
+
+def ddg_pld_slack(sigma_sq: int, summands: int, padded: int) -> float:
+    """``D (a_K + b)``: the pointwise log-factor between one release's noise (the sum of
+    ``summands`` i.i.d. ``N_Z(0, sigma_sq)`` per coordinate, ``padded`` coordinates) and
+    post-processed continuous Gaussian noise (module docstring, bounds A and B)."""
+    k = np.arange(1, summands, dtype=np.float64)
+    e_k = poisson_error(sigma_sq * k / (k + 1))
+    a = float(_log_ratio(e_k, e_k).sum())
+    total = summands * sigma_sq
+    e_t, e_s = poisson_error(_smoothing(total)), poisson_error(total)
+    b = float(max(_log_ratio(e_s, e_t), _log_ratio(e_t, e_s)))
+    return padded * (a + b)
+
+
+def _smoothing(total_variance: float) -> float:
+    return min(SMOOTHING_VARIANCE, total_variance / 2)
+
+
+def ddg_gaussian_multiplier(sigma_sq: int, summands: int, sensitivity: float) -> float:
+    """Noise multiplier of the continuous Gaussian that one release is, up to the slack,
+    a post-processing of: ``sqrt(K s^2 - t^2) / Delta`` (grid units)."""
+    total = summands * sigma_sq
+    return math.sqrt(total - _smoothing(total)) / sensitivity
+
+
+def ddg_pld_epsilon(releases: list[tuple[float, float]], delta: float) -> float:
+    """Epsilon at ``delta`` of releases given as ``(Gaussian multiplier, slack)`` pairs
+    (:func:`ddg_gaussian_multiplier`, :func:`ddg_pld_slack`): ``eps_Gauss(delta e^-H) + 2H``
+    with ``H`` the total slack. Gaussian releases compose exactly into one Gaussian of
+    multiplier ``(sum_i z_i^-2)^-1/2`` (their privacy loss distributions are Gaussian), whose
+    exact delta curve is dp-accounting's ``GaussianPrivacyLoss``; epsilon is found by bisection
+    on that decreasing curve (to 1e-9, rounded up)."""
+    from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
+
+    slack = sum(h for _, h in releases)
+    combined = sum(z**-2 for z, _ in releases) ** -0.5
+    curve = GaussianPrivacyLoss(combined, sensitivity=1.0)
+    target = delta * math.exp(-slack)
+    low, high = 0.0, 1.0
+    while curve.get_delta_for_epsilon(high) > target:
+        low, high = high, 2 * high
+        if high > 1e6:
+            return math.inf
+    if curve.get_delta_for_epsilon(0.0) <= target:
+        return 2 * slack
+    while high - low > 1e-9:
+        mid = (low + high) / 2
+        low, high = (low, mid) if curve.get_delta_for_epsilon(mid) <= target else (mid, high)
+    return high + 2 * slack
 
 
 def rounded_sensitivity(sensitivity: float, gamma: float, padded: int, norm_bound: float) -> float:
@@ -152,6 +249,8 @@ class DDGCalibration:
         grid_sensitivity: ``Delta / gamma + sqrt(D)`` (+ float slack), in grid units.
         padded: ``D``, the padded dimension.
         tau: KLS's correction for a sum of discrete Gaussians.
+        accounting: the bound that gives ``epsilon``: ``"ddg-pld"`` (the Gaussian's PLD plus
+            the pointwise slack) or ``"kls-rdp"`` (KLS's Renyi bound), the smaller of the two.
     """
 
     sigma_sq: int
@@ -166,6 +265,7 @@ class DDGCalibration:
     grid_sensitivity: float
     padded: int
     tau: float
+    accounting: str = "kls-rdp"
 
     @property
     def inflation(self) -> float:
@@ -186,7 +286,7 @@ class DDGCalibration:
             "epsilon": self.target_epsilon,
             "epsilon_achieved": self.epsilon,
             "delta": self.delta,
-            "accounting": "kls-rdp",
+            "accounting": self.accounting,
             "releases_per_site": self.releases,
             "min_sites_per_sum": self.sites,
             "sigma_sq_per_draw": self.sigma_sq,
@@ -196,6 +296,8 @@ class DDGCalibration:
             "grid_sensitivity": self.grid_sensitivity,
             "padded_dimension": self.padded,
             "central_sigma": self.central_sigma,
+            "sigma": self.central_sigma,
+            "noise_multiplier": self.central_sigma / self.sensitivity,
         }
 
     def rdp(self, orders: tuple[float, ...] = RDP_ORDERS) -> np.ndarray:
@@ -204,9 +306,19 @@ class DDGCalibration:
                        self.padded, self.releases, orders)
 
 
+def _bounds(sigma_sq: int, sites: int, grid_sensitivity: float, padded: int, releases: int,
+            delta: float) -> dict[str, float]:
+    """Epsilon by the KLS RDP bound and by the PLD-plus-slack bound (module docstring)."""
+    rdp = rdp_to_epsilon(ddg_rdp(sigma_sq, sites, grid_sensitivity, padded, releases), delta)
+    one = (ddg_gaussian_multiplier(sigma_sq, sites, grid_sensitivity),
+           ddg_pld_slack(sigma_sq, sites, padded))
+    return {"kls-rdp": rdp, "ddg-pld": ddg_pld_epsilon([one] * releases, delta)}
+
+
 def _epsilon(sigma_sq: int, sites: int, grid_sensitivity: float, padded: int, releases: int,
              delta: float) -> float:
-    return rdp_to_epsilon(ddg_rdp(sigma_sq, sites, grid_sensitivity, padded, releases), delta)
+    """The smaller of the two valid bounds."""
+    return min(_bounds(sigma_sq, sites, grid_sensitivity, padded, releases, delta).values())
 
 
 def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: float,
@@ -256,10 +368,13 @@ def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: f
             high = mid
         else:
             low = mid
+    bounds = _bounds(high, sites * draws, grid_sens, padded, releases, delta)
+    accounting = min(bounds, key=bounds.__getitem__)
     return DDGCalibration(
-        sigma_sq=high, draws=draws, sites=sites, releases=releases, epsilon=eps_at(high),
+        sigma_sq=high, draws=draws, sites=sites, releases=releases, epsilon=bounds[accounting],
         delta=delta, target_epsilon=epsilon, gamma=gamma, sensitivity=sensitivity,
         grid_sensitivity=grid_sens, padded=padded, tau=ddg_tau(high, sites * draws),
+        accounting=accounting,
     )
 
 

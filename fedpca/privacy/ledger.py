@@ -1,8 +1,8 @@
 """A per-site privacy ledger: every release a site made, and refusal of any that would overspend.
 
 Privacy guarantee enforced: the composition of all recorded releases stays (epsilon,
-delta)-DP per record of the site (PLD accountant; Renyi DP once a distributed discrete
-Gaussian release is among them), and no more than ``max_releases`` releases
+delta)-DP per record of the site (PLD accountant; for distributed discrete Gaussian
+releases also their Renyi-DP bound, whichever is smaller), and no more than ``max_releases`` releases
 are made. A refused release leaves the ledger unchanged and nothing is released.
 """
 
@@ -22,18 +22,25 @@ EPSILON_SLACK = 1e-6
 
 def composed_epsilon(releases: list[Release], delta: float) -> float:
     """Epsilon at ``delta`` of all ``releases`` composed: the PLD accountant when every one
-    is a continuous Gaussian; otherwise their Renyi-DP curves added and converted by
-    dp-accounting (a valid, looser bound: a sum of discrete Gaussians has no exact PLD)."""
+    is a continuous Gaussian; with distributed discrete Gaussian releases among them, the
+    smaller of two valid bounds: their Renyi-DP curves added and converted by dp-accounting,
+    and the PLD of the Gaussians they post-process plus their pointwise slack
+    (:func:`fedpca.privacy.distributed_gaussian.ddg_pld_epsilon`)."""
     if not any(r.discrete for r in releases):
         return pld_epsilon(tuple(r.noise_multiplier for r in releases), delta)
-    return _rdp_epsilon(tuple(releases), delta)
+    return _discrete_epsilon(tuple(releases), delta)
 
 
 @functools.lru_cache(maxsize=4096)
-def _rdp_epsilon(releases: tuple[Release, ...], delta: float) -> float:
-    from fedpca.privacy.distributed_gaussian import RDP_ORDERS, rdp_to_epsilon
+def _discrete_epsilon(releases: tuple[Release, ...], delta: float) -> float:
+    from fedpca.privacy.distributed_gaussian import (
+        RDP_ORDERS,
+        ddg_pld_epsilon,
+        rdp_to_epsilon,
+    )
 
-    return rdp_to_epsilon(sum(r.rdp(RDP_ORDERS) for r in releases), delta)
+    rdp = rdp_to_epsilon(sum(r.rdp(RDP_ORDERS) for r in releases), delta)
+    return min(rdp, ddg_pld_epsilon([r.gaussian_view() for r in releases], delta))
 
 
 @dataclass

@@ -145,6 +145,22 @@ class Release:
         """``sigma / sensitivity``: what the accountant composes."""
         return self.sigma / self.sensitivity
 
+    def gaussian_view(self) -> tuple[float, float]:
+        """``(z, H)``: this release is, up to a pointwise factor ``exp(+-H)`` on every
+        outcome's probability, a post-processing of a Gaussian release with multiplier ``z``
+        (``H = 0`` for a continuous Gaussian; the bound of
+        :mod:`fedpca.privacy.distributed_gaussian` for a discrete one)."""
+        if not self.discrete:
+            return self.noise_multiplier, 0.0
+        from fedpca.privacy.distributed_gaussian import (
+            ddg_gaussian_multiplier,
+            ddg_pld_slack,
+        )
+
+        sigma_sq = round(self.sigma**2 / self.summands)
+        return (ddg_gaussian_multiplier(sigma_sq, self.summands, self.sensitivity),
+                ddg_pld_slack(sigma_sq, self.summands, self.padded))
+
 
 class NoiseSource:
     """Independent Gaussian noise for each release of one site.

@@ -63,6 +63,8 @@ clip-norm = 1.0                 # public bound C: every row is scaled to norm <=
 [secure-aggregation]
 min-sites = 0                   # M >= 2: answer only inside SecAgg+ sums of >= M sites
                                 # (each site then adds sigma/sqrt(M)); 0: per-site noise
+discrete = false                # true: distributed discrete Gaussian residues (exact
+                                # guarantee for every sum of >= M sites; needs min-sites)
 
 # One table per algorithm this site takes part in; a request for any other is refused.
 [algorithms.dps-pca]
@@ -92,6 +94,9 @@ class SitePolicyFile:
         run_epsilon: per-run ceiling (at ``delta``); each run is calibrated to it.
         accounting: ``"pld"`` or ``"paper"``.
         clip_norm: public row-norm bound ``C``.
+        discrete: with ``secure_min_sites``, the site sends distributed discrete Gaussian
+            residues (an exact guarantee for every sum of at least ``M`` sites) instead of
+            continuous shares (DPS-PCA; DPdisPCA's secure sums are always discrete).
         secure_min_sites: ``M`` (>= 2) when the site answers only inside secure sums of at
             least ``M`` sites, else ``None``.
         algorithms: allowed algorithm -> its settings (``rounds`` for DPS-PCA).
@@ -108,6 +113,7 @@ class SitePolicyFile:
     accounting: str
     clip_norm: float
     secure_min_sites: int | None
+    discrete: bool
     algorithms: dict[str, dict[str, Any]]
 
     def require_algorithm(self, algorithm: str) -> dict[str, Any]:
@@ -134,6 +140,7 @@ class SitePolicyFile:
             "accounting": self.accounting,
             "clip-norm": self.clip_norm,
             "secure-min-sites": self.secure_min_sites or 0,
+            "discrete": self.discrete,
         }
         if SPECS[algorithm].extra_releases is not None:  # a multi-round algorithm
             config["rounds"] = int(settings.get("rounds", DEFAULT_DPS_ROUNDS))
@@ -149,7 +156,8 @@ class SitePolicyFile:
 
 
 #: ``run_config`` keys a real site never takes from the coordinator.
-PRIVACY_KEYS = ("epsilon", "delta", "rounds", "accounting", "clip-norm", "secure-min-sites")
+PRIVACY_KEYS = ("epsilon", "delta", "rounds", "accounting", "clip-norm", "secure-min-sites",
+                "discrete")
 
 
 def write_policy_template(
@@ -194,6 +202,12 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
     minimum = secure.get("min-sites", 0)
     if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 0 or minimum == 1:
         raise reader.error(f"secure-aggregation.min-sites={minimum!r} must be 0 or an integer >= 2")
+    discrete = secure.get("discrete", False)
+    if not isinstance(discrete, bool) or (discrete and not minimum):
+        raise reader.error(
+            f"secure-aggregation.discrete={discrete!r} must be true or false, and true needs "
+            "secure-aggregation.min-sites >= 2"
+        )
     return SitePolicyFile(
         path=path,
         name=name,
@@ -207,6 +221,7 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         clip_norm=reader.positive(reader.table("data", required=False), "data", "clip-norm",
                                   default=1.0),
         secure_min_sites=minimum or None,
+        discrete=discrete,
         algorithms=reader.algorithms(),
     )
 

@@ -40,6 +40,13 @@ DELTA = flag("per-site delta")
 ACCOUNTING = flag("pld: tight dp-accounting calibration; paper: the paper's formula",
                   choices=tuple(m for m in ACCOUNTING_MODES if m != "rdp"))
 CLIP_NORM = flag("public row-norm bound C")
+#: ``--secure-aggregation`` without a number: every site of the federation.
+ALL_SITES = -1
+SECURE_MIN_SITES = flag(
+    "Flower SecAgg+: each site's noise assumes every secure sum holds at least M sites "
+    "(M defaults to all sites)",
+    flags=("--secure-aggregation",), nargs="?", type=int, const=ALL_SITES, metavar="M", none=0,
+)
 SEED = flag("seed noise and data for a reproducible run (never in production)", type=int,
             none=NO_SEED)
 MIN_SITES = flag("a round proceeds if at least this many sites answer (default: all)",
@@ -131,7 +138,9 @@ class Scenario:
     def from_flags(cls, values: dict[str, Any]) -> Scenario:
         """The scenario of ``fedpca simulate``'s parsed flags: the data seed is ``--seed``
         when given (a fully reproducible run), else 0 (the same public data every time,
-        with fresh OS noise)."""
+        with fresh OS noise); ``--secure-aggregation`` alone means all sites."""
+        if values.get("secure_min_sites") == ALL_SITES:
+            values = {**values, "secure_min_sites": values["sites"]}
         return cls(**cls.with_data_seed(values))
 
     @staticmethod
@@ -141,8 +150,9 @@ class Scenario:
         return {**values, "data_seed": seed if seed is not None else 0}
 
     def required_sites(self) -> int:
-        """Sites every round needs: ``min_sites`` (all by default)."""
-        return self.min_sites or self.sites
+        """Sites every round needs: ``min_sites`` (all by default), and at least the
+        secure-aggregation minimum ``M`` where the scenario has one."""
+        return max(self.min_sites or self.sites, getattr(self, "secure_min_sites", None) or 0)
 
     def check_site(self, site: int) -> None:
         """Refuse a site index outside ``0 .. sites - 1``."""
@@ -163,7 +173,7 @@ class Scenario:
         p = self.privacy()
         return [
             (f"{self.describe()}; {self.HOLDER} ({self.epsilon}, {self.delta})-DP"
-            f"{self.release_note()} [{self.accounting}: noise multiplier "
+            f"{self.release_note()} [{p.get('accounting', self.accounting)}: noise multiplier "
             f"{p['noise_multiplier']:.3f}, {self.noise_detail(p)}]"),
             *self.notes(p),
         ]

@@ -19,6 +19,7 @@ import numpy as np
 
 from fedpca.algorithms.dpdis_pca import (
     VARIANT_FACTOR,
+    VARIANT_SECURE,
     VARIANTS,
     WEIGHTING_UNIFORM,
     WEIGHTINGS,
@@ -28,16 +29,33 @@ from fedpca.algorithms.dpdis_pca import (
     message_bytes,
     pooled_second_moment,
     privacy_record,
+    secure_privacy_record,
+    secure_sum_for,
 )
+from fedpca.algorithms.secure_sum import SecureSum, public_seed
 from fedpca.data.datasets import DATASET_NAMES
 from fedpca.data.dpdis_model import DecayingSpectrumModel
 from fedpca.data.federated import dataset_pooled, dataset_site
 from fedpca.data.synthetic import split_sizes
 from fedpca.errors import InvalidDataError, ParameterError
+from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import require_choice, require_finite_positive
+from fedpca.privacy.validation import (
+    require_choice,
+    require_finite_positive,
+    require_ordered,
+    require_site_count,
+)
 from fedpca.results import PCAResult
-from fedpca.scenarios.base import DIM, SAMPLES, K, Scenario, flag, parameter
+from fedpca.scenarios.base import (
+    DIM,
+    SAMPLES,
+    SECURE_MIN_SITES,
+    K,
+    Scenario,
+    flag,
+    parameter,
+)
 
 SYNTHETIC = "synthetic"
 #: ``"synthetic"`` and the names :func:`fedpca.data.datasets.load_dataset` knows.
@@ -65,7 +83,10 @@ class DPdisPCAScenario(Scenario):
         "uniform: A_c = mean of P_s P_s^T (the paper); samples: weights N_s/N",
         choices=WEIGHTINGS))
     variant: str = parameter(VARIANT_FACTOR, flag(
-        "factor: send P_s (d x r); full: send the noisy d x d matrix", choices=VARIANTS))
+        "factor: send P_s (d x r); full: send the noisy d x d matrix; secure-sum: send "
+        "X^T X as distributed discrete Gaussian residues summed by SecAgg+ (needs M, "
+        "below)", choices=VARIANTS))
+    secure_min_sites: int | None = parameter(None, SECURE_MIN_SITES)
     alpha: float | None = parameter(None, flag(
         "Dirichlet label skew across sites (data sets only; default i.i.d.)", type=float,
         none=0.0))
@@ -82,7 +103,18 @@ class DPdisPCAScenario(Scenario):
                     hint="drop {alpha} or choose a data set as {dataset}",
                 )
             require_finite_positive(self.alpha, "alpha")
+        require_site_count(self.secure_min_sites, "secure_min_sites", self.sites, minimum=2)
+        if (self.variant == VARIANT_SECURE) != (self.secure_min_sites is not None):
+            raise ParameterError(
+                "{variant} secure-sum and {secure_min_sites} go together: a site sends its "
+                "secure-sum message only inside sums of at least M sites",
+                {"variant": self.variant, "secure_min_sites": self.secure_min_sites},
+                hint="use both --variant secure-sum and --secure-aggregation [M], or neither",
+            )
         self.policy()
+        if self.variant == VARIANT_SECURE:
+            require_ordered({"k": self.k, "dim": self.dim})
+            return
         server = self.server()
         if server.r is not None and self.sites * server.r < self.k:
             raise ParameterError(
@@ -121,12 +153,17 @@ class DPdisPCAScenario(Scenario):
         return ", one release"
 
     def noise_detail(self, privacy: dict[str, Any]) -> str:
-        """The noise scale at the smallest site (the largest, as it divides by N_s)."""
+        """The noise scale at the smallest site (the largest, as it divides by N_s), or in
+        every secure sum."""
+        if self.variant == VARIANT_SECURE:
+            return (f"noise sd {privacy['sigma']:.3g} in every sum of at least "
+                    f"{privacy['min_sites_per_sum']} sites")
         return f"tau {privacy['sigma']:.3g} at the smallest site (N_s={privacy['smallest_site']})"
 
     def notes(self, privacy: dict[str, Any]) -> list[str]:
-        """Nothing more."""
-        return []
+        """The secure-sum variant's trust model."""
+        return ([f"trust model: {privacy['trust_model']}"] if self.variant == VARIANT_SECURE
+                else [])
 
     def report(self, result: PCAResult) -> list[str]:
         """The energy ratio and the bytes each site sent."""
@@ -154,13 +191,27 @@ class DPdisPCAScenario(Scenario):
         """Every site's privacy policy in this scenario."""
         return DPdisPCAPolicy(
             epsilon=self.epsilon, delta=self.delta, accounting=self.accounting,
-            clip_norm=self.clip_norm,
+            clip_norm=self.clip_norm, secure_min_sites=self.secure_min_sites,
         )
 
-    def server(self, evaluation: np.ndarray | None = None) -> DPdisPCAServer:
-        """The aggregator this scenario describes."""
+    def secure_sum(self, max_records: int | None = None) -> tuple[SecureSum, GridChoice] | None:
+        """The secure-sum variant's public sum over every site, each of at most
+        ``max_records`` records (default: the largest site's count), and the sites' grid;
+        the rotation seeded by the run's seed as in
+        :func:`~fedpca.algorithms.dpdis_pca.run_dpdis_pca`."""
+        if self.variant != VARIANT_SECURE:
+            return None
+        largest = max_records or max(s.X.shape[0] for s in self.all_prepared_sites())
+        return secure_sum_for(self.policy(), self.dim, largest, self.sites,
+                              self.seed if self.seed is not None else public_seed())
+
+    def server(
+        self, evaluation: np.ndarray | None = None,
+        secure: tuple[SecureSum, GridChoice] | None = None,
+    ) -> DPdisPCAServer:
+        """The aggregator this scenario describes (``secure``: the secure-sum variant's)."""
         return DPdisPCAServer(
-            self.dim, self.k, self.resolved_r, self.weighting, self.variant, evaluation
+            self.dim, self.k, self.resolved_r, self.weighting, self.variant, evaluation, secure
         )
 
     def prepared_site(self, site: int) -> SiteData:
@@ -183,8 +234,11 @@ class DPdisPCAScenario(Scenario):
         """Every site's prepared records, in site order."""
         return [self.prepared_site(i) for i in range(self.sites)]
 
-    def privacy(self) -> dict[str, Any]:
-        """The guarantee each site gives in this scenario."""
+    def privacy(self, secure: tuple[SecureSum, GridChoice] | None = None) -> dict[str, Any]:
+        """The guarantee each site gives in this scenario (``secure``: the secure sum the
+        run uses, in the secure-sum variant)."""
+        if self.variant == VARIANT_SECURE:
+            return secure_privacy_record(self.policy(), (secure or self.secure_sum())[1])
         return privacy_record(self.policy(), [s.X.shape[0] for s in self.all_prepared_sites()])
 
     def evaluation(self) -> np.ndarray:

@@ -12,7 +12,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fedpca.algorithms.dps_pca import SitePolicy, privacy_record
+from fedpca.algorithms.dps_pca import (
+    DPSSecureSums,
+    SitePolicy,
+    privacy_record,
+    secure_sums,
+)
+from fedpca.algorithms.secure_sum import public_seed
 from fedpca.data.synthetic import SparseSpikedModel, site_data, split_sizes
 from fedpca.errors import ParameterError
 from fedpca.linalg.subspace import subspace_distance
@@ -23,10 +29,17 @@ from fedpca.privacy.validation import (
     require_site_count,
 )
 from fedpca.results import PCAResult
-from fedpca.scenarios.base import DIM, SAMPLES, SITES, K, Scenario, flag, parameter
+from fedpca.scenarios.base import (
+    DIM,
+    SAMPLES,
+    SECURE_MIN_SITES,
+    SITES,
+    K,
+    Scenario,
+    flag,
+    parameter,
+)
 
-#: ``--secure-aggregation`` without a number: every site of the federation.
-ALL_SITES = -1
 #: The shape parameters' relations, checked in this order: the simplest first, so that an
 #: error names the parameters a user set (``k <= dim``) before any left at its default.
 SHAPE_RELATIONS = (("k", "dim"), ("sparsity", "dim"), ("s_hat", "dim"), ("k", "sparsity"),
@@ -37,8 +50,9 @@ SHAPE_RELATIONS = (("k", "dim"), ("sparsity", "dim"), ("s_hat", "dim"), ("k", "s
 class DPSPCAScenario(Scenario):
     """DPS-PCA over ``sites`` sites holding ``samples`` synthetic records in total.
 
-    ``secure_min_sites = m``: every site adds ``sigma / sqrt(m)`` and answers only inside
-    SecAgg+ sums of at least ``m`` sites. ``failure_rate`` (simulation only) makes each
+    ``secure_min_sites = m``: every site adds ``sigma / sqrt(m)`` (or, with ``discrete``,
+    distributed discrete Gaussian noise) and answers only inside SecAgg+ sums of at least
+    ``m`` sites. ``failure_rate`` (simulation only) makes each
     site fail each round with that probability before it releases anything.
     """
 
@@ -51,12 +65,10 @@ class DPSPCAScenario(Scenario):
     sparsity: int = parameter(10, flag("true row sparsity s of the leading eigenspace"))
     s_hat: int = parameter(20, flag("rows kept by thresholding"))
     rounds: int = parameter(10, flag("power rounds T"))
-    secure_min_sites: int | None = parameter(None, flag(
-        "Flower SecAgg+: each site adds sigma/sqrt(M) so every secure sum of at least M "
-        "sites carries sigma (M defaults to all sites)",
-        flags=("--secure-aggregation",), nargs="?", type=int, const=ALL_SITES, metavar="M",
-        none=0,
-    ))
+    secure_min_sites: int | None = parameter(None, SECURE_MIN_SITES)
+    discrete: bool = parameter(False, flag(
+        "with --secure-aggregation: sites send distributed discrete Gaussian residues "
+        "(exact guarantee for every sum of at least M sites) instead of continuous shares"))
     failure_rate: float = parameter(0.0, flag(
         "simulate faults: each site fails each round with this probability"))
 
@@ -86,19 +98,19 @@ class DPSPCAScenario(Scenario):
         return SitePolicy(
             epsilon=self.epsilon, delta=self.delta, rounds=self.rounds,
             accounting=self.accounting, clip_norm=self.clip_norm,
-            secure_min_sites=self.secure_min_sites,
+            secure_min_sites=self.secure_min_sites, discrete=self.discrete,
         )
 
-    @classmethod
-    def from_flags(cls, values: dict[str, Any]) -> DPSPCAScenario:
-        """As :meth:`Scenario.from_flags`; ``--secure-aggregation`` alone means all sites."""
-        if values.get("secure_min_sites") == ALL_SITES:
-            values = {**values, "secure_min_sites": values["sites"]}
-        return super().from_flags(values)
-
-    def required_sites(self) -> int:
-        """Sites every round needs: ``min_sites`` (all by default), at least ``m``."""
-        return max(super().required_sites(), self.secure_min_sites or 0)
+    def secure_sums(self, max_records: int | None = None) -> DPSSecureSums | None:
+        """The run's public secure sums (discrete noise only): over every site, each of at
+        most ``max_records`` records (default: the largest site's count), the rotation
+        seeded by the run's seed as in :func:`~fedpca.algorithms.dps_pca.run_dps_pca`."""
+        if not self.discrete:
+            return None
+        return secure_sums(
+            self.policy(), self.dim, self.k, max_records or self.largest_site(), self.sites,
+            self.seed if self.seed is not None else public_seed(),
+        )
 
     @property
     def flower_rounds(self) -> int:
@@ -122,7 +134,7 @@ class DPSPCAScenario(Scenario):
 
     def privacy(self) -> dict[str, Any]:
         """The guarantee each site gives in this scenario."""
-        return privacy_record(self.policy())
+        return privacy_record(self.policy(), self.secure_sums())
 
     def site_data(self, site: int) -> np.ndarray:
         """Site ``site``'s raw records (regenerated from the seeds on every call)."""

@@ -11,7 +11,8 @@ from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.simulations.launcher import Engine, run_federation
-from fedpca.strategies.dpdis_pca import DPdisPCA
+from fedpca.strategies.dpdis_pca import DPdisPCA, DPdisPCAStrategy
+from fedpca.strategies.workflow import secagg_settings
 
 
 def simulate_dpdis_pca(
@@ -25,17 +26,20 @@ def simulate_dpdis_pca(
     in this process from every site's data: an evaluation only a simulation can make).
 
     Privacy guarantee: each virtual site's one release is (scenario.epsilon,
-    scenario.delta)-DP per record (per-site noise; the server is not trusted).
+    scenario.delta)-DP per record (per-site noise; the server is not trusted), or, in the
+    secure-sum variant, every SecAgg+ sum of at least ``scenario.secure_min_sites`` sites.
     """
     start = time.perf_counter()
-    strategy = DPdisPCA(
+    secure = scenario.secure_sum()
+    # Flower 1.41 has SecAgg+ only for legacy strategies; every other run uses the Message API
+    strategy = (DPdisPCA if secure is None else DPdisPCAStrategy)(
         dim=scenario.dim, k=scenario.k, r=scenario.r, weighting=scenario.weighting,
-        variant=scenario.variant, min_sites=scenario.min_sites or scenario.sites,
-        wait_for_sites=scenario.sites, evaluation=scenario.evaluation(),
-        privacy=scenario.privacy(),
+        variant=scenario.variant, min_sites=scenario.required_sites(),
+        wait_for_sites=scenario.sites, evaluation=scenario.evaluation(), secure=secure,
+        privacy=scenario.privacy(secure),
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer,
-                   engine=engine)
+                   engine=engine, secure=secagg_settings(scenario, strategy, 1.0))
     config = {**scenario.to_run_config(), "wall_seconds": time.perf_counter() - start}
     return strategy.result(config)

@@ -9,6 +9,7 @@ import numpy as np
 from flwr.client import Client
 from flwr.common import Context
 
+from fedpca.algorithms.dps_pca import privacy_record
 from fedpca.apps.common import partition_client
 from fedpca.clients.dps_pca import client_for_site
 from fedpca.errors import FedPCAError
@@ -18,7 +19,7 @@ from fedpca.results import PCAResult
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.simulations.launcher import Engine, run_federation
 from fedpca.strategies.dps_pca import DPSPCA, DPSPCAStrategy
-from fedpca.strategies.workflow import SecAggSettings
+from fedpca.strategies.workflow import secagg_settings
 
 
 class SimulatedSiteFailure(FedPCAError):
@@ -48,17 +49,14 @@ def simulate_dps_pca(
     start = time.perf_counter()
     # Flower 1.41 has SecAgg+ only for legacy strategies; every other run uses the Message API
     strategy_cls = DPSPCA if scenario.secure_min_sites is None else DPSPCAStrategy
+    sums = scenario.secure_sums()
     strategy = strategy_cls(
         dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,
         min_sites=scenario.required_sites(), wait_for_sites=scenario.sites, seed=scenario.seed,
-        evaluate_fn=scenario.distance_to_truth, privacy=scenario.privacy(),
+        evaluate_fn=scenario.distance_to_truth, secure=sums,
+        privacy=privacy_record(scenario.policy(), sums),
     )
-    secure = None
-    if scenario.secure_min_sites is not None:
-        secure = SecAggSettings.for_sites(
-            scenario.sites, scenario.largest_site(), scenario.secure_min_sites
-        )
-        secure.check(scenario.sites)
+    secure = secagg_settings(scenario, strategy, scenario.largest_site())
     client_fn = functools.partial(_client_fn, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose, secure=secure,
                    observer=observer,

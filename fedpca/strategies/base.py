@@ -14,6 +14,7 @@ through Flower's legacy or Message API. The arithmetic stays in the Flower-free 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 from flwr.common import Scalar
 
+from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import FedPCAError
 from fedpca.progress import RoundEvent, RoundObserver
@@ -62,6 +64,9 @@ class SiteRoundStrategy:
     server: Any
     #: Flower rounds the algorithm needs (each subclass defines it).
     num_rounds: int
+    #: Set when the sites send distributed discrete Gaussian residues through SecAgg+: every
+    #: reply then carries SecAgg+'s decoded aggregate instead of the site's own message.
+    secagg_embedding: SecAggPlusEmbedding | None = None
 
     def __init__(
         self,
@@ -166,8 +171,27 @@ class SiteRoundStrategy:
                 f"{self.min_sites}; failures: {reasons}"
             )
         answers = [decode(reply) for reply in replies]
+        if self.secagg_embedding is not None:
+            answers = secure_sum_answers(answers, self.secagg_embedding)
         self.site_releases.update({a.site: a.releases for a in answers})
         self.site_sizes.update({a.site: a.n for a in answers})
         array, metrics = self.combine(server_round, answers)
         self.notify()
         return array, metrics
+
+
+def secure_sum_answers(
+    answers: list[SiteAnswer], embedding: SecAggPlusEmbedding
+) -> list[SiteAnswer]:
+    """The answers of a SecAgg+ round of residues, as the Flower-free server reads them: the
+    sum of all residues modulo ``m`` as the first site's message, zeros as the others' (so
+    their modular sum is SecAgg+'s sum). Every reply must carry the same aggregate."""
+    aggregate = answers[0].value
+    if any(not np.array_equal(a.value, aggregate) for a in answers):
+        raise RoundFailedError(
+            "the sites' replies carry different vectors: this round did not run through "
+            "SecAgg+, whose replies all carry the one unmasked sum"
+        )
+    total = embedding.residue_sum(aggregate, len(answers))
+    values = [total] + [np.zeros_like(total)] * (len(answers) - 1)
+    return [dataclasses.replace(a, value=v) for a, v in zip(answers, values)]

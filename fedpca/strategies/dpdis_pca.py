@@ -23,7 +23,9 @@ from fedpca.algorithms.dpdis_pca import (
     WEIGHTING_UNIFORM,
     DPdisPCAServer,
 )
+from fedpca.algorithms.secure_sum import SecAggPlusEmbedding, SecureSum
 from fedpca.algorithms.site import SiteAnswer
+from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.strategies.base import SiteRoundStrategy
 from fedpca.strategies.legacy import LegacySiteStrategy
 from fedpca.strategies.message_api import MessageSiteStrategy
@@ -44,6 +46,10 @@ class DPdisPCARounds(SiteRoundStrategy):
             (sites send ``A^_s``; ``d / R`` times the traffic, same privacy).
         evaluation (np.ndarray | None, default None): a ``d x d`` matrix (e.g. the pooled
             second moment, in simulation) for the ``energy_ratio`` recorded in the history.
+        secure (tuple | None, default None): the ``secure-sum`` variant's public sum and the
+            sites' grid (:func:`fedpca.algorithms.dpdis_pca.secure_sum_for`): sites send
+            distributed discrete Gaussian residues through SecAgg+ (legacy strategy with
+            :meth:`SecAggSettings.for_residues` only).
         **options: :class:`~fedpca.strategies.base.SiteRoundStrategy`'s ``min_sites``,
             ``wait_for_sites``, ``min_noise_multiplier`` and ``privacy``.
     """
@@ -61,10 +67,13 @@ class DPdisPCARounds(SiteRoundStrategy):
         weighting: str = WEIGHTING_UNIFORM,
         variant: str = VARIANT_FACTOR,
         evaluation: np.ndarray | None = None,
+        secure: tuple[SecureSum, GridChoice] | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
-        self.server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation)
+        self.server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation, secure)
+        if secure is not None:
+            self.secagg_embedding = SecAggPlusEmbedding(secure[1].modulus)
 
     def __repr__(self) -> str:
         s = self.server

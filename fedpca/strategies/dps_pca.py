@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 from flwr.common import Scalar
 
-from fedpca.algorithms.dps_pca import PHASE_INIT, DPSPCAServer
+from fedpca.algorithms.dps_pca import PHASE_INIT, DPSPCAServer, DPSSecureSums
+from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.strategies.base import SiteRoundStrategy
 from fedpca.strategies.legacy import LegacySiteStrategy
@@ -41,6 +42,10 @@ class DPSPCARounds(SiteRoundStrategy):
             skips the initialisation round.
         evaluate_fn (callable | None, default None): ``Q -> dict`` of metrics recorded in the
             history after every round (e.g. the distance to a known truth in simulation).
+        secure (DPSSecureSums | None, default None): the public secure sums (and the sites'
+            grids) when sites with a ``discrete`` policy send distributed discrete Gaussian
+            residues through SecAgg+ (:func:`fedpca.algorithms.dps_pca.secure_sums`; legacy
+            strategy with :meth:`SecAggSettings.for_residues` only).
         **options: :class:`~fedpca.strategies.base.SiteRoundStrategy`'s ``min_sites``,
             ``wait_for_sites``, ``min_noise_multiplier`` and ``privacy``.
     """
@@ -57,12 +62,16 @@ class DPSPCARounds(SiteRoundStrategy):
         seed: int | None = None,
         initial_basis: np.ndarray | None = None,
         evaluate_fn: Callable[[np.ndarray], dict[str, float]] | None = None,
+        secure: DPSSecureSums | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
         self.server = DPSPCAServer(
-            dim, k, s_hat, rounds, seed=seed, initial_basis=initial_basis, evaluate=evaluate_fn
+            dim, k, s_hat, rounds, seed=seed, initial_basis=initial_basis,
+            evaluate=evaluate_fn, secure=secure,
         )
+        if secure is not None:
+            self.secagg_embedding = SecAggPlusEmbedding(secure[1][1].modulus)
 
     def __repr__(self) -> str:
         s = self.server
@@ -80,7 +89,10 @@ class DPSPCARounds(SiteRoundStrategy):
         """Init: no arrays; power round ``t``: the current basis ``Q``."""
         phase, t = self.server.phase(server_round)
         arrays = [] if phase == PHASE_INIT else [self.server.basis]
-        return arrays, {"phase": phase, "round": t}
+        config: dict[str, Scalar] = {"phase": phase, "round": t}
+        if self.server.secure is not None:  # the sum the sites' residues go into
+            config.update(self.server.secure[phase != PHASE_INIT][0].to_config())
+        return arrays, config
 
     def combine(
         self, server_round: int, answers: list[SiteAnswer]

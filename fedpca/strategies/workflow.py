@@ -4,8 +4,10 @@ Message-API strategy through its own ``start``, a legacy one through Flower's
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from flwr.app import ArrayRecord
 from flwr.common import Context
@@ -13,6 +15,7 @@ from flwr.server import Grid, LegacyContext, ServerConfig
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
 
+from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.blas import single_thread_blas
 from fedpca.errors import ConfigurationError
 from fedpca.progress import log_round
@@ -85,6 +88,8 @@ class SecAggSettings:
     quantization_range: int = 2**24
     modulus_range: int = 2**40
     timeout: float | None = None
+    #: Whether the sites send residues modulo ``modulus_range`` (see :meth:`for_residues`).
+    modular: bool = False
 
     @classmethod
     def for_sites(cls, sites: int, max_weight: float, min_sites: int) -> SecAggSettings:
@@ -106,9 +111,20 @@ class SecAggSettings:
             min_sites=min_sites,
         )
 
+    @classmethod
+    def for_residues(
+        cls, sites: int, min_sites: int, embedding: SecAggPlusEmbedding
+    ) -> SecAggSettings:
+        """Settings for sites sending distributed discrete Gaussian residues: the exact
+        embedding of residues modulo ``m`` (the sum is meant to wrap modulo ``m``; the sites'
+        grid bounds the chance that the true sum leaves ``[-m/2, m/2)``)."""
+        shares = cls.for_sites(sites, embedding.weight, min_sites)
+        return dataclasses.replace(shares, modular=True, **embedding.settings())
+
     def check(self, sites: int) -> None:
-        """Raise ConfigurationError if these settings would wrap the modular sum."""
-        if sites * self.quantization_range >= self.modulus_range:
+        """Raise ConfigurationError if these settings would wrap the sum (real-valued
+        shares; a sum of residues wraps by design)."""
+        if not self.modular and sites * self.quantization_range >= self.modulus_range:
             raise ConfigurationError(
                 f"{sites} sites x quantization_range {self.quantization_range} reaches "
                 f"modulus_range {self.modulus_range}: the secure sum would wrap around; "
@@ -127,6 +143,26 @@ class SecAggSettings:
             modulus_range=self.modulus_range,
             timeout=self.timeout,
         )
+
+
+def secagg_settings(
+    scenario: Any, strategy: SiteRoundStrategy, max_weight: float
+) -> SecAggSettings | None:
+    """The SecAgg+ settings a run of ``scenario`` needs (``None`` without secure
+    aggregation): the exact embedding of residues when the strategy expects distributed
+    discrete Gaussian messages, else continuous shares weighted by record counts of at most
+    ``max_weight``. Checked before anything runs."""
+    if scenario.secure_min_sites is None:
+        return None
+    sites = scenario.sites
+    if strategy.secagg_embedding is not None:
+        settings = SecAggSettings.for_residues(
+            sites, scenario.secure_min_sites, strategy.secagg_embedding
+        )
+    else:
+        settings = SecAggSettings.for_sites(sites, max_weight, scenario.secure_min_sites)
+    settings.check(sites)
+    return settings
 
 
 def run_strategy(

@@ -1,0 +1,122 @@
+"""Distributed discrete Gaussian secure sums through Flower's SecAgg+: the residues pass
+SecAgg+'s quantisation exactly, a Flower simulation equals the Flower-free reference under
+the same seeds (DPS-PCA with discrete noise, DPdisPCA's secure-sum variant), and a site
+refuses every SecAgg+ or sum parameter other than its own before anything is charged."""
+
+import numpy as np
+import pytest
+from flwr.common.secure_aggregation.quantization import dequantize, quantize
+
+from fedpca.algorithms.dpdis_pca import VARIANT_SECURE, run_dpdis_pca
+from fedpca.algorithms.dps_pca import PHASE_INIT, DPSPCASite, run_dps_pca
+from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
+from fedpca.clients.dps_pca import DPSPCAClient
+from fedpca.clients.secure_aggregation import SecAggMasking
+from fedpca.errors import InvalidRequestError
+from fedpca.linalg.subspace import subspace_distance
+from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
+from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
+from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.simulations.dpdis_pca import simulate_dpdis_pca
+from fedpca.simulations.dps_pca import simulate_dps_pca
+
+EMBEDDING = SecAggPlusEmbedding(DEFAULT_MODULUS)
+DPS = DPSPCAScenario(sites=4, samples=8000, dim=30, k=2, sparsity=5, s_hat=8, rounds=3,
+                     secure_min_sites=4, discrete=True, seed=1, epsilon=2.0)
+
+
+def secagg_sum(residues: list[np.ndarray], embedding: SecAggPlusEmbedding) -> np.ndarray:
+    """What Flower's SecAgg+ client and server do to the encoded residues (masks cancel):
+    weight, quantise, sum modulo the modulus range, dequantise, shift and rescale."""
+    m, q, c = embedding.modulus, embedding.quantization_range, embedding.clipping_range
+    q_ratio = round(embedding.weight / embedding.weight * q)
+    quantised = [quantize([embedding.encode(r) * (q_ratio / q)], c, q)[0] for r in residues]
+    for r, z in zip(residues, quantised):
+        assert np.array_equal(z.astype(np.int64), r)  # exact, no rounding or clipping
+    total = np.mod(sum(z.astype(np.int64) for z in quantised), m)
+    aggregate = dequantize([total], c, q)[0]
+    aggregate += -(len(residues) - 1) * c
+    aggregate *= q / ((len(residues) * q_ratio) % m)
+    return aggregate
+
+
+@pytest.mark.parametrize("sites", [1, 2, 7, 100])
+def test_residues_pass_flowers_secagg_quantisation_exactly(sites):
+    rng = np.random.default_rng(sites)
+    residues = [rng.integers(0, DEFAULT_MODULUS, size=500) for _ in range(sites)]
+    residues[0][:2] = [0, DEFAULT_MODULUS - 1]  # the extremes of the range
+    expected = np.mod(sum(r.astype(np.int64) for r in residues), DEFAULT_MODULUS)
+    assert np.array_equal(EMBEDDING.residue_sum(secagg_sum(residues, EMBEDDING), sites),
+                          expected)
+
+
+def discrete_client(masking):
+    site = DPSPCASite(DPS.prepared_site(0), DPS.policy(), site="0", seed=1)
+    return DPSPCAClient(site, masking=masking), site
+
+
+def init_request(**changes):
+    init, _ = DPS.secure_sums()
+    return {"phase": PHASE_INIT, "round": 0, **init[0].to_config(), **changes}
+
+
+@pytest.mark.parametrize("masking", [
+    None,  # unmasked: the message alone carries 1/M of the noise
+    SecAggMasking(8.0, 2**24, 2**40, 1000.0),  # Flower's usual settings: would round
+    SecAggMasking(EMBEDDING.clipping_range, EMBEDDING.quantization_range, 2**40, 1.0),
+    SecAggMasking(EMBEDDING.clipping_range, 2**24, DEFAULT_MODULUS, 1.0),
+    SecAggMasking(EMBEDDING.clipping_range, EMBEDDING.quantization_range, DEFAULT_MODULUS, 8.0),
+])
+def test_a_discrete_site_refuses_secagg_settings_other_than_the_exact_embedding(masking):
+    client, site = discrete_client(masking)
+    with pytest.raises(InvalidRequestError, match="refused"):
+        client.fit([], init_request())
+    assert site.ledger.count == 0
+
+
+@pytest.mark.parametrize("changes,match", [
+    ({"sum_sensitivity": 0.1}, "sensitivity 0.1"),
+    ({"sum_sites_in_sum": 3}, "fewer than this site's minimum M=4"),
+    ({"sum_max_records": 10}, "max_records=10"),
+    ({"sum_modulus": 2**40}, "modulus"),
+    ({"sum_rotation_seed": "x"}, "sum_rotation_seed"),
+    ({"min_noise_multiplier": 2.0}, "min_noise_multiplier"),
+])
+def test_a_discrete_site_refuses_a_sum_it_did_not_calibrate_before_any_charge(changes, match):
+    client, site = discrete_client(SecAggMasking(**EMBEDDING.settings()))
+    with pytest.raises(InvalidRequestError, match=match):
+        client.fit([], init_request(**changes))
+    assert site.ledger.count == 0
+
+
+def test_a_discrete_site_answers_inside_the_embedding_with_its_count_apart():
+    client, site = discrete_client(SecAggMasking(**EMBEDDING.settings()))
+    (value,), weight, metrics = client.fit([], init_request())
+    assert weight == EMBEDDING.weight and metrics["records"] == site.n
+    assert site.ledger.count == 1
+    assert np.all(np.abs(value) <= EMBEDDING.clipping_range)
+    assert np.array_equal(value, np.round(value - 0.5) + 0.5)  # half-integers: exact in SecAgg+
+
+
+@pytest.mark.federation
+def test_dps_pca_with_discrete_noise_through_secagg_equals_the_reference():
+    result = simulate_dps_pca(DPS)
+    reference = run_dps_pca([DPS.site_data(i) for i in range(DPS.sites)], DPS.k, DPS.s_hat,
+                            DPS.policy(), seed=DPS.seed)
+    assert subspace_distance(result.components_.T, reference.components_.T) < 1e-8
+    assert result.privacy["mechanism"] == "distributed-discrete-gaussian"
+    assert result.config["site_records"] == {str(i): 2000 for i in range(4)}
+    assert [h["epsilon_spent"] for h in result.history] == pytest.approx(
+        [h["epsilon_spent"] for h in reference.history])
+
+
+@pytest.mark.federation
+def test_dpdis_pca_secure_sum_through_secagg_equals_the_reference():
+    scenario = DPdisPCAScenario(sites=4, samples=4000, dim=20, k=3, variant=VARIANT_SECURE,
+                                secure_min_sites=4, seed=1)
+    result = simulate_dpdis_pca(scenario)
+    reference = run_dpdis_pca(scenario.all_prepared_sites(), scenario.k,
+                              policy=scenario.policy(), seed=scenario.seed,
+                              variant=VARIANT_SECURE)
+    assert subspace_distance(result.components_.T, reference.components_.T) < 1e-8
+    assert result.privacy["trust_model"].startswith("secure sum (distributed discrete")
