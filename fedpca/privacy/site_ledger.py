@@ -1,7 +1,9 @@
 """A site's lifetime privacy ledger on its own disk: every release of every run, in SQLite.
 
-Privacy guarantee enforced (unit: one record of the site's population, replace-one): the PLD
-composition of *all* releases ever charged to a population stays within the lifetime
+Privacy guarantee enforced (unit: one record of the site's population, replace-one): the
+composition of *all* releases ever charged to a population (PLD; with distributed discrete
+Gaussian releases among them, the smaller of their two valid bounds,
+:func:`fedpca.privacy.ledger.composed_epsilon`) stays within the lifetime
 ``(epsilon, delta)`` of the site's policy, and the releases of one run stay within the
 run's ceiling (``run_epsilon`` at the same delta, at most ``max_releases``). A release that
 would break either is refused before anything is computed or sent, and nothing is recorded.
@@ -13,8 +15,10 @@ after the charge leaves the budget spent, never unspent, and two processes of on
 writers. The database is in WAL mode, so ``fedpca site ledger`` can read it during a run.
 
 Each row records the mechanism, sensitivity, sigma, shape, run id, time, algorithm and the
-fingerprint (SHA-256) of the data file, for the site's auditors. The coordinator never
-reads this file.
+fingerprint (SHA-256) of the data file, for the site's auditors, and for a distributed
+discrete Gaussian release its summands and padded dimension (columns added to older ledgers
+with 0, "continuous Gaussian", which every older row is). The coordinator never reads this
+file.
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from fedpca.errors import BudgetExceededError
-from fedpca.privacy.calibration import check_privacy_parameters, pld_epsilon
-from fedpca.privacy.ledger import EPSILON_SLACK
+from fedpca.privacy.calibration import check_privacy_parameters
+from fedpca.privacy.ledger import EPSILON_SLACK, composed_epsilon
 from fedpca.privacy.mechanisms import Release
 
 #: Seconds a charge waits for another process's charge to commit.
@@ -47,10 +51,16 @@ CREATE TABLE IF NOT EXISTS releases (
     sensitivity REAL NOT NULL,
     sigma REAL NOT NULL,
     shape TEXT NOT NULL,
-    data_fingerprint TEXT NOT NULL
+    data_fingerprint TEXT NOT NULL,
+    summands INTEGER NOT NULL DEFAULT 0,
+    padded INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS releases_population ON releases (population, run_id);
 """
+#: Columns later versions added, with the value every older row has (continuous Gaussian).
+_ADDED_COLUMNS = ("summands INTEGER NOT NULL DEFAULT 0", "padded INTEGER NOT NULL DEFAULT 0")
+#: The columns the accounting reads, in :class:`Release`'s order.
+_ACCOUNTED = "sensitivity, sigma, summands, padded"
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -60,12 +70,30 @@ def _connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.executescript(_SCHEMA)
+    _add_columns(conn)
     return conn
 
 
-def _multipliers(rows: list[tuple[float, float]]) -> tuple[float, ...]:
-    """Sorted noise multipliers (sorted so equal histories share the accountant's cache)."""
-    return tuple(sorted(sigma / sensitivity for sensitivity, sigma in rows))
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """Bring a ledger written by an older version to the current columns."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(releases)")}
+    for column in _ADDED_COLUMNS:
+        if column.split()[0] not in present:
+            try:
+                conn.execute(f"ALTER TABLE releases ADD COLUMN {column}")
+            except sqlite3.OperationalError as exc:  # another process added it first
+                if "duplicate column" not in str(exc):
+                    raise
+
+
+def _epsilon(rows: list[tuple[float, float, int, int]], delta: float) -> float:
+    """Epsilon at ``delta`` of releases given as ``(sensitivity, sigma, summands, padded)``
+    rows (sorted so equal histories share the accountants' caches)."""
+    return composed_epsilon([Release("", *row[:2], (), *row[2:]) for row in sorted(rows)], delta)
+
+
+def _accounted(row: dict[str, Any]) -> tuple[float, float, int, int]:
+    return row["sensitivity"], row["sigma"], row["summands"], row["padded"]
 
 
 @dataclass(frozen=True)
@@ -116,14 +144,12 @@ class SiteLedger:
 
     def epsilon_spent(self) -> float:
         """Lifetime epsilon spent at the lifetime delta (PLD)."""
-        rows = [(r["sensitivity"], r["sigma"]) for r in self.rows()]
-        return pld_epsilon(_multipliers(rows), self.delta)
+        return _epsilon([_accounted(r) for r in self.rows()], self.delta)
 
     def summary(self) -> dict[str, Any]:
         """Spending per run, per data set and in total, with what remains (for auditors)."""
         rows = self.rows()
-        spent = pld_epsilon(_multipliers([(r["sensitivity"], r["sigma"]) for r in rows]),
-                            self.delta)
+        spent = _epsilon([_accounted(r) for r in rows], self.delta)
         return {
             "site": self.site,
             "population": self.population,
@@ -140,34 +166,31 @@ class SiteLedger:
 
     def _charge(self, charge: RunCharge, release: Release) -> int:
         """Check and record ``release`` in one transaction; the run's release count after it."""
-        if release.discrete:
-            raise BudgetExceededError(
-                f"{self.site}: refused {release.mechanism}: the lifetime ledger does not yet "
-                "record distributed discrete Gaussian releases (their Renyi-DP accounting); "
-                "nothing was released"
-            )
         if not (math.isfinite(release.sigma) and release.sigma > 0
                 and math.isfinite(release.sensitivity) and release.sensitivity > 0):
             raise BudgetExceededError(
                 f"{self.site}: refused {release.mechanism}: sigma and sensitivity must be "
                 "finite and > 0"
             )
-        new = (release.sensitivity, release.sigma)
+        new = (release.sensitivity, release.sigma, release.summands, release.padded)
         with closing(_connect(self.path)) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 lifetime = conn.execute(
-                    "SELECT sensitivity, sigma, run_id FROM releases WHERE population = ?",
+                    f"SELECT {_ACCOUNTED}, run_id FROM releases WHERE population = ?",
                     (self.population,),
                 ).fetchall()
-                run = [(s, g) for s, g, r in lifetime if r == charge.run_id]
-                self._check(charge, release, run + [new], [(s, g) for s, g, _ in lifetime] + [new])
+                run = [tuple(r[:4]) for r in lifetime if r[4] == charge.run_id]
+                self._check(charge, release, run + [new],
+                            [tuple(r[:4]) for r in lifetime] + [new])
                 conn.execute(
                     "INSERT INTO releases (time, population, run_id, algorithm, mechanism, "
-                    "sensitivity, sigma, shape, data_fingerprint) VALUES (?,?,?,?,?,?,?,?,?)",
+                    "sensitivity, sigma, shape, data_fingerprint, summands, padded) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     (time.time(), self.population, charge.run_id, charge.algorithm,
                      release.mechanism, release.sensitivity, release.sigma,
-                     json.dumps(list(release.shape)), charge.fingerprint),
+                     json.dumps(list(release.shape)), charge.fingerprint, release.summands,
+                     release.padded),
                 )
                 conn.execute("COMMIT")
             except BaseException:
@@ -182,13 +205,13 @@ class SiteLedger:
                 f"{refused}: this site's policy allows {charge.max_releases} releases per run "
                 f"of {charge.algorithm} and this run has made {len(run) - 1}; nothing was released"
             )
-        run_epsilon = pld_epsilon(_multipliers(run), self.delta)
+        run_epsilon = _epsilon(run, self.delta)
         if run_epsilon > charge.run_epsilon * (1 + EPSILON_SLACK):
             raise BudgetExceededError(
                 f"{refused}: this run would spend epsilon {run_epsilon:.4g}, above the site's "
                 f"per-run ceiling {charge.run_epsilon:g}; nothing was released"
             )
-        after = pld_epsilon(_multipliers(lifetime), self.delta)
+        after = _epsilon(lifetime, self.delta)
         if after > self.epsilon * (1 + EPSILON_SLACK):
             raise BudgetExceededError(
                 f"{refused}: the site's lifetime budget epsilon={self.epsilon:g} "
@@ -220,8 +243,7 @@ class RunLedger:
 
     def epsilon_spent(self) -> float:
         """Epsilon this run has spent at the ledger's delta."""
-        rows = [(r["sensitivity"], r["sigma"]) for r in self._run_rows()]
-        return pld_epsilon(_multipliers(rows), self.ledger.delta)
+        return _epsilon([_accounted(r) for r in self._run_rows()], self.ledger.delta)
 
     def _run_rows(self) -> list[dict[str, Any]]:
         return [r for r in self.ledger.rows() if r["run_id"] == self.run.run_id]
@@ -237,9 +259,7 @@ def _grouped(rows: list[dict[str, Any]], key: str, delta: float) -> list[dict[st
             key: value,
             "algorithms": sorted({r["algorithm"] for r in members}),
             "releases": len(members),
-            "epsilon": pld_epsilon(
-                _multipliers([(r["sensitivity"], r["sigma"]) for r in members]), delta
-            ),
+            "epsilon": _epsilon([_accounted(r) for r in members], delta),
             "first": min(r["time"] for r in members),
             "last": max(r["time"] for r in members),
         }
