@@ -9,6 +9,7 @@ from flwr.common.secure_aggregation.quantization import dequantize, quantize
 
 from fedpca.algorithms.dpdis_pca import VARIANT_SECURE, run_dpdis_pca
 from fedpca.algorithms.dps_pca import PHASE_INIT, DPSPCASite, run_dps_pca
+from fedpca.algorithms.kplane import run_sulq_kplane
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.clients.dps_pca import DPSPCAClient
 from fedpca.clients.secure_aggregation import SecAggMasking
@@ -17,8 +18,10 @@ from fedpca.linalg.subspace import subspace_distance
 from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.simulations.dpdis_pca import simulate_dpdis_pca
 from fedpca.simulations.dps_pca import simulate_dps_pca
+from fedpca.simulations.kplane import simulate_kplane
 
 EMBEDDING = SecAggPlusEmbedding(DEFAULT_MODULUS)
 DPS = DPSPCAScenario(sites=4, samples=8000, dim=30, k=2, sparsity=5, s_hat=8, rounds=3,
@@ -119,4 +122,16 @@ def test_dpdis_pca_secure_sum_through_secagg_equals_the_reference():
                               policy=scenario.policy(), seed=scenario.seed,
                               variant=VARIANT_SECURE)
     assert subspace_distance(result.components_.T, reference.components_.T) < 1e-8
+    assert result.privacy["trust_model"].startswith("secure sum (distributed discrete")
+
+
+@pytest.mark.federation
+def test_sulq_kplane_secure_sums_through_secagg_equal_the_reference():
+    scenario = KPlaneScenario(sites=4, dim=5, samples=2000, clusters=2, subspace_dim=2,
+                              rounds=2, epsilon=2.0, seed=7, secure_min_sites=4)
+    result = simulate_kplane(scenario)
+    reference = run_sulq_kplane(scenario.all_site_data(), 2, 2, scenario.policy(),
+                                seed=scenario.seed, evaluate=scenario.evaluate)
+    for U, V in zip(result.bases, reference.bases, strict=True):
+        assert subspace_distance(U, V) < 1e-8
     assert result.privacy["trust_model"].startswith("secure sum (distributed discrete")

@@ -30,7 +30,7 @@ import numpy as np
 from fedpca.algorithms.secure_sum import SecureSum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
-from fedpca.errors import ConfigurationError, InvalidRequestError
+from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import thin_qr, threshold_rows, top_coordinates
 from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.privacy.mechanisms import (
@@ -107,19 +107,6 @@ class DPSPCASite(PrivateSite):
             min_noise_multiplier,
         )
         return (np.einsum("ij,ij->j", self.X, self.X) + noise) / self.n
-
-    def discrete_request(
-        self, secure: SecureSum | None, min_noise_multiplier: float | None
-    ) -> SecureSum:
-        """The secure sum a discrete-noise request names, refused (before any charge) when
-        it names none or asks for a noise floor (the discrete noise is calibrated once)."""
-        if secure is None or min_noise_multiplier is not None:
-            raise InvalidRequestError(
-                f"{self.site}: refused: this site answers only inside a secure sum with "
-                "discrete Gaussian noise: the request must describe the sum and ask for no "
-                "min_noise_multiplier"
-            )
-        return secure
 
     def release_power(
         self, Q: np.ndarray, min_noise_multiplier: float | None = None,

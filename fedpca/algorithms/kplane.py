@@ -29,6 +29,14 @@ releases adds ``sigma = z D`` with ``z`` from :func:`fedpca.privacy.calibration.
 (``releases = T``), so a site's whole transcript is (epsilon, delta)-DP. Assignments never
 leave the site; the public initialisation and everything the server computes are
 post-processing.
+
+Secure sums (a policy with ``secure_min_sites = M``): the site sends its whole message,
+flattened, as a distributed discrete Gaussian message (:mod:`fedpca.algorithms.secure_sum`)
+whose noise makes every sum of at least ``M`` sites (epsilon, delta)-DP over the ``T``
+releases; the same sensitivity ``2 C^2`` applies, and each record adds at most
+``sqrt(C^4 + C^4) = sqrt(2) C^2`` to the message's L2 norm (its upper triangle of ``x x^T``,
+of norm ``<= ||x||^2``, and ``C^2`` in its count), which bounds the norm for the wrap
+analysis. The server decodes the sum of all sites' per-cluster sums and counts.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from fedpca.algorithms.secure_sum import SecureSum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
 from fedpca.clustering.metrics import assign_to_subspaces
@@ -54,6 +63,7 @@ from fedpca.linalg.subspace import (
     triangle_size,
     unpack_symmetric,
 )
+from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.privacy.mechanisms import upper_triangle_sensitivity
 from fedpca.privacy.validation import (
     require_finite_positive,
@@ -72,6 +82,10 @@ PAPER_RULE = "dps-pca"
 #: Stream key that separates the server's public initialisation from any site's noise.
 INIT_STREAM = 0xC1A5
 TRUST_MODEL = "per-site noise: no trusted party; every answer is DP on its own"
+SECURE_TRUST = (
+    "secure sum (distributed discrete Gaussian): an honest-but-curious server that learns "
+    "only sums over at least m={m} sites"
+)
 INITIALISATION = "public randomness from the server's seed (no privacy budget)"
 
 
@@ -91,6 +105,12 @@ def cluster_moments_sensitivity(clip_norm: float) -> float:
     same_cluster = upper_triangle_sensitivity(clip_norm)
     switch = math.sqrt(2 * clip_norm**4 + 2 * count_weight(clip_norm) ** 2)
     return max(same_cluster, switch)
+
+
+def message_norm_per_record(clip_norm: float) -> float:
+    """How much one record adds, at most, to the L2 norm of a site's message:
+    ``sqrt(2) C^2`` (its ``x x^T`` upper triangle and its weighted count)."""
+    return math.sqrt(clip_norm**4 + count_weight(clip_norm) ** 2)
 
 
 def message_shape(clusters: int, dim: int) -> tuple[int, int]:
@@ -143,16 +163,15 @@ def validate_bases(
 class KPlanePolicy(RoundsPolicy):
     """A site's own privacy settings for SuLQ k-plane (:class:`RoundsPolicy`): ``rounds``
     releases (the initialisation is public); ``accounting="paper"`` is basic composition
-    (see :data:`PAPER_RULE`). No secure-aggregation mode: every answer is DP on its own."""
+    (see :data:`PAPER_RULE`). With ``secure_min_sites = M`` the site answers only inside
+    secure sums of at least ``M`` sites, with distributed discrete Gaussian noise."""
 
     PAPER_RULE = PAPER_RULE
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.secure_min_sites is not None:
-            raise ConfigurationError(
-                "SuLQ k-plane has no secure-aggregation mode: leave secure_min_sites unset"
-            )
+    @property
+    def discrete(self) -> bool:
+        """A secure-sum site sends distributed discrete Gaussian messages."""
+        return self.secure_min_sites is not None
 
     @property
     def sensitivity(self) -> float:
@@ -168,13 +187,22 @@ class KPlaneSite(PrivateSite):
     """
 
     def release_clusters(
-        self, bases: Sequence[np.ndarray], min_noise_multiplier: float | None = None
+        self, bases: Sequence[np.ndarray], min_noise_multiplier: float | None = None,
+        secure: SecureSum | None = None,
     ) -> np.ndarray:
-        """The noisy per-cluster moments for these ``k`` bases (one accounted release).
+        """The noisy per-cluster moments for these ``k`` bases (one accounted release); with
+        a ``secure_min_sites`` policy, their secure-sum message for ``secure``.
 
         Refuses (InvalidRequestError, nothing released or charged) malformed bases.
         """
         bases = validate_bases(bases, self.dim, site=self.site)
+        if self.discrete:
+            return self.discrete_release(
+                MECHANISM, cluster_moments(self.X, bases, self.clip_norm).ravel(),
+                self.discrete_request(secure, min_noise_multiplier),
+                sensitivity=self.policy.sensitivity,
+                norm_per_record=message_norm_per_record(self.clip_norm),
+            )
         noise = self.gaussian_release(
             MECHANISM, self.policy.sensitivity, message_shape(len(bases), self.dim),
             min_noise_multiplier,
@@ -195,6 +223,8 @@ class KPlaneServer(ServerRecord):
         initial_bases: ``k`` public orthonormal ``d x q`` bases to start from instead.
         evaluate: optional ``bases -> metrics`` called after every round (e.g. cost and
             distance to a known truth in simulation); its output goes into the history.
+        secure: the rounds' public secure sum and the sites' grid when they send
+            distributed discrete Gaussian messages (:func:`secure_sum_for`).
     """
 
     algorithm = ALGORITHM
@@ -209,7 +239,9 @@ class KPlaneServer(ServerRecord):
         seed: int | None = None,
         initial_bases: Sequence[np.ndarray] | None = None,
         evaluate: Callable[[list[np.ndarray]], dict[str, float]] | None = None,
+        secure: tuple[SecureSum, GridChoice] | None = None,
     ) -> None:
+        self.secure = secure
         self.dim = require_positive_int(dim, "dim")
         self.clusters = require_positive_int(clusters, "clusters")
         self.subspace_dim = require_subspace_dim(subspace_dim, self.dim)
@@ -239,8 +271,14 @@ class KPlaneServer(ServerRecord):
             raise ConfigurationError(
                 f"round {t} is out of order: {len(self.history)} of {self.rounds} rounds done"
             )
-        ordered = ordered_answers(answers, message_shape(self.clusters, self.dim))
-        total = weighted_sum(ordered, weighted=False)
+        shape = message_shape(self.clusters, self.dim)
+        if self.secure is None:
+            ordered = ordered_answers(answers, shape)
+            total = weighted_sum(ordered, weighted=False)
+        else:
+            public, grid = self.secure
+            ordered = ordered_answers(answers, (grid.calibration.padded,))
+            total = public.decode([a.value for a in ordered], grid).reshape(shape)
         self.bases = [
             top_eigenvectors(unpack_symmetric(row[:-1], self.dim), self.subspace_dim)
             for row in total
@@ -268,8 +306,36 @@ class KPlaneServer(ServerRecord):
         )
 
 
-def privacy_record(policy: KPlanePolicy) -> dict[str, Any]:
-    """The guarantee a run with ``policy`` gives, for the result and the JSON output."""
+def secure_sum_for(
+    policy: KPlanePolicy, dim: int, clusters: int, max_records: int, sites_in_sum: int,
+    rotation_seed: int,
+) -> tuple[SecureSum, GridChoice]:
+    """The public parameters of every round's secure sum of ``sites_in_sum`` sites' messages
+    (each site of at most ``max_records`` records) and the grid a site with ``policy``
+    derives from them."""
+    rows, cols = message_shape(clusters, dim)
+    secure = SecureSum(
+        sensitivity=policy.sensitivity, max_records=max_records,
+        norm_per_record=message_norm_per_record(policy.clip_norm), dimension=rows * cols,
+        sites_in_sum=sites_in_sum, rotation_seed=rotation_seed,
+    )
+    return secure, secure.grid_for(policy)
+
+
+def privacy_record(
+    policy: KPlanePolicy, secure: tuple[SecureSum, GridChoice] | None = None
+) -> dict[str, Any]:
+    """The guarantee a run with ``policy`` gives, for the result and the JSON output
+    (``secure``: the run's secure sum, for a ``secure_min_sites`` policy)."""
+    if secure is not None:
+        grid = secure[1]
+        return {
+            "unit": "one record at one site (replace-one; the record may change cluster)",
+            **grid.calibration.record(), "modulus": grid.modulus,
+            "wrap_probability": grid.wrap_probability, "clip_norm": policy.clip_norm,
+            "secure_min_sites": policy.secure_min_sites, "initialisation": INITIALISATION,
+            "trust_model": SECURE_TRUST.format(m=policy.secure_min_sites),
+        }
     return {
         "unit": "one record at one site (replace-one; the record may change cluster)",
         **policy.calibration().record(policy.sensitivity),
@@ -294,17 +360,25 @@ def run_sulq_kplane(
     ``(seed, i, release)`` and the server its initialisation from ``(seed, INIT_STREAM)``:
     a Flower run with the same seed gives the same bases.
 
-    Privacy guarantee: each site's transcript is (policy.epsilon, policy.delta)-DP per record.
+    Privacy guarantee: each site's transcript is (policy.epsilon, policy.delta)-DP per record;
+    with ``policy.secure_min_sites = M``, every secure sum of at least ``M`` sites' messages is.
     """
     start = time.perf_counter()
     site_objs = build_sites(KPlaneSite, sites, policy, seed)
+    secure = None
+    if policy.discrete:
+        secure = secure_sum_for(policy, site_objs[0].dim, clusters,
+                                max(s.n for s in site_objs), len(site_objs),
+                                seed if seed is not None else public_seed())
     server = KPlaneServer(
         site_objs[0].dim, clusters, subspace_dim, policy.rounds, clip_norm=policy.clip_norm,
-        seed=seed, initial_bases=initial_bases, evaluate=evaluate,
+        seed=seed, initial_bases=initial_bases, evaluate=evaluate, secure=secure,
     )
+    public = None if secure is None else secure[0]
     for t in range(1, policy.rounds + 1):
         bases = server.bases
-        server.receive(t, [s.answer(s.release_clusters(bases)) for s in site_objs])
+        server.receive(t, [s.answer(s.release_clusters(bases, secure=public))
+                           for s in site_objs])
     config = {
         "clusters": clusters, "subspace_dim": subspace_dim, "sites": len(sites),
         "samples": sum(s.n for s in site_objs), "dim": site_objs[0].dim, "seed": seed,
@@ -312,4 +386,4 @@ def run_sulq_kplane(
         "clipped_rows": sum(s.clip_report.clipped_rows for s in site_objs),
         "wall_seconds": time.perf_counter() - start,
     }
-    return server.result(privacy_record(policy), config)
+    return server.result(privacy_record(policy, secure), config)

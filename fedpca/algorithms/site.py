@@ -245,6 +245,19 @@ class PrivateSite:
         index = self.charge(Release(mechanism, sensitivity, sigma, shape))
         return self.noise.gaussian(index, share, shape)
 
+    def discrete_request(
+        self, secure: SecureSum | None, min_noise_multiplier: float | None
+    ) -> SecureSum:
+        """The secure sum a discrete-noise request names, refused (before any charge) when
+        it names none or asks for a noise floor (the discrete noise is calibrated once)."""
+        if secure is None or min_noise_multiplier is not None:
+            raise InvalidRequestError(
+                f"{self.site}: refused: this site answers only inside a secure sum with "
+                "discrete Gaussian noise: the request must describe the sum and ask for no "
+                "min_noise_multiplier"
+            )
+        return secure
+
     def discrete_release(
         self, mechanism: str, statistic: np.ndarray, secure: SecureSum, *,
         sensitivity: float, norm_per_record: float,

@@ -118,7 +118,8 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         client="fedpca.clients.kplane:KPlaneClient",
         simulate="fedpca.simulations.kplane:simulate_kplane",
         server_main="fedpca.apps.kplane:server_main",
-        audit=(("sulq-kplane", "fedpca.audit.targets:kplane"),),
+        audit=(("sulq-kplane", "fedpca.audit.targets:kplane"),
+               ("sulq-kplane/secure-sum", "fedpca.audit.targets:kplane_secure")),
         extra_releases=0,
     ),
 )}

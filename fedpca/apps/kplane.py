@@ -2,7 +2,8 @@
 
 ``rounds`` Flower rounds: the server sends the ``clusters`` current bases (public; the first
 from the run's seed), every site answers with its noisy per-cluster second moments and
-counts (DP on their own, per-site noise). With the synthetic data (``dataset =
+counts (DP on their own, per-site noise; with ``secure-min-sites = M`` distributed discrete
+Gaussian residues summed by SecAgg+, ``secagg-max-weight`` bounding every site's records). With the synthetic data (``dataset =
 "synthetic"``) the server records the cost and the distance to the planted subspaces, as
 ``fedpca simulate sulq-kplane`` does.
 """
@@ -12,21 +13,23 @@ from __future__ import annotations
 from flwr.common import Context
 from flwr.server import Grid
 
-from fedpca.apps.common import finish, server_scenario
+from fedpca.apps.common import finish, secure_max_records, server_scenario
 from fedpca.scenarios.kplane import KPlaneScenario
-from fedpca.strategies.kplane import SuLQKPlane
-from fedpca.strategies.workflow import run_strategy
+from fedpca.strategies.kplane import KPlaneStrategy, SuLQKPlane
+from fedpca.strategies.workflow import run_strategy, secagg_settings
 
 
 def server_main(grid: Grid, context: Context) -> None:
     """Run SuLQ k-plane over the connected sites and write the result if ``output`` is set."""
     scenario, config = server_scenario(KPlaneScenario, grid, context)
-    strategy = SuLQKPlane(
+    secure = scenario.secure_sum(secure_max_records(scenario, config) or None)
+    # SecAgg+ exists in Flower 1.41 only as a legacy workflow: the legacy twin for it
+    strategy = (SuLQKPlane if secure is None else KPlaneStrategy)(
         dim=scenario.dim, clusters=scenario.clusters, subspace_dim=scenario.subspace_dim,
         rounds=scenario.rounds, clip_norm=scenario.clip_norm,
         min_sites=scenario.required_sites(), seed=scenario.seed,
         evaluate_fn=scenario.evaluate if config.get("dataset") == "synthetic" else None,
-        privacy=scenario.privacy(),
+        secure=secure, privacy=scenario.privacy(secure),
     )
-    run_strategy(grid, context, strategy)
+    run_strategy(grid, context, strategy, secure=secagg_settings(scenario, strategy, 1.0))
     finish(strategy.result(config), config)

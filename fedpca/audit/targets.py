@@ -14,9 +14,10 @@ What is released and audited:
 * ``dps-pca/power``: ``H = (X^T X Q + G) / n`` for the curious server's request
   ``Q = [e_1 e_2]``, whose span holds both replaced records. The site's policy allows the
   fewest releases DPS-PCA has (``rounds=1``: two), so the claim is that of one of them.
-* ``dpdis-pca/secure-sum``: the decoded secure sum of two sites' distributed discrete
-  Gaussian messages (``variant=secure-sum``), the audited site holding the neighbours (not yet
-  through Flower: the secure mode has no Flower client yet).
+* ``dpdis-pca/secure-sum`` and ``sulq-kplane/secure-sum``: the decoded secure sum of two
+  sites' distributed discrete Gaussian messages, the audited site holding the neighbours
+  (made by the sites' own release code; through Flower the same residues pass SecAgg+
+  unchanged).
 * ``dpdis-pca``: the noisy ``A^_s`` (``variant=full``), upper triangle. The default
   ``variant=factor`` sends ``P_s``, computed from the same ``A^_s``: post-processing, which
   can only make the two datasets harder to tell apart.
@@ -50,7 +51,9 @@ from fedpca.algorithms.dpdis_pca import (
 )
 from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_POWER, DPSPCASite, SitePolicy
 from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite
+from fedpca.algorithms.kplane import secure_sum_for as kplane_secure_sum
 from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceSite, LDPPolicy
+from fedpca.algorithms.secure_sum import SecureSum
 from fedpca.algorithms.site import PrivateSite, SitePrivacyPolicy
 from fedpca.algorithms.specs import SPECS, load
 from fedpca.audit.attack import (
@@ -63,6 +66,7 @@ from fedpca.clients import DPdisPCAClient, DPSPCAClient, LDPCovarianceClient
 from fedpca.clients.base import PrivateSiteClient
 from fedpca.clients.kplane import KPlaneClient
 from fedpca.errors import ConfigurationError
+from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.privacy.site_data import SiteData
 
 #: The audited site's name (its errors and its noise stream).
@@ -197,27 +201,50 @@ SECURE_SITES = 2
 
 def dpdis_secure(settings: AuditSettings) -> AuditTarget:
     """DPdisPCA's secure sum as the server sees it: the decoded sum of ``M = 2`` sites'
-    distributed discrete Gaussian messages of ``X_s^T X_s`` (upper triangle). The audited
-    site holds the neighbouring records; the other the fixed ones."""
+    distributed discrete Gaussian messages of ``X_s^T X_s`` (upper triangle)."""
     policy = DPdisPCAPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm,
                             secure_min_sites=SECURE_SITES)
-    data = _prepared(settings.neighbours(), settings.clip_norm)
     secure, grid = secure_sum_for(policy, settings.dim, settings.samples, SECURE_SITES,
                                   rotation_seed=settings.data_seed)
+    return _secure_target("dpdis-pca/secure-sum", settings, DPdisPCASite, policy, grid,
+                          lambda site: site.release(VARIANT_SECURE, secure=secure), secure)
 
-    def sites(neighbour: bool, seed: int | None) -> list[DPdisPCASite]:
-        audited = DPdisPCASite(data[int(neighbour)], policy, site=SITE, seed=seed)
-        return [audited, *(DPdisPCASite(data[0], policy, site=f"{SITE}-{i}", seed=seed)
+
+def kplane_secure(settings: AuditSettings) -> AuditTarget:
+    """SuLQ k-plane's secure sum as the server sees it: the decoded sum of ``M = 2`` sites'
+    distributed discrete Gaussian messages for bases ``e_1``, ``e_2`` (the replaced record
+    ``C e_1 -> C e_2`` switches cluster, attaining the ``2 C^2`` bound)."""
+    policy = KPlanePolicy(settings.epsilon, settings.delta, rounds=1,
+                          clip_norm=settings.clip_norm, secure_min_sites=SECURE_SITES)
+    secure, grid = kplane_secure_sum(policy, settings.dim, 2, settings.samples, SECURE_SITES,
+                                     rotation_seed=settings.data_seed)
+    axes = np.eye(settings.dim)
+    bases = [axes[:, :1], axes[:, 1:2]]
+    return _secure_target("sulq-kplane/secure-sum", settings, KPlaneSite, policy, grid,
+                          lambda site: site.release_clusters(bases, secure=secure), secure)
+
+
+def _secure_target(name: str, settings: AuditSettings, site_cls: type[PrivateSite],
+                   policy: SitePrivacyPolicy, grid: GridChoice,
+                   answer: Callable[[PrivateSite], np.ndarray], secure: SecureSum) -> AuditTarget:
+    """A secure sum's audit: the audited site holds the neighbouring records, the other
+    :data:`SECURE_SITES` - 1 the fixed ones; the server's view is the decoded sum of their
+    ``answer`` messages (the residues the Flower client sends through SecAgg+ unchanged,
+    ``tests/test_secure_flower.py``)."""
+    data = _prepared(settings.neighbours(), settings.clip_norm)
+
+    def sites(neighbour: bool, seed: int | None) -> list[PrivateSite]:
+        audited = site_cls(data[int(neighbour)], policy, site=SITE, seed=seed)
+        return [audited, *(site_cls(data[0], policy, site=f"{SITE}-{i}", seed=seed)
                            for i in range(1, SECURE_SITES))]
 
     def release(neighbour: bool, seed: int | None) -> np.ndarray:
-        messages = [s.release(VARIANT_SECURE, secure=secure) for s in sites(neighbour, seed)]
-        return secure.decode(messages, grid)
+        return secure.decode([answer(site) for site in sites(neighbour, seed)], grid)
 
     audited = sites(False, None)[0]
-    audited.release(VARIANT_SECURE, secure=secure)
+    answer(audited)
     return AuditTarget(
-        "dpdis-pca/secure-sum", release, audited.ledger.epsilon_spent(), settings.delta,
+        name, release, audited.ledger.epsilon_spent(), settings.delta,
         settings.setup(settings.samples, f"the decoded secure sum of {SECURE_SITES} sites"),
     )
 

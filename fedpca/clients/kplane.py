@@ -37,7 +37,9 @@ class KPlaneClient(PrivateSiteClient):
             raise self.refuse(
                 f"the request announces {clusters} clusters but carries {len(parameters)} bases"
             )
-        return self.site.release_clusters(parameters, config.get("min_noise_multiplier"))
+        return self.site.release_clusters(
+            parameters, config.get("min_noise_multiplier"), secure=self.requested_sum(config)
+        )
 
 
 #: ``client_for_site(context, data, policy, site, seed=None, ledger=None) -> Client``.

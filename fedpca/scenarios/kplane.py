@@ -14,7 +14,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fedpca.algorithms.kplane import KPlanePolicy, privacy_record, require_subspace_dim
+from fedpca.algorithms.kplane import (
+    KPlanePolicy,
+    privacy_record,
+    require_subspace_dim,
+    secure_sum_for,
+)
+from fedpca.algorithms.secure_sum import SecureSum, public_seed
 from fedpca.clustering.metrics import (
     kmeans_subspace_cost,
     wasserstein_subspace_distance,
@@ -22,8 +28,17 @@ from fedpca.clustering.metrics import (
 from fedpca.clustering.result import ClusteringResult
 from fedpca.data.subspaces import UnionOfSubspaces
 from fedpca.data.synthetic import split_sizes
+from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.privacy.site_data import SiteData
-from fedpca.scenarios.base import DIM, SAMPLES, Scenario, flag, parameter
+from fedpca.privacy.validation import require_site_count
+from fedpca.scenarios.base import (
+    DIM,
+    SAMPLES,
+    SECURE_MIN_SITES,
+    Scenario,
+    flag,
+    parameter,
+)
 
 
 @dataclass(frozen=True)
@@ -44,10 +59,12 @@ class KPlaneScenario(Scenario):
     noise: float = parameter(0.01, flag(
         "std of the Gaussian noise per coordinate of the synthetic points"))
     rounds: int = parameter(10, flag("k-plane rounds T"))
+    secure_min_sites: int | None = parameter(None, SECURE_MIN_SITES)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         split_sizes(self.samples, self.sites)
+        require_site_count(self.secure_min_sites, "secure_min_sites", self.sites, minimum=2)
         self.model()
         require_subspace_dim(self.subspace_dim, self.dim)
         self.policy()
@@ -64,10 +81,27 @@ class KPlaneScenario(Scenario):
         return KPlanePolicy(
             epsilon=self.epsilon, delta=self.delta, rounds=self.rounds,
             accounting=self.accounting, clip_norm=self.clip_norm,
+            secure_min_sites=self.secure_min_sites,
         )
 
-    def privacy(self) -> dict[str, Any]:
-        """The guarantee each site gives in this scenario."""
+    def secure_sum(self, max_records: int | None = None) -> tuple[SecureSum, GridChoice] | None:
+        """Every round's public secure sum (``secure_min_sites`` only): over every site,
+        each of at most ``max_records`` records (default: the largest site's count), the
+        rotation seeded by the run's seed as in
+        :func:`~fedpca.algorithms.kplane.run_sulq_kplane`."""
+        if self.secure_min_sites is None:
+            return None
+        return secure_sum_for(
+            self.policy(), self.dim, self.clusters,
+            max_records or max(split_sizes(self.samples, self.sites)), self.sites,
+            self.seed if self.seed is not None else public_seed(),
+        )
+
+    def privacy(self, secure: tuple[SecureSum, GridChoice] | None = None) -> dict[str, Any]:
+        """The guarantee each site gives in this scenario (``secure``: the run's secure
+        sum, with ``secure_min_sites``)."""
+        if self.secure_min_sites is not None:
+            return privacy_record(self.policy(), secure or self.secure_sum())
         return privacy_record(self.policy())
 
     @property

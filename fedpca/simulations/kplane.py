@@ -11,7 +11,8 @@ from fedpca.clustering.result import ClusteringResult
 from fedpca.progress import RoundObserver
 from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.simulations.launcher import Engine, run_federation
-from fedpca.strategies.kplane import SuLQKPlane
+from fedpca.strategies.kplane import KPlaneStrategy, SuLQKPlane
+from fedpca.strategies.workflow import secagg_settings
 
 
 def simulate_kplane(
@@ -22,18 +23,22 @@ def simulate_kplane(
     """Run ``scenario`` as a Flower simulation and return its result.
 
     Privacy guarantee: each virtual site's transcript is (scenario.epsilon,
-    scenario.delta)-DP per record (per-site noise, untrusted server).
+    scenario.delta)-DP per record (per-site noise, untrusted server), or, with
+    ``scenario.secure_min_sites = M``, every SecAgg+ sum of at least ``M`` sites is.
     """
     start = time.perf_counter()
-    strategy = SuLQKPlane(
+    secure = scenario.secure_sum()
+    # Flower 1.41 has SecAgg+ only for legacy strategies; every other run uses the Message API
+    strategy = (SuLQKPlane if secure is None else KPlaneStrategy)(
         dim=scenario.dim, clusters=scenario.clusters, subspace_dim=scenario.subspace_dim,
         rounds=scenario.rounds, clip_norm=scenario.clip_norm,
         min_sites=scenario.required_sites(), wait_for_sites=scenario.sites,
-        seed=scenario.seed, evaluate_fn=scenario.evaluate, privacy=scenario.privacy(),
+        seed=scenario.seed, evaluate_fn=scenario.evaluate, secure=secure,
+        privacy=scenario.privacy(secure),
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer,
-                   engine=engine)
+                   engine=engine, secure=secagg_settings(scenario, strategy, 1.0))
     config = {
         **scenario.to_run_config(),
         "wall_seconds": time.perf_counter() - start,

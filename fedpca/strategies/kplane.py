@@ -20,7 +20,9 @@ import numpy as np
 from flwr.common import Scalar
 
 from fedpca.algorithms.kplane import KPlaneServer
+from fedpca.algorithms.secure_sum import SecAggPlusEmbedding, SecureSum
 from fedpca.algorithms.site import SiteAnswer
+from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.strategies.base import SiteRoundStrategy
 from fedpca.strategies.legacy import LegacySiteStrategy
 from fedpca.strategies.message_api import MessageSiteStrategy
@@ -41,6 +43,10 @@ class KPlaneRounds(SiteRoundStrategy):
             orthonormal ``d x q`` bases to start from instead.
         evaluate_fn (callable | None, default None): ``bases -> dict`` of metrics recorded in
             the history after every round (e.g. cost and distance to a known truth).
+        secure (tuple | None, default None): every round's public secure sum and the sites'
+            grid (:func:`fedpca.algorithms.kplane.secure_sum_for`) when sites with
+            ``secure_min_sites`` send distributed discrete Gaussian residues through SecAgg+
+            (legacy strategy with :meth:`SecAggSettings.for_residues` only).
         **options: :class:`~fedpca.strategies.base.SiteRoundStrategy`'s ``min_sites``,
             ``wait_for_sites``, ``min_noise_multiplier`` and ``privacy``.
     """
@@ -58,13 +64,16 @@ class KPlaneRounds(SiteRoundStrategy):
         seed: int | None = None,
         initial_bases: Sequence[np.ndarray] | None = None,
         evaluate_fn: Callable[[list[np.ndarray]], dict[str, float]] | None = None,
+        secure: tuple[SecureSum, GridChoice] | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
         self.server = KPlaneServer(
             dim, clusters, subspace_dim, rounds, clip_norm=clip_norm, seed=seed,
-            initial_bases=initial_bases, evaluate=evaluate_fn,
+            initial_bases=initial_bases, evaluate=evaluate_fn, secure=secure,
         )
+        if secure is not None:
+            self.secagg_embedding = SecAggPlusEmbedding(secure[1].modulus)
 
     def __repr__(self) -> str:
         s = self.server
@@ -82,7 +91,10 @@ class KPlaneRounds(SiteRoundStrategy):
     def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """The ``k`` current bases, with the announced ``d`` and ``k``."""
         s = self.server
-        return list(s.bases), {"round": server_round, "dim": s.dim, "clusters": s.clusters}
+        config: dict[str, Scalar] = {"round": server_round, "dim": s.dim, "clusters": s.clusters}
+        if s.secure is not None:  # the sum the sites' residues go into
+            config.update(s.secure[0].to_config())
+        return list(s.bases), config
 
     def combine(
         self, server_round: int, answers: list[SiteAnswer]
