@@ -1,27 +1,20 @@
 """Distributed discrete Gaussian secure sums through Flower's SecAgg+: the residues pass
-SecAgg+'s quantisation exactly, a Flower simulation equals the Flower-free reference under
-the same seeds (DPS-PCA with discrete noise, DPdisPCA's secure-sum variant), and a site
-refuses every SecAgg+ or sum parameter other than its own before anything is charged."""
+SecAgg+'s quantisation exactly, and a site refuses every SecAgg+ or sum parameter other than
+its own before anything is charged. (Flower runs of the three secure modes against their
+references: tests/test_ray_cluster.py, on a two-node Ray cluster; the App's:
+tests/test_flower_app.py.)"""
 
 import numpy as np
 import pytest
 from flwr.common.secure_aggregation.quantization import dequantize, quantize
 
-from fedpca.algorithms.dpdis_pca import VARIANT_SECURE, run_dpdis_pca
-from fedpca.algorithms.dps_pca import PHASE_INIT, DPSPCASite, run_dps_pca
-from fedpca.algorithms.kplane import run_sulq_kplane
+from fedpca.algorithms.dps_pca import PHASE_INIT, DPSPCASite
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.clients.dps_pca import DPSPCAClient
 from fedpca.clients.secure_aggregation import SecAggMasking
 from fedpca.errors import InvalidRequestError
-from fedpca.linalg.subspace import subspace_distance
 from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
-from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.scenarios.kplane import KPlaneScenario
-from fedpca.simulations.dpdis_pca import simulate_dpdis_pca
-from fedpca.simulations.dps_pca import simulate_dps_pca
-from fedpca.simulations.kplane import simulate_kplane
 
 EMBEDDING = SecAggPlusEmbedding(DEFAULT_MODULUS)
 DPS = DPSPCAScenario(sites=4, samples=8000, dim=30, k=2, sparsity=5, s_hat=8, rounds=3,
@@ -99,39 +92,3 @@ def test_a_discrete_site_answers_inside_the_embedding_with_its_count_apart():
     assert site.ledger.count == 1
     assert np.all(np.abs(value) <= EMBEDDING.clipping_range)
     assert np.array_equal(value, np.round(value - 0.5) + 0.5)  # half-integers: exact in SecAgg+
-
-
-@pytest.mark.federation
-def test_dps_pca_with_discrete_noise_through_secagg_equals_the_reference():
-    result = simulate_dps_pca(DPS)
-    reference = run_dps_pca([DPS.site_data(i) for i in range(DPS.sites)], DPS.k, DPS.s_hat,
-                            DPS.policy(), seed=DPS.seed)
-    assert subspace_distance(result.components_.T, reference.components_.T) < 1e-8
-    assert result.privacy["mechanism"] == "distributed-discrete-gaussian"
-    assert result.config["site_records"] == {str(i): 2000 for i in range(4)}
-    assert [h["epsilon_spent"] for h in result.history] == pytest.approx(
-        [h["epsilon_spent"] for h in reference.history])
-
-
-@pytest.mark.federation
-def test_dpdis_pca_secure_sum_through_secagg_equals_the_reference():
-    scenario = DPdisPCAScenario(sites=4, samples=4000, dim=20, k=3, variant=VARIANT_SECURE,
-                                secure_min_sites=4, seed=1)
-    result = simulate_dpdis_pca(scenario)
-    reference = run_dpdis_pca(scenario.all_prepared_sites(), scenario.k,
-                              policy=scenario.policy(), seed=scenario.seed,
-                              variant=VARIANT_SECURE)
-    assert subspace_distance(result.components_.T, reference.components_.T) < 1e-8
-    assert result.privacy["trust_model"].startswith("secure sum (distributed discrete")
-
-
-@pytest.mark.federation
-def test_sulq_kplane_secure_sums_through_secagg_equal_the_reference():
-    scenario = KPlaneScenario(sites=4, dim=5, samples=2000, clusters=2, subspace_dim=2,
-                              rounds=2, epsilon=2.0, seed=7, secure_min_sites=4)
-    result = simulate_kplane(scenario)
-    reference = run_sulq_kplane(scenario.all_site_data(), 2, 2, scenario.policy(),
-                                seed=scenario.seed, evaluate=scenario.evaluate)
-    for U, V in zip(result.bases, reference.bases, strict=True):
-        assert subspace_distance(U, V) < 1e-8
-    assert result.privacy["trust_model"].startswith("secure sum (distributed discrete")

@@ -1,0 +1,140 @@
+"""``fedpca simulate --ray-address`` on a real two-node Ray cluster on loopback, running the
+three secure modes (distributed discrete Gaussian residues through Flower's SecAgg+), each
+equal to its Flower-free reference under the same seeds.
+
+A head node with no CPUs (it holds Ray's control plane and the ServerApp's driver) and a
+second node, started by its own ``ray start --address``, with the only CPUs: every virtual
+site must run on the second node, so the run finishing proves the simulation used both.
+The cluster has its own ports and temporary directory; every process whose command line
+names that directory or the cluster's port (Ray's client server names only the latter), with
+its descendants (Ray's agents rename themselves), is stopped by PID afterwards, also when
+the test fails, and none may be left.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedpca.algorithms.dpdis_pca import VARIANT_SECURE, run_dpdis_pca
+from fedpca.algorithms.dps_pca import run_dps_pca
+from fedpca.algorithms.kplane import run_sulq_kplane
+from fedpca.deployment.local import free_port
+from fedpca.deployment.processes import process_table, processes_naming, stop_processes
+from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
+from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.scenarios.kplane import KPlaneScenario
+
+pytestmark = pytest.mark.federation
+
+RAY = str(Path(sys.executable).parent / "ray")
+
+
+def ray_start(env: dict, *args: str) -> None:
+    proc = subprocess.run([RAY, "start", *args], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def node_ports() -> list[str]:
+    """Free ports for everything a Ray node listens on (never Ray's fixed defaults, which
+    another Ray on this machine may hold)."""
+    low = free_port()
+    return [f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--dashboard-agent-grpc-port={free_port()}", f"--metrics-export-port={free_port()}",
+            f"--runtime-env-agent-port={free_port()}",
+            f"--min-worker-port={low}", f"--max-worker-port={low + 200}"]
+
+
+def cluster_processes(temp: Path, port: int) -> set[int]:
+    """The live processes of the cluster with this temporary directory and head port."""
+    table = process_table()
+    return processes_naming(str(temp)) | {
+        pid for pid in processes_naming(f":{port}") if "ray" in table[pid].cmdline
+    }
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """``HOST:PORT`` of a two-node loopback cluster: a head with 0 CPUs, a worker with 2."""
+    # short: Ray's socket paths under it must stay within AF_UNIX's 107 bytes
+    temp = Path(tempfile.mkdtemp(prefix="fedpca-ray-", dir="/tmp"))
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "OPENBLAS_NUM_THREADS": "1"}
+    env.pop("RAY_ADDRESS", None)
+    port = free_port()
+    try:
+        ray_start(env, "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+                  "--num-cpus=0", f"--temp-dir={temp}", "--include-dashboard=false",
+                  f"--dashboard-port={free_port()}",
+                  f"--ray-client-server-port={free_port()}", "--disable-usage-stats",
+                  *node_ports())
+        ray_start(env, f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1",
+                  "--num-cpus=2", "--disable-usage-stats", *node_ports())
+        yield f"127.0.0.1:{port}", env
+    finally:
+        stop_processes(cluster_processes(temp, port))
+        assert not cluster_processes(temp, port)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def simulate(address: str, env: dict, out: Path, algorithm: str, *flags: str) -> dict:
+    """``fedpca simulate ALGORITHM FLAGS --ray-address ADDRESS`` (a separate driver process,
+    as a user runs it); its result record."""
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "fedpca"), "simulate", algorithm, *flags,
+         "--ray-address", address, "--cpus-per-site", "1", "--quiet", "--output", str(out)],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_secure_kplane_on_a_two_node_cluster_equals_the_reference(cluster, tmp_path):
+    # SuLQ k-plane's secure sums (distributed discrete Gaussian through SecAgg+) on the cluster
+    scenario = KPlaneScenario(sites=4, samples=2000, clusters=2, subspace_dim=2, rounds=2,
+                              epsilon=2.0, seed=7, data_seed=7, secure_min_sites=4)
+    raw = simulate(*cluster, tmp_path / "kplane.json", "sulq-kplane", "--sites", "4",
+                   "--samples", "2000", "--clusters", "2", "--subspace-dim", "2", "--rounds",
+                   "2", "--epsilon", "2", "--seed", "7", "--secure-aggregation")
+    reference = run_sulq_kplane(scenario.all_site_data(), 2, 2, scenario.policy(),
+                                seed=scenario.seed, evaluate=scenario.evaluate)
+    for U, V in zip(raw["bases"], reference.bases, strict=True):
+        np.testing.assert_allclose(np.asarray(U), V, atol=1e-8, rtol=0)
+    assert [h["sites"] for h in raw["history"]] == [4, 4]
+    assert raw["privacy"]["mechanism"] == "distributed-discrete-gaussian"
+
+
+def test_dps_pca_with_discrete_noise_on_the_cluster_equals_the_reference(cluster, tmp_path):
+    scenario = DPSPCAScenario(sites=4, samples=8000, dim=30, k=2, sparsity=5, s_hat=8,
+                              rounds=3, secure_min_sites=4, discrete=True, seed=1,
+                              data_seed=1, epsilon=2.0)
+    raw = simulate(*cluster, tmp_path / "dps.json", "dps-pca", "--sites", "4", "--samples",
+                   "8000", "--dim", "30", "--k", "2", "--sparsity", "5", "--s-hat", "8",
+                   "--rounds", "3", "--epsilon", "2", "--seed", "1", "--secure-aggregation",
+                   "--discrete")
+    reference = run_dps_pca(scenario.all_site_data(), 2, 8, scenario.policy(), seed=1,
+                            evaluate=scenario.distance_to_truth)
+    np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
+    assert raw["sites_answered"] == [["0", "1", "2", "3"]] * 4
+    # the sites' true record counts, although SecAgg+'s weight is fixed at 1
+    assert raw["config"]["site_records"] == {str(i): 2000 for i in range(4)}
+    assert raw["privacy"]["accounting"] == "ddg-pld"
+
+
+def test_dpdis_pca_secure_sum_on_the_cluster_equals_the_reference(cluster, tmp_path):
+    scenario = DPdisPCAScenario(sites=4, samples=4000, dim=20, k=3, variant=VARIANT_SECURE,
+                                secure_min_sites=4, seed=1, data_seed=1)
+    raw = simulate(*cluster, tmp_path / "dpdis.json", "dpdis-pca", "--sites", "4",
+                   "--samples", "4000", "--dim", "20", "--k", "3", "--variant", "secure-sum",
+                   "--secure-aggregation", "--seed", "1")
+    reference = run_dpdis_pca(scenario.all_prepared_sites(), 3, policy=scenario.policy(),
+                              seed=1, variant=VARIANT_SECURE, evaluation=scenario.evaluation())
+    np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
+    assert raw["energy_ratio"] == pytest.approx(reference.history[0]["energy_ratio"], abs=1e-8)
