@@ -49,6 +49,23 @@ def secure(dim=12, sizes=(300,) * 4, **changes):
     return SecureSum(**{**public.__dict__, **changes}), grid
 
 
+@pytest.mark.parametrize("changes", [
+    {"sites_in_sum": 100_000},  # the sum of 100,000 messages would leave [-m/2, m/2)
+    {"max_records": 10**9},  # a public bound so loose the statistic's norm could wrap it
+])
+def test_a_site_refuses_a_sum_whose_modulus_would_overflow_before_any_release(changes):
+    site = DPdisPCASite(SITES[0], POLICY, site="a", seed=1)
+    public, _ = secure()
+    with pytest.raises(ParameterError, match="a modular sum can wrap") as refused:
+        site.release(VARIANT_SECURE, secure=SecureSum(**{**public.__dict__, **changes}))
+    assert site.ledger.count == 0
+    # the refusal quotes public quantities only: the same text for another site's records
+    other = DPdisPCASite(SITES[1], POLICY, site="a", seed=1)
+    with pytest.raises(ParameterError) as again:
+        other.release(VARIANT_SECURE, secure=SecureSum(**{**public.__dict__, **changes}))
+    assert str(again.value) == str(refused.value)
+
+
 @pytest.mark.parametrize("changes,match", [
     ({"max_records": 299}, "max_records=299"),
     ({"sites_in_sum": 3}, "fewer than this site's minimum M=4"),
