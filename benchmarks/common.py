@@ -116,3 +116,13 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def quick_option(doc: str) -> bool:
+    """Parse a benchmark's only option, ``--quick`` (small sizes, a smoke test); the help
+    text is the first paragraph of ``doc``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    return parser.parse_args().quick

@@ -28,16 +28,17 @@ import numpy as np
 from common import md_table, median, progress, target, timed
 from flwr.client import Client, ClientApp, NumPyClient
 from flwr.common import Context, FitIns, RecordDict, ndarrays_to_parameters
-from flwr.server import Grid, ServerApp
+from flwr.server import Grid, LegacyContext, ServerApp, ServerConfig
 from flwr.server.strategy import FedAvg
+from flwr.server.workflow import DefaultWorkflow
 
 import fedpca.simulations.dps_pca as sim_module
+from fedpca.blas import single_thread_blas
 from fedpca.clients.dps_pca import client_for_site
 from fedpca.linalg.subspace import thin_qr
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.simulations.launcher import launch
 from fedpca.strategies.dps_pca import DPSPCAStrategy
-from fedpca.strategies.workflow import run_strategy
 
 FULL = dict(sites=500, dim=200, k=3, rounds=5, rows_per_site=200, repeats=3)
 QUICK = dict(FULL, sites=50, rounds=2, repeats=1)
@@ -120,7 +121,12 @@ def run_fedavg(sites: int, dim: int, k: int, rounds: int, rows: int) -> tuple[fl
 
     @server_app.main()
     def _main(grid: Grid, context: Context) -> None:
-        run_strategy(grid, context, strategy, rounds)
+        # Flower's own workflow, as a FedAvg user runs it (run_strategy drives fedpca's
+        # strategies only)
+        single_thread_blas()
+        legacy = LegacyContext(context=context, strategy=strategy,
+                               config=ServerConfig(num_rounds=rounds))
+        DefaultWorkflow()(grid, legacy)
 
     client_app = ClientApp(client_fn=_fedavg_client_fn(dim, k, rows))
     wall, _ = timed(lambda: launch(server_app, client_app, sites))

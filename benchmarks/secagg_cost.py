@@ -29,7 +29,6 @@ import os
 for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 from dataclasses import replace  # noqa: E402
@@ -37,7 +36,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 from unittest import mock  # noqa: E402
 
-from common import machine_info, md_table, median, progress  # noqa: E402
+from common import machine_info, md_table, median, progress, quick_option  # noqa: E402
 from flower_round import _scenario  # noqa: E402
 from flwr.common.secure_aggregation.crypto.shamir import (  # noqa: E402
     combine_shares,
@@ -210,10 +209,8 @@ def markdown(rows: list[dict], crypto: dict[int, dict], cfg: dict, machine: dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
-    args = parser.parse_args()
-    cfg = QUICK if args.quick else FULL
+    quick = quick_option(__doc__)
+    cfg = QUICK if quick else FULL
     start = time.perf_counter()
     payload = next_power_of_two(cfg["dim"] * cfg["k"])
     crypto = {}
@@ -223,7 +220,7 @@ def main() -> None:
     rows = rounds(cfg)
     machine = machine_info()
     seconds = time.perf_counter() - start
-    suffix = ".quick" if args.quick else ""
+    suffix = ".quick" if quick else ""
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"secagg_cost{suffix}.json").write_text(json.dumps(
         {"config": cfg, "machine": machine, "crypto_ms": crypto, "rounds": rows}, indent=1,

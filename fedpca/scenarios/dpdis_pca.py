@@ -10,7 +10,6 @@ data-set scenario with :meth:`DPdisPCAScenario.for_dataset`, which reads ``dim``
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -36,6 +35,7 @@ from fedpca.algorithms.secure_sum import SecureSum, public_seed
 from fedpca.data.datasets import DATASET_NAMES
 from fedpca.data.dpdis_model import DecayingSpectrumModel
 from fedpca.data.federated import dataset_pooled, dataset_site
+from fedpca.data.site_cache import bounded_site_cache
 from fedpca.data.synthetic import split_sizes
 from fedpca.errors import InvalidDataError, ParameterError
 from fedpca.privacy.distributed_gaussian import GridChoice
@@ -254,7 +254,7 @@ class DPdisPCAScenario(Scenario):
 
 
 
-@functools.cache
+@bounded_site_cache
 def _synthetic_site(
     model: DecayingSpectrumModel, samples: int, sites: int, site: int, clip_norm: float
 ) -> SiteData:

@@ -6,7 +6,6 @@ reference run, so all three see the same data, policy and seeds.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -19,6 +18,7 @@ from fedpca.algorithms.dps_pca import (
     secure_sums,
 )
 from fedpca.algorithms.secure_sum import public_seed
+from fedpca.data.site_cache import bounded_site_cache
 from fedpca.data.synthetic import SparseSpikedModel, site_data, split_sizes
 from fedpca.errors import ParameterError
 from fedpca.linalg.subspace import subspace_distance
@@ -157,7 +157,7 @@ class DPSPCAScenario(Scenario):
 
 
 
-@functools.cache
+@bounded_site_cache
 def _prepared_site(
     model: SparseSpikedModel, samples: int, sites: int, site: int, clip_norm: float
 ) -> SiteData:

@@ -8,7 +8,6 @@ into ``sites`` consecutive blocks as evenly as possible.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -26,6 +25,7 @@ from fedpca.clustering.metrics import (
     wasserstein_subspace_distance,
 )
 from fedpca.clustering.result import ClusteringResult
+from fedpca.data.site_cache import bounded_site_cache
 from fedpca.data.subspaces import UnionOfSubspaces
 from fedpca.data.synthetic import split_sizes
 from fedpca.privacy.distributed_gaussian import GridChoice
@@ -155,6 +155,6 @@ def _site_block(model: UnionOfSubspaces, sites: int, site: int) -> np.ndarray:
     return model.sample()[0][bounds[site]:bounds[site + 1]]
 
 
-@functools.cache
+@bounded_site_cache
 def _prepared_site(model: UnionOfSubspaces, sites: int, site: int, clip_norm: float) -> SiteData:
     return SiteData.prepare(_site_block(model, sites, site), clip_norm, str(site))

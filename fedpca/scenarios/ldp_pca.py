@@ -16,6 +16,7 @@ import numpy as np
 
 from fedpca.algorithms.ldp_pca import LDPPolicy, privacy_record
 from fedpca.data.ldp_model import LDPSpikedModel
+from fedpca.data.site_cache import bounded_site_cache
 from fedpca.data.synthetic import site_data, split_sizes
 from fedpca.errors import ConfigurationError, ParameterError
 from fedpca.linalg.fantope import require_penalty
@@ -211,7 +212,7 @@ class LDPScenario(Scenario):
 
 
 
-@functools.cache
+@bounded_site_cache
 def _prepared_site(
     model: LDPSpikedModel, samples: int, sites: int, site: int, clip_norm: float
 ) -> SiteData:
