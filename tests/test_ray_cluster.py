@@ -1,6 +1,7 @@
-"""``fedpca simulate --ray-address`` on a real two-node Ray cluster on loopback, running the
-three secure modes (distributed discrete Gaussian residues through Flower's SecAgg+), each
-equal to its Flower-free reference under the same seeds.
+"""``fedpca simulate --ray-address`` on a real two-node Ray cluster on loopback, running
+DPS-PCA's and SuLQ k-plane's secure modes (distributed discrete Gaussian residues through
+Flower's SecAgg+), each equal to its Flower-free reference under the same seeds (DPdisPCA's
+secure mode runs as a Flower App in tests/test_flower_app.py).
 
 A head node with no CPUs (it holds Ray's control plane and the ServerApp's driver) and a
 second node, started by its own ``ray start --address``, with the only CPUs: every virtual
@@ -22,12 +23,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedpca.algorithms.dpdis_pca import VARIANT_SECURE, run_dpdis_pca
 from fedpca.algorithms.dps_pca import run_dps_pca
 from fedpca.algorithms.kplane import run_sulq_kplane
 from fedpca.deployment.local import free_port
 from fedpca.deployment.processes import process_table, processes_naming, stop_processes
-from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.scenarios.kplane import KPlaneScenario
 
@@ -42,15 +41,25 @@ def ray_start(env: dict, *args: str) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
-def node_ports() -> list[str]:
+def distinct_ports(count: int, taken: set[int]) -> list[int]:
+    """``count`` free ports, none in ``taken`` (which gains them): Ray refuses a node whose
+    components would share a port."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in taken:
+            taken.add(port)
+            ports.append(port)
+    return ports
+
+
+def node_ports(taken: set[int]) -> list[str]:
     """Free ports for everything a Ray node listens on (never Ray's fixed defaults, which
-    another Ray on this machine may hold)."""
-    low = free_port()
-    return [f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}",
-            f"--dashboard-agent-grpc-port={free_port()}", f"--metrics-export-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}",
-            f"--min-worker-port={low}", f"--max-worker-port={low + 200}"]
+    another Ray on this machine may hold); workers take Ray's own free ones."""
+    names = ("node-manager-port", "object-manager-port", "dashboard-agent-listen-port",
+             "dashboard-agent-grpc-port", "metrics-export-port", "runtime-env-agent-port")
+    return [f"--{name}={port}" for name, port in zip(
+        names, distinct_ports(len(names), taken), strict=True)]
 
 
 def cluster_processes(temp: Path, port: int) -> set[int]:
@@ -68,15 +77,15 @@ def cluster():
     temp = Path(tempfile.mkdtemp(prefix="fedpca-ray-", dir="/tmp"))
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "OPENBLAS_NUM_THREADS": "1"}
     env.pop("RAY_ADDRESS", None)
-    port = free_port()
+    taken: set[int] = set()
+    port, dashboard, client_server = distinct_ports(3, taken)
     try:
         ray_start(env, "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
                   "--num-cpus=0", f"--temp-dir={temp}", "--include-dashboard=false",
-                  f"--dashboard-port={free_port()}",
-                  f"--ray-client-server-port={free_port()}", "--disable-usage-stats",
-                  *node_ports())
+                  f"--dashboard-port={dashboard}", f"--ray-client-server-port={client_server}",
+                  "--disable-usage-stats", *node_ports(taken))
         ray_start(env, f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1",
-                  "--num-cpus=2", "--disable-usage-stats", *node_ports())
+                  "--num-cpus=2", "--disable-usage-stats", *node_ports(taken))
         yield f"127.0.0.1:{port}", env
     finally:
         stop_processes(cluster_processes(temp, port))
@@ -126,15 +135,3 @@ def test_dps_pca_with_discrete_noise_on_the_cluster_equals_the_reference(cluster
     # the sites' true record counts, although SecAgg+'s weight is fixed at 1
     assert raw["config"]["site_records"] == {str(i): 2000 for i in range(4)}
     assert raw["privacy"]["accounting"] == "ddg-pld"
-
-
-def test_dpdis_pca_secure_sum_on_the_cluster_equals_the_reference(cluster, tmp_path):
-    scenario = DPdisPCAScenario(sites=4, samples=4000, dim=20, k=3, variant=VARIANT_SECURE,
-                                secure_min_sites=4, seed=1, data_seed=1)
-    raw = simulate(*cluster, tmp_path / "dpdis.json", "dpdis-pca", "--sites", "4",
-                   "--samples", "4000", "--dim", "20", "--k", "3", "--variant", "secure-sum",
-                   "--secure-aggregation", "--seed", "1")
-    reference = run_dpdis_pca(scenario.all_prepared_sites(), 3, policy=scenario.policy(),
-                              seed=1, variant=VARIANT_SECURE, evaluation=scenario.evaluation())
-    np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
-    assert raw["energy_ratio"] == pytest.approx(reference.history[0]["energy_ratio"], abs=1e-8)

@@ -1,8 +1,8 @@
 """Distributed discrete Gaussian secure sums through Flower's SecAgg+: the residues pass
 SecAgg+'s quantisation exactly, and a site refuses every SecAgg+ or sum parameter other than
-its own before anything is charged. (Flower runs of the three secure modes against their
-references: tests/test_ray_cluster.py, on a two-node Ray cluster; the App's:
-tests/test_flower_app.py.)"""
+its own before anything is charged. (Flower runs of the secure modes against their
+references: DPS-PCA's and k-plane's in tests/test_ray_cluster.py, on a two-node Ray cluster;
+DPdisPCA's as a Flower App in tests/test_flower_app.py.)"""
 
 import numpy as np
 import pytest
