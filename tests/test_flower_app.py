@@ -1,5 +1,6 @@
-"""``flwr run .`` runs every algorithm (all four) as a Flower App, gives the reference's basis, and
-writes the same run record as the CLI.
+"""``flwr run .`` runs DPS-PCA, DPdisPCA (its secure-sum mode) and SuLQ k-plane as a Flower App,
+gives the reference's basis, and writes the same run record as the CLI (LDP's App entry is
+the same dispatch; its simulation runs in tests/test_ldp_flower.py: the suite's time budget).
 
 One local simulation SuperLink (Flower detaches it) on free ports serves every run of this
 module; every process whose command line names the module's FLWR_HOME is stopped by PID
@@ -7,7 +8,6 @@ afterwards, with its descendants, even when a test fails.
 """
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -23,13 +23,11 @@ from record_schema import record_keys
 from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import run_dps_pca
 from fedpca.algorithms.kplane import run_sulq_kplane
-from fedpca.algorithms.ldp_pca import run_ldp_pca
 from fedpca.deployment.local import free_port
 from fedpca.deployment.processes import processes_naming, stop_processes
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.scenarios.kplane import KPlaneScenario
-from fedpca.scenarios.ldp_pca import LDPScenario
 
 pytestmark = pytest.mark.federation
 
@@ -142,23 +140,6 @@ def test_flwr_run_serves_dpdis_pca_secure_sums_with_its_energy_ratio(flwr_env, t
     assert set(raw) == record_keys("dpdis-pca")
     assert raw["energy_ratio"] == pytest.approx(reference.history[0]["energy_ratio"], abs=1e-8)
     assert (raw["variant"], raw["rounds"], raw["flower_rounds"]) == ("secure-sum", 1, 1)
-
-
-def test_flwr_run_serves_dense_ldp_pca(flwr_env, tmp_path):
-    ldp = LDPScenario(sites=3, dim=12, samples=3000, k=2, sparsity=None, epsilon=0.5,
-                      delta=1e-4, accounting="paper", seed=6)
-    raw = flwr_run(flwr_env, tmp_path / "ldp.json",
-                   {**ldp.to_run_config(), "algorithm": "ldp-pca"}, ldp.sites)
-    sites = [ldp.prepared_site(i) for i in range(ldp.sites)]
-    reference = run_ldp_pca(sites, ldp.k, ldp.policy(), seed=ldp.seed)
-    assert raw["algorithm"] == "ldp-pca"
-    np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
-    # a dense run's record: no Fantope fields; the paper's classic Gaussian calibration
-    assert set(raw) == record_keys("ldp-pca", sparse=False)
-    assert raw["sparse"] is False and "admm_iterations" not in raw
-    assert raw["accounting"] == "paper"
-    assert raw["noise_multiplier"] == pytest.approx(math.sqrt(2 * math.log(1.25e4)) / 0.5)
-    assert raw["sigma"] == pytest.approx(math.sqrt(2) * raw["noise_multiplier"])
 
 
 def test_flwr_run_serves_sulq_kplane(flwr_env, tmp_path):
