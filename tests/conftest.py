@@ -8,9 +8,10 @@ single_thread_env()
 #: Marks of the test files that take most of the suite's time: federations (Ray start-up,
 #: ``flwr run``; ``pytestmark = pytest.mark.federation``) and long computations (``slow``).
 LONG = ("federation", "slow")
-#: The two longest files (about 40-110 s each on 2 cores, mostly waiting on processes),
-#: started before the other long ones so that neither is the last thing a worker starts.
-LONGEST = ("test_deployment.py", "test_ray_cluster.py")
+#: The three longest files (about 40-110 s each on 2 cores, mostly waiting on processes),
+#: started before the other long ones (one per xdist worker) so that none of them is the
+#: last thing a worker starts.
+LONGEST = ("test_deployment.py", "test_ray_cluster.py", "test_hostile_coordinator.py")
 
 
 def pytest_collection_modifyitems(items):

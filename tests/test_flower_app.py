@@ -1,6 +1,8 @@
-"""``flwr run .`` runs DPS-PCA, DPdisPCA (its secure-sum mode) and SuLQ k-plane as a Flower App,
-gives the reference's basis, and writes the same run record as the CLI (LDP's App entry is
-the same dispatch; its simulation runs in tests/test_ldp_flower.py: the suite's time budget).
+"""``flwr run .`` runs DPS-PCA and DPdisPCA (its secure-sum mode) as a Flower App, gives the
+reference's basis, and writes the same run record as the CLI (LDP's and SuLQ k-plane's App
+entries are the same dispatch; their simulations run in tests/test_ldp_flower.py and
+tests/test_kplane_flower.py, k-plane's secure mode in tests/test_ray_cluster.py: the suite's
+time budget).
 
 One local simulation SuperLink (Flower detaches it) on free ports serves every run of this
 module; every process whose command line names the module's FLWR_HOME is stopped by PID
@@ -22,12 +24,10 @@ from record_schema import record_keys
 
 from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import run_dps_pca
-from fedpca.algorithms.kplane import run_sulq_kplane
 from fedpca.deployment.local import free_port
 from fedpca.deployment.processes import processes_naming, stop_processes
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.scenarios.kplane import KPlaneScenario
 
 pytestmark = pytest.mark.federation
 
@@ -140,19 +140,3 @@ def test_flwr_run_serves_dpdis_pca_secure_sums_with_its_energy_ratio(flwr_env, t
     assert set(raw) == record_keys("dpdis-pca")
     assert raw["energy_ratio"] == pytest.approx(reference.history[0]["energy_ratio"], abs=1e-8)
     assert (raw["variant"], raw["rounds"], raw["flower_rounds"]) == ("secure-sum", 1, 1)
-
-
-def test_flwr_run_serves_sulq_kplane(flwr_env, tmp_path):
-    kplane = KPlaneScenario(sites=3, dim=5, samples=600, clusters=2, subspace_dim=2, rounds=2,
-                            epsilon=5.0, seed=7)
-    raw = flwr_run(flwr_env, tmp_path / "kplane.json",
-                   {**kplane.to_run_config(), "algorithm": "sulq-kplane"}, kplane.sites)
-    reference = run_sulq_kplane(kplane.all_site_data(), kplane.clusters, kplane.subspace_dim,
-                                kplane.policy(), seed=kplane.seed, evaluate=kplane.evaluate)
-    assert raw["algorithm"] == "sulq-kplane"
-    for U, V in zip(raw["bases"], reference.bases, strict=True):
-        np.testing.assert_allclose(np.asarray(U), V, atol=1e-8, rtol=0)
-    assert set(raw) == record_keys("sulq-kplane")
-    assert raw["costs"] == pytest.approx([h["cost"] for h in reference.history], abs=1e-8)
-    assert (raw["rounds"], raw["flower_rounds"]) == (2, 2)
-    assert raw["epsilon_spent"][-1] == pytest.approx(5.0, rel=1e-3)

@@ -31,6 +31,12 @@ from fedpca.errors import ConfigurationError
 OVERSAMPLE_MIN = 32
 #: Largest ``sigma^2`` the int64 fast path supports (``2 sigma^4 t^2``-sized products).
 MAX_SIGMA_SQ = 2**26
+#: Trials drawn per element in one numpy pass where a run of independent Bernoulli trials is
+#: needed until the first failure (more than 8 successes in a row: probability at most
+#: exp(-8) = 3e-4 for Bernoulli(exp(-1)), 1/8! for the ``A_K`` of one exp(-g) draw) ...
+TRIALS_PER_PASS = 8
+#: ... while the pass holds at most this many trials (one per element beyond it).
+BATCHED_TRIALS = 8192
 
 
 def bernoulli_exp_neg(num: np.ndarray, den: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -41,12 +47,13 @@ def bernoulli_exp_neg(num: np.ndarray, den: np.ndarray, rng: np.random.Generator
     whole, frac = np.divmod(num, den)
     # exp(-gamma) = exp(-1)^floor(gamma) * exp(-frac(gamma)): all factors must succeed.
     active = whole > 0
-    ones = np.ones(num.shape, dtype=np.int64)
     while active.any():
         idx = np.flatnonzero(active)
-        success = _bernoulli_exp_neg_unit(ones[idx], ones[idx], rng)
-        result[idx[~success]] = False
-        whole[idx] -= 1
+        trials = _exp_neg_one_trials(idx.size, rng)
+        used = np.minimum(whole[idx], trials.shape[1])
+        needed = np.arange(trials.shape[1]) < used[:, None]
+        result[idx[~(trials | ~needed).all(axis=1)]] = False
+        whole[idx] -= used
         active = (whole > 0) & result
     idx = np.flatnonzero(result & (frac > 0))  # exp(-0) = 1: nothing left to draw
     if idx.size:
@@ -54,40 +61,76 @@ def bernoulli_exp_neg(num: np.ndarray, den: np.ndarray, rng: np.random.Generator
     return result
 
 
+def _trials_per_pass(count: int) -> int:
+    """Trials per element of one numpy pass over ``count`` elements (see
+    :data:`TRIALS_PER_PASS`)."""
+    return int(min(TRIALS_PER_PASS, max(1, BATCHED_TRIALS // max(count, 1))))
+
+
+def _exp_neg_one_trials(count: int, rng: np.random.Generator) -> np.ndarray:
+    """A ``count x b`` array of independent exact Bernoulli(exp(-1)) trials.
+
+    Where a run of such trials is needed (a geometric count, a product of ``exp(-1)``
+    factors), ``b`` (:func:`_trials_per_pass`) of them are drawn per element at once and the
+    unused ones discarded, which leaves the law unchanged.
+    """
+    batch = _trials_per_pass(count)
+    ones = np.ones(count * batch, dtype=np.int64)
+    return _bernoulli_exp_neg_unit(ones, ones, rng).reshape(count, batch)
+
+
+def _leading_successes(failed: np.ndarray) -> np.ndarray:
+    """Per row of a boolean ``count x b`` array of failures, the trials before the first
+    failure (``b`` if none failed)."""
+    if failed.shape[1] == 1:
+        return (~failed[:, 0]).astype(np.int64)
+    return np.where(failed.any(axis=1), failed.argmax(axis=1), failed.shape[1])
+
+
 def _bernoulli_exp_neg_unit(num: np.ndarray, den: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Bernoulli(exp(-g)) for ``g = num/den`` in [0, 1]: draw ``A_K ~ Bernoulli(g/K)`` for
-    ``K = 1, 2, ...`` until one fails; the answer is whether that ``K`` is odd."""
-    k = np.ones(num.shape, dtype=np.int64)
+    ``K = 1, 2, ...`` until one fails; the answer is whether that ``K`` is odd.
+
+    The ``A_K`` of several consecutive ``K`` are drawn in one pass (:func:`_trials_per_pass`)
+    and those after the first failure discarded: the same law, fewer passes.
+    """
+    k = np.ones(num.shape, dtype=np.int64)  # the K of the first failure, once found
     alive = np.ones(num.shape, dtype=bool)
     while alive.any():
         idx = np.flatnonzero(alive)
-        success = rng.integers(0, den[idx] * k[idx]) < num[idx]
-        k[idx[success]] += 1
-        alive[idx[~success]] = False
+        width = _trials_per_pass(idx.size)
+        K = k[idx, None] + np.arange(width)
+        leading = _leading_successes(rng.integers(0, den[idx, None] * K) >= num[idx, None])
+        k[idx] += leading
+        alive[idx[leading < width]] = False
     return k % 2 == 1
 
 
 def discrete_laplace(t: int, size: int, rng: np.random.Generator) -> np.ndarray:
     """Exact draws with ``P(Y = y)`` proportional to ``exp(-|y| / t)`` (integer ``t >= 1``)."""
     out = np.empty(size, dtype=np.int64)
-    pending = np.arange(size)
-    while pending.size:
-        n = pending.size
+    filled = 0
+    while filled < size:
+        # About 1/0.63 proposals per missing draw (a proposal is kept with probability at
+        # least 1 - 1/e), accepted ones taken in order as below: usually one pass.
+        missing = size - filled
+        n = missing + missing * 3 // 4 + OVERSAMPLE_MIN
         u = rng.integers(0, t, n)
         keep = bernoulli_exp_neg(u, np.full(n, t), rng)
         v = np.zeros(n, dtype=np.int64)
         alive = keep.copy()
         while alive.any():  # V ~ Geometric: successive Bernoulli(exp(-1)) successes
             idx = np.flatnonzero(alive)
-            ones = np.ones(idx.size, np.int64)
-            success = _bernoulli_exp_neg_unit(ones, ones, rng)  # Bernoulli(exp(-1))
-            v[idx[success]] += 1
-            alive[idx[~success]] = False
+            trials = _exp_neg_one_trials(idx.size, rng)
+            leading = _leading_successes(~trials)
+            v[idx] += leading
+            alive[idx] = leading == trials.shape[1]  # every trial succeeded: go on
         x = u + t * v
         negative = rng.integers(0, 2, n).astype(bool)
         keep &= ~(negative & (x == 0))  # -0 would count zero twice
-        out[pending[keep]] = np.where(negative, -x, x)[keep]
-        pending = pending[~keep]
+        taken = np.where(negative, -x, x)[keep][: size - filled]
+        out[filled : filled + taken.size] = taken
+        filled += taken.size
     return out
 
 
