@@ -33,6 +33,7 @@ from fedpca.linalg.subspace import (
     EigensolverNotConverged,
     GramPlusSymmetric,
     eigensolver_for,
+    gram_product,
     gram_top_eigenpairs,
     lanczos_top_eigenpairs,
     subspace_distance,
@@ -267,3 +268,13 @@ def test_dpdis_run_is_reproducible_with_a_seed_on_wide_data():
     first = run_dpdis_pca(sites, 2, seed=9)
     second = run_dpdis_pca(sites, 2, seed=9)
     np.testing.assert_array_equal(first.basis, second.basis)
+
+
+@pytest.mark.parametrize("shape", [(10, 7), (5000, 40), (300, 3000)])
+def test_the_one_pass_gram_product_is_the_two_pass_one(shape):
+    rng = np.random.default_rng(shape[0])
+    X = rng.standard_normal(shape)
+    for Q in (rng.standard_normal((shape[1], 3)), rng.standard_normal(shape[1])):
+        expected = X.T @ (X @ Q)
+        np.testing.assert_allclose(gram_product(X, Q), expected, rtol=0,
+                                   atol=1e-12 * np.abs(expected).max())

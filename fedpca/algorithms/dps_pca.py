@@ -31,7 +31,7 @@ from fedpca.algorithms.secure_sum import SecureSum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
 from fedpca.errors import ConfigurationError
-from fedpca.linalg.subspace import thin_qr, threshold_rows, top_coordinates
+from fedpca.linalg.subspace import gram_product, thin_qr, threshold_rows, top_coordinates
 from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.privacy.mechanisms import (
     diagonal_sensitivity,
@@ -117,7 +117,7 @@ class DPSPCASite(PrivateSite):
         Q = validate_basis(Q, self.dim, site=self.site)
         if self.policy.discrete:
             return self.discrete_release(
-                POWER_MECHANISM, (self.X.T @ (self.X @ Q)).ravel(),
+                POWER_MECHANISM, gram_product(self.X, Q).ravel(),
                 self.discrete_request(secure, min_noise_multiplier),
                 sensitivity=power_step_sensitivity(self.policy.clip_norm),
                 norm_per_record=self.policy.clip_norm**2,
@@ -126,7 +126,7 @@ class DPSPCASite(PrivateSite):
             POWER_MECHANISM, power_step_sensitivity(self.policy.clip_norm), Q.shape,
             min_noise_multiplier,
         )
-        return (self.X.T @ (self.X @ Q) + noise) / self.n
+        return (gram_product(self.X, Q) + noise) / self.n
 
 
 class DPSPCAServer(ServerRecord):

@@ -52,11 +52,8 @@ class SiteCache:
         self.entries: OrderedDict[Hashable, SiteData] = OrderedDict()
         self.lock = threading.Lock()
         self.builds = 0
-
-    @property
-    def bytes(self) -> int:
-        """Bytes of records held now."""
-        return sum(entry.X.nbytes for entry in self.entries.values())
+        #: Bytes of records held now.
+        self.bytes = 0
 
     def __call__(self, *key: Hashable) -> SiteData:
         with self.lock:
@@ -66,10 +63,13 @@ class SiteCache:
         data = self.build(*key)
         with self.lock:
             self.builds += 1
+            if key not in self.entries:  # another thread may have built it meanwhile
+                self.bytes += data.X.nbytes
             self.entries[key] = data
             budget = budget_bytes()
             while self.entries and self.bytes > budget:
-                evicted, _ = self.entries.popitem(last=False)
+                evicted, dropped = self.entries.popitem(last=False)
+                self.bytes -= dropped.X.nbytes
                 logger.debug("site cache: evicted %s (budget %d bytes)", evicted[-2:], budget)
         return data
 
@@ -78,6 +78,7 @@ class SiteCache:
         with self.lock:
             self.entries.clear()
             self.builds = 0
+            self.bytes = 0
 
 
 def bounded_site_cache(build: Callable[..., SiteData]) -> SiteCache:
