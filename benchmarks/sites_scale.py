@@ -11,7 +11,10 @@ configure_fit entry to aggregate_fit exit; the ratio compares the median of roun
 each (no Ray warm-up). Memory: every 0.5 s the sum of ``Pss`` (``/proc/PID/smaps_rollup``)
 over this process and all its descendants (Ray's processes and workers), peak over the run.
 Each worker keeps at most ``FEDPCA_SITE_CACHE_MB`` (default 1024) MB of prepared site data
-(``fedpca.data.site_cache``) and rebuilds the other sites from their seeds when asked.
+(``fedpca.data.site_cache``) and reads the other sites back from the run's store on local
+disk when asked (``fedpca.data.site_store``; the first worker to prepare a site, from its
+seed, wrote it there); "site store MiB" is that directory's size at the end of the run
+(disk and page cache, not in the Pss column).
 
 Writes ``benchmarks/results/sites_scale.json`` and the "sites" section of
 ``benchmarks/results/scale.md`` (``--quick``: ``sites_scale.quick.json`` and
@@ -25,10 +28,11 @@ import os
 for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 from unittest import mock  # noqa: E402
@@ -38,7 +42,9 @@ from flower_round import run_dps, run_fedavg  # noqa: E402
 from supernodes import _proc_kib, replace_section  # noqa: E402
 
 from fedpca.data.site_cache import BUDGET_VARIABLE  # noqa: E402
+from fedpca.data.site_store import temporary_store  # noqa: E402
 from fedpca.deployment.processes import descendants, process_table  # noqa: E402
+from fedpca.simulations import launcher  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 FULL = {"sites": (100, 500, 1000, 2000), "fedavg_sites": 1000, "dim": 200, "k": 3,
@@ -72,13 +78,24 @@ class MemoryWatch:
         self.thread.join()
 
 
+@contextlib.contextmanager
+def measured_store(sizes: list[float]) -> Iterator[str]:
+    """The run's site store, its size (MiB) at the end of the run appended to ``sizes``."""
+    with temporary_store() as directory:
+        yield directory
+        sizes.append(sum(f.stat().st_size for f in Path(directory).iterdir()) / 2**20)
+
+
 def watched(label: str, fn: Callable[[], tuple]) -> dict[str, Any]:
     progress(f"sites_scale: {label}")
-    with MemoryWatch() as memory:
+    sizes: list[float] = []
+    with MemoryWatch() as memory, mock.patch.object(
+            launcher, "temporary_store", lambda: measured_store(sizes)):
         wall, rounds, *_ = fn()
     seconds = [r["seconds"] for r in rounds]
     row = {"run": label, "wall_s": wall, "rounds_s": seconds, "round1_s": seconds[0],
-           "round_s": median(seconds[1:]), "peak_pss_mib": memory.peak_mib}
+           "round_s": median(seconds[1:]), "peak_pss_mib": memory.peak_mib,
+           "store_mib": sizes[0] if sizes else None}
     progress(f"sites_scale: {label}: wall {wall:.1f} s, round {row['round_s']:.2f} s, "
              f"peak {memory.peak_mib:.0f} MiB")
     return row
@@ -122,9 +139,10 @@ def section(rows: list[dict], cfg: dict, seconds: float, machine: dict) -> str:
         f"{dps['ratio_to_fedavg']:.3f} (target <= {RATIO_LIMIT}): {verdict}.**",
         "",
         md_table(["sites", "strategy", "wall s", "round 1 s", "round s (median 2..)",
-                  "peak memory MiB (all processes)", "ratio to FedAvg"],
+                  "peak memory MiB (all processes)", "site store MiB", "ratio to FedAvg"],
                  [[r["sites"], r["strategy"], r["wall_s"], r["round1_s"], r["round_s"],
-                   r["peak_pss_mib"], r.get("ratio_to_fedavg", "-")] for r in rows]),
+                   r["peak_pss_mib"], r["store_mib"] if r["store_mib"] is not None else "-",
+                   r.get("ratio_to_fedavg", "-")] for r in rows]),
         END,
     ])
 

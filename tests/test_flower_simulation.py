@@ -6,8 +6,10 @@ comparison, the d=1000 check and the CLI's table and JSON record: every federati
 seconds of start-up.
 """
 
+import contextlib
 import json
 import re
+from pathlib import Path
 
 import matplotlib.image
 import numpy as np
@@ -18,7 +20,9 @@ from record_schema import record_keys
 from fedpca.algorithms.dps_pca import run_dps_pca
 from fedpca.cli import main as cli_main
 from fedpca.results import PCAResult
+from fedpca.data.site_store import temporary_store
 from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.simulations import launcher
 
 pytestmark = pytest.mark.federation
 
@@ -37,11 +41,22 @@ ARGV = [
 
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
-    """``fedpca simulate dps-pca --plot`` with SCENARIO's flags: (printed, JSON path); the
+    """``fedpca simulate dps-pca --plot`` with SCENARIO's flags: (printed, JSON path, the
+    run's site stores as ``(directory, its site files at the end of the run)``); the
     picture is ``run.png`` beside the JSON."""
     output = tmp_path_factory.mktemp("dps-pca") / "run.json"
-    printed, _ = run_cli_record([*ARGV, "--plot", str(output.with_suffix(".png"))], output)
-    return printed, output
+    stores: list[tuple[Path, list[str]]] = []
+
+    @contextlib.contextmanager
+    def watched_store():
+        with temporary_store() as directory:
+            yield directory
+            stores.append((Path(directory), sorted(p.name for p in Path(directory).iterdir())))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(launcher, "temporary_store", watched_store)
+        printed, _ = run_cli_record([*ARGV, "--plot", str(output.with_suffix(".png"))], output)
+    return printed, output, stores
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +81,13 @@ def test_flower_run_equals_reference(flower_result):
     assert [h["epsilon_spent"] for h in flower_result.history] == pytest.approx(
         [h["epsilon_spent"] for h in reference.history]
     )
+
+
+def test_the_sites_shared_one_store_for_the_run_and_it_is_gone(cli_run):
+    # each virtual site, prepared by whichever worker served it first, stored once
+    [(directory, files)] = cli_run[2]
+    assert len(files) == SCENARIO.sites and all(f.endswith(".npz") for f in files)
+    assert not directory.exists()
 
 
 def test_every_site_answered_every_round_and_spent_its_budget(flower_result):

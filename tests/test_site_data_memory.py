@@ -1,11 +1,24 @@
 """A process keeps virtual sites' prepared data within a byte budget, not the federation's
 size: the cache never holds more than the budget, a site rebuilt after eviction is
-identical to its first build, and within the budget nothing is rebuilt."""
+identical to its first build, and within the budget nothing is rebuilt. Within a run, a
+site one process prepared is read back from the run's store by any process that needs it
+again, identical, and the store disappears with the run."""
+
+import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fedpca.data import site_store
 from fedpca.data.site_cache import BUDGET_VARIABLE, budget_bytes
+from fedpca.data.site_store import (
+    SiteStore,
+    StoreBound,
+    current_store,
+    temporary_store,
+    use_store,
+)
 from fedpca.errors import ConfigurationError
 from fedpca.scenarios.dps_pca import DPSPCAScenario, _prepared_site
 
@@ -45,3 +58,62 @@ def test_a_bad_budget_is_refused_with_its_name(monkeypatch, value):
     monkeypatch.setenv(BUDGET_VARIABLE, value)
     with pytest.raises(ConfigurationError, match=BUDGET_VARIABLE):
         budget_bytes()
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """This process answers for a run whose store is ``tmp_path``; its cache keeps nothing,
+    so every request misses it (as a worker's cache does once the federation outgrows it)."""
+    monkeypatch.setenv(BUDGET_VARIABLE, "0")
+    _prepared_site.clear()
+    use_store(str(tmp_path))
+    yield tmp_path
+    use_store(None)
+    _prepared_site.clear()
+
+
+def test_a_site_prepared_once_is_read_back_identical_instead_of_rebuilt(store):
+    first = [SCENARIO.prepared_site(site) for site in range(SCENARIO.sites)]
+    assert (_prepared_site.builds, _prepared_site.loads) == (SCENARIO.sites, 0)
+    assert len(list(store.glob("*.npz"))) == SCENARIO.sites
+    for site in range(SCENARIO.sites):  # the next round, in this or any other process
+        again = SCENARIO.prepared_site(site)
+        np.testing.assert_array_equal(again.X, first[site].X)
+        assert (again.clip, again.site) == (first[site].clip, first[site].site)
+    assert (_prepared_site.builds, _prepared_site.loads) == (SCENARIO.sites, SCENARIO.sites)
+
+
+def test_other_data_is_never_read_from_the_store(store):
+    SCENARIO.prepared_site(0)
+    other = dataclasses.replace(SCENARIO, data_seed=SCENARIO.data_seed + 1)
+    X = other.prepared_site(0).X
+    assert (_prepared_site.builds, _prepared_site.loads) == (2, 0)
+    assert not np.array_equal(X, SCENARIO.prepared_site(0).X)
+
+
+def test_equal_keys_share_a_file_and_any_field_tells_keys_apart(tmp_path):
+    files = SiteStore(tmp_path)
+    model = SCENARIO.model()
+    assert files.path(("f", model, 1)) == files.path(("f", dataclasses.replace(model), 1))
+    assert files.path(("f", model, 1)) != files.path(("f", model, 2))
+    assert files.path(("f", model, 1)) != files.path(
+        ("f", dataclasses.replace(model, spike=model.spike + 1), 1))
+
+
+def test_the_store_writes_nothing_past_its_disk_reserve_or_after_its_run(tmp_path, monkeypatch):
+    site = SCENARIO.prepared_site(0)
+    monkeypatch.setattr(site_store, "FREE_RESERVE_FRACTION", 1.0)
+    assert not SiteStore(tmp_path).save(("k",), site)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    gone = SiteStore(tmp_path / "ended-run")
+    assert not gone.save(("k",), site) and gone.load(("k",)) is None
+
+
+def test_a_runs_store_is_named_to_every_answer_and_removed_with_its_sites():
+    with temporary_store() as directory:
+        answering = StoreBound(lambda context: (context, current_store().directory), directory)
+        assert answering("context") == ("context", Path(directory))
+        assert Path(directory).stat().st_mode & 0o077 == 0  # the run's user only
+        assert SiteStore(directory).save(("k",), SCENARIO.prepared_site(0))
+    assert not Path(directory).exists() and current_store() is None

@@ -6,7 +6,9 @@ with the federation (2,000 sites of 2,000 x 784 records are 25 GB); keeping none
 rebuild a site's data for every message. :func:`bounded_site_cache` keeps the most recently
 used sites within a byte budget (``FEDPCA_SITE_CACHE_MB``, default
 :data:`DEFAULT_BUDGET_MB` per process) and rebuilds the others when asked: from their seed
-(synthetic data) or their file, so a rebuilt site is identical to the first build.
+(synthetic data) or their file, so a rebuilt site is identical to the first build; within a
+simulation run they are read back from the run's store instead
+(:mod:`fedpca.data.site_store`), where the first process that built them left them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
+from fedpca.data.site_store import current_store
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.site_data import SiteData
 
@@ -52,6 +55,8 @@ class SiteCache:
         self.entries: OrderedDict[Hashable, SiteData] = OrderedDict()
         self.lock = threading.Lock()
         self.builds = 0
+        #: Sites read back from the run's store instead of built.
+        self.loads = 0
         #: Bytes of records held now.
         self.bytes = 0
 
@@ -60,9 +65,8 @@ class SiteCache:
             if key in self.entries:
                 self.entries.move_to_end(key)
                 return self.entries[key]
-        data = self.build(*key)
+        data = self.prepare(key)
         with self.lock:
-            self.builds += 1
             if key not in self.entries:  # another thread may have built it meanwhile
                 self.bytes += data.X.nbytes
             self.entries[key] = data
@@ -73,11 +77,28 @@ class SiteCache:
                 logger.debug("site cache: evicted %s (budget %d bytes)", evicted[-2:], budget)
         return data
 
+    def prepare(self, key: tuple) -> SiteData:
+        """The site built from ``key``: read from this run's store when a process stored it
+        (:mod:`fedpca.data.site_store`), else built (and stored)."""
+        store = current_store()
+        stored_key = (self.build.__module__, self.build.__qualname__, *key)
+        data = store.load(stored_key) if store is not None else None
+        if data is not None:
+            with self.lock:
+                self.loads += 1
+            return data
+        data = self.build(*key)
+        with self.lock:
+            self.builds += 1
+        if store is not None:
+            store.save(stored_key, data)
+        return data
+
     def clear(self) -> None:
-        """Forget every site (and the build count)."""
+        """Forget every site (and the build and load counts)."""
         with self.lock:
             self.entries.clear()
-            self.builds = 0
+            self.builds = self.loads = 0
             self.bytes = 0
 
 

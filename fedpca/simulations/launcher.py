@@ -7,10 +7,11 @@ the apps around a strategy), so swapping the launcher touches only this module.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from flwr.client import Client, ClientApp
@@ -20,6 +21,7 @@ from flwr.simulation import run_simulation
 
 from fedpca.blas import single_thread_blas
 from fedpca.clients.site_app import site_client_app
+from fedpca.data.site_store import StoreBound, temporary_store
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.progress import RoundObserver
 from fedpca.strategies.base import SiteRoundStrategy
@@ -97,6 +99,18 @@ def launch(
         flwr_logger.setLevel(previous)
 
 
+@contextlib.contextmanager
+def site_store_for(engine: Engine) -> Iterator[str | None]:
+    """The run's store of prepared sites (:mod:`fedpca.data.site_store`): a temporary
+    directory on this machine, removed afterwards, when the sites run here; none on a Ray
+    cluster (its other machines could not read this one's directory)."""
+    if engine.ray_address is not None:
+        yield None
+        return
+    with temporary_store() as directory:
+        yield directory
+
+
 def run_federation(
     strategy: SiteRoundStrategy,
     client_fn: Callable[[Context], Client],
@@ -112,7 +126,8 @@ def run_federation(
     answers either kind of strategy.
 
     ``observer`` (e.g. :class:`fedpca.progress.RoundProgress`) is called by the strategy,
-    in this process, after every aggregated round."""
+    in this process, after every aggregated round. Sites run on this machine share a
+    store of prepared sites for the run (:func:`site_store_for`)."""
     if observer is not None:
         strategy.add_observer(observer)
     server_app = ServerApp()
@@ -121,7 +136,10 @@ def run_federation(
     def _main(grid: Grid, context: Context) -> None:
         run_strategy(grid, context, strategy, strategy.num_rounds, secure=secure)
 
-    launch(server_app, site_client_app(client_fn), num_sites, verbose=verbose, engine=engine)
+    engine = engine or Engine()
+    with site_store_for(engine) as store:
+        launch(server_app, site_client_app(StoreBound(client_fn, store)), num_sites,
+               verbose=verbose, engine=engine)
     done = len(strategy.server.history)
     if done < strategy.num_rounds:
         raise FedPCAError(
