@@ -110,6 +110,18 @@ def test_the_store_writes_nothing_past_its_disk_reserve_or_after_its_run(tmp_pat
     assert not gone.save(("k",), site) and gone.load(("k",)) is None
 
 
+def test_a_failed_write_leaves_nothing_and_the_site_answers_all_the_same(store, monkeypatch):
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(site_store.np, "savez", disk_full)
+        X = SCENARIO.prepared_site(0).X  # built, not stored
+    assert list(store.iterdir()) == []
+    np.testing.assert_array_equal(SCENARIO.prepared_site(0).X, X)
+    assert (_prepared_site.builds, _prepared_site.loads) == (2, 0)
+
+
 def test_a_runs_store_is_named_to_every_answer_and_removed_with_its_sites():
     with temporary_store() as directory:
         answering = StoreBound(lambda context: (context, current_store().directory), directory)

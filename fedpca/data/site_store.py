@@ -67,7 +67,8 @@ class SiteStore:
 
     def save(self, key: Hashable, data: SiteData) -> bool:
         """Store ``data`` (atomically: readers see the whole file or none); ``False`` when the
-        directory is gone or the disk would keep less than its reserve free."""
+        directory is gone, the disk would keep less than its reserve free or the write
+        failed (the site answers all the same: it only is not shared)."""
         try:
             usage = shutil.disk_usage(self.directory)
         except FileNotFoundError:
@@ -84,6 +85,10 @@ class SiteStore:
                          max_norm=data.clip.max_norm_before, site=data.site)
             os.replace(partial, path)
         except FileNotFoundError:  # the run ended meanwhile and removed the directory
+            return False
+        except OSError as error:  # e.g. the disk filled up meanwhile
+            logger.warning("site store: %s not written (%s)", data.site, error)
+            partial.unlink(missing_ok=True)
             return False
         return True
 
