@@ -14,7 +14,9 @@ Each worker keeps at most ``FEDPCA_SITE_CACHE_MB`` (default 1024) MB of prepared
 (``fedpca.data.site_cache``) and reads the other sites back from the run's store on local
 disk when asked (``fedpca.data.site_store``; the first worker to prepare a site, from its
 seed, wrote it there); "site store MiB" is that directory's size at the end of the run
-(disk and page cache, not in the Pss column).
+(disk and page cache, not in the Pss column). At 1,000 sites the same run also goes without
+the store (``FEDPCA_SITE_STORE=0``: evicted sites rebuilt from their seeds) and with every
+site in every worker's cache (``FEDPCA_SITE_CACHE_MB=4096``), side by side with FedAvg.
 
 Writes ``benchmarks/results/sites_scale.json`` and the "sites" section of
 ``benchmarks/results/scale.md`` (``--quick``: ``sites_scale.quick.json`` and
@@ -42,7 +44,7 @@ from flower_round import run_dps, run_fedavg  # noqa: E402
 from supernodes import _proc_kib, replace_section  # noqa: E402
 
 from fedpca.data.site_cache import BUDGET_VARIABLE  # noqa: E402
-from fedpca.data.site_store import temporary_store  # noqa: E402
+from fedpca.data.site_store import STORE_VARIABLE, temporary_store  # noqa: E402
 from fedpca.deployment.processes import descendants, process_table  # noqa: E402
 from fedpca.simulations import launcher  # noqa: E402
 
@@ -108,15 +110,19 @@ def run(cfg: dict) -> list[dict[str, Any]]:
         row = watched(f"DPS-PCA {sites} sites", lambda s=sites: run_dps(s, d, k, rounds, rows_per))
         rows.append({"sites": sites, "strategy": "DPS-PCA", **row})
         if sites == cfg["fedavg_sites"]:
-            # the same run with room for every site's data in each worker's cache
-            with mock.patch.dict(os.environ, {BUDGET_VARIABLE: str(cfg["large_cache_mb"])}):
-                cached = watched(f"DPS-PCA {sites} sites, cache {cfg['large_cache_mb']} MB",
-                                 lambda s=sites: run_dps(s, d, k, rounds, rows_per))
-            rows.append({"sites": sites, "strategy": "DPS-PCA (every site cached)", **cached})
+            variants = {  # the same run without the store, and with every site cached
+                "DPS-PCA (no site store)": {STORE_VARIABLE: "0"},
+                "DPS-PCA (every site cached)": {BUDGET_VARIABLE: str(cfg["large_cache_mb"])},
+            }
+            for name, env in variants.items():
+                with mock.patch.dict(os.environ, env):
+                    row = watched(f"{name}, {sites} sites",
+                                  lambda s=sites: run_dps(s, d, k, rounds, rows_per))
+                rows.append({"sites": sites, "strategy": name, **row})
             fed = watched(f"FedAvg {sites} sites",
                           lambda s=sites: run_fedavg(s, d, k, rounds + 1, rows_per))
             rows.append({"sites": sites, "strategy": "FedAvg", **fed})
-            for row in rows[-3:-1]:
+            for row in rows[-4:-1]:
                 row["ratio_to_fedavg"] = row["round_s"] / fed["round_s"]
     return rows
 

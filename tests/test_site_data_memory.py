@@ -13,6 +13,7 @@ import pytest
 from fedpca.data import site_store
 from fedpca.data.site_cache import BUDGET_VARIABLE, budget_bytes
 from fedpca.data.site_store import (
+    STORE_VARIABLE,
     SiteStore,
     StoreBound,
     current_store,
@@ -21,6 +22,7 @@ from fedpca.data.site_store import (
 )
 from fedpca.errors import ConfigurationError
 from fedpca.scenarios.dps_pca import DPSPCAScenario, _prepared_site
+from fedpca.simulations.launcher import Engine, site_store_for
 
 #: 40 sites of 200 records x 50 features: 80 KB each.
 SCENARIO = DPSPCAScenario(sites=40, samples=8000, dim=50, k=2, sparsity=5, s_hat=8, seed=3)
@@ -129,3 +131,23 @@ def test_a_runs_store_is_named_to_every_answer_and_removed_with_its_sites():
         assert Path(directory).stat().st_mode & 0o077 == 0  # the run's user only
         assert SiteStore(directory).save(("k",), SCENARIO.prepared_site(0))
     assert not Path(directory).exists() and current_store() is None
+
+
+def test_a_local_run_has_a_store_unless_turned_off_and_a_cluster_run_never(monkeypatch):
+    monkeypatch.delenv(STORE_VARIABLE, raising=False)
+    with site_store_for(Engine()) as directory:
+        assert Path(directory).is_dir()
+    assert not Path(directory).exists()
+    with site_store_for(Engine(ray_address="127.0.0.1:6379")) as directory:
+        assert directory is None
+    monkeypatch.setenv(STORE_VARIABLE, "0")
+    with site_store_for(Engine()) as directory:
+        assert directory is None
+
+
+@pytest.mark.parametrize("value", ["yes", "2", ""])
+def test_a_bad_store_switch_is_refused_with_its_name(monkeypatch, value):
+    monkeypatch.setenv(STORE_VARIABLE, value)
+    with pytest.raises(ConfigurationError, match=STORE_VARIABLE):
+        with site_store_for(Engine()):
+            pass

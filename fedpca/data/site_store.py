@@ -13,7 +13,7 @@ A store belongs to one simulation run: :func:`temporary_store` creates its direc
 the system's temporary directory (mode 0700) and removes it when the run ends; the sites'
 client function is wrapped in :class:`StoreBound`, which names the directory to whichever
 process answers (Ray workers outlive runs). It never writes past a reserve of free disk
-space (:data:`FREE_RESERVE_FRACTION`). Simulation only: the files are validated, clipped
+space (:data:`FREE_RESERVE_FRACTION`); ``FEDPCA_SITE_STORE=0`` turns it off. Simulation only: the files are validated, clipped
 copies of the virtual sites' records; a real site (a SuperNode) never uses a store.
 """
 
@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fedpca.errors import ConfigurationError
 from fedpca.privacy.clipping import ClipReport
 from fedpca.privacy.site_data import SiteData
 
@@ -40,6 +41,9 @@ logger = logging.getLogger(__name__)
 
 #: The store writes nothing that would leave less than this fraction of its disk free.
 FREE_RESERVE_FRACTION = 0.1
+#: The environment variable that turns the store off (``0``; default ``1``, on), e.g. to
+#: keep copies of real records off the disk in a simulation.
+STORE_VARIABLE = "FEDPCA_SITE_STORE"
 
 _current: SiteStore | None = None
 
@@ -102,6 +106,17 @@ def _identity(value: object) -> object:
     if isinstance(value, tuple):
         return tuple(_identity(item) for item in value)
     return value
+
+
+def store_enabled() -> bool:
+    """Whether simulation runs keep a store (:data:`STORE_VARIABLE`, read on every call)."""
+    raw = os.environ.get(STORE_VARIABLE, "1").strip()
+    if raw not in ("0", "1"):
+        raise ConfigurationError(
+            f"{STORE_VARIABLE}={raw!r} must be 1 (the default: a run shares its prepared sites "
+            "through a temporary directory) or 0 (no store: workers rebuild evicted sites)"
+        )
+    return raw == "1"
 
 
 def current_store() -> SiteStore | None:

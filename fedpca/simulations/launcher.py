@@ -21,7 +21,7 @@ from flwr.simulation import run_simulation
 
 from fedpca.blas import single_thread_blas
 from fedpca.clients.site_app import site_client_app
-from fedpca.data.site_store import StoreBound, temporary_store
+from fedpca.data.site_store import StoreBound, store_enabled, temporary_store
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.progress import RoundObserver
 from fedpca.strategies.base import SiteRoundStrategy
@@ -103,8 +103,9 @@ def launch(
 def site_store_for(engine: Engine) -> Iterator[str | None]:
     """The run's store of prepared sites (:mod:`fedpca.data.site_store`): a temporary
     directory on this machine, removed afterwards, when the sites run here; none on a Ray
-    cluster (its other machines could not read this one's directory)."""
-    if engine.ray_address is not None:
+    cluster (its other machines could not read this one's directory) or when
+    ``FEDPCA_SITE_STORE=0``."""
+    if engine.ray_address is not None or not store_enabled():
         yield None
         return
     with temporary_store() as directory:
