@@ -19,8 +19,8 @@ from record_schema import record_keys
 
 from fedpca.algorithms.dps_pca import run_dps_pca
 from fedpca.cli import main as cli_main
-from fedpca.results import PCAResult
 from fedpca.data.site_store import temporary_store
+from fedpca.results import PCAResult
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.simulations import launcher
 

@@ -13,8 +13,9 @@ A store belongs to one simulation run: :func:`temporary_store` creates its direc
 the system's temporary directory (mode 0700) and removes it when the run ends; the sites'
 client function is wrapped in :class:`StoreBound`, which names the directory to whichever
 process answers (Ray workers outlive runs). It never writes past a reserve of free disk
-space (:data:`FREE_RESERVE_FRACTION`); ``FEDPCA_SITE_STORE=0`` turns it off. Simulation only: the files are validated, clipped
-copies of the virtual sites' records; a real site (a SuperNode) never uses a store.
+space (:data:`FREE_RESERVE_FRACTION`); ``FEDPCA_SITE_STORE=0`` turns it off. Simulation
+only: the files are validated, clipped copies of the virtual sites' records; a real site (a
+SuperNode) never uses a store.
 """
 
 from __future__ import annotations

@@ -263,9 +263,10 @@ def lanczos_top_eigenpairs(
     scale = 0.0
     for j in range(max_steps):
         w = np.asarray(matvec(q), dtype=np.float64).reshape(dim)
-        alpha[j], norm = _orthogonalise(w, q, previous, beta[j - 1] if j else 0.0, basis)
+        beta_previous = beta[j - 1] if j else 0.0
+        alpha[j], norm = _orthogonalise(w, q, previous, beta_previous, basis)
         steps = j + 1
-        scale = max(scale, abs(alpha[j]) + norm + (beta[j - 1] if j else 0.0))
+        scale = max(scale, abs(alpha[j]) + norm + beta_previous)
         if norm <= dim * np.finfo(float).eps * scale:
             raise EigensolverNotConverged(
                 f"Lanczos breakdown after {steps} steps: an invariant subspace of dimension "
