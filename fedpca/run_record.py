@@ -74,6 +74,8 @@ def headline(result: RunResult) -> dict[str, Any]:
         "noise_multiplier": privacy.get("noise_multiplier"),
         "sigma": privacy.get("sigma"),
         "epsilon_achieved": privacy.get("epsilon_achieved"),
+        # against a coordinator that bypasses secure sums (the same without them)
+        "epsilon_worst_case": privacy.get("epsilon_worst_case", privacy.get("epsilon_achieved")),
         "trust_model": privacy.get("trust_model"),
         "seed": None if seed in (None, NO_SEED) else int(seed),
         "rounds": sum(1 for entry in history if entry.get("phase") != INIT_PHASE),

@@ -128,6 +128,9 @@ def test_a_site_without_its_own_policy_refuses(tmp_path):
     (("epsilon = 4.0", "epsilon = -1.0"), "budget.epsilon must be a finite number > 0"),
     (("epsilon = 4.0", "epsilon = nan"), "budget.epsilon must be a finite number > 0"),
     (("min-sites = 0", "min-sites = 1"), "min-sites=1 must be 0 or an integer >= 2"),
+    (("min-sites = 0", "min-sites = 3"),
+     "worst-case-epsilon must be a finite number > 0, got None; secure-aggregation.min-sites=3"),
+    (("# worst-case-epsilon = 8", "worst-case-epsilon = 2.0"), "below budget.epsilon=4"),
     (("[algorithms.ldp-pca]", "[algorithms.steal-data]"), "unknown algorithms"),
 ])
 def test_a_policy_that_makes_no_sense_is_refused_in_one_line(tmp_path, edit, match):
@@ -303,7 +306,8 @@ def test_a_real_sites_policy_decides_its_secure_sums(tmp_path):
     # The site's policy: M = 3. The coordinator asks for secure sums of 2 sites with its own
     # M = 0: its secure-min-sites is ignored and the site refuses the sum, nothing charged.
     policy = make_site(tmp_path)
-    policy.write_text(policy.read_text().replace("min-sites = 0", "min-sites = 3"))
+    policy.write_text(policy.read_text().replace("min-sites = 0", "min-sites = 3")
+                      .replace("# worst-case-epsilon = 8", "worst-case-epsilon = 8"))
     embedding = SecAggPlusEmbedding(DEFAULT_MODULUS)
     config = {**GREEDY, "variant": VARIANT_SECURE}
     own = SecureSum(sensitivity=upper_triangle_sensitivity(1.0), max_records=N,
@@ -326,4 +330,5 @@ def test_a_real_sites_policy_decides_its_secure_sums(tmp_path):
     assert value.shape == (next_power_of_two(triangle_size(D)),)
     rows = ledger_rows(policy)  # charged durably, with what its accounting needs
     assert len(rows) == 1 and rows[0]["summands"] >= 3 and rows[0]["padded"] == value.size
+    assert rows[0]["sites_in_sum"] == 3  # both guarantees are accounted for
     assert res.metrics["epsilon_spent"] == pytest.approx(1.0, rel=1e-3)

@@ -437,6 +437,7 @@ def secure_privacy_record(policy: DPdisPCAPolicy, grid: GridChoice) -> dict[str,
     return {
         "unit": "one record at one site (replace-one)",
         **grid.calibration.record(),
+        "epsilon_worst_case": grid.calibration.worst_case_epsilon(),
         "modulus": grid.modulus,
         "wrap_probability": grid.wrap_probability,
         "clip_norm": policy.clip_norm,

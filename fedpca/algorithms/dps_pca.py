@@ -33,7 +33,9 @@ from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import gram_product, thin_qr, threshold_rows, top_coordinates
 from fedpca.privacy.distributed_gaussian import GridChoice
+from fedpca.privacy.ledger import worst_case_epsilon
 from fedpca.privacy.mechanisms import (
+    Release,
     diagonal_sensitivity,
     power_step_sensitivity,
 )
@@ -284,17 +286,23 @@ def privacy_record(policy: SitePolicy, secure: DPSSecureSums | None = None) -> d
     """The guarantee a run with ``policy`` gives, for the result and the JSON output."""
     if secure is not None:
         grid = secure[1][1]
+        releases = ([secure[0][1].calibration.release(PHASE_INIT)]
+                    + [grid.calibration.release(PHASE_POWER)] * policy.rounds)
         return {
             "unit": "one record at one site (replace-one)", **grid.calibration.record(),
+            "epsilon_worst_case": worst_case_epsilon(releases, policy.delta),
             "modulus": grid.modulus, "wrap_probability": grid.wrap_probability,
             "clip_norm": policy.clip_norm, "secure_min_sites": policy.secure_min_sites,
             "trust_model": DISCRETE_TRUST.format(m=policy.secure_min_sites),
         }
     cal = policy.calibration()
     sensitivity = power_step_sensitivity(policy.clip_norm)
+    release = Release(PHASE_POWER, sensitivity, cal.sigma(sensitivity), (),
+                      sites_in_sum=policy.secure_min_sites or 0)
     return {
         "unit": "one record at one site (replace-one)",
         **cal.record(sensitivity),
+        "epsilon_worst_case": worst_case_epsilon([release] * cal.releases, cal.delta),
         "clip_norm": policy.clip_norm,
         "secure_min_sites": policy.secure_min_sites,
         "trust_model": (

@@ -332,6 +332,7 @@ def privacy_record(
         return {
             "unit": "one record at one site (replace-one; the record may change cluster)",
             **grid.calibration.record(), "modulus": grid.modulus,
+            "epsilon_worst_case": grid.calibration.worst_case_epsilon(),
             "wrap_probability": grid.wrap_probability, "clip_norm": policy.clip_norm,
             "secure_min_sites": policy.secure_min_sites, "initialisation": INITIALISATION,
             "trust_model": SECURE_TRUST.format(m=policy.secure_min_sites),

@@ -8,7 +8,6 @@ site's own calibration, raised but never lowered by a server request.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
@@ -156,8 +155,8 @@ class PrivateSite:
         policy: the site's own :class:`SitePrivacyPolicy`. With ``policy.secure_min_sites =
             m`` the site's answers are only revealed summed with those of at least ``m``
             sites (secure aggregation): it then adds noise of standard deviation
-            ``sigma / sqrt(m)`` so the sum carries ``sigma``; the ledger records ``sigma``,
-            the level the guarantee relies on.
+            ``sigma / sqrt(m)`` so the sum carries ``sigma``; the ledger records both
+            guarantees (:meth:`~fedpca.privacy.mechanisms.Release.own_share`).
         site: the site's name (messages, and with ``seed`` its noise stream).
         seed: seed for reproducible simulation only; ``None`` draws OS randomness.
         ledger: the ledger to charge: a real site's durable lifetime ledger for this run,
@@ -235,15 +234,17 @@ class PrivateSite:
         """Charge the ledger for one Gaussian release and return the noise to add.
 
         The ledger records ``sigma`` (the site's calibrated level, possibly raised by the
-        server); under secure aggregation the site's own share is ``sigma / sqrt(m)``.
+        server); under secure aggregation the site's own share is ``sigma / sqrt(m)``, and
+        the ledger records that too (the guarantee against a coordinator that bypasses the
+        secure sum).
         """
         sigma = self.sigma(sensitivity, min_noise_multiplier)
-        share = sigma
+        release = Release(mechanism, sensitivity, sigma, shape)
         if self.secure_min_sites is not None:
-            mechanism = f"{mechanism}+secagg(m={self.secure_min_sites})"
-            share = sigma / math.sqrt(self.secure_min_sites)
-        index = self.charge(Release(mechanism, sensitivity, sigma, shape))
-        return self.noise.gaussian(index, share, shape)
+            release = Release(f"{mechanism}+secagg(m={self.secure_min_sites})", sensitivity,
+                              sigma, shape, sites_in_sum=self.secure_min_sites)
+        index = self.charge(release)
+        return self.noise.gaussian(index, release.own_share().sigma, shape)
 
     def discrete_request(
         self, secure: SecureSum | None, min_noise_multiplier: float | None
@@ -270,8 +271,8 @@ class PrivateSite:
         The grid and the noise come from the site's own policy (its budget over all its
         releases, its ``M``) and the sum's public parameters; a sum the site cannot take part
         in, or a grid that cannot meet the wrap bound, is refused before anything is
-        charged. The ledger records the noise of a sum of ``M`` sites, the level the
-        guarantee relies on.
+        charged. The ledger records the noise of a sum of ``M`` sites (the conditional
+        guarantee) and the site's own draws (the unconditional one).
         """
         m = self.secure_min_sites
         if m is None:
@@ -285,11 +286,7 @@ class PrivateSite:
         secure.check_site(self.n, m, self.site, own)
         grid = secure.grid_for(self.policy)
         cal = grid.calibration
-        summands = m * cal.draws
-        release = Release(mechanism + f"+ddg(m={m})", cal.grid_sensitivity,
-                          math.sqrt(summands * cal.sigma_sq), (cal.padded,), summands,
-                          cal.padded)
-        index = self.charge(release)
+        index = self.charge(cal.release(mechanism + f"+ddg(m={m})"))
         return encode_site(statistic, gamma=grid.gamma, rotation=secure.rotation(),
                            sigma_sq=cal.sigma_sq, modulus=grid.modulus, draws=cal.draws,
                            rng=self.noise.generator(index))

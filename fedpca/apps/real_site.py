@@ -30,7 +30,7 @@ from flwr.common import Context
 
 from fedpca.data.files import file_fingerprint, load_site_file
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
-from fedpca.privacy.site_ledger import RunCharge, RunLedger, SiteLedger
+from fedpca.privacy.site_ledger import RunCharge, RunLedger
 from fedpca.privacy.site_policy import (
     PRIVACY_KEYS,
     PolicyError,
@@ -79,8 +79,7 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
         )
     records = _records(policy)
     policy.check_records(records.shape[0])
-    ledger = SiteLedger(policy.ledger, policy.population, policy.epsilon, policy.delta,
-                        site=policy.name)
+    ledger = policy.open_ledger()
     charge = RunCharge(
         run_id=str(context.run_id), algorithm=algorithm,
         fingerprint=file_fingerprint(policy.data), run_epsilon=policy.run_epsilon,

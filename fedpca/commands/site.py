@@ -56,13 +56,10 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _ledger(args: argparse.Namespace) -> int:
-    from fedpca.privacy.site_ledger import SiteLedger, format_ledger
+    from fedpca.privacy.site_ledger import format_ledger
     from fedpca.privacy.site_policy import load_site_policy
 
-    policy = load_site_policy(args.policy)
-    summary = SiteLedger(
-        policy.ledger, policy.population, policy.epsilon, policy.delta, site=policy.name
-    ).summary()
+    summary = load_site_policy(args.policy).open_ledger().summary()
     print(json.dumps(summary, indent=2) if args.json else format_ledger(summary))
     return 0
 

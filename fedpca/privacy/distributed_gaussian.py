@@ -96,6 +96,7 @@ import numpy as np
 from fedpca.errors import ConfigurationError, ParameterError
 from fedpca.privacy.discrete_gaussian import MAX_SIGMA_SQ
 from fedpca.privacy.hadamard import next_power_of_two
+from fedpca.privacy.mechanisms import Release
 
 #: RDP orders for the conversion to (epsilon, delta): dense and geometric on (1.01, 10^4].
 RDP_ORDERS = tuple(float(a) for a in 1.0 + np.geomspace(0.011, 1e4, 600))
@@ -299,6 +300,21 @@ class DDGCalibration:
             "sigma": self.central_sigma,
             "noise_multiplier": self.central_sigma / self.sensitivity,
         }
+
+    def release(self, mechanism: str) -> Release:
+        """One release of this calibration as a ledger records it: the noise of a sum of
+        ``sites`` messages (the conditional guarantee), each site adding ``draws`` draws (its
+        own share, :meth:`Release.own_share`)."""
+        summands = self.sites * self.draws
+        return Release(mechanism, self.grid_sensitivity, math.sqrt(summands * self.sigma_sq),
+                       (self.padded,), summands, self.padded, self.sites)
+
+    def worst_case_epsilon(self) -> float:
+        """Epsilon at ``delta`` of :attr:`releases` releases seen through one site's own
+        share (the unconditional guarantee, against a coordinator that bypasses the sum)."""
+        from fedpca.privacy.ledger import worst_case_epsilon
+
+        return worst_case_epsilon([self.release("")] * self.releases, self.delta)
 
     def rdp(self, orders: tuple[float, ...] = RDP_ORDERS) -> np.ndarray:
         """The composed RDP curve (for a ledger that composes with other mechanisms)."""

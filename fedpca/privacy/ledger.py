@@ -4,6 +4,11 @@ Privacy guarantee enforced: the composition of all recorded releases stays (epsi
 delta)-DP per record of the site (PLD accountant; for distributed discrete Gaussian
 releases also their Renyi-DP bound, whichever is smaller), and no more than ``max_releases`` releases
 are made. A refused release leaves the ledger unchanged and nothing is released.
+
+Releases inside secure sums have two guarantees (:class:`~fedpca.privacy.mechanisms.Release`):
+``epsilon`` bounds the conditional one (every sum holds at least ``M`` honest sites' shares),
+``worst_case_epsilon``, when set, the unconditional one (the sites' own shares alone, what a
+coordinator that bypasses the protocol sees), both at ``delta``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,13 @@ def composed_epsilon(releases: list[Release], delta: float) -> float:
     return _discrete_epsilon(tuple(releases), delta)
 
 
+def worst_case_epsilon(releases: list[Release], delta: float) -> float:
+    """Epsilon at ``delta`` of ``releases`` against a coordinator that sees every site's own
+    share (:meth:`~fedpca.privacy.mechanisms.Release.own_share`): the unconditional
+    guarantee, equal to :func:`composed_epsilon` when no release is inside a secure sum."""
+    return composed_epsilon([r.own_share() for r in releases], delta)
+
+
 @functools.lru_cache(maxsize=4096)
 def _discrete_epsilon(releases: tuple[Release, ...], delta: float) -> float:
     from fedpca.privacy.distributed_gaussian import (
@@ -53,6 +65,8 @@ class PrivacyLedger:
         max_releases: hard cap on the number of releases (e.g. ``T + 1`` for DPS-PCA);
             ``None`` means only the (epsilon, delta) budget limits.
         site: a name used in error messages.
+        worst_case_epsilon: a bound on the unconditional epsilon of releases inside secure
+            sums (:func:`worst_case_epsilon`); ``None``: reported, not bounded.
     """
 
     epsilon: float
@@ -60,9 +74,12 @@ class PrivacyLedger:
     max_releases: int | None = None
     site: str = "site"
     releases: list[Release] = field(default_factory=list)
+    worst_case_epsilon: float | None = None
 
     def __post_init__(self) -> None:
         check_privacy_parameters(self.epsilon, self.delta)
+        if self.worst_case_epsilon is not None:
+            check_privacy_parameters(self.worst_case_epsilon, self.delta)
         if self.max_releases is not None and self.max_releases < 1:
             raise ConfigurationError(f"max_releases must be >= 1, got {self.max_releases}")
 
@@ -72,8 +89,13 @@ class PrivacyLedger:
         return len(self.releases)
 
     def epsilon_spent(self) -> float:
-        """Epsilon spent so far at the ledger's delta (PLD accountant)."""
+        """Epsilon spent so far at the ledger's delta (PLD accountant; releases inside secure
+        sums at their conditional guarantee)."""
         return composed_epsilon(self.releases, self.delta)
+
+    def worst_case_spent(self) -> float:
+        """The unconditional epsilon spent so far (:func:`worst_case_epsilon`)."""
+        return worst_case_epsilon(self.releases, self.delta)
 
     def check(self, release: Release) -> None:
         """Raise BudgetExceededError if ``release`` would overspend; change nothing."""
@@ -95,6 +117,15 @@ class PrivacyLedger:
                 f"{self.epsilon_spent():.4g} to {after:.4g}, above the site's budget "
                 f"{self.epsilon} (delta={self.delta}); nothing was released"
             )
+        if self.worst_case_epsilon is not None and release.sites_in_sum:
+            worst = worst_case_epsilon([*self.releases, release], self.delta)
+            if worst > self.worst_case_epsilon * (1 + EPSILON_SLACK):
+                raise BudgetExceededError(
+                    f"{self.site}: refused {release.mechanism}: against a coordinator that "
+                    f"bypasses the secure sum it would raise epsilon to {worst:.4g}, above "
+                    f"the site's worst-case budget {self.worst_case_epsilon} "
+                    f"(delta={self.delta}); nothing was released"
+                )
 
     def charge(self, release: Release) -> None:
         """Record ``release`` after :meth:`check`; raises and records nothing if refused."""
@@ -106,6 +137,7 @@ class PrivacyLedger:
         return {
             "releases": self.count,
             "epsilon_spent": self.epsilon_spent(),
+            "epsilon_worst_case": self.worst_case_spent(),
             "epsilon_budget": self.epsilon,
             "delta": self.delta,
         }
@@ -119,15 +151,16 @@ class PrivacyLedger:
             "shape": [",".join(str(s) for s in r.shape) for r in self.releases],
             "summands": [r.summands for r in self.releases],
             "padded": [r.padded for r in self.releases],
+            "sites_in_sum": [r.sites_in_sum for r in self.releases],
         }
 
     def restore(self, stored: dict[str, list]) -> None:
         """Load releases saved by :meth:`to_dict` (replacing the current list)."""
         self.releases = [
             Release(m, float(s), float(g), tuple(int(v) for v in sh.split(",") if v),
-                    int(k), int(p))
-            for m, s, g, sh, k, p in zip(
+                    int(k), int(p), int(n))
+            for m, s, g, sh, k, p, n in zip(
                 stored["mechanism"], stored["sensitivity"], stored["sigma"], stored["shape"],
-                stored["summands"], stored["padded"], strict=True,
+                stored["summands"], stored["padded"], stored["sites_in_sum"], strict=True,
             )
         ]

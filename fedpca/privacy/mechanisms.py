@@ -109,6 +109,14 @@ class Release:
     ``summands`` i.i.d. ``N_Z(0, s^2)`` draws (at least ``M`` sites times the draws per
     site), and ``padded`` is the rotated statistic's length.
 
+    A release inside a secure sum of at least ``M`` sites (``sites_in_sum = M``) has two
+    guarantees (Bonawitz et al., "Practical Secure Aggregation for Privacy-Preserving
+    Machine Learning", for why the second one is needed): the *conditional* one, of the
+    sum's noise ``sigma`` described by this record, which holds only when every sum holds at
+    least ``M`` honest sites' shares and the protocol is followed; and the *unconditional*
+    one, of the site's own share alone (:meth:`own_share`: ``sigma / sqrt(M)``, one site's
+    draws of a discrete release), which holds against any coordinator.
+
     Attributes:
         mechanism: a name such as ``"dps-pca/power"``.
         sensitivity: replace-one L2 sensitivity of the released statistic.
@@ -116,6 +124,9 @@ class Release:
         shape: shape of the released array.
         summands: discrete Gaussian draws in every revealed sum (0: continuous Gaussian).
         padded: the padded dimension of a discrete release (0: continuous Gaussian).
+        sites_in_sum: ``M`` when the release is revealed only inside secure sums of at least
+            ``M`` sites, each adding ``1/M`` of the noise variance (0: the site's own
+            noise, seen on its own).
     """
 
     mechanism: str
@@ -124,6 +135,25 @@ class Release:
     shape: tuple[int, ...]
     summands: int = 0
     padded: int = 0
+    sites_in_sum: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sites_in_sum and self.summands % self.sites_in_sum:
+            raise ValueError(
+                f"a discrete release of {self.summands} draws is not shared by "
+                f"{self.sites_in_sum} sites"
+            )
+
+    def own_share(self) -> Release:
+        """What one site sends, seen on its own: the release a coordinator that bypasses
+        the secure sum gets (itself for a release outside secure sums)."""
+        if not self.sites_in_sum:
+            return self
+        return Release(
+            self.mechanism + "/own-share", self.sensitivity,
+            self.sigma / math.sqrt(self.sites_in_sum), self.shape,
+            self.summands // self.sites_in_sum, self.padded,
+        )
 
     @property
     def discrete(self) -> bool:

@@ -8,6 +8,14 @@ Gaussian releases among them, the smaller of their two valid bounds,
 run's ceiling (``run_epsilon`` at the same delta, at most ``max_releases``). A release that
 would break either is refused before anything is computed or sent, and nothing is recorded.
 
+A release inside a secure sum of at least ``M`` sites has two guarantees, both composed over
+the lifetime with the same accountant (:class:`~fedpca.privacy.mechanisms.Release`): the
+*conditional* one (the sum's noise; it holds when every sum holds at least ``M`` honest
+sites' shares and the protocol is followed) is bounded by the lifetime ``epsilon``; the
+*unconditional* one (the site's own share alone: what a coordinator that bypasses the
+protocol sees) by the policy's ``worst_case_epsilon``. A ledger without a worst-case bound
+refuses every secure release.
+
 Durability and races. A charge is one ``BEGIN IMMEDIATE`` transaction (check, then insert)
 committed with ``synchronous=FULL`` *before* the caller draws noise or answers: a crash
 after the charge leaves the budget spent, never unspent, and two processes of one site
@@ -15,16 +23,18 @@ after the charge leaves the budget spent, never unspent, and two processes of on
 writers. The database is in WAL mode, so ``fedpca site ledger`` can read it during a run.
 
 Each row records the mechanism, sensitivity, sigma, shape, run id, time, algorithm and the
-fingerprint (SHA-256) of the data file, for the site's auditors, and for a distributed
+fingerprint (SHA-256) of the data file, for the site's auditors, for a distributed
 discrete Gaussian release its summands and padded dimension (columns added to older ledgers
-with 0, "continuous Gaussian", which every older row is). The coordinator never reads this
-file.
+with 0, "continuous Gaussian", which every older row is), and for a release inside secure
+sums their minimum ``M`` (added to older ledgers from the ``+secagg(m=M)`` / ``+ddg(m=M)``
+its mechanism name carries). The coordinator never reads this file.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import sqlite3
 import time
 from contextlib import closing
@@ -34,7 +44,7 @@ from typing import Any
 
 from fedpca.errors import BudgetExceededError
 from fedpca.privacy.calibration import check_privacy_parameters
-from fedpca.privacy.ledger import EPSILON_SLACK, composed_epsilon
+from fedpca.privacy.ledger import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
 from fedpca.privacy.mechanisms import Release
 
 #: Seconds a charge waits for another process's charge to commit.
@@ -53,14 +63,18 @@ CREATE TABLE IF NOT EXISTS releases (
     shape TEXT NOT NULL,
     data_fingerprint TEXT NOT NULL,
     summands INTEGER NOT NULL DEFAULT 0,
-    padded INTEGER NOT NULL DEFAULT 0
+    padded INTEGER NOT NULL DEFAULT 0,
+    sites_in_sum INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS releases_population ON releases (population, run_id);
 """
 #: Columns later versions added, with the value every older row has (continuous Gaussian).
-_ADDED_COLUMNS = ("summands INTEGER NOT NULL DEFAULT 0", "padded INTEGER NOT NULL DEFAULT 0")
+_ADDED_COLUMNS = ("summands INTEGER NOT NULL DEFAULT 0", "padded INTEGER NOT NULL DEFAULT 0",
+                  "sites_in_sum INTEGER NOT NULL DEFAULT 0")
 #: The columns the accounting reads, in :class:`Release`'s order.
-_ACCOUNTED = "sensitivity, sigma, summands, padded"
+_ACCOUNTED = "sensitivity, sigma, summands, padded, sites_in_sum"
+#: How older versions named a release inside secure sums of at least ``M`` sites.
+_SECURE_MECHANISM = re.compile(r"\+(?:secagg|ddg)\(m=(\d+)\)")
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -84,16 +98,44 @@ def _add_columns(conn: sqlite3.Connection) -> None:
             except sqlite3.OperationalError as exc:  # another process added it first
                 if "duplicate column" not in str(exc):
                     raise
+    if "sites_in_sum" not in present:
+        _fill_sites_in_sum(conn)
 
 
-def _epsilon(rows: list[tuple[float, float, int, int]], delta: float) -> float:
-    """Epsilon at ``delta`` of releases given as ``(sensitivity, sigma, summands, padded)``
-    rows (sorted so equal histories share the accountants' caches)."""
-    return composed_epsilon([Release("", *row[:2], (), *row[2:]) for row in sorted(rows)], delta)
+def _fill_sites_in_sum(conn: sqlite3.Connection) -> None:
+    """Give an older ledger's secure releases their ``M`` from their mechanism names, so
+    their unconditional guarantee is accounted for (idempotent)."""
+    rows = conn.execute(
+        "SELECT id, mechanism FROM releases WHERE sites_in_sum = 0 AND "
+        "(mechanism LIKE '%+secagg(m=%' OR mechanism LIKE '%+ddg(m=%')"
+    ).fetchall()
+    for row_id, mechanism in rows:
+        conn.execute("UPDATE releases SET sites_in_sum = ? WHERE id = ?",
+                     (int(_SECURE_MECHANISM.search(mechanism).group(1)), row_id))
 
 
-def _accounted(row: dict[str, Any]) -> tuple[float, float, int, int]:
-    return row["sensitivity"], row["sigma"], row["summands"], row["padded"]
+#: An accounted row: ``(sensitivity, sigma, summands, padded, sites_in_sum)``.
+Accounted = tuple[float, float, int, int, int]
+
+
+def _releases(rows: list[Accounted]) -> list[Release]:
+    """The releases of accounted rows (sorted so equal histories share the caches)."""
+    return [Release("", *row[:2], (), *row[2:]) for row in sorted(rows)]
+
+
+def _epsilon(rows: list[Accounted], delta: float) -> float:
+    """The conditional epsilon at ``delta`` of the releases of accounted ``rows``."""
+    return composed_epsilon(_releases(rows), delta)
+
+
+def _worst_case(rows: list[Accounted], delta: float) -> float:
+    """The unconditional epsilon at ``delta`` of the releases of accounted ``rows``."""
+    return worst_case_epsilon(_releases(rows), delta)
+
+
+def _accounted(row: dict[str, Any]) -> Accounted:
+    return (row["sensitivity"], row["sigma"], row["summands"], row["padded"],
+            row["sites_in_sum"])
 
 
 @dataclass(frozen=True)
@@ -113,19 +155,26 @@ class SiteLedger:
     Args:
         path: the database file (created if absent).
         population: whose budget this is.
-        epsilon, delta: the lifetime budget.
+        epsilon, delta: the lifetime budget (conditional guarantee of secure releases).
         site: the site's name, for messages.
+        worst_case_epsilon: the lifetime bound, at ``delta``, on the unconditional guarantee
+            of all releases (secure ones at their own share); ``None`` refuses every release
+            inside a secure sum.
     """
 
     def __init__(
-        self, path: str | Path, population: str, epsilon: float, delta: float, site: str = "site"
+        self, path: str | Path, population: str, epsilon: float, delta: float,
+        site: str = "site", worst_case_epsilon: float | None = None,
     ) -> None:
         check_privacy_parameters(epsilon, delta)
+        if worst_case_epsilon is not None:
+            check_privacy_parameters(worst_case_epsilon, delta)
         self.path = Path(path)
         self.population = population
         self.epsilon = epsilon
         self.delta = delta
         self.site = site
+        self.worst_case_epsilon = worst_case_epsilon
         with closing(_connect(self.path)):
             pass
 
@@ -143,13 +192,20 @@ class SiteLedger:
         return [dict(row) for row in rows]
 
     def epsilon_spent(self) -> float:
-        """Lifetime epsilon spent at the lifetime delta (PLD)."""
+        """Lifetime epsilon spent at the lifetime delta (PLD; conditional guarantee)."""
         return _epsilon([_accounted(r) for r in self.rows()], self.delta)
+
+    def worst_case_spent(self) -> float:
+        """Lifetime unconditional epsilon spent at the lifetime delta."""
+        return _worst_case([_accounted(r) for r in self.rows()], self.delta)
 
     def summary(self) -> dict[str, Any]:
         """Spending per run, per data set and in total, with what remains (for auditors)."""
         rows = self.rows()
-        spent = _epsilon([_accounted(r) for r in rows], self.delta)
+        accounted = [_accounted(r) for r in rows]
+        spent = _epsilon(accounted, self.delta)
+        worst = _worst_case(accounted, self.delta)
+        bound = self.worst_case_epsilon
         return {
             "site": self.site,
             "population": self.population,
@@ -158,6 +214,9 @@ class SiteLedger:
             "delta": self.delta,
             "epsilon_spent": spent,
             "epsilon_remaining": max(0.0, self.epsilon - spent),
+            "worst_case_epsilon_budget": bound,
+            "worst_case_epsilon_spent": worst,
+            "worst_case_epsilon_remaining": None if bound is None else max(0.0, bound - worst),
             "releases": len(rows),
             "runs": _grouped(rows, "run_id", self.delta),
             "datasets": _grouped(rows, "data_fingerprint", self.delta),
@@ -172,7 +231,8 @@ class SiteLedger:
                 f"{self.site}: refused {release.mechanism}: sigma and sensitivity must be "
                 "finite and > 0"
             )
-        new = (release.sensitivity, release.sigma, release.summands, release.padded)
+        new = (release.sensitivity, release.sigma, release.summands, release.padded,
+               release.sites_in_sum)
         with closing(_connect(self.path)) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -180,17 +240,17 @@ class SiteLedger:
                     f"SELECT {_ACCOUNTED}, run_id FROM releases WHERE population = ?",
                     (self.population,),
                 ).fetchall()
-                run = [tuple(r[:4]) for r in lifetime if r[4] == charge.run_id]
+                run = [tuple(r[:5]) for r in lifetime if r[5] == charge.run_id]
                 self._check(charge, release, run + [new],
-                            [tuple(r[:4]) for r in lifetime] + [new])
+                            [tuple(r[:5]) for r in lifetime] + [new])
                 conn.execute(
                     "INSERT INTO releases (time, population, run_id, algorithm, mechanism, "
-                    "sensitivity, sigma, shape, data_fingerprint, summands, padded) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    "sensitivity, sigma, shape, data_fingerprint, summands, padded, "
+                    "sites_in_sum) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                     (time.time(), self.population, charge.run_id, charge.algorithm,
                      release.mechanism, release.sensitivity, release.sigma,
                      json.dumps(list(release.shape)), charge.fingerprint, release.summands,
-                     release.padded),
+                     release.padded, release.sites_in_sum),
                 )
                 conn.execute("COMMIT")
             except BaseException:
@@ -218,6 +278,27 @@ class SiteLedger:
                 f"(delta={self.delta:g}) would be exceeded ({after:.4g} after this release); "
                 "the budget is spent and nothing was released"
             )
+        if release.sites_in_sum:
+            self._check_worst_case(refused, lifetime)
+
+    def _check_worst_case(self, refused: str, lifetime: list) -> None:
+        """Refuse a secure release whose unconditional lifetime epsilon would pass the
+        policy's worst-case bound (or that no worst-case bound covers)."""
+        if self.worst_case_epsilon is None:
+            raise BudgetExceededError(
+                f"{refused}: it is revealed only inside secure sums, and this site's policy "
+                "sets no budget.worst-case-epsilon for what a coordinator that bypasses the "
+                "secure sum would see; set one (fedpca site init suggests values); nothing "
+                "was released"
+            )
+        worst = _worst_case(lifetime, self.delta)
+        if worst > self.worst_case_epsilon * (1 + EPSILON_SLACK):
+            raise BudgetExceededError(
+                f"{refused}: against a coordinator that bypasses the secure sum, the site's "
+                f"worst-case lifetime budget epsilon={self.worst_case_epsilon:g} "
+                f"(delta={self.delta:g}) would be exceeded ({worst:.4g} after this release); "
+                "nothing was released"
+            )
 
 
 class RunLedger:
@@ -242,8 +323,12 @@ class RunLedger:
         self._count = self.ledger._charge(self.run, release)
 
     def epsilon_spent(self) -> float:
-        """Epsilon this run has spent at the ledger's delta."""
+        """Epsilon this run has spent at the ledger's delta (conditional guarantee)."""
         return _epsilon([_accounted(r) for r in self._run_rows()], self.ledger.delta)
+
+    def worst_case_spent(self) -> float:
+        """The unconditional epsilon this run has spent at the ledger's delta."""
+        return _worst_case([_accounted(r) for r in self._run_rows()], self.ledger.delta)
 
     def _run_rows(self) -> list[dict[str, Any]]:
         return [r for r in self.ledger.rows() if r["run_id"] == self.run.run_id]
@@ -260,6 +345,7 @@ def _grouped(rows: list[dict[str, Any]], key: str, delta: float) -> list[dict[st
             "algorithms": sorted({r["algorithm"] for r in members}),
             "releases": len(members),
             "epsilon": _epsilon([_accounted(r) for r in members], delta),
+            "epsilon_worst_case": _worst_case([_accounted(r) for r in members], delta),
             "first": min(r["time"] for r in members),
             "last": max(r["time"] for r in members),
         }
@@ -267,26 +353,48 @@ def _grouped(rows: list[dict[str, Any]], key: str, delta: float) -> list[dict[st
     ]
 
 
+#: What the worst-case column means, printed under the ledger when it has secure releases.
+WORST_CASE_NOTE = (
+    "epsilon: if every secure sum held at least M honest sites' shares and the protocol was "
+    "followed; worst case: against a coordinator that bypasses the secure sum and sees this "
+    "site's own share"
+)
+
+
 def format_ledger(summary: dict[str, Any]) -> str:
-    """The ledger summary as tables a privacy officer can read."""
+    """The ledger summary as tables a privacy officer can read (with the worst-case column
+    when any release was inside a secure sum)."""
+    secure = any(row["sites_in_sum"] for row in summary["rows"])
     lines = [
         f"site {summary['site']}, population {summary['population']} ({summary['ledger']})",
         f"lifetime budget epsilon {summary['epsilon_budget']:g} at delta {summary['delta']:g}: "
         f"spent {summary['epsilon_spent']:.4f}, remaining {summary['epsilon_remaining']:.4f} "
         f"in {summary['releases']} releases",
-        "",
-        f"{'run':<24} {'algorithms':<20} {'releases':>8} {'epsilon':>9}  {'last release (UTC)'}",
     ]
+    if secure or summary["worst_case_epsilon_budget"] is not None:
+        bound = summary["worst_case_epsilon_budget"]
+        lines.append(
+            f"worst case (secure sums bypassed): budget "
+            f"{'none' if bound is None else f'{bound:g}'}, spent "
+            f"{summary['worst_case_epsilon_spent']:.4f}"
+            + ("" if bound is None else f", remaining {summary['worst_case_epsilon_remaining']:.4f}")
+        )
+    worst = f" {'worst case':>10}" if secure else ""
+    lines += ["", f"{'run':<24} {'algorithms':<20} {'releases':>8} {'epsilon':>9}{worst}  "
+                  "last release (UTC)"]
     for run in summary["runs"]:
+        worst = f" {run['epsilon_worst_case']:>10.4f}" if secure else ""
         lines.append(
             f"{run['run_id']:<24} {','.join(run['algorithms']):<20} {run['releases']:>8} "
-            f"{run['epsilon']:>9.4f}  {_utc(run['last'])}"
+            f"{run['epsilon']:>9.4f}{worst}  {_utc(run['last'])}"
         )
     lines += ["", f"{'data file (SHA-256)':<24} {'releases':>8} {'epsilon':>9}"]
     for data in summary["datasets"]:
         lines.append(
             f"{data['data_fingerprint'][:24]:<24} {data['releases']:>8} {data['epsilon']:>9.4f}"
         )
+    if secure:
+        lines += ["", WORST_CASE_NOTE]
     return "\n".join(lines)
 
 

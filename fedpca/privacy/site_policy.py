@@ -10,7 +10,10 @@ noise or *fewer* releases.
 Privacy guarantee (unit: one record of the site's population, replace-one): every release
 of every run of every algorithm is charged to the site's lifetime ledger
 (:mod:`fedpca.privacy.site_ledger`) and the composition of all of them (PLD) stays within the
-lifetime ``(epsilon, delta)`` below; a run also stays within ``run-epsilon``. The budget
+lifetime ``(epsilon, delta)`` below; a run also stays within ``run-epsilon``. A site that
+answers inside secure sums (``min-sites = M``) adds only ``1/M`` of the noise variance, so
+its policy also bounds, with ``worst-case-epsilon`` at the same delta, what a coordinator that
+bypasses the secure sum would see: the composition of the site's own shares alone. The budget
 belongs to the *population* (the people whose records these are), not to a data file: a
 re-exported or changed file holds the same people; a site that really holds a disjoint cohort
 declares a new ``population`` here, never the coordinator.
@@ -28,7 +31,8 @@ from typing import Any
 
 from fedpca.algorithms.specs import SPECS
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.calibration import ACCOUNTING_MODES
+from fedpca.privacy.calibration import ACCOUNTING_MODES, calibrate_gaussian, pld_epsilon
+from fedpca.privacy.site_ledger import SiteLedger
 
 #: The federated algorithms a site may allow (tables ``[algorithms.NAME]``).
 POLICY_ALGORITHMS = tuple(SPECS)
@@ -52,10 +56,17 @@ ledger = "{ledger}"             # the lifetime privacy ledger (SQLite; created i
 population = "{name}"
 
 [budget]
-epsilon = 4.0                   # lifetime epsilon: all runs, all algorithms (PLD composition)
+epsilon = {epsilon!r}                   # lifetime epsilon: all runs, all algorithms (PLD composition)
 delta = {delta:.0e}                  # lifetime delta; must be <= 0.1 / (number of records)
-run-epsilon = 1.0               # ceiling per run; the site calibrates each run to it
+run-epsilon = {run_epsilon!r}               # ceiling per run; the site calibrates each run to it
 accounting = "pld"              # pld (tight) or paper (the papers' looser closed forms)
+# worst-case-epsilon: required with secure-aggregation.min-sites = M. Inside a secure sum
+# the site adds only its share of the noise (sigma/sqrt(M)): the budget above holds if every
+# sum holds >= M honest sites' shares; a coordinator that bypasses the protocol sees the
+# share alone. With the values above ({releases} releases a run of dps-pca), the worst-case
+# epsilon is (the recorded one in brackets):
+{worst_case_table}
+# worst-case-epsilon = {suggestion:g}
 
 [data]
 clip-norm = 1.0                 # public bound C: every row is scaled to norm <= C
@@ -100,6 +111,9 @@ class SitePolicyFile:
         secure_min_sites: ``M`` (>= 2) when the site answers only inside secure sums of at
             least ``M`` sites, else ``None``.
         algorithms: allowed algorithm -> its settings (``rounds`` for DPS-PCA).
+        worst_case_epsilon: lifetime bound (at ``delta``) on the unconditional guarantee:
+            the site's own shares of its secure releases, seen alone; required with
+            ``secure_min_sites``.
     """
 
     path: Path
@@ -115,6 +129,12 @@ class SitePolicyFile:
     secure_min_sites: int | None
     discrete: bool
     algorithms: dict[str, dict[str, Any]]
+    worst_case_epsilon: float | None = None
+
+    def open_ledger(self) -> SiteLedger:
+        """The site's lifetime ledger, bounding both guarantees this policy sets."""
+        return SiteLedger(self.ledger, self.population, self.epsilon, self.delta,
+                          site=self.name, worst_case_epsilon=self.worst_case_epsilon)
 
     def require_algorithm(self, algorithm: str) -> dict[str, Any]:
         """The site's settings for ``algorithm``; raises unless the policy allows it."""
@@ -160,16 +180,69 @@ PRIVACY_KEYS = ("epsilon", "delta", "rounds", "accounting", "clip-norm", "secure
                 "discrete")
 
 
+#: The template's lifetime and per-run epsilon.
+TEMPLATE_EPSILON, TEMPLATE_RUN_EPSILON = 4.0, 1.0
+#: The secure-sum minimums whose worst case the template lists.
+TEMPLATE_MIN_SITES = (3, 10, 100)
+
+
+@dataclass(frozen=True)
+class WorstCase:
+    """What a secure-sum minimum ``M`` costs against a coordinator that bypasses the sum:
+    the unconditional epsilon of one run and of the ``runs`` runs the lifetime allows."""
+
+    min_sites: int
+    run_epsilon: float
+    runs: int
+    lifetime_epsilon: float
+    recorded_lifetime: float
+
+
+def worst_cases(
+    epsilon: float, run_epsilon: float, delta: float, releases: int,
+    min_sites: tuple[int, ...] = TEMPLATE_MIN_SITES,
+) -> list[WorstCase]:
+    """For each ``M``: runs of ``releases`` continuous Gaussian releases, each run calibrated
+    to ``run_epsilon`` and as many as the lifetime ``epsilon`` allows (PLD), seen through one
+    site's share (multiplier ``z / sqrt(M)``) instead of the sum's (``z``)."""
+    z = calibrate_gaussian(releases, run_epsilon, delta).noise_multiplier
+    runs = 1
+    while pld_epsilon((z,) * releases * (runs + 1), delta) <= epsilon:
+        runs += 1
+    recorded = pld_epsilon((z,) * releases * runs, delta)
+    return [
+        WorstCase(m, pld_epsilon((z / math.sqrt(m),) * releases, delta), runs,
+                  pld_epsilon((z / math.sqrt(m),) * releases * runs, delta), recorded)
+        for m in min_sites
+    ]
+
+
+def _worst_case_lines(cases: list[WorstCase], run_epsilon: float) -> str:
+    """The template's table: worst-case epsilon per ``M``, the recorded one in brackets."""
+    rows = [("", [f"M={c.min_sites}" for c in cases]),
+            (f"one run ({run_epsilon:.2f})", [f"{c.run_epsilon:.2f}" for c in cases]),
+            (f"{cases[0].runs} runs ({cases[0].recorded_lifetime:.2f})",
+             [f"{c.lifetime_epsilon:.2f}" for c in cases])]
+    return "\n".join(f"#   {label:<18}" + "".join(f"{cell:>8}" for cell in cells)
+                     for label, cells in rows)
+
+
 def write_policy_template(
     path: str | Path, name: str, data: str, ledger: str = "ledger.sqlite",
     delta: float = 1e-7, rounds: int = DEFAULT_DPS_ROUNDS,
 ) -> Path:
-    """Write a commented policy file to ``path`` (refuses to overwrite one)."""
+    """Write a commented policy file to ``path`` (refuses to overwrite one), with what the
+    worst case of secure sums costs at its budget (:func:`worst_cases`)."""
     target = Path(path)
     if target.exists():
         raise PolicyError(f"{target} exists; a site policy is never overwritten: edit it")
+    releases = SPECS["dps-pca"].releases_per_run(rounds)
+    cases = worst_cases(TEMPLATE_EPSILON, TEMPLATE_RUN_EPSILON, delta, releases)
     text = POLICY_TEMPLATE.format(
-        path=target.resolve(), name=name, data=data, ledger=ledger, delta=delta, rounds=rounds
+        path=target.resolve(), name=name, data=data, ledger=ledger, delta=delta, rounds=rounds,
+        epsilon=TEMPLATE_EPSILON, run_epsilon=TEMPLATE_RUN_EPSILON, releases=releases,
+        worst_case_table=_worst_case_lines(cases, TEMPLATE_RUN_EPSILON),
+        suggestion=math.ceil(cases[0].lifetime_epsilon),
     )
     target.write_text(text)
     load_site_policy(target)  # what init writes must load
@@ -208,6 +281,17 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
             f"secure-aggregation.discrete={discrete!r} must be true or false, and true needs "
             "secure-aggregation.min-sites >= 2"
         )
+    worst_case = None
+    if "worst-case-epsilon" in budget or minimum:
+        worst_case = reader.positive(budget, "budget", "worst-case-epsilon", hint=(
+            f"secure-aggregation.min-sites={minimum} needs it: what a coordinator that "
+            "bypasses the secure sum may learn over the site's lifetime (the template "
+            "fedpca site init writes lists what each M costs)") if minimum else "")
+        if worst_case < epsilon:
+            raise reader.error(
+                f"budget.worst-case-epsilon={worst_case:g} is below budget.epsilon="
+                f"{epsilon:g}; the worst case is never below the guarantee it widens"
+            )
     return SitePolicyFile(
         path=path,
         name=name,
@@ -223,6 +307,7 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         secure_min_sites=minimum or None,
         discrete=discrete,
         algorithms=reader.algorithms(),
+        worst_case_epsilon=worst_case,
     )
 
 
@@ -249,12 +334,14 @@ class _Reader:
             raise self.error(f"{where}.{key} must be a non-empty string, got {value!r}")
         return value
 
-    def positive(self, table: dict, where: str, key: str, default: float | None = None) -> float:
+    def positive(self, table: dict, where: str, key: str, default: float | None = None,
+                 hint: str = "") -> float:
         value = table.get(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
             math.isfinite(value) and value > 0
         ):
-            raise self.error(f"{where}.{key} must be a finite number > 0, got {value!r}")
+            raise self.error(f"{where}.{key} must be a finite number > 0, got {value!r}"
+                             + (f"; {hint}" if hint else ""))
         return float(value)
 
     def file_path(self, table: dict, where: str, key: str) -> Path:
