@@ -1,0 +1,126 @@
+"""Canonical encoding, pairwise key derivation and the mask PRG (all from ``cryptography``).
+
+Every pair of members runs one X25519 key agreement per run (fresh key pairs, advertised
+under the members' Ed25519 roster keys). From the shared secret, HKDF-SHA256 with
+``salt = session id`` derives independent keys, told apart by their ``info`` labels:
+
+* ``share`` (direction-specific: sender, recipient): the AES-GCM key of the shares one member
+  sends the other through the coordinator;
+* ``endorse`` (the pair, sorted): the HMAC-SHA256 key of consistency endorsements (the MAC'd
+  message names endorser and addressee, so a MAC is never valid reflected back);
+* ``mask`` (the pair, sorted): the key from which each round's pairwise mask seed is derived,
+  ``HKDF(mask key, info = b"round" + round)``: seeds of different rounds are independent,
+  so revealing one round's seed says nothing about another round's.
+
+The session id salts everything: members shown different key lists (a split view) derive
+different keys, and their ciphertexts and MACs do not verify.
+
+:func:`prg` expands a 32-byte seed with ChaCha20 (key = seed, nonce = 16 zero bytes: every
+seed keys exactly one stream) into uint64 values reduced modulo a power of two by masking,
+which is exactly uniform.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+#: The version string every signed, MAC'd, or hashed protocol message starts with.
+PROTOCOL_VERSION = "fedpca-secagg/1"
+#: Bytes of every symmetric key and seed.
+KEY_BYTES = 32
+#: The largest modulus :func:`prg` reduces to.
+MAX_MODULUS = 2**62
+
+Field = str | bytes | int | Sequence["Field"]
+
+
+def canonical(*fields: Field) -> bytes:
+    """An unambiguous, prefix-free encoding of strings, bytes, integers and lists of them.
+
+    Each field is a type tag, its length (4 bytes, big-endian) and its content, so no two
+    different field sequences encode to the same bytes (no ``"a" + "bc"`` vs ``"ab" + "c"``
+    confusion in anything signed, MAC'd or hashed).
+    """
+    return b"".join(_encode(field) for field in fields)
+
+
+def _encode(field: Field) -> bytes:
+    if isinstance(field, bool):
+        raise TypeError("canonical() takes no booleans; encode them as integers")
+    if isinstance(field, int):
+        return b"i" + field.to_bytes(9, "big", signed=True)
+    if isinstance(field, str):
+        data = field.encode("utf-8")
+        return b"s" + len(data).to_bytes(4, "big") + data
+    if isinstance(field, bytes):
+        return b"b" + len(field).to_bytes(4, "big") + field
+    if isinstance(field, (list, tuple)):
+        return b"l" + len(field).to_bytes(4, "big") + b"".join(_encode(f) for f in field)
+    raise TypeError(f"canonical() cannot encode {type(field).__name__}")
+
+
+def digest(*fields: Field) -> bytes:
+    """SHA-256 of :func:`canonical` of ``fields``."""
+    return hashlib.sha256(canonical(*fields)).digest()
+
+
+def hkdf(secret: bytes, info: bytes, salt: bytes | None = None) -> bytes:
+    """HKDF-SHA256 of ``secret`` to one 32-byte key."""
+    return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=salt, info=info).derive(secret)
+
+
+@dataclass(frozen=True)
+class PairKeys:
+    """What a member derives for one peer: the share keys of both directions, the
+    endorsement key and the mask key."""
+
+    send: bytes
+    receive: bytes
+    endorse: bytes
+    mask: bytes
+
+
+def shared_secret(private_key: X25519PrivateKey, peer_public_key: bytes) -> bytes:
+    """The X25519 shared secret with a peer's raw 32-byte public key.
+
+    Raises:
+        ValueError: the peer's key is malformed or of low order (``cryptography`` refuses an
+            all-zero shared secret).
+    """
+    return private_key.exchange(X25519PublicKey.from_public_bytes(peer_public_key))
+
+
+def pair_keys(secret: bytes, session_id: bytes, member: str, peer: str) -> PairKeys:
+    """The keys ``member`` uses with ``peer``, from their X25519 shared secret."""
+    low, high = sorted((member, peer))
+    return PairKeys(
+        send=hkdf(secret, canonical(PROTOCOL_VERSION, "share", member, peer), session_id),
+        receive=hkdf(secret, canonical(PROTOCOL_VERSION, "share", peer, member), session_id),
+        endorse=hkdf(secret, canonical(PROTOCOL_VERSION, "endorse", low, high), session_id),
+        mask=hkdf(secret, canonical(PROTOCOL_VERSION, "mask", low, high), session_id),
+    )
+
+
+def round_seed(mask_key: bytes, round_number: int) -> bytes:
+    """The pair's mask seed of one round: ``HKDF(mask key, info = b"round" + round)``."""
+    return hkdf(mask_key, b"round" + round_number.to_bytes(4, "big"))
+
+
+def prg(seed32: bytes, length: int, modulus: int) -> np.ndarray:
+    """``length`` uint64 values uniform in ``[0, modulus)``, expanded from ``seed32`` by
+    ChaCha20 (``modulus`` a power of two, ``2 <= modulus <= 2**62``)."""
+    if len(seed32) != KEY_BYTES:
+        raise ValueError("a PRG seed has 32 bytes")
+    if not 2 <= modulus <= MAX_MODULUS or modulus & (modulus - 1):
+        raise ValueError("the modulus must be a power of two in 2..2**62")
+    encryptor = Cipher(algorithms.ChaCha20(seed32, bytes(16)), mode=None).encryptor()
+    stream = encryptor.update(bytes(8 * length))
+    return np.frombuffer(stream, dtype="<u8").astype(np.uint64) & np.uint64(modulus - 1)
