@@ -15,28 +15,22 @@ import sqlite3
 import numpy as np
 import pytest
 from flwr.common import (
-    ConfigRecord,
     Context,
     FitIns,
     RecordDict,
     ndarrays_to_parameters,
     parameters_to_ndarrays,
 )
-from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_STATE
 
-from fedpca.algorithms.dpdis_pca import VARIANT_SECURE
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
-from fedpca.algorithms.secure_sum import SecAggPlusEmbedding, SecureSum
 from fedpca.apps.app import client_fn
 from fedpca.apps.common import partition_client
 from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
-from fedpca.clients.secure_aggregation import MASKED_RECORD, SecAggMasking
+from fedpca.clients.secure_aggregation import SecAggMasking
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
-from fedpca.linalg.subspace import thin_qr, triangle_size
+from fedpca.linalg.subspace import thin_qr
 from fedpca.privacy.calibration import calibrate_gaussian, pld_epsilon
-from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
-from fedpca.privacy.hadamard import next_power_of_two
-from fedpca.privacy.mechanisms import Release, upper_triangle_sensitivity
+from fedpca.privacy.mechanisms import Release
 from fedpca.privacy.site_ledger import RunCharge, SiteLedger
 from fedpca.privacy.site_policy import (
     PolicyError,
@@ -288,47 +282,3 @@ def test_site_init_writes_a_policy_that_loads_and_is_never_overwritten(tmp_path)
     assert loaded.releases_per_run("dps-pca") == 11 and loaded.secure_min_sites is None
     with pytest.raises(PolicyError, match="never overwritten"):
         write_policy_template(policy, "x", "y.npy")
-
-
-def masked_context(policy, run_config, masking: dict) -> Context:
-    """The context of a request answered inside SecAgg+ masking with these parameters."""
-    ctx = context(policy, run_config)
-    ctx.state.config_records[MASKED_RECORD] = ConfigRecord({"masked": True})
-    ctx.state.config_records[RECORD_KEY_STATE] = ConfigRecord({
-        "clipping_range": float(masking["clipping_range"]),
-        "target_range": int(masking["quantization_range"]),
-        "mod_range": int(masking["modulus_range"]), "max_weight": float(masking["max_weight"]),
-    })
-    return ctx
-
-
-def test_a_real_sites_policy_decides_its_secure_sums(tmp_path):
-    # The site's policy: M = 3. The coordinator asks for secure sums of 2 sites with its own
-    # M = 0: its secure-min-sites is ignored and the site refuses the sum, nothing charged.
-    policy = make_site(tmp_path)
-    policy.write_text(policy.read_text().replace("min-sites = 0", "min-sites = 3")
-                      .replace("# worst-case-epsilon = 8", "worst-case-epsilon = 8"))
-    embedding = SecAggPlusEmbedding(DEFAULT_MODULUS)
-    config = {**GREEDY, "variant": VARIANT_SECURE}
-    own = SecureSum(sensitivity=upper_triangle_sensitivity(1.0), max_records=N,
-                    norm_per_record=1.0, dimension=triangle_size(D), sites_in_sum=3,
-                    rotation_seed=11)
-    request = {"dim": D, "variant": VARIANT_SECURE, **own.to_config()}
-
-    def ask_masked(fit_config):
-        client = client_fn(masked_context(policy, config, embedding.settings()))
-        return client.fit(FitIns(ndarrays_to_parameters([]), fit_config))
-
-    with pytest.raises(InvalidRequestError, match="fewer than this site's minimum M=3"):
-        ask_masked({**request, "sum_sites_in_sum": 2})
-    with pytest.raises(InvalidRequestError, match="sensitivity"):  # less noise: refused
-        ask_masked({**request, "sum_sensitivity": own.sensitivity / 4})
-    assert ledger_rows(policy) == []
-    res = ask_masked(request)
-    (value,) = parameters_to_ndarrays(res.parameters)
-    assert res.num_examples == embedding.weight and res.metrics["records"] == N
-    assert value.shape == (next_power_of_two(triangle_size(D)),)
-    rows = ledger_rows(policy)  # charged durably, with what its accounting needs
-    assert len(rows) == 1 and rows[0]["summands"] >= 3 and rows[0]["padded"] == value.size
-    assert rows[0]["sites_in_sum"] == 3  # both guarantees are accounted for
-    assert res.metrics["epsilon_spent"] == pytest.approx(1.0, rel=1e-3)

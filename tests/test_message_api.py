@@ -375,7 +375,7 @@ def test_start_refuses_a_round_count_or_arrays_the_algorithm_cannot_use():
 
 def test_secure_aggregation_needs_the_legacy_twin():
     secure = SecAggSettings.for_sites(3, 100, 3)
-    with pytest.raises(ConfigurationError, match="use its legacy twin"):
+    with pytest.raises(ConfigurationError, match="or its legacy twin"):
         run_strategy(None, None, DPSPCA(dim=D, k=K, s_hat=4, rounds=1), secure=secure)
 
 

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
-from fedpca.algorithms.secure_sum import SecureSum, public_seed
+from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers
 from fedpca.algorithms.site import (
     PrivateSite,
@@ -410,13 +410,6 @@ def privacy_record(
     }
 
 
-#: The trust model of the secure-sum variant.
-SECURE_TRUST = (
-    "secure sum (distributed discrete Gaussian): an honest-but-curious server that learns "
-    "only sums over at least M sites"
-)
-
-
 def secure_sum_for(
     policy: DPdisPCAPolicy, dim: int, max_records: int, sites_in_sum: int, rotation_seed: int
 ) -> tuple[SecureSum, GridChoice]:
@@ -441,7 +434,7 @@ def secure_privacy_record(policy: DPdisPCAPolicy, grid: GridChoice) -> dict[str,
         "modulus": grid.modulus,
         "wrap_probability": grid.wrap_probability,
         "clip_norm": policy.clip_norm,
-        "trust_model": SECURE_TRUST,
+        "trust_model": VERIFIED_TRUST.format(m=policy.secure_min_sites),
     }
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.algorithms.secure_sum import SecureSum, public_seed
+from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
 from fedpca.errors import ConfigurationError
@@ -257,10 +257,6 @@ SECURE_TRUST = (
 
 #: The initialisation's and the power steps' secure sums, each with the sites' grid.
 DPSSecureSums = tuple[tuple[SecureSum, GridChoice], tuple[SecureSum, GridChoice]]
-DISCRETE_TRUST = (
-    "secure sum (distributed discrete Gaussian): an honest-but-curious server that learns "
-    "only sums over at least m={m} sites"
-)
 
 
 def secure_sums(policy: SitePolicy, dim: int, k: int, max_records: int, sites_in_sum: int,
@@ -293,7 +289,7 @@ def privacy_record(policy: SitePolicy, secure: DPSSecureSums | None = None) -> d
             "epsilon_worst_case": worst_case_epsilon(releases, policy.delta),
             "modulus": grid.modulus, "wrap_probability": grid.wrap_probability,
             "clip_norm": policy.clip_norm, "secure_min_sites": policy.secure_min_sites,
-            "trust_model": DISCRETE_TRUST.format(m=policy.secure_min_sites),
+            "trust_model": VERIFIED_TRUST.format(m=policy.secure_min_sites),
         }
     cal = policy.calibration()
     sensitivity = power_step_sensitivity(policy.clip_norm)

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.algorithms.secure_sum import SecureSum, public_seed
+from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
 from fedpca.clustering.metrics import assign_to_subspaces
@@ -82,10 +82,6 @@ PAPER_RULE = "dps-pca"
 #: Stream key that separates the server's public initialisation from any site's noise.
 INIT_STREAM = 0xC1A5
 TRUST_MODEL = "per-site noise: no trusted party; every answer is DP on its own"
-SECURE_TRUST = (
-    "secure sum (distributed discrete Gaussian): an honest-but-curious server that learns "
-    "only sums over at least m={m} sites"
-)
 INITIALISATION = "public randomness from the server's seed (no privacy budget)"
 
 
@@ -335,7 +331,7 @@ def privacy_record(
             "epsilon_worst_case": grid.calibration.worst_case_epsilon(),
             "wrap_probability": grid.wrap_probability, "clip_norm": policy.clip_norm,
             "secure_min_sites": policy.secure_min_sites, "initialisation": INITIALISATION,
-            "trust_model": SECURE_TRUST.format(m=policy.secure_min_sites),
+            "trust_model": VERIFIED_TRUST.format(m=policy.secure_min_sites),
         }
     return {
         "unit": "one record at one site (replace-one; the record may change cluster)",

@@ -1,9 +1,10 @@
 """A secure sum with the distributed discrete Gaussian: its public parameters, the grid every
 site derives from them and its own policy, and the server's decoding (no Flower import).
 
-Privacy guarantee (unit: one record of one site, replace-one; trust model: an
-honest-but-curious server that learns only sums over at least ``M`` sites, ``M`` the site's
-own ``secure_min_sites``): a site's message is its statistic rounded on the grid, rotated,
+Privacy guarantee (unit: one record of one site, replace-one; trust model
+:data:`VERIFIED_TRUST`: the coordinator learns only sums over at least ``M`` honest sites,
+``M`` the site's own ``secure_min_sites``, and each message alone is DP at the site's
+worst-case epsilon): a site's message is its statistic rounded on the grid, rotated,
 plus discrete Gaussian noise calibrated so that every sum of at least ``M`` messages is
 (epsilon, delta)-DP for the site's records over its policy's releases
 (:mod:`fedpca.privacy.distributed_gaussian`, Kairouz, Liu, Steinke, "The Distributed
@@ -25,6 +26,14 @@ from fedpca.errors import InvalidRequestError
 from fedpca.privacy.ddg_encoding import decode_sum, modular_sum
 from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS, GridChoice, choose_grid
 from fedpca.privacy.hadamard import RandomizedHadamard
+
+#: The trust model of every distributed discrete Gaussian secure sum (``{m}``: the sites' M).
+VERIFIED_TRUST = (
+    "secure sum (distributed discrete Gaussian) through fedpca's verifiable secure "
+    "aggregation: the coordinator can unmask only sums holding at least m={m} honest sites' "
+    "messages unless more members collude with it than the sites assume; against any "
+    "coordinator each site's own share is epsilon_worst_case-DP"
+)
 
 #: The prefix of the request config keys that describe a secure sum.
 SUM_PREFIX = "sum_"

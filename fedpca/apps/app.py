@@ -14,9 +14,10 @@ from flwr.common import Context
 from flwr.server import Grid, ServerApp
 
 from fedpca.algorithms.specs import DEFAULT_ALGORITHM, AlgorithmSpec, load, spec
-from fedpca.apps.common import site_client_for
+from fedpca.apps.common import site_client_for, site_identity_for
 from fedpca.blas import single_thread_blas
 from fedpca.clients.site_app import site_client_app
+from fedpca.secure.identity import SecureIdentity
 
 
 def _spec(context: Context) -> AlgorithmSpec:
@@ -29,7 +30,12 @@ def client_fn(context: Context) -> Client:
     return site_client_for(context, _spec(context))
 
 
-client_app = site_client_app(client_fn)
+def identity_fn(context: Context) -> SecureIdentity | None:
+    """This node's identity in fedpca's verifiable secure aggregation (or ``None``)."""
+    return site_identity_for(context, _spec(context))
+
+
+client_app = site_client_app(client_fn, identity_fn)
 server_app = ServerApp()
 
 

@@ -11,12 +11,13 @@ from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.algorithms.specs import AlgorithmSpec
-from fedpca.apps.real_site import is_real_site, open_real_site
+from fedpca.apps.real_site import is_real_site, open_real_site, real_site_identity
 from fedpca.clients.base import ClientFactory
 from fedpca.errors import ConfigurationError
 from fedpca.report import record_summary
 from fedpca.run_record import RunResult, run_record, save_run_record
 from fedpca.scenarios.base import S, Scenario
+from fedpca.secure.identity import SecureIdentity, simulation_identity
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,31 @@ def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
         dict(context.run_config), sites=site_partitions(context)
     )
     return partition_client(client_for_site, scenario, context)
+
+
+def site_identity_for(context: Context, spec: AlgorithmSpec) -> SecureIdentity | None:
+    """This node's identity in fedpca's verifiable secure aggregation: a real site's from
+    its own policy files, a simulated partition's from the run_config's ``secure-min-sites``
+    (:func:`partition_identity`); ``None`` when it takes part in no secure sum."""
+    if is_real_site(context):
+        return real_site_identity(context, spec.name)
+    if "partition-id" not in context.node_config:
+        return None
+    scenario = spec.scenario_class().from_run_config(
+        dict(context.run_config), sites=site_partitions(context)
+    )
+    return partition_identity(scenario, context)
+
+
+def partition_identity(scenario: Scenario, context: Context) -> SecureIdentity | None:
+    """Simulated partition ``partition-id``'s identity for ``scenario``'s secure sums (keys
+    derived from public labels: :func:`fedpca.secure.identity.simulation_identity`), or
+    ``None`` without secure sums."""
+    min_sites = getattr(scenario, "secure_min_sites", None)
+    if min_sites is None:
+        return None
+    return simulation_identity(int(context.node_config["partition-id"]),
+                               site_partitions(context), min_sites, scenario.flower_rounds)
 
 
 def partition_client(

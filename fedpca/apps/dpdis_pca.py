@@ -22,20 +22,19 @@ from fedpca.algorithms.dpdis_pca import privacy_record
 from fedpca.apps.common import finish, secure_max_records, server_scenario
 from fedpca.errors import FedPCAError
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
-from fedpca.strategies.dpdis_pca import DPdisPCA, DPdisPCAStrategy
-from fedpca.strategies.workflow import run_strategy, secagg_settings
+from fedpca.strategies.dpdis_pca import DPdisPCA
+from fedpca.strategies.workflow import run_strategy, secure_aggregation
 
 
 def server_main(grid: Grid, context: Context) -> None:
     """Run one DPdisPCA round over the connected sites; write the result if asked."""
     scenario, config = server_scenario(DPdisPCAScenario, grid, context)
     secure = scenario.secure_sum(secure_max_records(scenario, config) or None)
-    # SecAgg+ exists in Flower 1.41 only as a legacy workflow: the legacy twin for it
-    strategy = (DPdisPCA if secure is None else DPdisPCAStrategy)(
+    strategy = DPdisPCA(
         dim=scenario.dim, k=scenario.k, r=scenario.r, weighting=scenario.weighting,
         variant=scenario.variant, min_sites=scenario.required_sites(), secure=secure,
     )
-    run_strategy(grid, context, strategy, secure=secagg_settings(scenario, strategy, 1.0))
+    run_strategy(grid, context, strategy, secure=secure_aggregation(scenario, strategy, 1.0))
     strategy.privacy = (
         privacy_record(scenario.policy(), list(strategy.site_sizes.values()))
         if secure is None else scenario.privacy(secure)

@@ -18,7 +18,7 @@ from fedpca.algorithms.dps_pca import privacy_record
 from fedpca.apps.common import finish, secure_max_records, server_scenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.strategies.dps_pca import DPSPCA, DPSPCAStrategy
-from fedpca.strategies.workflow import run_strategy, secagg_settings
+from fedpca.strategies.workflow import run_strategy, secure_aggregation
 
 
 def server_main(grid: Grid, context: Context) -> None:
@@ -26,13 +26,12 @@ def server_main(grid: Grid, context: Context) -> None:
     scenario, config = server_scenario(DPSPCAScenario, grid, context)
     max_records = secure_max_records(scenario, config)
     sums = scenario.secure_sums(max_records)
-    # SecAgg+ exists in Flower 1.41 only as a legacy workflow: the legacy twin for it
-    strategy = (DPSPCA if scenario.secure_min_sites is None else DPSPCAStrategy)(
+    strategy = (DPSPCAStrategy if scenario.secagg_plus else DPSPCA)(
         dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,
         min_sites=scenario.required_sites(), seed=scenario.seed,
         evaluate_fn=scenario.distance_to_truth if config.get("dataset") == "synthetic" else None,
         secure=sums, privacy=privacy_record(scenario.policy(), sums),
     )
     run_strategy(grid, context, strategy,
-                 secure=secagg_settings(scenario, strategy, max_records))
+                 secure=secure_aggregation(scenario, strategy, max_records))
     finish(strategy.result(config), config)

@@ -15,21 +15,20 @@ from flwr.server import Grid
 
 from fedpca.apps.common import finish, secure_max_records, server_scenario
 from fedpca.scenarios.kplane import KPlaneScenario
-from fedpca.strategies.kplane import KPlaneStrategy, SuLQKPlane
-from fedpca.strategies.workflow import run_strategy, secagg_settings
+from fedpca.strategies.kplane import SuLQKPlane
+from fedpca.strategies.workflow import run_strategy, secure_aggregation
 
 
 def server_main(grid: Grid, context: Context) -> None:
     """Run SuLQ k-plane over the connected sites and write the result if ``output`` is set."""
     scenario, config = server_scenario(KPlaneScenario, grid, context)
     secure = scenario.secure_sum(secure_max_records(scenario, config) or None)
-    # SecAgg+ exists in Flower 1.41 only as a legacy workflow: the legacy twin for it
-    strategy = (SuLQKPlane if secure is None else KPlaneStrategy)(
+    strategy = SuLQKPlane(
         dim=scenario.dim, clusters=scenario.clusters, subspace_dim=scenario.subspace_dim,
         rounds=scenario.rounds, clip_norm=scenario.clip_norm,
         min_sites=scenario.required_sites(), seed=scenario.seed,
         evaluate_fn=scenario.evaluate if config.get("dataset") == "synthetic" else None,
         secure=secure, privacy=scenario.privacy(secure),
     )
-    run_strategy(grid, context, strategy, secure=secagg_settings(scenario, strategy, 1.0))
+    run_strategy(grid, context, strategy, secure=secure_aggregation(scenario, strategy, 1.0))
     finish(strategy.result(config), config)

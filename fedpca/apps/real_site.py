@@ -38,6 +38,8 @@ from fedpca.privacy.site_policy import (
     load_site_policy,
 )
 from fedpca.scenarios.base import NO_SEED
+from fedpca.secure.identity import SecureIdentity
+from fedpca.secure.roster import load_roster, load_signing_key
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +89,20 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
     )
     config = {**untrusted, **own, "seed": NO_SEED}
     return RealSite(policy.name, records, config, ledger.for_run(charge))
+
+
+def real_site_identity(context: Context, algorithm: str) -> SecureIdentity | None:
+    """The site's identity in fedpca's verifiable secure aggregation, from its policy
+    (``None`` when it sets no ``min-sites``); a real site joins no other secure sum."""
+    policy = _policy(context)
+    if policy.secure_min_sites is None:
+        return None
+    return SecureIdentity(
+        member=policy.name, signing_key=load_signing_key(policy.signing_key),
+        roster=load_roster(policy.roster), min_sites=policy.secure_min_sites,
+        colluders=policy.colluders, max_rounds=policy.releases_per_run(algorithm),
+        verified_only=True,
+    )
 
 
 def _policy(context: Context) -> SitePolicyFile:

@@ -21,7 +21,7 @@ from fedpca.algorithms.secure_sum import SUM_KEYS, SecAggPlusEmbedding, SecureSu
 from fedpca.algorithms.site import PrivateSite, SiteLedgerLike, SitePrivacyPolicy
 from fedpca.clients.ledger_state import load_ledger, store_ledger
 from fedpca.clients.messages import RECORDS
-from fedpca.clients.secure_aggregation import SecAggMasking, masked_settings
+from fedpca.clients.secure_aggregation import ProtocolMasking, SecAggMasking, masked_settings
 from fedpca.errors import InvalidRequestError
 from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.privacy.ledger import PrivacyLedger
@@ -45,8 +45,10 @@ class PrivateSiteClient(NumPyClient):
             distributed discrete Gaussian residues refuses any SecAgg+ parameters but the
             exact embedding of its residues (:class:`SecAggPlusEmbedding`); a site with
             continuous shares refuses a clipping range that cannot hold its answer's
-            *public* bound (Flower would clip silently and corrupt the sum). Both before
-            anything is charged.
+            *public* bound (Flower would clip silently and corrupt the sum). Inside
+            fedpca's verifiable secure aggregation (:class:`ProtocolMasking`) only a site
+            sending residues modulo the protocol's modulus answers. All before anything is
+            charged.
     """
 
     #: Fit-config keys this client understands; any other key is refused.
@@ -56,7 +58,7 @@ class PrivateSiteClient(NumPyClient):
         self,
         site: PrivateSite,
         on_release: Callable[[PrivacyLedger], None] | None = None,
-        masking: SecAggMasking | None = None,
+        masking: SecAggMasking | ProtocolMasking | None = None,
     ) -> None:
         self.site = site
         self.on_release = on_release
@@ -87,7 +89,7 @@ class PrivateSiteClient(NumPyClient):
         if self.site.secure_min_sites is not None and not self.masked:
             raise self.refuse(
                 "this site answers only inside a secure sum over at least "
-                f"{self.site.secure_min_sites} sites (SecAgg+), and this request is not masked"
+                f"{self.site.secure_min_sites} sites, and this request is not masked"
             )
         if self.masked:
             self.check_masking(config)
@@ -99,8 +101,10 @@ class PrivateSiteClient(NumPyClient):
             "epsilon_spent": self.site.ledger.epsilon_spent(),
             "releases": self.site.ledger.count,
         }
-        if self.embedding is not None:  # SecAgg+'s weight is fixed: the count travels apart
+        if self.embedding is not None:  # a secure sum's weight is fixed: the count travels apart
             metrics[RECORDS] = self.site.n
+            if isinstance(self.masking, ProtocolMasking):  # residues, masked by the protocol
+                return [value], self.embedding.weight, metrics
             return [self.embedding.encode(value)], self.embedding.weight, metrics
         return [value], self.site.n, metrics
 
@@ -125,6 +129,15 @@ class PrivateSiteClient(NumPyClient):
         """Refuse, before anything is charged, SecAgg+ parameters this site cannot answer
         under. The message quotes only public quantities."""
         masking = self.masking
+        if isinstance(masking, ProtocolMasking):
+            if self.embedding is None or masking.modulus != self.embedding.modulus:
+                raise self.refuse(
+                    "fedpca's verifiable secure aggregation carries distributed discrete "
+                    "Gaussian residues modulo the site's own modulus "
+                    f"{DEFAULT_MODULUS}; this site's policy or the protocol's modulus "
+                    f"{masking.modulus} does not match; nothing was released"
+                )
+            return
         if self.embedding is not None:
             if not self.embedding.matches(masking.clipping_range, masking.quantization_range,
                                           masking.modulus_range, masking.max_weight):

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flwr.client.mod import secaggplus_mod
-from flwr.common import ConfigRecord, Context, Message, MessageType
+from flwr.common import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.common.secure_aggregation.secaggplus_constants import (
     RECORD_KEY_CONFIGS,
     RECORD_KEY_STATE,
@@ -31,6 +31,9 @@ from flwr.common.secure_aggregation.secaggplus_constants import (
 
 #: Marks, in ``context.state``, that the current fit runs inside SecAgg+ masking.
 MASKED_RECORD = "fedpca.masked"
+#: Marks, in ``context.state``, that the current fit runs inside fedpca's verifiable secure
+#: aggregation (:mod:`fedpca.clients.secure_protocol`), with its modulus.
+PROTOCOL_MASKED_RECORD = "fedpca.protocol-masked"
 
 @dataclass(frozen=True)
 class SecAggMasking:
@@ -44,9 +47,25 @@ class SecAggMasking:
     max_weight: float = 0.0
 
 
-def masked_settings(context: Context) -> SecAggMasking | None:
-    """The SecAgg+ parameters when the current fit is answered inside its masking, else
-    ``None``."""
+@dataclass(frozen=True)
+class ProtocolMasking:
+    """The current fit is answered inside fedpca's verifiable secure aggregation: the site
+    sends residues modulo ``modulus`` and the protocol masks them exactly."""
+
+    modulus: int
+
+
+def is_secagg_plus_stage(content: RecordDict) -> bool:
+    """Whether a message is a stage of Flower's SecAgg+ protocol."""
+    return RECORD_KEY_CONFIGS in content.config_records
+
+
+def masked_settings(context: Context) -> SecAggMasking | ProtocolMasking | None:
+    """How the current fit is masked: SecAgg+'s parameters, the verifiable protocol's
+    modulus, or ``None`` when it is not."""
+    protocol = context.state.config_records.get(PROTOCOL_MASKED_RECORD)
+    if protocol is not None:
+        return ProtocolMasking(int(protocol["modulus"]))
     if MASKED_RECORD not in context.state.config_records:
         return None
     state = context.state.config_records[RECORD_KEY_STATE]
@@ -60,10 +79,7 @@ def masked_settings(context: Context) -> SecAggMasking | None:
 
 def secure_aggregation_mod(msg: Message, ctxt: Context, call_next) -> Message:
     """SecAgg+ for messages that carry its configs; a pass-through for all others."""
-    if (
-        msg.metadata.message_type != MessageType.TRAIN
-        or RECORD_KEY_CONFIGS not in msg.content.config_records
-    ):
+    if msg.metadata.message_type != MessageType.TRAIN or not is_secagg_plus_stage(msg.content):
         return call_next(msg, ctxt)
 
     def masked_fit(message: Message, context: Context) -> Message:

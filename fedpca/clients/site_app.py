@@ -9,11 +9,15 @@ train handler that looks at each request's format
 * a legacy ``FitIns``, or a stage of Flower's SecAgg+ protocol, goes to
   ``ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])``: exactly the ClientApp
   fedpca ran before, so the legacy strategies and SecAgg+ see no change;
-* a Message-API request is answered by :func:`answer_request`, which turns it into the same
+* a Message-API request is answered by :func:`answer_content`, which turns it into the same
   ``FitIns`` and calls the same ``Client.fit`` of the same
   :class:`~fedpca.clients.base.PrivateSiteClient`: the same request checks, refusals before
   any charge, ledger and metrics. It never passes through SecAgg+, so the site sees it as
-  unmasked and a site whose policy relies on secure aggregation refuses it.
+  unmasked and a site whose policy relies on secure aggregation refuses it;
+* a stage of fedpca's verifiable secure aggregation (:mod:`fedpca.clients.secure_protocol`)
+  goes to the site's session; its input stage answers through :func:`answer_content` inside
+  the protocol's masking. A site whose identity is ``verified_only`` (a real site) refuses
+  Flower's SecAgg+, which holds only against an honest-but-curious coordinator.
 
 Privacy guarantee: unchanged by the format; each site's transcript is (epsilon, delta)-DP per
 record under its own policy (see the algorithm's client module). Every exception raised while
@@ -27,15 +31,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from flwr.app import Context, Error, Message
+from flwr.app import Context, Error, Message, RecordDict
 from flwr.client import Client
 from flwr.clientapp import ClientApp
 from flwr.common import FitIns, ndarrays_to_parameters
 from flwr.common.constant import ErrorCode
 
 from fedpca.clients.messages import is_legacy_request, read_request, reply_content
-from fedpca.clients.secure_aggregation import secure_aggregation_mod
-from fedpca.errors import FedPCAError
+from fedpca.clients.secure_aggregation import is_secagg_plus_stage, secure_aggregation_mod
+from fedpca.clients.secure_protocol import IdentityFn, answer_protocol, is_protocol_message
+from fedpca.errors import FedPCAError, InvalidRequestError
 
 logger = logging.getLogger(__name__)
 
@@ -44,11 +49,11 @@ logger = logging.getLogger(__name__)
 ClientFn = Callable[[Context], Client]
 
 
-def answer_request(client_fn: ClientFn, message: Message, context: Context) -> Message:
-    """Answer a Message-API train request through the site's ``Client.fit``."""
-    arrays, config = read_request(message.content)
-    res = client_fn(context).fit(FitIns(ndarrays_to_parameters(arrays), config))
-    return Message(reply_content(res), reply_to=message)
+def answer_content(client_fn: ClientFn, content: RecordDict, context: Context) -> RecordDict:
+    """The answer to a Message-API train request's ``content``, through the site's
+    ``Client.fit``."""
+    arrays, config = read_request(content)
+    return reply_content(client_fn(context).fit(FitIns(ndarrays_to_parameters(arrays), config)))
 
 
 def error_reply(message: Message, reason: str) -> Message:
@@ -57,23 +62,35 @@ def error_reply(message: Message, reason: str) -> Message:
                    reply_to=message)
 
 
-def site_client_app(client_fn: ClientFn) -> ClientApp:
-    """A ClientApp answering fedpca's Message-API strategies (``DPSPCA``, ...) and its legacy
-    strategies (``DPSPCAStrategy``, ..., with or without SecAgg+) from ``client_fn``.
+def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None) -> ClientApp:
+    """A ClientApp answering fedpca's Message-API strategies (``DPSPCA``, ..., with or
+    without verified secure aggregation) and its legacy strategies (``DPSPCAStrategy``, ...,
+    with or without SecAgg+) from ``client_fn``.
 
     Args:
         client_fn: ``context -> Client`` building the site's client for each message, e.g.
             ``lambda context: client_for_site(context, X, policy, site="hospital-a")``.
+        identity_fn: ``context -> SecureIdentity | None``, the site's identity in secure
+            aggregation from its own policy (``None``: the site takes part in none).
     """
     legacy = ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])
     app = ClientApp()
 
+    def answer(content: RecordDict, context: Context) -> RecordDict:
+        return answer_content(client_fn, content, context)
+
+    def identity(context: Context):
+        return None if identity_fn is None else identity_fn(context)
+
     @app.train()
     def train(message: Message, context: Context) -> Message:
         try:
+            if is_protocol_message(message.content):
+                return answer_protocol(message, context, identity, answer)
             if is_legacy_request(message.content):
+                _refuse_secagg_plus(message, context, identity)
                 return legacy(message, context)
-            return answer_request(client_fn, message, context)
+            return Message(answer(message.content, context), reply_to=message)
         except FedPCAError as error:  # a refusal: its text quotes only public quantities
             logger.warning("%s", error)
             return error_reply(message, str(error))
@@ -82,3 +99,16 @@ def site_client_app(client_fn: ClientFn) -> ClientApp:
             return error_reply(message, f"{type(error).__name__}: {error}")
 
     return app
+
+
+def _refuse_secagg_plus(message: Message, context: Context, identity: IdentityFn) -> None:
+    """Refuse Flower's SecAgg+ at a site that joins only the verifiable protocol."""
+    if not is_secagg_plus_stage(message.content):
+        return
+    own = identity(context)
+    if own is not None and own.verified_only:
+        raise InvalidRequestError(
+            f"{own.member}: refused: this site answers secure sums only through fedpca's "
+            "verifiable secure aggregation, not Flower's SecAgg+ (which trusts the "
+            "coordinator to follow the protocol); nothing was released"
+        )

@@ -3,6 +3,10 @@
 * ``certs --out DIR [--host H ...] [--sites N]``: the CA, the SuperLink's certificate for
   the given hosts (and 127.0.0.1), and (for a demonstration) N site key pairs ``0 .. N-1``;
 * ``site-key --out DIR --name NAME``: one site's key pair, made at the site;
+* ``secagg-key --out DIR --name NAME``: one site's secure-aggregation signing key, made at
+  the site, and the roster entry it sends the consortium;
+* ``roster --out FILE --consortium NAME --member NAME=KEY ...``: the consortium's roster,
+  which every member site holds (never distributed by the coordinator);
 * ``app --out DIR``: the configuration-only Flower App that fedpca sites accept;
 * ``local --workdir DIR --data A.npy B.npy ... [--policy A.toml B.toml] [--run-config
   'k=2 rounds=5']``: the whole deployment on 127.0.0.1 (TLS, SuperNode authentication, a
@@ -31,8 +35,8 @@ from fedpca.report import result_summary
 
 
 def register_deploy_command(commands: argparse._SubParsersAction) -> None:
-    """Add ``deploy`` with ``certs``, ``site-key``, ``app`` and ``local`` to ``commands``
-    (an argparse subparsers)."""
+    """Add ``deploy`` with ``certs``, ``site-key``, ``secagg-key``, ``roster``, ``app`` and
+    ``local`` to ``commands`` (an argparse subparsers)."""
     deploy = commands.add_parser(
         "deploy", help="certificates, site keys, the config-only App, a loopback deployment"
     )
@@ -53,6 +57,22 @@ def register_deploy_command(commands: argparse._SubParsersAction) -> None:
     site_key.add_argument("--out", type=Path, required=True, help="folder to write to")
     site_key.add_argument("--name", required=True, help="the site's name (file name)")
     site_key.set_defaults(func=_site_key)
+
+    secagg_key = commands.add_parser(
+        "secagg-key", help="one site's secure-aggregation signing key (its roster entry)")
+    secagg_key.add_argument("--out", type=Path, required=True,
+                            help="the site's own folder to write the key to (0600)")
+    secagg_key.add_argument("--name", required=True, help="the site's name in the roster")
+    secagg_key.set_defaults(func=_secagg_key)
+
+    roster = commands.add_parser(
+        "roster", help="write the consortium's roster of secure-aggregation keys")
+    roster.add_argument("--out", type=Path, required=True, help="the roster file to write")
+    roster.add_argument("--consortium", required=True, help="the consortium's name")
+    roster.add_argument("--member", action="append", required=True, metavar="NAME=KEY",
+                        help="a member and its public key as secagg-key printed it "
+                             "(repeat for every member)")
+    roster.set_defaults(func=_roster)
 
     app = commands.add_parser(
         "app", help="write the configuration-only Flower App the sites accept (flwr run DIR)"
@@ -95,6 +115,36 @@ def _site_key(args: argparse.Namespace) -> int:
     key = write_site_key(args.out, args.name)
     print(f"private key {key.private}: keep it at the site, mode 0600")
     print(f"public key {key.public}: send it to the coordinator to register")
+    return 0
+
+
+def _secagg_key(args: argparse.Namespace) -> int:
+    from fedpca.secure.roster import write_signing_key
+
+    path, public = write_signing_key(args.out, args.name)
+    print(f"private key {path}: keep it at the site (mode 0600); name it in the site's "
+          "policy as [secure-aggregation] signing-key")
+    print(f"roster entry: --member {args.name}={public}  (send it to the consortium, which "
+          "writes the roster every member holds)")
+    return 0
+
+
+def _roster(args: argparse.Namespace) -> int:
+    from fedpca.secure.roster import write_roster
+
+    members = {}
+    for entry in args.member:
+        name, separator, key = entry.partition("=")
+        if not separator or name in members:
+            raise ConfigurationError(
+                f"--member {entry!r}: give each member once, as NAME=KEY (the line "
+                "fedpca deploy secagg-key printed)"
+            )
+        members[name] = key
+    path = write_roster(args.out, args.consortium, members)
+    print(f"wrote {path} with {len(members)} members: give every member site the same file, "
+          "outside the coordinator's channels, and name it in its policy as "
+          "[secure-aggregation] roster")
     return 0
 
 

@@ -191,6 +191,12 @@ class LocalDeployment:
         federation: the SuperLink connection's name in ``config.toml``.
         startup_timeout: seconds the SuperLink gets to listen and a CLI command to finish.
         grace: seconds between SIGTERM and SIGKILL on exit.
+        coordinator_env: extra environment variables of the coordinator's processes only:
+            the SuperLink (hence the ServerApp processes it starts) and the ``flwr`` CLI
+            (``flwr run`` imports the App's components to check them), e.g. ``PYTHONPATH``
+            naming the module of a ServerApp of the coordinator's own, which a
+            configuration-only FAB's ``serverapp`` may name. The sites' processes never get
+            them.
     """
 
     def __init__(
@@ -201,6 +207,7 @@ class LocalDeployment:
         federation: str = DEFAULT_FEDERATION,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         grace: float = DEFAULT_GRACE,
+        coordinator_env: Mapping[str, str] | None = None,
     ) -> None:
         if not sites:
             raise ConfigurationError("a deployment needs at least one site")
@@ -218,6 +225,7 @@ class LocalDeployment:
         self.federation = federation
         self.startup_timeout = startup_timeout
         self.grace = grace
+        self.coordinator_env = dict(coordinator_env or {})
         self.marker = uuid.uuid4().hex
         self.flwr_home = self.workdir / "flwr-home"
         self.logs = self.workdir / "logs"
@@ -393,6 +401,7 @@ class LocalDeployment:
                 "flwr", "run", str(app), self.federation, "--stream",
                 "--run-config", config_pairs(config),
             ],
+            extra_env=self.coordinator_env,
         )
         self._wait(flwr, timeout, "flwr run", during)
         deadline = time.monotonic() + OUTPUT_GRACE
@@ -433,6 +442,7 @@ class LocalDeployment:
                 "--enable-supernode-auth", "--host", LOOPBACK, "--port", str(self.port),
                 "--disable-runtime-dependency-installation",
             ],
+            extra_env=self.coordinator_env,
         )
         self._daemons.append(superlink)
         started = time.perf_counter()
@@ -460,7 +470,8 @@ class LocalDeployment:
 
     def _cli(self, name: str, args: Sequence[str]) -> None:
         """Run ``flwr *args`` to its end; raise with its output if it fails."""
-        self._wait(self._launch(name, ["flwr", *args]), self.startup_timeout, "flwr " + args[0])
+        self._wait(self._launch(name, ["flwr", *args], self.coordinator_env),
+                   self.startup_timeout, "flwr " + args[0])
 
     def _wait(
         self, item: Launched, timeout: float, what: str, during: RunWatcher | None = None
@@ -482,8 +493,10 @@ class LocalDeployment:
         if item.process.returncode != 0:
             raise item.failure(f"{what} failed with exit code {item.process.returncode}")
 
-    def _launch(self, name: str, argv: list[str]) -> Launched:
-        env = self._environment()
+    def _launch(
+        self, name: str, argv: list[str], extra_env: Mapping[str, str] | None = None
+    ) -> Launched:
+        env = {**self._environment(), **(extra_env or {})}
         program = shutil.which(argv[0], path=env["PATH"])
         if program is None:
             raise DeploymentError(

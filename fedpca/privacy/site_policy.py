@@ -72,10 +72,15 @@ accounting = "pld"              # pld (tight) or paper (the papers' looser close
 clip-norm = 1.0                 # public bound C: every row is scaled to norm <= C
 
 [secure-aggregation]
-min-sites = 0                   # M >= 2: answer only inside SecAgg+ sums of >= M sites
-                                # (each site then adds sigma/sqrt(M)); 0: per-site noise
+min-sites = 0                   # M >= 2: answer only inside secure sums of >= M honest
+                                # sites (each site then adds sigma/sqrt(M)); 0: per-site noise
 discrete = false                # true: distributed discrete Gaussian residues (exact
                                 # guarantee for every sum of >= M sites; needs min-sites)
+# With min-sites, the site joins fedpca's verifiable secure aggregation only:
+# roster = "roster.toml"        # the consortium's members and public keys (from the
+                                # consortium, never from the coordinator)
+# signing-key = "secagg.pem"    # this site's key (fedpca deploy secagg-key writes it)
+# colluders = 0                 # members assumed to collude with the coordinator
 
 # One table per algorithm this site takes part in; a request for any other is refused.
 [algorithms.dps-pca]
@@ -114,6 +119,9 @@ class SitePolicyFile:
         worst_case_epsilon: lifetime bound (at ``delta``) on the unconditional guarantee:
             the site's own shares of its secure releases, seen alone; required with
             ``secure_min_sites``.
+        roster, signing_key: the consortium's roster and the site's Ed25519 key for
+            fedpca's verifiable secure aggregation (required with ``secure_min_sites``).
+        colluders: how many other members the site assumes collude with the coordinator.
     """
 
     path: Path
@@ -130,6 +138,9 @@ class SitePolicyFile:
     discrete: bool
     algorithms: dict[str, dict[str, Any]]
     worst_case_epsilon: float | None = None
+    roster: Path | None = None
+    signing_key: Path | None = None
+    colluders: int = 0
 
     def open_ledger(self) -> SiteLedger:
         """The site's lifetime ledger, bounding both guarantees this policy sets."""
@@ -292,6 +303,15 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
                 f"budget.worst-case-epsilon={worst_case:g} is below budget.epsilon="
                 f"{epsilon:g}; the worst case is never below the guarantee it widens"
             )
+    roster = signing_key = None
+    colluders = secure.get("colluders", 0)
+    if not isinstance(colluders, int) or isinstance(colluders, bool) or colluders < 0:
+        raise reader.error(f"secure-aggregation.colluders={colluders!r} must be an integer >= 0")
+    if minimum:
+        hint = ("min-sites needs it: the site joins only fedpca's verifiable secure "
+                "aggregation, which checks every member against the consortium's roster")
+        roster = reader.file_path(secure, "secure-aggregation", "roster", hint)
+        signing_key = reader.file_path(secure, "secure-aggregation", "signing-key", hint)
     return SitePolicyFile(
         path=path,
         name=name,
@@ -308,6 +328,9 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         discrete=discrete,
         algorithms=reader.algorithms(),
         worst_case_epsilon=worst_case,
+        roster=roster,
+        signing_key=signing_key,
+        colluders=colluders,
     )
 
 
@@ -328,10 +351,12 @@ class _Reader:
             raise self.error(f"the table [{name}] is missing")
         return value
 
-    def text(self, table: dict, where: str, key: str, default: str | None = None) -> str:
+    def text(self, table: dict, where: str, key: str, default: str | None = None,
+             hint: str = "") -> str:
         value = table.get(key, default)
         if not isinstance(value, str) or not value.strip():
-            raise self.error(f"{where}.{key} must be a non-empty string, got {value!r}")
+            raise self.error(f"{where}.{key} must be a non-empty string, got {value!r}"
+                             + (f"; {hint}" if hint else ""))
         return value
 
     def positive(self, table: dict, where: str, key: str, default: float | None = None,
@@ -344,8 +369,8 @@ class _Reader:
                              + (f"; {hint}" if hint else ""))
         return float(value)
 
-    def file_path(self, table: dict, where: str, key: str) -> Path:
-        return (self.path.parent / self.text(table, where, key)).resolve()
+    def file_path(self, table: dict, where: str, key: str, hint: str = "") -> Path:
+        return (self.path.parent / self.text(table, where, key, hint=hint)).resolve()
 
     def algorithms(self) -> dict[str, dict[str, Any]]:
         allowed = self.table("algorithms", required=False)

@@ -128,6 +128,13 @@ class DPSPCAScenario(Scenario):
 
         return [result_summary(result)]
 
+    @property
+    def secagg_plus(self) -> bool:
+        """Whether the run's secure sums are continuous shares through Flower's SecAgg+
+        (legacy API; an honest-but-curious coordinator only); discrete ones run fedpca's
+        verifiable secure aggregation on the Message API."""
+        return self.secure_min_sites is not None and not self.discrete
+
     def largest_site(self) -> int:
         """The largest site's record count (public; SecAgg+'s ``max_weight``)."""
         return max(split_sizes(self.samples, self.sites))

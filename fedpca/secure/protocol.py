@@ -40,7 +40,7 @@ Design changes from Bonawitz et al. (on purpose):
 
 (a) The long-term pairwise secret is never secret-shared or reconstructed. A member declared
     dropped in round ``r`` has only its round-``r`` pairwise seeds revealed, each by the
-    survivor holding it; seeds of different rounds are HKDF-independent, so nothing about
+    survivor holding it; seeds of different rounds are independent PRF outputs, so nothing about
     other rounds leaks and the dropped member can go on in later rounds.
 (b) Self-mask seeds are fresh per round (``os.urandom``, never derived from one seed) and all
     shared at setup, so a round costs no further key exchange.
@@ -100,7 +100,7 @@ from fedpca.secure.keys import (
     canonical,
     digest,
     pair_keys,
-    prg,
+    prg_sum,
     round_seed,
     shared_secret,
 )
@@ -640,6 +640,11 @@ class SiteSession:
         self._endorsed: dict[int, tuple[str, ...]] = {}
         self._revealed: set[int] = set()
 
+    @property
+    def parameters(self) -> SetupRequest | None:
+        """The run's parameters once the site advertised a key (``None`` before)."""
+        return self._params
+
     # -- setup ---------------------------------------------------------------------------------
 
     def advertise(self, request: SetupRequest) -> Advertisement:
@@ -765,17 +770,15 @@ class SiteSession:
             self._setup_members, self._shares = received
             self._receive_keys = {}
             self._stage = _READY
-        modulus = params.modulus
-        masked = vector.astype(np.uint64) + prg(self._seeds.pop(request.round), request.length,
-                                                modulus)
-        for peer in self._setup_members:
-            if peer != self.member:
-                mask = prg(round_seed(self._mask_keys[peer], request.round), request.length,
-                           modulus)
-                masked = masked + mask if _mask_sign(self.member, peer) > 0 else masked - mask
+        peers = [p for p in self._setup_members if p != self.member]
+        seeds = {p: round_seed(self._mask_keys[p], request.round) for p in peers}
+        masks = prg_sum([self._seeds.pop(request.round)]
+                        + [seeds[p] for p in peers if _mask_sign(self.member, p) > 0],
+                        [seeds[p] for p in peers if _mask_sign(self.member, p) < 0],
+                        request.length, params.modulus)
         self._masked.add(request.round)
         logger.info("site %s masked its input for round %d", self.member, request.round)
-        out = (masked & np.uint64(modulus - 1)).astype(np.int64)
+        out = ((vector.astype(np.uint64) + masks) & np.uint64(params.modulus - 1)).astype(np.int64)
         return MaskedInput(self.member, params.run_id, request.round, out)
 
     def _check_input(self, request: InputRequest
@@ -1166,12 +1169,12 @@ class ServerSession:
         total = np.zeros(state.length, dtype=np.uint64)
         for i in state.survivors:
             total += state.inputs[i].astype(np.uint64)
-        for seed in self._self_mask_seeds(state, round_number):
-            total -= prg(seed, state.length, modulus)
-        for i in state.survivors if dropped else ():
-            for j in dropped:
-                mask = prg(state.reveals[i].seeds[j], state.length, modulus)
-                total = total - mask if _mask_sign(i, j) > 0 else total + mask
+        pairs = [(i, j) for i in (state.survivors if dropped else ()) for j in dropped]
+        total -= prg_sum(
+            self._self_mask_seeds(state, round_number)
+            + [state.reveals[i].seeds[j] for i, j in pairs if _mask_sign(i, j) > 0],
+            [state.reveals[i].seeds[j] for i, j in pairs if _mask_sign(i, j) < 0],
+            state.length, modulus)
         state.result = (total & np.uint64(modulus - 1)).astype(np.int64)
         logger.info("server decoded round %d", round_number)
         return state.result.copy()

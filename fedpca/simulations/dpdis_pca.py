@@ -5,14 +5,14 @@ from __future__ import annotations
 import functools
 import time
 
-from fedpca.apps.common import partition_client
+from fedpca.apps.common import partition_client, partition_identity
 from fedpca.clients.dpdis_pca import client_for_site
 from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.simulations.launcher import Engine, run_federation
-from fedpca.strategies.dpdis_pca import DPdisPCA, DPdisPCAStrategy
-from fedpca.strategies.workflow import secagg_settings
+from fedpca.strategies.dpdis_pca import DPdisPCA
+from fedpca.strategies.workflow import secure_aggregation
 
 
 def simulate_dpdis_pca(
@@ -31,8 +31,7 @@ def simulate_dpdis_pca(
     """
     start = time.perf_counter()
     secure = scenario.secure_sum()
-    # Flower 1.41 has SecAgg+ only for legacy strategies; every other run uses the Message API
-    strategy = (DPdisPCA if secure is None else DPdisPCAStrategy)(
+    strategy = DPdisPCA(
         dim=scenario.dim, k=scenario.k, r=scenario.r, weighting=scenario.weighting,
         variant=scenario.variant, min_sites=scenario.required_sites(),
         wait_for_sites=scenario.sites, evaluation=scenario.evaluation(), secure=secure,
@@ -40,6 +39,7 @@ def simulate_dpdis_pca(
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer,
-                   engine=engine, secure=secagg_settings(scenario, strategy, 1.0))
+                   engine=engine, secure=secure_aggregation(scenario, strategy, 1.0),
+                   identity_fn=functools.partial(partition_identity, scenario))
     config = {**scenario.to_run_config(), "wall_seconds": time.perf_counter() - start}
     return strategy.result(config)

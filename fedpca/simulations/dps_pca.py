@@ -10,7 +10,7 @@ from flwr.client import Client
 from flwr.common import Context
 
 from fedpca.algorithms.dps_pca import privacy_record
-from fedpca.apps.common import partition_client
+from fedpca.apps.common import partition_client, partition_identity
 from fedpca.clients.dps_pca import client_for_site
 from fedpca.errors import FedPCAError
 from fedpca.privacy.validation import require_site_count
@@ -19,7 +19,7 @@ from fedpca.results import PCAResult
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.simulations.launcher import Engine, run_federation
 from fedpca.strategies.dps_pca import DPSPCA, DPSPCAStrategy
-from fedpca.strategies.workflow import secagg_settings
+from fedpca.strategies.workflow import secure_aggregation
 
 
 class SimulatedSiteFailure(FedPCAError):
@@ -47,8 +47,7 @@ def simulate_dps_pca(
     # more than the federation's sites would never arrive: the run would wait forever
     require_site_count(scenario.min_sites, "min_sites", scenario.sites)
     start = time.perf_counter()
-    # Flower 1.41 has SecAgg+ only for legacy strategies; every other run uses the Message API
-    strategy_cls = DPSPCA if scenario.secure_min_sites is None else DPSPCAStrategy
+    strategy_cls = DPSPCAStrategy if scenario.secagg_plus else DPSPCA
     sums = scenario.secure_sums()
     strategy = strategy_cls(
         dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,
@@ -56,11 +55,11 @@ def simulate_dps_pca(
         evaluate_fn=scenario.distance_to_truth, secure=sums,
         privacy=privacy_record(scenario.policy(), sums),
     )
-    secure = secagg_settings(scenario, strategy, scenario.largest_site())
+    secure = secure_aggregation(scenario, strategy, scenario.largest_site())
     client_fn = functools.partial(_client_fn, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose, secure=secure,
-                   observer=observer,
-                   engine=engine)
+                   observer=observer, engine=engine,
+                   identity_fn=functools.partial(partition_identity, scenario))
     config = {
         **scenario.to_run_config(),
         "wall_seconds": time.perf_counter() - start,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import functools
 import time
 
-from fedpca.apps.common import partition_client
+from fedpca.apps.common import partition_client, partition_identity
 from fedpca.clients.kplane import client_for_site
 from fedpca.clustering.result import ClusteringResult
 from fedpca.progress import RoundObserver
 from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.simulations.launcher import Engine, run_federation
-from fedpca.strategies.kplane import KPlaneStrategy, SuLQKPlane
-from fedpca.strategies.workflow import secagg_settings
+from fedpca.strategies.kplane import SuLQKPlane
+from fedpca.strategies.workflow import secure_aggregation
 
 
 def simulate_kplane(
@@ -28,8 +28,7 @@ def simulate_kplane(
     """
     start = time.perf_counter()
     secure = scenario.secure_sum()
-    # Flower 1.41 has SecAgg+ only for legacy strategies; every other run uses the Message API
-    strategy = (SuLQKPlane if secure is None else KPlaneStrategy)(
+    strategy = SuLQKPlane(
         dim=scenario.dim, clusters=scenario.clusters, subspace_dim=scenario.subspace_dim,
         rounds=scenario.rounds, clip_norm=scenario.clip_norm,
         min_sites=scenario.required_sites(), wait_for_sites=scenario.sites,
@@ -38,7 +37,8 @@ def simulate_kplane(
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer,
-                   engine=engine, secure=secagg_settings(scenario, strategy, 1.0))
+                   engine=engine, secure=secure_aggregation(scenario, strategy, 1.0),
+                   identity_fn=functools.partial(partition_identity, scenario))
     config = {
         **scenario.to_run_config(),
         "wall_seconds": time.perf_counter() - start,

@@ -20,6 +20,7 @@ from flwr.server import Grid, ServerApp
 from flwr.simulation import run_simulation
 
 from fedpca.blas import single_thread_blas
+from fedpca.clients.secure_protocol import IdentityFn
 from fedpca.clients.site_app import site_client_app
 from fedpca.data.site_store import StoreBound, store_enabled, temporary_store
 from fedpca.errors import ConfigurationError, FedPCAError
@@ -120,6 +121,7 @@ def run_federation(
     secure: SecAggSettings | None = None,
     observer: RoundObserver | None = None,
     engine: Engine | None = None,
+    identity_fn: IdentityFn | None = None,
 ) -> None:
     """Simulate ``num_sites`` sites answering ``strategy`` for ``strategy.num_rounds`` rounds
     (SecAgg+ fit rounds if ``secure``: legacy strategies only); raise if the run stopped
@@ -128,7 +130,9 @@ def run_federation(
 
     ``observer`` (e.g. :class:`fedpca.progress.RoundProgress`) is called by the strategy,
     in this process, after every aggregated round. Sites run on this machine share a
-    store of prepared sites for the run (:func:`site_store_for`)."""
+    store of prepared sites for the run (:func:`site_store_for`). ``identity_fn`` gives
+    each site its identity in fedpca's verifiable secure aggregation (e.g.
+    :func:`fedpca.apps.common.partition_identity` of the scenario)."""
     if observer is not None:
         strategy.add_observer(observer)
     server_app = ServerApp()
@@ -139,7 +143,7 @@ def run_federation(
 
     engine = engine or Engine()
     with site_store_for(engine) as store:
-        launch(server_app, site_client_app(StoreBound(client_fn, store)), num_sites,
+        launch(server_app, site_client_app(StoreBound(client_fn, store), identity_fn), num_sites,
                verbose=verbose, engine=engine)
     done = len(strategy.server.history)
     if done < strategy.num_rounds:

@@ -157,9 +157,12 @@ class SiteRoundStrategy:
         replies: Sequence[Reply],
         reasons: list[str],
         decode: Callable[[Reply], SiteAnswer],
+        summed: np.ndarray | None = None,
     ) -> tuple[np.ndarray, dict[str, Scalar]]:
         """Check that at least ``min_sites`` sites answered (``reasons``: why the others did
-        not), then decode and combine their answers and tell the observers."""
+        not), then decode and combine their answers and tell the observers. ``summed``: the
+        sum of the answers' residues, unmasked by fedpca's verifiable secure aggregation
+        (the answers themselves are masked)."""
         for reason in reasons:
             logger.warning("%s round %s: a site failed: %s", self.label, server_round, reason)
         self.failures.extend(reasons)
@@ -171,7 +174,9 @@ class SiteRoundStrategy:
                 f"{self.min_sites}; failures: {reasons}"
             )
         answers = [decode(reply) for reply in replies]
-        if self.secagg_embedding is not None:
+        if summed is not None:
+            answers = summed_answers(answers, summed)
+        elif self.secagg_embedding is not None:
             answers = secure_sum_answers(answers, self.secagg_embedding)
         self.site_releases.update({a.site: a.releases for a in answers})
         self.site_sizes.update({a.site: a.n for a in answers})
@@ -192,6 +197,12 @@ def secure_sum_answers(
             "the sites' replies carry different vectors: this round did not run through "
             "SecAgg+, whose replies all carry the one unmasked sum"
         )
-    total = embedding.residue_sum(aggregate, len(answers))
+    return summed_answers(answers, embedding.residue_sum(aggregate, len(answers)))
+
+
+def summed_answers(answers: list[SiteAnswer], total: np.ndarray) -> list[SiteAnswer]:
+    """The answers of a secure sum as the Flower-free server reads them: ``total`` (the sum
+    of all residues modulo ``m``) as the first site's message, zeros as the others' (so their
+    modular sum is ``total``)."""
     values = [total] + [np.zeros_like(total)] * (len(answers) - 1)
     return [dataclasses.replace(a, value=v) for a, v in zip(answers, values)]

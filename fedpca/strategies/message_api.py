@@ -11,8 +11,10 @@ module only turns its requests into train ``Message`` objects
 (:func:`fedpca.clients.messages.request_content`) and the replies into answers. A reply that
 carries an error is a failed site: its reason is ``msg.error.reason`` (the site's own refusal,
 see :mod:`fedpca.clients.site_app`). Sites answer through
-:func:`fedpca.clients.site_client_app`. Secure aggregation (SecAgg+) exists in Flower 1.41
-only as a legacy workflow: use the legacy twin (e.g. ``DPSPCAStrategy``) for it.
+:func:`fedpca.clients.site_client_app`. Secure sums of distributed discrete Gaussian residues
+run through fedpca's verifiable secure aggregation (:meth:`MessageSiteStrategy.use_secure_protocol`,
+:mod:`fedpca.strategies.secure_protocol`); Flower's SecAgg+ (honest-but-curious only) exists in
+Flower 1.41 only as a legacy workflow: the legacy twin (e.g. ``DPSPCAStrategy``) runs it.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
 from fedpca.clients.messages import read_reply, request_content
+from fedpca.clients.secure_protocol import PROTOCOL_RECORD
 from fedpca.errors import ConfigurationError
 from fedpca.strategies.base import SiteRoundStrategy
+from fedpca.strategies.secure_protocol import VerifiedSecureAggregation
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +42,21 @@ POLL_SECONDS = 0.25
 class MessageSiteStrategy(SiteRoundStrategy, Strategy):
     """A :class:`SiteRoundStrategy` as a Message-API Flower strategy (hooks in the order
     Flower calls them); same constructor parameters."""
+
+    #: fedpca's verifiable secure aggregation, when the sites' answers are secure sums.
+    secure_protocol: VerifiedSecureAggregation | None = None
+    #: The grid of the running round (the protocol's extra exchanges use it).
+    grid: Grid | None = None
+
+    def use_secure_protocol(self, protocol: VerifiedSecureAggregation) -> None:
+        """Run every round's answers through ``protocol``: a strategy whose sites send
+        distributed discrete Gaussian residues (``secure=...``) only."""
+        if self.secagg_embedding is None:
+            raise ConfigurationError(
+                f"{self.label}: the verifiable secure aggregation sums residues; build the "
+                "strategy with its secure sums (secure=...)"
+            )
+        self.secure_protocol = protocol
 
     def start(
         self,
@@ -70,6 +89,8 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
                 "initial_arrays=ArrayRecord() and give a starting basis to the constructor"
             )
         self.begin()
+        if self.secure_protocol is not None:
+            self.secure_protocol.setup(grid, self.connected_sites(grid), num_rounds)
         return super().start(
             grid, ArrayRecord(), num_rounds, timeout, train_config, evaluate_config, evaluate_fn
         )
@@ -85,7 +106,17 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
     ) -> Iterable[Message]:
         """Ask every connected site (after ``wait_for_sites`` connected) for its release."""
         request_arrays, request = self.request(server_round)
-        content = request_content(request_arrays, {**dict(config), **request})
+        request = {**dict(config), **request}
+        self.grid = grid
+        if self.secure_protocol is not None:
+            inputs = self.secure_protocol.input_records(server_round, request)
+            self.asked = len(inputs)
+            return [
+                Message(content=_with(request_content(request_arrays, request), record),
+                        message_type=MessageType.TRAIN, dst_node_id=node)
+                for node, record in inputs.items()
+            ]
+        content = request_content(request_arrays, request)
         nodes = self.connected_sites(grid)
         self.asked = len(nodes)
         return [
@@ -106,9 +137,12 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         ]
         if len(replies) < self.asked:
             reasons.append(f"{self.asked - len(replies)} site(s) sent no reply in time")
+        summed = None
+        if self.secure_protocol is not None and len(answered) >= self.min_sites:
+            summed = self.secure_protocol.unmask(self.grid, server_round, answered)
         array, metrics = self.aggregate(
             server_round, answered, reasons,
-            lambda msg: read_reply(msg.content, str(msg.metadata.src_node_id)),
+            lambda msg: read_reply(msg.content, str(msg.metadata.src_node_id)), summed=summed,
         )
         numbers = {
             key: value for key, value in metrics.items()
@@ -135,3 +169,9 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
                         self.wait_for_sites)
             time.sleep(POLL_SECONDS)
         return nodes
+
+
+def _with(content: RecordDict, protocol: ConfigRecord) -> RecordDict:
+    """``content`` with the protocol message ``protocol``."""
+    content[PROTOCOL_RECORD] = protocol
+    return content

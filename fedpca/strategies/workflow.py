@@ -22,6 +22,7 @@ from fedpca.progress import log_round
 from fedpca.strategies.base import RoundFailedError, SiteRoundStrategy
 from fedpca.strategies.legacy import failure_reason
 from fedpca.strategies.message_api import MessageSiteStrategy
+from fedpca.strategies.secure_protocol import VerifiedSecureAggregation
 
 logger = logging.getLogger(__name__)
 
@@ -145,16 +146,21 @@ class SecAggSettings:
         )
 
 
-def secagg_settings(
+def secure_aggregation(
     scenario: Any, strategy: SiteRoundStrategy, max_weight: float
 ) -> SecAggSettings | None:
-    """The SecAgg+ settings a run of ``scenario`` needs (``None`` without secure
-    aggregation): the exact embedding of residues when the strategy expects distributed
-    discrete Gaussian messages, else continuous shares weighted by record counts of at most
-    ``max_weight``. Checked before anything runs."""
+    """Set up the secure sums a run of ``scenario`` needs (``None``: none, or fedpca's
+    verifiable secure aggregation, which a Message-API strategy of residues then runs:
+    :meth:`MessageSiteStrategy.use_secure_protocol`). A legacy strategy gets Flower's SecAgg+
+    settings instead (honest-but-curious simulation only): the exact embedding of residues,
+    or continuous shares weighted by record counts of at most ``max_weight``. Checked before
+    anything runs."""
     if scenario.secure_min_sites is None:
         return None
     sites = scenario.sites
+    if isinstance(strategy, MessageSiteStrategy):
+        strategy.use_secure_protocol(VerifiedSecureAggregation(min_sites=scenario.secure_min_sites))
+        return None
     if strategy.secagg_embedding is not None:
         settings = SecAggSettings.for_residues(
             sites, scenario.secure_min_sites, strategy.secagg_embedding
@@ -187,8 +193,8 @@ def run_strategy(
         if secure is not None:
             raise ConfigurationError(
                 f"{type(strategy).__name__} runs on Flower's Message API, which has no "
-                "secure aggregation in flwr 1.41; use its legacy twin (e.g. DPSPCAStrategy "
-                "for DPSPCA) for SecAgg+"
+                "SecAgg+ in flwr 1.41: use fedpca's verifiable secure aggregation "
+                "(use_secure_protocol), or its legacy twin (e.g. DPSPCAStrategy) for SecAgg+"
             )
         strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=num_rounds)
         return

@@ -1,0 +1,139 @@
+"""The server's side of fedpca's verifiable secure aggregation on Flower's Message API.
+
+:class:`VerifiedSecureAggregation` moves the messages of the Flower-free
+:class:`fedpca.secure.protocol.ServerSession` between a Message-API strategy and its sites:
+setup once per run (key advertisements, then the signed key list and the encrypted shares),
+then per round the sites' masked answers, a consistency round and the unmasking, after which
+the strategy receives exactly the sum of the survivors' residues. It is the honest server:
+nothing a site does depends on it being honest (every check is the site's,
+:mod:`fedpca.clients.secure_protocol`), so a hostile ServerApp gains nothing by replacing it.
+
+The threshold is the smallest that keeps at least ``min_sites`` honest members in any sum
+with ``colluders`` members colluding (:func:`fedpca.secure.conditions.smallest_threshold`);
+sites refuse a threshold below what their own policy needs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from flwr.app import ConfigRecord, Message, MessageType, RecordDict
+from flwr.serverapp import Grid
+
+from fedpca.algorithms.secure_sum import SUM_PREFIX
+from fedpca.clients.secure_protocol import PROTOCOL_RECORD, read_masked_input
+from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
+from fedpca.privacy.hadamard import next_power_of_two
+from fedpca.secure.conditions import smallest_threshold
+from fedpca.secure.protocol import (
+    Advertisement,
+    Endorsement,
+    Reveal,
+    ServerSession,
+    ShareBundle,
+)
+from fedpca.strategies.base import RoundFailedError
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a protocol exchange waits for the sites' replies.
+EXCHANGE_TIMEOUT = 600.0
+
+
+class VerifiedSecureAggregation:
+    """Secure sums of distributed discrete Gaussian residues, verifiable by every site.
+
+    Args:
+        min_sites (int): ``M``, the fewest honest sites in any sum (the sites' own ``M``
+            must not exceed it, or they refuse the threshold).
+        colluders (int, default 0): ``c``, members assumed to collude with the server.
+        modulus (int, default ``2^31``): the residues' modulus (the sites' own).
+        timeout (float, default 600): seconds each exchange waits for replies.
+    """
+
+    def __init__(self, *, min_sites: int, colluders: int = 0, modulus: int = DEFAULT_MODULUS,
+                 timeout: float = EXCHANGE_TIMEOUT) -> None:
+        self.min_sites, self.colluders = min_sites, colluders
+        self.modulus, self.timeout = modulus, timeout
+        self.session: ServerSession | None = None
+        #: node id -> member name, for every site that advertised a key.
+        self.members: dict[int, str] = {}
+
+    def __repr__(self) -> str:
+        return (f"VerifiedSecureAggregation(min_sites={self.min_sites}, "
+                f"colluders={self.colluders}, modulus={self.modulus})")
+
+    def setup(self, grid: Grid, nodes: Sequence[int], rounds: int) -> None:
+        """The run's one key agreement with ``nodes`` for ``rounds`` rounds; raises
+        :class:`RoundFailedError` with the sites' reasons when too few take part."""
+        threshold = smallest_threshold(len(nodes), self.colluders, self.min_sites)
+        self.session = ServerSession(str(grid.run.run_id), rounds, threshold, self.modulus)
+        request = self.session.setup_request().to_dict()
+        for node, reply in self._exchange(grid, {n: request for n in nodes}, "setup"):
+            advertisement = Advertisement.from_dict(reply)
+            self.session.receive_advertisement(advertisement)
+            self.members[node] = advertisement.member
+        key_list = self.session.key_list().to_dict()
+        for _, reply in self._exchange(grid, {n: key_list for n in self.members}, "shares"):
+            self.session.receive_bundle(ShareBundle.from_dict(reply))
+        logger.info("secure aggregation: %d sites agreed keys, threshold %d", len(self.members),
+                    threshold)
+
+    def input_records(
+        self, server_round: int, config: Mapping[str, Any]
+    ) -> dict[int, ConfigRecord]:
+        """Each site's input request for ``server_round`` (the padded length of the secure
+        sum ``config`` describes)."""
+        length = next_power_of_two(int(config[SUM_PREFIX + "dimension"]))
+        requests = self.session.input_requests(server_round, length)
+        return {node: ConfigRecord(requests[member].to_dict())
+                for node, member in self.members.items() if member in requests}
+
+    def unmask(self, grid: Grid, server_round: int, replies: Sequence[Message]) -> np.ndarray:
+        """The exact sum modulo the modulus of the masked answers in ``replies``, after the
+        consistency round and the unmasking."""
+        for reply in replies:
+            self.session.receive_masked_input(read_masked_input(reply.content))
+        request = self.session.consistency_request(server_round)
+        survivors = {node for node, member in self.members.items()
+                     if member in request.survivors}
+        for _, reply in self._exchange(grid, dict.fromkeys(survivors, request.to_dict()),
+                                       f"round {server_round} consistency"):
+            self.session.receive_endorsement(Endorsement.from_dict(reply))
+        unmask = self.session.unmask_requests(server_round)
+        records = {node: unmask[member].to_dict() for node, member in self.members.items()
+                   if member in unmask}
+        for _, reply in self._exchange(grid, records, f"round {server_round} unmasking"):
+            self.session.receive_reveal(Reveal.from_dict(reply))
+        return self.session.decode(server_round)
+
+    def _exchange(self, grid: Grid, records: Mapping[int, Mapping[str, Any]], stage: str
+                  ) -> list[tuple[int, dict[str, Any]]]:
+        """Send each node its protocol message; the replies' protocol messages (failures
+        logged with the sites' reasons)."""
+        messages = [Message(RecordDict({PROTOCOL_RECORD: ConfigRecord(dict(record))}),
+                            dst_node_id=node, message_type=MessageType.TRAIN)
+                    for node, record in records.items()]
+        answered, reasons = [], []
+        for reply in grid.send_and_receive(messages, timeout=self.timeout):
+            node = reply.metadata.src_node_id
+            if reply.has_error():
+                reasons.append(reply.error.reason or f"node {node}: error {reply.error.code}")
+            elif PROTOCOL_RECORD not in reply.content.config_records:
+                reasons.append(f"node {node}: no secure-aggregation reply")
+            else:
+                answered.append((node, dict(reply.content.config_records[PROTOCOL_RECORD])))
+        missing = len(records) - len(answered) - len(reasons)
+        if missing > 0:
+            reasons.append(f"{missing} site(s) sent no reply in time")
+        for reason in reasons:
+            logger.warning("secure aggregation, %s: a site failed: %s", stage, reason)
+        if reasons and len(answered) < self.session.params.threshold:
+            raise RoundFailedError(
+                f"secure aggregation {stage}: {len(answered)} site(s) answered, below the "
+                f"threshold {self.session.params.threshold}; failures: {reasons[:5]}"
+            )
+        return answered

@@ -1,0 +1,265 @@
+"""A hostile coordinator against a real site that answers only inside verified secure sums,
+through the App's real ClientApp (its policy, roster, signing key and lifetime ledger).
+
+The coordinator plays the server of fedpca's secure aggregation with the site and two
+other members of a three-site consortium (their sessions run in this process). Each attack
+is refused before the site sends anything masked, and its ledger shows no release; the
+honest run charges both guarantees and sends a vector only the sum unmasks.
+"""
+
+import numpy as np
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS
+from flwr.supercore.task_identity import TaskIdentity
+
+from fedpca.algorithms.dpdis_pca import VARIANT_SECURE
+from fedpca.algorithms.secure_sum import SecureSum
+from fedpca.apps.app import client_app
+from fedpca.clients.messages import request_content
+from fedpca.clients.secure_protocol import PROTOCOL_RECORD, read_masked_input
+from fedpca.linalg.subspace import triangle_size
+from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
+from fedpca.privacy.hadamard import next_power_of_two
+from fedpca.privacy.mechanisms import upper_triangle_sensitivity
+from fedpca.privacy.site_policy import load_site_policy, write_policy_template
+from fedpca.secure.protocol import (
+    Advertisement,
+    Endorsement,
+    InputRequest,
+    Reveal,
+    KeyList,
+    ServerSession,
+    ShareBundle,
+    SiteSession,
+)
+from fedpca.secure.roster import (
+    load_roster,
+    load_signing_key,
+    public_key_b64,
+    write_roster,
+    write_signing_key,
+)
+
+D, N = 8, 400
+SITE, PEERS = "hospital-a", ("hospital-b", "hospital-c")
+RUN_ID = 1
+#: The coordinator's run_config (a real site replaces its privacy keys with its policy's).
+RUN_CONFIG = {"algorithm": "dpdis-pca", "dim": D, "k": 2, "r": 0, "epsilon": 1e6,
+              "delta": 0.5, "rounds": 1, "clip-norm": 100.0, "accounting": "pld",
+              "secure-min-sites": 0, "seed": -1, "variant": VARIANT_SECURE,
+              "weighting": "uniform", "alpha": 0.0}
+
+
+@pytest.fixture(autouse=True)
+def run_identity(monkeypatch):
+    """Flower's messages need the run's identity (set by Flower in a real run)."""
+    for attribute in ("_task_id", "_run_id", "_node_id"):
+        monkeypatch.setattr(TaskIdentity, attribute, RUN_ID)
+
+
+@pytest.fixture
+def consortium(tmp_path):
+    """The real site's folder (records, keys, roster, a policy with M = 3) and its peers'
+    keys; returns the policy path, the roster and every member's signing key."""
+    keys = {name: write_signing_key(tmp_path / "keys", name) for name in (SITE, *PEERS)}
+    roster_path = write_roster(tmp_path / "roster.toml", "test-consortium",
+                               {name: public for name, (_, public) in keys.items()})
+    X = np.random.default_rng(0).standard_normal((N, D))
+    np.save(tmp_path / "records.npy", X / np.linalg.norm(X, axis=1, keepdims=True))
+    policy = write_policy_template(tmp_path / "policy.toml", SITE, "records.npy")
+    text = (policy.read_text()
+            .replace("min-sites = 0", "min-sites = 3")
+            .replace("# worst-case-epsilon = 8", "worst-case-epsilon = 8")
+            .replace('# roster = "roster.toml"', f'roster = "{roster_path}"')
+            .replace('# signing-key = "secagg.pem"', f'signing-key = "{keys[SITE][0]}"'))
+    policy.write_text(text)
+    return policy, load_roster(roster_path), {n: load_signing_key(p) for n, (p, _) in keys.items()}
+
+
+def site_context(policy) -> Context:
+    return Context(run_id=RUN_ID, node_id=7, node_config={"policy": str(policy)},
+                   state=RecordDict(), run_config=dict(RUN_CONFIG))
+
+
+def send(context: Context, content: RecordDict) -> Message:
+    return client_app(Message(content=content, dst_node_id=7, message_type=MessageType.TRAIN),
+                      context)
+
+
+def protocol(message) -> RecordDict:
+    return RecordDict({PROTOCOL_RECORD: ConfigRecord(message.to_dict())})
+
+
+def ledger_rows(policy):
+    return load_site_policy(policy).open_ledger().rows()
+
+
+def peers(roster, keys):
+    return {name: SiteSession(name, keys[name], roster, min_sites=3, colluders=0,
+                              max_rounds=1) for name in PEERS}
+
+
+def refused(reply: Message, *fragments: str) -> None:
+    assert reply.has_error(), "the site answered"
+    for fragment in fragments:
+        assert fragment in reply.error.reason, reply.error.reason
+    assert "Traceback" not in reply.error.reason
+
+
+def the_sum(sites_in_sum=3, **changes) -> dict:
+    secure = SecureSum(sensitivity=upper_triangle_sensitivity(1.0), max_records=N,
+                       norm_per_record=1.0, dimension=triangle_size(D),
+                       sites_in_sum=sites_in_sum, rotation_seed=11)
+    return {"dim": D, "variant": VARIANT_SECURE, **secure.to_config(), **changes}
+
+
+def setup(context, roster, keys, threshold=3):
+    """An honest setup of the three members; the server and the peers' sessions."""
+    server = ServerSession(str(RUN_ID), 1, threshold, DEFAULT_MODULUS)
+    others = peers(roster, keys)
+    reply = send(context, protocol(server.setup_request()))
+    assert not reply.has_error(), reply.error.reason
+    server.receive_advertisement(Advertisement.from_dict(
+        dict(reply.content.config_records[PROTOCOL_RECORD])))
+    for session in others.values():
+        server.receive_advertisement(session.advertise(server.setup_request()))
+    key_list = server.key_list()
+    reply = send(context, protocol(key_list))
+    assert not reply.has_error(), reply.error.reason
+    server.receive_bundle(ShareBundle.from_dict(
+        dict(reply.content.config_records[PROTOCOL_RECORD])))
+    for session in others.values():
+        server.receive_bundle(session.share(key_list))
+    return server, others
+
+
+def with_request(request, config) -> RecordDict:
+    """A Message-API request carrying the protocol's input request."""
+    content = request_content([], config)
+    content[PROTOCOL_RECORD] = ConfigRecord(request.to_dict())
+    return content
+
+
+def test_attack_1_threshold_one_and_the_site_alone_is_refused_before_anything_masked(
+        consortium):
+    policy, roster, keys = consortium
+    context = site_context(policy)
+    server = ServerSession(str(RUN_ID), 1, 1, DEFAULT_MODULUS)
+    refused(send(context, protocol(server.setup_request())), "threshold t=1", "M=3")
+    # a threshold that fits, then a key list of the site alone
+    server = ServerSession(str(RUN_ID), 1, 3, DEFAULT_MODULUS)
+    reply = send(context, protocol(server.setup_request()))
+    own = Advertisement.from_dict(dict(reply.content.config_records[PROTOCOL_RECORD]))
+    refused(send(context, protocol(KeyList(str(RUN_ID), (own,)))), "N=1")
+    # asked for its input anyway, with no completed setup: nothing is computed or charged
+    alone = InputRequest(str(RUN_ID), 1, next_power_of_two(triangle_size(D)), (SITE,))
+    refused(send(context, with_request(alone, the_sum())), "hospital-a")
+    assert ledger_rows(policy) == []
+
+
+def forged_key_list(policy, keys, forged: dict) -> tuple[Context, KeyList]:
+    """The site's own advertisement beside members the coordinator made: ``forged`` maps
+    their names to key pairs it holds (advertised as if by members of a roster it wrote)."""
+    context = site_context(policy)
+    server = ServerSession(str(RUN_ID), 1, 3, DEFAULT_MODULUS)
+    reply = send(context, protocol(server.setup_request()))
+    server.receive_advertisement(Advertisement.from_dict(
+        dict(reply.content.config_records[PROTOCOL_RECORD])))
+    its_roster = load_roster(write_roster(
+        policy.parent / "coordinators-roster.toml", "test-consortium",
+        {SITE: public_key_b64(keys[SITE]),
+         **{name: public_key_b64(key) for name, key in forged.items()}}))
+    for name, key in forged.items():
+        session = SiteSession(name, key, its_roster, min_sites=3, colluders=0, max_rounds=1)
+        server.receive_advertisement(session.advertise(server.setup_request()))
+    return context, server.key_list()
+
+
+def test_attack_2_neighbours_keys_made_by_the_coordinator_are_refused(consortium):
+    policy, _, keys = consortium
+    # the coordinator's own key pairs under the peers' names (right names, wrong keys)
+    context, key_list = forged_key_list(
+        policy, keys, {name: Ed25519PrivateKey.generate() for name in PEERS})
+    refused(send(context, protocol(key_list)), "hospital-a: refused",
+            "not signed by its roster key")
+    assert ledger_rows(policy) == []
+
+
+def test_attack_3_sybils_outside_the_roster_are_refused(consortium):
+    policy, _, keys = consortium
+    context, key_list = forged_key_list(
+        policy, keys, {f"fake-{i}": Ed25519PrivateKey.generate() for i in range(4)})
+    refused(send(context, protocol(key_list)), "hospital-a: refused", "roster")
+    assert ledger_rows(policy) == []
+
+
+def test_flowers_secagg_plus_is_refused_at_a_site_with_min_sites(consortium):
+    policy, _, _ = consortium
+    content = RecordDict({RECORD_KEY_CONFIGS: ConfigRecord({"stage": "setup"})})
+    refused(send(site_context(policy), content), "hospital-a: refused", "not Flower's SecAgg+")
+    assert ledger_rows(policy) == []
+
+
+def test_the_sites_policy_decides_its_sum_and_the_honest_answer_is_masked(consortium):
+    policy, roster, keys = consortium
+    context = site_context(policy)
+    server, others = setup(context, roster, keys)
+    length = next_power_of_two(triangle_size(D))
+    requests = server.input_requests(1, length)
+
+    def ask(**changes):
+        return send(context, with_request(requests[SITE], the_sum(**changes)))
+
+    # a sum over fewer sites than the site's M, of a smaller sensitivity, another modulus:
+    # refused before anything is charged
+    refused(ask(sites_in_sum=2), "fewer than this site's minimum M=3")
+    refused(ask(sum_sensitivity=upper_triangle_sensitivity(1.0) / 4), "sensitivity")
+    refused(ask(sum_modulus=2**20), "modulus")
+    assert ledger_rows(policy) == []
+    reply = ask()
+    assert not reply.has_error(), reply.error.reason
+    masked = read_masked_input(reply.content)
+    (row,) = ledger_rows(policy)  # charged once, durably, with both guarantees
+    assert row["sites_in_sum"] == 3 and row["summands"] >= 3 and masked.vector.shape == (length,)
+    refused(ask(), "already masked")  # one answer per round
+    assert len(ledger_rows(policy)) == 1
+    # the round completes through the ClientApp; the peers send zeros, so the unmasked sum
+    # is the site's own residues, which its masked vector does not show
+    server.receive_masked_input(masked)
+    for name, session in others.items():
+        server.receive_masked_input(session.masked_input(requests[name],
+                                                         np.zeros(length, dtype=np.int64)))
+    consistency = server.consistency_request(1)
+    reply = send(context, protocol(consistency))
+    server.receive_endorsement(Endorsement.from_dict(
+        dict(reply.content.config_records[PROTOCOL_RECORD])))
+    for session in others.values():
+        server.receive_endorsement(session.endorse(consistency))
+    unmask = server.unmask_requests(1)
+    reply = send(context, protocol(unmask[SITE]))
+    server.receive_reveal(Reveal.from_dict(dict(reply.content.config_records[PROTOCOL_RECORD])))
+    for name, session in others.items():
+        server.receive_reveal(session.unmask(unmask[name]))
+    residues = server.decode(1)
+    assert residues.shape == (length,) and not np.array_equal(residues, masked.vector)
+    assert residues.min() >= 0 and residues.max() < DEFAULT_MODULUS
+    refused(send(context, protocol(unmask[SITE])), "hospital-a")  # one reveal per round
+
+
+def test_the_key_and_roster_commands_write_what_a_site_loads(tmp_path, capsys):
+    from fedpca.cli import main
+
+    entries = []
+    for name in ("h1", "h2"):
+        assert main(["deploy", "secagg-key", "--out", str(tmp_path / name), "--name", name]) == 0
+        entries.append(capsys.readouterr().out.split("--member ")[1].split()[0])
+    roster_file = tmp_path / "roster.toml"
+    args = ["deploy", "roster", "--out", str(roster_file), "--consortium", "c"]
+    assert main([*args, *(f"--member={entry}" for entry in entries)]) == 0
+    roster = load_roster(roster_file)
+    key = load_signing_key(tmp_path / "h1" / "h1.secagg-key.pem")
+    assert roster.names == ("h1", "h2") and public_key_b64(key) == entries[0].split("=", 1)[1]
+    assert (tmp_path / "h1" / "h1.secagg-key.pem").stat().st_mode & 0o777 == 0o600
+    assert main([*args[:3], str(tmp_path / "r2.toml"), *args[4:], "--member", "h1"]) != 0
