@@ -103,7 +103,7 @@ def send_inputs(server, sites, round_number, values, skip=()):
 def finish_round(server, sites, round_number, skip_unmask=(), between=None):
     """Consistency and unmask stages; ``between(sites)`` runs after the endorsements."""
     consistency = wire(server.consistency_request(round_number))
-    for name in consistency.survivors:
+    for name in server.endorsers(round_number):
         server.receive_endorsement(wire(sites[name].endorse(consistency)))
     if between is not None:
         between(sites)
@@ -147,6 +147,8 @@ def test_honest_run_decodes_the_exact_sum_every_round(consortium):
         result = run_round(server, sites, round_number, values)
         assert result.dtype == np.int64
         assert np.array_equal(result, exact_sum(values, NAMES))
+        # nobody dropped: t endorsers and one spare are asked, not every survivor
+        assert server.endorsers(round_number) == NAMES[:THRESHOLD + 1]
 
 
 def test_dropouts_within_the_threshold_keep_the_sum_exact(consortium):

@@ -78,6 +78,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -133,7 +134,10 @@ MAX_LENGTH = 2**27
 #: Field elements that carry one 32-byte seed.
 SEED_ELEMENTS = shamir.elements_for(KEY_BYTES)
 _SIGNATURE_BYTES, _NONCE_BYTES, _MAX_RUN_ID = 64, 12, 256
-_STATE_FORMAT = "fedpca-secagg-site-state/1"
+_STATE_FORMAT = "fedpca-secagg-site-state/2"
+#: Beyond the threshold, the share of the other survivors the server asks to endorse and
+#: reveal when nobody dropped (:meth:`ServerSession.endorsers`).
+SPARE_ENDORSERS = 0.25
 
 
 class SecureAggregationError(FedPCAError):
@@ -924,9 +928,13 @@ class SiteSession:
 
     def to_bytes(self) -> bytes:
         """The session state (secret: it holds seeds and keys; keep it on the site) without the
-        signing key and roster."""
+        signing key and roster: a JSON header of the small fields, then the bulk in binary
+        (the shares held as int32 rows, the pairwise keys as 32-byte runs), because a
+        simulation moves it with every message."""
         params = self._params
-        state = {
+        share_members = sorted(self._shares)
+        key_members = sorted(self._mask_keys)
+        header = {
             "format": _STATE_FORMAT, "member": self.member, "min_sites": self.min_sites,
             "colluders": self.colluders, "max_rounds": self.max_rounds, "stage": self._stage,
             "params": None if params is None else [params.run_id, params.rounds,
@@ -936,16 +944,24 @@ class SiteSession:
                 _b64(self._advertisement.public_key), _b64(self._advertisement.signature)],
             "members": list(self._members), "session_id": _b64(self._session_id),
             "receive_keys": _b64_map(self._receive_keys),
-            "endorse_keys": _b64_map(self._endorse_keys),
-            "mask_keys": _b64_map(self._mask_keys),
             "seeds": {str(r): _b64(s) for r, s in self._seeds.items()},
             "own_shares": _b64(_vector_bytes(self._own_shares.ravel())),
             "setup_members": list(self._setup_members),
-            "shares": {k: _b64(_vector_bytes(v.ravel())) for k, v in self._shares.items()},
+            "share_members": share_members, "share_rows": self._share_rows(),
+            "key_members": key_members,
             "masked": sorted(self._masked), "revealed": sorted(self._revealed),
             "endorsed": {str(r): list(s) for r, s in self._endorsed.items()},
         }
-        return json.dumps(state, separators=(",", ":")).encode("utf-8")
+        text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+        shares = np.stack([self._shares[k] for k in share_members]) if share_members else \
+            np.zeros((0,), dtype=np.int64)
+        return b"".join([len(text).to_bytes(4, "big"), text,
+                         np.ascontiguousarray(shares, dtype="<i4").tobytes(),
+                         *(self._mask_keys[k] for k in key_members),
+                         *(self._endorse_keys[k] for k in key_members)])
+
+    def _share_rows(self) -> int:
+        return next(iter(self._shares.values())).shape[0] if self._shares else 0
 
     @classmethod
     def from_bytes(cls, data: bytes, signing_key: Ed25519PrivateKey, roster: Roster
@@ -953,20 +969,21 @@ class SiteSession:
         """A session restored from :meth:`to_bytes`, with the site's signing key and roster
         re-read from its files."""
         try:
-            state = json.loads(data.decode("utf-8"))
+            size = int.from_bytes(data[:4], "big")
+            state = json.loads(data[4:4 + size].decode("utf-8"))
             if state.get("format") != _STATE_FORMAT:
                 raise ValueError("format")
             site = cls(state["member"], signing_key, roster, min_sites=state["min_sites"],
                        colluders=state["colluders"], max_rounds=state["max_rounds"])
-            site._restore(state)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            site._restore(state, memoryview(data)[4 + size:])
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
             if isinstance(exc, FedPCAError):
                 raise
             raise ProtocolRefusal("the saved secure-aggregation state cannot be read; the run "
                                   "must start over") from None
         return site
 
-    def _restore(self, state: dict[str, Any]) -> None:
+    def _restore(self, state: dict[str, Any], bulk: memoryview) -> None:
         if state["stage"] not in (_NEW, _ADVERTISED, _SHARED, _READY):
             raise ValueError("stage")
         self._stage = state["stage"]
@@ -980,12 +997,23 @@ class SiteSession:
         self._members = tuple(state["members"])
         self._session_id = _unb64(state["session_id"]) or b""
         self._receive_keys = _unb64_map(state["receive_keys"])
-        self._endorse_keys = _unb64_map(state["endorse_keys"])
-        self._mask_keys = _unb64_map(state["mask_keys"])
         self._seeds = {int(r): _unb64(s) for r, s in state["seeds"].items()}
         self._own_shares = _array(state["own_shares"])
         self._setup_members = tuple(state["setup_members"])
-        self._shares = {k: _array(v) for k, v in state["shares"].items()}
+        share_members, keys = state["share_members"], state["key_members"]
+        rows = int(state["share_rows"])
+        size = 4 * len(share_members) * rows * SEED_ELEMENTS
+        if len(bulk) != size + 2 * KEY_BYTES * len(keys):
+            raise ValueError("bulk")
+        shares = np.frombuffer(bulk[:size], dtype="<i4").astype(np.int64).reshape(
+            len(share_members), rows, SEED_ELEMENTS)
+        self._shares = dict(zip(share_members, shares))
+        key_bytes = bytes(bulk[size:])
+        self._mask_keys = {k: key_bytes[KEY_BYTES * i:KEY_BYTES * (i + 1)]
+                           for i, k in enumerate(keys)}
+        offset = KEY_BYTES * len(keys)
+        self._endorse_keys = {k: key_bytes[offset + KEY_BYTES * i:offset + KEY_BYTES * (i + 1)]
+                              for i, k in enumerate(keys)}
         self._masked, self._revealed = set(state["masked"]), set(state["revealed"])
         self._endorsed = {int(r): tuple(s) for r, s in state["endorsed"].items()}
 
@@ -1116,6 +1144,19 @@ class ServerSession:
                 f"t={self.params.threshold}; the round fails and nothing is unmasked")
         state.survivors = tuple(sorted(state.inputs))
         return ConsistencyRequest(self.params.run_id, round_number, state.survivors)
+
+    def endorsers(self, round_number: int) -> tuple[str, ...]:
+        """The survivors asked to endorse ``U3`` and then to reveal: every survivor when a
+        member of ``U_setup`` sent no input (each must reveal its pairwise seed with it),
+        else the first ``t`` plus a spare quarter of the rest: ``t`` endorsements and ``t``
+        reveals unmask the sum, so asking fewer sites halves the last two exchanges at a
+        large federation, and the spares tolerate dropouts there. (Which survivors endorse
+        is the server's choice and changes nothing a site checks.)"""
+        state = self._round(round_number)
+        if set(state.survivors) != set(self._setup_members):
+            return state.survivors
+        spare = math.ceil(SPARE_ENDORSERS * (len(state.survivors) - self.params.threshold))
+        return state.survivors[:self.params.threshold + spare]
 
     def receive_endorsement(self, message: Endorsement) -> None:
         """Collect one endorsement."""

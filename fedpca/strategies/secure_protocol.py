@@ -3,8 +3,9 @@
 :class:`VerifiedSecureAggregation` moves the messages of the Flower-free
 :class:`fedpca.secure.protocol.ServerSession` between a Message-API strategy and its sites:
 setup once per run (key advertisements, then the signed key list and the encrypted shares),
-then per round the sites' masked answers, a consistency round and the unmasking, after which
-the strategy receives exactly the sum of the survivors' residues. It is the honest server:
+then per round the sites' masked answers, a consistency round and the unmasking (of the
+threshold and a few spare sites when nobody dropped out: :meth:`ServerSession.endorsers`),
+after which the strategy receives exactly the sum of the survivors' residues. It is the honest server:
 nothing a site does depends on it being honest (every check is the site's,
 :mod:`fedpca.clients.secure_protocol`), so a hostile ServerApp gains nothing by replacing it.
 
@@ -98,9 +99,9 @@ class VerifiedSecureAggregation:
         for reply in replies:
             self.session.receive_masked_input(read_masked_input(reply.content))
         request = self.session.consistency_request(server_round)
-        survivors = {node for node, member in self.members.items()
-                     if member in request.survivors}
-        for _, reply in self._exchange(grid, dict.fromkeys(survivors, request.to_dict()),
+        endorsers = set(self.session.endorsers(server_round))
+        asked = {node for node, member in self.members.items() if member in endorsers}
+        for _, reply in self._exchange(grid, dict.fromkeys(asked, request.to_dict()),
                                        f"round {server_round} consistency"):
             self.session.receive_endorsement(Endorsement.from_dict(reply))
         unmask = self.session.unmask_requests(server_round)
