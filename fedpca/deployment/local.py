@@ -373,13 +373,17 @@ class LocalDeployment:
     def run(
         self, run_config: Mapping[str, ConfigValue], timeout: float = DEFAULT_RUN_TIMEOUT,
         app_dir: str | Path | None = None, during: RunWatcher | None = None,
-    ) -> PCAResult:
+        result: bool = True,
+    ) -> PCAResult | None:
         """``flwr run`` the App (``app_dir``, default: the deployment's) with ``run_config``
         (plus ``output``, unless given) and return the ServerApp's result. ``during``, if
         given, is called with the ``flwr run`` process (its log streams the ServerApp's)
         about every 0.2 s until it exits, e.g. to time the rounds or :meth:`kill_site` a
-        site. Raises DeploymentError if a Flower process exits, the run does not finish
-        within ``timeout`` seconds, or it writes no result."""
+        site. ``result=False``: the ServerApp writes no fedpca result (e.g. a coordinator's
+        own ServerApp); return ``None`` as soon as ``flwr run`` has exited (it exits with 0
+        even when the ServerApp raised: its log holds the error). Raises DeploymentError if a
+        Flower process exits, the run does not finish within ``timeout`` seconds, or it
+        writes no result when one is expected."""
         app = Path(app_dir).resolve() if app_dir is not None else self.app_dir
         declared = app_config_keys(app)
         unknown = sorted(set(run_config) - declared)
@@ -404,6 +408,8 @@ class LocalDeployment:
             extra_env=self.coordinator_env,
         )
         self._wait(flwr, timeout, "flwr run", during)
+        if not result:
+            return None
         deadline = time.monotonic() + OUTPUT_GRACE
         while not output.is_file() and time.monotonic() < deadline:
             time.sleep(_POLL)
