@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from fedpca.errors import ConfigurationError, InvalidDataError, InvalidRequestError
 from fedpca.secure import shamir
 from fedpca.secure.conditions import check_setup, smallest_threshold
-from fedpca.secure.keys import prg, round_seed
+from fedpca.secure.keys import prg_sum, round_seed
 from fedpca.secure.protocol import (
     MAX_LENGTH,
     Advertisement,
@@ -450,13 +450,13 @@ def test_prg_is_deterministic_per_seed_and_fresh_per_round():
     seeds = [round_seed(key, r) for r in (1, 2, 3)]
     assert len(set(seeds)) == 3 and round_seed(key, 1) == seeds[0]
     for modulus in (2, 2**31, 2**62):
-        a = prg(seeds[0], 1000, modulus)
+        a = prg_sum([seeds[0]], [], 1000, modulus)
         assert a.dtype == np.uint64 and a.max() < modulus
-        assert np.array_equal(a, prg(seeds[0], 1000, modulus))
-        assert not np.array_equal(a, prg(seeds[1], 1000, modulus))
-    assert prg(seeds[0], 1000, 2**62).max() > 2**61  # the high bits are used
+        assert np.array_equal(a, prg_sum([seeds[0]], [], 1000, modulus))
+        assert not np.array_equal(a, prg_sum([seeds[1]], [], 1000, modulus))
+    assert prg_sum([seeds[0]], [], 1000, 2**62).max() > 2**61  # the high bits are used
     with pytest.raises(ValueError):
-        prg(seeds[0], 10, 3)
+        prg_sum([seeds[0]], [], 10, 3)
 
 
 # --- state, files, messages ------------------------------------------------------------------

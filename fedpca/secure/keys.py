@@ -15,9 +15,9 @@ under the members' Ed25519 roster keys). From the shared secret, HKDF-SHA256 wit
 The session id salts everything: members shown different key lists (a split view) derive
 different keys, and their ciphertexts and MACs do not verify.
 
-:func:`prg` expands a 32-byte seed with ChaCha20 (key = seed, nonce = 16 zero bytes: every
-seed keys exactly one stream) into uint64 values reduced modulo a power of two by masking,
-which is exactly uniform.
+:func:`prg_sum` expands each 32-byte seed with ChaCha20 (key = seed, nonce = 16 zero
+bytes: every seed keys exactly one stream) into words reduced modulo a power of two by
+masking, which is exactly uniform.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 PROTOCOL_VERSION = "fedpca-secagg/1"
 #: Bytes of every symmetric key and seed.
 KEY_BYTES = 32
-#: The largest modulus :func:`prg` reduces to.
+#: The largest modulus :func:`prg_sum` reduces to.
 MAX_MODULUS = 2**62
 
 Field = str | bytes | int | Sequence["Field"]
@@ -139,12 +139,6 @@ def _streams(seeds: Sequence[bytes], length: int, modulus: int) -> np.ndarray:
         for seed in seeds
     )
     return np.frombuffer(stream, dtype=dtype).reshape(len(seeds), length)
-
-
-def prg(seed32: bytes, length: int, modulus: int) -> np.ndarray:
-    """``length`` uint64 values uniform in ``[0, modulus)``, expanded from ``seed32`` by
-    ChaCha20 (``modulus`` a power of two, ``2 <= modulus <= 2**62``)."""
-    return prg_sum([seed32], [], length, modulus)
 
 
 def prg_sum(added: Sequence[bytes], subtracted: Sequence[bytes], length: int,
