@@ -178,6 +178,23 @@ def test_a_round_below_the_threshold_fails_before_unmasking(consortium):
         sites[NAMES[4]].endorse(ConsistencyRequest(RUN, 1, NAMES[3:]))
 
 
+def test_endorsers_named_by_the_server_mac_each_other_and_nothing_else(consortium):
+    server, sites = masked_sites(consortium)
+    asked = NAMES[:THRESHOLD]
+    request = ConsistencyRequest(RUN, 1, NAMES, asked)
+    endorsed = {name: sites[name].endorse(request) for name in asked}
+    for name, endorsement in endorsed.items():
+        assert set(endorsement.macs) == set(asked) - {name}
+    # the t endorsers' MACs are enough to reveal; each verifies the others'
+    reveal = sites[asked[0]].unmask(UnmaskRequest(RUN, 1, NAMES, macs_for(asked[0], endorsed)))
+    assert reveal.share_members == NAMES
+    for endorsers, reason in ((NAMES[1:THRESHOLD + 1], "include this site"),
+                              ((*asked[:-1], "nobody"), "include this site"),
+                              (NAMES[:THRESHOLD - 1], "fewer endorsers than the threshold")):
+        with pytest.raises(ProtocolRefusal, match=reason):
+            sites[NAMES[0]].endorse(ConsistencyRequest(RUN, 1, NAMES, endorsers))
+
+
 def test_dropout_before_input_and_before_unmask_fails_the_round(consortium):
     """Design point (d): the pair seeds of the survivor that left with the member that had
     already left are lost; the server refuses to decode."""

@@ -134,11 +134,11 @@ def _streams(seeds: Sequence[bytes], length: int, modulus: int) -> np.ndarray:
     for seed in seeds:
         if len(seed) != KEY_BYTES:
             raise ValueError("a PRG seed has 32 bytes")
-    stream = b"".join(
-        Cipher(algorithms.ChaCha20(seed, bytes(16)), mode=None).encryptor().update(zeros)
-        for seed in seeds
-    )
-    return np.frombuffer(stream, dtype=dtype).reshape(len(seeds), length)
+    rows = np.empty((len(seeds), length), dtype=dtype)
+    for row, seed in zip(rows, seeds):
+        Cipher(algorithms.ChaCha20(seed, bytes(16)), mode=None).encryptor().update_into(
+            zeros, memoryview(row).cast("B"))
+    return rows
 
 
 def prg_sum(added: Sequence[bytes], subtracted: Sequence[bytes], length: int,

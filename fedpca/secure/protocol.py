@@ -137,7 +137,7 @@ _SIGNATURE_BYTES, _NONCE_BYTES, _MAX_RUN_ID = 64, 12, 256
 _STATE_FORMAT = "fedpca-secagg-site-state/2"
 #: Beyond the threshold, the share of the other survivors the server asks to endorse and
 #: reveal when nobody dropped (:meth:`ServerSession.endorsers`).
-SPARE_ENDORSERS = 0.25
+SPARE_ENDORSERS = 0.1
 
 
 class SecureAggregationError(FedPCAError):
@@ -420,33 +420,37 @@ class MaskedInput:
 
 @dataclass(frozen=True)
 class ConsistencyRequest:
-    """Round stage 2, server -> every survivor: ``U3``, the members whose masked inputs it
-    holds."""
+    """Round stage 2, server -> every endorser: ``U3``, the members whose masked inputs it
+    holds, and the survivors it asks to endorse ``U3`` (empty: every survivor), to whom each
+    endorser addresses its MACs."""
 
     KIND: ClassVar[str] = "secagg-consistency-request"
     run_id: str
     round: int
     survivors: tuple[str, ...]
+    endorsers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _run_id(self.run_id)
         _int(self.round, "round")
-        _set(self, survivors=_names(self.survivors, "survivors"))
+        _set(self, survivors=_names(self.survivors, "survivors"),
+             endorsers=_names(self.endorsers, "endorsers"))
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, "run_id": self.run_id, "round": self.round,
-                "survivors": list(self.survivors)}
+                "survivors": list(self.survivors), "endorsers": list(self.endorsers)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ConsistencyRequest:
-        d = _read_wire(data, cls.KIND, {"run_id": str, "round": int, "survivors": _STRS})
-        return cls(d["run_id"], d["round"], tuple(d["survivors"]))
+        d = _read_wire(data, cls.KIND, {"run_id": str, "round": int, "survivors": _STRS,
+                                        "endorsers": _STRS})
+        return cls(d["run_id"], d["round"], tuple(d["survivors"]), tuple(d["endorsers"]))
 
 
 @dataclass(frozen=True)
 class Endorsement:
     """Round stage 2 reply: one HMAC of ``(session, round, U3, endorser, addressee)`` per
-    other survivor."""
+    other endorser."""
 
     KIND: ClassVar[str] = "secagg-endorsement"
     member: str
@@ -577,13 +581,18 @@ def _shares_aad(session_id: bytes, sender: str, recipient: str) -> bytes:
     return canonical(PROTOCOL_VERSION, "shares", session_id, sender, recipient)
 
 
-def _survivors_digest(session_id: bytes, round_number: int, survivors: Sequence[str]) -> bytes:
-    return digest(PROTOCOL_VERSION, "survivors", session_id, round_number, sorted(survivors))
+def _endorsed_set(session_id: bytes, round_number: int, survivors: Sequence[str]) -> bytes:
+    """The start of every endorsement MAC's content for one survivor set (computed once per
+    set: the canonical encoding is a concatenation, so the MAC's content is this followed by
+    the canonical endorser and addressee)."""
+    survivors_digest = digest(PROTOCOL_VERSION, "survivors", session_id, round_number,
+                              sorted(survivors))
+    return canonical(PROTOCOL_VERSION, "endorse", survivors_digest)
 
 
-def _mac(key: bytes, survivors_digest: bytes, endorser: str, addressee: str) -> hmac.HMAC:
+def _mac(key: bytes, endorsed_set: bytes, endorser: str, addressee: str) -> hmac.HMAC:
     tag = hmac.HMAC(key, hashes.SHA256())
-    tag.update(canonical(PROTOCOL_VERSION, "endorse", survivors_digest, endorser, addressee))
+    tag.update(endorsed_set + canonical(endorser, addressee))
     return tag
 
 
@@ -643,6 +652,9 @@ class SiteSession:
         self._masked: set[int] = set()
         self._endorsed: dict[int, tuple[str, ...]] = {}
         self._revealed: set[int] = set()
+        #: The input request :meth:`check_input` last passed and what it opened (this message
+        #: only; never saved).
+        self._checked: tuple[InputRequest, Any] | None = None
 
     @property
     def parameters(self) -> SetupRequest | None:
@@ -756,13 +768,15 @@ class SiteSession:
     def check_input(self, request: InputRequest) -> None:
         """Refuse an input request before the caller computes (and charges) its value: an
         unknown run, a round out of range or already masked, an absurd length, or (on the
-        first request) relayed shares that do not decrypt."""
-        self._check_input(request)
+        first request) relayed shares that do not decrypt. :meth:`masked_input` of the same
+        request object reuses what this opened."""
+        self._checked = (request, self._check_input(request))
 
     def masked_input(self, request: InputRequest, value: np.ndarray) -> MaskedInput:
         """Mask ``value`` (int64 residues in ``[0, modulus)``) for ``request``'s round, at most
         once per round."""
-        received = self._check_input(request)
+        checked, self._checked = self._checked, None
+        received = checked[1] if checked and checked[0] is request else self._check_input(request)
         params = self._params
         assert params is not None
         vector = np.asarray(value)
@@ -834,26 +848,33 @@ class SiteSession:
         return setup, shares
 
     def endorse(self, request: ConsistencyRequest) -> Endorsement:
-        """Endorse the survivor set ``U3`` of a round, at most one set per round. Protects
-        against a server that shows members different survivor sets to unmask two sums."""
+        """Endorse the survivor set ``U3`` of a round, at most one set per round, with a MAC
+        for each other endorser the server names. Protects against a server that shows
+        members different survivor sets to unmask two sums. (Which survivors endorse is the
+        server's choice: a site reveals only after ``t - 1`` other survivors' MACs of the set
+        it endorsed verify, whoever they are.)"""
         params = self._ready(request.run_id, request.round)
         survivors = tuple(sorted(request.survivors))
+        endorsers = tuple(sorted(request.endorsers)) or survivors
         if request.round not in self._masked:
             self._fail(f"this site sent no masked input for round {request.round}; it endorses "
                        "only rounds it took part in")
         if self.member not in survivors or not set(survivors) <= set(self._setup_members):
             self._fail("the survivors must include this site and lie within U_setup; nothing "
                        "endorsed")
-        if len(survivors) < params.threshold:
-            self._fail(f"fewer survivors than the threshold t={params.threshold}; the round "
-                       "cannot be unmasked, nothing endorsed")
+        if self.member not in endorsers or not set(endorsers) <= set(survivors):
+            self._fail("the endorsers must include this site and be survivors; nothing endorsed")
+        for what, members in (("survivors", survivors), ("endorsers", endorsers)):
+            if len(members) < params.threshold:
+                self._fail(f"fewer {what} than the threshold t={params.threshold}; the round "
+                           "cannot be unmasked, nothing endorsed")
         earlier = self._endorsed.get(request.round)
         if earlier is not None and earlier != survivors:
             self._fail(f"this site already endorsed another survivor set for round "
                        f"{request.round}; it endorses one set per round")
-        summary = _survivors_digest(self._session_id, request.round, survivors)
-        macs = {peer: _mac(self._endorse_keys[peer], summary, self.member, peer).finalize()
-                for peer in survivors if peer != self.member}
+        endorsed = _endorsed_set(self._session_id, request.round, survivors)
+        macs = {peer: _mac(self._endorse_keys[peer], endorsed, self.member, peer).finalize()
+                for peer in endorsers if peer != self.member}
         self._endorsed[request.round] = survivors
         logger.info("site %s endorsed the survivors of round %d", self.member, request.round)
         return Endorsement(self.member, params.run_id, request.round, macs)
@@ -873,7 +894,7 @@ class SiteSession:
         self._revealed.add(request.round)
         index = request.round - 1
         shares = np.stack([self._shares[k][index] for k in survivors])
-        dropped = [j for j in self._setup_members if j not in survivors]
+        dropped = sorted(set(self._setup_members) - set(survivors))
         seeds = {j: round_seed(self._mask_keys[j], request.round) for j in dropped}
         logger.info("site %s revealed its round %d secrets", self.member, request.round)
         return Reveal(self.member, params.run_id, request.round, survivors, shares, seeds)
@@ -882,13 +903,13 @@ class SiteSession:
                              threshold: int) -> None:
         """Every MAC must be from another survivor and verify (an altered one means the
         server shows sets inconsistently); ``t - 1`` of them plus this site's own."""
-        summary = _survivors_digest(self._session_id, request.round, survivors)
+        endorsed = _endorsed_set(self._session_id, request.round, survivors)
         others = set(survivors) - {self.member}
         for peer, tag in request.macs_for_you.items():
             if peer not in others:
                 self._fail("an endorsement comes from outside the survivor set; nothing revealed")
             try:
-                _mac(self._endorse_keys[peer], summary, peer, self.member).verify(tag)
+                _mac(self._endorse_keys[peer], endorsed, peer, self.member).verify(tag)
             except InvalidSignature:
                 self._fail(f"the endorsement of {peer!r} does not verify: the coordinator "
                            "altered it or showed members different survivor sets; nothing "
@@ -1047,6 +1068,7 @@ class _Round:
     length: int
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     survivors: tuple[str, ...] = ()
+    asked: tuple[str, ...] = ()
     endorsements: dict[str, Endorsement] = field(default_factory=dict)
     endorsers: tuple[str, ...] = ()
     reveals: dict[str, Reveal] = field(default_factory=dict)
@@ -1136,34 +1158,36 @@ class ServerSession:
         state.inputs[message.member] = vector
 
     def consistency_request(self, round_number: int) -> ConsistencyRequest:
-        """``U3``: the members whose masked inputs arrived. Fails below the threshold."""
+        """``U3``, the members whose masked inputs arrived, and the survivors asked to
+        endorse it (:meth:`endorsers`). Fails below the threshold."""
         state = self._round(round_number)
         if len(state.inputs) < self.params.threshold:
             raise SecureAggregationError(
                 f"round {round_number}: fewer survivors than the threshold "
                 f"t={self.params.threshold}; the round fails and nothing is unmasked")
         state.survivors = tuple(sorted(state.inputs))
-        return ConsistencyRequest(self.params.run_id, round_number, state.survivors)
+        state.asked = state.survivors
+        if set(state.survivors) == set(self._setup_members):
+            spare = math.ceil(SPARE_ENDORSERS * (len(state.survivors) - self.params.threshold))
+            state.asked = state.survivors[:self.params.threshold + spare]
+        return ConsistencyRequest(self.params.run_id, round_number, state.survivors, state.asked)
 
     def endorsers(self, round_number: int) -> tuple[str, ...]:
         """The survivors asked to endorse ``U3`` and then to reveal: every survivor when a
         member of ``U_setup`` sent no input (each must reveal its pairwise seed with it),
-        else the first ``t`` plus a spare quarter of the rest: ``t`` endorsements and ``t``
-        reveals unmask the sum, so asking fewer sites halves the last two exchanges at a
-        large federation, and the spares tolerate dropouts there. (Which survivors endorse
-        is the server's choice and changes nothing a site checks.)"""
-        state = self._round(round_number)
-        if set(state.survivors) != set(self._setup_members):
-            return state.survivors
-        spare = math.ceil(SPARE_ENDORSERS * (len(state.survivors) - self.params.threshold))
-        return state.survivors[:self.params.threshold + spare]
+        else the first ``t`` plus a spare tenth of the rest: ``t`` endorsements and ``t``
+        reveals unmask the sum, so asking fewer sites shortens the last two exchanges at a
+        large federation (and each endorser MACs only the others asked), and the spares
+        tolerate dropouts there. (Which survivors endorse is the server's choice and changes
+        nothing a site checks.)"""
+        return self._round(round_number).asked
 
     def receive_endorsement(self, message: Endorsement) -> None:
         """Collect one endorsement."""
         state = self._round(message.round)
-        if (message.member not in state.survivors or state.endorsers
-                or set(message.macs) != set(state.survivors) - {message.member}):
-            _refuse("an endorsement out of order or not for every other survivor")
+        if (message.member not in state.asked or state.endorsers
+                or set(message.macs) != set(state.asked) - {message.member}):
+            _refuse("an endorsement out of order or not for every other endorser")
         state.endorsements[message.member] = message
 
     def unmask_requests(self, round_number: int) -> dict[str, UnmaskRequest]:
