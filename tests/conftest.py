@@ -8,10 +8,11 @@ single_thread_env()
 #: Marks of the test files that take most of the suite's time: federations (Ray start-up,
 #: ``flwr run``; ``pytestmark = pytest.mark.federation``) and long computations (``slow``).
 LONG = ("federation", "slow")
-#: The three longest files (about 40-110 s each on 2 cores, mostly waiting on processes),
-#: started before the other long ones (one per xdist worker) so that none of them is the
-#: last thing a worker starts.
-LONGEST = ("test_deployment.py", "test_ray_cluster.py", "test_hostile_coordinator.py")
+#: The longest files (about 40-150 s each on 2 cores, mostly waiting on processes), longest
+#: first, started before the other long ones so that none of them is the last thing a
+#: worker starts.
+LONGEST = ("test_secure_deployment.py", "test_deployment.py", "test_ray_cluster.py",
+           "test_hostile_coordinator.py")
 
 
 def pytest_collection_modifyitems(items):
@@ -19,9 +20,9 @@ def pytest_collection_modifyitems(items):
     the xdist workers (``--dist loadfile --no-loadscope-reorder``) the slow files then start
     at once and run beside the many fast ones, instead of being left to the end."""
 
-    def rank(item) -> int:
+    def rank(item) -> tuple[int, int]:
         if item.path.name in LONGEST:
-            return 0
-        return 1 if any(item.get_closest_marker(m) for m in LONG) else 2
+            return 0, LONGEST.index(item.path.name)
+        return (1 if any(item.get_closest_marker(m) for m in LONG) else 2), 0
 
     items.sort(key=rank)
