@@ -14,6 +14,7 @@ from flwr.common import FitIns, ndarrays_to_parameters
 from flwr.compat.common.recorddict_compat import fitins_to_recorddict
 from flwr.supercore.task_identity import TaskIdentity
 
+from fedpca.algorithms import dps_pca as dps_sites
 from fedpca.algorithms.dps_pca import SitePolicy
 from fedpca.clients import dps_pca as dps_clients
 from fedpca.clients import site_client_app
@@ -80,3 +81,37 @@ def test_a_fedpca_refusal_keeps_its_own_words(run_identity):
         context, X, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2), "clinic", seed=4))
     reply = app(message_request([BASIS], {**POWER, "sigma": 0.0}), new_context())
     assert reply.has_error() and "clinic: refused: unknown config keys" in reply.error.reason
+
+
+# --- 4. exact bases ---------------------------------------------------------------------------
+
+def nearly_orthonormal(d: int, k: int) -> np.ndarray:
+    """A basis orthonormal to 1e-6 entry by entry whose spectral norm is 1 + ~k/2 1e-6
+    (1.0005 at d = k = 1000): it passes the tolerance but breaks ``||Q||_2 <= 1``."""
+    Q = thin_qr(np.random.default_rng(2).standard_normal((d, k)))
+    return Q @ (np.eye(k) + np.full((k, k), 0.49e-6))
+
+
+def worst_pair_gap(Q: np.ndarray) -> float:
+    """``||(x x^T - y y^T) Q||_F`` for the unit records that maximise it: ``Q``'s two top
+    left singular vectors (``sqrt(s_1^2 + s_2^2)``, ``sqrt(2)`` for an orthonormal ``Q``)."""
+    U = np.linalg.svd(Q, full_matrices=False)[0]
+    x, y = U[:, 0], U[:, 1]
+    return float(np.linalg.norm(np.outer(x, x @ Q) - np.outer(y, y @ Q)))
+
+
+def test_a_basis_orthonormal_only_to_1e_6_is_made_exact_before_it_is_used(monkeypatch):
+    d = k = 1000
+    sent = nearly_orthonormal(d, k)
+    assert np.abs(sent.T @ sent - np.eye(k)).max() <= 1e-6  # within the tolerance
+    assert np.linalg.norm(sent, 2) > 1.0004 and worst_pair_gap(sent) > np.sqrt(2) * 1.0002
+    used = []
+    gram = dps_sites.gram_product
+    monkeypatch.setattr(dps_sites, "gram_product", lambda X, Q: used.append(Q) or gram(X, Q))
+    records = np.random.default_rng(3).standard_normal((20, d)) / np.sqrt(d)
+    site = dps_sites.DPSPCASite(records, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2))
+    site.release_power(sent)
+    (Q,) = used
+    assert np.linalg.norm(Q, 2) <= 1.0 + 1e-15  # the sensitivity's ||Q||_2 <= 1 holds
+    assert worst_pair_gap(Q) <= np.sqrt(2) * (1.0 + 1e-15)
+    np.testing.assert_allclose(Q, sent, atol=1e-3)  # the same basis, made exact
