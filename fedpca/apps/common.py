@@ -37,9 +37,8 @@ def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
     if is_real_site(context):
         site = open_real_site(context, spec.name)
         scenario = scenario_cls.from_run_config(site.config, sites=least_sites(site.config))
-        return client_for_site(
-            context, site.records, scenario.policy(), site.name, seed=None, ledger=site.ledger
-        )
+        return client_for_site(context, site.records, scenario.policy(), site.name, seed=None,
+                               ledger=site.ledger, limits=site.limits)
     if "partition-id" not in context.node_config:
         raise ConfigurationError(
             "this node has no site policy (node_config policy=FILE: a real site) and no "
