@@ -14,6 +14,7 @@ from flwr.common import FitIns, ndarrays_to_parameters
 from flwr.compat.common.recorddict_compat import fitins_to_recorddict
 from flwr.supercore.task_identity import TaskIdentity
 
+from cli_runs import run_cli
 from fedpca.algorithms import dps_pca as dps_sites
 from fedpca.algorithms import dpdis_pca as dpdis_sites
 from fedpca.algorithms import kplane as kplane_sites
@@ -27,7 +28,7 @@ from fedpca.clients import dps_pca as dps_clients
 from fedpca.clients import site_client_app
 from fedpca.clients.ledger_state import LEDGER_RECORD
 from fedpca.clients.site_app import SITE_FAILURE
-from fedpca.errors import InvalidRequestError
+from fedpca.errors import InvalidRequestError, ParameterError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.privacy import mechanisms
 from fedpca.privacy.site_ledger import RunCharge, SiteLedger
@@ -235,3 +236,24 @@ def test_work_that_fails_fails_before_the_charge(tmp_path, monkeypatch, module, 
         ask(site)
     assert ledger.rows() == []
 
+
+# --- 2. a simulation's size is checked against the memory available --------------------------
+
+@pytest.mark.parametrize("absurd", [{"samples": 10**9}, {"dim": 10**7, "samples": 10**3},
+                                    {"sites": 10**9, "samples": 10**9}])
+def test_an_absurd_simulation_run_config_is_refused_before_any_data(absurd):
+    context = Context(run_id=1, node_id=1, state=RecordDict(),
+                      node_config={"partition-id": 0, "num-partitions": 10},
+                      run_config={"algorithm": "dps-pca", "sites": 10, **absurd})
+    with pytest.raises(ParameterError, match=(
+            r"the simulation's records \(samples x dim\) and model \(dim x dim\) over sites "
+            r"sites need .* GB on this machine, above the .* GB of memory available now, "
+            r"got samples=.*; lower samples or dim")) as refused:
+        client_fn(context)
+    assert set(refused.value.values) == {"samples", "dim", "sites"}
+
+
+def test_fedpca_simulate_names_its_flags_when_memory_is_short(capsys):
+    code, _ = run_cli(["simulate", "dps-pca", "--samples", "1000000000", "--sites", "10"])
+    error = capsys.readouterr().err
+    assert code != 0 and "--samples=1000000000" in error and "memory available" in error

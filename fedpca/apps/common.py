@@ -13,6 +13,7 @@ from flwr.server import Grid
 from fedpca.algorithms.specs import AlgorithmSpec
 from fedpca.apps.real_site import is_real_site, open_real_site, real_site_identity
 from fedpca.clients.base import ClientFactory
+from fedpca.data.memory import require_simulation_memory
 from fedpca.errors import ConfigurationError
 from fedpca.report import record_summary
 from fedpca.run_record import RunResult, run_record, save_run_record
@@ -80,7 +81,9 @@ def partition_client(
     client_for_site: ClientFactory, scenario: Scenario, context: Context
 ) -> Client:
     """The client of virtual site ``node_config["partition-id"]`` (data built once per
-    process by the scenario's cache, ledger in ``context.state``)."""
+    process by the scenario's cache, ledger in ``context.state``); a simulation whose
+    records would not fit in this machine's memory is refused before any is generated."""
+    require_simulation_memory(scenario.samples, scenario.dim, scenario.sites)
     partition = int(context.node_config["partition-id"])
     return client_for_site(
         context, scenario.prepared_site(partition), scenario.policy(), str(partition),
