@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -214,8 +214,10 @@ class DPdisPCASite(PrivateSite):
         the secure-sum message of ``X_s^T X_s`` (``"secure-sum"``, the sum's public
         parameters ``secure``; only from a site whose policy sets ``secure_min_sites``).
 
-        The request is checked before anything is drawn or charged: a malformed one raises
-        :class:`InvalidRequestError` and nothing is released.
+        The request is checked before anything is drawn or charged: a malformed one, or one
+        whose answer is larger than the site's limits allow, raises
+        :class:`InvalidRequestError` and nothing is released; the answer (the eigensolver
+        of ``P_s`` included) is computed before the charge.
         """
         if (variant == VARIANT_SECURE) != (self.secure_min_sites is not None):
             raise InvalidRequestError(
@@ -230,6 +232,7 @@ class DPdisPCASite(PrivateSite):
                     f"{self.site}: refused: a secure-sum request must describe the sum of "
                     f"the {triangle_size(self.dim)} upper-triangle entries of X^T X"
                 )
+            self.require_answer_size((triangle_size(self.dim),))
             statistic = (self.X.T @ self.X)[np.triu_indices(self.dim)]
             return self.discrete_release(
                 MECHANISM, statistic, secure,
@@ -243,8 +246,9 @@ class DPdisPCASite(PrivateSite):
                     f"{self.site}: refused: r (the columns of P_s) must be an integer in "
                     f"1..{self.dim} (this site's d), got {r!r}"
                 )
-            return partial_square_root(
-                self.factored_second_moment(min_noise_multiplier), int(r)
+            self.require_answer_size((self.dim, int(r)))
+            return self.publish_second_moment(
+                lambda A_hat: partial_square_root(A_hat, int(r)), min_noise_multiplier
             )
         if variant == VARIANT_FULL:
             if r is not None:
@@ -257,26 +261,31 @@ class DPdisPCASite(PrivateSite):
         )
 
     def noisy_second_moment(self, min_noise_multiplier: float | None = None) -> np.ndarray:
-        """``A^_s = X^T X / N_s + E`` with symmetric Gaussian ``E`` (the one accounted release)
-        as a ``d x d`` array: :meth:`factored_second_moment` formed."""
-        return self.factored_second_moment(min_noise_multiplier).dense()
+        """``A^_s = X^T X / N_s + E`` with symmetric Gaussian ``E`` (the one accounted
+        release) as a ``d x d`` array."""
+        self.require_answer_size((self.dim, self.dim))
+        return self.publish_second_moment(GramPlusSymmetric.dense, min_noise_multiplier)
 
-    def factored_second_moment(
-        self, min_noise_multiplier: float | None = None
-    ) -> GramPlusSymmetric:
-        """``A^_s = X^T X / N_s + E`` kept factored (the one accounted release).
+    def publish_second_moment(
+        self, answer: Callable[[GramPlusSymmetric], np.ndarray],
+        min_noise_multiplier: float | None = None,
+    ) -> np.ndarray:
+        """``answer(A^_s)`` for ``A^_s = X^T X / N_s + E`` kept factored: the one accounted
+        release, charged once ``answer`` has returned (:meth:`publish`).
 
         Privacy guarantee: charges the site's single release of the upper triangle of
         ``X^T X / N_s`` with Gaussian noise ``tau`` (replace-one sensitivity
-        ``sqrt(2) C^2 / N_s``); (epsilon, delta)-DP per record of this site. The returned
-        object holds the site's records (``X``): only ``A^_s`` itself, or what is computed
-        from it (``P_s``), may leave the site.
+        ``sqrt(2) C^2 / N_s``); (epsilon, delta)-DP per record of this site. The factored
+        matrix holds the site's records (``X``): only ``A^_s`` itself, or what ``answer``
+        computes from it alone (``P_s``), may leave the site.
         """
         sensitivity = second_moment_sensitivity(self.policy.clip_norm, self.n)
         tau = self.sigma(sensitivity, min_noise_multiplier)
-        index = self.charge(Release(MECHANISM, sensitivity, tau, (self.dim, self.dim)))
-        noise = self.noise.symmetric(index, tau, self.dim)
-        return GramPlusSymmetric(self.X, float(self.n), noise)
+        return self.publish(
+            Release(MECHANISM, sensitivity, tau, (self.dim, self.dim)),
+            lambda index: answer(GramPlusSymmetric(
+                self.X, float(self.n), self.noise.symmetric(index, tau, self.dim))),
+        )
 
 
 class DPdisPCAServer(ServerRecord):

@@ -104,18 +104,22 @@ class DPSPCASite(PrivateSite):
                 sensitivity=diagonal_sensitivity(self.policy.clip_norm),
                 norm_per_record=self.policy.clip_norm**2,
             )
-        noise = self.gaussian_release(
-            INIT_MECHANISM, diagonal_sensitivity(self.policy.clip_norm), (self.dim,),
-            min_noise_multiplier,
+        return self.gaussian_answer(
+            INIT_MECHANISM, diagonal_sensitivity(self.policy.clip_norm),
+            np.einsum("ij,ij->j", self.X, self.X), min_noise_multiplier, divisor=self.n,
         )
-        return (np.einsum("ij,ij->j", self.X, self.X) + noise) / self.n
 
     def release_power(
         self, Q: np.ndarray, min_noise_multiplier: float | None = None,
         secure: SecureSum | None = None,
     ) -> np.ndarray:
         """``H_i = (X^T (X Q) + G) / n_i`` for an orthonormal ``Q`` (accounted); with a
-        ``discrete`` policy, the secure-sum message of ``X^T X Q`` for ``secure``."""
+        ``discrete`` policy, the secure-sum message of ``X^T X Q`` for ``secure``.
+
+        ``Q``'s shape (the coordinator's ``k``) is bounded by the site's limits, then ``Q``
+        is checked and made exact (:func:`~fedpca.privacy.validation.validate_basis`), all
+        before anything is allocated for the answer or charged."""
+        self.require_answer_size(np.shape(Q))
         Q = validate_basis(Q, self.dim, site=self.site)
         if self.policy.discrete:
             return self.discrete_release(
@@ -124,11 +128,10 @@ class DPSPCASite(PrivateSite):
                 sensitivity=power_step_sensitivity(self.policy.clip_norm),
                 norm_per_record=self.policy.clip_norm**2,
             )
-        noise = self.gaussian_release(
-            POWER_MECHANISM, power_step_sensitivity(self.policy.clip_norm), Q.shape,
-            min_noise_multiplier,
+        return self.gaussian_answer(
+            POWER_MECHANISM, power_step_sensitivity(self.policy.clip_norm),
+            gram_product(self.X, Q), min_noise_multiplier, divisor=self.n,
         )
-        return (gram_product(self.X, Q) + noise) / self.n
 
 
 class DPSPCAServer(ServerRecord):

@@ -189,8 +189,12 @@ class KPlaneSite(PrivateSite):
         """The noisy per-cluster moments for these ``k`` bases (one accounted release); with
         a ``secure_min_sites`` policy, their secure-sum message for ``secure``.
 
-        Refuses (InvalidRequestError, nothing released or charged) malformed bases.
+        Refuses (InvalidRequestError, nothing released or charged) more clusters or a larger
+        message than the site's limits allow, before anything is allocated for the answer,
+        then malformed bases.
         """
+        self.limits.require_clusters(len(bases), self.site)
+        self.require_answer_size(message_shape(len(bases), self.dim))
         bases = validate_bases(bases, self.dim, site=self.site)
         if self.discrete:
             return self.discrete_release(
@@ -199,11 +203,10 @@ class KPlaneSite(PrivateSite):
                 sensitivity=self.policy.sensitivity,
                 norm_per_record=message_norm_per_record(self.clip_norm),
             )
-        noise = self.gaussian_release(
-            MECHANISM, self.policy.sensitivity, message_shape(len(bases), self.dim),
+        return self.gaussian_answer(
+            MECHANISM, self.policy.sensitivity, cluster_moments(self.X, bases, self.clip_norm),
             min_noise_multiplier,
         )
-        return cluster_moments(self.X, bases, self.clip_norm) + noise
 
 
 class KPlaneServer(ServerRecord):

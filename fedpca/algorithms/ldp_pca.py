@@ -107,9 +107,12 @@ class LDPCovarianceSite(PrivateSite):
         """
         sensitivity = self.policy.sensitivity
         sigma_1 = self.sigma(sensitivity, min_noise_multiplier)
-        index = self.charge(Release(MECHANISM, sensitivity, sigma_1, (self.dim, self.dim)))
-        noise = self.noise.symmetric(index, math.sqrt(self.n) * sigma_1, self.dim)
-        return self.X.T @ self.X + noise
+        self.require_answer_size((self.dim, self.dim))
+        return self.publish(
+            Release(MECHANISM, sensitivity, sigma_1, (self.dim, self.dim)),
+            lambda index: self.X.T @ self.X
+            + self.noise.symmetric(index, math.sqrt(self.n) * sigma_1, self.dim),
+        )
 
 
 def default_lambda(record_sigma: float, dim: int, n: int) -> float:

@@ -1,23 +1,32 @@
 """What every private site shares: prepared data, its own calibration, ledger and noise.
 
 Privacy guarantee enforced here (per site, unit: one record, replace-one): every release
-goes through :meth:`PrivateSite.charge`, which refuses (raising, nothing released) anything
-the site's :class:`~fedpca.privacy.ledger.PrivacyLedger` does not allow; the noise level is the
+goes through :meth:`PrivateSite.publish`, which charges the site's ledger and refuses
+(raising, nothing released) anything the ledger does not allow; the noise level is the
 site's own calibration, raised but never lowered by a server request.
+
+Work before charge, charge before send: a site first bounds every size the request chose
+(:mod:`fedpca.algorithms.site_limits`), then computes its whole noisy answer in memory, then
+commits the charge, and only then returns the answer. Whatever can fail (an allocation, a
+solver, an encoding) fails before the charge: nothing spent, nothing sent. A crash after the
+charge leaves the budget spent, never unspent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 import numpy as np
 
 from fedpca.algorithms.secure_sum import SecureSum
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.privacy.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.privacy.ddg_encoding import encode_site
+from fedpca.privacy.hadamard import next_power_of_two
 from fedpca.privacy.ledger import PrivacyLedger
 from fedpca.privacy.mechanisms import NoiseSource, Release
 from fedpca.privacy.site_data import SiteData
@@ -161,6 +170,8 @@ class PrivateSite:
         seed: seed for reproducible simulation only; ``None`` draws OS randomness.
         ledger: the ledger to charge: a real site's durable lifetime ledger for this run,
             or ``None`` for a fresh in-memory one sized by the policy (simulation).
+        limits: the most one answer may hold (a real site's policy sets them; ``None``:
+            the public defaults of :class:`~fedpca.algorithms.site_limits.SiteLimits`).
     """
 
     def __init__(
@@ -170,6 +181,7 @@ class PrivateSite:
         site: str = "site",
         seed: int | None = None,
         ledger: SiteLedgerLike | None = None,
+        limits: SiteLimits | None = None,
     ) -> None:
         if policy.secure_min_sites is not None:
             require_positive_int(policy.secure_min_sites, "secure_min_sites", minimum=2)
@@ -193,6 +205,7 @@ class PrivateSite:
             max_releases=policy.releases, site=site,
         )
         self.noise = NoiseSource(seed, site)
+        self.limits = limits or SiteLimits()
 
     @property
     def n(self) -> int:
@@ -224,14 +237,34 @@ class PrivateSite:
             z = max(z, requested)
         return z * sensitivity
 
-    def gaussian_release(
+    def require_answer_size(self, shape: tuple[int, ...]) -> None:
+        """Refuse, before anything is allocated for it, a request whose answer has ``shape``
+        (the statistic's; a discrete-noise site sends it padded to a power of two) and is
+        larger than the site's :class:`~fedpca.algorithms.site_limits.SiteLimits`."""
+        entries = math.prod(shape)
+        if self.discrete:
+            entries = next_power_of_two(entries)
+        self.limits.require_answer(shape, entries, self.site)
+
+    def publish(self, release: Release, answer: Callable[[int], np.ndarray]) -> np.ndarray:
+        """Work before charge, charge before send: ``answer(index)`` computes the whole
+        noisy answer in memory (its noise from the stream of release number ``index``),
+        then ``release`` is charged to the ledger (or refused, recording nothing), and only
+        then is the answer returned. Whatever fails in ``answer`` fails before the charge."""
+        value = answer(self.ledger.count)
+        self.ledger.charge(release)
+        return value
+
+    def gaussian_answer(
         self,
         mechanism: str,
         sensitivity: float,
-        shape: tuple[int, ...],
+        statistic: np.ndarray,
         min_noise_multiplier: float | None = None,
+        divisor: float = 1.0,
     ) -> np.ndarray:
-        """Charge the ledger for one Gaussian release and return the noise to add.
+        """``(statistic + G) / divisor``, ``G`` i.i.d. Gaussian: one accounted release
+        (:meth:`publish`; DPS-PCA divides by ``n_i``).
 
         The ledger records ``sigma`` (the site's calibrated level, possibly raised by the
         server); under secure aggregation the site's own share is ``sigma / sqrt(m)``, and
@@ -239,12 +272,14 @@ class PrivateSite:
         secure sum).
         """
         sigma = self.sigma(sensitivity, min_noise_multiplier)
+        shape = statistic.shape
         release = Release(mechanism, sensitivity, sigma, shape)
         if self.secure_min_sites is not None:
             release = Release(f"{mechanism}+secagg(m={self.secure_min_sites})", sensitivity,
                               sigma, shape, sites_in_sum=self.secure_min_sites)
-        index = self.charge(release)
-        return self.noise.gaussian(index, release.own_share().sigma, shape)
+        own_sigma = release.own_share().sigma
+        return self.publish(release, lambda index: (
+            statistic + self.noise.gaussian(index, own_sigma, shape)) / divisor)
 
     def discrete_request(
         self, secure: SecureSum | None, min_noise_multiplier: float | None
@@ -263,8 +298,8 @@ class PrivateSite:
         self, mechanism: str, statistic: np.ndarray, secure: SecureSum, *,
         sensitivity: float, norm_per_record: float,
     ) -> np.ndarray:
-        """Charge the ledger for one distributed discrete Gaussian release of ``statistic``
-        and return the site's message (int64 residues; :mod:`fedpca.algorithms.secure_sum`).
+        """The site's message (int64 residues; :mod:`fedpca.algorithms.secure_sum`) for one
+        distributed discrete Gaussian release of ``statistic``, charged (:meth:`publish`).
         ``sensitivity`` (replace-one, L2) and ``norm_per_record`` describe ``statistic`` as
         this site computes it; the request's sum must name the same values.
 
@@ -286,16 +321,9 @@ class PrivateSite:
         secure.check_site(self.n, m, self.site, own)
         grid = secure.grid_for(self.policy)
         cal = grid.calibration
-        index = self.charge(cal.release(mechanism + f"+ddg(m={m})"))
-        return encode_site(statistic, gamma=grid.gamma, rotation=secure.rotation(),
-                           sigma_sq=cal.sigma_sq, modulus=grid.modulus, draws=cal.draws,
-                           rng=self.noise.generator(index))
-
-    def charge(self, release: Release) -> int:
-        """Record ``release`` in the ledger (or raise, recording nothing); its index."""
-        index = self.ledger.count
-        self.ledger.charge(release)
-        return index
+        return self.publish(cal.release(mechanism + f"+ddg(m={m})"), lambda index: encode_site(
+            statistic, gamma=grid.gamma, rotation=secure.rotation(), sigma_sq=cal.sigma_sq,
+            modulus=grid.modulus, draws=cal.draws, rng=self.noise.generator(index)))
 
     def answer(self, value: np.ndarray) -> SiteAnswer:
         """Package a release with this site's public metadata."""

@@ -13,6 +13,7 @@ from flwr.server import Grid
 from fedpca.algorithms.specs import AlgorithmSpec
 from fedpca.apps.real_site import is_real_site, open_real_site, real_site_identity
 from fedpca.clients.base import ClientFactory
+from fedpca.data.memory import require_simulation_memory
 from fedpca.errors import ConfigurationError
 from fedpca.report import record_summary
 from fedpca.run_record import RunResult, run_record, save_run_record
@@ -37,9 +38,8 @@ def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
     if is_real_site(context):
         site = open_real_site(context, spec.name)
         scenario = scenario_cls.from_run_config(site.config, sites=least_sites(site.config))
-        return client_for_site(
-            context, site.records, scenario.policy(), site.name, seed=None, ledger=site.ledger
-        )
+        return client_for_site(context, site.records, scenario.policy(), site.name, seed=None,
+                               ledger=site.ledger, limits=site.limits)
     if "partition-id" not in context.node_config:
         raise ConfigurationError(
             "this node has no site policy (node_config policy=FILE: a real site) and no "
@@ -81,7 +81,9 @@ def partition_client(
     client_for_site: ClientFactory, scenario: Scenario, context: Context
 ) -> Client:
     """The client of virtual site ``node_config["partition-id"]`` (data built once per
-    process by the scenario's cache, ledger in ``context.state``)."""
+    process by the scenario's cache, ledger in ``context.state``); a simulation whose
+    records would not fit in this machine's memory is refused before any is generated."""
+    require_simulation_memory(scenario.samples, scenario.dim, scenario.sites)
     partition = int(context.node_config["partition-id"])
     return client_for_site(
         context, scenario.prepared_site(partition), scenario.policy(), str(partition),

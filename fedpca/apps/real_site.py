@@ -13,7 +13,10 @@ untrusted. What a hostile coordinator could try, and what happens:
 * **ask for an algorithm the site does not allow**: refused;
 * **start run after run, or wait for a restart**: every release of every run is charged to
   the population's lifetime ledger on the site's disk, so the run that would overspend is
-  refused (:mod:`fedpca.privacy.site_ledger`).
+  refused (:mod:`fedpca.privacy.site_ledger`);
+* **ask for an answer too large to compute** (400,000 k-plane clusters, a ``d x d`` basis at
+  large ``d``): refused before anything is allocated, by the limits of the site's policy
+  (:mod:`fedpca.algorithms.site_limits`).
 
 Refusals happen before anything is charged, and their text carries no number derived from
 the records (a data file that fails validation is reported only in the site's own log).
@@ -28,6 +31,7 @@ from typing import Any
 import numpy as np
 from flwr.common import Context
 
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.data.files import file_fingerprint, load_site_file
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.privacy.site_ledger import RunCharge, RunLedger
@@ -52,12 +56,14 @@ REAL_SITE_KEYS = (POLICY_KEY, "data-path")
 @dataclass(frozen=True)
 class RealSite:
     """What a real site answers one run with: its records, the run's configuration with the
-    site's own privacy keys, and the run's view of its lifetime ledger."""
+    site's own privacy keys, the run's view of its lifetime ledger and its policy's limits
+    on one answer."""
 
     name: str
     records: np.ndarray
     config: dict[str, Any]
     ledger: RunLedger
+    limits: SiteLimits
 
 
 def is_real_site(context: Context) -> bool:
@@ -88,7 +94,7 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
         max_releases=policy.releases_per_run(algorithm),
     )
     config = {**untrusted, **own, "seed": NO_SEED}
-    return RealSite(policy.name, records, config, ledger.for_run(charge))
+    return RealSite(policy.name, records, config, ledger.for_run(charge), policy.limits)
 
 
 def real_site_identity(context: Context, algorithm: str) -> SecureIdentity | None:

@@ -19,6 +19,7 @@ from flwr.common import Context
 
 from fedpca.algorithms.secure_sum import SUM_KEYS, SecAggPlusEmbedding, SecureSum
 from fedpca.algorithms.site import PrivateSite, SiteLedgerLike, SitePrivacyPolicy
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.clients.ledger_state import load_ledger, store_ledger
 from fedpca.clients.messages import RECORDS
 from fedpca.clients.secure_aggregation import ProtocolMasking, SecAggMasking, masked_settings
@@ -27,8 +28,8 @@ from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.privacy.ledger import PrivacyLedger
 from fedpca.privacy.site_data import SiteData
 
-#: ``(context, data, policy, site name, seed=..., ledger=...) -> Client``: each algorithm's
-#: factory (see :func:`client_factory`).
+#: ``(context, data, policy, site name, seed=..., ledger=..., limits=...) -> Client``: each
+#: algorithm's factory (see :func:`client_factory`).
 ClientFactory = Callable[..., Client]
 
 
@@ -82,7 +83,11 @@ class PrivateSiteClient(NumPyClient):
     def fit(
         self, parameters: list[np.ndarray], config: dict
     ) -> tuple[list[np.ndarray], int, dict]:
-        """Check the request, make the release, persist the ledger, answer."""
+        """Check the request, make the release (computed in memory, then charged), persist
+        the ledger, answer. What follows the charge (the SecAgg+ encoding, Flower's
+        serialisation) handles an answer whose size the site bounded before any work
+        (:mod:`fedpca.algorithms.site_limits`); should it fail, the budget stays spent and
+        nothing is sent."""
         unknown = set(config) - self.config_keys - (SUM_KEYS if self.site.discrete else set())
         if unknown:
             raise self.refuse(f"unknown config keys {sorted(unknown)}")
@@ -196,9 +201,10 @@ def site_client(
 def client_factory(
     client_cls: type[PrivateSiteClient], site_cls: type[PrivateSite]
 ) -> ClientFactory:
-    """The ``client_for_site(context, data, policy, site, seed=None, ledger=None)`` of one
-    algorithm: a ``client_cls`` answering for a ``site_cls`` built from the site's data and
-    its own policy (``ledger``: a durable ledger to charge instead of an in-memory one)."""
+    """The ``client_for_site(context, data, policy, site, seed=None, ledger=None,
+    limits=None)`` of one algorithm: a ``client_cls`` answering for a ``site_cls`` built from
+    the site's data and its own policy (``ledger``: a durable ledger to charge instead of an
+    in-memory one; ``limits``: the most one answer may hold, else the public defaults)."""
 
     def client_for_site(
         context: Context,
@@ -207,10 +213,10 @@ def client_factory(
         site: str,
         seed: int | None = None,
         ledger: SiteLedgerLike | None = None,
+        limits: SiteLimits | None = None,
     ) -> Client:
-        return site_client(
-            context, client_cls, site_cls(data, policy, site=site, seed=seed, ledger=ledger)
-        )
+        return site_client(context, client_cls, site_cls(
+            data, policy, site=site, seed=seed, ledger=ledger, limits=limits))
 
     client_for_site.__doc__ = (
         f"A Flower ``Client`` ({client_cls.__name__}) for one {site_cls.__name__}."

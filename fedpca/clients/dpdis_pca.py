@@ -38,5 +38,6 @@ class DPdisPCAClient(PrivateSiteClient):
         )
 
 
-#: ``client_for_site(context, data, policy, site, seed=None, ledger=None) -> Client``.
+#: ``client_for_site(context, data, policy, site, seed=None, ledger=None, limits=None)
+#: -> Client``.
 client_for_site = client_factory(DPdisPCAClient, DPdisPCASite)

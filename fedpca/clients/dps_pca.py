@@ -58,5 +58,6 @@ class DPSPCAClient(PrivateSiteClient):
         return site.clip_norm**2 + gaussian_tail_bound(share / site.n, site.dim * site.dim)
 
 
-#: ``client_for_site(context, data, policy, site, seed=None, ledger=None) -> Client``.
+#: ``client_for_site(context, data, policy, site, seed=None, ledger=None, limits=None)
+#: -> Client``.
 client_for_site = client_factory(DPSPCAClient, DPSPCASite)

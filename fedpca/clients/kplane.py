@@ -42,5 +42,6 @@ class KPlaneClient(PrivateSiteClient):
         )
 
 
-#: ``client_for_site(context, data, policy, site, seed=None, ledger=None) -> Client``.
+#: ``client_for_site(context, data, policy, site, seed=None, ledger=None, limits=None)
+#: -> Client``.
 client_for_site = client_factory(KPlaneClient, KPlaneSite)

@@ -39,5 +39,6 @@ class LDPCovarianceClient(PrivateSiteClient):
         return self.site.release_covariance(config.get("min_noise_multiplier"))
 
 
-#: ``client_for_site(context, data, policy, site, seed=None, ledger=None) -> Client``.
+#: ``client_for_site(context, data, policy, site, seed=None, ledger=None, limits=None)
+#: -> Client``.
 client_for_site = client_factory(LDPCovarianceClient, LDPCovarianceSite)

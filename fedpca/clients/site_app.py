@@ -20,10 +20,13 @@ train handler that looks at each request's format
   Flower's SecAgg+, which holds only against an honest-but-curious coordinator.
 
 Privacy guarantee: unchanged by the format; each site's transcript is (epsilon, delta)-DP per
-record under its own policy (see the algorithm's client module). Every exception raised while
-answering becomes the reply's error, with the exception's text only (Flower would send the
-same text inside its own and Ray's wrapping), which the strategies read from
-``msg.error.reason``; fedpca's refusals quote only public quantities.
+record under its own policy (see the algorithm's client module). Only fedpca's own words
+leave the site: a refusal (a :class:`~fedpca.errors.FedPCAError`, whose text quotes only
+public quantities) becomes the reply's error with its text, which the strategies read from
+``msg.error.reason``; any other exception (``MemoryError``, ``EOFError``, a library's
+``ValueError: mmap length is greater than file size``, ...), whose text nobody vetted and may
+describe the site's files or data, becomes the fixed :data:`SITE_FAILURE`, and its traceback
+goes to the site's own log only.
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ from fedpca.clients.secure_protocol import IdentityFn, answer_protocol, is_proto
 from fedpca.errors import FedPCAError, InvalidRequestError
 
 logger = logging.getLogger(__name__)
+
+#: What the coordinator reads when a site failed for a reason that is not one of fedpca's
+#: refusals (the exception's own text stays in the site's log).
+SITE_FAILURE = "the site could not answer; its operator has the details in its log"
 
 #: ``context -> Client``: a site's client for the current message (e.g.
 #: :func:`fedpca.clients.dps_pca.client_for_site` with the site's data and policy bound).
@@ -94,9 +101,10 @@ def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None) 
         except FedPCAError as error:  # a refusal: its text quotes only public quantities
             logger.warning("%s", error)
             return error_reply(message, str(error))
-        except Exception as error:  # anything else is reported as Flower would, unwrapped
-            logger.exception("answering a train request failed")
-            return error_reply(message, f"{type(error).__name__}: {error}")
+        except Exception:  # not fedpca's words: they stay in the site's log
+            logger.exception("answering a train request failed; the coordinator is told "
+                             "only %r", SITE_FAILURE)
+            return error_reply(message, SITE_FAILURE)
 
     return app
 

@@ -22,6 +22,7 @@ from fedpca.commands.common import (
     with_flag_errors,
     write_outputs,
 )
+from fedpca.data.memory import require_simulation_memory
 
 
 class LazySubcommands(argparse._SubParsersAction):
@@ -76,6 +77,7 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     scenario = scenario_cls.from_flags(
         {f.name: getattr(args, f.name) for f in scenario_cls.flag_fields()}
     )
+    require_simulation_memory(scenario.samples, scenario.dim, scenario.sites)
     for line in scenario.header():
         announce(args, line)
     seeded_notice(scenario.seed)

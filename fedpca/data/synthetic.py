@@ -96,8 +96,10 @@ def _factors(model: SparseSpikedModel) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return truth, lam, np.hstack([truth, complement])
 
 
-def split_sizes(samples: int, sites: int) -> list[int]:
-    """``samples`` records over ``sites`` sites as evenly as possible (every site >= 1)."""
+def require_split(samples: int, sites: int) -> tuple[int, int]:
+    """``(samples, sites)`` as integers when ``samples`` records can give each of ``sites``
+    sites at least one, else ParameterError; allocates nothing (``sites`` may come from a
+    coordinator's run_config)."""
     samples = require_positive_int(samples, "samples")
     sites = require_positive_int(sites, "sites")
     if samples < sites:
@@ -106,10 +108,22 @@ def split_sizes(samples: int, sites: int) -> list[int]:
             "need {samples} >= {sites}",
             {"samples": samples, "sites": sites},
         )
+    return samples, sites
+
+
+def site_size(samples: int, sites: int, site: int) -> int:
+    """Site ``site``'s record count when ``samples`` records are split over ``sites`` sites
+    as evenly as possible (the lower sites get one more; site 0 is a largest)."""
+    samples, sites = require_split(samples, sites)
     base, extra = divmod(samples, sites)
-    return [base + (1 if i < extra else 0) for i in range(sites)]
+    return base + (1 if site < extra else 0)
+
+
+def split_sizes(samples: int, sites: int) -> list[int]:
+    """Every site's :func:`site_size`, in site order."""
+    return [site_size(samples, sites, i) for i in range(require_split(samples, sites)[1])]
 
 
 def site_data(model: SparseSpikedModel, samples: int, sites: int, site: int) -> np.ndarray:
     """The records of site ``site`` when ``samples`` records are split over ``sites``."""
-    return model.sample(split_sizes(samples, sites)[site], stream=site)
+    return model.sample(site_size(samples, sites, site), stream=site)

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedpca.algorithms.site_limits import POLICY_KEYS as LIMIT_KEYS
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.algorithms.specs import SPECS
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.calibration import ACCOUNTING_MODES, calibrate_gaussian, pld_epsilon
@@ -82,6 +84,10 @@ discrete = false                # true: distributed discrete Gaussian residues (
 # signing-key = "secagg.pem"    # this site's key (fedpca deploy secagg-key writes it)
 # colluders = 0                 # members assumed to collude with the coordinator
 
+[limits]                        # what one answer may hold, whatever the coordinator asks
+max-answer-mb = 512             # the answer's size (DPS-PCA: d x k; k-plane: clusters x d^2/2)
+max-clusters = 100              # SuLQ k-plane clusters one request may ask for
+
 # One table per algorithm this site takes part in; a request for any other is refused.
 [algorithms.dps-pca]
 rounds = {rounds}                     # power rounds calibrated for (the coordinator may ask fewer)
@@ -122,6 +128,8 @@ class SitePolicyFile:
         roster, signing_key: the consortium's roster and the site's Ed25519 key for
             fedpca's verifiable secure aggregation (required with ``secure_min_sites``).
         colluders: how many other members the site assumes collude with the coordinator.
+        limits: the most one answer may hold (table ``[limits]``), whatever the
+            coordinator asks.
     """
 
     path: Path
@@ -141,6 +149,7 @@ class SitePolicyFile:
     roster: Path | None = None
     signing_key: Path | None = None
     colluders: int = 0
+    limits: SiteLimits = SiteLimits()
 
     def open_ledger(self) -> SiteLedger:
         """The site's lifetime ledger, bounding both guarantees this policy sets."""
@@ -331,6 +340,7 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         roster=roster,
         signing_key=signing_key,
         colluders=colluders,
+        limits=reader.limits(),
     )
 
 
@@ -371,6 +381,19 @@ class _Reader:
 
     def file_path(self, table: dict, where: str, key: str, hint: str = "") -> Path:
         return (self.path.parent / self.text(table, where, key, hint=hint)).resolve()
+
+    def limits(self) -> SiteLimits:
+        """The table ``[limits]`` (absent keys: the public defaults)."""
+        table = self.table("limits", required=False)
+        unknown = sorted(set(table) - set(LIMIT_KEYS.values()))
+        if unknown:
+            raise self.error(f"unknown keys {unknown} in [limits]; known: "
+                             f"{sorted(LIMIT_KEYS.values())}")
+        values = {field: table[key] for field, key in LIMIT_KEYS.items() if key in table}
+        try:
+            return SiteLimits(**values)
+        except ConfigurationError as exc:
+            raise self.error(str(exc)) from None
 
     def algorithms(self) -> dict[str, dict[str, Any]]:
         allowed = self.table("algorithms", required=False)

@@ -36,7 +36,7 @@ from fedpca.data.datasets import DATASET_NAMES
 from fedpca.data.dpdis_model import DecayingSpectrumModel
 from fedpca.data.federated import dataset_pooled, dataset_site
 from fedpca.data.site_cache import bounded_site_cache
-from fedpca.data.synthetic import split_sizes
+from fedpca.data.synthetic import require_split, site_size
 from fedpca.errors import InvalidDataError, ParameterError
 from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.privacy.site_data import SiteData
@@ -94,7 +94,7 @@ class DPdisPCAScenario(Scenario):
     def __post_init__(self) -> None:
         super().__post_init__()
         require_choice(self.dataset, "dataset", DATASETS)
-        split_sizes(self.samples, self.sites)
+        require_split(self.samples, self.sites)
         if self.alpha is not None:
             if self.dataset == SYNTHETIC:
                 raise ParameterError(
@@ -258,5 +258,5 @@ class DPdisPCAScenario(Scenario):
 def _synthetic_site(
     model: DecayingSpectrumModel, samples: int, sites: int, site: int, clip_norm: float
 ) -> SiteData:
-    X = model.sample(split_sizes(samples, sites)[site], stream=site)
+    X = model.sample(site_size(samples, sites, site), stream=site)
     return SiteData.prepare(X, clip_norm, str(site))

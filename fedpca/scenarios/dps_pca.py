@@ -19,7 +19,7 @@ from fedpca.algorithms.dps_pca import (
 )
 from fedpca.algorithms.secure_sum import public_seed
 from fedpca.data.site_cache import bounded_site_cache
-from fedpca.data.synthetic import SparseSpikedModel, site_data, split_sizes
+from fedpca.data.synthetic import SparseSpikedModel, require_split, site_data, site_size
 from fedpca.errors import ParameterError
 from fedpca.linalg.subspace import subspace_distance
 from fedpca.privacy.site_data import SiteData
@@ -74,7 +74,7 @@ class DPSPCAScenario(Scenario):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        split_sizes(self.samples, self.sites)
+        require_split(self.samples, self.sites)
         for name in ("dim", "k", "sparsity", "s_hat"):
             require_positive_int(getattr(self, name), name)
         for names in SHAPE_RELATIONS:
@@ -137,7 +137,7 @@ class DPSPCAScenario(Scenario):
 
     def largest_site(self) -> int:
         """The largest site's record count (public; SecAgg+'s ``max_weight``)."""
-        return max(split_sizes(self.samples, self.sites))
+        return site_size(self.samples, self.sites, 0)
 
     def privacy(self) -> dict[str, Any]:
         """The guarantee each site gives in this scenario."""

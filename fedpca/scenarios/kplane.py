@@ -27,7 +27,7 @@ from fedpca.clustering.metrics import (
 from fedpca.clustering.result import ClusteringResult
 from fedpca.data.site_cache import bounded_site_cache
 from fedpca.data.subspaces import UnionOfSubspaces
-from fedpca.data.synthetic import split_sizes
+from fedpca.data.synthetic import require_split, site_size, split_sizes
 from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.privacy.site_data import SiteData
 from fedpca.privacy.validation import require_site_count
@@ -63,7 +63,7 @@ class KPlaneScenario(Scenario):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        split_sizes(self.samples, self.sites)
+        require_split(self.samples, self.sites)
         require_site_count(self.secure_min_sites, "secure_min_sites", self.sites, minimum=2)
         self.model()
         require_subspace_dim(self.subspace_dim, self.dim)
@@ -93,7 +93,7 @@ class KPlaneScenario(Scenario):
             return None
         return secure_sum_for(
             self.policy(), self.dim, self.clusters,
-            max_records or max(split_sizes(self.samples, self.sites)), self.sites,
+            max_records or site_size(self.samples, self.sites, 0), self.sites,
             self.seed if self.seed is not None else public_seed(),
         )
 

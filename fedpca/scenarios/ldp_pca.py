@@ -17,7 +17,7 @@ import numpy as np
 from fedpca.algorithms.ldp_pca import LDPPolicy, privacy_record
 from fedpca.data.ldp_model import LDPSpikedModel
 from fedpca.data.site_cache import bounded_site_cache
-from fedpca.data.synthetic import site_data, split_sizes
+from fedpca.data.synthetic import require_split, site_data
 from fedpca.errors import ConfigurationError, ParameterError
 from fedpca.linalg.fantope import require_penalty
 from fedpca.linalg.subspace import energy_ratio, subspace_distance, top_eigenvectors
@@ -86,7 +86,7 @@ class LDPScenario(Scenario):
         if self.lam is not None:
             require_penalty(self.lam)
         if self.dataset == SYNTHETIC:
-            split_sizes(self.samples, self.sites)
+            require_split(self.samples, self.sites)
             self.model()
         elif self.dataset not in dataset_names():
             raise ParameterError(
