@@ -61,9 +61,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fedpca`` console script."""
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(argv).parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
+    try:  # building the chosen command imports it: a missing extra is an error too
+        args = build_parser(argv).parse_args(argv)
         return int(args.func(args))
     except FedPCAError as exc:
         print(f"fedpca: error: {exc}", file=sys.stderr)

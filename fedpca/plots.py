@@ -13,14 +13,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from fedpca.extras import PLOTS, missing_extra
+from fedpca.report import metric_columns, record_header
+
+try:
+    import matplotlib
+except ModuleNotFoundError as exc:
+    raise missing_extra(PLOTS, "drawing a run (--plot)") from exc
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from fedpca.report import metric_columns, record_header  # noqa: E402
 
 #: Figure size in inches and resolution: 1500 x 1050 pixels.
 FIGSIZE = (10.0, 7.0)

@@ -74,6 +74,35 @@ def record_header(record: dict[str, Any]) -> str:
     )
 
 
+#: Sites named on one line of :func:`guarantee_lines` (the rest are counted).
+NAMED_SITES = 5
+
+
+def _guarantee(g: dict[str, Any]) -> str:
+    """One guarantee (a site's, or the request) in words."""
+    text = (f"(eps={g.get('epsilon')}, delta={g.get('delta')})-DP [{g.get('accounting')}, "
+            f"noise multiplier {g.get('noise_multiplier') or float('nan'):.3f}")
+    if g.get("secure_min_sites"):
+        text += (f", secure sums of >= {g['secure_min_sites']} sites, worst case "
+                 f"eps={_fmt(g.get('epsilon_worst_case'))}")
+    return text + "]"
+
+
+def guarantee_lines(record: dict[str, Any]) -> list[str]:
+    """What the sites guaranteed, one line per distinct guarantee (naming its sites), then
+    what the run requested (in the App: the coordinator, whom a real site overrides)."""
+    groups: dict[str, list[str]] = {}
+    for site, g in (record.get("site_guarantees") or {}).items():
+        groups.setdefault(_guarantee(g), []).append(site)
+    lines = ["guaranteed by the sites (each by its own policy):" if groups
+             else "guaranteed: no site reported its own (a run without Flower)"]
+    for text, sites in groups.items():
+        named = ", ".join(sites[:NAMED_SITES]) + (", ..." if len(sites) > NAMED_SITES else "")
+        lines.append(f"  {len(sites)} site(s) ({named}): {text}")
+    lines.append(f"requested (not a guarantee): {_guarantee(record.get('requested') or {})}")
+    return lines
+
+
 def record_summary(record: dict[str, Any]) -> str:
     """The final metrics and the guarantee of a run record (:mod:`fedpca.run_record`) in one
     line; for DPS-PCA the same line as :func:`result_summary`."""

@@ -69,8 +69,10 @@ class PCAResult(SavedResult):
     Attributes:
         algorithm: e.g. ``"dps-pca"``.
         basis: ``d x k`` orthonormal columns spanning the estimated subspace.
-        privacy: the guarantee actually given (epsilon, delta, accounting, noise multiplier,
-            sensitivity, sigma, unit of privacy, trust model).
+        privacy: the privacy the run was configured with (epsilon, delta, accounting, noise
+            multiplier, sensitivity, sigma, unit of privacy, trust model): every site's in a
+            simulation, the coordinator's request in the App, where a real site's policy
+            replaces it (what each site guaranteed: ``config["site_guarantees"]``).
         history: one dict per round (round, phase, sites, epsilon_spent, and any metrics).
         config: the parameters of the run.
         sites_answered: per round, the site ids whose answers were used.

@@ -7,6 +7,12 @@ same keys: headline fields, then the algorithm's own metrics, then the full resu
 (``basis`` or ``bases``, ``privacy``, ``history``, ``config`` and, for PCA, ``sites_answered``),
 which :meth:`fedpca.results.PCAResult.load` reads back. A metric the run could not evaluate
 (the distance to a truth that only a simulation knows) is ``null``.
+
+The headline guarantee is what the sites guaranteed, never what the coordinator asked: each
+site's answers carry its own guarantee (``site_guarantees``,
+:mod:`fedpca.privacy.guarantee`) and the headline is the weakest of them; the run's
+configuration, which a real site replaces with its policy, is ``requested``. A run without
+Flower (the reference runs) has no site guarantees: its sites all used that configuration.
 """
 
 from __future__ import annotations
@@ -17,10 +23,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fedpca.algorithms.dpdis_pca import message_bytes
+from fedpca.privacy.guarantee import SiteGuarantee, weakest
 from fedpca.scenarios.base import NO_SEED
 
 #: The history phase of DPS-PCA's initialisation release (not a power round).
 INIT_PHASE = "init"
+#: The request's privacy keys the record repeats under ``requested``.
+REQUESTED_KEYS = (
+    "epsilon", "delta", "accounting", "noise_multiplier", "sigma", "epsilon_achieved",
+    "epsilon_worst_case", "clip_norm", "secure_min_sites",
+)
 #: LDP-PCA's keys that only the sparse (Fantope) solver produces.
 SPARSE_LDP_KEYS = (
     "lam", "support_size", "support_precision", "support_recall", "admm_iterations",
@@ -58,9 +70,13 @@ def save_run_record(result: RunResult, path: str | Path) -> None:
 
 
 def headline(result: RunResult) -> dict[str, Any]:
-    """The fields every algorithm's record starts with: the run's shape and its privacy."""
+    """The fields every algorithm's record starts with: the run's shape and its privacy (what
+    the sites guaranteed, and the request)."""
     privacy, config, history = result.privacy, result.config, result.history
     records = _config(config, "site_records") or {}
+    sites = site_guarantees(config)
+    requested = requested_privacy(privacy)
+    guaranteed = weakest(sites.values()) if sites else requested
     seed = _config(config, "seed")
     return {
         "algorithm": result.algorithm,
@@ -68,14 +84,15 @@ def headline(result: RunResult) -> dict[str, Any]:
         "samples": sum(records.values()) if records else _config(config, "samples"),
         "dim": result.dim,
         "k": result.k,
-        "epsilon": privacy.get("epsilon"),
-        "delta": privacy.get("delta"),
-        "accounting": privacy.get("accounting"),
-        "noise_multiplier": privacy.get("noise_multiplier"),
-        "sigma": privacy.get("sigma"),
-        "epsilon_achieved": privacy.get("epsilon_achieved"),
-        # against a coordinator that bypasses secure sums (the same without them)
-        "epsilon_worst_case": privacy.get("epsilon_worst_case", privacy.get("epsilon_achieved")),
+        "epsilon": guaranteed["epsilon"],
+        "delta": guaranteed["delta"],
+        "accounting": guaranteed["accounting"],
+        "noise_multiplier": guaranteed["noise_multiplier"],
+        "sigma": requested["sigma"] if _as_requested(sites, requested) else None,
+        "epsilon_achieved": guaranteed["epsilon_achieved"],
+        "epsilon_worst_case": guaranteed["epsilon_worst_case"],
+        "site_guarantees": {site: g.to_dict() for site, g in sites.items()} or None,
+        "requested": requested,
         "trust_model": privacy.get("trust_model"),
         "seed": None if seed in (None, NO_SEED) else int(seed),
         "rounds": sum(1 for entry in history if entry.get("phase") != INIT_PHASE),
@@ -83,6 +100,30 @@ def headline(result: RunResult) -> dict[str, Any]:
         "epsilon_spent": _series(result, "epsilon_spent"),
         "wall_seconds": _config(config, "wall_seconds"),
     }
+
+
+def site_guarantees(config: dict[str, Any]) -> dict[str, SiteGuarantee]:
+    """Each answering site's own guarantee, as the strategy recorded it in the config."""
+    stated = _config(config, "site_guarantees") or {}
+    return {site: SiteGuarantee(**g) for site, g in stated.items()}
+
+
+def requested_privacy(privacy: dict[str, Any]) -> dict[str, Any]:
+    """The privacy the run was configured with (the coordinator's request in the App);
+    without secure sums the worst case is the achieved epsilon."""
+    requested = {key: privacy.get(key) for key in REQUESTED_KEYS}
+    if requested["epsilon_worst_case"] is None:
+        requested["epsilon_worst_case"] = requested["epsilon_achieved"]
+    return requested
+
+
+def _as_requested(sites: dict[str, SiteGuarantee], requested: dict[str, Any]) -> bool:
+    """Whether every site's noise is the request's (same multiplier and clip norm), so that
+    the request's sigma is the sites' too."""
+    return all(
+        (g.noise_multiplier, g.clip_norm) == (requested["noise_multiplier"], requested["clip_norm"])
+        for g in sites.values()
+    )
 
 
 def _config(config: dict[str, Any], name: str) -> Any:

@@ -3,7 +3,8 @@
 
 HEADLINE = {
     "algorithm", "sites", "samples", "dim", "k", "epsilon", "delta", "accounting",
-    "noise_multiplier", "sigma", "epsilon_achieved", "epsilon_worst_case", "trust_model", "seed", "rounds",
+    "noise_multiplier", "sigma", "epsilon_achieved", "epsilon_worst_case", "site_guarantees",
+    "requested", "trust_model", "seed", "rounds",
     "flower_rounds", "epsilon_spent", "wall_seconds",
 }
 ALGORITHM = {

@@ -4,64 +4,35 @@ sum exact (the result equals the Flower-free reference bit for bit), and a site 
 out of a round without stopping the run."""
 
 import functools
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from flwr.app import ArrayRecord, Context, RecordDict
-from flwr.supercore.task_identity import TaskIdentity
+from local_grid import RUN_ID, LocalGrid, run_identity  # noqa: F401 (a fixture)
 
 from fedpca.algorithms.dps_pca import privacy_record, run_dps_pca
 from fedpca.apps.common import partition_client, partition_identity
 from fedpca.clients.dps_pca import client_for_site
-from fedpca.clients.secure_protocol import PROTOCOL_RECORD
 from fedpca.clients.site_app import site_client_app
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.strategies.dps_pca import DPSPCA
 from fedpca.strategies.workflow import secure_aggregation
 
-RUN_ID = 5
 SCENARIO = DPSPCAScenario(sites=4, samples=1200, dim=20, k=2, sparsity=5, s_hat=8, rounds=2,
                           secure_min_sites=2, discrete=True, seed=3, epsilon=2.0, min_sites=3)
+pytestmark = pytest.mark.usefixtures("run_identity")
 
 
-@pytest.fixture(autouse=True)
-def run_identity(monkeypatch):
-    """Flower's messages need the run's identity (set by Flower in a real run)."""
-    for attribute in ("_task_id", "_run_id", "_node_id"):
-        monkeypatch.setattr(TaskIdentity, attribute, RUN_ID)
-
-
-class LocalGrid:
-    """The sites' ClientApp answering in this process; ``drop(kind, node, round)`` decides
-    which messages a site never answers (a dropout)."""
-
-    def __init__(self, scenario, drop=lambda kind, node, config: False):
-        self.run = SimpleNamespace(run_id=RUN_ID)
-        self.app = site_client_app(functools.partial(partition_client, client_for_site, scenario),
-                                   functools.partial(partition_identity, scenario))
-        self.contexts = {
-            node: Context(run_id=RUN_ID, node_id=node, state=RecordDict(), run_config={},
-                          node_config={"partition-id": node - 1,
-                                       "num-partitions": scenario.sites})
-            for node in range(1, scenario.sites + 1)
-        }
-        self.drop = drop
-        self.sent: list[str] = []
-
-    def get_node_ids(self):
-        return list(self.contexts)
-
-    def send_and_receive(self, messages, *, timeout=None):
-        replies = []
-        for message in messages:
-            node = message.metadata.dst_node_id
-            protocol = message.content.config_records.get(PROTOCOL_RECORD, {})
-            kind = str(protocol.get("kind"))
-            self.sent.append(kind)
-            if not self.drop(kind, node, protocol.get("round")):
-                replies.append(self.app(message, self.contexts[node]))
-        return replies
+def partition_grid(scenario, **options) -> LocalGrid:
+    """The scenario's virtual sites, answering in this process."""
+    app = site_client_app(functools.partial(partition_client, client_for_site, scenario),
+                          functools.partial(partition_identity, scenario))
+    contexts = {
+        node: Context(run_id=RUN_ID, node_id=node, state=RecordDict(), run_config={},
+                      node_config={"partition-id": node - 1, "num-partitions": scenario.sites})
+        for node in range(1, scenario.sites + 1)
+    }
+    return LocalGrid(app, contexts, **options)
 
 
 def run(grid: LocalGrid):
@@ -76,7 +47,7 @@ def run(grid: LocalGrid):
 
 
 def test_one_key_agreement_per_run_and_every_round_exact():
-    grid = LocalGrid(SCENARIO)
+    grid = partition_grid(SCENARIO)
     result = run(grid)
     reference = run_dps_pca(SCENARIO.all_site_data(), SCENARIO.k, SCENARIO.s_hat,
                             SCENARIO.policy(), seed=SCENARIO.seed)
@@ -88,13 +59,18 @@ def test_one_key_agreement_per_run_and_every_round_exact():
                  "secagg-unmask-request"):
         assert grid.sent.count(kind) == SCENARIO.sites * rounds, kind
     assert result.privacy["epsilon_worst_case"] > result.privacy["epsilon_achieved"]
+    # each site states the guarantee of the sums it answered: the configured one, here
+    for stated in result.config["site_guarantees"].values():
+        assert stated["secure_min_sites"] == 2
+        assert stated["noise_multiplier"] == result.privacy["noise_multiplier"]
+        assert stated["epsilon_worst_case"] == pytest.approx(result.privacy["epsilon_worst_case"])
 
 
 @pytest.mark.parametrize("stage", ["secagg-input-request", "secagg-unmask-request"])
 def test_a_site_dropping_out_of_a_round_within_the_threshold(stage):
     # site 4 misses one stage of round 2 (before its input, or before the unmasking), then
     # takes part again in round 3; every round is decoded
-    grid = LocalGrid(SCENARIO, drop=lambda kind, node, round_: (kind, node, round_) == (
+    grid = partition_grid(SCENARIO, drop=lambda kind, node, round_: (kind, node, round_) == (
         stage, 4, 2))
     result = run(grid)
     answered = [sorted(names) for names in result.sites_answered]

@@ -26,6 +26,8 @@ from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.privacy.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.privacy.ddg_encoding import encode_site
+from fedpca.privacy.distributed_gaussian import DDGCalibration
+from fedpca.privacy.guarantee import SiteGuarantee
 from fedpca.privacy.hadamard import next_power_of_two
 from fedpca.privacy.ledger import PrivacyLedger
 from fedpca.privacy.mechanisms import NoiseSource, Release
@@ -61,6 +63,8 @@ class SiteLedgerLike(Protocol):
     def charge(self, release: Release) -> None: ...
 
     def epsilon_spent(self) -> float: ...
+
+    def worst_case_spent(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,7 @@ class SiteAnswer:
     value: np.ndarray
     epsilon_spent: float
     releases: int = 0
+    guarantee: SiteGuarantee | None = None
 
 
 class PrivateSite:
@@ -200,6 +205,8 @@ class PrivateSite:
             )
         self.X, self.clip_report = data.X, data.clip
         self.calibration = policy.calibration()
+        #: The calibration of the last distributed discrete Gaussian sum the site answered.
+        self.sum_calibration: DDGCalibration | None = None
         self.ledger: SiteLedgerLike = ledger or PrivacyLedger(
             self.calibration.target_epsilon, self.calibration.delta,
             max_releases=policy.releases, site=site,
@@ -321,9 +328,24 @@ class PrivateSite:
         secure.check_site(self.n, m, self.site, own)
         grid = secure.grid_for(self.policy)
         cal = grid.calibration
-        return self.publish(cal.release(mechanism + f"+ddg(m={m})"), lambda index: encode_site(
+        residues = self.publish(cal.release(mechanism + f"+ddg(m={m})"), lambda index: encode_site(
             statistic, gamma=grid.gamma, rotation=secure.rotation(), sigma_sq=cal.sigma_sq,
             modulus=grid.modulus, draws=cal.draws, rng=self.noise.generator(index)))
+        self.sum_calibration = cal
+        return residues
+
+    def guarantee(self) -> SiteGuarantee:
+        """This site's public guarantee for the run (:mod:`fedpca.privacy.guarantee`): its
+        policy's calibration, or that of the last secure sum of discrete Gaussian residues
+        it answered; with secure sums, the worst case of its releases in the run."""
+        cal = self.sum_calibration or self.calibration
+        return SiteGuarantee(
+            epsilon=cal.target_epsilon, epsilon_achieved=cal.epsilon, delta=cal.delta,
+            accounting=cal.accounting, noise_multiplier=cal.noise_multiplier,
+            clip_norm=self.clip_norm, secure_min_sites=self.secure_min_sites,
+            epsilon_worst_case=(None if self.secure_min_sites is None
+                                else self.ledger.worst_case_spent()),
+        )
 
     def answer(self, value: np.ndarray) -> SiteAnswer:
         """Package a release with this site's public metadata."""

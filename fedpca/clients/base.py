@@ -3,8 +3,8 @@
 A :class:`PrivateSiteClient` wraps a Flower-free :class:`~fedpca.algorithms.site.PrivateSite`.
 Subclasses say which config keys they accept and implement :meth:`release`; everything a
 client returns is the site's noisy release, its public record count and plaintext metrics
-that are public under the site's policy (site name, epsilon spent, releases made), nothing
-else. In particular the number of clipped rows is data-dependent and not DP: it is logged
+that are public under the site's policy (site name, epsilon spent, releases made, the
+guarantee its policy gives: :mod:`fedpca.privacy.guarantee`), nothing else. In particular the number of clipped rows is data-dependent and not DP: it is logged
 for the site's own operator (see :class:`~fedpca.privacy.site_data.SiteData`) and never sent.
 """
 
@@ -105,6 +105,7 @@ class PrivateSiteClient(NumPyClient):
             "site": self.site.site,
             "epsilon_spent": self.site.ledger.epsilon_spent(),
             "releases": self.site.ledger.count,
+            **self.site.guarantee().to_metrics(),
         }
         if self.embedding is not None:  # a secure sum's weight is fixed: the count travels apart
             metrics[RECORDS] = self.site.n

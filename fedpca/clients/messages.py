@@ -11,12 +11,14 @@ sites' ClientApp (:mod:`fedpca.clients.app`) reads requests and builds answers w
   ``"arrays"`` and a :class:`~flwr.app.ConfigRecord` ``"config"``; the answer carries the
   release as the ArrayRecord ``"arrays"``, the public numbers (record count
   ``"num-examples"``, ``"epsilon_spent"``, ``"releases"``) as the MetricRecord ``"metrics"``
-  and the site's name in the ConfigRecord ``"site"``. The same :class:`SiteAnswer` comes out
-  of either format.
+  and the site's name and guarantee (:class:`~fedpca.privacy.guarantee.SiteGuarantee`, keys
+  ``guarantee.*``: its accounting is text) in the ConfigRecord ``"site"``. The same
+  :class:`SiteAnswer` comes out of either format.
 
 Privacy: an answer holds the site's noisy release and what is public under its policy (its
-name, its record count under replace-one neighbouring, what its ledger has spent), in either
-format; every request field is untrusted and is checked by the site before anything is spent.
+name, its record count under replace-one neighbouring, what its ledger has spent, the
+guarantee its policy gives), in either format; every request field is untrusted and is
+checked by the site before anything is spent.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFI
 
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import FedPCAError, InvalidRequestError
+from fedpca.privacy.guarantee import PREFIX as GUARANTEE, SiteGuarantee
 
 #: Message API: the request's and the answer's arrays.
 ARRAYS = "arrays"
@@ -75,11 +78,12 @@ def read_request(content: RecordDict) -> tuple[list[np.ndarray], dict[str, Scala
 def reply_content(res: FitRes) -> RecordDict:
     """A site's ``FitRes`` (from :class:`~fedpca.clients.base.PrivateSiteClient`) as a
     Message-API answer: the same arrays, record count and metrics."""
-    metrics = {key: value for key, value in res.metrics.items() if key != SITE}
+    described = {k: v for k, v in res.metrics.items() if k == SITE or k.startswith(GUARANTEE)}
+    metrics = {k: v for k, v in res.metrics.items() if k not in described}
     return RecordDict({
         ARRAYS: ArrayRecord(parameters_to_ndarrays(res.parameters)),
         METRICS: MetricRecord({NUM_EXAMPLES: int(res.num_examples), **metrics}),
-        SITE: ConfigRecord({SITE: str(res.metrics[SITE])}),
+        SITE: ConfigRecord({**described, SITE: str(res.metrics[SITE])}),
     })
 
 
@@ -87,7 +91,7 @@ def answer_from(
     site: str, n: int, arrays: Sequence[np.ndarray], metrics: Mapping[str, object]
 ) -> SiteAnswer:
     """One site's answer: exactly one array, its record count (``metrics[RECORDS]`` when the
-    weight ``n`` is SecAgg+'s fixed one) and its reported spending."""
+    weight ``n`` is SecAgg+'s fixed one), its reported spending and guarantee."""
     if len(arrays) != 1:
         raise FedPCAError(
             f"site {site} returned {len(arrays)} arrays, expected 1; is it running fedpca's "
@@ -99,6 +103,7 @@ def answer_from(
         value=arrays[0],
         epsilon_spent=float(metrics.get("epsilon_spent", float("nan"))),
         releases=int(metrics.get("releases", 0)),
+        guarantee=SiteGuarantee.from_metrics(metrics, site),
     )
 
 
@@ -115,7 +120,7 @@ def read_reply(content: RecordDict, node: str) -> SiteAnswer:
     site = str(names.get(SITE, node))
     return answer_from(
         site, int(metrics.get(NUM_EXAMPLES, 0)), content.array_records[ARRAYS].to_numpy_ndarrays(),
-        metrics,
+        {**metrics, **names},
     )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fedpca.errors import ConfigurationError
-from fedpca.report import history_table, record_header, record_summary
+from fedpca.report import guarantee_lines, history_table, record_header, record_summary
 
 
 def register_show_command(commands: argparse._SubParsersAction) -> None:
@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     record = load_record(args.result)
     print(record_header(record))
     print(f"trust model: {record.get('trust_model')}")
+    print("\n".join(guarantee_lines(record)))
     print(history_table(record["algorithm"], record["history"]))
     print(record_summary(record))
     if record.get("wall_seconds") is not None:

@@ -7,7 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from fedpca.extras import PLOTS, missing_extra
+
+try:
+    import matplotlib
+except ModuleNotFoundError as exc:
+    raise missing_extra(PLOTS, "fedpca experiment (its figures)") from exc
 
 matplotlib.use("Agg")  # files only, no display
 

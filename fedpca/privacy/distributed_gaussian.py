@@ -280,6 +280,11 @@ class DDGCalibration:
         (at most: the discrete Gaussian's variance is slightly below ``s^2``)."""
         return self.gamma * math.sqrt(self.sites * self.draws * self.sigma_sq)
 
+    @property
+    def noise_multiplier(self) -> float:
+        """``central_sigma / sensitivity``: a sum's noise in units of the sensitivity."""
+        return self.central_sigma / self.sensitivity
+
     def record(self) -> dict[str, float | int | str]:
         """The fields a result's privacy record needs for this calibration."""
         return {
@@ -298,7 +303,7 @@ class DDGCalibration:
             "padded_dimension": self.padded,
             "central_sigma": self.central_sigma,
             "sigma": self.central_sigma,
-            "noise_multiplier": self.central_sigma / self.sensitivity,
+            "noise_multiplier": self.noise_multiplier,
         }
 
     def release(self, mechanism: str) -> Release:

@@ -24,6 +24,7 @@ from fedpca.clients.secure_protocol import IdentityFn
 from fedpca.clients.site_app import site_client_app
 from fedpca.data.site_store import StoreBound, store_enabled, temporary_store
 from fedpca.errors import ConfigurationError, FedPCAError
+from fedpca.extras import SIMULATION, require_extra
 from fedpca.progress import RoundObserver
 from fedpca.strategies.base import SiteRoundStrategy
 from fedpca.strategies.workflow import SecAggSettings, run_strategy
@@ -81,6 +82,7 @@ def launch(
     strategy API runs. BLAS is kept single-threaded in this process and in the Ray workers
     (a multi-threaded BLAS can deadlock the ServerApp).
     """
+    require_extra(SIMULATION, "a Flower simulation (Ray runs its virtual sites)")
     single_thread_blas()
     # Ray's notice about GPU visibility is irrelevant to CPU-only sites.
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")

@@ -26,6 +26,7 @@ from flwr.common import Scalar
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import FedPCAError
+from fedpca.privacy.guarantee import SiteGuarantee
 from fedpca.progress import RoundEvent, RoundObserver
 
 logger = logging.getLogger(__name__)
@@ -54,8 +55,9 @@ class SiteRoundStrategy:
             federation's size so a round never starts with only the first sites to connect.
         min_noise_multiplier (float | None, default None): asks every site for at least this
             noise multiplier (a site never goes below its own).
-        privacy (dict | None, default None): the guarantee the sites were configured with,
-            copied into the result.
+        privacy (dict | None, default None): the privacy the run was configured with
+            (the coordinator's request: a real site replaces it with its own policy), copied
+            into the result; what each site guaranteed comes with its answers.
     """
 
     #: Name used in logs and errors.
@@ -87,6 +89,8 @@ class SiteRoundStrategy:
         self.site_releases: dict[str, int] = {}
         #: Each answering site's record count (public under replace-one neighbouring).
         self.site_sizes: dict[str, int] = {}
+        #: Each answering site's own guarantee, as its latest answer stated it.
+        self.site_guarantees: dict[str, SiteGuarantee] = {}
         #: When the run started (:meth:`begin`).
         self.started: float | None = None
         #: Sites asked in the current round (set when the round's requests are sent).
@@ -116,8 +120,9 @@ class SiteRoundStrategy:
     def result(self, config: dict[str, Any] | None = None) -> Any:
         """The run's final result (from the server), with the sites' configured privacy.
 
-        The config gains ``site_records`` (each answering site's record count) and, unless
-        the caller measured it, ``wall_seconds`` since the run started.
+        The config gains ``site_records`` (each answering site's record count),
+        ``site_guarantees`` (each answering site's own guarantee) and, unless the caller
+        measured it, ``wall_seconds`` since the run started.
         """
         config = {**(config or {}), **self.result_config()}
         if self.started is not None:
@@ -126,7 +131,12 @@ class SiteRoundStrategy:
 
     def result_config(self) -> dict[str, Any]:
         """What the strategy adds to the result's config (subclasses may add more)."""
-        return {"site_records": dict(sorted(self.site_sizes.items()))}
+        return {
+            "site_records": dict(sorted(self.site_sizes.items())),
+            "site_guarantees": {
+                site: g.to_dict() for site, g in sorted(self.site_guarantees.items())
+            },
+        }
 
     def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """The algorithm's arrays and config for every site in ``server_round``
@@ -180,6 +190,7 @@ class SiteRoundStrategy:
             answers = secure_sum_answers(answers, self.secagg_embedding)
         self.site_releases.update({a.site: a.releases for a in answers})
         self.site_sizes.update({a.site: a.n for a in answers})
+        self.site_guarantees.update({a.site: a.guarantee for a in answers if a.guarantee})
         array, metrics = self.combine(server_round, answers)
         self.notify()
         return array, metrics
