@@ -3,6 +3,7 @@
 import io
 import json
 import tomllib
+import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from fedpca.algorithms.specs import app_config
 from fedpca.apps.app_config import COMPONENTS, PUBLISHER
 from fedpca.cli import main as cli_main
 from fedpca.deployment.fab_check import (
+    MAX_MEMBER_BYTES,
     FabRefusedError,
     check_fab,
     config_only_pyproject,
@@ -31,6 +33,76 @@ def fab(files: dict[str, str]) -> bytes:
         for name, text in files.items():
             archive.writestr(name, text)
     return buffer.getvalue()
+
+
+def inflating_fab(expanded: int, chunk: int = 1 << 20) -> bytes:
+    """A FAB whose pyproject.toml (valid TOML: the App's, then spaces) expands to
+    ``expanded`` bytes, written in chunks so the test never holds it."""
+    buffer = io.BytesIO()
+    head = config_only_pyproject().encode()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        with archive.open("pyproject.toml", "w") as member:
+            member.write(head)
+            for start in range(len(head), expanded, chunk):
+                member.write(b" " * min(chunk, expanded - start))
+    return buffer.getvalue()
+
+
+def declaring(content: bytes, name: bytes, size: int) -> bytes:
+    """``content`` with member ``name``'s uncompressed size in the central directory
+    replaced by ``size`` (a lying header)."""
+    entry = content.index(b"PK\x01\x02")
+    while content[entry + 46:entry + 46 + len(name)] != name:
+        entry = content.index(b"PK\x01\x02", entry + 4)
+    return content[:entry + 24] + size.to_bytes(4, "little") + content[entry + 28:]
+
+
+def test_a_fab_that_expands_past_the_limit_is_refused_before_anything_is_decompressed(
+    monkeypatch,
+):
+    bomb = inflating_fab(20 * 1024 * 1024)  # about 20 KB that expand to 20 MB
+    assert len(bomb) < 100_000
+
+    def decompress(*_args):
+        raise AssertionError("the FAB check decompressed a member")
+
+    monkeypatch.setattr(zipfile, "_get_decompressor", decompress)
+    with pytest.raises(FabRefusedError, match=rf"pyproject.toml expands to 20971520 bytes, "
+                                              rf"above this site's limit of {MAX_MEMBER_BYTES}"):
+        check_fab(bomb)
+    monkeypatch.undo()
+    check_fab(inflating_fab(MAX_MEMBER_BYTES // 2))  # within the limit: read and accepted
+    with pytest.raises(FabRefusedError, match=r"expands \d+ times, above this site's limit"):
+        check_fab(inflating_fab(MAX_MEMBER_BYTES))  # 64 KiB of spaces: an absurd ratio
+
+
+def test_a_fab_whose_header_understates_its_size_costs_no_more_memory():
+    lying = declaring(inflating_fab(20 * 1024 * 1024), b"pyproject.toml", 4096)
+    tracemalloc.start()
+    with pytest.raises(FabRefusedError, match="not a readable Flower App"):
+        check_fab(lying)  # reading stops at the declared size: the CRC does not match
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 4 * MAX_MEMBER_BYTES + len(lying)
+
+
+def test_a_fab_larger_than_any_configuration_is_refused_as_received():
+    with pytest.raises(FabRefusedError, match=r"has \d+ bytes, above this site's limit"):
+        check_fab(fab({"pyproject.toml": config_only_pyproject(),
+                       ".info/CONTENT": bytes(range(256)).hex() * 5000}))
+
+
+def test_members_that_expand_past_the_limit_together_are_refused():
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive, pytest.warns(
+        UserWarning, match="Duplicate name"
+    ):
+        for copy in range(75):  # each copy within the limits, all of them not
+            archive.writestr("pyproject.toml", config_only_pyproject() + f"# {copy}\n" +
+                             "".join(f"# {i % 1000}\n" for i in range(10000)))
+    with pytest.raises(FabRefusedError, match=r"expands to \d+ bytes, above this site's "
+                                              r"limit of 4194304; nothing was decompressed"):
+        check_fab(buffer.getvalue())
 
 
 def test_pyproject_declares_the_app_the_package_ships():
