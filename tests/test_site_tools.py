@@ -151,7 +151,7 @@ def test_site_init_then_ledger_as_table_and_json(tmp_path, capsys):
                      "hospital-c", "--data", "records.npy"]) == 0
     policy = load_site_policy(tmp_path / "site.toml")
     ledger = SiteLedger(policy.ledger, policy.population, policy.epsilon, policy.delta)
-    ledger.for_run(RunCharge("run-1", "dpdis-pca", "ab" * 32, 1.0, 1)).charge(
+    ledger.for_run(RunCharge("run-1", "dpdis-pca", "ab" * 32, 1)).charge(
         Release("dpdis-pca", 1.0, 5.0, (4, 4)))
     capsys.readouterr()
     assert cli_main(["site", "ledger", "--policy", str(tmp_path / "site.toml")]) == 0

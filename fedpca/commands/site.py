@@ -1,9 +1,10 @@
 """``fedpca site init|ledger|superexec``: what a site's operator runs next to its SuperNode.
 
-* ``init --policy FILE --name NAME --data FILE``: a commented policy file (the site's budget,
-  clip norm, allowed algorithms, secure-aggregation minimum, ledger path);
-* ``ledger --policy FILE [--json]``: the site's lifetime spending (per run, per data file,
-  remaining), read from its own ledger;
+* ``init --policy FILE --name NAME --data FILE``: a commented policy file (the site's lifetime
+  budget, daily and weekly ceilings, clip norm, allowed algorithms, secure-aggregation
+  minimum, ledger path);
+* ``ledger --policy FILE [--json]``: the site's spending (lifetime, in the current UTC day
+  and the last 7 x 24 hours, per run, per data file, remaining), read from its own ledger;
 * ``superexec --runtime-api-address ADDR``: Flower's SuperExec for a SuperNode started with
   ``--isolation process``, running the site's pinned ClientApp (never a FAB's code).
 """
