@@ -134,6 +134,8 @@ def test_a_site_without_its_own_policy_refuses(tmp_path):
      "worst-case-epsilon must be a finite number > 0, got None; secure-aggregation.min-sites=3"),
     (("# worst-case-epsilon = 8", "worst-case-epsilon = 2.0"), "below budget.epsilon=4"),
     (("[algorithms.ldp-pca]", "[algorithms.steal-data]"), "unknown algorithms"),
+    (("memory-mib = 4096", "memory-mib = 100"),
+     "limits.memory-mib=100 must be 0 \\(no limit\\) or an integer >= 512"),
 ])
 def test_a_policy_that_makes_no_sense_is_refused_in_one_line(tmp_path, edit, match):
     policy = make_site(tmp_path)

@@ -1,7 +1,11 @@
-"""What a site's operator uses: the FAB check, the configuration-only App, the site CLI."""
+"""What a site's operator uses: the FAB check (sizes before decompression, in front of
+Flower's own parser too), the memory limit, the configuration-only App, the site CLI."""
 
 import io
 import json
+import re
+import subprocess
+import sys
 import tomllib
 import tracemalloc
 import zipfile
@@ -20,6 +24,7 @@ from fedpca.deployment.fab_check import (
     config_only_pyproject,
     write_config_only_app,
 )
+from fedpca.deployment.site_runtime import checked_fab_config
 from fedpca.privacy.mechanisms import Release
 from fedpca.privacy.site_ledger import RunCharge, SiteLedger
 from fedpca.privacy.site_policy import load_site_policy
@@ -168,3 +173,44 @@ def test_site_init_then_ledger_as_table_and_json(tmp_path, capsys):
 def test_site_commands_report_a_missing_policy(tmp_path, capsys):
     assert cli_main(["site", "ledger", "--policy", str(tmp_path / "none.toml")]) == 2
     assert "does not exist; write one with fedpca site init" in capsys.readouterr().err
+
+
+def test_the_supernode_hands_flower_no_fab_the_site_refuses(monkeypatch, caplog):
+    parsed = []
+
+    def flower_parser(content, run):
+        parsed.append(run)
+        return {"k": 2}
+
+    checked = checked_fab_config(flower_parser)
+    assert checked(fab({"pyproject.toml": config_only_pyproject()}), "run-1") == {"k": 2}
+    monkeypatch.setattr(zipfile, "_get_decompressor", None)  # any decompression would fail
+    assert checked(inflating_fab(20 * 1024 * 1024), "run-2") == {}
+    assert parsed == ["run-1"]  # Flower's parser never saw the 20 MB pyproject
+    assert "SuperNode: refused: the App (FAB) member pyproject.toml expands to" in caplog.text
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS as Linux reports it")
+def test_the_memory_limit_holds_in_every_process_a_site_process_starts():
+    child = (
+        "import subprocess, sys\n"
+        "from fedpca.deployment.memory_limit import apply_memory_limit\n"
+        "apply_memory_limit(600)\n"
+        "grandchild = 'print(open(\"/proc/self/limits\").read()); bytearray(2 << 30)'\n"
+        "out = subprocess.run([sys.executable, '-c', grandchild], capture_output=True, text=True)\n"
+        "print(out.stdout, out.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         check=True).stdout
+    assert re.search(rf"Max address space\s+{600 * 1024 * 1024}\s+{600 * 1024 * 1024}", out)
+    assert "MemoryError" in out  # 2 GiB fails in that process, not on the host
+
+
+def test_site_supernode_sets_the_node_config_itself(tmp_path, capsys):
+    np.save(tmp_path / "records.npy", np.eye(4))
+    cli_main(["site", "init", "--policy", str(tmp_path / "site.toml"), "--name", "h",
+              "--data", "records.npy"])
+    assert load_site_policy(tmp_path / "site.toml").memory_mib == 4096
+    assert cli_main(["site", "supernode", "--policy", str(tmp_path / "site.toml"), "--",
+                     "--insecure", "--node-config", "policy='other.toml'"]) == 2
+    assert "sets --node-config itself" in capsys.readouterr().err

@@ -45,6 +45,9 @@ POLICY_ALGORITHMS = tuple(SPECS)
 MAX_DELTA_TIMES_N = 0.1
 #: Rounds a site calibrates a multi-round algorithm for when its policy does not say.
 DEFAULT_DPS_ROUNDS = 10
+#: Address space (MiB) of each process ``fedpca site supernode|superexec`` starts, unless the
+#: policy's ``[limits] memory-mib`` says otherwise; the least a policy may set (0: no limit).
+DEFAULT_MEMORY_MIB, MIN_MEMORY_MIB = 4096, 512
 
 POLICY_TEMPLATE = """\
 # fedpca site policy. This file, not the coordinator, sets this site's privacy.
@@ -78,6 +81,13 @@ accounting = "pld"              # pld (tight) or paper (the papers' looser close
 
 [data]
 clip-norm = 1.0                 # public bound C: every row is scaled to norm <= C
+
+[limits]
+memory-mib = {memory_mib}             # address space of each site process started by fedpca site
+                                # supernode / superexec (Linux RLIMIT_AS, inherited by the
+                                # ClientApps): a FAB or request that inflates fails there, not
+                                # the host; >= {min_memory_mib}, or 0 to leave it to the OS (systemd
+                                # MemoryMax=, prlimit, a container's limit)
 
 [secure-aggregation]
 min-sites = 0                   # M >= 2: answer only inside secure sums of >= M honest
@@ -133,6 +143,8 @@ class SitePolicyFile:
         roster, signing_key: the consortium's roster and the site's Ed25519 key for
             fedpca's verifiable secure aggregation (required with ``secure_min_sites``).
         colluders: how many other members the site assumes collude with the coordinator.
+        memory_mib: address space limit (MiB) of the site's processes, 0 for none
+            (:mod:`fedpca.deployment.memory_limit` applies it).
     """
 
     path: Path
@@ -154,6 +166,7 @@ class SitePolicyFile:
     roster: Path | None = None
     signing_key: Path | None = None
     colluders: int = 0
+    memory_mib: int = DEFAULT_MEMORY_MIB
 
     def open_ledger(self) -> SiteLedger:
         """The site's lifetime ledger, bounding both guarantees this policy sets."""
@@ -283,6 +296,7 @@ def write_policy_template(
         daily_epsilon=daily_epsilon, weekly_epsilon=weekly_epsilon,
         worst_case_table=_worst_case_lines(cases, TEMPLATE_RUN_EPSILON),
         suggestion=math.ceil(cases[0].lifetime_epsilon),
+        memory_mib=DEFAULT_MEMORY_MIB, min_memory_mib=MIN_MEMORY_MIB,
     )
     target.write_text(text)
     load_site_policy(target)  # what init writes must load
@@ -360,6 +374,7 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         roster=roster,
         signing_key=signing_key,
         colluders=colluders,
+        memory_mib=reader.memory_mib(),
     )
 
 
@@ -418,6 +433,17 @@ class _Reader:
                     "run-epsilon <= daily-epsilon <= weekly-epsilon <= epsilon"
                 )
         return daily, weekly, run
+
+    def memory_mib(self) -> int:
+        """``[limits] memory-mib``: 0 or at least :data:`MIN_MEMORY_MIB`."""
+        value = self.table("limits", required=False).get("memory-mib", DEFAULT_MEMORY_MIB)
+        if (not isinstance(value, int) or isinstance(value, bool)
+                or (value != 0 and value < MIN_MEMORY_MIB)):
+            raise self.error(
+                f"limits.memory-mib={value!r} must be 0 (no limit) or an integer >= "
+                f"{MIN_MEMORY_MIB}: a SuperNode alone maps about 450 MiB"
+            )
+        return value
 
     def file_path(self, table: dict, where: str, key: str, hint: str = "") -> Path:
         return (self.path.parent / self.text(table, where, key, hint=hint)).resolve()
