@@ -94,7 +94,7 @@ def test_a_fab_whose_header_understates_its_size_costs_no_more_memory():
 def test_a_fab_larger_than_any_configuration_is_refused_as_received():
     with pytest.raises(FabRefusedError, match=r"has \d+ bytes, above this site's limit"):
         check_fab(fab({"pyproject.toml": config_only_pyproject(),
-                       ".info/CONTENT": bytes(range(256)).hex() * 5000}))
+                       ".info/CONTENT": bytes(range(256)).hex() * 10000}))
 
 
 def test_members_that_expand_past_the_limit_together_are_refused():

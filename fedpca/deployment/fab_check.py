@@ -35,8 +35,9 @@ from fedpca.errors import FedPCAError
 CONFIG_ONLY_MEMBERS = frozenset({"pyproject.toml", ".info/CONTENT"})
 #: Files named in a refusal, at most.
 LISTED = 5
-#: Most bytes a FAB may have as received (Flower itself accepts 10 MB).
-MAX_FAB_BYTES = 1024 * 1024
+#: Most bytes a FAB may have as received (Flower itself accepts 10 MB); a FAB carrying code
+#: (the whole fedpca package is about 1 MB) is refused with the files it carries.
+MAX_FAB_BYTES = 4 * 1024 * 1024
 #: Most bytes any one member may expand to (``pyproject.toml`` included).
 MAX_MEMBER_BYTES = 64 * 1024
 #: Most bytes all members together may expand to.
