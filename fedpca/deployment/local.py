@@ -354,13 +354,14 @@ class LocalDeployment:
         private_key: Path | None,
         node_config: Mapping[str, ConfigValue],
         insecure: bool = False,
+        extra_args: Sequence[str] = (),
     ) -> Launched:
         """Start a plain ``flower-supernode`` dialling this SuperLink (:meth:`supernode_args`)
-        with ``node_config``, e.g. an intruder's."""
+        with ``node_config`` and ``extra_args``, e.g. an intruder's."""
         argv = ["flower-supernode", *self.supernode_args(private_key, insecure)]
         if node_config:
             argv += ["--node-config", config_pairs(node_config)]
-        return self._launch(name, argv)
+        return self._launch(name, [*argv, *extra_args])
 
     def supernode_args(
         self, private_key: Path | None, insecure: bool = False, port: int | None = None
