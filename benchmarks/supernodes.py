@@ -152,7 +152,7 @@ class RunWatch:
 
 def _sites(work: Path, n: int, rounds: int):
     from fedpca.deployment.local import Site
-    from fedpca.privacy.site_policy import write_policy_template
+    from fedpca.privacy.site_policy import TEMPLATE_EPSILON, write_policy_template
     from fedpca.scenarios.dps_pca import DPSPCAScenario
 
     scenario = DPSPCAScenario.from_run_config(
@@ -165,7 +165,10 @@ def _sites(work: Path, n: int, rounds: int):
         folder.mkdir()
         data = folder / "records.npy"
         np.save(data, records)
-        policy = write_policy_template(folder / "policy.toml", str(i), str(data), rounds=rounds)
+        # two runs within minutes: the day's and the week's ceilings are the lifetime's
+        policy = write_policy_template(folder / "policy.toml", str(i), str(data), rounds=rounds,
+                                       daily_epsilon=TEMPLATE_EPSILON,
+                                       weekly_epsilon=TEMPLATE_EPSILON)
         sites.append(Site(str(i), data, policy))
     return sites
 

@@ -11,6 +11,7 @@ asserts that none is left.
 """
 
 import math
+import re
 import shutil
 import stat
 import subprocess
@@ -51,7 +52,8 @@ RUN_CONFIG = {
     "data-seed": 3, "min-sites": 3, "epsilon": 1000.0,
 }
 SCENARIO = DPSPCAScenario.from_run_config(RUN_CONFIG, sites=3)
-#: Each site's per-run budget (its own policy); site 0's lifetime budget is one run.
+#: Each run's calibration (each site's own policy); site 0's lifetime budget is one run,
+#: its daily and weekly ceilings are its lifetime's.
 RUN_EPSILON, DELTA = 4.0, 1e-7
 #: What Flower logs when a SuperNode cannot connect (the process itself exits with 1).
 CONNECTION_FAILED = "Exit Code: 305"
@@ -63,7 +65,9 @@ def site_policy(folder: Path, name: str, data: Path, lifetime: float) -> Path:
     folder.mkdir()
     path = write_policy_template(folder / "policy.toml", name, str(data), delta=DELTA, rounds=4)
     text = path.read_text().replace("epsilon = 4.0", f"epsilon = {lifetime!r}")
-    path.write_text(text.replace("run-epsilon = 1.0", f"run-epsilon = {RUN_EPSILON!r}"))
+    for key, value in (("run", RUN_EPSILON), ("daily", lifetime), ("weekly", lifetime)):
+        text = re.sub(rf"^{key}-epsilon = \S+", f"{key}-epsilon = {value!r}", text, flags=re.M)
+    path.write_text(text)
     return path
 
 

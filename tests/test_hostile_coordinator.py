@@ -31,6 +31,7 @@ from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestE
 from fedpca.linalg.subspace import thin_qr
 from fedpca.privacy.calibration import calibrate_gaussian, pld_epsilon
 from fedpca.privacy.mechanisms import Release
+from fedpca.privacy import site_ledger
 from fedpca.privacy.site_ledger import RunCharge, SiteLedger
 from fedpca.privacy.site_policy import (
     PolicyError,
@@ -57,13 +58,17 @@ def records(seed: int = 0, n: int = N) -> np.ndarray:
     return X / np.linalg.norm(X, axis=1, keepdims=True)
 
 
-def make_site(tmp_path, *, epsilon=4.0, run_epsilon=1.0, delta=1e-7, extra="", n=N):
-    """A real site's folder: records, and a policy written by ``fedpca site init``'s code."""
+def make_site(tmp_path, *, epsilon=4.0, run_epsilon=1.0, daily=None, weekly=None, delta=1e-7,
+              extra="", n=N):
+    """A real site's folder: records, and a policy written by ``fedpca site init``'s code
+    (its daily and weekly ceilings the lifetime ``epsilon`` unless given)."""
     np.save(tmp_path / "records.npy", records(n=n))
     policy = write_policy_template(tmp_path / "policy.toml", "hospital-a", "records.npy",
                                    delta=delta)
     text = policy.read_text().replace("epsilon = 4.0", f"epsilon = {epsilon!r}")
     text = text.replace("run-epsilon = 1.0", f"run-epsilon = {run_epsilon!r}")
+    text = text.replace("daily-epsilon = 1.0", f"daily-epsilon = {daily or epsilon!r}")
+    text = text.replace("weekly-epsilon = 2.0", f"weekly-epsilon = {weekly or epsilon!r}")
     policy.write_text(text + extra)
     return policy
 
@@ -118,7 +123,10 @@ def test_a_site_without_its_own_policy_refuses(tmp_path):
     (("delta = 1e-07", "delta = 1.5"), "delta=1.5 must be below 1"),
     (("delta = 1e-07", "delta = 0.999"), "delta=0.999 is not well below 1/n"),
     (("delta = 1e-07", "delta = 0.01"), "not well below 1/n"),
-    (("run-epsilon = 1.0", "run-epsilon = 9.0"), "exceeds budget.epsilon"),
+    (("run-epsilon = 1.0", "run-epsilon = 9.0"), "run-epsilon=9 exceeds budget.daily-epsilon=4"),
+    (("weekly-epsilon = 4.0", "weekly-epsilon = 5.0"), "weekly-epsilon=5 exceeds budget.epsilon"),
+    (("daily-epsilon = 4.0", "# daily-epsilon = 4.0"), r"sets no daily-epsilon: .* no longer per run .* "
+                                     r"daily-epsilon = 1 \(one full run a day\)"),
     (("epsilon = 4.0", "epsilon = -1.0"), "budget.epsilon must be a finite number > 0"),
     (("epsilon = 4.0", "epsilon = nan"), "budget.epsilon must be a finite number > 0"),
     (("min-sites = 0", "min-sites = 1"), "min-sites=1 must be 0 or an integer >= 2"),
@@ -126,6 +134,8 @@ def test_a_site_without_its_own_policy_refuses(tmp_path):
      "worst-case-epsilon must be a finite number > 0, got None; secure-aggregation.min-sites=3"),
     (("# worst-case-epsilon = 8", "worst-case-epsilon = 2.0"), "below budget.epsilon=4"),
     (("[algorithms.ldp-pca]", "[algorithms.steal-data]"), "unknown algorithms"),
+    (("memory-mib = 4096", "memory-mib = 100"),
+     "limits.memory-mib=100 must be 0 \\(no limit\\) or an integer >= 512"),
 ])
 def test_a_policy_that_makes_no_sense_is_refused_in_one_line(tmp_path, edit, match):
     policy = make_site(tmp_path)
@@ -174,6 +184,29 @@ def test_a_run_cannot_exceed_its_ceiling_or_its_release_count(tmp_path):
     with pytest.raises(BudgetExceededError, match="allows 1 releases per run"):
         ask(policy, GREEDY, run_id=3)  # the same run asks again
     assert len(ledger_rows(policy)) == 1
+
+
+def test_a_fresh_run_id_per_request_is_stopped_by_the_daily_ceiling(tmp_path, monkeypatch):
+    # Each DPdisPCA run is one release calibrated to run-epsilon 0.5; the coordinator starts a
+    # new run for every request. The site's clock (injected) decides, not the run ids.
+    z = calibrate_gaussian(1, 0.5, 1e-7, "pld", paper_rule="classic").noise_multiplier
+    per_day = max(n for n in range(1, 20) if pld_epsilon((z,) * n, 1e-7) <= 1.0)
+    assert per_day >= 2  # more than one run fits: the ceiling composes, it does not count
+    policy = make_site(tmp_path, epsilon=4.0, run_epsilon=0.5, daily=1.0, weekly=2.0)
+    now = [1_740_996_000.0]  # Monday 3 March 2025, 10:00 UTC
+    monkeypatch.setattr(site_ledger, "utc_now", lambda: now[0])
+    for run_id in range(1, per_day + 1):
+        ask(policy, GREEDY, run_id=run_id)
+    with pytest.raises(BudgetExceededError, match="daily ceiling epsilon=1 .* the day ends at "
+                                                  "2025-03-04 00:00:00 UTC"):
+        ask(policy, GREEDY, run_id=per_day + 1)
+    assert len(ledger_rows(policy)) == per_day  # no row for the refused release
+    now[0] += 14 * 3600  # Tuesday 00:00 UTC: a new day
+    ask(policy, GREEDY, run_id=per_day + 2)
+    assert [r["time"] for r in ledger_rows(policy)][-1] == now[0]
+    summary = load_site_policy(policy).open_ledger().summary()
+    windows = {w["window"]: w for w in summary["windows"]}
+    assert windows["daily"]["releases"] == 1 and windows["weekly"]["releases"] == per_day + 1
 
 
 def test_a_changed_data_file_keeps_the_populations_budget(tmp_path):
@@ -249,7 +282,7 @@ def _race(path: str, barrier, results) -> None:
     ledger = SiteLedger(path, "population", epsilon=1.0, delta=1e-5)
     z = calibrate_gaussian(1, 1.0, 1e-5, "pld", paper_rule="classic").noise_multiplier
     charge = RunCharge(f"run-{multiprocessing.current_process().name}", "dpdis-pca",
-                       "fingerprint", run_epsilon=1.0, max_releases=1)
+                       "fingerprint", max_releases=1)
     barrier.wait()
     try:
         ledger.for_run(charge).charge(Release("dpdis-pca", 1.0, z, (2, 2)))

@@ -1,7 +1,9 @@
-"""A real site's durable lifetime ledger with distributed discrete Gaussian releases: they are
+"""A real site's durable lifetime ledger. Distributed discrete Gaussian releases are
 recorded with what their accounting needs, survive reopening, compose exactly as the
 in-memory ledger composes them, are refused before anything is written when the budget is
-spent, and a ledger written before these columns existed still loads and means the same."""
+spent, and a ledger written before these columns existed still loads and means the same.
+Spending per UTC calendar day and per rolling week is bounded on the site's clock (injected
+here), whatever run ids the coordinator picks."""
 
 import sqlite3
 
@@ -11,7 +13,7 @@ from fedpca.errors import BudgetExceededError
 from fedpca.privacy.distributed_gaussian import calibrate_ddg
 from fedpca.privacy.ledger import PrivacyLedger
 from fedpca.privacy.mechanisms import Release
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger
+from fedpca.privacy.site_ledger import RunCharge, SiteLedger, format_ledger
 
 DELTA = 1e-6
 CAL = calibrate_ddg(1.0, DELTA, releases=3, sensitivity=1.0, dimension=40, sites=4,
@@ -22,8 +24,8 @@ DISCRETE = Release("dps-pca/power+ddg(m=4)", CAL.grid_sensitivity,
 GAUSSIAN = Release("dpdis-pca/full", 0.01, 0.05, (8, 8))
 
 
-def run(run_id: str, max_releases: int = 5, run_epsilon: float = 2.0) -> RunCharge:
-    return RunCharge(run_id, "dps-pca", "sha-of-the-file", run_epsilon, max_releases)
+def run(run_id: str, max_releases: int = 5) -> RunCharge:
+    return RunCharge(run_id, "dps-pca", "sha-of-the-file", max_releases)
 
 
 def test_discrete_releases_survive_reopening_and_compose_like_the_in_memory_ledger(tmp_path):
@@ -74,3 +76,80 @@ def test_a_ledger_written_before_the_discrete_columns_still_loads(tmp_path):
         GAUSSIAN]).epsilon_spent())
     ledger.for_run(run("new")).charge(DISCRETE)  # and takes discrete releases from now on
     assert [r["summands"] for r in ledger.rows()] == [0, DISCRETE.summands]
+
+
+class Clock:
+    """The site's clock, set by the test (Unix seconds, UTC)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+#: Monday 3 March 2025, 00:00:00 UTC.
+MONDAY = 1_740_960_000.0
+HOUR = 3600.0
+
+
+def windowed(path, clock, daily=None, weekly=None, epsilon=50.0):
+    return SiteLedger(path, "patients", epsilon, DELTA, daily_epsilon=daily,
+                      weekly_epsilon=weekly, clock=clock)
+
+
+def test_the_daily_ceiling_holds_per_utc_calendar_day_whatever_the_run_ids(tmp_path):
+    one = PrivacyLedger(50.0, DELTA, releases=[GAUSSIAN]).epsilon_spent()
+    two = PrivacyLedger(50.0, DELTA, releases=[GAUSSIAN] * 2).epsilon_spent()
+    clock = Clock(MONDAY + 23 * HOUR)
+    ledger = windowed(tmp_path / "l.sqlite", clock, daily=(one + two) / 2)
+    ledger.for_run(run("a")).charge(GAUSSIAN)
+    clock.now = MONDAY + 24 * HOUR - 1  # 23:59:59, a fresh run id: the same day
+    with pytest.raises(BudgetExceededError, match=r"daily ceiling epsilon=\S+ \(delta=1e-06\) "
+                                                  r"over the calendar day in UTC would be "
+                                                  r"exceeded .* the day ends at 2025-03-04 "
+                                                  r"00:00:00 UTC; nothing was released"):
+        ledger.for_run(run("b")).charge(GAUSSIAN)
+    assert len(ledger.rows()) == 1
+    clock.now = MONDAY + 24 * HOUR  # Tuesday 00:00:00: a new window
+    ledger.for_run(run("b")).charge(GAUSSIAN)
+    assert [r["time"] for r in ledger.rows()] == [MONDAY + 23 * HOUR, MONDAY + 24 * HOUR]
+
+
+def test_the_weekly_ceiling_rolls_release_by_release(tmp_path):
+    two = PrivacyLedger(50.0, DELTA, releases=[GAUSSIAN] * 2).epsilon_spent()
+    clock = Clock(MONDAY)
+    ledger = windowed(tmp_path / "l.sqlite", clock, weekly=two)
+    for day in (0, 3):  # Monday and Thursday
+        clock.now = MONDAY + day * 24 * HOUR
+        ledger.for_run(run(f"day-{day}")).charge(GAUSSIAN)
+    clock.now = MONDAY + 7 * 24 * HOUR  # next Monday 00:00:00: Monday's release is 7 days old
+    with pytest.raises(BudgetExceededError, match="weekly ceiling .* over the last 7 x 24 hours "
+                                                  ".* a release leaves it 7 days after it was made"):
+        ledger.for_run(run("next")).charge(GAUSSIAN)
+    clock.now += 1  # one second later it has left the window
+    ledger.for_run(run("next")).charge(GAUSSIAN)
+    windows = {w["window"]: w for w in ledger.summary()["windows"]}
+    assert windows["weekly"]["releases"] == 2 and windows["daily"]["releases"] == 1
+    assert windows["weekly"]["epsilon_remaining"] == pytest.approx(0.0, abs=1e-6)
+    assert windows["daily"]["epsilon_ceiling"] is None
+
+
+def test_a_release_dated_after_the_clock_still_counts(tmp_path):
+    one = PrivacyLedger(50.0, DELTA, releases=[GAUSSIAN]).epsilon_spent()
+    clock = Clock(MONDAY + 30 * 24 * HOUR)
+    ledger = windowed(tmp_path / "l.sqlite", clock, daily=one * 1.1, weekly=one * 1.1)
+    ledger.for_run(run("a")).charge(GAUSSIAN)
+    clock.now = MONDAY  # the clock went back a month: the later release is still inside
+    with pytest.raises(BudgetExceededError, match="weekly ceiling"):
+        ledger.for_run(run("b")).charge(GAUSSIAN)
+
+
+def test_the_ledger_report_shows_each_window(tmp_path):
+    clock = Clock(MONDAY + 10 * HOUR)
+    ledger = windowed(tmp_path / "l.sqlite", clock, daily=1.0, weekly=2.0)
+    ledger.for_run(run("a")).charge(GAUSSIAN)
+    text = format_ledger(ledger.summary())
+    assert "daily ceiling 1 over the calendar day in UTC, from 2025-03-03 00:00:00: spent" in text
+    assert "weekly ceiling 2 over the last 7 x 24 hours, from 2025-02-24 10:00:00: spent" in text
+    assert text.count("in 1 releases") == 3  # lifetime, daily, weekly

@@ -1,8 +1,13 @@
-"""What a site's operator uses: the FAB check, the configuration-only App, the site CLI."""
+"""What a site's operator uses: the FAB check (sizes before decompression, in front of
+Flower's own parser too), the memory limit, the configuration-only App, the site CLI."""
 
 import io
 import json
+import re
+import subprocess
+import sys
 import tomllib
+import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -13,11 +18,13 @@ from fedpca.algorithms.specs import app_config
 from fedpca.apps.app_config import COMPONENTS, PUBLISHER
 from fedpca.cli import main as cli_main
 from fedpca.deployment.fab_check import (
+    MAX_MEMBER_BYTES,
     FabRefusedError,
     check_fab,
     config_only_pyproject,
     write_config_only_app,
 )
+from fedpca.deployment.site_runtime import checked_fab_config
 from fedpca.privacy.mechanisms import Release
 from fedpca.privacy.site_ledger import RunCharge, SiteLedger
 from fedpca.privacy.site_policy import load_site_policy
@@ -31,6 +38,76 @@ def fab(files: dict[str, str]) -> bytes:
         for name, text in files.items():
             archive.writestr(name, text)
     return buffer.getvalue()
+
+
+def inflating_fab(expanded: int, chunk: int = 1 << 20) -> bytes:
+    """A FAB whose pyproject.toml (valid TOML: the App's, then spaces) expands to
+    ``expanded`` bytes, written in chunks so the test never holds it."""
+    buffer = io.BytesIO()
+    head = config_only_pyproject().encode()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        with archive.open("pyproject.toml", "w") as member:
+            member.write(head)
+            for start in range(len(head), expanded, chunk):
+                member.write(b" " * min(chunk, expanded - start))
+    return buffer.getvalue()
+
+
+def declaring(content: bytes, name: bytes, size: int) -> bytes:
+    """``content`` with member ``name``'s uncompressed size in the central directory
+    replaced by ``size`` (a lying header)."""
+    entry = content.index(b"PK\x01\x02")
+    while content[entry + 46:entry + 46 + len(name)] != name:
+        entry = content.index(b"PK\x01\x02", entry + 4)
+    return content[:entry + 24] + size.to_bytes(4, "little") + content[entry + 28:]
+
+
+def test_a_fab_that_expands_past_the_limit_is_refused_before_anything_is_decompressed(
+    monkeypatch,
+):
+    bomb = inflating_fab(20 * 1024 * 1024)  # about 20 KB that expand to 20 MB
+    assert len(bomb) < 100_000
+
+    def decompress(*_args):
+        raise AssertionError("the FAB check decompressed a member")
+
+    monkeypatch.setattr(zipfile, "_get_decompressor", decompress)
+    with pytest.raises(FabRefusedError, match=rf"pyproject.toml expands to 20971520 bytes, "
+                                              rf"above this site's limit of {MAX_MEMBER_BYTES}"):
+        check_fab(bomb)
+    monkeypatch.undo()
+    check_fab(inflating_fab(MAX_MEMBER_BYTES // 2))  # within the limit: read and accepted
+    with pytest.raises(FabRefusedError, match=r"expands \d+ times, above this site's limit"):
+        check_fab(inflating_fab(MAX_MEMBER_BYTES))  # 64 KiB of spaces: an absurd ratio
+
+
+def test_a_fab_whose_header_understates_its_size_costs_no_more_memory():
+    lying = declaring(inflating_fab(20 * 1024 * 1024), b"pyproject.toml", 4096)
+    tracemalloc.start()
+    with pytest.raises(FabRefusedError, match="not a readable Flower App"):
+        check_fab(lying)  # reading stops at the declared size: the CRC does not match
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 4 * MAX_MEMBER_BYTES + len(lying)
+
+
+def test_a_fab_larger_than_any_configuration_is_refused_as_received():
+    with pytest.raises(FabRefusedError, match=r"has \d+ bytes, above this site's limit"):
+        check_fab(fab({"pyproject.toml": config_only_pyproject(),
+                       ".info/CONTENT": bytes(range(256)).hex() * 10000}))
+
+
+def test_members_that_expand_past_the_limit_together_are_refused():
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive, pytest.warns(
+        UserWarning, match="Duplicate name"
+    ):
+        for copy in range(75):  # each copy within the limits, all of them not
+            archive.writestr("pyproject.toml", config_only_pyproject() + f"# {copy}\n" +
+                             "".join(f"# {i % 1000}\n" for i in range(10000)))
+    with pytest.raises(FabRefusedError, match=r"expands to \d+ bytes, above this site's "
+                                              r"limit of 4194304; nothing was decompressed"):
+        check_fab(buffer.getvalue())
 
 
 def test_pyproject_declares_the_app_the_package_ships():
@@ -79,7 +156,7 @@ def test_site_init_then_ledger_as_table_and_json(tmp_path, capsys):
                      "hospital-c", "--data", "records.npy"]) == 0
     policy = load_site_policy(tmp_path / "site.toml")
     ledger = SiteLedger(policy.ledger, policy.population, policy.epsilon, policy.delta)
-    ledger.for_run(RunCharge("run-1", "dpdis-pca", "ab" * 32, 1.0, 1)).charge(
+    ledger.for_run(RunCharge("run-1", "dpdis-pca", "ab" * 32, 1)).charge(
         Release("dpdis-pca", 1.0, 5.0, (4, 4)))
     capsys.readouterr()
     assert cli_main(["site", "ledger", "--policy", str(tmp_path / "site.toml")]) == 0
@@ -96,3 +173,44 @@ def test_site_init_then_ledger_as_table_and_json(tmp_path, capsys):
 def test_site_commands_report_a_missing_policy(tmp_path, capsys):
     assert cli_main(["site", "ledger", "--policy", str(tmp_path / "none.toml")]) == 2
     assert "does not exist; write one with fedpca site init" in capsys.readouterr().err
+
+
+def test_the_supernode_hands_flower_no_fab_the_site_refuses(monkeypatch, caplog):
+    parsed = []
+
+    def flower_parser(content, run):
+        parsed.append(run)
+        return {"k": 2}
+
+    checked = checked_fab_config(flower_parser)
+    assert checked(fab({"pyproject.toml": config_only_pyproject()}), "run-1") == {"k": 2}
+    monkeypatch.setattr(zipfile, "_get_decompressor", None)  # any decompression would fail
+    assert checked(inflating_fab(20 * 1024 * 1024), "run-2") == {}
+    assert parsed == ["run-1"]  # Flower's parser never saw the 20 MB pyproject
+    assert "SuperNode: refused: the App (FAB) member pyproject.toml expands to" in caplog.text
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS as Linux reports it")
+def test_the_memory_limit_holds_in_every_process_a_site_process_starts():
+    child = (
+        "import subprocess, sys\n"
+        "from fedpca.deployment.memory_limit import apply_memory_limit\n"
+        "apply_memory_limit(600)\n"
+        "grandchild = 'print(open(\"/proc/self/limits\").read()); bytearray(2 << 30)'\n"
+        "out = subprocess.run([sys.executable, '-c', grandchild], capture_output=True, text=True)\n"
+        "print(out.stdout, out.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         check=True).stdout
+    assert re.search(rf"Max address space\s+{600 * 1024 * 1024}\s+{600 * 1024 * 1024}", out)
+    assert "MemoryError" in out  # 2 GiB fails in that process, not on the host
+
+
+def test_site_supernode_sets_the_node_config_itself(tmp_path, capsys):
+    np.save(tmp_path / "records.npy", np.eye(4))
+    cli_main(["site", "init", "--policy", str(tmp_path / "site.toml"), "--name", "h",
+              "--data", "records.npy"])
+    assert load_site_policy(tmp_path / "site.toml").memory_mib == 4096
+    assert cli_main(["site", "supernode", "--policy", str(tmp_path / "site.toml"), "--",
+                     "--insecure", "--node-config", "policy='other.toml'"]) == 2
+    assert "sets --node-config itself" in capsys.readouterr().err

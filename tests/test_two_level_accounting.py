@@ -45,7 +45,7 @@ def secure(z, m, mechanism="dps-pca/power"):
 def charge(path, releases, worst_case=100.0, run="run-1", epsilon=50.0):
     ledger = SiteLedger(path, "hospital", epsilon, DELTA, site="h",
                         worst_case_epsilon=worst_case)
-    run_ledger = ledger.for_run(RunCharge(run, "dps-pca", "f" * 64, epsilon, 1000))
+    run_ledger = ledger.for_run(RunCharge(run, "dps-pca", "f" * 64, 1000))
     for release in releases:
         run_ledger.charge(release)
     return ledger

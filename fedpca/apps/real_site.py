@@ -11,9 +11,10 @@ untrusted. What a hostile coordinator could try, and what happens:
   ``secure-min-sites``): ignored, the site's policy sets them (logged at the site);
 * **talk to a site with data but no policy**: refused, never the coordinator's values;
 * **ask for an algorithm the site does not allow**: refused;
-* **start run after run, or wait for a restart**: every release of every run is charged to
-  the population's lifetime ledger on the site's disk, so the run that would overspend is
-  refused (:mod:`fedpca.privacy.site_ledger`);
+* **start run after run, a new run id for every request, or wait for a restart**: every
+  release of every run is charged to the population's lifetime ledger on the site's disk,
+  dated by the site's clock, so the release that would pass the site's daily, weekly or
+  lifetime ceiling is refused (:mod:`fedpca.privacy.site_ledger`);
 * **ask for an answer too large to compute** (400,000 k-plane clusters, a ``d x d`` basis at
   large ``d``): refused before anything is allocated, by the limits of the site's policy
   (:mod:`fedpca.algorithms.site_limits`).
@@ -90,7 +91,7 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
     ledger = policy.open_ledger()
     charge = RunCharge(
         run_id=str(context.run_id), algorithm=algorithm,
-        fingerprint=file_fingerprint(policy.data), run_epsilon=policy.run_epsilon,
+        fingerprint=file_fingerprint(policy.data),
         max_releases=policy.releases_per_run(algorithm),
     )
     config = {**untrusted, **own, "seed": NO_SEED}

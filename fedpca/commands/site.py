@@ -1,11 +1,16 @@
-"""``fedpca site init|ledger|superexec``: what a site's operator runs next to its SuperNode.
+"""``fedpca site init|ledger|supernode|superexec``: what a site's operator runs next to its SuperNode.
 
-* ``init --policy FILE --name NAME --data FILE``: a commented policy file (the site's budget,
-  clip norm, allowed algorithms, secure-aggregation minimum, ledger path);
-* ``ledger --policy FILE [--json]``: the site's lifetime spending (per run, per data file,
-  remaining), read from its own ledger;
-* ``superexec --runtime-api-address ADDR``: Flower's SuperExec for a SuperNode started with
-  ``--isolation process``, running the site's pinned ClientApp (never a FAB's code).
+* ``init --policy FILE --name NAME --data FILE``: a commented policy file (the site's lifetime
+  budget, daily and weekly ceilings, clip norm, allowed algorithms, secure-aggregation
+  minimum, ledger path);
+* ``ledger --policy FILE [--json]``: the site's spending (lifetime, in the current UTC day
+  and the last 7 x 24 hours, per run, per data file, remaining), read from its own ledger;
+* ``supernode --policy FILE -- FLOWER_SUPERNODE_ARGS``: Flower's SuperNode with the policy
+  named in its node_config, every FAB checked before Flower parses it, and the policy's
+  memory limit (``[limits] memory-mib``, Linux ``RLIMIT_AS``) on it;
+* ``superexec --policy FILE --runtime-api-address ADDR``: Flower's SuperExec for a SuperNode
+  started with ``--isolation process``, running the site's pinned ClientApp (never a FAB's
+  code), with the same memory limit on it and every ClientApp.
 """
 
 from __future__ import annotations
@@ -33,10 +38,25 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
     ledger.add_argument("--json", action="store_true", help="every release, as JSON")
     ledger.set_defaults(func=_ledger)
 
+    supernode = actions.add_parser(
+        "supernode", help="Flower's SuperNode with the site's policy, memory limit and FAB check",
+        description="Runs flower-supernode with the arguments after --, adding --node-config "
+                    "policy=FILE; every FAB is checked before Flower parses it, and the "
+                    "process's address space is limited to the policy's [limits] memory-mib "
+                    "(Linux; 0 or another OS: limit it with the OS's own tools)",
+    )
+    supernode.add_argument("--policy", type=Path, required=True, help="the site's policy file")
+    supernode.add_argument("flower_args", nargs=argparse.REMAINDER,
+                           help="-- then flower-supernode's arguments (without --node-config)")
+    supernode.set_defaults(func=_supernode)
+
     superexec = actions.add_parser(
         "superexec", help="run ClientApp tasks of an --isolation process SuperNode with the "
                           "site's installed fedpca"
     )
+    superexec.add_argument("--policy", type=Path, required=True,
+                           help="the site's policy file (its [limits] memory-mib applies to "
+                                "every ClientApp)")
     superexec.add_argument("--runtime-api-address", required=True,
                            help="the SuperNode's Runtime API (its --host:--port)")
     tls = superexec.add_mutually_exclusive_group(required=True)
@@ -64,8 +84,19 @@ def _ledger(args: argparse.Namespace) -> int:
     return 0
 
 
+def _supernode(args: argparse.Namespace) -> int:
+    from fedpca.deployment.site_runtime import run_site_supernode
+    from fedpca.privacy.site_policy import load_site_policy
+
+    flower_args = args.flower_args[1:] if args.flower_args[:1] == ["--"] else args.flower_args
+    run_site_supernode(load_site_policy(args.policy), flower_args)
+    return 0
+
+
 def _superexec(args: argparse.Namespace) -> int:
     from fedpca.deployment.site_runtime import run_site_superexec
+    from fedpca.privacy.site_policy import load_site_policy
 
-    run_site_superexec(args.runtime_api_address, args.insecure, args.root_certificates)
+    run_site_superexec(args.runtime_api_address, args.insecure, args.root_certificates,
+                       load_site_policy(args.policy).memory_mib)
     return 0

@@ -10,10 +10,11 @@ SuperNode per site, each with its own policy file, lifetime ledger and pinned Cl
 3. a ``config.toml`` in a private ``FLWR_HOME`` naming the SuperLink (address and CA);
 4. ``flwr supernode register <site>.pub`` for every site;
 5. per site: its policy file (``fedpca site init``'s defaults unless the site brings one,
-   with the data file and a ledger in the site's folder), ``flower-supernode --isolation
-   process`` with its own ``--port``, ``--root-certificates``, ``--auth-supernode-private-key``
-   and ``--node-config 'policy=...'``, and ``fedpca site superexec`` running the site's pinned
-   ClientApp for that SuperNode;
+   with the data file and a ledger in the site's folder), ``fedpca site supernode --policy``
+   (Flower's SuperNode with the policy's memory limit and FAB check, ``--node-config
+   'policy=...'``) with ``--isolation process``, its own ``--port``, ``--root-certificates``
+   and ``--auth-supernode-private-key``, and ``fedpca site superexec --policy`` running the
+   site's pinned ClientApp for that SuperNode;
 6. ``flwr run <app dir> <federation> --stream --run-config ...`` with a configuration-only
    App (:func:`~fedpca.deployment.fab_check.write_config_only_app`), then the ServerApp's
    output JSON is read back.
@@ -301,14 +302,15 @@ class LocalDeployment:
         site brings none."""
         policy = Path(site.policy) if site.policy is not None else self._default_policy(site)
         port = free_port()
-        supernode = self.start_supernode(
-            f"supernode-{site.name}", key.private, {"policy": str(policy.resolve())},
-            extra_args=["--isolation", "process"], port=port,
+        supernode = self._launch(
+            f"supernode-{site.name}",
+            ["fedpca", "site", "supernode", "--policy", str(policy.resolve()), "--",
+             *self.supernode_args(key.private, port=port), "--isolation", "process"],
         )
         superexec = self._launch(
             f"superexec-{site.name}",
-            ["fedpca", "site", "superexec", "--runtime-api-address", f"{LOOPBACK}:{port}",
-             "--insecure"],
+            ["fedpca", "site", "superexec", "--policy", str(policy.resolve()),
+             "--runtime-api-address", f"{LOOPBACK}:{port}", "--insecure"],
         )
         self._daemons += [supernode, superexec]
         self.running[site.name] = SiteProcesses(supernode, superexec, policy)
@@ -353,22 +355,28 @@ class LocalDeployment:
         node_config: Mapping[str, ConfigValue],
         insecure: bool = False,
         extra_args: Sequence[str] = (),
-        port: int | None = None,
     ) -> Launched:
-        """Start a ``flower-supernode`` dialling this SuperLink (with TLS unless ``insecure``,
-        authenticated with ``private_key`` when given) with its Runtime API on ``port`` (a
-        free one by default)."""
-        argv = ["flower-supernode", "--superlink", self.address,
-                "--port", str(port or free_port())]
+        """Start a plain ``flower-supernode`` dialling this SuperLink (:meth:`supernode_args`)
+        with ``node_config`` and ``extra_args``, e.g. an intruder's."""
+        argv = ["flower-supernode", *self.supernode_args(private_key, insecure)]
+        if node_config:
+            argv += ["--node-config", config_pairs(node_config)]
+        return self._launch(name, [*argv, *extra_args])
+
+    def supernode_args(
+        self, private_key: Path | None, insecure: bool = False, port: int | None = None
+    ) -> list[str]:
+        """``flower-supernode`` arguments dialling this SuperLink (with TLS unless
+        ``insecure``, authenticated with ``private_key`` when given) with its Runtime API on
+        ``port`` (a free one by default)."""
+        argv = ["--superlink", self.address, "--port", str(port or free_port())]
         if insecure:
             argv.append("--insecure")
         else:
             argv += ["--root-certificates", str(self.certificates.server.ca_cert)]
         if private_key is not None:
             argv += ["--auth-supernode-private-key", str(private_key)]
-        if node_config:
-            argv += ["--node-config", config_pairs(node_config)]
-        return self._launch(name, [*argv, *extra_args])
+        return argv
 
     def run(
         self, run_config: Mapping[str, ConfigValue], timeout: float = DEFAULT_RUN_TIMEOUT,

@@ -12,6 +12,15 @@ Flower's Runtime API unchanged (it *is* Flower's ``run_clientapp``) with two sub
   from the site's environment (nothing of the FAB is on ``sys.path``); runtime dependency
   installation is off.
 
+The SuperNode itself parses every FAB's ``pyproject.toml`` (Flower's
+``get_fused_config_from_fab``) when a run's first message arrives, before any ClientApp
+runs. ``fedpca site supernode`` is Flower's SuperNode with :func:`check_fab` in front of that
+parser: a FAB the site refuses (code, another ClientApp, members that expand past the
+limits) is never decompressed there; the run gets no configuration from it, and its task is
+refused by the pinned ClientApp with the reason. Both commands also apply the policy's
+memory limit (:mod:`fedpca.deployment.memory_limit`) to themselves and every process they
+start.
+
 What remains trusted (see deploy/README.md): the site's own Python environment (fedpca,
 flwr, numpy), its operating system, and the operator who starts these processes. Flower
 itself does not protect against a coordinator-shipped FAB in a self-hosted federation:
@@ -22,9 +31,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from fedpca.deployment.fab_check import check_fab
+from fedpca.deployment.fab_check import FabRefusedError, check_fab
+from fedpca.deployment.memory_limit import apply_memory_limit
+from fedpca.errors import ConfigurationError
+from fedpca.privacy.site_policy import SitePolicyFile
 
 logger = logging.getLogger(__name__)
 
@@ -71,14 +85,62 @@ def pinned_clientapp_main(argv: Sequence[str] | None = None) -> None:
     )
 
 
+def checked_fab_config(parse: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """Flower's ``get_fused_config_from_fab`` (``parse``) behind :func:`check_fab`: a FAB
+    the site refuses is never decompressed by Flower; the run gets an empty configuration
+    (logged), and the pinned ClientApp refuses its tasks with the reason."""
+
+    def checked(fab_content: bytes, run: object) -> dict[str, Any]:
+        try:
+            check_fab(fab_content)
+        except FabRefusedError as exc:
+            logger.error("SuperNode: %s", exc)
+            return {}
+        return parse(fab_content, run)
+
+    return checked
+
+
+def _site_logging() -> None:
+    """Flower's log through Flower's own handler only (not again, at DEBUG, through the
+    ``fedpca`` command's), and fedpca's from INFO: the memory limit and every refusal."""
+    logging.getLogger("flwr").propagate = False
+    logging.getLogger("fedpca").setLevel(logging.INFO)
+
+
+def run_site_supernode(policy: SitePolicyFile, flower_args: Sequence[str]) -> None:
+    """Flower's SuperNode (``flower-supernode FLOWER_ARGS``) with the policy's memory limit,
+    the policy named in its node_config, and :func:`checked_fab_config` in front of
+    Flower's FAB parser."""
+    from flwr.supernode import start_client_internal
+    from flwr.supernode.cli.flower_supernode import flower_supernode
+
+    if any(arg.startswith("--node-config") for arg in flower_args):
+        raise ConfigurationError(
+            "fedpca site supernode sets --node-config itself (policy=the --policy file, the "
+            "only key a site needs); remove it from the SuperNode's arguments"
+        )
+    _site_logging()
+    apply_memory_limit(policy.memory_mib)
+    start_client_internal.get_fused_config_from_fab = checked_fab_config(
+        start_client_internal.get_fused_config_from_fab
+    )
+    sys.argv = ["flower-supernode", *flower_args, "--node-config", f'policy="{policy.path}"']
+    flower_supernode()
+
+
 def run_site_superexec(
-    runtime_api_address: str, insecure: bool, root_certificates: str | None = None
+    runtime_api_address: str, insecure: bool, root_certificates: str | None = None,
+    memory_mib: int = 0,
 ) -> None:
     """Flower's SuperExec for a SuperNode in ``--isolation process`` mode, launching
-    :data:`PINNED_CLIENTAPP_COMMAND` for ClientApp tasks (never a FAB's code)."""
+    :data:`PINNED_CLIENTAPP_COMMAND` for ClientApp tasks (never a FAB's code), with the
+    address space of itself and every ClientApp limited to ``memory_mib`` MiB (0: none)."""
     from flwr.supercore.constant import TASK_TYPE_TO_COMMAND, TaskType
     from flwr.supercore.superexec.run_superexec import run_superexec
 
+    _site_logging()
+    apply_memory_limit(memory_mib)
     TASK_TYPE_TO_COMMAND[TaskType.CLIENT_APP] = PINNED_CLIENTAPP_COMMAND
     logger.info("site SuperExec: ClientApp tasks run %s", PINNED_CLIENTAPP_COMMAND)
     run_superexec(

@@ -4,9 +4,13 @@ Privacy guarantee enforced (unit: one record of the site's population, replace-o
 composition of *all* releases ever charged to a population (PLD; with distributed discrete
 Gaussian releases among them, the smaller of their two valid bounds,
 :func:`fedpca.privacy.ledger.composed_epsilon`) stays within the lifetime
-``(epsilon, delta)`` of the site's policy, and the releases of one run stay within the
-run's ceiling (``run_epsilon`` at the same delta, at most ``max_releases``). A release that
-would break either is refused before anything is computed or sent, and nothing is recorded.
+``(epsilon, delta)`` of the site's policy; the composition, by the same accountant at the
+same delta, of the releases charged in the current calendar day (UTC) stays within
+``daily_epsilon``, and of those charged in the last 7 x 24 hours within ``weekly_epsilon``.
+Those windows are the site's own clock's, so a coordinator cannot reset them: a new run id
+for every request changes nothing (a run only caps its releases at ``max_releases``, what
+its calibration assumed). A release that would break any of them is refused before it is
+sent, and nothing is recorded.
 
 A release inside a secure sum of at least ``M`` sites has two guarantees, both composed over
 the lifetime with the same accountant (:class:`~fedpca.privacy.mechanisms.Release`): the
@@ -37,6 +41,7 @@ import math
 import re
 import sqlite3
 import time
+from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +54,10 @@ from fedpca.privacy.mechanisms import Release
 
 #: Seconds a charge waits for another process's charge to commit.
 LOCK_TIMEOUT = 60.0
+#: Seconds of a calendar day (UTC: Unix time counts no leap seconds) and of a rolling week.
+DAY_SECONDS, WEEK_SECONDS = 86_400.0, 7 * 86_400.0
+#: What each spending window holds, for refusals and the ledger's report.
+WINDOWS = {"daily": "the calendar day in UTC", "weekly": "the last 7 x 24 hours"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS releases (
@@ -138,14 +147,26 @@ def _accounted(row: dict[str, Any]) -> Accounted:
             row["sites_in_sum"])
 
 
+def utc_now() -> float:
+    """The site's clock: seconds since the Unix epoch (UTC)."""
+    return time.time()
+
+
+def window_starts(now: float) -> dict[str, float]:
+    """When each spending window holding ``now`` began (Unix seconds): ``daily`` at the
+    start of its UTC calendar day, ``weekly`` 7 x 24 hours earlier."""
+    return {"daily": now - now % DAY_SECONDS, "weekly": now - WEEK_SECONDS}
+
+
 @dataclass(frozen=True)
 class RunCharge:
-    """What one run may spend: its id, algorithm, data fingerprint and ceilings."""
+    """One run's releases: its id (the coordinator's), algorithm, data fingerprint, and the
+    releases its calibration assumed (``max_releases``: a cap per run, not a privacy bound,
+    since the coordinator picks run ids; the site's spending windows and lifetime are)."""
 
     run_id: str
     algorithm: str
     fingerprint: str
-    run_epsilon: float
     max_releases: int
 
 
@@ -160,21 +181,31 @@ class SiteLedger:
         worst_case_epsilon: the lifetime bound, at ``delta``, on the unconditional guarantee
             of all releases (secure ones at their own share); ``None`` refuses every release
             inside a secure sum.
+        daily_epsilon, weekly_epsilon: ceilings, at ``delta``, on the releases charged in
+            the current UTC calendar day and in the last 7 x 24 hours (conditional
+            guarantee); ``None``: no ceiling.
+        clock: the site's clock (Unix seconds; default :func:`utc_now`), which dates every
+            release and places it in the windows.
     """
 
     def __init__(
         self, path: str | Path, population: str, epsilon: float, delta: float,
         site: str = "site", worst_case_epsilon: float | None = None,
+        daily_epsilon: float | None = None, weekly_epsilon: float | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         check_privacy_parameters(epsilon, delta)
-        if worst_case_epsilon is not None:
-            check_privacy_parameters(worst_case_epsilon, delta)
+        for bound in (worst_case_epsilon, daily_epsilon, weekly_epsilon):
+            if bound is not None:
+                check_privacy_parameters(bound, delta)
         self.path = Path(path)
         self.population = population
         self.epsilon = epsilon
         self.delta = delta
         self.site = site
         self.worst_case_epsilon = worst_case_epsilon
+        self.ceilings = {"daily": daily_epsilon, "weekly": weekly_epsilon}
+        self.clock = clock or utc_now
         with closing(_connect(self.path)):
             pass
 
@@ -218,10 +249,24 @@ class SiteLedger:
             "worst_case_epsilon_spent": worst,
             "worst_case_epsilon_remaining": None if bound is None else max(0.0, bound - worst),
             "releases": len(rows),
+            "windows": self._windows(rows, self.clock()),
             "runs": _grouped(rows, "run_id", self.delta),
             "datasets": _grouped(rows, "data_fingerprint", self.delta),
             "rows": rows,
         }
+
+    def _windows(self, rows: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+        """Each spending window at ``now``: its start, ceiling, epsilon spent and releases."""
+        windows = []
+        for window, since in window_starts(now).items():
+            inside = [_accounted(r) for r in rows if r["time"] >= since]
+            spent, ceiling = _epsilon(inside, self.delta), self.ceilings[window]
+            windows.append({
+                "window": window, "since": since, "releases": len(inside),
+                "epsilon_ceiling": ceiling, "epsilon_spent": spent,
+                "epsilon_remaining": None if ceiling is None else max(0.0, ceiling - spent),
+            })
+        return windows
 
     def _charge(self, charge: RunCharge, release: Release) -> int:
         """Check and record ``release`` in one transaction; the run's release count after it."""
@@ -236,18 +281,19 @@ class SiteLedger:
         with closing(_connect(self.path)) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                lifetime = conn.execute(
-                    f"SELECT {_ACCOUNTED}, run_id FROM releases WHERE population = ?",
+                now = self.clock()
+                rows = conn.execute(
+                    f"SELECT {_ACCOUNTED}, run_id, time FROM releases WHERE population = ?",
                     (self.population,),
                 ).fetchall()
-                run = [tuple(r[:5]) for r in lifetime if r[5] == charge.run_id]
-                self._check(charge, release, run + [new],
-                            [tuple(r[:5]) for r in lifetime] + [new])
+                run = sum(r[5] == charge.run_id for r in rows) + 1
+                self._check(charge, release, run, [(r[:5], r[6]) for r in rows] + [(new, now)],
+                            now)
                 conn.execute(
                     "INSERT INTO releases (time, population, run_id, algorithm, mechanism, "
                     "sensitivity, sigma, shape, data_fingerprint, summands, padded, "
                     "sites_in_sum) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (time.time(), self.population, charge.run_id, charge.algorithm,
+                    (now, self.population, charge.run_id, charge.algorithm,
                      release.mechanism, release.sensitivity, release.sigma,
                      json.dumps(list(release.shape)), charge.fingerprint, release.summands,
                      release.padded, release.sites_in_sum),
@@ -256,21 +302,20 @@ class SiteLedger:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        return len(run) + 1
+        return run
 
-    def _check(self, charge: RunCharge, release: Release, run: list, lifetime: list) -> None:
+    def _check(self, charge: RunCharge, release: Release, run: int,
+               dated: list[tuple[Accounted, float]], now: float) -> None:
+        """Refuse ``release`` (the last of the ``dated`` releases, the run's ``run``-th)
+        past the run's release cap, the lifetime budget, the worst-case bound or a spending
+        window's ceiling (checked in that order: the longest-lasting refusal is named)."""
         refused = f"{self.site}: refused {release.mechanism}"
-        if len(run) > charge.max_releases:
+        if run > charge.max_releases:
             raise BudgetExceededError(
                 f"{refused}: this site's policy allows {charge.max_releases} releases per run "
-                f"of {charge.algorithm} and this run has made {len(run) - 1}; nothing was released"
+                f"of {charge.algorithm} and this run has made {run - 1}; nothing was released"
             )
-        run_epsilon = _epsilon(run, self.delta)
-        if run_epsilon > charge.run_epsilon * (1 + EPSILON_SLACK):
-            raise BudgetExceededError(
-                f"{refused}: this run would spend epsilon {run_epsilon:.4g}, above the site's "
-                f"per-run ceiling {charge.run_epsilon:g}; nothing was released"
-            )
+        lifetime = [r for r, _ in dated]
         after = _epsilon(lifetime, self.delta)
         if after > self.epsilon * (1 + EPSILON_SLACK):
             raise BudgetExceededError(
@@ -280,6 +325,24 @@ class SiteLedger:
             )
         if release.sites_in_sum:
             self._check_worst_case(refused, lifetime)
+        for window, since in reversed(window_starts(now).items()):
+            self._check_window(refused, window, [r for r, t in dated if t >= since], now)
+
+    def _check_window(self, refused: str, window: str, inside: list, now: float) -> None:
+        """Refuse a release that would take the releases ``inside`` a spending window past
+        its ceiling."""
+        ceiling = self.ceilings[window]
+        if ceiling is None:
+            return
+        spent = _epsilon(inside, self.delta)
+        if spent > ceiling * (1 + EPSILON_SLACK):
+            reopens = (f"the day ends at {_utc(now - now % DAY_SECONDS + DAY_SECONDS)} UTC"
+                       if window == "daily" else "a release leaves it 7 days after it was made")
+            raise BudgetExceededError(
+                f"{refused}: the site's {window} ceiling epsilon={ceiling:g} "
+                f"(delta={self.delta:g}) over {WINDOWS[window]} would be exceeded "
+                f"({spent:.4g} after this release); {reopens}; nothing was released"
+            )
 
     def _check_worst_case(self, refused: str, lifetime: list) -> None:
         """Refuse a secure release whose unconditional lifetime epsilon would pass the
@@ -371,6 +434,7 @@ def format_ledger(summary: dict[str, Any]) -> str:
         f"spent {summary['epsilon_spent']:.4f}, remaining {summary['epsilon_remaining']:.4f} "
         f"in {summary['releases']} releases",
     ]
+    lines += [_window_line(window) for window in summary["windows"]]
     if secure or summary["worst_case_epsilon_budget"] is not None:
         bound = summary["worst_case_epsilon_budget"]
         lines.append(
@@ -396,6 +460,18 @@ def format_ledger(summary: dict[str, Any]) -> str:
     if secure:
         lines += ["", WORST_CASE_NOTE]
     return "\n".join(lines)
+
+
+def _window_line(window: dict[str, Any]) -> str:
+    """One spending window of the summary: what it holds, its ceiling and its spending."""
+    ceiling = window["epsilon_ceiling"]
+    return (
+        f"{window['window']} ceiling {'none' if ceiling is None else f'{ceiling:g}'} over "
+        f"{WINDOWS[window['window']]}, from {_utc(window['since'])}: spent "
+        f"{window['epsilon_spent']:.4f}"
+        + ("" if ceiling is None else f", remaining {window['epsilon_remaining']:.4f}")
+        + f" in {window['releases']} releases"
+    )
 
 
 def _utc(seconds: float) -> str:

@@ -10,7 +10,11 @@ noise or *fewer* releases.
 Privacy guarantee (unit: one record of the site's population, replace-one): every release
 of every run of every algorithm is charged to the site's lifetime ledger
 (:mod:`fedpca.privacy.site_ledger`) and the composition of all of them (PLD) stays within the
-lifetime ``(epsilon, delta)`` below; a run also stays within ``run-epsilon``. A site that
+lifetime ``(epsilon, delta)`` below, what the site spends in a calendar day (UTC) within
+``daily-epsilon`` and in any 7 x 24 hours within ``weekly-epsilon`` (same delta, same
+accountant). Those windows run on the site's clock: unlike a run id, which the coordinator
+picks, it cannot reset them. ``run-epsilon`` only calibrates the noise (a full run of an
+allowed algorithm spends at most that much); it limits nothing by itself. A site that
 answers inside secure sums (``min-sites = M``) adds only ``1/M`` of the noise variance, so
 its policy also bounds, with ``worst-case-epsilon`` at the same delta, what a coordinator that
 bypasses the secure sum would see: the composition of the site's own shares alone. The budget
@@ -43,6 +47,9 @@ POLICY_ALGORITHMS = tuple(SPECS)
 MAX_DELTA_TIMES_N = 0.1
 #: Rounds a site calibrates a multi-round algorithm for when its policy does not say.
 DEFAULT_DPS_ROUNDS = 10
+#: Address space (MiB) of each process ``fedpca site supernode|superexec`` starts, unless the
+#: policy's ``[limits] memory-mib`` says otherwise; the least a policy may set (0: no limit).
+DEFAULT_MEMORY_MIB, MIN_MEMORY_MIB = 4096, 512
 
 POLICY_TEMPLATE = """\
 # fedpca site policy. This file, not the coordinator, sets this site's privacy.
@@ -60,7 +67,11 @@ population = "{name}"
 [budget]
 epsilon = {epsilon!r}                   # lifetime epsilon: all runs, all algorithms (PLD composition)
 delta = {delta:.0e}                  # lifetime delta; must be <= 0.1 / (number of records)
-run-epsilon = {run_epsilon!r}               # ceiling per run; the site calibrates each run to it
+daily-epsilon = {daily_epsilon!r}             # ceiling on all releases of one calendar day (UTC), composed
+weekly-epsilon = {weekly_epsilon!r}            # ceiling on all releases of any 7 x 24 hours, composed
+run-epsilon = {run_epsilon!r}               # the noise: each release is calibrated so a full run spends
+                                # at most this (not a limit: the coordinator picks run ids;
+                                # the ceilings above hold whatever it does)
 accounting = "pld"              # pld (tight) or paper (the papers' looser closed forms)
 # worst-case-epsilon: required with secure-aggregation.min-sites = M. Inside a secure sum
 # the site adds only its share of the noise (sigma/sqrt(M)): the budget above holds if every
@@ -87,6 +98,11 @@ discrete = false                # true: distributed discrete Gaussian residues (
 [limits]                        # what one answer may hold, whatever the coordinator asks
 max-answer-mb = 512             # the answer's size (DPS-PCA: d x k; k-plane: clusters x d^2/2)
 max-clusters = 100              # SuLQ k-plane clusters one request may ask for
+memory-mib = {memory_mib}               # address space of each site process started by fedpca
+                                # site supernode / superexec (Linux RLIMIT_AS, inherited by
+                                # the ClientApps): a FAB or request that inflates fails there,
+                                # not the host; >= {min_memory_mib}, or 0 to leave it to the OS
+                                # (systemd MemoryMax=, prlimit, a container's limit)
 
 # One table per algorithm this site takes part in; a request for any other is refused.
 [algorithms.dps-pca]
@@ -113,7 +129,10 @@ class SitePolicyFile:
         ledger: the lifetime ledger database.
         population: whose budget this is (the lifetime ledger's key).
         epsilon, delta: lifetime budget (unit: one record of the population, replace-one).
-        run_epsilon: per-run ceiling (at ``delta``); each run is calibrated to it.
+        daily_epsilon, weekly_epsilon: ceilings (at ``delta``) on what the site spends in a
+            UTC calendar day and in any 7 x 24 hours.
+        run_epsilon: the calibration target: the noise of every release is set so a full
+            run spends at most this (at ``delta``); not a ceiling.
         accounting: ``"pld"`` or ``"paper"``.
         clip_norm: public row-norm bound ``C``.
         discrete: with ``secure_min_sites``, the site sends distributed discrete Gaussian
@@ -130,6 +149,8 @@ class SitePolicyFile:
         colluders: how many other members the site assumes collude with the coordinator.
         limits: the most one answer may hold (table ``[limits]``), whatever the
             coordinator asks.
+        memory_mib: address space limit (MiB) of the site's processes, 0 for none
+            (:mod:`fedpca.deployment.memory_limit` applies it).
     """
 
     path: Path
@@ -139,6 +160,8 @@ class SitePolicyFile:
     population: str
     epsilon: float
     delta: float
+    daily_epsilon: float
+    weekly_epsilon: float
     run_epsilon: float
     accounting: str
     clip_norm: float
@@ -150,11 +173,13 @@ class SitePolicyFile:
     signing_key: Path | None = None
     colluders: int = 0
     limits: SiteLimits = SiteLimits()
+    memory_mib: int = DEFAULT_MEMORY_MIB
 
     def open_ledger(self) -> SiteLedger:
         """The site's lifetime ledger, bounding both guarantees this policy sets."""
         return SiteLedger(self.ledger, self.population, self.epsilon, self.delta,
-                          site=self.name, worst_case_epsilon=self.worst_case_epsilon)
+                          site=self.name, worst_case_epsilon=self.worst_case_epsilon,
+                          daily_epsilon=self.daily_epsilon, weekly_epsilon=self.weekly_epsilon)
 
     def require_algorithm(self, algorithm: str) -> dict[str, Any]:
         """The site's settings for ``algorithm``; raises unless the policy allows it."""
@@ -200,8 +225,18 @@ PRIVACY_KEYS = ("epsilon", "delta", "rounds", "accounting", "clip-norm", "secure
                 "discrete")
 
 
-#: The template's lifetime and per-run epsilon.
-TEMPLATE_EPSILON, TEMPLATE_RUN_EPSILON = 4.0, 1.0
+#: The template's lifetime, weekly, daily and per-run (calibration) epsilon.
+TEMPLATE_EPSILON, TEMPLATE_WEEKLY_EPSILON, TEMPLATE_DAILY_EPSILON, TEMPLATE_RUN_EPSILON = (
+    4.0, 2.0, 1.0, 1.0)
+#: Why a policy without spending windows is refused, and what to write (older versions had a
+#: per-run ceiling, ``run-epsilon``, which a coordinator reset by starting a new run).
+MISSING_WINDOWS = (
+    "[budget] sets no {missing}: this site's spending is limited per calendar day (UTC) and "
+    "per rolling week, no longer per run (the coordinator picks run ids, so a new run for "
+    "every request reset a per-run ceiling); add to [budget], e.g., daily-epsilon = {daily:g} "
+    "(one full run a day) and weekly-epsilon = {weekly:g}; run-epsilon now only calibrates "
+    "each run's noise (fedpca site init writes all three)"
+)
 #: The secure-sum minimums whose worst case the template lists.
 TEMPLATE_MIN_SITES = (3, 10, 100)
 
@@ -250,9 +285,13 @@ def _worst_case_lines(cases: list[WorstCase], run_epsilon: float) -> str:
 def write_policy_template(
     path: str | Path, name: str, data: str, ledger: str = "ledger.sqlite",
     delta: float = 1e-7, rounds: int = DEFAULT_DPS_ROUNDS,
+    daily_epsilon: float = TEMPLATE_DAILY_EPSILON,
+    weekly_epsilon: float = TEMPLATE_WEEKLY_EPSILON,
 ) -> Path:
     """Write a commented policy file to ``path`` (refuses to overwrite one), with what the
-    worst case of secure sums costs at its budget (:func:`worst_cases`)."""
+    worst case of secure sums costs at its budget (:func:`worst_cases`). Its spending
+    windows are ``daily_epsilon`` and ``weekly_epsilon`` (a demonstration that runs several
+    times a day raises them, up to the lifetime :data:`TEMPLATE_EPSILON`)."""
     target = Path(path)
     if target.exists():
         raise PolicyError(f"{target} exists; a site policy is never overwritten: edit it")
@@ -261,8 +300,10 @@ def write_policy_template(
     text = POLICY_TEMPLATE.format(
         path=target.resolve(), name=name, data=data, ledger=ledger, delta=delta, rounds=rounds,
         epsilon=TEMPLATE_EPSILON, run_epsilon=TEMPLATE_RUN_EPSILON, releases=releases,
+        daily_epsilon=daily_epsilon, weekly_epsilon=weekly_epsilon,
         worst_case_table=_worst_case_lines(cases, TEMPLATE_RUN_EPSILON),
         suggestion=math.ceil(cases[0].lifetime_epsilon),
+        memory_mib=DEFAULT_MEMORY_MIB, min_memory_mib=MIN_MEMORY_MIB,
     )
     target.write_text(text)
     load_site_policy(target)  # what init writes must load
@@ -282,9 +323,7 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
     site, budget = reader.table("site"), reader.table("budget")
     name = reader.text(site, "site", "name")
     epsilon = reader.positive(budget, "budget", "epsilon")
-    run_epsilon = reader.positive(budget, "budget", "run-epsilon", default=epsilon)
-    if run_epsilon > epsilon:
-        raise reader.error(f"budget.run-epsilon={run_epsilon:g} exceeds budget.epsilon={epsilon:g}")
+    daily, weekly, run_epsilon = reader.ceilings(budget, epsilon)
     delta = reader.positive(budget, "budget", "delta")
     if delta >= 1:
         raise reader.error(f"budget.delta={delta:g} must be below 1 (and well below 1/n)")
@@ -329,6 +368,8 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         population=reader.text(site, "site", "population", default=name),
         epsilon=epsilon,
         delta=delta,
+        daily_epsilon=daily,
+        weekly_epsilon=weekly,
         run_epsilon=run_epsilon,
         accounting=accounting,
         clip_norm=reader.positive(reader.table("data", required=False), "data", "clip-norm",
@@ -341,6 +382,7 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         signing_key=signing_key,
         colluders=colluders,
         limits=reader.limits(),
+        memory_mib=reader.memory_mib(),
     )
 
 
@@ -379,16 +421,48 @@ class _Reader:
                              + (f"; {hint}" if hint else ""))
         return float(value)
 
+    def ceilings(self, budget: dict, epsilon: float) -> tuple[float, float, float]:
+        """``daily-epsilon``, ``weekly-epsilon`` and ``run-epsilon`` (default: the daily
+        ceiling), each at most the next: run <= daily <= weekly <= lifetime."""
+        missing = [key for key in ("daily-epsilon", "weekly-epsilon") if key not in budget]
+        if missing:
+            run = self.positive(budget, "budget", "run-epsilon", default=epsilon)
+            raise self.error(MISSING_WINDOWS.format(
+                missing=" and ".join(missing), daily=run, weekly=min(epsilon, 2 * run)))
+        daily = self.positive(budget, "budget", "daily-epsilon")
+        weekly = self.positive(budget, "budget", "weekly-epsilon")
+        run = self.positive(budget, "budget", "run-epsilon", default=daily)
+        order = [("run-epsilon", run), ("daily-epsilon", daily), ("weekly-epsilon", weekly),
+                 ("epsilon", epsilon)]
+        for (small, low), (large, high) in zip(order, order[1:]):
+            if low > high:
+                raise self.error(
+                    f"budget.{small}={low:g} exceeds budget.{large}={high:g}; set "
+                    "run-epsilon <= daily-epsilon <= weekly-epsilon <= epsilon"
+                )
+        return daily, weekly, run
+
+    def memory_mib(self) -> int:
+        """``[limits] memory-mib``: 0 or at least :data:`MIN_MEMORY_MIB`."""
+        value = self.table("limits", required=False).get("memory-mib", DEFAULT_MEMORY_MIB)
+        if (not isinstance(value, int) or isinstance(value, bool)
+                or (value != 0 and value < MIN_MEMORY_MIB)):
+            raise self.error(
+                f"limits.memory-mib={value!r} must be 0 (no limit) or an integer >= "
+                f"{MIN_MEMORY_MIB}: a SuperNode alone maps about 450 MiB"
+            )
+        return value
+
     def file_path(self, table: dict, where: str, key: str, hint: str = "") -> Path:
         return (self.path.parent / self.text(table, where, key, hint=hint)).resolve()
 
     def limits(self) -> SiteLimits:
         """The table ``[limits]`` (absent keys: the public defaults)."""
         table = self.table("limits", required=False)
-        unknown = sorted(set(table) - set(LIMIT_KEYS.values()))
+        known = {*LIMIT_KEYS.values(), "memory-mib"}
+        unknown = sorted(set(table) - known)
         if unknown:
-            raise self.error(f"unknown keys {unknown} in [limits]; known: "
-                             f"{sorted(LIMIT_KEYS.values())}")
+            raise self.error(f"unknown keys {unknown} in [limits]; known: {sorted(known)}")
         values = {field: table[key] for field, key in LIMIT_KEYS.items() if key in table}
         try:
             return SiteLimits(**values)
