@@ -33,7 +33,8 @@ def real_site(folder, name: str, records: np.ndarray, run_epsilon: float, accoun
     folder.mkdir()
     np.save(folder / "records.npy", records)
     policy = write_policy_template(folder / "policy.toml", name, "records.npy", delta=DELTA,
-                                   rounds=REQUEST["rounds"])
+                                   rounds=REQUEST["rounds"], daily_epsilon=run_epsilon,
+                                   weekly_epsilon=run_epsilon)
     text = policy.read_text().replace("run-epsilon = 1.0", f"run-epsilon = {run_epsilon!r}")
     policy.write_text(text.replace('accounting = "pld"', f'accounting = "{accounting}"'))
     return policy

@@ -230,7 +230,7 @@ def test_work_that_fails_fails_before_the_charge(tmp_path, monkeypatch, module, 
     site_cls, policy = SITES[algorithm]
     ledger = SiteLedger(tmp_path / "ledger.sqlite", "clinic", 4.0, 1e-7, site="clinic")
     site = site_cls(X, policy, site="clinic", ledger=ledger.for_run(
-        RunCharge("run-1", algorithm, "ab" * 32, 4.0, 4)))
+        RunCharge("run-1", algorithm, "ab" * 32, 4)))
     monkeypatch.setattr(module, name, failing)
     with pytest.raises(MemoryError):
         ask(site)
