@@ -150,7 +150,8 @@ def test_the_written_app_builds_a_fab_the_sites_accept(tmp_path):
         write_config_only_app(tmp_path / "other")
 
 
-def test_site_init_then_ledger_as_table_and_json(tmp_path, capsys):
+def test_site_init_then_ledger_as_table_and_json(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     np.save(tmp_path / "records.npy", np.eye(4))
     assert cli_main(["site", "init", "--policy", str(tmp_path / "site.toml"), "--name",
                      "hospital-c", "--data", "records.npy"]) == 0
@@ -168,6 +169,25 @@ def test_site_init_then_ledger_as_table_and_json(tmp_path, capsys):
     assert summary["releases"] == 1 and summary["runs"][0]["run_id"] == "run-1"
     assert summary["epsilon_spent"] + summary["epsilon_remaining"] == pytest.approx(4.0)
     assert summary["rows"][0]["sigma"] == 5.0 and summary["rows"][0]["shape"] == "[4, 4]"
+
+
+def test_site_init_writes_the_data_path_the_operator_typed_relative_to_the_policy(
+        tmp_path, monkeypatch):
+    # typed from the current folder: trial/blank.toml and data/blank.npy; the policy reads
+    # paths relative to its own folder, so it must name ../data/blank.npy
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "trial").mkdir()
+    (tmp_path / "data").mkdir()
+    np.save(tmp_path / "data" / "blank.npy", np.eye(4))
+    assert cli_main(["site", "init", "--policy", "trial/blank.toml", "--name", "trial",
+                     "--data", "data/blank.npy"]) == 0
+    assert load_site_policy(tmp_path / "trial" / "blank.toml").data == (
+        tmp_path / "data" / "blank.npy").resolve()
+    assert 'data = "../data/blank.npy"' in (tmp_path / "trial" / "blank.toml").read_text()
+    absolute = str(tmp_path / "data" / "blank.npy")
+    assert cli_main(["site", "init", "--policy", "trial/abs.toml", "--name", "trial",
+                     "--data", absolute]) == 0
+    assert load_site_policy(tmp_path / "trial" / "abs.toml").data == Path(absolute).resolve()
 
 
 def test_site_commands_report_a_missing_policy(tmp_path, capsys):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 
@@ -28,7 +29,8 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
     init = actions.add_parser("init", help="write a commented site policy file")
     init.add_argument("--policy", type=Path, required=True, help="the policy file to write")
     init.add_argument("--name", required=True, help="the site's name")
-    init.add_argument("--data", required=True, help="the site's records (.npy or .csv)")
+    init.add_argument("--data", required=True,
+                      help="the site's records (.npy or .csv), relative to this folder")
     init.add_argument("--ledger", default="ledger.sqlite",
                       help="the lifetime ledger (relative to the policy file's folder)")
     init.set_defaults(func=_init)
@@ -69,10 +71,19 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
 def _init(args: argparse.Namespace) -> int:
     from fedpca.privacy.site_policy import write_policy_template
 
-    path = write_policy_template(args.policy, args.name, args.data, args.ledger)
+    data = _from_policy_folder(args.data, args.policy)
+    path = write_policy_template(args.policy, args.name, data, args.ledger)
     print(f"wrote {path}: read every line, set the budget with your privacy officer, then "
           f"start the SuperNode with --node-config 'policy=\"{path}\"'")
     return 0
+
+
+def _from_policy_folder(path: str, policy: Path) -> str:
+    """``path`` as the operator typed it (relative to the current folder), written so that
+    the policy, which reads paths relative to its own folder, finds the same file."""
+    if Path(path).is_absolute():
+        return path
+    return os.path.relpath(Path(path).resolve(), policy.resolve().parent)
 
 
 def _ledger(args: argparse.Namespace) -> int:
