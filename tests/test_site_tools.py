@@ -27,7 +27,7 @@ from fedpca.deployment.fab_check import (
 from fedpca.deployment.site_runtime import checked_fab_config
 from fedpca.privacy.mechanisms import Release
 from fedpca.privacy.site_ledger import RunCharge, SiteLedger
-from fedpca.privacy.site_policy import load_site_policy
+from fedpca.privacy.site_policy import load_site_policy, write_policy_template
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -193,6 +193,15 @@ def test_site_init_writes_the_data_path_the_operator_typed_relative_to_the_polic
 def test_site_commands_report_a_missing_policy(tmp_path, capsys):
     assert cli_main(["site", "ledger", "--policy", str(tmp_path / "none.toml")]) == 2
     assert "does not exist; write one with fedpca site init" in capsys.readouterr().err
+
+
+def test_site_ledger_reads_and_creates_nothing(tmp_path, capsys):
+    np.save(tmp_path / "records.npy", np.eye(4))
+    write_policy_template(tmp_path / "site.toml", "clinic", "records.npy")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert cli_main(["site", "ledger", "--policy", str(tmp_path / "site.toml")]) == 2
+    assert "ledger.sqlite named by" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
 def test_the_supernode_hands_flower_no_fab_the_site_refuses(monkeypatch, caplog):

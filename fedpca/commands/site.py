@@ -88,9 +88,14 @@ def _from_policy_folder(path: str, policy: Path) -> str:
 
 def _ledger(args: argparse.Namespace) -> int:
     from fedpca.privacy.site_ledger import format_ledger
-    from fedpca.privacy.site_policy import load_site_policy
+    from fedpca.privacy.site_policy import PolicyError, load_site_policy
 
-    summary = load_site_policy(args.policy).open_ledger().summary()
+    policy = load_site_policy(args.policy)
+    if not policy.ledger.exists():  # a read command creates nothing
+        raise PolicyError(f"the ledger {policy.ledger} named by {policy.path} does not exist: "
+                          "if it was moved or deleted, restore it; this site has spent nothing "
+                          "only if it never answered a run")
+    summary = policy.open_ledger().summary()
     print(json.dumps(summary, indent=2) if args.json else format_ledger(summary))
     return 0
 
