@@ -36,8 +36,9 @@ def write_consortium(
 ) -> list[Path]:
     """One policy per site (``folder/NAME/policy.toml``: the template of ``fedpca site init``
     with ``min-sites``, ``discrete``, ``colluders``, its own key and the shared roster, and
-    a worst-case epsilon of the template's lifetime at that ``M``, rounded up); returns the
-    policy paths in ``names`` order."""
+    a worst-case epsilon of the template's lifetime at that ``M``, rounded up; a
+    demonstration runs several times a day, so its daily and weekly ceilings are the
+    lifetime budget); returns the policy paths in ``names`` order."""
     if len(names) != len(data) or len(set(names)) != len(names):
         raise ConfigurationError("write_consortium needs one distinct name per data file")
     folder = Path(folder)
@@ -49,7 +50,9 @@ def write_consortium(
     policies = []
     for name, records in zip(names, data):
         policy = write_policy_template(folder / name / "policy.toml", name,
-                                       str(Path(records).resolve()), delta=DELTA)
+                                       str(Path(records).resolve()), delta=DELTA,
+                                       daily_epsilon=TEMPLATE_EPSILON,
+                                       weekly_epsilon=TEMPLATE_EPSILON)
         text = (policy.read_text()
                 .replace("min-sites = 0", f"min-sites = {min_sites}")
                 .replace("discrete = false", f"discrete = {str(discrete).lower()}")
