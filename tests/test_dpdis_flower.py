@@ -54,7 +54,8 @@ def test_one_release_then_every_request_is_refused(client):
     assert P.shape == (D, 4) and n == 40
     # Only what is public under the site's policy: no data-dependent count leaves the site.
     assert metrics == {"site": "hospital-3", "epsilon_spent": pytest.approx(1.0, rel=1e-3),
-                       "releases": 1}
+                       "releases": 1, **client.site.guarantee().to_metrics()}
+    assert metrics["guarantee.delta"] == POLICY.delta  # the site's own policy, public
     assert client.site.clip_report.clipped_rows == 1  # known to the site, not sent
     with pytest.raises(BudgetExceededError, match="hospital-3.*allows 1 releases"):
         client.fit([], {"variant": "full", "dim": D})

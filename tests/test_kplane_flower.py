@@ -18,6 +18,7 @@ from fedpca.clients.kplane import KPlaneClient
 from fedpca.clustering.result import ClusteringResult
 from fedpca.errors import BudgetExceededError, InvalidRequestError
 from fedpca.linalg.subspace import random_subspaces
+from fedpca.privacy.guarantee import SiteGuarantee
 from fedpca.run_record import run_record
 from fedpca.scenarios.kplane import KPlaneScenario
 
@@ -89,7 +90,7 @@ def test_client_answers_then_refuses_beyond_its_ledger():
     c = client(rounds=1)
     (message,), n, metrics = c.fit(list(BASES), dict(REQUEST))
     assert message.shape == (3, 16) and n == 40
-    assert set(metrics) == {"site", "epsilon_spent", "releases"}
+    assert set(metrics) == {*SiteGuarantee.metric_keys(), "site", "epsilon_spent", "releases"}
     with pytest.raises(BudgetExceededError, match="allows 1 releases"):
         c.fit(list(BASES), dict(REQUEST))
 

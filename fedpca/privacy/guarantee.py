@@ -17,7 +17,7 @@ round: the whole run's).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 from fedpca.errors import FedPCAError
@@ -63,6 +63,12 @@ class SiteGuarantee:
         """The fields under :data:`PREFIX`, as an answer's metrics carry them (``None``
         fields left out: Flower's records hold no null)."""
         return {PREFIX + k: v for k, v in asdict(self).items() if v is not None}
+
+    @staticmethod
+    def metric_keys() -> frozenset[str]:
+        """The keys every answer's guarantee carries (``secure_min_sites`` and
+        ``epsilon_worst_case`` only with secure sums)."""
+        return frozenset(PREFIX + f.name for f in fields(SiteGuarantee) if f.default is MISSING)
 
     @classmethod
     def from_metrics(cls, metrics: Mapping[str, Any], site: str) -> SiteGuarantee | None:
