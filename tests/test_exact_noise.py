@@ -23,6 +23,7 @@ from fedpca.privacy.exact_noise import (
     ExactGaussian,
     float_error,
     grid_step,
+    rounded_sensitivity,
 )
 from fedpca.privacy.ledger import composed_epsilon
 from fedpca.privacy.mechanisms import power_step_sensitivity
@@ -111,7 +112,7 @@ def test_the_exact_path_has_the_right_law_where_it_is_taken(monkeypatch):
     # force every decision through the exact path: the law must not change
     monkeypatch.setattr(fast, "ACCEPT_MARGIN", 2.0)
     monkeypatch.setattr(fast, "MAGNITUDE_MARGIN", 2.0)
-    draws = fast.discrete_gaussian_scale(3, 20_000, np.random.default_rng(2))
+    draws = fast.discrete_gaussian_scale(3, 6_000, np.random.default_rng(2))
     assert chi_square_p(draws, lambda y: discrete_gaussian_pmf(9, y)) > ALPHA
 
 
@@ -119,3 +120,180 @@ def test_the_exact_path_has_the_right_law_where_it_is_taken(monkeypatch):
 def test_bad_scales_are_refused(bad):
     with pytest.raises(ConfigurationError, match="sigma"):
         fast.discrete_gaussian_scale(bad, 10, np.random.default_rng())
+
+
+# --- the grid mechanism -----------------------------------------------------------------------
+
+def worst_rounding_pair(steps: int, coordinates: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two vectors about ``steps sqrt(D)`` apart whose nearest roundings are ``(steps + 1)
+    sqrt(D)`` apart: every coordinate of ``a`` just below a half-integer, of ``b`` just above
+    the half-integer ``steps`` further (the bound is attained)."""
+    a = np.full(coordinates, 0.5 - 1e-9)
+    return a, a + steps + 2e-9
+
+
+def rounding_distance(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(np.rint(a) - np.rint(b)))
+
+
+@pytest.mark.parametrize("coordinates", [1, 4, 30, 600])
+def test_rounding_never_adds_more_than_sqrt_d_and_can_add_that_much(coordinates):
+    for steps in (0, 1, 3):
+        a, b = worst_rounding_pair(steps, coordinates)
+        bound = rounded_sensitivity(float(np.linalg.norm(a - b)), 0.0, 1.0, coordinates)
+        assert rounding_distance(a, b) == pytest.approx(bound, abs=1e-6)
+    rng = np.random.default_rng(coordinates)
+    for shift in (0.3, 1.0, 2.5, 17.0):
+        bound = rounded_sensitivity(shift, 0.0, 1.0, coordinates)
+        for _ in range(30):  # hill climbing from random pairs at distance <= shift
+            a = rng.uniform(-5, 5, coordinates)
+            step = rng.standard_normal(coordinates)
+            b = a + shift * step / np.linalg.norm(step)
+            best = rounding_distance(a, b)
+            for _ in range(40):
+                trial = b + rng.normal(0, 0.3, coordinates)
+                trial = a + (trial - a) * min(1.0, shift / np.linalg.norm(trial - a))
+                if rounding_distance(a, trial) >= best:
+                    b, best = trial, rounding_distance(a, trial)
+            assert best <= bound
+
+
+def power_statistic(X: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    return X.T @ (X @ Q)
+
+
+@pytest.mark.parametrize("coarse", [1.0, 1 / 4, 1 / 64])
+def test_the_rounded_power_step_stays_within_its_sensitivity_under_adversarial_records(coarse):
+    # gamma much coarser than the sites' so that the rounding term dominates
+    rng = np.random.default_rng(7)
+    n, d, k, C = 20, 6, 2, 1.0
+    sensitivity = power_step_sensitivity(C)
+    gamma = 2.0 ** math.floor(math.log2(coarse * sensitivity))
+    error = float_error(n * C**2 * math.sqrt(k), n + d)
+    bound = rounded_sensitivity(sensitivity, error, gamma, d * k)
+    worst = 0.0
+    for _ in range(40):
+        X = rng.standard_normal((n, d))
+        X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True) / C)
+        Q = thin_qr(rng.standard_normal((d, k)))
+        replaced = X.copy()
+        for _ in range(30):  # climb: the replacement record that moves the rounding most
+            candidate = replaced[0] + rng.normal(0, 0.3, d)
+            candidate *= C / max(C, np.linalg.norm(candidate))
+            trial = replaced.copy()
+            trial[0] = candidate
+            moved = np.linalg.norm(np.rint(power_statistic(trial, Q) / gamma)
+                                   - np.rint(power_statistic(X, Q) / gamma))
+            if moved >= worst:
+                worst, replaced = moved, trial
+            assert moved <= bound
+    assert worst > 0.5 * bound  # the search got close
+
+
+def test_the_grid_is_public_and_adds_at_most_a_thousandth():
+    sensitivity = power_step_sensitivity(1.0)
+    for coordinates in (600, 200_000, 6830 * 6831 // 2):
+        gamma = grid_step(sensitivity, coordinates)
+        assert math.log2(gamma).is_integer()
+        assert gamma * math.sqrt(coordinates) <= GRID_INFLATION * sensitivity
+        assert 2 * gamma * math.sqrt(coordinates) > GRID_INFLATION * sensitivity
+        noise = ExactGaussian.for_release(3.4 * sensitivity, sensitivity, coordinates, 0.0)
+        assert noise.inflation <= GRID_INFLATION
+
+
+def test_released_values_are_grid_points_with_the_calibrated_variance():
+    rng = np.random.default_rng(11)
+    sensitivity, sigma, coordinates = power_step_sensitivity(1.0), 2.0, 50_000
+    noise = ExactGaussian.for_release(sigma, sensitivity, coordinates, 1e-9)
+    values = rng.uniform(-3, 3, coordinates)
+    released = noise.noisy(values, rng)
+    steps = released / noise.gamma
+    assert np.array_equal(steps, np.round(steps))  # exactly gamma * integer
+    rounded = np.rint(values / noise.gamma) * noise.gamma
+    variance = (released - rounded).var()
+    expected = (noise.sigma * noise.gamma) ** 2
+    # sigma in grid steps is the continuous sigma grown by the rounding's inflation (< 0.1%)
+    assert expected == pytest.approx(sigma**2, rel=3e-3)
+    # chi-square confidence bound on the sample variance (coordinates - 1 degrees of freedom)
+    low, high = stats.chi2.ppf([ALPHA / 2, 1 - ALPHA / 2], coordinates - 1) / (coordinates - 1)
+    assert low * expected <= variance <= high * expected
+
+
+def test_a_symmetric_release_is_a_symmetric_matrix_of_grid_points():
+    rng = np.random.default_rng(3)
+    dim = 40
+    noise = ExactGaussian.for_release(1.5, 1.4, dim * (dim + 1) // 2, 0.0)
+    matrix = rng.standard_normal((dim, dim))
+    released = noise.noisy_symmetric(matrix + matrix.T, rng)
+    assert np.array_equal(released, released.T)
+    steps = released / noise.gamma
+    assert np.array_equal(steps, np.round(steps))
+
+
+# --- what the ledger charges ------------------------------------------------------------------
+
+def test_the_ledger_charges_the_discrete_gaussian_on_the_rounded_sensitivity():
+    sensitivity, z, coordinates = power_step_sensitivity(1.0), 3.4, 600
+    noise = ExactGaussian.for_release(z * sensitivity, sensitivity, coordinates, 1e-12)
+    release = noise.release("dps-pca/power", (200, 3))
+    assert (release.summands, release.padded, release.sites_in_sum) == (1, coordinates, 0)
+    assert release.sensitivity == noise.grid_sensitivity
+    assert release.sigma == noise.sigma and release.discrete
+    # Canonne-Kamath-Steinke: alpha Delta^2 / (2 s^2), the continuous Gaussian's curve
+    orders = (2.0, 8.0, 32.0)
+    expected = np.array(orders) * noise.grid_sensitivity**2 / (2 * noise.sigma**2)
+    np.testing.assert_allclose(release.rdp(orders), expected, rtol=1e-12)
+    np.testing.assert_allclose(
+        ddg_rdp(noise.sigma**2, 1, noise.grid_sensitivity, coordinates, 1, orders), expected
+    )
+    # its Gaussian view is at least as noisy as the continuous release it replaces
+    multiplier, slack = release.gaussian_view()
+    assert multiplier >= z
+    assert multiplier == ddg_gaussian_multiplier(noise.sigma**2, 1, noise.grid_sensitivity)
+    assert 0 <= slack == ddg_pld_slack(noise.sigma**2, 1, coordinates) < 1e-25
+
+
+def test_an_exact_site_spends_no_more_than_its_float_calibration_allows():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 12)) / 4
+    Q = thin_qr(rng.standard_normal((12, 3)))
+    exact = DPSPCASite(X, SitePolicy(1.0, 1e-5, rounds=3, noise_sampler="exact"))
+    floating = DPSPCASite(X, SitePolicy(1.0, 1e-5, rounds=3))
+    for site in (exact, floating):
+        site.release_diagonal()
+        for _ in range(3):
+            site.release_power(Q)
+    assert all(r.mechanism.endswith("+exact") and r.discrete for r in exact.ledger.releases)
+    assert exact.ledger.epsilon_spent() <= floating.ledger.epsilon_spent() * (1 + 1e-6)
+    assert exact.ledger.epsilon_spent() == composed_epsilon(exact.ledger.releases, 1e-5)
+    with pytest.raises(BudgetExceededError, match="allows 4 releases"):
+        exact.release_power(Q)
+
+
+def test_exact_site_releases_are_grid_points():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((200, 8)) / 3
+    site = DPSPCASite(X, SitePolicy(1.0, 1e-5, rounds=2, noise_sampler="exact"))
+    Q = thin_qr(rng.standard_normal((8, 2)))
+    statistic = power_statistic(site.X, Q)
+    released = site.noisy_release("probe", statistic, power_step_sensitivity(1.0), error=0.0)
+    gamma = grid_step(power_step_sensitivity(1.0), statistic.size)
+    assert released.shape == statistic.shape
+    assert np.array_equal(released / gamma, np.round(released / gamma))
+    # a one-release mechanism forms its noisy matrix of grid points (DPdisPCA, LDP)
+    dpdis = DPdisPCASite(X, DPdisPCAPolicy(1.0, 1e-5, noise_sampler="exact"))
+    matrix = dpdis.release(VARIANT_FULL)
+    ldp = LDPCovarianceSite(X, LDPPolicy(1.0, 1e-5, noise_sampler="exact"))
+    covariance = ldp.release_covariance()
+    for value in (matrix, covariance):
+        assert np.array_equal(value, value.T)
+        assert all(r.discrete for r in dpdis.ledger.releases + ldp.ledger.releases)
+
+
+def test_exact_noise_inside_continuous_secure_shares_is_refused():
+    X = np.random.default_rng(0).standard_normal((50, 5)) / 3
+    site = DPSPCASite(X, SitePolicy(1.0, 1e-5, rounds=2, secure_min_sites=3,
+                                    noise_sampler="exact"))
+    with pytest.raises(ConfigurationError, match="discrete=true"):
+        site.release_diagonal()
+    assert site.ledger.count == 0

@@ -4,6 +4,10 @@ Privacy guarantee enforced here (per site, unit: one record, replace-one): every
 goes through :meth:`PrivateSite.charge`, which refuses (raising, nothing released) anything
 the site's :class:`~fedpca.privacy.ledger.PrivacyLedger` does not allow; the noise level is the
 site's own calibration, raised but never lowered by a server request.
+
+The noise sampler is the policy's too (``noise_sampler``): ``"exact"`` releases grid points with
+exact discrete Gaussian noise (:mod:`fedpca.privacy.exact_noise`; what a real site always
+draws), ``"float"`` numpy's float Gaussians (simulation only: their low bits can leak).
 """
 
 from __future__ import annotations
@@ -18,6 +22,13 @@ from fedpca.algorithms.secure_sum import SecureSum
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.privacy.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.privacy.ddg_encoding import encode_site
+from fedpca.privacy.exact_noise import (
+    EXACT,
+    FLOAT,
+    NOISE_SAMPLERS,
+    ExactGaussian,
+    symmetric_coordinates,
+)
 from fedpca.privacy.ledger import PrivacyLedger
 from fedpca.privacy.mechanisms import NoiseSource, Release
 from fedpca.privacy.site_data import SiteData
@@ -30,11 +41,13 @@ from fedpca.privacy.validation import (
 
 class SitePrivacyPolicy(Protocol):
     """What a site's privacy policy provides (its own settings; the server cannot change
-    them): the public clip norm, the calibration of its releases, how many it may make, and
-    ``m`` when its answers are only revealed inside secure sums of at least ``m`` sites."""
+    them): the public clip norm, the calibration of its releases, how many it may make,
+    ``m`` when its answers are only revealed inside secure sums of at least ``m`` sites, and
+    the noise sampler (``"exact"`` or ``"float"``)."""
 
     clip_norm: float
     secure_min_sites: int | None
+    noise_sampler: str
 
     @property
     def releases(self) -> int: ...
@@ -63,12 +76,15 @@ class SingleReleasePolicy:
         accounting: ``"pld"`` (default: the analytic Gaussian for one release), ``"rdp"`` or
             ``"paper"`` (the classic ``sqrt(2 ln(1.25/delta)) / eps``, refused for eps >= 1).
         clip_norm: public row-norm bound ``C``.
+        noise_sampler: ``"float"`` (numpy Gaussians: simulation only) or ``"exact"`` (grid points
+            plus exact discrete Gaussian noise: a real site's).
     """
 
     epsilon: float = 1.0
     delta: float = 1e-5
     accounting: str = "pld"
     clip_norm: float = 1.0
+    noise_sampler: str = FLOAT
 
     #: One release per site; no secure-aggregation mode.
     releases = 1
@@ -76,6 +92,7 @@ class SingleReleasePolicy:
 
     def __post_init__(self) -> None:
         require_choice(self.accounting, "accounting", ACCOUNTING_MODES)
+        require_choice(self.noise_sampler, "noise_sampler", NOISE_SAMPLERS)
         require_finite_positive(self.clip_norm, "clip_norm")
         self.calibration()
 
@@ -100,6 +117,8 @@ class RoundsPolicy:
         secure_min_sites: ``m``, set only when every answer is revealed only inside a secure
             sum over at least ``m`` sites (SecAgg+): the site then adds ``sigma / sqrt(m)``
             and refuses any request that would reveal its answer unmasked.
+        noise_sampler: ``"float"`` (numpy Gaussians: simulation only) or ``"exact"`` (grid points
+            plus exact discrete Gaussian noise: a real site's).
     """
 
     #: Releases beyond one per round (DPS-PCA's initialisation: 1).
@@ -113,11 +132,13 @@ class RoundsPolicy:
     accounting: str = "pld"
     clip_norm: float = 1.0
     secure_min_sites: int | None = None
+    noise_sampler: str = FLOAT
 
     def __post_init__(self) -> None:
         require_positive_int(self.rounds, "rounds")
         require_finite_positive(self.clip_norm, "clip_norm")
         require_choice(self.accounting, "accounting", ACCOUNTING_MODES)
+        require_choice(self.noise_sampler, "noise_sampler", NOISE_SAMPLERS)
         self.calibration()
 
     @property
@@ -177,6 +198,8 @@ class PrivateSite:
         self.secure_min_sites = policy.secure_min_sites
         #: Whether the site sends distributed discrete Gaussian messages (secure sums only).
         self.discrete = bool(getattr(policy, "discrete", False))
+        #: Whether its own releases are grid points with exact discrete Gaussian noise.
+        self.exact = policy.noise_sampler == EXACT
         self.site = site
         self.clip_norm = policy.clip_norm
         if not isinstance(data, SiteData):
@@ -224,27 +247,62 @@ class PrivateSite:
             z = max(z, requested)
         return z * sensitivity
 
-    def gaussian_release(
+    def noisy_release(
         self,
         mechanism: str,
+        statistic: np.ndarray,
         sensitivity: float,
-        shape: tuple[int, ...],
         min_noise_multiplier: float | None = None,
+        *,
+        error: float,
     ) -> np.ndarray:
-        """Charge the ledger for one Gaussian release and return the noise to add.
+        """Charge the ledger for one Gaussian release of ``statistic`` and return it noisy.
 
-        The ledger records ``sigma`` (the site's calibrated level, possibly raised by the
-        server); under secure aggregation the site's own share is ``sigma / sqrt(m)``, and
-        the ledger records that too (the guarantee against a coordinator that bypasses the
-        secure sum).
+        ``sensitivity`` (replace-one, L2) and ``error`` (a bound on the floating-point error
+        of the computed ``statistic``,
+        :func:`~fedpca.privacy.exact_noise.float_error`) describe the statistic. The noise
+        is the site's ``sigma`` (possibly raised by the server). Exact noise: grid points,
+        charged as their discrete Gaussian (:mod:`fedpca.privacy.exact_noise`). Float
+        noise: charged as the Gaussian of ``sigma``; under secure aggregation the site's
+        own share is ``sigma / sqrt(m)``, and the ledger records that too (the guarantee
+        against a coordinator that bypasses the secure sum).
         """
         sigma = self.sigma(sensitivity, min_noise_multiplier)
-        release = Release(mechanism, sensitivity, sigma, shape)
+        if self.exact and self.secure_min_sites is not None:
+            raise ConfigurationError(
+                f"{self.site}: exact noise inside secure sums is the distributed discrete "
+                "Gaussian: set discrete=true with secure_min_sites, or noise_sampler='float' "
+                "(simulation only) for continuous shares"
+            )
+        if self.exact:
+            noise = ExactGaussian.for_release(sigma, sensitivity, statistic.size, error)
+            index = self.charge(noise.release(mechanism, statistic.shape))
+            return noise.noisy(statistic, self.noise.generator(index)).reshape(statistic.shape)
+        release = Release(mechanism, sensitivity, sigma, statistic.shape)
         if self.secure_min_sites is not None:
             release = Release(f"{mechanism}+secagg(m={self.secure_min_sites})", sensitivity,
-                              sigma, shape, sites_in_sum=self.secure_min_sites)
+                              sigma, statistic.shape, sites_in_sum=self.secure_min_sites)
         index = self.charge(release)
-        return self.noise.gaussian(index, release.own_share().sigma, shape)
+        return statistic + self.noise.gaussian(index, release.own_share().sigma,
+                                               statistic.shape)
+
+    def noisy_symmetric_release(
+        self, mechanism: str, matrix: np.ndarray, sensitivity: float, sigma: float, *,
+        error: float, scale: float = 1.0,
+    ) -> np.ndarray:
+        """Charge one release of the upper triangle of symmetric ``matrix`` with noise
+        ``sigma`` and return ``matrix`` plus symmetric noise of ``scale * sigma``
+        (``scale >= 1``: e.g. the sum of ``m`` records' views, each charged ``sigma``).
+        Exact noise: a symmetric matrix of grid points."""
+        shape = matrix.shape
+        if not self.exact:
+            index = self.charge(Release(mechanism, sensitivity, sigma, shape))
+            return matrix + self.noise.symmetric(index, scale * sigma, shape[0])
+        coordinates = symmetric_coordinates(shape[0])
+        charged = ExactGaussian.for_release(sigma, sensitivity, coordinates, error)
+        drawn = ExactGaussian.for_release(scale * sigma, sensitivity, coordinates, error)
+        index = self.charge(charged.release(mechanism, shape))
+        return drawn.noisy_symmetric(matrix, self.noise.generator(index))
 
     def discrete_request(
         self, secure: SecureSum | None, min_noise_multiplier: float | None
