@@ -7,25 +7,32 @@ proposal ``P(Y = y)`` proportional to ``exp(-|y| / sigma)``, accepted with proba
 ``exp(-(|y| - sigma)^2 / (2 sigma^2))`` (about 76% of proposals are accepted). What differs
 from :mod:`fedpca.privacy.discrete_gaussian` is how each random decision is made.
 
-**Lazy uniforms.** Every decision compares one uniform ``U`` on ``[0, 1)`` with a number
-``exp(-r)``: the acceptance is ``[U < exp(-r)]``, and the proposal's magnitude is the ``k``
-with ``exp(-(k + 1) / sigma) < U <= exp(-k / sigma)`` (then ``P(k) = exp(-k/sigma) (1 -
-exp(-1/sigma))``, the geometric law of a discrete Laplace magnitude). ``U``'s first 53 bits
-come from one 64-bit word of the generator: ``U`` lies in ``[a, a + 1) 2^-53``. A float64
-``exp`` gives ``exp(-r)`` within a relative margin (:data:`ACCEPT_MARGIN`,
-:data:`MAGNITUDE_MARGIN`); when the whole interval of ``U`` lies on one side of the margin's
-interval the decision is certain and made in numpy. Otherwise (probability about ``2^-30``
-per acceptance and ``2^-45 sigma`` per magnitude) the element goes to an exact path in
-Python integers: further 64-bit words extend ``U``'s bits and ``exp`` is bracketed with the
-``decimal`` module (correctly rounded, with an explicit error bound) at growing precision,
-until the comparison is certain. No decision is ever taken on an approximation: the law is
-exactly the discrete Gaussian.
+**Lazy uniforms.** Every decision compares one uniform ``U`` on ``[0, 1)`` with a number:
+the acceptance is ``[U < exp(-r)]``, and the proposal's magnitude is ``k = floor(-sigma ln
+U)``, i.e. the ``k`` with ``exp(-(k + 1) / sigma) < U <= exp(-k / sigma)`` (then ``P(k) =
+exp(-k/sigma) (1 - exp(-1/sigma))``, the geometric law of a discrete Laplace magnitude).
+``U``'s first 53 bits are one ``Generator.random()`` value ``u``: ``U`` lies in ``[u, u +
+2^-53)``. numpy evaluates the function approximately, with a stated error bound; when the
+bound makes the decision the same for every ``U`` in that interval, it is certain and made
+in numpy:
 
-The one floating-point fact relied on: numpy's float64 ``exp`` on ``[0, 64]`` is within
-``2^-47`` relative of ``exp`` (its documented error is a few units in the last place, about
-``2^-51``; ``tests/test_exact_noise.py`` checks it against ``decimal``). Arguments above 64
-(probability ``exp(-64)``) take the exact path. Timing depends on the noise drawn (more
-proposals, rarely the exact path), never on the data.
+* magnitude: ``x = -sigma ln(u + 2^-54)`` in float64; ``k = floor(x)`` is certain when ``x``
+  is farther than ``E = 2 (sigma 2^-53 / u + 2^-48 (x + 1))`` from an integer (``E`` covers
+  the width of ``U``'s interval and the float64 ``log``, assumed within ``2^-50`` relative);
+* acceptance: ``p = exp(-min(r, 64))`` in float32 (:data:`ACCEPT_MARGIN` relative covers the
+  float32 argument and ``exp``, assumed within ``2^-20``); ``U < exp(-r)`` is certain when
+  ``u + 2^-53 <= p (1 - margin)``, ``U >= exp(-r)`` when ``u >= p (1 + margin)`` (beyond
+  ``r = 64``, ``exp(-r) < 2^-53`` so only ``u = 0`` is undecided).
+
+Otherwise (probability about ``2^-16`` per acceptance, ``2^-47 sigma`` per magnitude) the
+element goes to an exact path in Python integers: further 64-bit words extend ``U``'s bits
+and ``exp`` is bracketed with the ``decimal`` module (correctly rounded, with an explicit
+error bound) at growing precision, until the comparison is certain. No decision is ever
+taken on an approximation: the law is exactly the discrete Gaussian, provided numpy's float64
+``log`` and float32 ``exp`` are within the stated errors (their documented errors are a few
+units in the last place, 16 to 32 times smaller; ``tests/test_exact_noise.py`` checks both
+against ``decimal``). Timing depends on the noise drawn (more proposals, rarely the exact
+path), never on the data.
 
 Randomness: 64-bit words of the given ``numpy.random.Generator``'s bit generator (a site
 passes its fresh, OS-seeded generator).
@@ -41,11 +48,14 @@ import numpy as np
 
 from fedpca.errors import ConfigurationError
 
-#: Relative margin on float64 ``exp(-r)`` in the acceptance test (r <= 745: error <= 2^-40).
-ACCEPT_MARGIN = 2.0**-30
-#: Relative margin on float64 ``exp(-k/sigma)`` for the magnitude (``k/sigma <= 64``: the
-#: argument's rounding costs ``64 * 2^-53``, the ``exp`` at most ``2^-47``).
-MAGNITUDE_MARGIN = 2.0**-44
+#: Relative margin on float32 ``exp(-r)``, ``r <= 64``, in the acceptance test (the float32
+#: argument costs ``64 * 2^-24 = 2^-18``, the ``exp`` at most ``2^-20``).
+ACCEPT_MARGIN = 2.0**-16
+#: Largest ``r`` given to float32 ``exp`` (``exp(-64) < 2^-53``: a certain rejection).
+ACCEPT_CLIP = 64.0
+#: Relative error assumed of float64 ``log`` (4 units in the last place), doubled with the
+#: multiplication's rounding in the magnitude's bound.
+LOG_ERROR = 2.0**-48
 #: Bits of ``U`` in its first draw: ``Generator.random()`` is ``a 2^-53``, ``a`` uniform on
 #: ``[0, 2^53)``, for every numpy bit generator (the top 53 bits of a 64-bit word).
 FIRST_BITS = 53
@@ -87,30 +97,33 @@ def discrete_gaussian_scale(sigma: int, size: int | tuple[int, ...],
 
 def _accepted(sigma: int, count: int, rng: np.random.Generator) -> np.ndarray:
     """The accepted ones of ``count`` discrete-Laplace proposals, in order."""
-    magnitude = _magnitudes(sigma, rng.random(count), rng)
+    uniforms = rng.random(2 * count)
+    magnitude = _magnitudes(sigma, uniforms[:count], rng)
     signs = np.unpackbits(rng.bit_generator.random_raw(-(-count // 64)).view(np.uint8))
     negative = signs[:count].view(bool)
-    keep = _below_exp(rng.random(count), magnitude - sigma, 2 * sigma * sigma, rng)
+    keep = _below_exp(uniforms[count:], magnitude - sigma, 2 * sigma * sigma, rng)
     keep &= ~(negative & (magnitude == 0))  # -0 would count zero twice
     np.negative(magnitude, out=magnitude, where=negative)
     return magnitude[keep]
 
 
 def _magnitudes(sigma: int, u: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Per prefix ``u = a 2^-53`` of ``U``: the ``k`` with ``exp(-(k+1)/sigma) < U <=
-    exp(-k/sigma)``, certain when ``u + 2^-53 <= exp(-k/sigma)`` and ``u >=
-    exp(-(k+1)/sigma)`` hold with the margin. ``k / sigma <= 54 ln 2 < 38`` here, so the
-    margin's analysis applies (``u = 0``, where it would not, is never certain)."""
-    k = u + ULP / 2
-    np.log(k, out=k)
-    k *= -sigma
-    np.floor(k, out=k)
-    upper = np.divide(k, -sigma)
-    np.exp(upper, out=upper)  # exp(-k/sigma)
-    certain = (u + ULP) <= upper * (1 - MAGNITUDE_MARGIN)
-    upper *= math.exp(-1 / sigma) * (1 + MAGNITUDE_MARGIN)  # exp(-(k+1)/sigma), margin
-    certain &= u >= upper
-    magnitude = k.astype(np.int64)
+    """Per prefix ``u = a 2^-53`` of ``U``: ``k = floor(-sigma ln U)``, certain when the
+    float64 value is farther than its error bound from an integer (module docstring)."""
+    x = u + ULP / 2
+    np.log(x, out=x)
+    x *= -sigma
+    k = np.floor(x)
+    bound = x + 1
+    bound *= LOG_ERROR
+    with np.errstate(divide="ignore"):
+        bound += (sigma * ULP) / u  # u = 0: infinite, never certain
+    bound *= 2
+    certain = (x - k) > bound
+    k += 1
+    k -= x
+    certain &= k > bound  # k + 1 - x
+    magnitude = np.floor(x).astype(np.int64)
     for i in np.flatnonzero(~certain):
         magnitude[i] = _exact_magnitude(sigma, _prefix(u[i]), rng)
     return magnitude
@@ -118,16 +131,15 @@ def _magnitudes(sigma: int, u: np.ndarray, rng: np.random.Generator) -> np.ndarr
 
 def _below_exp(u: np.ndarray, offset: np.ndarray, den: int,
                rng: np.random.Generator) -> np.ndarray:
-    """Per element ``[U < exp(-offset^2 / den)]``, ``U``'s prefix ``u = a 2^-53``. Beyond
-    ``offset^2 / den = 700`` the float ``exp`` may lose its relative accuracy, but it stays
-    below ``2^-53`` like the true value, so only ``u = 0`` is undecided, as it should be."""
-    p = offset.astype(np.float64)
-    p *= p
-    p /= den
-    np.negative(p, out=p)
-    np.exp(p, out=p)
-    below = (u + ULP) <= p * (1 - ACCEPT_MARGIN)
-    maybe = u <= p * (1 + ACCEPT_MARGIN)
+    """Per element ``[U < exp(-offset^2 / den)]``, ``U``'s prefix ``u = a 2^-53`` (the float32
+    ``exp`` and its margin: module docstring)."""
+    r = offset.astype(np.float64)
+    r *= r
+    r /= den
+    np.minimum(r, ACCEPT_CLIP, out=r)
+    p = np.exp(-r.astype(np.float32))
+    below = (u + ULP) <= p * np.float32(1 - ACCEPT_MARGIN)
+    maybe = u <= p * np.float32(1 + ACCEPT_MARGIN)
     for i in np.flatnonzero(maybe != below):
         below[i] = _exact_below_exp(Fraction(int(offset[i]) ** 2, den), _prefix(u[i]), rng)
     return below
