@@ -304,3 +304,12 @@ def test_exact_noise_inside_continuous_secure_shares_is_refused():
     with pytest.raises(ConfigurationError, match="discrete=true"):
         site.release_diagonal()
     assert site.ledger.count == 0
+
+
+def test_noise_beyond_the_samplers_range_coarsens_the_grid_or_is_refused(caplog):
+    sensitivity = power_step_sensitivity(1.0)
+    coarse = ExactGaussian.for_release(500 * sensitivity, sensitivity, 10**6, 0.0)
+    assert coarse.sigma <= 2**26 and coarse.inflation > 2 * GRID_INFLATION
+    assert "coarsened" in caplog.text
+    with pytest.raises(ConfigurationError, match="needs more than"):
+        ExactGaussian.for_release(1e5 * sensitivity, sensitivity, 10**6, 0.0)

@@ -120,18 +120,24 @@ class ExactGaussian:
                     error: float) -> ExactGaussian:
         """The exact noise replacing a continuous ``N(0, sigma^2)`` release of
         ``sensitivity`` over ``coordinates`` values computed within ``error``
-        (:func:`float_error`); no more private than that one is, and no less (up to the
-        slack in the module docstring). The grid is coarsened (logged) if the noise would
-        exceed :data:`MAX_GRID_SIGMA` steps."""
+        (:func:`float_error`): at least as private as that release (up to the slack in the
+        module docstring). The grid is coarsened (logged) if the noise would exceed
+        :data:`MAX_GRID_SIGMA` steps."""
+        multiplier = sigma / sensitivity
+        if multiplier * math.sqrt(coordinates) * (1 + GRID_INFLATION) >= MAX_GRID_SIGMA:
+            raise ConfigurationError(
+                f"exact noise of multiplier {multiplier:.3g} over {coordinates} values needs "
+                f"more than {MAX_GRID_SIGMA} grid steps at any grid; release fewer values "
+                "at once or spend more budget per release"
+            )
         gamma = grid_step(sensitivity, coordinates)
         while True:
             grid_sensitivity = rounded_sensitivity(sensitivity, error, gamma, coordinates)
-            multiplier = sigma / sensitivity
             steps = math.ceil(math.sqrt((multiplier * grid_sensitivity) ** 2
                                         + SMOOTHING_VARIANCE))
             if steps <= MAX_GRID_SIGMA:
                 break
-            gamma *= 2
+            gamma *= 2  # terminates: steps tend to multiplier sqrt(D) < MAX_GRID_SIGMA
         noise = cls(gamma, steps, sensitivity, grid_sensitivity, coordinates)
         if noise.inflation > 2 * GRID_INFLATION:
             logger.warning("exact noise: the grid was coarsened to keep the noise within "
