@@ -313,3 +313,15 @@ def test_noise_beyond_the_samplers_range_coarsens_the_grid_or_is_refused(caplog)
     assert "coarsened" in caplog.text
     with pytest.raises(ConfigurationError, match="needs more than"):
         ExactGaussian.for_release(1e5 * sensitivity, sensitivity, 10**6, 0.0)
+
+
+def test_a_simulation_of_exact_noise_says_so_in_its_header_and_record():
+    from fedpca.scenarios.dps_pca import DPSPCAScenario
+
+    scenario = DPSPCAScenario(sites=2, dim=20, samples=400, k=2, sparsity=4, s_hat=5,
+                              noise_sampler="exact")
+    assert "exact noise (grid points)]" in scenario.header()[0]
+    assert scenario.privacy()["noise_sampler"] == "exact"
+    assert scenario.to_run_config()["noise-sampler"] == "exact"
+    assert "exact" not in DPSPCAScenario(sites=2, dim=20, samples=400, k=2, sparsity=4,
+                                         s_hat=5).header()[0]

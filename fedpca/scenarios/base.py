@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.calibration import ACCOUNTING_MODES
-from fedpca.privacy.exact_noise import FLOAT, NOISE_SAMPLERS
+from fedpca.privacy.exact_noise import EXACT, FLOAT, NOISE_SAMPLERS
 from fedpca.privacy.validation import require_site_count
 
 S = TypeVar("S", bound="Scenario")
@@ -175,12 +175,14 @@ class Scenario:
 
     def header(self) -> list[str]:
         """The lines printed before the run: :meth:`describe`, then ``"HOLDER (eps,
-        delta)-DP [accounting: noise multiplier z, ...]"`` and any :meth:`notes`."""
+        delta)-DP [accounting: noise multiplier z, ...]"`` (naming exact noise when the
+        sites draw it) and any :meth:`notes`."""
         p = self.privacy()
+        exact = ", exact noise (grid points)" if p.get("noise_sampler") == EXACT else ""
         return [
             (f"{self.describe()}; {self.HOLDER} ({self.epsilon}, {self.delta})-DP"
             f"{self.release_note()} [{p.get('accounting', self.accounting)}: noise multiplier "
-            f"{p['noise_multiplier']:.3f}, {self.noise_detail(p)}]"),
+            f"{p['noise_multiplier']:.3f}, {self.noise_detail(p)}{exact}]"),
             *self.notes(p),
         ]
 
