@@ -24,6 +24,7 @@ trial's noise is the correct one divided by sqrt(2)): the paired gain was 0.35 t
 import argparse
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -45,6 +46,7 @@ from fedpca.audit.targets import MECHANISMS, AuditSettings, audit_target, upper_
 from fedpca.commands.audit import register_audit_command
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.calibration import pld_epsilon
+from fedpca.privacy.exact_noise import EXACT, ExactGaussian, grid_step
 from fedpca.privacy.mechanisms import (
     NoiseSource,
     diagonal_sensitivity,
@@ -91,13 +93,18 @@ def correct():
 @pytest.fixture
 def halved_noise(monkeypatch):
     """Bug (a): every site and curator draws noise of sigma / 2 while its ledger, its
-    calibration and its claim still say sigma."""
+    calibration and its claim still say sigma (exact noise: half the grid steps)."""
     for method in ("gaussian", "symmetric"):
         real = getattr(NoiseSource, method)
         monkeypatch.setattr(
             NoiseSource, method,
             lambda self, index, sigma, size, real=real: real(self, index, sigma / 2, size),
         )
+    exact = ExactGaussian.noisy
+    monkeypatch.setattr(
+        ExactGaussian, "noisy",
+        lambda self, values, rng: exact(replace(self, sigma=self.sigma // 2), values, rng),
+    )
 
 
 # --- the statistics ---------------------------------------------------------------------
@@ -192,6 +199,16 @@ def test_every_shipped_mechanism_passes(correct, name):
     assert result.trials == TRIALS and result.confidence == 0.95
 
 
+def test_the_audited_sites_draw_exact_noise_like_a_real_site():
+    settings = AuditSettings()
+    assert settings.noise_sampler == EXACT
+    # DPdisPCA's A^_s (full variant): grid points of its sensitivity's grid
+    values = audit_target("dpdis-pca", settings).release(False, 1)
+    sensitivity = upper_triangle_sensitivity(settings.clip_norm) / settings.samples
+    gamma = grid_step(sensitivity, values.size)
+    assert np.array_equal(values / gamma, np.round(values / gamma))
+
+
 @pytest.mark.parametrize("name", UNDER_NOISED)
 def test_half_the_claimed_noise_is_caught(correct, halved_noise, name):
     result = audit(name)
@@ -220,7 +237,8 @@ def test_the_add_remove_sensitivity_raises_the_bound(correct, monkeypatch, name)
     result = audit(name)
     print(f"{name}: eps_lb {result.epsilon_lower:.3f} with sensitivity 1, "
           f"{correct[name].epsilon_lower:.3f} with sqrt(2)")
-    assert math.isclose(result.claimed_epsilon, correct[name].claimed_epsilon)
+    # exact noise: the claim moves by the grid's rounding term and integer sigma (< 0.1%)
+    assert math.isclose(result.claimed_epsilon, correct[name].claimed_epsilon, rel_tol=1e-3)
     assert result.epsilon_lower > correct[name].epsilon_lower + 0.25
     assert result.separation > 1.25 * correct[name].separation  # sqrt(2) in expectation
 

@@ -10,7 +10,6 @@ stops every process it started by PID, with descendants, even when a test fails,
 asserts that none is left.
 """
 
-import math
 import re
 import shutil
 import stat
@@ -126,8 +125,12 @@ def test_a_hostile_coordinator_against_real_sites(deployment, tmp_path):
         assert stated["noise_multiplier"] == own.noise_multiplier
     for site in deployment.sites:
         rows = ledger_rows(site)
-        assert [r["mechanism"] for r in rows] == ["dps-pca/diagonal"] + ["dps-pca/power"] * 4
-        assert all(r["sigma"] == pytest.approx(own.noise_multiplier * math.sqrt(2)) for r in rows)
+        # exact noise (grid points): sigma in grid steps over the rounded sensitivity is the
+        # site's own multiplier
+        assert [r["mechanism"] for r in rows] == (["dps-pca/diagonal+exact"]
+                                                  + ["dps-pca/power+exact"] * 4)
+        assert all(r["summands"] == 1 and r["sigma"] / r["sensitivity"]
+                   == pytest.approx(own.noise_multiplier, rel=1e-4) for r in rows)
         assert len({r["run_id"] for r in rows}) == 1
     # Run B: a FAB carrying modified client code is refused by every site; nothing is spent.
     with pytest.raises(DeploymentError) as refused:

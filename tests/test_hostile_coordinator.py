@@ -30,6 +30,7 @@ from fedpca.clients.secure_aggregation import SecAggMasking
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.privacy.calibration import calibrate_gaussian, pld_epsilon
+from fedpca.privacy.exact_noise import ExactGaussian, float_error
 from fedpca.privacy.mechanisms import Release
 from fedpca.privacy import site_ledger
 from fedpca.privacy.site_ledger import RunCharge, SiteLedger
@@ -50,7 +51,8 @@ D, N = 8, 400
 #: The coordinator's run_config: every privacy key set to a value it would like.
 GREEDY = {"algorithm": "dpdis-pca", "dim": D, "k": 2, "r": 0, "epsilon": 1e6, "delta": 0.5,
           "rounds": 1, "clip-norm": 100.0, "accounting": "pld", "secure-min-sites": 0,
-          "seed": -1, "variant": "factor", "weighting": "uniform", "alpha": 0.0}
+          "seed": -1, "variant": "factor", "weighting": "uniform", "alpha": 0.0,
+          "noise-sampler": "float"}
 
 
 def records(seed: int = 0, n: int = N) -> np.ndarray:
@@ -99,16 +101,23 @@ def test_a_seeded_run_config_is_refused_at_a_real_site(tmp_path):
 
 
 def test_the_coordinators_budget_is_ignored_and_the_sites_own_applies(tmp_path, caplog):
+    caplog.set_level("INFO", logger="fedpca.apps.real_site")
     policy = make_site(tmp_path, run_epsilon=0.5)
     (value,), metrics = ask(policy, GREEDY)  # epsilon=1e6, delta=0.5: no crash, no effect
     rows = ledger_rows(policy)
     assert len(rows) == 1 and rows[0]["algorithm"] == "dpdis-pca"
     own = calibrate_gaussian(1, 0.5, 1e-7, "pld", paper_rule="classic")
     sensitivity = math.sqrt(2) / N  # the site's clip norm 1, not the coordinator's 100
-    assert rows[0]["sensitivity"] == pytest.approx(sensitivity)
-    assert rows[0]["sigma"] == pytest.approx(own.noise_multiplier * sensitivity)
+    # exact noise (not the float the coordinator asked for), in grid steps of A^_s
+    exact = ExactGaussian.for_release(own.sigma(sensitivity), sensitivity, D * (D + 1) // 2,
+                                      float_error(1.0, N + 1))
+    assert rows[0]["mechanism"].endswith("+exact") and rows[0]["summands"] == 1
+    assert rows[0]["sensitivity"] == pytest.approx(exact.grid_sensitivity)
+    assert exact.grid_sensitivity * exact.gamma == pytest.approx(sensitivity, rel=1e-3)
+    assert rows[0]["sigma"] == exact.sigma
     assert metrics["epsilon_spent"] == pytest.approx(0.5, rel=1e-3)
     assert "ignored" in caplog.text and "epsilon=1000000.0" in caplog.text
+    assert "hospital-a: noise sampler exact" in caplog.text
 
 
 def test_a_site_without_its_own_policy_refuses(tmp_path):
@@ -174,7 +183,8 @@ def test_runs_compose_over_the_lifetime_and_the_tenth_is_refused(tmp_path):
     assert [r["run_id"] for r in rows] == [str(r) for r in range(1, 10)]
     p = load_site_policy(policy)
     summary = SiteLedger(p.ledger, p.population, p.epsilon, p.delta).summary()
-    assert summary["epsilon_spent"] == pytest.approx(lifetime)
+    # the exact releases' Gaussian view composes in closed form: at most the PLD figure
+    assert lifetime * (1 - 1e-4) <= summary["epsilon_spent"] <= lifetime
     assert len(summary["runs"]) == 9 and len(summary["datasets"]) == 1
 
 

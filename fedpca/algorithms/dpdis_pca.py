@@ -64,6 +64,7 @@ from fedpca.linalg.subspace import (
     unpack_symmetric,
 )
 from fedpca.privacy.distributed_gaussian import GridChoice
+from fedpca.privacy.exact_noise import float_error
 from fedpca.privacy.mechanisms import Release, upper_triangle_sensitivity
 from fedpca.privacy.site_data import SiteData
 from fedpca.privacy.validation import (
@@ -281,6 +282,12 @@ class DPdisPCASite(PrivateSite):
         """
         sensitivity = second_moment_sensitivity(self.policy.clip_norm, self.n)
         tau = self.sigma(sensitivity, min_noise_multiplier)
+        if self.exact:  # grid points: A^_s is formed (its factors would leak low bits)
+            return self.noisy_symmetric_release(
+                MECHANISM, self.X.T @ self.X / self.n, sensitivity, tau,
+                error=float_error(self.clip_norm**2, self.n + 1),
+                then=lambda noisy: answer(GramPlusSymmetric(np.zeros((0, self.dim)), 1.0, noisy)),
+            )
         return self.publish(
             Release(MECHANISM, sensitivity, tau, (self.dim, self.dim)),
             lambda index: answer(GramPlusSymmetric(
@@ -415,6 +422,7 @@ def privacy_record(
         "mechanism": "symmetric Gaussian on the upper triangle of X_s^T X_s / N_s",
         "smallest_site": smallest,
         "clip_norm": policy.clip_norm,
+        "noise_sampler": policy.noise_sampler,
         "trust_model": trust_model,
     }
 

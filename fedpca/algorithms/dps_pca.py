@@ -20,6 +20,7 @@ are (epsilon, delta)-DP together; every release has sensitivity ``sqrt(2) C^2`` 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -33,6 +34,7 @@ from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import gram_product, thin_qr, threshold_rows, top_coordinates
 from fedpca.privacy.distributed_gaussian import GridChoice
+from fedpca.privacy.exact_noise import float_error
 from fedpca.privacy.ledger import worst_case_epsilon
 from fedpca.privacy.mechanisms import (
     Release,
@@ -104,10 +106,11 @@ class DPSPCASite(PrivateSite):
                 sensitivity=diagonal_sensitivity(self.policy.clip_norm),
                 norm_per_record=self.policy.clip_norm**2,
             )
-        return self.gaussian_answer(
-            INIT_MECHANISM, diagonal_sensitivity(self.policy.clip_norm),
-            np.einsum("ij,ij->j", self.X, self.X), min_noise_multiplier, divisor=self.n,
-        )
+        diagonal = np.einsum("ij,ij->j", self.X, self.X)
+        return self.noisy_release(
+            INIT_MECHANISM, diagonal, diagonal_sensitivity(self.policy.clip_norm),
+            min_noise_multiplier, error=float_error(self.n * self.clip_norm**2, self.n),
+        ) / self.n
 
     def release_power(
         self, Q: np.ndarray, min_noise_multiplier: float | None = None,
@@ -128,10 +131,13 @@ class DPSPCASite(PrivateSite):
                 sensitivity=power_step_sensitivity(self.policy.clip_norm),
                 norm_per_record=self.policy.clip_norm**2,
             )
-        return self.gaussian_answer(
-            POWER_MECHANISM, power_step_sensitivity(self.policy.clip_norm),
-            gram_product(self.X, Q), min_noise_multiplier, divisor=self.n,
-        )
+        # |X^T X Q| <= |X|^T |X| |Q| entrywise, of Frobenius norm <= n C^2 sqrt(k)
+        bound = self.n * self.clip_norm**2 * math.sqrt(Q.shape[1])
+        return self.noisy_release(
+            POWER_MECHANISM, gram_product(self.X, Q),
+            power_step_sensitivity(self.policy.clip_norm), min_noise_multiplier,
+            error=float_error(bound, self.n + self.dim),
+        ) / self.n
 
 
 class DPSPCAServer(ServerRecord):
@@ -303,6 +309,7 @@ def privacy_record(policy: SitePolicy, secure: DPSSecureSums | None = None) -> d
         **cal.record(sensitivity),
         "epsilon_worst_case": worst_case_epsilon([release] * cal.releases, cal.delta),
         "clip_norm": policy.clip_norm,
+        "noise_sampler": policy.noise_sampler,
         "secure_min_sites": policy.secure_min_sites,
         "trust_model": (
             PER_SITE_TRUST if policy.secure_min_sites is None

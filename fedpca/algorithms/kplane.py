@@ -64,6 +64,7 @@ from fedpca.linalg.subspace import (
     unpack_symmetric,
 )
 from fedpca.privacy.distributed_gaussian import GridChoice
+from fedpca.privacy.exact_noise import float_error
 from fedpca.privacy.mechanisms import upper_triangle_sensitivity
 from fedpca.privacy.validation import (
     require_finite_positive,
@@ -203,9 +204,11 @@ class KPlaneSite(PrivateSite):
                 sensitivity=self.policy.sensitivity,
                 norm_per_record=message_norm_per_record(self.clip_norm),
             )
-        return self.gaussian_answer(
-            MECHANISM, self.policy.sensitivity, cluster_moments(self.X, bases, self.clip_norm),
+        return self.noisy_release(
+            MECHANISM, cluster_moments(self.X, bases, self.clip_norm), self.policy.sensitivity,
             min_noise_multiplier,
+            error=float_error(self.n * message_norm_per_record(self.clip_norm),
+                              self.n + self.dim),
         )
 
 
@@ -340,6 +343,7 @@ def privacy_record(
         "unit": "one record at one site (replace-one; the record may change cluster)",
         **policy.calibration().record(policy.sensitivity),
         "clip_norm": policy.clip_norm,
+        "noise_sampler": policy.noise_sampler,
         "initialisation": INITIALISATION,
         "trust_model": TRUST_MODEL,
     }

@@ -51,7 +51,8 @@ from fedpca.linalg.fantope import (
     validate_symmetric,
 )
 from fedpca.linalg.subspace import top_eigenvectors
-from fedpca.privacy.mechanisms import Release, upper_triangle_sensitivity
+from fedpca.privacy.exact_noise import float_error
+from fedpca.privacy.mechanisms import upper_triangle_sensitivity
 from fedpca.privacy.site_data import SiteData
 from fedpca.privacy.validation import require_positive_int
 from fedpca.results import PCAResult
@@ -108,10 +109,9 @@ class LDPCovarianceSite(PrivateSite):
         sensitivity = self.policy.sensitivity
         sigma_1 = self.sigma(sensitivity, min_noise_multiplier)
         self.require_answer_size((self.dim, self.dim))
-        return self.publish(
-            Release(MECHANISM, sensitivity, sigma_1, (self.dim, self.dim)),
-            lambda index: self.X.T @ self.X
-            + self.noise.symmetric(index, math.sqrt(self.n) * sigma_1, self.dim),
+        return self.noisy_symmetric_release(
+            MECHANISM, self.X.T @ self.X, sensitivity, sigma_1,
+            error=float_error(self.n * self.clip_norm**2, self.n), scale=math.sqrt(self.n),
         )
 
 
@@ -246,6 +246,7 @@ def privacy_record(policy: LDPPolicy) -> dict[str, Any]:
         "mechanism": "x x^T + symmetric Gaussian per record; a site sends the sum of m views "
                      "(entry variance m sigma^2)",
         "clip_norm": policy.clip_norm,
+        "noise_sampler": policy.noise_sampler,
         "trust_model": TRUST_MODEL,
     }
 

@@ -10,6 +10,10 @@ Work before charge, charge before send: a site first bounds every size the reque
 commits the charge, and only then returns the answer. Whatever can fail (an allocation, a
 solver, an encoding) fails before the charge: nothing spent, nothing sent. A crash after the
 charge leaves the budget spent, never unspent.
+
+The noise sampler is the policy's too (``noise_sampler``): ``"exact"`` releases grid points with
+exact discrete Gaussian noise (:mod:`fedpca.privacy.exact_noise`; what a real site always
+draws), ``"float"`` numpy's float Gaussians (simulation only: their low bits can leak).
 """
 
 from __future__ import annotations
@@ -28,6 +32,13 @@ from fedpca.privacy.calibration import ACCOUNTING_MODES, Calibration, calibrate_
 from fedpca.privacy.ddg_encoding import encode_site
 from fedpca.privacy.distributed_gaussian import DDGCalibration
 from fedpca.privacy.guarantee import SiteGuarantee
+from fedpca.privacy.exact_noise import (
+    EXACT,
+    FLOAT,
+    NOISE_SAMPLERS,
+    ExactGaussian,
+    symmetric_coordinates,
+)
 from fedpca.privacy.hadamard import next_power_of_two
 from fedpca.privacy.ledger import PrivacyLedger
 from fedpca.privacy.mechanisms import NoiseSource, Release
@@ -41,11 +52,13 @@ from fedpca.privacy.validation import (
 
 class SitePrivacyPolicy(Protocol):
     """What a site's privacy policy provides (its own settings; the server cannot change
-    them): the public clip norm, the calibration of its releases, how many it may make, and
-    ``m`` when its answers are only revealed inside secure sums of at least ``m`` sites."""
+    them): the public clip norm, the calibration of its releases, how many it may make,
+    ``m`` when its answers are only revealed inside secure sums of at least ``m`` sites, and
+    the noise sampler (``"exact"`` or ``"float"``)."""
 
     clip_norm: float
     secure_min_sites: int | None
+    noise_sampler: str
 
     @property
     def releases(self) -> int: ...
@@ -76,12 +89,15 @@ class SingleReleasePolicy:
         accounting: ``"pld"`` (default: the analytic Gaussian for one release), ``"rdp"`` or
             ``"paper"`` (the classic ``sqrt(2 ln(1.25/delta)) / eps``, refused for eps >= 1).
         clip_norm: public row-norm bound ``C``.
+        noise_sampler: ``"float"`` (numpy Gaussians: simulation only) or ``"exact"`` (grid points
+            plus exact discrete Gaussian noise: a real site's).
     """
 
     epsilon: float = 1.0
     delta: float = 1e-5
     accounting: str = "pld"
     clip_norm: float = 1.0
+    noise_sampler: str = FLOAT
 
     #: One release per site; no secure-aggregation mode.
     releases = 1
@@ -89,6 +105,7 @@ class SingleReleasePolicy:
 
     def __post_init__(self) -> None:
         require_choice(self.accounting, "accounting", ACCOUNTING_MODES)
+        require_choice(self.noise_sampler, "noise_sampler", NOISE_SAMPLERS)
         require_finite_positive(self.clip_norm, "clip_norm")
         self.calibration()
 
@@ -113,6 +130,8 @@ class RoundsPolicy:
         secure_min_sites: ``m``, set only when every answer is revealed only inside a secure
             sum over at least ``m`` sites (SecAgg+): the site then adds ``sigma / sqrt(m)``
             and refuses any request that would reveal its answer unmasked.
+        noise_sampler: ``"float"`` (numpy Gaussians: simulation only) or ``"exact"`` (grid points
+            plus exact discrete Gaussian noise: a real site's).
     """
 
     #: Releases beyond one per round (DPS-PCA's initialisation: 1).
@@ -126,11 +145,13 @@ class RoundsPolicy:
     accounting: str = "pld"
     clip_norm: float = 1.0
     secure_min_sites: int | None = None
+    noise_sampler: str = FLOAT
 
     def __post_init__(self) -> None:
         require_positive_int(self.rounds, "rounds")
         require_finite_positive(self.clip_norm, "clip_norm")
         require_choice(self.accounting, "accounting", ACCOUNTING_MODES)
+        require_choice(self.noise_sampler, "noise_sampler", NOISE_SAMPLERS)
         self.calibration()
 
     @property
@@ -194,6 +215,8 @@ class PrivateSite:
         self.secure_min_sites = policy.secure_min_sites
         #: Whether the site sends distributed discrete Gaussian messages (secure sums only).
         self.discrete = bool(getattr(policy, "discrete", False))
+        #: Whether its own releases are grid points with exact discrete Gaussian noise.
+        self.exact = policy.noise_sampler == EXACT
         self.site = site
         self.clip_norm = policy.clip_norm
         if not isinstance(data, SiteData):
@@ -262,31 +285,66 @@ class PrivateSite:
         self.ledger.charge(release)
         return value
 
-    def gaussian_answer(
+    def noisy_release(
         self,
         mechanism: str,
-        sensitivity: float,
         statistic: np.ndarray,
+        sensitivity: float,
         min_noise_multiplier: float | None = None,
-        divisor: float = 1.0,
+        *,
+        error: float,
     ) -> np.ndarray:
-        """``(statistic + G) / divisor``, ``G`` i.i.d. Gaussian: one accounted release
-        (:meth:`publish`; DPS-PCA divides by ``n_i``).
+        """One Gaussian release of ``statistic`` (:meth:`publish`): the noisy statistic.
 
-        The ledger records ``sigma`` (the site's calibrated level, possibly raised by the
-        server); under secure aggregation the site's own share is ``sigma / sqrt(m)``, and
-        the ledger records that too (the guarantee against a coordinator that bypasses the
-        secure sum).
+        ``sensitivity`` (replace-one, L2) and ``error`` (a bound on the floating-point error
+        of the computed ``statistic``,
+        :func:`~fedpca.privacy.exact_noise.float_error`) describe the statistic. The noise
+        is the site's ``sigma`` (possibly raised by the server). Exact noise: grid points,
+        charged as their discrete Gaussian (:mod:`fedpca.privacy.exact_noise`). Float
+        noise: charged as the Gaussian of ``sigma``; under secure aggregation the site's
+        own share is ``sigma / sqrt(m)``, and the ledger records that too (the guarantee
+        against a coordinator that bypasses the secure sum).
         """
         sigma = self.sigma(sensitivity, min_noise_multiplier)
+        if self.exact and self.secure_min_sites is not None:
+            raise ConfigurationError(
+                f"{self.site}: exact noise inside secure sums is the distributed discrete "
+                "Gaussian: set discrete=true with secure_min_sites, or noise_sampler='float' "
+                "(simulation only) for continuous shares"
+            )
         shape = statistic.shape
+        if self.exact:
+            noise = ExactGaussian.for_release(sigma, sensitivity, statistic.size, error)
+            return self.publish(noise.release(mechanism, shape), lambda index: noise.noisy(
+                statistic, self.noise.generator(index)).reshape(shape))
         release = Release(mechanism, sensitivity, sigma, shape)
         if self.secure_min_sites is not None:
             release = Release(f"{mechanism}+secagg(m={self.secure_min_sites})", sensitivity,
                               sigma, shape, sites_in_sum=self.secure_min_sites)
         own_sigma = release.own_share().sigma
-        return self.publish(release, lambda index: (
-            statistic + self.noise.gaussian(index, own_sigma, shape)) / divisor)
+        return self.publish(release, lambda index: statistic + self.noise.gaussian(
+            index, own_sigma, shape))
+
+    def noisy_symmetric_release(
+        self, mechanism: str, matrix: np.ndarray, sensitivity: float, sigma: float, *,
+        error: float, scale: float = 1.0,
+        then: Callable[[np.ndarray], np.ndarray] | None = None,
+    ) -> np.ndarray:
+        """One release (:meth:`publish`) of the upper triangle of symmetric ``matrix`` with
+        noise ``sigma``: ``matrix`` plus symmetric noise of ``scale * sigma`` (``scale >= 1``:
+        e.g. the sum of ``m`` records' views, each charged ``sigma``), or ``then`` of it (work
+        on the noisy matrix alone, done before the charge). Exact noise: a symmetric matrix of
+        grid points."""
+        shape = matrix.shape
+        after = then or (lambda noisy: noisy)
+        if not self.exact:
+            return self.publish(Release(mechanism, sensitivity, sigma, shape), lambda index: after(
+                matrix + self.noise.symmetric(index, scale * sigma, shape[0])))
+        coordinates = symmetric_coordinates(shape[0])
+        charged = ExactGaussian.for_release(sigma, sensitivity, coordinates, error)
+        drawn = ExactGaussian.for_release(scale * sigma, sensitivity, coordinates, error)
+        return self.publish(charged.release(mechanism, shape), lambda index: after(
+            drawn.noisy_symmetric(matrix, self.noise.generator(index))))
 
     def discrete_request(
         self, secure: SecureSum | None, min_noise_multiplier: float | None

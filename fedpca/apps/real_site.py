@@ -8,7 +8,8 @@ untrusted. What a hostile coordinator could try, and what happens:
 * **send a run_config ``seed``** to make the noise predictable: refused (the reply says
   why); a real site always draws its noise from the operating system;
 * **send its own budget** (``epsilon``, ``delta``, ``rounds``, ``accounting``, ``clip-norm``,
-  ``secure-min-sites``): ignored, the site's policy sets them (logged at the site);
+  ``secure-min-sites``) **or the float sampler** (``noise-sampler``): ignored, the site's
+  policy sets them and its noise is always exact (logged at the site);
 * **talk to a site with data but no policy**: refused, never the coordinator's values;
 * **ask for an algorithm the site does not allow**: refused;
 * **start run after run, a new run id for every request, or wait for a restart**: every
@@ -95,6 +96,8 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
         max_releases=policy.releases_per_run(algorithm),
     )
     config = {**untrusted, **own, "seed": NO_SEED}
+    logger.info("%s: noise sampler %s (grid points plus exact discrete Gaussian noise)",
+                policy.name, own["noise-sampler"])
     return RealSite(policy.name, records, config, ledger.for_run(charge), policy.limits)
 
 

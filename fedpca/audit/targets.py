@@ -8,7 +8,8 @@ ledger and its own noise stream), and the epsilon the client itself reports for 
 release (``epsilon_spent`` in its metrics). The central baselines have no client: their
 release function is :mod:`fedpca.algorithms.central`'s own.
 
-What is released and audited:
+What is released and audited (the sites' own releases with the noise a real site draws,
+grid points plus exact discrete Gaussian noise, unless ``noise_sampler="float"``):
 
 * ``dps-pca/init``: the noisy ``diag(X^T X) / n`` (``phase=init``).
 * ``dps-pca/power``: ``H = (X^T X Q + G) / n`` for the curious server's request
@@ -67,6 +68,7 @@ from fedpca.clients.base import PrivateSiteClient
 from fedpca.clients.kplane import KPlaneClient
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.distributed_gaussian import GridChoice
+from fedpca.privacy.exact_noise import EXACT
 from fedpca.privacy.site_data import SiteData
 
 #: The audited site's name (its errors and its noise stream).
@@ -88,6 +90,8 @@ class AuditSettings:
         samples: records per dataset (``n``; the LDP site holds one).
         clip_norm: public row-norm bound ``C``.
         data_seed: draws the fixed records the two datasets share.
+        noise_sampler: the audited sites' noise: ``"exact"`` (what a real site draws) or
+            ``"float"`` (numpy Gaussians, simulation only).
     """
 
     epsilon: float = 3.0
@@ -96,6 +100,7 @@ class AuditSettings:
     samples: int = 8
     clip_norm: float = 1.0
     data_seed: int = 0
+    noise_sampler: str = EXACT
 
     def neighbours(self, samples: int | None = None) -> NeighbouringDatasets:
         """The worst-case neighbouring datasets (``samples`` records if given)."""
@@ -164,7 +169,8 @@ def _central_target(
 
 
 def _dps_policy(settings: AuditSettings) -> SitePolicy:
-    return SitePolicy(settings.epsilon, settings.delta, rounds=1, clip_norm=settings.clip_norm)
+    return SitePolicy(settings.epsilon, settings.delta, rounds=1, clip_norm=settings.clip_norm,
+                      noise_sampler=settings.noise_sampler)
 
 
 def dps_init(settings: AuditSettings) -> AuditTarget:
@@ -187,7 +193,8 @@ def dps_power(settings: AuditSettings) -> AuditTarget:
 
 def dpdis(settings: AuditSettings) -> AuditTarget:
     """DPdisPCA's one release ``A^_s`` (the full variant; ``P_s`` is post-processing)."""
-    policy = DPdisPCAPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm)
+    policy = DPdisPCAPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm,
+                            noise_sampler=settings.noise_sampler)
     return _client_target(
         "dpdis-pca", settings, policy, client=DPdisPCAClient, site=DPdisPCASite,
         config={"variant": VARIANT_FULL, "dim": settings.dim}, request="request variant=full",
@@ -251,7 +258,8 @@ def _secure_target(name: str, settings: AuditSettings, site_cls: type[PrivateSit
 
 def ldp(settings: AuditSettings) -> AuditTarget:
     """LDP-PCA: one record's view ``x x^T + Z`` (a site holding that record only)."""
-    policy = LDPPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm)
+    policy = LDPPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm,
+                       noise_sampler=settings.noise_sampler)
     return _client_target(
         "ldp-pca", settings, policy, client=LDPCovarianceClient, site=LDPCovarianceSite,
         config={"phase": PHASE, "dim": settings.dim}, request="request phase=covariance",
@@ -282,7 +290,8 @@ def mod_sulq(settings: AuditSettings) -> AuditTarget:
 def kplane(settings: AuditSettings) -> AuditTarget:
     """SuLQ k-plane's per-round message for bases ``e_1``, ``e_2``: the replaced record
     ``C e_1 -> C e_2`` leaves cluster 1 for cluster 2, attaining the ``2 C^2`` bound."""
-    policy = KPlanePolicy(settings.epsilon, settings.delta, rounds=1, clip_norm=settings.clip_norm)
+    policy = KPlanePolicy(settings.epsilon, settings.delta, rounds=1, clip_norm=settings.clip_norm,
+                          noise_sampler=settings.noise_sampler)
     axes = np.eye(settings.dim)
     return _client_target(
         "sulq-kplane", settings, policy, client=KPlaneClient, site=KPlaneSite,

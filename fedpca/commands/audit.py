@@ -25,6 +25,7 @@ from fedpca.audit.attack import AuditResult, Interval, run_audit
 from fedpca.audit.targets import MECHANISMS, AuditSettings, audit_target
 from fedpca.commands.common import seeded_notice
 from fedpca.errors import ConfigurationError
+from fedpca.privacy.exact_noise import NOISE_SAMPLERS
 
 ALL = "all"
 DEFAULT_TRIALS = 4000
@@ -56,6 +57,8 @@ def register_audit_command(commands: argparse._SubParsersAction) -> None:
                    help="records per dataset (the LDP site holds one)")
     p.add_argument("--clip-norm", type=float, default=defaults.clip_norm,
                    help="public row-norm bound C")
+    p.add_argument("--noise-sampler", choices=NOISE_SAMPLERS, default=defaults.noise_sampler,
+                   help="the sites' noise: exact (what a real site draws) or float (simulation)")
     p.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
                    help="evaluation releases per dataset")
     p.add_argument("--calibration-trials", type=int, default=DEFAULT_CALIBRATION_TRIALS,
@@ -137,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     names = selected(args.mechanisms)
     settings = AuditSettings(
         epsilon=args.epsilon, delta=args.delta, dim=args.dim, samples=args.samples,
-        clip_norm=args.clip_norm,
+        clip_norm=args.clip_norm, noise_sampler=args.noise_sampler,
     )
     seeded_notice(args.seed)
     results = []

@@ -84,11 +84,23 @@ def symmetric_gaussian_in_blocks(
     result, where :func:`symmetric_gaussian` needs about four ``dim^2`` arrays.
     """
     out = np.empty((dim, dim))
-    rows = min(max(1, block_bytes // (8 * max(dim, 1))), max(dim, 1))
+    rows = block_rows(dim, block_bytes)
     for start in range(0, dim, rows):
         block = out[start : start + rows]
         rng.standard_normal(out=block)  # the draws below the diagonal are overwritten below
         block *= sigma
+    mirror_upper_triangle(out, rows)
+    return out
+
+
+def block_rows(dim: int, block_bytes: int = NOISE_BLOCK_BYTES) -> int:
+    """Rows of a ``dim x dim`` float64 matrix that fit in ``block_bytes`` (at least one)."""
+    return min(max(1, block_bytes // (8 * max(dim, 1))), max(dim, 1))
+
+
+def mirror_upper_triangle(out: np.ndarray, rows: int) -> None:
+    """Copy the upper triangle of square ``out`` below its diagonal, ``rows`` at a time."""
+    dim = out.shape[0]
     below = np.tril_indices(rows, -1)
     for start in range(0, dim, rows):
         stop = min(start + rows, dim)
@@ -96,7 +108,6 @@ def symmetric_gaussian_in_blocks(
         diagonal = out[start:stop, start:stop]
         inside = below if stop - start == rows else np.tril_indices(stop - start, -1)
         diagonal[inside] = diagonal.T[inside]
-    return out
 
 
 @dataclass(frozen=True)

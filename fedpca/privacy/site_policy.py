@@ -38,6 +38,7 @@ from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.algorithms.specs import SPECS
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.calibration import ACCOUNTING_MODES, calibrate_gaussian, pld_epsilon
+from fedpca.privacy.exact_noise import EXACT
 from fedpca.privacy.site_ledger import SiteLedger
 
 #: The federated algorithms a site may allow (tables ``[algorithms.NAME]``).
@@ -206,6 +207,7 @@ class SitePolicyFile:
             "clip-norm": self.clip_norm,
             "secure-min-sites": self.secure_min_sites or 0,
             "discrete": self.discrete,
+            "noise-sampler": EXACT,  # never float at a real site: its low bits could leak
         }
         if SPECS[algorithm].extra_releases is not None:  # a multi-round algorithm
             config["rounds"] = int(settings.get("rounds", DEFAULT_DPS_ROUNDS))
@@ -222,7 +224,7 @@ class SitePolicyFile:
 
 #: ``run_config`` keys a real site never takes from the coordinator.
 PRIVACY_KEYS = ("epsilon", "delta", "rounds", "accounting", "clip-norm", "secure-min-sites",
-                "discrete")
+                "discrete", "noise-sampler")
 
 
 #: The template's lifetime, weekly, daily and per-run (calibration) epsilon.

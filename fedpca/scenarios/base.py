@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.calibration import ACCOUNTING_MODES
+from fedpca.privacy.exact_noise import EXACT, FLOAT, NOISE_SAMPLERS
 from fedpca.privacy.validation import require_site_count
 
 S = TypeVar("S", bound="Scenario")
@@ -40,6 +41,10 @@ DELTA = flag("per-site delta")
 ACCOUNTING = flag("pld: tight dp-accounting calibration; paper: the paper's formula",
                   choices=tuple(m for m in ACCOUNTING_MODES if m != "rdp"))
 CLIP_NORM = flag("public row-norm bound C")
+NOISE_SAMPLER = flag(
+    "the sites' noise: float (numpy Gaussians, simulation only: their low bits can leak) or "
+    "exact (grid points plus exact discrete Gaussian noise, what a real site always draws)",
+    choices=NOISE_SAMPLERS)
 #: ``--secure-aggregation`` without a number: every site of the federation.
 ALL_SITES = -1
 SECURE_MIN_SITES = flag(
@@ -75,6 +80,7 @@ class Scenario:
     delta: float = parameter(1e-5, DELTA)
     accounting: str = parameter("pld", ACCOUNTING)
     clip_norm: float = parameter(1.0, CLIP_NORM)
+    noise_sampler: str = parameter(FLOAT, NOISE_SAMPLER)
     seed: int | None = parameter(None, SEED)
     data_seed: int = 0
     min_sites: int | None = parameter(None, MIN_SITES)
@@ -169,12 +175,14 @@ class Scenario:
 
     def header(self) -> list[str]:
         """The lines printed before the run: :meth:`describe`, then ``"HOLDER (eps,
-        delta)-DP [accounting: noise multiplier z, ...]"`` and any :meth:`notes`."""
+        delta)-DP [accounting: noise multiplier z, ...]"`` (naming exact noise when the
+        sites draw it) and any :meth:`notes`."""
         p = self.privacy()
+        exact = ", exact noise (grid points)" if p.get("noise_sampler") == EXACT else ""
         return [
             (f"{self.describe()}; {self.HOLDER} ({self.epsilon}, {self.delta})-DP"
             f"{self.release_note()} [{p.get('accounting', self.accounting)}: noise multiplier "
-            f"{p['noise_multiplier']:.3f}, {self.noise_detail(p)}]"),
+            f"{p['noise_multiplier']:.3f}, {self.noise_detail(p)}{exact}]"),
             *self.notes(p),
         ]
 

@@ -192,6 +192,7 @@ class DPdisPCAScenario(Scenario):
         return DPdisPCAPolicy(
             epsilon=self.epsilon, delta=self.delta, accounting=self.accounting,
             clip_norm=self.clip_norm, secure_min_sites=self.secure_min_sites,
+            noise_sampler=self.noise_sampler,
         )
 
     def secure_sum(self, max_records: int | None = None) -> tuple[SecureSum, GridChoice] | None:

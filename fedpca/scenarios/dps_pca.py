@@ -99,6 +99,7 @@ class DPSPCAScenario(Scenario):
             epsilon=self.epsilon, delta=self.delta, rounds=self.rounds,
             accounting=self.accounting, clip_norm=self.clip_norm,
             secure_min_sites=self.secure_min_sites, discrete=self.discrete,
+            noise_sampler=self.noise_sampler,
         )
 
     def secure_sums(self, max_records: int | None = None) -> DPSSecureSums | None:

@@ -81,7 +81,7 @@ class KPlaneScenario(Scenario):
         return KPlanePolicy(
             epsilon=self.epsilon, delta=self.delta, rounds=self.rounds,
             accounting=self.accounting, clip_norm=self.clip_norm,
-            secure_min_sites=self.secure_min_sites,
+            secure_min_sites=self.secure_min_sites, noise_sampler=self.noise_sampler,
         )
 
     def secure_sum(self, max_records: int | None = None) -> tuple[SecureSum, GridChoice] | None:

@@ -157,7 +157,7 @@ class LDPScenario(Scenario):
         """Every record's privacy policy in this scenario."""
         return LDPPolicy(
             epsilon=self.epsilon, delta=self.delta, accounting=self.accounting,
-            clip_norm=self.clip_norm,
+            clip_norm=self.clip_norm, noise_sampler=self.noise_sampler,
         )
 
     def privacy(self) -> dict[str, Any]:
