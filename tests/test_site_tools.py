@@ -4,6 +4,7 @@ Flower's own parser too), the memory limit, the configuration-only App, the site
 import io
 import json
 import re
+import stat
 import subprocess
 import sys
 import tomllib
@@ -25,6 +26,7 @@ from fedpca.deployment.fab_check import (
     write_config_only_app,
 )
 from fedpca.deployment.site_runtime import checked_fab_config
+from fedpca.errors import ConfigurationError
 from fedpca.privacy.mechanisms import Release
 from fedpca.privacy.site_ledger import RunCharge, SiteLedger
 from fedpca.privacy.site_policy import load_site_policy, write_policy_template
@@ -243,3 +245,24 @@ def test_site_supernode_sets_the_node_config_itself(tmp_path, capsys):
     assert cli_main(["site", "supernode", "--policy", str(tmp_path / "site.toml"), "--",
                      "--insecure", "--node-config", "policy='other.toml'"]) == 2
     assert "sets --node-config itself" in capsys.readouterr().err
+
+
+def test_site_files_are_the_owners_alone(tmp_path):
+    # init writes the policy 0600 and the ledger is created 0600 in a 0700 folder
+    np.save(tmp_path / "records.npy", np.eye(4))
+    policy = load_site_policy(write_policy_template(tmp_path / "site.toml", "clinic",
+                                                    "records.npy", ledger="private/ledger.sqlite"))
+    policy.open_ledger()
+    assert stat.S_IMODE((tmp_path / "site.toml").stat().st_mode) == 0o600
+    assert stat.S_IMODE(policy.ledger.stat().st_mode) == 0o600
+    assert stat.S_IMODE(policy.ledger.parent.stat().st_mode) & 0o077 == 0
+    # a policy others may change, a ledger others may read: refused, saying how to fix it
+    for path, mode, what in ((tmp_path / "site.toml", 0o666, "site policy"),
+                             (policy.ledger, 0o644, "ledger")):
+        path.chmod(mode)
+        with pytest.raises(ConfigurationError, match=f"{what} .* has mode 0{mode:o}: group or "
+                                                     "others may .*chmod 600"):
+            load_site_policy(tmp_path / "site.toml")
+        path.chmod(0o600)
+    (tmp_path / "site.toml").chmod(0o644)  # others may read a policy, not change it
+    assert load_site_policy(tmp_path / "site.toml").name == "clinic"

@@ -42,13 +42,14 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fedpca.errors import BudgetExceededError
 from fedpca.privacy.calibration import check_privacy_parameters
+from fedpca.privacy.file_modes import create_owner_only
 from fedpca.privacy.ledger import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
 from fedpca.privacy.mechanisms import Release
 
@@ -87,8 +88,10 @@ _SECURE_MECHANISM = re.compile(r"\+(?:secagg|ddg)\(m=(\d+)\)")
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), WAL, full sync."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """A connection in autocommit mode (transactions are explicit), WAL, full sync; a new
+    ledger is created readable by its owner only (:mod:`fedpca.privacy.file_modes`)."""
+    with suppress(FileExistsError):
+        create_owner_only(path, b"")
     conn = sqlite3.connect(path, timeout=LOCK_TIMEOUT, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")

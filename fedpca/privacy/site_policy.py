@@ -39,6 +39,7 @@ from fedpca.algorithms.specs import SPECS
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.calibration import ACCOUNTING_MODES, calibrate_gaussian, pld_epsilon
 from fedpca.privacy.exact_noise import EXACT
+from fedpca.privacy.file_modes import SHARED_ANY, create_owner_only, refuse_shared
 from fedpca.privacy.site_ledger import SiteLedger
 
 #: The federated algorithms a site may allow (tables ``[algorithms.NAME]``).
@@ -307,7 +308,7 @@ def write_policy_template(
         suggestion=math.ceil(cases[0].lifetime_epsilon),
         memory_mib=DEFAULT_MEMORY_MIB, min_memory_mib=MIN_MEMORY_MIB,
     )
-    target.write_text(text)
+    create_owner_only(target, text.encode("utf-8"))
     load_site_policy(target)  # what init writes must load
     return target
 
@@ -315,6 +316,7 @@ def write_policy_template(
 def load_site_policy(path: str | Path) -> SitePolicyFile:
     """Read and check a site policy; every problem is a one-line :class:`PolicyError`."""
     path = Path(path).expanduser().resolve()
+    refuse_shared(path, "site policy")
     try:
         raw = tomllib.loads(path.read_text())
     except FileNotFoundError:
@@ -362,11 +364,14 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
                 "aggregation, which checks every member against the consortium's roster")
         roster = reader.file_path(secure, "secure-aggregation", "roster", hint)
         signing_key = reader.file_path(secure, "secure-aggregation", "signing-key", hint)
+        refuse_shared(roster, "roster")
+    ledger = reader.file_path(site, "site", "ledger")
+    refuse_shared(ledger, "ledger", SHARED_ANY)
     return SitePolicyFile(
         path=path,
         name=name,
         data=reader.file_path(site, "site", "data"),
-        ledger=reader.file_path(site, "site", "ledger"),
+        ledger=ledger,
         population=reader.text(site, "site", "population", default=name),
         epsilon=epsilon,
         delta=delta,

@@ -23,9 +23,7 @@ import base64
 import binascii
 import json
 import logging
-import os
 import re
-import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +33,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from fedpca.errors import ConfigurationError
+from fedpca.privacy.file_modes import SHARED_ANY, create_owner_only, refuse_shared
 
 logger = logging.getLogger(__name__)
 
@@ -151,9 +150,6 @@ def write_signing_key(directory: str | Path, name: str) -> tuple[Path, str]:
     """
     directory = Path(directory).expanduser()
     check_member_name(name)
-    if not directory.exists():
-        directory.mkdir(mode=0o700, parents=True)
-        os.chmod(directory, 0o700)
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -161,14 +157,12 @@ def write_signing_key(directory: str | Path, name: str) -> tuple[Path, str]:
     )
     path = directory / f"{name}.secagg-key.pem"
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        create_owner_only(path, pem)
     except FileExistsError:
         raise ConfigurationError(
             f"signing key {path} exists; keep it, or delete it first and give the consortium "
             "the new public key for the roster"
         ) from None
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(pem)
     public = key.public_key().public_bytes(serialization.Encoding.Raw,
                                            serialization.PublicFormat.Raw)
     logger.info("wrote signing key %s", path)
@@ -178,16 +172,11 @@ def write_signing_key(directory: str | Path, name: str) -> tuple[Path, str]:
 def load_signing_key(path: str | Path) -> Ed25519PrivateKey:
     """A site's Ed25519 signing key; refuses a file group or others may read or write."""
     path = Path(path).expanduser()
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
+    if not path.exists():
         raise ConfigurationError(
             f"signing key {path} does not exist; create it with write_signing_key"
-        ) from None
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ConfigurationError(
-            f"signing key {path} is accessible to group or others; run chmod 600 {path}"
         )
+    refuse_shared(path, "signing key", SHARED_ANY)
     try:
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
     except (OSError, ValueError, TypeError) as exc:
