@@ -69,12 +69,14 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from fedpca.privacy.site_policy import write_policy_template
+    from fedpca.privacy.site_policy import load_site_policy, write_policy_template
 
     data = _from_policy_folder(args.data, args.policy)
     path = write_policy_template(args.policy, args.name, data, args.ledger)
-    print(f"wrote {path}: read every line, set the budget with your privacy officer, then "
-          f"start the SuperNode with --node-config 'policy=\"{path}\"'")
+    ledger = load_site_policy(path).open_ledger().path
+    print(f"wrote {path} and an empty ledger {ledger}: read every line, set the budget with "
+          f"your privacy officer, then start the SuperNode with --node-config "
+          f"'policy=\"{path}\"'")
     return 0
 
 
