@@ -151,7 +151,7 @@ def protocol_costs(sites: int, length: int, rounds: int) -> dict[str, float]:
             server.receive_masked_input(timed(
                 "mask", lambda s=sessions[name], r=request, v=value: s.masked_input(r, v)))
         consistency = server.consistency_request(round_number)
-        for name in consistency.survivors:
+        for name in server.endorsers(round_number):
             server.receive_endorsement(timed(
                 "endorse", lambda s=sessions[name]: s.endorse(consistency)))
         for name, request in server.unmask_requests(round_number).items():
