@@ -81,7 +81,8 @@ NAMED_SITES = 5
 def _guarantee(g: dict[str, Any]) -> str:
     """One guarantee (a site's, or the request) in words."""
     text = (f"(eps={g.get('epsilon')}, delta={g.get('delta')})-DP [{g.get('accounting')}, "
-            f"noise multiplier {g.get('noise_multiplier') or float('nan'):.3f}")
+            f"noise multiplier {g.get('noise_multiplier') or float('nan'):.3f}, "
+            f"{g.get('noise_sampler')} noise")
     if g.get("secure_min_sites"):
         text += (f", secure sums of >= {g['secure_min_sites']} sites, worst case "
                  f"eps={_fmt(g.get('epsilon_worst_case'))}")

@@ -31,7 +31,7 @@ INIT_PHASE = "init"
 #: The request's privacy keys the record repeats under ``requested``.
 REQUESTED_KEYS = (
     "epsilon", "delta", "accounting", "noise_multiplier", "sigma", "epsilon_achieved",
-    "epsilon_worst_case", "clip_norm", "secure_min_sites",
+    "epsilon_worst_case", "clip_norm", "secure_min_sites", "noise_sampler",
 )
 #: LDP-PCA's keys that only the sparse (Fantope) solver produces.
 SPARSE_LDP_KEYS = (
@@ -88,6 +88,7 @@ def headline(result: RunResult) -> dict[str, Any]:
         "delta": guaranteed["delta"],
         "accounting": guaranteed["accounting"],
         "noise_multiplier": guaranteed["noise_multiplier"],
+        "noise_sampler": guaranteed["noise_sampler"],
         "sigma": requested["sigma"] if _as_requested(sites, requested) else None,
         "epsilon_achieved": guaranteed["epsilon_achieved"],
         "epsilon_worst_case": guaranteed["epsilon_worst_case"],

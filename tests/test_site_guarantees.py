@@ -65,13 +65,16 @@ def test_the_record_holds_each_sites_own_guarantee(record):
         assert record["site_guarantees"][name] == {
             "epsilon": run_epsilon, "epsilon_achieved": own.epsilon, "delta": DELTA,
             "accounting": accounting, "noise_multiplier": own.noise_multiplier,
-            "clip_norm": 1.0, "secure_min_sites": None, "epsilon_worst_case": None,
+            "clip_norm": 1.0, "noise_sampler": "exact", "secure_min_sites": None,
+            "epsilon_worst_case": None,
         }
     # the headline: what every site gives at least, never the request
     weakest = min(g["noise_multiplier"] for g in record["site_guarantees"].values())
     assert (record["epsilon"], record["delta"]) == (3.0, DELTA)
     assert record["accounting"] == "paper/pld" and record["noise_multiplier"] == weakest
     assert record["sigma"] is None  # no site used the request's noise
+    # real sites draw exact noise whatever the request says (a simulation's float default)
+    assert record["noise_sampler"] == "exact" and record["requested"]["noise_sampler"] == "float"
     assert record["requested"]["epsilon"] == 1.0 and record["requested"]["delta"] == 1e-5
     assert record["requested"]["noise_multiplier"] == SCENARIO.privacy()["noise_multiplier"]
 
@@ -86,4 +89,7 @@ def test_show_prints_the_sites_guarantees_and_labels_the_request(record, tmp_pat
     assert "1 site(s) (1): (eps=3.0, delta=1e-07)-DP [pld, noise multiplier" in out
     assert "1 site(s) (2): (eps=2.0, delta=1e-07)-DP [paper, noise multiplier" in out
     assert "requested (not a guarantee): (eps=1.0, delta=1e-05)-DP [pld" in out
+    site_lines = [line for line in out.splitlines() if " site(s) (" in line]
+    assert site_lines and all(line.endswith("exact noise]") for line in site_lines)
+    assert "float noise]" in out.split("requested (not a guarantee)")[1]
     assert "(eps=3.0, delta=1e-07)-DP per record per site [paper/pld" in out

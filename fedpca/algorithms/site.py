@@ -400,7 +400,8 @@ class PrivateSite:
         return SiteGuarantee(
             epsilon=cal.target_epsilon, epsilon_achieved=cal.epsilon, delta=cal.delta,
             accounting=cal.accounting, noise_multiplier=cal.noise_multiplier,
-            clip_norm=self.clip_norm, secure_min_sites=self.secure_min_sites,
+            clip_norm=self.clip_norm, noise_sampler=self.policy.noise_sampler,
+            secure_min_sites=self.secure_min_sites,
             epsilon_worst_case=(None if self.secure_min_sites is None
                                 else self.ledger.worst_case_spent()),
         )

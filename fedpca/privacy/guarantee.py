@@ -39,6 +39,10 @@ class SiteGuarantee:
             a distributed discrete Gaussian ``kls-rdp``/``ddg-pld``).
         noise_multiplier: ``sigma / sensitivity`` of its releases (of a secure sum's total).
         clip_norm: the public row-norm bound ``C``.
+        noise_sampler: how the site drew the noise of its own releases: ``"exact"`` (grid
+            points plus exact discrete Gaussian noise: every real site) or ``"float"``
+            (numpy's float Gaussians: simulations only); secure sums of discrete residues
+            are exact either way.
         secure_min_sites: ``M`` when its answers are revealed only inside secure sums of at
             least ``M`` sites, else ``None``.
         epsilon_worst_case: with ``secure_min_sites``: the epsilon of the site's own shares
@@ -52,6 +56,7 @@ class SiteGuarantee:
     accounting: str
     noise_multiplier: float
     clip_norm: float
+    noise_sampler: str
     secure_min_sites: int | None = None
     epsilon_worst_case: float | None = None
 
@@ -102,4 +107,5 @@ def weakest(guarantees: Iterable[SiteGuarantee]) -> dict[str, Any]:
         "delta": max(g.delta for g in sites),
         "accounting": "/".join(sorted({g.accounting for g in sites})),
         "noise_multiplier": min(g.noise_multiplier for g in sites),
+        "noise_sampler": "/".join(sorted({g.noise_sampler for g in sites})),
     }
