@@ -31,7 +31,7 @@ def run_without_extras(code: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_what_a_site_runs_imports_neither_ray_nor_matplotlib(tmp_path):
-    """The SuperNode's ClientApp, the site's pinned runtime, ``fedpca site init|ledger``,
+    """The SuperNode's ClientApp, the site's pinned runtime, ``fedpca site init|check|ledger``,
     ``fedpca deploy`` and ``fedpca show`` work without either (any ``import ray`` or
     ``import matplotlib`` on their path would fail the child)."""
     import numpy as np
@@ -43,6 +43,7 @@ def test_what_a_site_runs_imports_neither_ray_nor_matplotlib(tmp_path):
         from fedpca.cli import build_parser, main
         assert main(["site", "init", "--policy", "site.toml", "--name", "h", "--data",
                      "records.npy"]) == 0
+        assert main(["site", "check", "--policy", "site.toml"]) == 0
         assert main(["site", "ledger", "--policy", "site.toml"]) == 0
         assert main(["show", "run.json"]) == 0
         build_parser(["deploy"])

@@ -3,13 +3,16 @@ recorded with what their accounting needs, survive reopening, compose exactly as
 in-memory ledger composes them, are refused before anything is written when the budget is
 spent, and a ledger written before these columns existed still loads and means the same.
 Spending per UTC calendar day and per rolling week is bounded on the site's clock (injected
-here), whatever run ids the coordinator picks."""
+here), whatever run ids the coordinator picks. The runs a ledger says remain are the runs it
+then accepts, and a backup taken while the ledger is open holds the same rows."""
 
 import sqlite3
+import stat
+from contextlib import closing
 
 import pytest
 
-from fedpca.errors import BudgetExceededError
+from fedpca.errors import BudgetExceededError, ConfigurationError
 from fedpca.privacy.distributed_gaussian import calibrate_ddg
 from fedpca.privacy.ledger import PrivacyLedger
 from fedpca.privacy.mechanisms import Release
@@ -153,3 +156,59 @@ def test_the_ledger_report_shows_each_window(tmp_path):
     assert "daily ceiling 1 over the calendar day in UTC, from 2025-03-03 00:00:00: spent" in text
     assert "weekly ceiling 2 over the last 7 x 24 hours, from 2025-02-24 10:00:00: spent" in text
     assert text.count("in 1 releases") == 3  # lifetime, daily, weekly
+
+
+def test_the_runs_remaining_are_the_runs_the_ledger_then_accepts(tmp_path):
+    ledger = SiteLedger(tmp_path / "l.sqlite", "patients", 3.0, DELTA)
+    ledger.for_run(run("spent")).charge(DISCRETE)  # a release already charged counts
+    planned = [GAUSSIAN, GAUSSIAN]
+    left = ledger.runs_remaining(planned)
+    assert 1 < left < 20
+    for number in range(left):
+        charged = ledger.for_run(run(f"run-{number}", max_releases=2))
+        for release in planned:
+            charged.charge(release)
+    assert ledger.runs_remaining(planned) == 0
+    with pytest.raises(BudgetExceededError, match="lifetime budget"):
+        ledger.for_run(run("one-more", max_releases=2)).charge(GAUSSIAN)
+        ledger.for_run(run("one-more", max_releases=2)).charge(GAUSSIAN)
+    assert ledger.runs_remaining(planned, most=3) == 0
+    assert SiteLedger(tmp_path / "new.sqlite", "patients", 1e3, DELTA).runs_remaining(
+        planned, most=3) == 3  # counted up to most
+
+
+def test_a_backup_taken_while_the_ledger_is_open_holds_the_same_rows(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    ledger = SiteLedger(path, "patients", 3.0, DELTA)
+    for release in (DISCRETE, GAUSSIAN):
+        ledger.for_run(run("a")).charge(release)
+    with closing(sqlite3.connect(path)) as holder:  # a run holds it open, mid-read
+        holder.execute("BEGIN")
+        holder.execute("SELECT COUNT(*) FROM releases").fetchone()
+        assert ledger.backup(tmp_path / "copy.sqlite") == 2
+    assert stat.S_IMODE((tmp_path / "copy.sqlite").stat().st_mode) == 0o600
+    copy = SiteLedger(tmp_path / "copy.sqlite", "patients", 3.0, DELTA)
+    assert copy.rows() == ledger.rows()
+    with pytest.raises(ConfigurationError, match="copy.sqlite exists; a ledger backup never "
+                                                 "overwrites a file"):
+        ledger.backup(tmp_path / "copy.sqlite")
+    assert copy.rows() == ledger.rows()
+
+
+def test_site_ledger_backup_from_the_command_line(tmp_path, capsys):
+    import numpy as np
+
+    from fedpca.cli import main as cli_main
+    from fedpca.privacy.site_policy import load_site_policy, write_policy_template
+
+    np.save(tmp_path / "records.npy", np.eye(4))
+    policy = load_site_policy(write_policy_template(tmp_path / "site.toml", "h", "records.npy"))
+    policy.open_ledger().for_run(run("a")).charge(GAUSSIAN)
+    backup = tmp_path / "backups" / "ledger-copy.sqlite"
+    assert cli_main(["site", "ledger", "--policy", str(policy.path), "--backup",
+                     str(backup)]) == 0
+    assert f"({1} releases) to {backup} (0600)" in capsys.readouterr().out
+    assert [r["sigma"] for r in SiteLedger(backup, "h", 4.0, 1e-7).rows()] == [GAUSSIAN.sigma]
+    assert cli_main(["site", "ledger", "--policy", str(policy.path), "--backup",
+                     str(backup)]) == 2
+    assert "exists; a ledger backup never overwrites" in capsys.readouterr().err

@@ -266,3 +266,81 @@ def test_site_files_are_the_owners_alone(tmp_path):
         path.chmod(0o600)
     (tmp_path / "site.toml").chmod(0o644)  # others may read a policy, not change it
     assert load_site_policy(tmp_path / "site.toml").name == "clinic"
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize("name,content,problem", [
+    ("missing.csv", None, r"data file .*missing.csv does not exist"),
+    ("records.parquet", b"PAR1 not read", r"has suffix '.parquet'; give a .npy, .csv"),
+    ("records.csv", b"age,weight,name\n31,70.5,Smith\n", r"line 2, column 3 is not a number"),
+    ("records.csv", b"0.1,0.2\n0.3,nan\n0.2,inf\n", r"2 NaN/inf entries in 2 rows"),
+])
+def test_site_init_and_check_catch_a_bad_data_file_before_any_run(
+        tmp_path, capsys, monkeypatch, name, content, problem):
+    monkeypatch.chdir(tmp_path)
+    if content is not None:
+        (tmp_path / name).write_bytes(content)
+    # init writes the policy and the ledger, then reports the problem and exits non-zero
+    assert cli_main(["site", "init", "--policy", "site.toml", "--name", "h", "--data",
+                     name]) == 1
+    out = capsys.readouterr().out
+    assert "wrote" in out and re.search(f"PROBLEM: .*{problem}", out)
+    assert "1 problem(s): a run would fail at this site" in out
+    before = listing(tmp_path)
+    assert cli_main(["site", "check", "--policy", "site.toml"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(f"PROBLEM: .*{problem}", out)
+    assert "Smith" not in out and "70.5" not in out  # no record's value, ever
+    assert listing(tmp_path) == before  # the check created nothing
+
+
+def test_site_check_reports_a_good_site_and_the_runs_left(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    records = np.full((40, 3), 0.1)
+    records[:10] = 1.0  # norm sqrt(3) > 1: a quarter of the rows is clipped
+    np.savetxt(tmp_path / "records.csv", records, delimiter=",", header="a,b,c", comments="")
+    assert cli_main(["site", "init", "--policy", "site.toml", "--name", "h", "--data",
+                     "records.csv"]) == 0
+    policy = load_site_policy("site.toml")
+    ledger = policy.open_ledger()
+    fresh = {name: ledger.runs_remaining(policy.planned_run(name)) for name in policy.algorithms}
+    ledger.for_run(RunCharge("run-1", "dpdis-pca", "ab" * 32, 1)).charge(
+        policy.planned_run("dpdis-pca")[0])
+    capsys.readouterr()
+    before = listing(tmp_path)
+    assert cli_main(["site", "check", "--policy", "site.toml"]) == 0
+    out = capsys.readouterr().out
+    assert listing(tmp_path) == before
+    assert f"data         {tmp_path / 'records.csv'} (exists)" in out
+    assert f"ledger       {tmp_path / 'ledger.sqlite'} (exists)" in out
+    assert "n=40 (sent to the coordinator with every answer), d=3" in out
+    assert "1e-07 <= 0.1/n: ok" in out and "clips 25.0% of the rows" in out
+    assert "spent" in out and "in 1 releases" in out and "daily " in out and "weekly " in out
+    left = ledger.runs_remaining(policy.planned_run("dpdis-pca"))
+    assert 0 < left == fresh["dpdis-pca"] - 1  # one single-release run was spent
+    assert f"dpdis-pca: {left} full runs of 1 releases" in out
+    assert f"dps-pca: {ledger.runs_remaining(policy.planned_run('dps-pca'))} full runs of " \
+           f"11 releases" in out and "ldp-pca: " in out
+    assert out.rstrip().endswith("ok: this site is ready for a run")
+
+
+def test_site_check_reports_a_missing_ledger_and_creates_none(tmp_path, capsys):
+    np.save(tmp_path / "records.npy", np.eye(4))
+    write_policy_template(tmp_path / "site.toml", "clinic", "records.npy")
+    before = listing(tmp_path)
+    assert cli_main(["site", "check", "--policy", str(tmp_path / "site.toml")]) == 1
+    out = capsys.readouterr().out
+    assert "ledger.sqlite does not exist: fedpca site init creates it" in out
+    assert "n=4" in out and "runs left" not in out
+    assert listing(tmp_path) == before
+
+
+def test_site_check_refuses_a_delta_not_well_below_one_over_n(tmp_path, capsys):
+    np.save(tmp_path / "records.npy", np.full((20, 2), 0.1))
+    policy = write_policy_template(tmp_path / "site.toml", "clinic", "records.npy", delta=0.01)
+    load_site_policy(policy).open_ledger()
+    assert cli_main(["site", "check", "--policy", str(policy)]) == 1
+    assert re.search(r"PROBLEM: .*delta=0.01 is not well below 1/n", capsys.readouterr().out)

@@ -34,7 +34,7 @@ import numpy as np
 from flwr.common import Context
 
 from fedpca.algorithms.site_limits import SiteLimits
-from fedpca.data.files import file_fingerprint, load_site_file
+from fedpca.data.files import file_fingerprint
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.privacy.site_ledger import RunCharge, RunLedger
 from fedpca.privacy.site_policy import (
@@ -140,7 +140,7 @@ def _records(policy: SitePolicyFile) -> np.ndarray:
     """The site's records; a file that fails validation is described only in the site's
     log (the reason may quote values from the records)."""
     try:
-        return np.asarray(load_site_file(policy.data, site=policy.name))
+        return policy.load_records()
     except FedPCAError as exc:
         logger.error("%s: the data file %s cannot be used: %s", policy.name, policy.data, exc)
         raise InvalidDataError(

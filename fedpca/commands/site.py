@@ -1,10 +1,15 @@
-"""``fedpca site init|ledger|supernode|superexec``: what a site's operator runs next to its SuperNode.
+"""``fedpca site init|check|ledger|supernode|superexec``: what a site's operator runs next to
+its SuperNode.
 
 * ``init --policy FILE --name NAME --data FILE``: a commented policy file (the site's lifetime
   budget, daily and weekly ceilings, clip norm, allowed algorithms, secure-aggregation
-  minimum, ledger path);
-* ``ledger --policy FILE [--json]``: the site's spending (lifetime, in the current UTC day
-  and the last 7 x 24 hours, per run, per data file, remaining), read from its own ledger;
+  minimum, ledger path) and an empty ledger, then ``check``;
+* ``check --policy FILE``: the policy's paths, its records loaded as a run loads them (n, d,
+  the delta rule, the share of rows clipped), its ledger's spending and the runs of each
+  allowed algorithm that still fit; creates nothing; exit code 1 on any problem;
+* ``ledger --policy FILE [--json | --backup FILE]``: the site's spending (lifetime, in the
+  current UTC day and the last 7 x 24 hours, per run, per data file, remaining), read from
+  its own ledger; or a copy of the ledger (SQLite's online backup, safe during a run);
 * ``supernode --policy FILE -- FLOWER_SUPERNODE_ARGS``: Flower's SuperNode with the policy
   named in its node_config, every FAB checked before Flower parses it, and the policy's
   memory limit (``[limits] memory-mib``, Linux ``RLIMIT_AS``) on it;
@@ -19,6 +24,10 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fedpca.privacy.site_policy import SitePolicyFile
 
 
 def register_site_command(commands: argparse._SubParsersAction) -> None:
@@ -35,9 +44,17 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
                       help="the lifetime ledger (relative to the policy file's folder)")
     init.set_defaults(func=_init)
 
+    check = actions.add_parser(
+        "check", help="check the site's policy, data and ledger before a run (creates nothing)")
+    check.add_argument("--policy", type=Path, required=True, help="the site's policy file")
+    check.set_defaults(func=_check)
+
     ledger = actions.add_parser("ledger", help="show the site's lifetime privacy spending")
     ledger.add_argument("--policy", type=Path, required=True, help="the site's policy file")
-    ledger.add_argument("--json", action="store_true", help="every release, as JSON")
+    shown = ledger.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="every release, as JSON")
+    shown.add_argument("--backup", type=Path, metavar="FILE",
+                       help="copy the ledger to a new FILE (0600) instead, safely during a run")
     ledger.set_defaults(func=_ledger)
 
     supernode = actions.add_parser(
@@ -73,11 +90,26 @@ def _init(args: argparse.Namespace) -> int:
 
     data = _from_policy_folder(args.data, args.policy)
     path = write_policy_template(args.policy, args.name, data, args.ledger)
-    ledger = load_site_policy(path).open_ledger().path
-    print(f"wrote {path} and an empty ledger {ledger}: read every line, set the budget with "
-          f"your privacy officer, then start the SuperNode with --node-config "
-          f"'policy=\"{path}\"'")
-    return 0
+    policy = load_site_policy(path)
+    print(f"wrote {path} and an empty ledger {policy.open_ledger().path}: read every line, "
+          f"set the budget with your privacy officer, then start the SuperNode with "
+          f"--node-config 'policy=\"{path}\"'\n")
+    return _report(policy)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from fedpca.privacy.site_policy import load_site_policy
+
+    return _report(load_site_policy(args.policy))
+
+
+def _report(policy: SitePolicyFile) -> int:
+    """Print :func:`~fedpca.privacy.site_check.check_site`'s report; 1 on any problem."""
+    from fedpca.privacy.site_check import check_site, report_text
+
+    report = check_site(policy)
+    print(report_text(report))
+    return 1 if report.problems else 0
 
 
 def _from_policy_folder(path: str, policy: Path) -> str:
@@ -97,7 +129,13 @@ def _ledger(args: argparse.Namespace) -> int:
         raise PolicyError(f"the ledger {policy.ledger} named by {policy.path} does not exist: "
                           "if it was moved or deleted, restore it; this site has spent nothing "
                           "only if it never answered a run")
-    summary = policy.open_ledger().summary()
+    ledger = policy.open_ledger()
+    if args.backup:
+        releases = ledger.backup(args.backup)
+        print(f"copied the ledger {ledger.path} ({releases} releases) to {args.backup} (0600); "
+              "to restore it, stop the SuperNode and copy it back (deploy/README.md)")
+        return 0
+    summary = ledger.summary()
     print(json.dumps(summary, indent=2) if args.json else format_ledger(summary))
     return 0
 

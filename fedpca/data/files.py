@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import re
 from pathlib import Path
 
 import numpy as np
@@ -74,7 +75,26 @@ def _read_csv(path: Path, site: str) -> np.ndarray:
         skip = 0 if _is_numeric_row(first) else 1  # 1: a header line
         return np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2)
     except (ValueError, OSError, EOFError) as exc:
-        raise InvalidDataError(f"{site}: {path} is not a numeric CSV table: {exc}") from exc
+        raise InvalidDataError(
+            f"{site}: {path} is not a numeric CSV table: {_csv_problem(exc, skip)}"
+        ) from None
+
+
+#: numpy's words for a cell that is not a number (they quote the cell: a record's value).
+_NOT_A_NUMBER = re.compile(r"could not convert string .* at row (\d+), column (\d+)", re.S)
+
+
+def _csv_problem(exc: Exception, skip: int) -> str:
+    """What numpy found wrong with a CSV file, without quoting any cell (cells are records'
+    values): the line and column of a cell that is not a number, or numpy's own words."""
+    found = _NOT_A_NUMBER.search(str(exc))
+    if found:
+        line, column = int(found[1]) + skip + 1, int(found[2])
+        return (f"line {line}, column {column} is not a number; remove text columns or "
+                "encode them as numbers before the run")
+    if "could not convert" in str(exc):
+        return "a cell is not a number; remove text columns or encode them as numbers"
+    return str(exc)
 
 
 def _is_numeric_row(line: str) -> bool:

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedpca.errors import BudgetExceededError
+from fedpca.errors import BudgetExceededError, ConfigurationError
 from fedpca.privacy.calibration import check_privacy_parameters
 from fedpca.privacy.file_modes import create_owner_only
 from fedpca.privacy.ledger import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
@@ -59,6 +59,8 @@ LOCK_TIMEOUT = 60.0
 DAY_SECONDS, WEEK_SECONDS = 86_400.0, 7 * 86_400.0
 #: What each spending window holds, for refusals and the ledger's report.
 WINDOWS = {"daily": "the calendar day in UTC", "weekly": "the last 7 x 24 hours"}
+#: The most runs :meth:`SiteLedger.runs_remaining` counts (a larger count says "at least").
+MAX_RUNS_COUNTED = 1000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS releases (
@@ -150,6 +152,12 @@ def _accounted(row: dict[str, Any]) -> Accounted:
             row["sites_in_sum"])
 
 
+def _accounted_release(release: Release) -> Accounted:
+    """What the ledger accounts of ``release`` (the row it would write)."""
+    return (release.sensitivity, release.sigma, release.summands, release.padded,
+            release.sites_in_sum)
+
+
 def utc_now() -> float:
     """The site's clock: seconds since the Unix epoch (UTC)."""
     return time.time()
@@ -233,6 +241,54 @@ class SiteLedger:
         """Lifetime unconditional epsilon spent at the lifetime delta."""
         return _worst_case([_accounted(r) for r in self.rows()], self.delta)
 
+    def runs_remaining(self, run: list[Release], most: int = MAX_RUNS_COUNTED) -> int:
+        """How many more runs of ``run``'s releases fit the lifetime budget (and, for
+        releases inside secure sums, the worst-case bound) after every release charged so
+        far, composed by the accountant that charges them; counted up to ``most``."""
+        spent = [_accounted(r) for r in self.rows()]
+        planned = [_accounted_release(release) for release in run]
+
+        def fits(runs: int) -> bool:
+            return self._within_lifetime(spent + planned * runs)
+
+        fitting, failing = 0, 1  # fits(fitting); fits(failing) unknown until the search
+        while failing <= most and fits(failing):
+            fitting, failing = failing, 2 * failing
+        failing = min(failing, most + 1)
+        while failing - fitting > 1:  # bisection: more runs never spend less
+            middle = (fitting + failing) // 2
+            fitting, failing = (middle, failing) if fits(middle) else (fitting, middle)
+        return fitting
+
+    def _within_lifetime(self, rows: list[Accounted]) -> bool:
+        """Whether ``rows`` compose within the lifetime budget and, when any is inside a
+        secure sum, the worst-case bound (what :meth:`_check` refuses past)."""
+        if _epsilon(rows, self.delta) > self.epsilon * (1 + EPSILON_SLACK):
+            return False
+        if not any(row[4] for row in rows):
+            return True
+        return (self.worst_case_epsilon is not None and _worst_case(rows, self.delta)
+                <= self.worst_case_epsilon * (1 + EPSILON_SLACK))
+
+    def backup(self, target: str | Path) -> int:
+        """Copy the ledger to a new file ``target`` (created 0600; an existing file is
+        refused) with SQLite's online backup, consistent while a run charges it (WAL);
+        returns the copy's releases of every population."""
+        target = Path(target)
+        try:
+            create_owner_only(target, b"")
+        except FileExistsError:
+            raise ConfigurationError(
+                f"{target} exists; a ledger backup never overwrites a file: name a new one"
+            ) from None
+        try:
+            with closing(_connect(self.path)) as source, closing(sqlite3.connect(target)) as copy:
+                source.backup(copy)
+                return copy.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
+        except BaseException:
+            target.unlink()
+            raise
+
     def summary(self) -> dict[str, Any]:
         """Spending per run, per data set and in total, with what remains (for auditors)."""
         rows = self.rows()
@@ -279,8 +335,7 @@ class SiteLedger:
                 f"{self.site}: refused {release.mechanism}: sigma and sensitivity must be "
                 "finite and > 0"
             )
-        new = (release.sensitivity, release.sigma, release.summands, release.padded,
-               release.sites_in_sum)
+        new = _accounted_release(release)
         with closing(_connect(self.path)) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:

@@ -33,13 +33,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fedpca.algorithms.site_limits import POLICY_KEYS as LIMIT_KEYS
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.algorithms.specs import SPECS
+from fedpca.data.files import load_site_file
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.calibration import ACCOUNTING_MODES, calibrate_gaussian, pld_epsilon
 from fedpca.privacy.exact_noise import EXACT
 from fedpca.privacy.file_modes import SHARED_ANY, create_owner_only, refuse_shared
+from fedpca.privacy.mechanisms import Release
 from fedpca.privacy.site_ledger import SiteLedger
 
 #: The federated algorithms a site may allow (tables ``[algorithms.NAME]``).
@@ -213,6 +217,26 @@ class SitePolicyFile:
         if SPECS[algorithm].extra_releases is not None:  # a multi-round algorithm
             config["rounds"] = int(settings.get("rounds", DEFAULT_DPS_ROUNDS))
         return config
+
+    def planned_run(self, algorithm: str) -> list[Release]:
+        """The releases of one full run of ``algorithm`` as this site calibrates it (what
+        its ledger would charge): continuous Gaussians of unit sensitivity at the calibrated
+        noise multiplier, inside secure sums of ``min-sites`` when the policy sets it. A
+        site's exact noise is charged as the discrete Gaussian replacing each of them,
+        within its grid's rounding (:mod:`fedpca.privacy.exact_noise`)."""
+        releases = self.releases_per_run(algorithm)
+        # accounting="paper": the classic formula for one release, else paper 000's
+        # (:class:`~fedpca.algorithms.site.SingleReleasePolicy`, ``RoundsPolicy``)
+        rule = "classic" if SPECS[algorithm].extra_releases is None else "dps-pca"
+        z = calibrate_gaussian(releases, self.run_epsilon, self.delta, self.accounting,
+                               paper_rule=rule).noise_multiplier
+        return [Release(f"{algorithm}/planned", 1.0, z, (),
+                        sites_in_sum=self.secure_min_sites or 0)] * releases
+
+    def load_records(self) -> np.ndarray:
+        """The site's records as a run reads them: the data file, validated (raises
+        InvalidDataError saying what is wrong, possibly with counts from the records)."""
+        return np.asarray(load_site_file(self.data, site=self.name))
 
     def check_records(self, n: int) -> None:
         """Refuse a delta that is not well below ``1/n`` for ``n`` records."""

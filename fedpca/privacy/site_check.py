@@ -1,0 +1,126 @@
+"""What ``fedpca site check`` tells a site's operator before the first run, without creating
+anything: the paths its policy names, its records as a run reads them, the delta rule, how
+much the clip norm clips, what its ledger has spent and how many runs of each allowed
+algorithm still fit.
+
+A problem found here would otherwise show up in the middle of a run, after the other sites
+have paid for their releases. The report is for the operator's own terminal: it gives
+counts from the records (n, d, the share of rows clipped, bad cells) but never a record's
+value, and it is never sent anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fedpca.errors import FedPCAError
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.site_ledger import MAX_RUNS_COUNTED
+from fedpca.privacy.site_policy import SitePolicyFile
+
+
+@dataclass
+class SiteCheck:
+    """The report: ``lines`` to print, and the ``problems`` among them (none: ready)."""
+
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, line: str) -> None:
+        """A line of the report."""
+        self.lines.append(line)
+
+    def problem(self, line: str) -> None:
+        """A line of the report that is a problem."""
+        self.lines.append(f"PROBLEM: {line}")
+        self.problems.append(line)
+
+
+def check_site(policy: SitePolicyFile) -> SiteCheck:
+    """Check a loaded site ``policy`` as a run would use it; reads, never writes."""
+    report = SiteCheck()
+    _check_paths(policy, report)
+    _check_records(policy, report)
+    if policy.ledger.exists():
+        _check_ledger(policy, report)
+    return report
+
+
+def _check_paths(policy: SitePolicyFile, report: SiteCheck) -> None:
+    """Every file the policy names, resolved, and whether it exists."""
+    report.add(f"policy       {policy.path}")
+    named = {"data": policy.data, "ledger": policy.ledger, "roster": policy.roster,
+             "signing key": policy.signing_key}
+    for what, path in named.items():
+        if path is None:
+            continue
+        exists = path.is_file()
+        report.add(f"{what:<12} {path} ({'exists' if exists else 'does not exist'})")
+        if not exists:
+            report.problem(_MISSING[what].format(path=path, policy=policy.path))
+
+
+#: What to do about each missing file.
+_MISSING = {
+    "data": "the data file {path} does not exist: fix [site] data in {policy} (relative "
+            "to the policy's folder) or put the file there",
+    "ledger": "the ledger {path} does not exist: fedpca site init creates it; if it was "
+              "moved or deleted, restore it or its backup (the site's spending is in it)",
+    "roster": "the roster {path} does not exist: put the consortium's roster there",
+    "signing key": "the signing key {path} does not exist: fedpca deploy secagg-key writes it",
+}
+
+
+def _check_records(policy: SitePolicyFile, report: SiteCheck) -> None:
+    """The records loaded and validated as a run loads them; n, d, the delta rule and the
+    share of rows the clip norm clips."""
+    if not policy.data.is_file():
+        return
+    try:
+        records = policy.load_records()
+    except FedPCAError as exc:
+        report.problem(f"the data cannot be used: {exc}")
+        return
+    n, d = records.shape
+    report.add(f"records      n={n} (sent to the coordinator with every answer), d={d}")
+    try:
+        policy.check_records(n)
+        report.add(f"delta        {policy.delta:g} <= 0.1/n: ok")
+    except FedPCAError as exc:
+        report.problem(str(exc))
+    clipped = SiteData.prepare(records, policy.clip_norm, site=policy.name).clip
+    report.add(f"clip norm    {policy.clip_norm:g} clips {clipped.clipped_fraction:.1%} of the "
+               "rows (shown here only, never sent)")
+
+
+def _check_ledger(policy: SitePolicyFile, report: SiteCheck) -> None:
+    """What the ledger has spent, what remains, and how many runs of each allowed
+    algorithm the remaining lifetime budget allows."""
+    ledger = policy.open_ledger()
+    summary = ledger.summary()
+    report.add(f"lifetime     epsilon {summary['epsilon_budget']:g} at delta "
+               f"{summary['delta']:g}: spent {summary['epsilon_spent']:.4f} in "
+               f"{summary['releases']} releases, remaining {summary['epsilon_remaining']:.4f}")
+    for window in summary["windows"]:
+        report.add(f"{window['window']:<12} remaining {window['epsilon_remaining']:.4f} of "
+                   f"{window['epsilon_ceiling']:g}")
+    for algorithm in policy.algorithms:
+        try:
+            runs = ledger.runs_remaining(policy.planned_run(algorithm))
+        except FedPCAError as exc:
+            report.problem(f"{algorithm} cannot be calibrated: {exc}")
+            continue
+        counted = f"at least {runs}" if runs >= MAX_RUNS_COUNTED else str(runs)
+        report.add(f"runs left    {algorithm}: {counted} full runs of "
+                   f"{policy.releases_per_run(algorithm)} releases at run-epsilon "
+                   f"{policy.run_epsilon:g} fit the remaining lifetime budget")
+        if not runs:
+            report.problem(f"no full run of {algorithm} fits the remaining lifetime budget")
+
+
+def report_text(report: SiteCheck) -> str:
+    """The report as printed, ending with its verdict."""
+    verdict = (f"{len(report.problems)} problem(s): a run would fail at this site"
+               if report.problems else "ok: this site is ready for a run")
+    return "\n".join([*report.lines, verdict])
+
