@@ -212,3 +212,25 @@ def test_site_ledger_backup_from_the_command_line(tmp_path, capsys):
     assert cli_main(["site", "ledger", "--policy", str(policy.path), "--backup",
                      str(backup)]) == 2
     assert "exists; a ledger backup never overwrites" in capsys.readouterr().err
+
+
+def test_the_ledger_reads_run_by_run_for_a_privacy_officer(tmp_path):
+    ledger = SiteLedger(tmp_path / "ledger.sqlite", "clinic", 50.0, DELTA)
+    release = Release("dps-pca/power", 1.0, 4.0, (8, 2))
+    for run_id, made in (("run-1", 3), ("run-2", 3), ("run-3", 1)):  # run-3 stopped early
+        charges = ledger.for_run(run(run_id, max_releases=3))
+        for _ in range(made):
+            charges.charge(release)
+    summary = ledger.summary()
+    runs = {r["run_id"]: r for r in summary["runs"]}
+    assert [runs[r]["status"] for r in ("run-1", "run-2", "run-3")] == [
+        "complete", "complete", "incomplete"]
+    after = [runs[r]["lifetime_epsilon_after"] for r in ("run-1", "run-2", "run-3")]
+    # each run's own epsilon is its three releases composed; the lifetime after run 2 is
+    # the six composed, less than twice run 1 (PLD composition), and the last is the total
+    assert after[0] == pytest.approx(runs["run-1"]["epsilon"])
+    assert runs["run-1"]["epsilon"] < after[1] < 2 * runs["run-1"]["epsilon"] and after[1] < after[2]
+    assert after[2] == pytest.approx(summary["epsilon_spent"])
+    table = format_ledger(summary)
+    assert "3/3" in table and "1/3" in table and "incomplete" in table
+    assert "less than the sum of the runs' epsilons" in table

@@ -82,7 +82,7 @@ CREATE INDEX IF NOT EXISTS releases_population ON releases (population, run_id);
 """
 #: Columns later versions added, with the value every older row has (continuous Gaussian).
 _ADDED_COLUMNS = ("summands INTEGER NOT NULL DEFAULT 0", "padded INTEGER NOT NULL DEFAULT 0",
-                  "sites_in_sum INTEGER NOT NULL DEFAULT 0")
+                  "sites_in_sum INTEGER NOT NULL DEFAULT 0", "planned INTEGER NOT NULL DEFAULT 0")
 #: The columns the accounting reads, in :class:`Release`'s order.
 _ACCOUNTED = "sensitivity, sigma, summands, padded, sites_in_sum"
 #: How older versions named a release inside secure sums of at least ``M`` sites.
@@ -309,7 +309,7 @@ class SiteLedger:
             "worst_case_epsilon_remaining": None if bound is None else max(0.0, bound - worst),
             "releases": len(rows),
             "windows": self._windows(rows, self.clock()),
-            "runs": _grouped(rows, "run_id", self.delta),
+            "runs": _runs(rows, self.delta),
             "datasets": _grouped(rows, "data_fingerprint", self.delta),
             "rows": rows,
         }
@@ -350,11 +350,11 @@ class SiteLedger:
                 conn.execute(
                     "INSERT INTO releases (time, population, run_id, algorithm, mechanism, "
                     "sensitivity, sigma, shape, data_fingerprint, summands, padded, "
-                    "sites_in_sum) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "sites_in_sum, planned) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (now, self.population, charge.run_id, charge.algorithm,
                      release.mechanism, release.sensitivity, release.sigma,
                      json.dumps(list(release.shape)), charge.fingerprint, release.summands,
-                     release.padded, release.sites_in_sum),
+                     release.padded, release.sites_in_sum, charge.max_releases),
                 )
                 conn.execute("COMMIT")
             except BaseException:
@@ -474,6 +474,28 @@ def _grouped(rows: list[dict[str, Any]], key: str, delta: float) -> list[dict[st
     ]
 
 
+def _runs(rows: list[dict[str, Any]], delta: float) -> list[dict[str, Any]]:
+    """:func:`_grouped` by run, each with the releases its calibration planned (0: an older
+    ledger did not record them), whether it made fewer (``incomplete``: refused or failed
+    part-way, or still running), and the lifetime epsilon of every release up to its last."""
+    runs = _grouped(rows, "run_id", delta)
+    for run in runs:
+        members = [r for r in rows if r["run_id"] == run["run_id"]]
+        last = max(r["id"] for r in members)
+        run["planned"] = max(r.get("planned", 0) for r in members)
+        run["status"] = ("unknown" if not run["planned"] else
+                         "complete" if run["releases"] >= run["planned"] else "incomplete")
+        run["lifetime_epsilon_after"] = _epsilon(
+            [_accounted(r) for r in rows if r["id"] <= last], delta)
+    return runs
+
+
+#: Why the lifetime epsilon is less than the sum of the runs' (printed under the runs).
+COMPOSITION_NOTE = (
+    "lifetime: every release of every run composed with the PLD accountant; Gaussian "
+    "releases compose roughly with the square root of their number, so the lifetime epsilon "
+    "is less than the sum of the runs' epsilons"
+)
 #: What the worst-case column means, printed under the ledger when it has secure releases.
 WORST_CASE_NOTE = (
     "epsilon: if every secure sum held at least M honest sites' shares and the protocol was "
@@ -502,14 +524,17 @@ def format_ledger(summary: dict[str, Any]) -> str:
             + ("" if bound is None else f", remaining {summary['worst_case_epsilon_remaining']:.4f}")
         )
     worst = f" {'worst case':>10}" if secure else ""
-    lines += ["", f"{'run':<24} {'algorithms':<20} {'releases':>8} {'epsilon':>9}{worst}  "
-                  "last release (UTC)"]
+    lines += ["", f"{'run':<24} {'algorithms':<20} {'releases':>9} {'epsilon':>9}{worst} "
+                  f"{'lifetime':>9}  {'status':<10}  last release (UTC)"]
     for run in summary["runs"]:
         worst = f" {run['epsilon_worst_case']:>10.4f}" if secure else ""
+        releases = f"{run['releases']}/{run['planned'] or '?'}"
         lines.append(
-            f"{run['run_id']:<24} {','.join(run['algorithms']):<20} {run['releases']:>8} "
-            f"{run['epsilon']:>9.4f}{worst}  {_utc(run['last'])}"
+            f"{run['run_id']:<24} {','.join(run['algorithms']):<20} {releases:>9} "
+            f"{run['epsilon']:>9.4f}{worst} {run['lifetime_epsilon_after']:>9.4f}  "
+            f"{run['status']:<10}  {_utc(run['last'])}"
         )
+    lines += ["", COMPOSITION_NOTE]
     lines += ["", f"{'data file (SHA-256)':<24} {'releases':>8} {'epsilon':>9}"]
     for data in summary["datasets"]:
         lines.append(
