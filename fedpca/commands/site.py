@@ -121,6 +121,7 @@ def _from_policy_folder(path: str, policy: Path) -> str:
 
 
 def _ledger(args: argparse.Namespace) -> int:
+    from fedpca.privacy.site_check import runs_left
     from fedpca.privacy.site_ledger import format_ledger
     from fedpca.privacy.site_policy import PolicyError, load_site_policy
 
@@ -135,7 +136,7 @@ def _ledger(args: argparse.Namespace) -> int:
         print(f"copied the ledger {ledger.path} ({releases} releases) to {args.backup} (0600); "
               "to restore it, stop the SuperNode and copy it back (deploy/README.md)")
         return 0
-    summary = ledger.summary()
+    summary = {**ledger.summary(), "runs_left": runs_left(policy, ledger)}
     print(json.dumps(summary, indent=2) if args.json else format_ledger(summary))
     return 0
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from fedpca.errors import FedPCAError
 from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.site_ledger import MAX_RUNS_COUNTED
+from fedpca.privacy.site_ledger import MAX_RUNS_COUNTED, SiteLedger
 from fedpca.privacy.site_policy import SitePolicyFile
 
 
@@ -104,11 +104,9 @@ def _check_ledger(policy: SitePolicyFile, report: SiteCheck) -> None:
     for window in summary["windows"]:
         report.add(f"{window['window']:<12} remaining {window['epsilon_remaining']:.4f} of "
                    f"{window['epsilon_ceiling']:g}")
-    for algorithm in policy.algorithms:
-        try:
-            runs = ledger.runs_remaining(policy.planned_run(algorithm))
-        except FedPCAError as exc:
-            report.problem(f"{algorithm} cannot be calibrated: {exc}")
+    for algorithm, runs in runs_left(policy, ledger).items():
+        if isinstance(runs, str):
+            report.problem(f"{algorithm} cannot be calibrated: {runs}")
             continue
         counted = f"at least {runs}" if runs >= MAX_RUNS_COUNTED else str(runs)
         report.add(f"runs left    {algorithm}: {counted} full runs of "
@@ -116,6 +114,18 @@ def _check_ledger(policy: SitePolicyFile, report: SiteCheck) -> None:
                    f"{policy.run_epsilon:g} fit the remaining lifetime budget")
         if not runs:
             report.problem(f"no full run of {algorithm} fits the remaining lifetime budget")
+
+
+def runs_left(policy: SitePolicyFile, ledger: SiteLedger) -> dict[str, int | str]:
+    """Per allowed algorithm, how many full runs as calibrated fit the remaining lifetime
+    budget (at most :data:`MAX_RUNS_COUNTED`), or why it cannot be calibrated."""
+    left: dict[str, int | str] = {}
+    for algorithm in policy.algorithms:
+        try:
+            left[algorithm] = ledger.runs_remaining(policy.planned_run(algorithm))
+        except FedPCAError as exc:
+            left[algorithm] = str(exc)
+    return left
 
 
 def report_text(report: SiteCheck) -> str:

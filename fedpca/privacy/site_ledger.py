@@ -515,6 +515,8 @@ def format_ledger(summary: dict[str, Any]) -> str:
         f"in {summary['releases']} releases",
     ]
     lines += [_window_line(window) for window in summary["windows"]]
+    lines += [f"runs left, {algorithm}: {_runs_left(runs)}"
+              for algorithm, runs in summary.get("runs_left", {}).items()]
     if secure or summary["worst_case_epsilon_budget"] is not None:
         bound = summary["worst_case_epsilon_budget"]
         lines.append(
@@ -543,6 +545,13 @@ def format_ledger(summary: dict[str, Any]) -> str:
     if secure:
         lines += ["", WORST_CASE_NOTE]
     return "\n".join(lines)
+
+
+def _runs_left(runs: int | str) -> str:
+    """How many more full runs fit the lifetime budget, or why that is unknown."""
+    if isinstance(runs, str):
+        return f"unknown ({runs})"
+    return f"at least {runs}" if runs >= MAX_RUNS_COUNTED else str(runs)
 
 
 def _window_line(window: dict[str, Any]) -> str:
