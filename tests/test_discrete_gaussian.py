@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
+from chi_square import ALPHA, chi_square_p
 
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.discrete_gaussian import (
@@ -16,20 +16,6 @@ from fedpca.privacy.discrete_gaussian import (
     discrete_gaussian_variance,
     discrete_laplace,
 )
-
-#: A test fails only if its statistic falls below this p-value (fixed seeds: repeatable).
-ALPHA = 1e-4
-
-
-def chi_square_p(draws: np.ndarray, pmf) -> float:
-    """p-value of a chi-square test of ``draws`` against ``pmf`` (tails pooled)."""
-    values, counts = np.unique(draws, return_counts=True)
-    expected = pmf(values) * draws.size
-    keep = expected >= 5
-    observed = np.append(counts[keep], counts[~keep].sum())
-    expected = np.append(expected[keep], draws.size - expected[keep].sum())
-    return float(stats.chisquare(observed, expected).pvalue)
-
 
 @pytest.mark.parametrize("sigma_sq", [1, 2, 7, 100, 2500])
 def test_draws_follow_the_exact_pmf(sigma_sq):

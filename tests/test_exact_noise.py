@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from chi_square import ALPHA, chi_square_p
 from scipy import stats
 
 from fedpca.algorithms.dpdis_pca import VARIANT_FULL, DPdisPCAPolicy, DPdisPCASite
@@ -27,20 +28,6 @@ from fedpca.privacy.exact_noise import (
 )
 from fedpca.privacy.ledger import composed_epsilon
 from fedpca.privacy.mechanisms import power_step_sensitivity
-
-#: A statistical test fails only below this p-value (fixed seeds: repeatable).
-ALPHA = 1e-4
-
-
-def chi_square_p(draws: np.ndarray, pmf) -> float:
-    """p-value of a chi-square test of ``draws`` against ``pmf`` (tails pooled)."""
-    values, counts = np.unique(draws, return_counts=True)
-    expected = pmf(values) * draws.size
-    keep = expected >= 5
-    observed = np.append(counts[keep], counts[~keep].sum())
-    expected = np.append(expected[keep], draws.size - expected[keep].sum())
-    return float(stats.chisquare(observed, expected).pvalue)
-
 
 # --- the sampler ---------------------------------------------------------------------------
 
