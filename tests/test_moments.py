@@ -1,0 +1,133 @@
+"""Private column means and scales (fedpca.privacy.moments): the sensitivities hold against
+an adversarial search and are attained; the post-processing clamps what noise pushes out of
+the public bounds and says so; a federation's noisy means have the calibrated variance."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fedpca.errors import ConfigurationError
+from fedpca.privacy.moments import (
+    ColumnBounds,
+    column_moments,
+    extreme_pair,
+    moment_statistic,
+)
+from chi_square import ALPHA
+
+#: Three free columns of unequal widths and two one-hot groups (3 and 2 levels).
+BOUNDS = ColumnBounds(widths=(4.0, 0.5, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0),
+                      groups=((3, 4, 5), (6, 7)))
+
+
+def random_records(bounds: ColumnBounds, count: int, rng: np.random.Generator,
+                   corners: bool) -> np.ndarray:
+    """Records within ``bounds``: free columns uniform in ``[0, w_j]`` (or at its ends with
+    ``corners``), one random level per group."""
+    widths = np.asarray(bounds.widths)
+    rows = rng.uniform(0.0, 1.0, (count, bounds.dim))
+    rows = (rows > 0.5) * widths if corners else rows * widths
+    for group in bounds.groups:
+        rows[:, list(group)] = 0.0
+        rows[np.arange(count), rng.choice(group, count)] = 1.0
+    return rows
+
+
+@pytest.mark.parametrize("standardize", [False, True])
+def test_the_sensitivity_holds_against_a_search_and_is_attained(standardize):
+    rng = np.random.default_rng(5)
+    bound = BOUNDS.moments_sensitivity(standardize)
+    worst = 0.0
+    for corners in (False, True):
+        x = random_records(BOUNDS, 20_000, rng, corners)
+        y = random_records(BOUNDS, 20_000, rng, corners)
+        assert BOUNDS.contains(x) and BOUNDS.contains(y)
+        moved = moment_statistic(x[:, None, :], standardize) - moment_statistic(
+            y[:, None, :], standardize)
+        worst = max(worst, float(np.max(np.linalg.norm(moved, axis=1))))
+    assert worst <= bound * (1 + 1e-12)
+    x, y = extreme_pair(BOUNDS)
+    assert BOUNDS.contains(x) and BOUNDS.contains(y)
+    attained = np.linalg.norm(moment_statistic(x[None], standardize)
+                              - moment_statistic(y[None], standardize))
+    assert attained == pytest.approx(bound, rel=1e-12)
+    assert worst > 0.9 * bound  # the search reached the extremes it is meant to probe
+
+
+def test_a_one_hot_group_counts_sqrt_2_once_whatever_its_levels():
+    few = ColumnBounds(widths=(1.0, 1.0), groups=((0, 1),))
+    many = ColumnBounds(widths=(1.0,) * 40, groups=(tuple(range(40)),))
+    assert few.sum_sensitivity() == many.sum_sensitivity() == pytest.approx(math.sqrt(2))
+    free = ColumnBounds(widths=(3.0, 4.0))
+    assert free.sum_sensitivity() == pytest.approx(5.0)
+    assert free.square_sum_sensitivity() == pytest.approx(math.hypot(9.0, 16.0))
+
+
+def test_the_federations_noisy_means_have_the_calibrated_variance():
+    """Sites add N(0, sigma^2) to their sums; the released mean's error is the sum of the
+    sites' noise over N: variance sites * sigma^2 / N^2 per column (chi-square on the
+    variance, many independent federations)."""
+    rng = np.random.default_rng(11)
+    sites, per_site, trials = 4, 50, 4000
+    sigma = 3.0 * BOUNDS.sum_sensitivity()
+    records = random_records(BOUNDS, sites * per_site, rng, corners=False)
+    true_mean = records.mean(axis=0)
+    shares = np.array_split(records, sites)
+    errors = np.empty((trials, BOUNDS.dim))
+    for t in range(trials):
+        total = sum(moment_statistic(s, False) + rng.normal(0.0, sigma, BOUNDS.dim)
+                    for s in shares)
+        errors[t] = total / records.shape[0] - true_mean
+    expected = sites * sigma**2 / records.shape[0] ** 2
+    statistic = np.sum(errors**2) / expected
+    dof = errors.size
+    p = 2 * min(stats.chi2.cdf(statistic, dof), stats.chi2.sf(statistic, dof))
+    assert p > ALPHA
+
+
+def test_noise_outside_the_public_bounds_is_clamped_and_reported():
+    bounds = ColumnBounds(widths=(2.0, 10.0, 1.0))
+    records = 100
+    sums = np.array([-5.0, 400.0, 150.0])  # means -0.05, 4.0, 1.5
+    squares = np.array([0.5, 1700.0, 50.0])  # variances (clamped means): 0.005, 1.0, -0.5
+    moments = column_moments(np.concatenate([sums, squares]), records, bounds, True, floor=0.01)
+    assert moments.mean.tolist() == [0.0, 4.0, 1.0]
+    assert moments.clamped_means == (0, 2)
+    assert moments.floored_variances == (0, 2)
+    assert moments.scale == pytest.approx([0.1, 1.0, 0.1])
+    assert np.all(moments.scale <= np.asarray(bounds.widths) / 2)
+    centred = column_moments(sums, records, bounds, False)
+    assert centred.scale.tolist() == [1.0, 1.0, 1.0]
+    assert centred.transform(np.array([1.0, 4.0, 1.0])) == pytest.approx([1.0, 0.0, 0.0])
+
+
+def test_the_box_norm_bounds_every_transformed_record():
+    rng = np.random.default_rng(2)
+    records = random_records(BOUNDS, 5000, rng, corners=True)
+    noisy = moment_statistic(records, True) + rng.normal(0, 20.0, 2 * BOUNDS.dim)
+    moments = column_moments(noisy, records.shape[0], BOUNDS, True)
+    norms = np.linalg.norm(moments.transform(records), axis=1)
+    assert norms.max() <= moments.box_norm(BOUNDS) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("widths, groups, says", [
+    ((1.0, 0.0), (), "finite and > 0"),
+    ((1.0, math.inf), (), "finite and > 0"),
+    ((1.0, 1.0, 1.0), ((0, 1), (1, 2)), "in two one-hot groups"),
+    ((1.0, 1.0), ((0, 5),), "at least 2 of the 2"),
+    ((2.0, 1.0), ((0, 1),), "width 1"),
+])
+def test_bad_bounds_are_refused(widths, groups, says):
+    with pytest.raises(ConfigurationError, match=says):
+        ColumnBounds(widths=widths, groups=groups)
+
+
+def test_bad_released_moments_are_refused():
+    with pytest.raises(ConfigurationError, match="6 finite values"):
+        column_moments(np.zeros(3), 10, ColumnBounds((1.0, 1.0, 1.0)), True)
+    with pytest.raises(ConfigurationError, match="finite"):
+        column_moments(np.array([np.nan, 1.0]), 10, ColumnBounds((1.0, 1.0)), False)
+    with pytest.raises(ConfigurationError, match="at least one record"):
+        column_moments(np.zeros(2), 0, ColumnBounds((1.0, 1.0)), False)
