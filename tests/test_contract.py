@@ -13,41 +13,8 @@ from fedpca.cli import main as cli_main
 from fedpca.data.contract import ContractError, load_contract, parse_contract
 from fedpca.data.contract_template import contract_template
 from fedpca.errors import InvalidDataError
+from liver_contract import CONTRACT
 
-CONTRACT = """\
-# the consortium's contract
-[contract]
-name = "liver-v1"
-
-[[column]]
-name = "bili"
-kind = "numeric"
-range = [0.1, 30.0]   # mg/dL
-transform = "log"
-missing = "impute"
-impute = 1.0
-
-[[column]]
-name = "age"
-kind = "numeric"
-range = [0, 110]
-missing = "refuse"
-
-[[column]]
-name = "sex"
-kind = "categorical"
-levels = ["f", "m"]
-
-[[column]]
-name = "alb"
-kind = "numeric"
-range = [1, 6]
-
-[[column]]
-name = "smoker"
-kind = "binary"
-missing = "refuse"
-"""
 #: The same contract: other comments, layout and key order, defaults spelled out.
 REWRITTEN = """\
 [contract]
@@ -182,8 +149,11 @@ def test_notes_count_what_preprocessing_does_and_rules_relax_refusals():
     report = contract().check(table())
     assert report.ok and report.rows == 4
     assert report.notes == (
+        "column 'bili': 1 blank cells are imputed",
         "column 'bili': 2 values outside the range [0.1, 30] are clipped into it",
         "column 'age': 1 values outside the range [0, 110] are clipped into it",
+        "column 'sex': 1 blank cells are flagged in sex:missing",
+        "column 'alb': 1 blank cells are flagged in alb:missing",
         "column 'alb': 1 values outside the range [1, 6] are clipped into it")
     relaxed = contract(CONTRACT.replace('name = "liver-v1"', 'name = "liver-v1"\n'
                                         'extra-columns = "ignore"').replace(

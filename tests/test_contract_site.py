@@ -14,28 +14,8 @@ from fedpca.data.contract import load_contract
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.privacy.site_ledger import SiteLedger
 from fedpca.privacy.site_policy import SitePolicyFile, load_site_policy, write_policy_template
+from liver_contract import CONTRACT, liver_table
 
-CONTRACT = """\
-[contract]
-name = "clinic-v1"
-
-[[column]]
-name = "age"
-kind = "numeric"
-range = [0, 110]
-missing = "refuse"
-
-[[column]]
-name = "crp"
-kind = "numeric"
-range = [0.1, 500]
-transform = "log"
-
-[[column]]
-name = "stage"
-kind = "categorical"
-levels = ["I", "II", "III"]
-"""
 ROWS = 40
 
 
@@ -47,14 +27,9 @@ def policy_text(tmp_path_factory):
                                  contract="contract.toml", delta=1e-7).read_text()
 
 
-def site_folder(tmp_path, policy_text, stage_values=("I", "II", "III")):
+def site_folder(tmp_path, policy_text, sex=("f", "m", None)):
     """A site's table, the consortium's contract and the policy naming both."""
-    rng = np.random.default_rng(3)
-    lines = ["stage,age,crp"] + [
-        f"{stage_values[i % len(stage_values)]},{rng.integers(20, 90)},"
-        f"{'' if i % 7 == 0 else 900 if i % 11 == 5 else round(float(rng.uniform(1, 80)), 2)}"
-        for i in range(ROWS)]
-    (tmp_path / "table.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "table.csv").write_text(liver_table(ROWS, sex))
     (tmp_path / "contract.toml").write_text(CONTRACT)
     return write_policy(tmp_path / "site.toml", policy_text)
 
@@ -76,9 +51,11 @@ def test_the_policy_reads_its_table_through_its_contract(tmp_path, policy_text):
     assert policy.contract == tmp_path / "contract.toml"
     assert policy.contract_hash() == contract.hash
     records = policy.load_records()
-    assert records.shape == (ROWS, len(contract.output_columns)) == (ROWS, 7)
+    assert records.shape == (ROWS, len(contract.output_columns)) == (ROWS, 8)
     assert (records >= 0).all() and (records <= contract.widths).all()
-    np.testing.assert_array_equal(records[:, -4:].sum(axis=1), 1.0)  # one stage per row
+    sex = [contract.output_columns.index(c) for c in ("sex=f", "sex=m", "sex:missing")]
+    np.testing.assert_array_equal(records[:, sex].sum(axis=1), 1.0)  # one level per row
+    np.testing.assert_array_equal(records[:, sex[-1]], np.arange(ROWS) % 3 == 2)
 
 
 def test_site_check_names_the_contract_and_what_is_wrong_with_the_table(
@@ -91,16 +68,16 @@ def test_site_check_names_the_contract_and_what_is_wrong_with_the_table(
                      "table.csv", "--contract", "contract.toml"]) == 0
     assert 'contract = "contract.toml"' in (tmp_path / "site.toml").read_text()
     out = capsys.readouterr().out
-    assert f"contract     clinic-v1 sha256 {hash_} (a run must name this hash)" in out
-    assert "records      n=40 (sent to the coordinator with every answer), d=7" in out
-    assert ("table        column 'crp': 4 values outside the range [0.1, 500] are clipped into "
+    assert f"contract     liver-v1 sha256 {hash_} (a run must name this hash)" in out
+    assert "records      n=40 (sent to the coordinator with every answer), d=8" in out
+    assert ("table        column 'bili': 4 values outside the range [0.1, 30] are clipped into "
             "it (shown here only, never sent)") in out
-    site_folder(tmp_path, policy_text, stage_values=("I", "II", "IV"))  # an unknown stage
+    site_folder(tmp_path, policy_text, sex=("f", "m", "x-rare"))  # a level the contract lacks
     assert cli_main(["site", "check", "--policy", "site.toml"]) == 1
     out = capsys.readouterr().out
-    assert ("PROBLEM: the table does not meet the contract: column 'stage' has 13 cells that "
-            "are not one of its levels ['I', 'II', 'III']") in out
-    assert "IV" not in out.replace("['I', 'II', 'III']", "")  # no record's value
+    assert ("PROBLEM: the table does not meet the contract: column 'sex' has 13 cells that "
+            "are not one of its levels ['f', 'm']") in out
+    assert "x-rare" not in out  # no record's value
 
 
 @pytest.mark.parametrize("requested", ["", "0" * 64, "another"])
@@ -116,7 +93,7 @@ def test_a_run_under_another_contract_is_refused_before_anything_is_read_or_char
     with caplog.at_level(logging.ERROR, logger="fedpca.apps.real_site"), pytest.raises(
             InvalidRequestError,
             match=rf"clinic: refused: the run names data contract '{requested or 'none'}'; this "
-                  rf"site holds its data under contract 'clinic-v1': run with "
+                  rf"site holds its data under contract 'liver-v1': run with "
                   rf"contract=\"{own}\""):
         open_real_site(context(policy, contract=requested), "dpdis-pca")
     assert f"clinic: refused a run under contract {requested!r}" in caplog.text
@@ -130,7 +107,7 @@ def test_a_run_under_the_sites_contract_is_answered_and_one_without_contract_nee
     policy = site_folder(tmp_path, policy_text)
     own = load_contract(tmp_path / "contract.toml").hash
     site = open_real_site(context(policy, contract=own), "dpdis-pca")
-    assert site.records.shape == (ROWS, 7) and site.config["contract"] == own
+    assert site.records.shape == (ROWS, 8) and site.config["contract"] == own
     plain = tmp_path / "plain"
     plain.mkdir()
     np.save(plain / "records.npy", np.full((ROWS, 3), 0.1))
@@ -147,6 +124,6 @@ def test_a_run_under_the_sites_contract_is_answered_and_one_without_contract_nee
 def test_a_contract_others_may_change_is_refused(tmp_path, policy_text):
     policy = site_folder(tmp_path, policy_text)
     (tmp_path / "contract.toml").chmod(0o666)
-    with pytest.raises(ConfigurationError, match=r"data contract .*contract.toml has mode 0666: group "
-                                        r"or others may write it; run chmod 600"):
+    with pytest.raises(ConfigurationError, match=r"data contract .*contract.toml has mode 0666: "
+                                                 r"group or others may write it; run chmod 600"):
         load_site_policy(policy)

@@ -186,38 +186,46 @@ class ColumnRule:
     def inspect(self, values: np.ndarray) -> tuple[list[str], list[str]]:
         """``(problems, notes)`` about this column of a site's table: what makes it unusable,
         and what preprocessing will do to it (counts, never a value)."""
-        if self.kind == "numeric":
-            if values.dtype.kind != "f":
-                return [f"column {self.name!r} holds text where the contract says numeric "
-                        "(a cell is not a number): fix the export"], []
-            blank, infinite = np.isnan(values), np.isinf(values)
-            problems = [f"column {self.name!r} has {int(infinite.sum())} infinite cells: "
-                        "fix the export"] if infinite.any() else []
-            lo, hi = self.range
-            outside = int(((values < lo) | (values > hi)).sum())
-            notes = [f"column {self.name!r}: {outside} values outside the range "
-                     f"[{lo:g}, {hi:g}] are clipped into it"] if outside else []
-            return [*problems, *self._blank_problems(int(blank.sum()))], notes
+        if self.kind != "numeric":
+            return self._inspect_levels(values)
+        if values.dtype.kind != "f":
+            return [f"column {self.name!r} holds text where the contract says numeric (a "
+                    "cell is not a number): fix the export"], []
+        problems, notes = self._blanks(int(np.isnan(values).sum()))
+        infinite = int(np.isinf(values).sum())
+        if infinite:
+            problems.append(f"column {self.name!r} has {infinite} infinite cells: fix the "
+                            "export")
+        lo, hi = self.range
+        outside = int(((values < lo) | (values > hi)).sum())
+        if outside:
+            notes.append(f"column {self.name!r}: {outside} values outside the range "
+                         f"[{lo:g}, {hi:g}] are clipped into it")
+        return problems, notes
+
+    def _inspect_levels(self, values: np.ndarray) -> tuple[list[str], list[str]]:
         codes = self.codes(values)
         unknown = int((codes == UNKNOWN).sum())
-        problems, notes = [], []
         if unknown and self.unknown == "refuse":
-            problems.append(
-                f"column {self.name!r} has {unknown} cells that are not one of its levels "
-                f"{list(self.levels)}: fix the export, add the level to the contract (every "
-                'site must then agree), or set unknown = "missing"')
-        elif unknown:
-            notes.append(f"column {self.name!r}: {unknown} cells outside its levels are "
-                         "taken as blanks")
-        blanks = int((codes == BLANK).sum()) + (unknown if self.unknown == "missing" else 0)
-        return [*problems, *self._blank_problems(blanks)], notes
+            return [f"column {self.name!r} has {unknown} cells that are not one of its levels "
+                    f"{list(self.levels)}: fix the export, add the level to the contract "
+                    '(every site must then agree), or set unknown = "missing"'], []
+        problems, notes = self._blanks(int((codes == BLANK).sum()) + unknown)
+        if unknown:
+            notes.insert(0, f"column {self.name!r}: {unknown} cells outside its levels are "
+                            "taken as blanks")
+        return problems, notes
 
-    def _blank_problems(self, blanks: int) -> list[str]:
-        if not blanks or self.missing != "refuse":
-            return []
-        return [f"column {self.name!r} has {blanks} blank cells but the contract says "
-                'missing = "refuse": fix the export, or agree on missing = "indicator" '
-                "with the consortium"]
+    def _blanks(self, blanks: int) -> tuple[list[str], list[str]]:
+        """What the column's ``missing`` rule makes of ``blanks`` blank cells."""
+        if not blanks:
+            return [], []
+        if self.missing == "refuse":
+            return [f"column {self.name!r} has {blanks} blank cells but the contract says "
+                    'missing = "refuse": fix the export, or agree on missing = "indicator" '
+                    "with the consortium"], []
+        done = (f"flagged in {self.indicator}" if self.missing == "indicator" else "imputed")
+        return [], [f"column {self.name!r}: {blanks} blank cells are {done}"]
 
     def codes(self, values: np.ndarray) -> np.ndarray:
         """Each cell's level index (binary, categorical), :data:`BLANK` for a blank and
