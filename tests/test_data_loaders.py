@@ -209,7 +209,8 @@ def test_split_label_column_refuses_bad_columns():
 def test_load_site_file_refuses_other_suffix(tmp_path):
     path = tmp_path / "t.txt.gz"
     path.write_bytes(b"")
-    with pytest.raises(InvalidDataError, match="'.txt.gz'; give a .npy, .csv or .csv.gz"):
+    with pytest.raises(InvalidDataError, match="'.txt.gz'; give a .csv or .csv.gz or .parquet "
+                                               "or .npy file"):
         load_site_file(path)
 
 

@@ -32,11 +32,12 @@ def run_without_extras(code: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_what_a_site_runs_imports_neither_ray_nor_matplotlib(tmp_path):
     """The SuperNode's ClientApp, the site's pinned runtime, ``fedpca site init|check|ledger``,
-    ``fedpca deploy`` and ``fedpca show`` work without either (any ``import ray`` or
-    ``import matplotlib`` on their path would fail the child)."""
+    ``fedpca contract init|check``, ``fedpca deploy`` and ``fedpca show`` work without either
+    (any ``import ray`` or ``import matplotlib`` on their path would fail the child)."""
     import numpy as np
 
     np.save(tmp_path / "records.npy", np.eye(4))
+    (tmp_path / "table.csv").write_text("age,stage\n30,I\n,II\n")
     (tmp_path / "run.json").write_text(json.dumps({"algorithm": "dps-pca", "history": []}))
     child = run_without_extras("""
         import fedpca.apps.app, fedpca.apps.real_site, fedpca.deployment.site_runtime
@@ -45,6 +46,12 @@ def test_what_a_site_runs_imports_neither_ray_nor_matplotlib(tmp_path):
                      "records.npy"]) == 0
         assert main(["site", "check", "--policy", "site.toml"]) == 0
         assert main(["site", "ledger", "--policy", "site.toml"]) == 0
+        assert main(["contract", "init", "--from", "table.csv"]) == 0
+        with open("contract.toml") as f:
+            text = f.read().replace("range = []", "range = [0, 110]")
+        with open("contract.toml", "w") as f:
+            f.write(text)
+        assert main(["contract", "check", "contract.toml", "table.csv"]) == 0
         assert main(["show", "run.json"]) == 0
         build_parser(["deploy"])
     """, tmp_path)

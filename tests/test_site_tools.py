@@ -280,8 +280,9 @@ def listing(folder: Path) -> list[str]:
 
 @pytest.mark.parametrize("name,content,problem", [
     ("missing.csv", None, r"data file .*missing.csv does not exist"),
-    ("records.parquet", b"PAR1 not read", r"has suffix '.parquet'; give a .npy, .csv"),
-    ("records.csv", b"age,weight,name\n31,70.5,Smith\n", r"line 2, column 3 is not a number"),
+    ("records.txt", b"0.1,0.2\n", r"has suffix '.txt'; give a .csv or .csv.gz or .parquet"),
+    ("records.parquet", b"PAR1 not read", r"records.parquet cannot be read: it is not a Parquet"),
+    ("records.csv", b"age,weight,name\n31,70.5,Smith\n", r"column 3 holds text, not numbers"),
     ("records.csv", b"0.1,0.2\n0.3,nan\n0.2,inf\n", r"2 NaN/inf entries in 2 rows"),
 ])
 def test_site_init_and_check_catch_a_bad_data_file_before_any_run(

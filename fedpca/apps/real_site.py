@@ -16,6 +16,15 @@ untrusted. What a hostile coordinator could try, and what happens:
   release of every run is charged to the population's lifetime ledger on the site's disk,
   dated by the site's clock, so the release that would pass the site's daily, weekly or
   lifetime ceiling is refused (:mod:`fedpca.privacy.site_ledger`);
+* **change the data contract** (:mod:`fedpca.data.contract`): widen or narrow a range,
+  drop a transform, add a column or a level, turn ``refuse`` into ``indicator``. The ranges
+  set every sensitivity: a narrower range than the site's would make it add too little
+  noise for values the coordinator's contract pretends cannot occur, an extra column would
+  read what the consortium never agreed to share. So the coordinator never sends a
+  contract: it names one by its hash (run_config ``contract``), and a site whose policy
+  names a contract (``[site] contract``) refuses any run that names another or none, and a
+  site without one any run that names one, before it reads its data or charges anything
+  (logged at the site). Its preprocessing and sensitivities come from its own copy only;
 * **ask for an answer too large to compute** (400,000 k-plane clusters, a ``d x d`` basis at
   large ``d``): refused before anything is allocated, by the limits of the site's policy
   (:mod:`fedpca.algorithms.site_limits`).
@@ -79,6 +88,7 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
     policy = _policy(context)
     policy.require_algorithm(algorithm)
     untrusted = dict(context.run_config)
+    _refuse_other_contract(policy, untrusted.get("contract", ""))
     _refuse_seed(policy, untrusted.get("seed", NO_SEED))
     own = policy.privacy_config(algorithm)
     overridden = sorted(k for k in PRIVACY_KEYS if k in untrusted and untrusted[k] != own.get(k))
@@ -134,6 +144,23 @@ def _refuse_seed(policy: SitePolicyFile, seed: object) -> None:
         "the operating system; a seed would let whoever knows it remove the noise. Seeds are "
         "for simulations only: run with seed=-1"
     )
+
+
+def _refuse_other_contract(policy: SitePolicyFile, requested: object) -> None:
+    """Refuse a run named under a data contract (untrusted run_config ``contract``: a hash)
+    other than the site's own (``""`` for none)."""
+    contract = policy.load_contract()
+    own = "" if contract is None else contract.hash
+    if requested == own:
+        return
+    held = ("no contract (its data file is a numeric matrix): run with contract=\"\""
+            if contract is None else
+            f"contract {contract.name!r}: run with contract=\"{contract.hash}\"")
+    logger.error("%s: refused a run under contract %r: this site's policy %s names %s",
+                 policy.name, requested, policy.path, held)
+    raise InvalidRequestError(
+        f"{policy.name}: refused: the run names data contract {str(requested) or 'none'!r}; "
+        f"this site holds its data under {held}")
 
 
 def _records(policy: SitePolicyFile) -> np.ndarray:

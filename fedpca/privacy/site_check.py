@@ -1,6 +1,7 @@
 """What ``fedpca site check`` tells a site's operator before the first run, without creating
-anything: the paths its policy names, its records as a run reads them, the delta rule, how
-much the clip norm clips, what its ledger has spent and how many runs of each allowed
+anything: the paths its policy names, its data contract (name and hash) and what the contract
+finds in its table, its records as a run reads them, the delta rule, how much the clip norm
+clips, what its ledger has spent and how many runs of each allowed
 algorithm still fit.
 
 A problem found here would otherwise show up in the middle of a run, after the other sites
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fedpca.data.tables import read_table
 from fedpca.errors import FedPCAError
 from fedpca.privacy.site_data import SiteData
 from fedpca.privacy.site_ledger import MAX_RUNS_COUNTED, SiteLedger
@@ -40,7 +42,8 @@ def check_site(policy: SitePolicyFile) -> SiteCheck:
     """Check a loaded site ``policy`` as a run would use it; reads, never writes."""
     report = SiteCheck()
     _check_paths(policy, report)
-    _check_records(policy, report)
+    if _check_contract(policy, report):
+        _check_records(policy, report)
     if policy.ledger.exists():
         _check_ledger(policy, report)
     return report
@@ -49,8 +52,8 @@ def check_site(policy: SitePolicyFile) -> SiteCheck:
 def _check_paths(policy: SitePolicyFile, report: SiteCheck) -> None:
     """Every file the policy names, resolved, and whether it exists."""
     report.add(f"policy       {policy.path}")
-    named = {"data": policy.data, "ledger": policy.ledger, "roster": policy.roster,
-             "signing key": policy.signing_key}
+    named = {"data": policy.data, "contract": policy.contract, "ledger": policy.ledger,
+             "roster": policy.roster, "signing key": policy.signing_key}
     for what, path in named.items():
         if path is None:
             continue
@@ -64,11 +67,37 @@ def _check_paths(policy: SitePolicyFile, report: SiteCheck) -> None:
 _MISSING = {
     "data": "the data file {path} does not exist: fix [site] data in {policy} (relative "
             "to the policy's folder) or put the file there",
+    "contract": "the data contract {path} does not exist: fix [site] contract in {policy} "
+                "(relative to the policy's folder) or put the consortium's file there",
     "ledger": "the ledger {path} does not exist: fedpca site init creates it; if it was "
               "moved or deleted, restore it or its backup (the site's spending is in it)",
     "roster": "the roster {path} does not exist: put the consortium's roster there",
     "signing key": "the signing key {path} does not exist: fedpca deploy secagg-key writes it",
 }
+
+
+def _check_contract(policy: SitePolicyFile, report: SiteCheck) -> bool:
+    """The contract's name and hash, and what it finds in the site's table (problems and
+    notes, with counts); whether the records are worth loading."""
+    if policy.contract is None:
+        return True
+    if not policy.contract.is_file():
+        return False
+    try:
+        contract = policy.load_contract()
+        report.add(f"contract     {contract.name} sha256 {contract.hash} (a run must name "
+                   "this hash)")
+        if not policy.data.is_file():
+            return False
+        found = contract.check(read_table(policy.data, site=policy.name))
+    except FedPCAError as exc:
+        report.problem(str(exc))
+        return False
+    for problem in found.problems:
+        report.problem(f"the table does not meet the contract: {problem}")
+    for note in found.notes:
+        report.add(f"table        {note} (shown here only, never sent)")
+    return found.ok
 
 
 def _check_records(policy: SitePolicyFile, report: SiteCheck) -> None:

@@ -38,7 +38,9 @@ import numpy as np
 from fedpca.algorithms.site_limits import POLICY_KEYS as LIMIT_KEYS
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.algorithms.specs import SPECS
+from fedpca.data.contract import Contract, load_contract
 from fedpca.data.files import load_site_file
+from fedpca.data.tables import read_table
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.calibration import ACCOUNTING_MODES, calibrate_gaussian, pld_epsilon
 from fedpca.privacy.exact_noise import EXACT
@@ -64,7 +66,8 @@ POLICY_TEMPLATE = """\
 
 [site]
 name = "{name}"                 # the site's name in results and logs
-data = "{data}"                 # the records: .npy (rows = records) or .csv
+data = "{data}"                 # the records: .npy, .csv or .parquet (rows = records)
+{contract_line}
 ledger = "{ledger}"             # the lifetime privacy ledger (SQLite; created if absent)
 # The budget belongs to the people whose records these are, not to a file: a changed or
 # re-exported file of the same people keeps this population (and its spent budget).
@@ -132,6 +135,9 @@ class SitePolicyFile:
         path: the file it was read from.
         name: the site's name.
         data: the records file.
+        contract: the consortium's data contract (:mod:`fedpca.data.contract`) the data
+            file is read through (a CSV or Parquet table), or ``None``: the data file is a
+            numeric matrix. A run made under another contract is refused.
         ledger: the lifetime ledger database.
         population: whose budget this is (the lifetime ledger's key).
         epsilon, delta: lifetime budget (unit: one record of the population, replace-one).
@@ -180,6 +186,7 @@ class SitePolicyFile:
     colluders: int = 0
     limits: SiteLimits = SiteLimits()
     memory_mib: int = DEFAULT_MEMORY_MIB
+    contract: Path | None = None
 
     def open_ledger(self) -> SiteLedger:
         """The site's lifetime ledger, bounding both guarantees this policy sets."""
@@ -233,10 +240,24 @@ class SitePolicyFile:
         return [Release(f"{algorithm}/planned", 1.0, z, (),
                         sites_in_sum=self.secure_min_sites or 0)] * releases
 
+    def load_contract(self) -> Contract | None:
+        """The site's data contract (``None`` without one); raises ContractError."""
+        return None if self.contract is None else load_contract(self.contract)
+
+    def contract_hash(self) -> str:
+        """The hash of the site's contract, ``""`` without one: what a run must name."""
+        contract = self.load_contract()
+        return "" if contract is None else contract.hash
+
     def load_records(self) -> np.ndarray:
-        """The site's records as a run reads them: the data file, validated (raises
-        InvalidDataError saying what is wrong, possibly with counts from the records)."""
-        return np.asarray(load_site_file(self.data, site=self.name))
+        """The site's records as a run reads them: the data file, validated, or its table
+        preprocessed by the site's contract (raises InvalidDataError saying what is wrong,
+        possibly with counts from the records: for the site's own log)."""
+        contract = self.load_contract()
+        if contract is None:
+            return np.asarray(load_site_file(self.data, site=self.name))
+        table = read_table(self.data, site=self.name)
+        return contract.preprocess(table, site=self.name).matrix
 
     def check_records(self, n: int) -> None:
         """Refuse a delta that is not well below ``1/n`` for ``n`` records."""
@@ -309,8 +330,15 @@ def _worst_case_lines(cases: list[WorstCase], run_epsilon: float) -> str:
                      for label, cells in rows)
 
 
+#: The policy template's line naming no contract.
+NO_CONTRACT_LINE = ('# contract = "contract.toml"  # the consortium\'s data contract: the data '
+                    "file is then\n                                # a table read through it "
+                    "(a CSV or Parquet header)")
+
+
 def write_policy_template(
     path: str | Path, name: str, data: str, ledger: str = "ledger.sqlite",
+    contract: str | None = None,
     delta: float = 1e-7, rounds: int = DEFAULT_DPS_ROUNDS,
     daily_epsilon: float = TEMPLATE_DAILY_EPSILON,
     weekly_epsilon: float = TEMPLATE_WEEKLY_EPSILON,
@@ -318,7 +346,8 @@ def write_policy_template(
     """Write a commented policy file to ``path`` (refuses to overwrite one), with what the
     worst case of secure sums costs at its budget (:func:`worst_cases`). Its spending
     windows are ``daily_epsilon`` and ``weekly_epsilon`` (a demonstration that runs several
-    times a day raises them, up to the lifetime :data:`TEMPLATE_EPSILON`)."""
+    times a day raises them, up to the lifetime :data:`TEMPLATE_EPSILON`). ``contract``
+    names the consortium's data contract (relative to the policy's folder)."""
     target = Path(path)
     if target.exists():
         raise PolicyError(f"{target} exists; a site policy is never overwritten: edit it")
@@ -326,6 +355,8 @@ def write_policy_template(
     cases = worst_cases(TEMPLATE_EPSILON, TEMPLATE_RUN_EPSILON, delta, releases)
     text = POLICY_TEMPLATE.format(
         path=target.resolve(), name=name, data=data, ledger=ledger, delta=delta, rounds=rounds,
+        contract_line=(NO_CONTRACT_LINE if contract is None else
+                       f'contract = "{contract}"        # the consortium\'s data contract'),
         epsilon=TEMPLATE_EPSILON, run_epsilon=TEMPLATE_RUN_EPSILON, releases=releases,
         daily_epsilon=daily_epsilon, weekly_epsilon=weekly_epsilon,
         worst_case_table=_worst_case_lines(cases, TEMPLATE_RUN_EPSILON),
@@ -391,6 +422,9 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         refuse_shared(roster, "roster")
     ledger = reader.file_path(site, "site", "ledger")
     refuse_shared(ledger, "ledger", SHARED_ANY)
+    contract = reader.file_path(site, "site", "contract") if "contract" in site else None
+    if contract is not None:
+        refuse_shared(contract, "data contract")
     return SitePolicyFile(
         path=path,
         name=name,
@@ -414,6 +448,7 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         colluders=colluders,
         limits=reader.limits(),
         memory_mib=reader.memory_mib(),
+        contract=contract,
     )
 
 

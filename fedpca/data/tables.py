@@ -1,0 +1,150 @@
+"""A site's table from a file, read by pyarrow: CSV with a header (``.csv``, ``.csv.gz``),
+Parquet (``.parquet``), and NumPy's ``.npy`` for a plain numeric matrix.
+
+* :func:`read_table`: the named columns of a CSV or Parquet file, as a data contract reads
+  them (:mod:`fedpca.data.contract`): a mapping from each header name to a float64 array
+  (numbers, NaN for a blank) or an object array (text, ``None`` for a blank). In a CSV file
+  an empty cell and the usual null markers (``NA``, ``NaN``, ``null``, ``N/A``...) are blanks.
+* :func:`read_matrix`: an ``n x d`` float64 matrix without a contract: a ``.npy`` file
+  (memory-mapped), or a CSV (with or without a header line) or Parquet file whose every
+  column holds numbers.
+* :func:`write_table`: a pyarrow table to ``.csv`` or ``.parquet``.
+
+Errors name the file and the column, never a cell's value: pyarrow's own messages quote rows,
+and a row is a record.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from fedpca.errors import InvalidDataError
+
+#: The suffixes each reader takes.
+CSV_SUFFIXES, PARQUET_SUFFIXES, NPY_SUFFIXES = (".csv", ".csv.gz"), (".parquet",), (".npy",)
+TABLE_SUFFIXES = (*CSV_SUFFIXES, *PARQUET_SUFFIXES)
+#: pyarrow's words for a row with the wrong number of cells (the row's text follows them).
+_FIELD_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
+
+
+def read_table(path: str | Path, site: str = "site") -> dict[str, np.ndarray]:
+    """The columns of a CSV (with a header) or Parquet file by name, in the file's order.
+
+    Raises InvalidDataError naming ``site`` and the file when it is missing, of another
+    format, unreadable, or has two columns of one name."""
+    path = Path(path)
+    arrow = _read_arrow(path, site, header=True, suffixes=TABLE_SUFFIXES)
+    names = arrow.column_names
+    doubled = sorted({name for name in names if names.count(name) > 1})
+    if doubled:
+        raise InvalidDataError(f"{site}: {path} has columns {doubled} more than once in its "
+                               "header; give every column one name")
+    return {name: _column_array(arrow.column(i), site, path, name)
+            for i, name in enumerate(names)}
+
+
+def read_matrix(path: str | Path, site: str = "site") -> np.ndarray:
+    """An all-numeric ``.npy`` (memory-mapped), CSV (a header line is optional) or Parquet
+    file as an ``n x d`` array (blanks are NaN: validation refuses them)."""
+    path = Path(path)
+    _require_file(path, site, (*TABLE_SUFFIXES, *NPY_SUFFIXES))
+    if path.name.lower().endswith(NPY_SUFFIXES):
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    arrow = _read_arrow(path, site, header=True, suffixes=TABLE_SUFFIXES)
+    if _is_csv(path) and all(_is_number(name) for name in arrow.column_names):
+        arrow = _read_arrow(path, site, header=False, suffixes=CSV_SUFFIXES)  # no header
+    columns = []
+    for i, column in enumerate(arrow.columns, start=1):
+        if not _numeric(column.type):
+            raise InvalidDataError(
+                f"{site}: {path} column {i} holds text, not numbers; remove text columns or "
+                "encode them as numbers before the run, or read the table through a data "
+                "contract (policy [site] contract; docs/tables.md)")
+        columns.append(_column_array(column, site, path, str(i)))
+    if not columns:
+        raise InvalidDataError(f"{site}: {path} has no columns")
+    return np.column_stack(columns)
+
+
+def write_table(table: pa.Table, path: str | Path) -> Path:
+    """Write ``table`` to ``path`` as CSV (blanks as empty cells) or Parquet, by suffix."""
+    path = Path(path)
+    if _is_csv(path):
+        pa_csv.write_csv(table, path)
+    elif path.name.lower().endswith(PARQUET_SUFFIXES):
+        pq.write_table(table, path)
+    else:
+        raise InvalidDataError(f"{path}: give a file name ending in {TABLE_SUFFIXES}")
+    return path
+
+
+def _read_arrow(path: Path, site: str, header: bool, suffixes: tuple[str, ...]) -> pa.Table:
+    """The file as a pyarrow table (one thread: this runs inside a site's processes)."""
+    _require_file(path, site, suffixes)
+    try:
+        if _is_csv(path):
+            return pa_csv.read_csv(
+                path, read_options=pa_csv.ReadOptions(use_threads=False,
+                                                      autogenerate_column_names=not header),
+                convert_options=pa_csv.ConvertOptions(strings_can_be_null=True))
+        return pq.read_table(path, use_threads=False)
+    except (pa.ArrowException, OSError) as exc:
+        raise InvalidDataError(f"{site}: {path} cannot be read: {_arrow_problem(exc)}") from None
+
+
+def _require_file(path: Path, site: str, suffixes: tuple[str, ...]) -> None:
+    if not path.is_file():
+        raise InvalidDataError(f"{site}: data file {path} does not exist")
+    if not path.name.lower().endswith(suffixes):
+        raise InvalidDataError(f"{site}: {path} has suffix {''.join(path.suffixes)!r}; give a "
+                               f"{' or '.join(suffixes)} file")
+
+
+def _arrow_problem(exc: Exception) -> str:
+    """What pyarrow found wrong, without the row it quotes."""
+    found = _FIELD_COUNT.search(str(exc))
+    if found:
+        return (f"a row has {found[2]} cells where the header has {found[1]}; every row needs "
+                "one cell per column (an empty cell for a blank)")
+    if "Parquet magic bytes not found" in str(exc):
+        return "it is not a Parquet file"
+    return f"pyarrow raised {type(exc).__name__}"
+
+
+def _column_array(column: pa.ChunkedArray, site: str, path: Path, name: str) -> np.ndarray:
+    """float64 with NaN for blanks (numbers, booleans, all-blank columns) or object with
+    ``None`` for blanks (everything else, as text)."""
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        column, kind = column.cast(kind.value_type), kind.value_type
+    try:
+        if _numeric(kind):
+            return np.asarray(column.cast(pa.float64(), safe=False).to_numpy(),
+                              dtype=np.float64)
+        return np.asarray(column.cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+    except pa.ArrowException:
+        raise InvalidDataError(f"{site}: {path} column {name!r} has type {kind}, which cannot "
+                               "be read as numbers or text") from None
+
+
+def _numeric(kind: pa.DataType) -> bool:
+    return (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
+            or pa.types.is_decimal(kind) or pa.types.is_null(kind))
+
+
+def _is_csv(path: Path) -> bool:
+    return path.name.lower().endswith(CSV_SUFFIXES)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

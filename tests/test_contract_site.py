@@ -1,0 +1,129 @@
+"""A site whose policy names a data contract: its records are its table preprocessed by the
+contract, ``fedpca site check`` names the contract and what it finds in the table, and a run
+made under another contract (or none) is refused before anything is read or charged."""
+
+import logging
+
+import numpy as np
+import pytest
+from flwr.common import Context, RecordDict
+
+from fedpca.apps.real_site import open_real_site
+from fedpca.cli import main as cli_main
+from fedpca.data.contract import load_contract
+from fedpca.errors import ConfigurationError, InvalidRequestError
+from fedpca.privacy.site_ledger import SiteLedger
+from fedpca.privacy.site_policy import SitePolicyFile, load_site_policy, write_policy_template
+from liver_contract import CONTRACT, liver_table
+
+ROWS = 40
+
+
+@pytest.fixture(scope="module")
+def policy_text(tmp_path_factory):
+    """The policy ``fedpca site init --contract contract.toml`` writes (calibrated once)."""
+    folder = tmp_path_factory.mktemp("template")
+    return write_policy_template(folder / "site.toml", "clinic", "table.csv",
+                                 contract="contract.toml", delta=1e-7).read_text()
+
+
+def site_folder(tmp_path, policy_text, sex=("f", "m", None)):
+    """A site's table, the consortium's contract and the policy naming both."""
+    (tmp_path / "table.csv").write_text(liver_table(ROWS, sex))
+    (tmp_path / "contract.toml").write_text(CONTRACT)
+    return write_policy(tmp_path / "site.toml", policy_text)
+
+
+def write_policy(path, text):
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
+def context(policy, **run_config):
+    return Context(run_id=1, node_id=7, node_config={"policy": str(policy)},
+                   state=RecordDict(), run_config={"algorithm": "dpdis-pca", **run_config})
+
+
+def test_the_policy_reads_its_table_through_its_contract(tmp_path, policy_text):
+    policy = load_site_policy(site_folder(tmp_path, policy_text))
+    contract = load_contract(tmp_path / "contract.toml")
+    assert policy.contract == tmp_path / "contract.toml"
+    assert policy.contract_hash() == contract.hash
+    records = policy.load_records()
+    assert records.shape == (ROWS, len(contract.output_columns)) == (ROWS, 8)
+    assert (records >= 0).all() and (records <= contract.widths).all()
+    sex = [contract.output_columns.index(c) for c in ("sex=f", "sex=m", "sex:missing")]
+    np.testing.assert_array_equal(records[:, sex].sum(axis=1), 1.0)  # one level per row
+    np.testing.assert_array_equal(records[:, sex[-1]], np.arange(ROWS) % 3 == 2)
+
+
+def test_site_check_names_the_contract_and_what_is_wrong_with_the_table(
+        tmp_path, capsys, monkeypatch, policy_text):
+    monkeypatch.chdir(tmp_path)
+    site_folder(tmp_path, policy_text)
+    (tmp_path / "site.toml").unlink()  # written again by fedpca site init --contract
+    hash_ = load_contract("contract.toml").hash
+    assert cli_main(["site", "init", "--policy", "site.toml", "--name", "clinic", "--data",
+                     "table.csv", "--contract", "contract.toml"]) == 0
+    assert 'contract = "contract.toml"' in (tmp_path / "site.toml").read_text()
+    out = capsys.readouterr().out
+    assert f"contract     liver-v1 sha256 {hash_} (a run must name this hash)" in out
+    assert "records      n=40 (sent to the coordinator with every answer), d=8" in out
+    assert ("table        column 'bili': 4 values outside the range [0.1, 30] are clipped into "
+            "it (shown here only, never sent)") in out
+    site_folder(tmp_path, policy_text, sex=("f", "m", "x-rare"))  # a level the contract lacks
+    assert cli_main(["site", "check", "--policy", "site.toml"]) == 1
+    out = capsys.readouterr().out
+    assert ("PROBLEM: the table does not meet the contract: column 'sex' has 13 cells that "
+            "are not one of its levels ['f', 'm']") in out
+    assert "x-rare" not in out  # no record's value
+
+
+@pytest.mark.parametrize("requested", ["", "0" * 64, "another"])
+def test_a_run_under_another_contract_is_refused_before_anything_is_read_or_charged(
+        tmp_path, caplog, monkeypatch, policy_text, requested):
+    policy = site_folder(tmp_path, policy_text)
+
+    def never(self):
+        raise AssertionError("the site read its records before refusing")
+
+    monkeypatch.setattr(SitePolicyFile, "load_records", never)
+    own = load_contract(tmp_path / "contract.toml").hash
+    with caplog.at_level(logging.ERROR, logger="fedpca.apps.real_site"), pytest.raises(
+            InvalidRequestError,
+            match=rf"clinic: refused: the run names data contract '{requested or 'none'}'; this "
+                  rf"site holds its data under contract 'liver-v1': run with "
+                  rf"contract=\"{own}\""):
+        open_real_site(context(policy, contract=requested), "dpdis-pca")
+    assert f"clinic: refused a run under contract {requested!r}" in caplog.text
+    loaded = load_site_policy(policy)
+    ledger = SiteLedger(loaded.ledger, loaded.population, loaded.epsilon, loaded.delta)
+    assert ledger.rows() == []
+
+
+def test_a_run_under_the_sites_contract_is_answered_and_one_without_contract_needs_none(
+        tmp_path, policy_text):
+    policy = site_folder(tmp_path, policy_text)
+    own = load_contract(tmp_path / "contract.toml").hash
+    site = open_real_site(context(policy, contract=own), "dpdis-pca")
+    assert site.records.shape == (ROWS, 8) and site.config["contract"] == own
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    np.save(plain / "records.npy", np.full((ROWS, 3), 0.1))
+    matrix_site = write_policy(plain / "site.toml", policy_text.replace('"clinic"', '"plain"')
+                               .replace("table.csv", "records.npy")
+                               .replace('contract = "contract.toml"', "# no contract"))
+    assert open_real_site(context(matrix_site), "dpdis-pca").records.shape == (ROWS, 3)
+    with pytest.raises(InvalidRequestError, match=r"plain: refused: the run names data "
+                                                  rf"contract '{own}'; this site holds its "
+                                                  r"data under no contract"):
+        open_real_site(context(matrix_site, contract=own), "dpdis-pca")
+
+
+def test_a_contract_others_may_change_is_refused(tmp_path, policy_text):
+    policy = site_folder(tmp_path, policy_text)
+    (tmp_path / "contract.toml").chmod(0o666)
+    with pytest.raises(ConfigurationError, match=r"data contract .*contract.toml has mode 0666: "
+                                                 r"group or others may write it; run chmod 600"):
+        load_site_policy(policy)
