@@ -96,15 +96,16 @@ def test_widths_and_sensitivities_come_from_the_contract_alone():
     assert (matrix >= 0).all() and (matrix <= parsed.widths).all()
     # a one-hot group counts sqrt(2) once, not once per level
     diameters = [math.log(300), 110, math.sqrt(2), 5, 1, 1]
-    assert parsed.sum_sensitivity() == pytest.approx(math.hypot(*diameters))
+    assert parsed.bounds.sum_sensitivity() == pytest.approx(math.hypot(*diameters))
     squares = [math.log(300) ** 2, 110 ** 2, math.sqrt(2), 25, 1, 1]
-    assert parsed.square_sum_sensitivity() == pytest.approx(math.hypot(*squares))
+    assert parsed.bounds.groups == ((2, 3, 4),)  # sex=f, sex=m, sex:missing
+    assert parsed.bounds.square_sum_sensitivity() == pytest.approx(math.hypot(*squares))
     # no two rows' sums differ by more: the worst pair of rows the contract allows
     low = np.zeros(len(parsed.widths))
     high = parsed.widths.copy()
     high[[2, 4]] = 0.0  # sex=m on one row, sex=f on the other
     low[2] = 1.0
-    assert np.linalg.norm(high - low) == pytest.approx(parsed.sum_sensitivity())
+    assert np.linalg.norm(high - low) == pytest.approx(parsed.bounds.sum_sensitivity())
 
 
 def test_a_binary_column_may_name_its_two_levels_and_integers_are_levels():

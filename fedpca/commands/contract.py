@@ -83,8 +83,8 @@ def _show(args: argparse.Namespace) -> int:
         outputs = ", ".join(f"{name} [0, {w:.4g}]" for name, w in zip(rule.outputs, rule.widths))
         print(f"  {rule.name:<16} {rule.kind:<12} -> {outputs}")
     print(f"{len(contract.output_columns)} output columns; replace-one L2 sensitivity of a "
-          f"site's column sums {contract.sum_sensitivity():.4g}, of its sums of squares "
-          f"{contract.square_sum_sensitivity():.4g}")
+          f"site's column sums {contract.bounds.sum_sensitivity():.4g}, of its sums of "
+          f"squares {contract.bounds.square_sum_sensitivity():.4g}")
     return 0
 
 

@@ -16,12 +16,12 @@ A contract fixes, column by column, how a site's table becomes the rows the algo
 
 Privacy (unit: one record, replace-one). After preprocessing, output column ``j`` lies in
 ``[0, w_j]`` (:attr:`Contract.widths`) whatever the records, and the output columns fall in
-groups (:attr:`Contract.groups`) in which two records' rows differ by at most the group's
-L2 diameter: ``w_j`` for a numeric column, 1 for a binary or indicator column, ``sqrt(2)``
-for a one-hot group (two rows differ in at most two of its columns), counted once per group,
-not per level. The replace-one L2 sensitivity of a site's column sums is therefore
-:meth:`Contract.sum_sensitivity` ``= ||diameters||_2`` and of its sums of squares
-:meth:`Contract.square_sum_sensitivity`; both come from the contract alone. A range read off
+one-hot groups (a categorical column's levels, its blank included: exactly one 1 per row;
+:attr:`Contract.bounds`). Two records' rows differ by at most ``w_j`` in a numeric column, 1
+in a binary or indicator column and ``sqrt(2)`` in a one-hot group (two of its columns),
+counted once per group, not per level: the replace-one L2 sensitivities of a site's column
+sums and sums of squares (:class:`fedpca.privacy.moments.ColumnBounds`) come from the
+contract alone. A range read off
 the data would disclose the records' extremes: ranges come from public knowledge.
 
 Rows are never dropped: ``missing = "drop"`` would make a site's record count depend on the
@@ -55,6 +55,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fedpca.errors import ConfigurationError, InvalidDataError
+from fedpca.privacy.moments import ColumnBounds
 
 logger = logging.getLogger(__name__)
 
@@ -92,22 +93,6 @@ BINARY_VALUES = ("0", "1")
 
 class ContractError(ConfigurationError):
     """A contract file is missing, unreadable or makes no sense (what, where, how to fix)."""
-
-
-@dataclass(frozen=True)
-class OutputGroup:
-    """Output columns whose values two records' rows can differ in together.
-
-    Attributes:
-        columns: the output columns' names.
-        diameter: the largest L2 distance between two rows' values in these columns
-            (``w_j``; 1 for a binary or indicator column; ``sqrt(2)`` for a one-hot group).
-        square_diameter: the same for the values squared (``w_j^2``; 0/1 columns: as above).
-    """
-
-    columns: tuple[str, ...]
-    diameter: float
-    square_diameter: float
 
 
 @dataclass(frozen=True)
@@ -155,16 +140,6 @@ class ColumnRule:
         if self.kind == "categorical":
             return (*(f"{self.name}={level}" for level in self.levels), *flag)
         return (self.name, *flag)
-
-    @property
-    def groups(self) -> tuple[OutputGroup, ...]:
-        """The output columns' groups, with their public diameters."""
-        if self.kind == "categorical":
-            return (OutputGroup(self.outputs, math.sqrt(2), math.sqrt(2)),)
-        value = OutputGroup((self.name,), self.width, self.width ** 2)
-        if self.missing != "indicator":
-            return (value,)
-        return (value, OutputGroup((self.indicator,), 1.0, 1.0))
 
     @property
     def widths(self) -> tuple[float, ...]:
@@ -349,18 +324,17 @@ class Contract:
         """Each output column's public width ``w_j``: its values lie in ``[0, w_j]``."""
         return np.array([w for rule in self.columns for w in rule.widths])
 
-    @property
-    def groups(self) -> tuple[OutputGroup, ...]:
-        """The output columns' groups with their replace-one diameters."""
-        return tuple(group for rule in self.columns for group in rule.groups)
-
-    def sum_sensitivity(self) -> float:
-        """Replace-one L2 sensitivity of a site's column sums of the preprocessed rows."""
-        return math.hypot(*(group.diameter for group in self.groups))
-
-    def square_sum_sensitivity(self) -> float:
-        """Replace-one L2 sensitivity of a site's column sums of the squared rows."""
-        return math.hypot(*(group.square_diameter for group in self.groups))
+    @cached_property
+    def bounds(self) -> ColumnBounds:
+        """The preprocessed columns' public bounds: widths and one-hot groups (the
+        sensitivities of a site's column sums and sums of squares,
+        :mod:`fedpca.privacy.moments`)."""
+        groups, start = [], 0
+        for rule in self.columns:
+            if rule.kind == "categorical":
+                groups.append(tuple(range(start, start + len(rule.outputs))))
+            start += len(rule.outputs)
+        return ColumnBounds(widths=tuple(float(w) for w in self.widths), groups=tuple(groups))
 
     def canonical(self) -> str:
         """The serialisation the hash is taken of: sorted-key JSON of the normalised rules."""
