@@ -12,7 +12,9 @@ grid, the statistic rounded to it, exact discrete Gaussian noise
 (:mod:`fedpca.privacy.discrete_gaussian_fast`), grid points released. Cases: DPS-PCA power
 steps ``d x k`` = 200 x 3 and 20,000 x 10 (noise multiplier of T = 10 rounds at eps = 1,
 delta = 1e-5), Analyze Gauss ``d x d`` = 1,000 and 6,830 (one release at eps = 1, delta =
-1e-5). Each figure is the best of ``repeats`` alternating runs (the machine is shared).
+1e-5), and a site's whole power step (``X^T (X Q)`` of :data:`SITE_RECORDS` records, then
+its noise) at both power-step shapes. Each figure is the best of ``repeats`` alternating
+runs (the machine is shared).
 Targets: exact <= 2x float for the power steps, <= 5x for the matrices.
 
 If OpenDP (``opendp``) is importable, its exact discrete Gaussian
@@ -52,7 +54,9 @@ from fedpca.privacy.mechanisms import (  # noqa: E402
 )
 
 EPSILON, DELTA, ROUNDS = 1.0, 1e-5, 10
-LIMITS = {"power step": 2.0, "matrix": 5.0}
+LIMITS = {"power step": 2.0, "site power step": 2.0, "matrix": 5.0}
+#: Records of the site whose whole power step is timed (as in benchmarks/site_round.py).
+SITE_RECORDS = 2_000
 FULL = {"power step": [(200, 3), (20_000, 10)], "matrix": [1_000, 6_830], "repeats": 7}
 #: Most values OpenDP's sampler is timed on (once; the figure is scaled to the case).
 OPENDP_DRAWS = 20_000
@@ -108,6 +112,27 @@ def power_case(d: int, k: int, repeats: int) -> dict[str, Any]:
     return row("power step", f"DPS-PCA power step d={d}, k={k}", d * k, exact, runs, repeats)
 
 
+def site_power_case(d: int, k: int, repeats: int, records: int) -> dict[str, Any]:
+    """A site's whole DPS-PCA power step, ``X^T (X Q)`` for ``records`` records then its
+    noise, float vs exact: what the exact sampler adds to the site's work."""
+    rng = np.random.default_rng(0)
+    records_ = rng.standard_normal((records, d)) / np.sqrt(d)
+    basis = np.linalg.qr(rng.standard_normal((d, k)))[0]
+    sensitivity = power_step_sensitivity(1.0)
+    sigma = calibrate_gaussian(ROUNDS + 1, EPSILON, DELTA).sigma(sensitivity)
+    exact = ExactGaussian.for_release(sigma, sensitivity, d * k, 0.0)
+
+    def statistic() -> np.ndarray:
+        return records_.T @ (records_ @ basis)
+
+    runs = {
+        "float": lambda: statistic() + NoiseSource().gaussian(0, sigma, (d, k)),
+        "exact": lambda: exact.noisy(statistic(), np.random.default_rng()),
+    }
+    return row("site power step", f"site's power step n={records}, d={d}, k={k}", d * k,
+               exact, runs, repeats)
+
+
 def matrix_case(d: int, repeats: int) -> dict[str, Any]:
     """Analyze Gauss's symmetric noise on a ``d x d`` second moment."""
     sensitivity = upper_triangle_sensitivity(1.0)
@@ -147,8 +172,10 @@ def markdown(doc: dict[str, Any]) -> str:
         "One release's noise, from the computed statistic to the released values. Float: "
         "`statistic + sigma * standard_normal` (the matrix: drawn in row blocks, mirrored). "
         "Exact: rounded to the grid, plus exact discrete Gaussian noise (fedpca's numpy "
-        "sampler), grid points released. Targets: exact <= 2x float for the power steps, "
-        "<= 5x for the matrices. OpenDP: its exact discrete Gaussian at the same scale, "
+        "sampler), grid points released. The site's power step: the same, with the "
+        f"statistic `X^T (X Q)` of {SITE_RECORDS} records computed inside the timing (what "
+        "the exact sampler adds to a site's round). Targets: exact <= 2x float for the "
+        "power steps, <= 5x for the matrices. OpenDP: its exact discrete Gaussian at the same scale, "
         f"timed once on at most {OPENDP_DRAWS} values and scaled to the case "
         "(\"-\": not installed).", "",
         md_table(["case", "noisy values", "float ms", "exact ms", "exact/float", "target",
@@ -167,6 +194,7 @@ def main() -> int:
     cfg = QUICK if quick else FULL
     load = os.getloadavg()[0]
     rows = [power_case(d, k, cfg["repeats"]) for d, k in cfg["power step"]]
+    rows += [site_power_case(d, k, cfg["repeats"], SITE_RECORDS) for d, k in cfg["power step"]]
     rows += [matrix_case(d, cfg["repeats"]) for d in cfg["matrix"]]
     doc = {"machine": machine_info(), "quick": quick, "repeats": cfg["repeats"], "rows": rows,
            "load_average": [load, os.getloadavg()[0]]}
