@@ -3,10 +3,12 @@ its SuperNode.
 
 * ``init --policy FILE --name NAME --data FILE``: a commented policy file (the site's lifetime
   budget, daily and weekly ceilings, clip norm, allowed algorithms, secure-aggregation
-  minimum, ledger path) and an empty ledger, then ``check``;
+  minimum, ledger path), an empty ledger and its identity file beside the policy, then
+  ``check``;
 * ``check --policy FILE``: the policy's paths, its records loaded as a run loads them (n, d,
-  the delta rule, the share of rows clipped), its ledger's spending and the runs of each
-  allowed algorithm that still fit; creates nothing; exit code 1 on any problem;
+  the delta rule, the share of rows clipped), whether its ledger passes its identity check,
+  its spending and the runs of each allowed algorithm that still fit; creates nothing; exit
+  code 1 on any problem;
 * ``ledger --policy FILE [--json | --backup FILE]``: the site's spending (lifetime, in the
   current UTC day and the last 7 x 24 hours, per run, per data file, remaining), read from
   its own ledger once it passes its identity check (creates nothing); or a copy of the

@@ -191,8 +191,9 @@ class LedgerWitness:
     def _missing(self, record: IdentityRecord | None) -> str:
         """Why a missing ledger is refused, and what to do."""
         fix = (f"put it back, or restore its newest backup: {self.command('--restore FILE')}; "
-               f"only if it is lost for good, start a new one: {self.command('--new --reason TEXT')} "
-               "(the population's budget then starts again: deploy/README.md, Operations)")
+               "only if it is lost for good, start a new one: "
+               f"{self.command('--new --reason TEXT')} (the population's budget then starts "
+               "again: deploy/README.md, Operations)")
         if record is None:
             return (f"the ledger {self.ledger} named by {self.policy} does not exist: fedpca "
                     f"site init creates it with the policy; if it was moved or deleted, {fix}")

@@ -50,12 +50,12 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Callable
-from contextlib import closing, suppress
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedpca.errors import BudgetExceededError, ConfigurationError
+from fedpca.errors import BudgetExceededError
 from fedpca.privacy.calibration import check_privacy_parameters
 from fedpca.privacy.file_modes import create_owner_only
 from fedpca.privacy.ledger import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
@@ -155,13 +155,17 @@ def create_ledger(path: Path, clock: Callable[[], float] | None = None) -> Ledge
         raise LedgerIdentityError(
             f"{path} exists: a ledger is never created over a file; move it away first"
         ) from None
-    with closing(_connection(path)) as conn:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.executescript(_SCHEMA)
-        conn.execute(_IDENTITY_SCHEMA)
-        _add_columns(conn)
-        _set_identity(conn, (clock or utc_now)())
-        return _state(conn)
+    try:
+        with closing(_connection(path)) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+            conn.execute(_IDENTITY_SCHEMA)
+            _add_columns(conn)
+            _set_identity(conn, (clock or utc_now)())
+            return _state(conn)
+    except BaseException:  # no half-made ledger is left behind
+        path.unlink()
+        raise
 
 
 def _set_identity(conn: sqlite3.Connection, created: float) -> None:
@@ -361,8 +365,8 @@ class SiteLedger:
             self.verify()
 
     def verify(self) -> LedgerState:
-        """Refuse this ledger unless it is the one its identity file names, holding every
-        release up to the file's high-water mark (:class:`LedgerWitness`); its state."""
+        """Refuse this ledger (opened with its ``witness``) unless it is the one its identity
+        file names, holding every release up to the file's high-water mark; its state."""
         record = self.witness.read()
         found = ledger_state(self.path, record and record.mark)
         self.witness.verify(record, found)
@@ -674,12 +678,12 @@ def format_ledger(summary: dict[str, Any]) -> str:
         f"in {summary['releases']} releases",
     ]
     lines += [_window_line(window) for window in summary["windows"]]
+    lines += [f"runs left, {algorithm}: {_runs_left(runs)}"
+              for algorithm, runs in summary.get("runs_left", {}).items()]
     if "identity" in summary:
         identity = summary["identity"]
         lines.append(f"ledger identity {identity['identity']}, recorded in {identity['file']}:")
         lines += [f"  {line}" for line in identity["history"]]
-    lines += [f"runs left, {algorithm}: {_runs_left(runs)}"
-              for algorithm, runs in summary.get("runs_left", {}).items()]
     if secure or summary["worst_case_epsilon_budget"] is not None:
         bound = summary["worst_case_epsilon_budget"]
         lines.append(
