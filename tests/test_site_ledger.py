@@ -27,7 +27,7 @@ from fedpca.cli import main as cli_main
 from fedpca.errors import BudgetExceededError, ConfigurationError
 from fedpca.privacy.distributed_gaussian import calibrate_ddg
 from fedpca.privacy.ledger import PrivacyLedger
-from fedpca.privacy.ledger_identity import RUN_REFUSAL, LedgerIdentityError, Mark
+from fedpca.privacy.ledger_identity import RUN_REFUSAL, LedgerIdentityError, LedgerState, Mark
 from fedpca.privacy.mechanisms import Release
 from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger, format_ledger
 from fedpca.privacy.site_policy import load_site_policy, write_policy_template
@@ -355,7 +355,11 @@ def test_the_high_water_mark_follows_every_charge(tmp_path):
     ledger.for_run(run("unchecked")).charge(QUIET)
     assert policy.witness().read().mark.releases == 3
     charge(policy, 1, "c")
-    assert policy.witness().read().mark.releases == 5
+    mark = policy.witness().read().mark
+    assert mark.releases == 5
+    # a charge that read the ledger before another's commit never moves the mark back
+    policy.witness().advance(LedgerState(None, 4, Mark(4, mark.id - 1, mark.time - 1)))
+    assert policy.witness().read().mark == mark
 
 
 def test_a_backup_restored_is_the_same_ledger(tmp_path, capsys):
