@@ -49,8 +49,8 @@ import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,26 +146,32 @@ def _open(path: Path, upgrade: bool = True) -> sqlite3.Connection:
     return conn
 
 
-def create_ledger(path: Path, clock: Callable[[], float] | None = None) -> LedgerState:
-    """Create an empty ledger ``path`` (0600, its folder 0700 if new) with a random identity
-    (128 bits from the OS) dated by ``clock``; refuses an existing file. Its state."""
+@contextmanager
+def _new_file(path: Path, exists: str) -> Iterator[None]:
+    """A new, empty file ``path`` (0600, its folder 0700 if new) for the block to fill,
+    removed if filling it fails; an existing file is refused with the message ``exists``."""
     try:
         create_owner_only(path, b"")
     except FileExistsError:
-        raise LedgerIdentityError(
-            f"{path} exists: a ledger is never created over a file; move it away first"
-        ) from None
+        raise LedgerIdentityError(exists) from None
     try:
-        with closing(_connection(path)) as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
-            conn.execute(_IDENTITY_SCHEMA)
-            _add_columns(conn)
-            _set_identity(conn, (clock or utc_now)())
-            return _state(conn)
+        yield
     except BaseException:  # no half-made ledger is left behind
         path.unlink()
         raise
+
+
+def create_ledger(path: Path, clock: Callable[[], float] | None = None) -> LedgerState:
+    """Create an empty ledger ``path`` (0600, its folder 0700 if new) with a random identity
+    (128 bits from the OS) dated by ``clock``; refuses an existing file. Its state."""
+    refusal = f"{path} exists: a ledger is never created over a file; move it away first"
+    with _new_file(path, refusal), closing(_connection(path)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.executescript(_SCHEMA)
+        conn.execute(_IDENTITY_SCHEMA)
+        _add_columns(conn)
+        _set_identity(conn, (clock or utc_now)())
+        return _state(conn)
 
 
 def _set_identity(conn: sqlite3.Connection, created: float) -> None:
@@ -223,20 +229,11 @@ def copy_ledger(source: Path, target: Path, mark: Mark | None = None) -> LedgerS
     """Copy the ledger ``source`` to a new file ``target`` (0600, its folder 0700 if new; an
     existing file is refused) with SQLite's online backup, consistent while a run charges
     the source (WAL); the copy's state against ``mark``."""
-    with closing(_open(source, upgrade=False)) as conn:
-        try:
-            create_owner_only(target, b"")
-        except FileExistsError:
-            raise LedgerIdentityError(
-                f"{target} exists; a ledger backup never overwrites a file: name a new one"
-            ) from None
-        try:
-            with closing(_connection(target)) as copy:
-                conn.backup(copy)
-            return ledger_state(target, mark)
-        except BaseException:
-            target.unlink()
-            raise
+    refusal = f"{target} exists; a ledger backup never overwrites a file: name a new one"
+    with closing(_open(source, upgrade=False)) as conn, _new_file(target, refusal):
+        with closing(_connection(target)) as copy:
+            conn.backup(copy)
+        return ledger_state(target, mark)
 
 
 def _add_columns(conn: sqlite3.Connection) -> None:
