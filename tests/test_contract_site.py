@@ -12,6 +12,7 @@ from fedpca.apps.real_site import open_real_site
 from fedpca.cli import main as cli_main
 from fedpca.data.contract import load_contract
 from fedpca.errors import ConfigurationError, InvalidRequestError
+from fedpca.privacy.ledger_lifecycle import create_site_ledger
 from fedpca.privacy.site_ledger import SiteLedger
 from fedpca.privacy.site_policy import SitePolicyFile, load_site_policy, write_policy_template
 from liver_contract import CONTRACT, liver_table
@@ -35,8 +36,10 @@ def site_folder(tmp_path, policy_text, sex=("f", "m", None)):
 
 
 def write_policy(path, text):
+    """The policy, with its ledger and identity file as fedpca site init creates them."""
     path.write_text(text)
     path.chmod(0o600)
+    create_site_ledger(load_site_policy(path).witness())
     return path
 
 

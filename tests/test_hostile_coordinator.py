@@ -11,6 +11,7 @@ import functools
 import math
 import multiprocessing
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,7 +34,7 @@ from fedpca.privacy.calibration import calibrate_gaussian, pld_epsilon
 from fedpca.privacy.exact_noise import ExactGaussian, float_error
 from fedpca.privacy.mechanisms import Release
 from fedpca.privacy import site_ledger
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger
+from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger
 from fedpca.privacy.site_policy import (
     PolicyError,
     load_site_policy,
@@ -305,6 +306,7 @@ def test_two_processes_racing_for_the_last_release_exactly_one_wins(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     for attempt in range(3):
         path = str(tmp_path / f"ledger-{attempt}.sqlite")
+        create_ledger(Path(path))
         barrier, results = ctx.Barrier(2), ctx.Queue()
         workers = [ctx.Process(target=_race, args=(path, barrier, results)) for _ in range(2)]
         for w in workers:

@@ -31,7 +31,7 @@ from fedpca.clients.site_app import SITE_FAILURE
 from fedpca.errors import InvalidRequestError, ParameterError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.privacy import mechanisms
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger
+from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger
 from fedpca.privacy.site_policy import load_site_policy, write_policy_template
 
 D, K = 8, 2
@@ -228,6 +228,7 @@ def test_work_that_fails_fails_before_the_charge(tmp_path, monkeypatch, module, 
     algorithm = {kplane_sites: "sulq-kplane", dps_sites: "dps-pca",
                  dpdis_sites: "dpdis-pca", mechanisms: "ldp-pca"}[module]
     site_cls, policy = SITES[algorithm]
+    create_ledger(tmp_path / "ledger.sqlite")
     ledger = SiteLedger(tmp_path / "ledger.sqlite", "clinic", 4.0, 1e-7, site="clinic")
     site = site_cls(X, policy, site="clinic", ledger=ledger.for_run(
         RunCharge("run-1", algorithm, "ab" * 32, 4)))

@@ -4,19 +4,33 @@ in-memory ledger composes them, are refused before anything is written when the 
 spent, and a ledger written before these columns existed still loads and means the same.
 Spending per UTC calendar day and per rolling week is bounded on the site's clock (injected
 here), whatever run ids the coordinator picks. The runs a ledger says remain are the runs it
-then accepts, and a backup taken while the ledger is open holds the same rows."""
+then accepts, and a backup taken while the ledger is open holds the same rows.
 
+A ledger is never created by opening it: a deleted, emptied, truncated, replaced or older
+ledger, or one whose identity file is lost, is refused by the check, by a run (with a fixed
+reason for the coordinator) and at a charge; a backup restored is the same ledger, an older
+one only with a reason, recorded with the releases lost; a new ledger and the adoption of an
+older fedpca's ledger are explicit and recorded."""
+
+import re
+import shutil
 import sqlite3
 import stat
 from contextlib import closing
 
+import numpy as np
 import pytest
+from flwr.common import Context, RecordDict
 
+from fedpca.apps.real_site import open_real_site
+from fedpca.cli import main as cli_main
 from fedpca.errors import BudgetExceededError, ConfigurationError
 from fedpca.privacy.distributed_gaussian import calibrate_ddg
 from fedpca.privacy.ledger import PrivacyLedger
+from fedpca.privacy.ledger_identity import RUN_REFUSAL, LedgerIdentityError, LedgerState, Mark
 from fedpca.privacy.mechanisms import Release
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger, format_ledger
+from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger, format_ledger
+from fedpca.privacy.site_policy import load_site_policy, write_policy_template
 
 DELTA = 1e-6
 CAL = calibrate_ddg(1.0, DELTA, releases=3, sensitivity=1.0, dimension=40, sites=4,
@@ -25,6 +39,14 @@ DISCRETE = Release("dps-pca/power+ddg(m=4)", CAL.grid_sensitivity,
                    (4 * CAL.draws * CAL.sigma_sq) ** 0.5, (CAL.padded,), 4 * CAL.draws,
                    CAL.padded)
 GAUSSIAN = Release("dpdis-pca/full", 0.01, 0.05, (8, 8))
+#: A release a site policy's daily ceiling takes many of (noise multiplier 50).
+QUIET = Release("dpdis-pca/full", 0.01, 0.5, (8, 8))
+
+
+def new_ledger(path, *args, **kwargs) -> SiteLedger:
+    """A ledger created on purpose, then opened (opening alone never creates one)."""
+    create_ledger(path)
+    return SiteLedger(path, *args, **kwargs)
 
 
 def run(run_id: str, max_releases: int = 5) -> RunCharge:
@@ -33,7 +55,7 @@ def run(run_id: str, max_releases: int = 5) -> RunCharge:
 
 def test_discrete_releases_survive_reopening_and_compose_like_the_in_memory_ledger(tmp_path):
     path = tmp_path / "ledger.sqlite"
-    ledger = SiteLedger(path, "patients", 3.0, DELTA).for_run(run("a"))
+    ledger = new_ledger(path, "patients", 3.0, DELTA).for_run(run("a"))
     memory = PrivacyLedger(3.0, DELTA)
     for release in (DISCRETE, GAUSSIAN, DISCRETE):
         ledger.charge(release)
@@ -45,14 +67,14 @@ def test_discrete_releases_survive_reopening_and_compose_like_the_in_memory_ledg
     assert reopened.epsilon_spent() == pytest.approx(memory.epsilon_spent(), rel=1e-9)
     assert reopened.for_run(run("a")).epsilon_spent() == pytest.approx(memory.epsilon_spent())
     # the calibration's three discrete releases spend what it promised, not more
-    only = SiteLedger(tmp_path / "only.sqlite", "patients", 1.0, DELTA).for_run(run("b"))
+    only = new_ledger(tmp_path / "only.sqlite", "patients", 1.0, DELTA).for_run(run("b"))
     for _ in range(3):
         only.charge(DISCRETE)
     assert only.epsilon_spent() <= 1.0 + 1e-6
 
 
 def test_a_discrete_release_beyond_the_budget_is_refused_before_anything_is_written(tmp_path):
-    ledger = SiteLedger(tmp_path / "ledger.sqlite", "patients", 1.0, DELTA)
+    ledger = new_ledger(tmp_path / "ledger.sqlite", "patients", 1.0, DELTA)
     first = ledger.for_run(run("a"))
     for _ in range(3):
         first.charge(DISCRETE)
@@ -61,9 +83,9 @@ def test_a_discrete_release_beyond_the_budget_is_refused_before_anything_is_writ
     assert len(ledger.rows()) == 3
 
 
-def test_a_ledger_written_before_the_discrete_columns_still_loads(tmp_path):
-    path = tmp_path / "old.sqlite"
-    with sqlite3.connect(path) as conn:
+def write_old_ledger(path, population="patients") -> None:
+    """A ledger as the first versions wrote it: no discrete columns, no identity; one row."""
+    with closing(sqlite3.connect(path)) as conn, conn:
         conn.executescript(
             "CREATE TABLE releases (id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, "
             "population TEXT NOT NULL, run_id TEXT NOT NULL, algorithm TEXT NOT NULL, "
@@ -71,8 +93,14 @@ def test_a_ledger_written_before_the_discrete_columns_still_loads(tmp_path):
             "shape TEXT NOT NULL, data_fingerprint TEXT NOT NULL);"
             "INSERT INTO releases (time, population, run_id, algorithm, mechanism, "
             "sensitivity, sigma, shape, data_fingerprint) VALUES "
-            "(1.0, 'patients', 'old', 'dpdis-pca', 'dpdis-pca/full', 0.01, 0.05, '[8, 8]', 'x');"
+            f"(1.0, '{population}', 'old', 'dpdis-pca', 'dpdis-pca/full', 0.01, 0.05, "
+            "'[8, 8]', 'x');"
         )
+
+
+def test_a_ledger_written_before_the_discrete_columns_still_loads(tmp_path):
+    path = tmp_path / "old.sqlite"
+    write_old_ledger(path)
     ledger = SiteLedger(path, "patients", 3.0, DELTA)
     assert [(r["summands"], r["padded"]) for r in ledger.rows()] == [(0, 0)]
     assert ledger.epsilon_spent() == pytest.approx(PrivacyLedger(3.0, DELTA, releases=[
@@ -97,7 +125,7 @@ HOUR = 3600.0
 
 
 def windowed(path, clock, daily=None, weekly=None, epsilon=50.0):
-    return SiteLedger(path, "patients", epsilon, DELTA, daily_epsilon=daily,
+    return new_ledger(path, "patients", epsilon, DELTA, daily_epsilon=daily,
                       weekly_epsilon=weekly, clock=clock)
 
 
@@ -159,7 +187,7 @@ def test_the_ledger_report_shows_each_window(tmp_path):
 
 
 def test_the_runs_remaining_are_the_runs_the_ledger_then_accepts(tmp_path):
-    ledger = SiteLedger(tmp_path / "l.sqlite", "patients", 3.0, DELTA)
+    ledger = new_ledger(tmp_path / "l.sqlite", "patients", 3.0, DELTA)
     ledger.for_run(run("spent")).charge(DISCRETE)  # a release already charged counts
     planned = [GAUSSIAN, GAUSSIAN]
     left = ledger.runs_remaining(planned)
@@ -173,13 +201,13 @@ def test_the_runs_remaining_are_the_runs_the_ledger_then_accepts(tmp_path):
         ledger.for_run(run("one-more", max_releases=2)).charge(GAUSSIAN)
         ledger.for_run(run("one-more", max_releases=2)).charge(GAUSSIAN)
     assert ledger.runs_remaining(planned, most=3) == 0
-    assert SiteLedger(tmp_path / "new.sqlite", "patients", 1e3, DELTA).runs_remaining(
+    assert new_ledger(tmp_path / "new.sqlite", "patients", 1e3, DELTA).runs_remaining(
         planned, most=3) == 3  # counted up to most
 
 
 def test_a_backup_taken_while_the_ledger_is_open_holds_the_same_rows(tmp_path):
     path = tmp_path / "ledger.sqlite"
-    ledger = SiteLedger(path, "patients", 3.0, DELTA)
+    ledger = new_ledger(path, "patients", 3.0, DELTA)
     for release in (DISCRETE, GAUSSIAN):
         ledger.for_run(run("a")).charge(release)
     with closing(sqlite3.connect(path)) as holder:  # a run holds it open, mid-read
@@ -196,26 +224,19 @@ def test_a_backup_taken_while_the_ledger_is_open_holds_the_same_rows(tmp_path):
 
 
 def test_site_ledger_backup_from_the_command_line(tmp_path, capsys):
-    import numpy as np
-
-    from fedpca.cli import main as cli_main
-    from fedpca.privacy.site_policy import load_site_policy, write_policy_template
-
-    np.save(tmp_path / "records.npy", np.eye(4))
-    policy = load_site_policy(write_policy_template(tmp_path / "site.toml", "h", "records.npy"))
-    policy.open_ledger().for_run(run("a")).charge(GAUSSIAN)
+    policy = site(tmp_path, releases=1)
     backup = tmp_path / "backups" / "ledger-copy.sqlite"
     assert cli_main(["site", "ledger", "--policy", str(policy.path), "--backup",
                      str(backup)]) == 0
     assert f"({1} releases) to {backup} (0600)" in capsys.readouterr().out
-    assert [r["sigma"] for r in SiteLedger(backup, "h", 4.0, 1e-7).rows()] == [GAUSSIAN.sigma]
+    assert [r["sigma"] for r in SiteLedger(backup, "h", 4.0, 1e-7).rows()] == [QUIET.sigma]
     assert cli_main(["site", "ledger", "--policy", str(policy.path), "--backup",
                      str(backup)]) == 2
     assert "exists; a ledger backup never overwrites" in capsys.readouterr().err
 
 
 def test_the_ledger_reads_run_by_run_for_a_privacy_officer(tmp_path):
-    ledger = SiteLedger(tmp_path / "ledger.sqlite", "clinic", 50.0, DELTA)
+    ledger = new_ledger(tmp_path / "ledger.sqlite", "clinic", 50.0, DELTA)
     release = Release("dps-pca/power", 1.0, 4.0, (8, 2))
     for run_id, made in (("run-1", 3), ("run-2", 3), ("run-3", 1)):  # run-3 stopped early
         charges = ledger.for_run(run(run_id, max_releases=3))
@@ -235,3 +256,192 @@ def test_the_ledger_reads_run_by_run_for_a_privacy_officer(tmp_path):
     table = format_ledger(summary)
     assert "3/3" in table and "1/3" in table and "incomplete" in table
     assert "less than the sum of the runs' epsilons" in table
+
+
+# --- the ledger's identity: it fails closed, and a backup is put back on purpose -------------
+def site(tmp_path, releases=2):
+    """A site as ``fedpca site init`` leaves it, with ``releases`` charged through its
+    checked ledger."""
+    np.save(tmp_path / "records.npy", np.eye(4))
+    policy = load_site_policy(write_policy_template(tmp_path / "site.toml", "h", "records.npy"))
+    charge(policy, releases)
+    return policy
+
+
+def charge(policy, releases, run_id="a"):
+    charges = policy.open_ledger().for_run(run(run_id))
+    for _ in range(releases):
+        charges.charge(QUIET)
+
+
+def ledger_command(policy, *args):
+    return cli_main(["site", "ledger", "--policy", str(policy.path), *map(str, args)])
+
+
+def rows(policy):
+    return SiteLedger(policy.ledger, policy.population, policy.epsilon, policy.delta).rows()
+
+
+def put_back(copy, policy):
+    """Replace the ledger by the file ``copy`` (as ``cp`` would)."""
+    policy.ledger.unlink()
+    shutil.copy(copy, policy.ledger)
+
+
+def another_ledger(tmp_path, policy):
+    create_ledger(tmp_path / "other.sqlite")
+    put_back(tmp_path / "other.sqlite", policy)
+
+
+def emptied(_tmp_path, policy):
+    with closing(sqlite3.connect(policy.ledger)) as conn, conn:
+        conn.execute("DELETE FROM releases")
+
+
+@pytest.mark.parametrize("damage,problem", [
+    (lambda tmp_path, policy: policy.ledger.unlink(),
+     r"ledger .*ledger.sqlite named by .*site.toml does not exist, though .*site.ledger-id.json "
+     r"records it .* never created again silently; .* --restore FILE; .* --new --reason TEXT"),
+    (emptied, r"is behind this site's last recorded release .*: it holds 0 releases, without "
+              r"release 2 of .*, and the ledger held 2 up to that one; .* --restore FILE"),
+    (lambda tmp_path, policy: policy.ledger.write_bytes(b""),
+     r"ledger.sqlite is not a fedpca ledger \(it has no releases table\)"),
+    (lambda tmp_path, policy: put_back(tmp_path / "early.sqlite", policy),
+     r"it holds 1 releases, without release 2 of"),
+    (another_ledger, r"ledger.sqlite is not the one this site created: its identity \w+ is not"),
+    (lambda tmp_path, policy: policy.witness().path.unlink(),
+     r"identity file .*site.ledger-id.json does not exist, though the ledger .* does: .* "
+     r"--adopt --reason TEXT"),
+])
+def test_a_lost_emptied_or_replaced_ledger_is_refused_and_never_created(
+        tmp_path, capsys, caplog, damage, problem):
+    policy = site(tmp_path, releases=1)
+    policy.open_ledger().backup(tmp_path / "early.sqlite")
+    charge(policy, 1, "b")
+    damage(tmp_path, policy)
+    before = sorted(tmp_path.iterdir())
+    with pytest.raises(LedgerIdentityError, match=problem):
+        policy.open_ledger()
+    assert cli_main(["site", "check", "--policy", str(policy.path)]) == 1
+    assert re.search(f"PROBLEM: .*{problem}", capsys.readouterr().out)
+    # a run is refused before anything is charged; the coordinator reads a fixed reason
+    context = Context(run_id=1, node_id=7, node_config={"policy": str(policy.path)},
+                      state=RecordDict(), run_config={})
+    with pytest.raises(LedgerIdentityError) as refusal:
+        open_real_site(context, "dpdis-pca")
+    assert str(refusal.value) == RUN_REFUSAL.format(site="h")
+    assert re.search(problem, caplog.text)  # the detail is in the site's log
+    assert sorted(tmp_path.iterdir()) == before  # nothing was created, nothing repaired
+
+
+def test_a_ledger_put_back_during_a_run_refuses_the_next_charge(tmp_path, caplog):
+    policy = site(tmp_path, releases=1)
+    policy.open_ledger().backup(tmp_path / "early.sqlite")
+    running = policy.open_ledger().for_run(run("b"))
+    running.charge(QUIET)
+    put_back(tmp_path / "early.sqlite", policy)  # an older copy, while the run goes on
+    with pytest.raises(LedgerIdentityError) as refusal:
+        running.charge(QUIET)
+    assert str(refusal.value) == RUN_REFUSAL.format(site="h")
+    assert "it holds 1 releases, without release 2 of" in caplog.text
+    assert len(rows(policy)) == 1  # nothing was recorded
+
+
+def test_the_high_water_mark_follows_every_charge(tmp_path):
+    policy = site(tmp_path, releases=3)
+    newest = rows(policy)[-1]
+    assert policy.witness().read().mark == Mark(3, newest["id"], newest["time"])
+    ledger = SiteLedger(policy.ledger, "h", 4.0, 1e-7)  # no identity file: no mark moves
+    ledger.for_run(run("unchecked")).charge(QUIET)
+    assert policy.witness().read().mark.releases == 3
+    charge(policy, 1, "c")
+    mark = policy.witness().read().mark
+    assert mark.releases == 5
+    # a charge that read the ledger before another's commit never moves the mark back
+    policy.witness().advance(LedgerState(None, 4, Mark(4, mark.id - 1, mark.time - 1)))
+    assert policy.witness().read().mark == mark
+
+
+def test_a_backup_restored_is_the_same_ledger(tmp_path, capsys):
+    policy = site(tmp_path, releases=2)
+    backup = tmp_path / "backups" / "ledger.sqlite"
+    assert ledger_command(policy, "--backup", backup) == 0
+    before = rows(policy)
+    assert ledger_command(policy, "--restore", backup) == 2  # never over a ledger
+    assert "ledger.sqlite exists: a restore never replaces a ledger; stop the SuperNode, " \
+           "move the ledger" in capsys.readouterr().err
+    policy.ledger.rename(tmp_path / "ledger.sqlite.old")
+    assert ledger_command(policy, "--restore", backup) == 0
+    assert rows(policy) == before
+    assert stat.S_IMODE(policy.ledger.stat().st_mode) == 0o600
+    record = policy.witness().read()
+    assert f"restored ledger {record.identity} from {backup} (2 releases)" in record.history[-1]
+    assert record.mark.releases == 2
+    charge(policy, 1, "b")  # the restored ledger takes charges and moves the mark
+    assert policy.witness().read().mark.releases == 3
+
+
+def test_restoring_an_older_copy_needs_a_reason_and_records_what_is_lost(
+        tmp_path, capsys, caplog):
+    policy = site(tmp_path, releases=1)
+    backup = tmp_path / "backup.sqlite"
+    policy.open_ledger().backup(backup)
+    charge(policy, 2, "b")
+    policy.ledger.unlink()  # lost: only the older backup is left
+    assert ledger_command(policy, "--restore", backup) == 2
+    assert re.search(r"backup .* is older than this site's last recorded release: it holds 1 "
+                     r"releases, without release 3 of .*, and the ledger held 3 up to that one; "
+                     r"restoring it would give back the budget spent since",
+                     capsys.readouterr().err)
+    assert not policy.ledger.exists()
+    assert ledger_command(policy, "--restore", backup, "--reason", "disk failure") == 0
+    line = policy.witness().read().history[-1]
+    assert "releases lost: 2, their budget given back; reason: disk failure" in line
+    assert line in caplog.text  # and in the site's log
+    assert len(policy.open_ledger().rows()) == 1  # the check passes from now on
+    # a backup of another ledger is refused, whatever the reason
+    create_ledger(tmp_path / "other.sqlite")
+    policy.ledger.unlink()
+    assert ledger_command(policy, "--restore", tmp_path / "other.sqlite", "--reason", "x") == 2
+    assert "is a copy of another ledger" in capsys.readouterr().err
+    assert not policy.ledger.exists()
+
+
+def test_a_new_ledger_is_started_on_purpose_and_recorded(tmp_path, capsys):
+    policy = site(tmp_path, releases=2)
+    old = policy.witness().read().identity
+    assert ledger_command(policy, "--new") == 2
+    assert "--new needs --reason TEXT" in capsys.readouterr().err
+    assert ledger_command(policy, "--new", "--reason", "new cohort") == 2
+    assert "a new ledger never replaces a ledger" in capsys.readouterr().err
+    assert ledger_command(policy, "--reason", "why") == 2
+    assert "--reason goes with --restore, --new or --adopt" in capsys.readouterr().err
+    policy.ledger.rename(tmp_path / "ledger-2025.sqlite")
+    assert ledger_command(policy, "--new", "--reason", "new cohort") == 0
+    record = policy.witness().read()
+    assert record.identity != old and record.mark is None
+    assert "created ledger" in record.history[0]
+    assert (f"started a new, empty ledger {record.identity}, replacing ledger {old} (2 releases "
+            "at its last charge); the population's budget starts again; reason: new cohort"
+            ) in record.history[-1]
+    assert policy.open_ledger().rows() == []
+    assert ledger_command(policy) == 0
+    assert record.history[-1] in capsys.readouterr().out  # site ledger shows the history
+
+
+def test_a_ledger_an_older_fedpca_wrote_is_adopted_on_purpose(tmp_path, capsys):
+    policy = site(tmp_path, releases=0)
+    policy.ledger.unlink()
+    policy.witness().path.unlink()
+    write_old_ledger(policy.ledger, population="h")
+    policy.ledger.chmod(0o600)
+    with pytest.raises(LedgerIdentityError, match="written by an older fedpca, before ledgers "
+                                                  "had identities.* --adopt --reason TEXT"):
+        policy.open_ledger()
+    assert ledger_command(policy, "--adopt") == 2
+    assert ledger_command(policy, "--adopt", "--reason", "upgrade") == 0
+    record = policy.witness().read()
+    assert "(1 releases, given an identity) as this site's; reason: upgrade" in record.history[-1]
+    assert [r["run_id"] for r in policy.open_ledger().rows()] == ["old"]
+    assert ledger_command(policy, "--adopt", "--reason", "again") == 2
+    assert "already has an identity file" in capsys.readouterr().err

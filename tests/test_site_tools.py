@@ -194,7 +194,7 @@ def test_site_init_writes_the_data_path_the_operator_typed_relative_to_the_polic
     assert 'data = "../data/blank.npy"' in (tmp_path / "trial" / "blank.toml").read_text()
     absolute = str(tmp_path / "data" / "blank.npy")
     assert cli_main(["site", "init", "--policy", "trial/abs.toml", "--name", "trial",
-                     "--data", absolute]) == 0
+                     "--data", absolute, "--ledger", "abs.sqlite"]) == 0
     assert load_site_policy(tmp_path / "trial" / "abs.toml").data == Path(absolute).resolve()
 
 
@@ -203,13 +203,27 @@ def test_site_commands_report_a_missing_policy(tmp_path, capsys):
     assert "does not exist; write one with fedpca site init" in capsys.readouterr().err
 
 
-def test_site_ledger_reads_and_creates_nothing(tmp_path, capsys):
+def test_site_ledger_and_check_read_and_create_nothing(tmp_path, capsys):
     np.save(tmp_path / "records.npy", np.eye(4))
-    write_policy_template(tmp_path / "site.toml", "clinic", "records.npy")
-    before = sorted(p.name for p in tmp_path.iterdir())
-    assert cli_main(["site", "ledger", "--policy", str(tmp_path / "site.toml")]) == 2
-    assert "ledger.sqlite named by" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    policy = load_site_policy(write_policy_template(tmp_path / "site.toml", "clinic",
+                                                    "records.npy"))
+    policy.open_ledger().for_run(RunCharge("run-1", "dpdis-pca", "ab" * 32, 1)).charge(
+        Release("dpdis-pca", 1.0, 50.0, (4, 4)))
+    before = {path: path.read_bytes() for path in tmp_path.iterdir()}
+    for command in (["ledger"], ["ledger", "--json"], ["check"]):
+        assert cli_main(["site", *command, "--policy", str(policy.path)]) == 0
+    assert {path: path.read_bytes() for path in tmp_path.iterdir()} == before
+    # a deleted ledger: refused with what to do, and not created again by reading it
+    policy.ledger.unlink()
+    before = listing(tmp_path)
+    assert cli_main(["site", "ledger", "--policy", str(policy.path)]) == 2
+    assert re.search(r"ledger .*ledger.sqlite named by .*site.toml does not exist, though",
+                     capsys.readouterr().err)
+    assert cli_main(["site", "check", "--policy", str(policy.path)]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"PROBLEM: the ledger .*ledger.sqlite named by .* does not exist", out)
+    assert "n=4" in out and "runs left" not in out
+    assert listing(tmp_path) == before
 
 
 def test_the_supernode_hands_flower_no_fab_the_site_refuses(monkeypatch, caplog):
@@ -261,6 +275,7 @@ def test_site_files_are_the_owners_alone(tmp_path):
     policy.open_ledger()
     assert stat.S_IMODE((tmp_path / "site.toml").stat().st_mode) == 0o600
     assert stat.S_IMODE(policy.ledger.stat().st_mode) == 0o600
+    assert stat.S_IMODE(policy.witness().path.stat().st_mode) == 0o600
     assert stat.S_IMODE(policy.ledger.parent.stat().st_mode) & 0o077 == 0
     # a policy others may change, a ledger others may read: refused, saying how to fix it
     for path, mode, what in ((tmp_path / "site.toml", 0o666, "site policy"),
@@ -332,17 +347,6 @@ def test_site_check_reports_a_good_site_and_the_runs_left(tmp_path, capsys, monk
     assert f"dps-pca: {ledger.runs_remaining(policy.planned_run('dps-pca'))} full runs of " \
            f"11 releases" in out and "ldp-pca: " in out
     assert out.rstrip().endswith("ok: this site is ready for a run")
-
-
-def test_site_check_reports_a_missing_ledger_and_creates_none(tmp_path, capsys):
-    np.save(tmp_path / "records.npy", np.eye(4))
-    write_policy_template(tmp_path / "site.toml", "clinic", "records.npy")
-    before = listing(tmp_path)
-    assert cli_main(["site", "check", "--policy", str(tmp_path / "site.toml")]) == 1
-    out = capsys.readouterr().out
-    assert "ledger.sqlite does not exist: fedpca site init creates it" in out
-    assert "n=4" in out and "runs left" not in out
-    assert listing(tmp_path) == before
 
 
 def test_site_check_refuses_a_delta_not_well_below_one_over_n(tmp_path, capsys):

@@ -21,7 +21,7 @@ from fedpca.privacy.distributed_gaussian import (
 )
 from fedpca.privacy.ledger import PrivacyLedger, composed_epsilon
 from fedpca.privacy.mechanisms import Release
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger, format_ledger
+from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger, format_ledger
 from fedpca.privacy.site_policy import worst_cases
 
 DELTA = 1e-7
@@ -40,6 +40,13 @@ def by_hand(multipliers, delta=DELTA):
 def secure(z, m, mechanism="dps-pca/power"):
     return Release(f"{mechanism}+secagg(m={m})", SENSITIVITY, z * SENSITIVITY, (4, 2),
                    sites_in_sum=m)
+
+
+@pytest.fixture
+def ledger_path(tmp_path):
+    """A new, empty ledger's file."""
+    create_ledger(tmp_path / "l.sqlite")
+    return tmp_path / "l.sqlite"
 
 
 def charge(path, releases, worst_case=100.0, run="run-1", epsilon=50.0):
@@ -65,11 +72,11 @@ def test_own_share_is_the_sites_part_of_the_noise():
         Release("x", 1.0, 3.0, (2,), 6, 8, 4)
 
 
-def test_the_lifetime_ledger_composes_both_guarantees_as_by_hand(tmp_path):
+def test_the_lifetime_ledger_composes_both_guarantees_as_by_hand(ledger_path):
     # Two runs of continuous secure releases (M=3 and M=10) and per-site ones in between.
     releases = [secure(6.0, 3)] * 4 + [Release("ldp", SENSITIVITY, 9 * SENSITIVITY, (3, 3))]
-    ledger = charge(tmp_path / "l.sqlite", releases)
-    charge(tmp_path / "l.sqlite", [secure(8.0, 10)] * 3, run="run-2")
+    ledger = charge(ledger_path, releases)
+    charge(ledger_path, [secure(8.0, 10)] * 3, run="run-2")
     conditional = by_hand([6.0] * 4 + [9.0] + [8.0] * 3)
     unconditional = by_hand([6.0 / math.sqrt(3)] * 4 + [9.0] + [8.0 / math.sqrt(10)] * 3)
     assert ledger.epsilon_spent() == pytest.approx(conditional, rel=2e-3)
@@ -86,11 +93,11 @@ def test_the_lifetime_ledger_composes_both_guarantees_as_by_hand(tmp_path):
     assert "bypasses the secure sum and sees this site's own share" in text
 
 
-def test_a_discrete_releases_worst_case_is_one_sites_draws(tmp_path):
+def test_a_discrete_releases_worst_case_is_one_sites_draws(ledger_path):
     cal = calibrate_ddg(1.0, 1e-5, releases=2, sensitivity=2.0, dimension=50, sites=4,
                         gamma=0.05, norm_bound=100.0)
     release = cal.release("dpdis-pca/secure-sum+ddg(m=4)")
-    ledger = charge(tmp_path / "l.sqlite", [release] * 2)
+    ledger = charge(ledger_path, [release] * 2)
     share = release.own_share()
     # by hand: the KLS Renyi bound of one site's draws, and the PLD-plus-slack bound
     rdp = rdp_to_epsilon(2 * share.rdp(RDP_ORDERS), DELTA)
@@ -114,14 +121,16 @@ def test_the_issues_numbers_for_the_template_policy():
     assert cases[10].run_epsilon == pytest.approx(by_hand([z / math.sqrt(10)] * 11), rel=2e-3)
 
 
-def test_a_release_past_the_worst_case_budget_is_refused_and_not_recorded(tmp_path):
-    path = tmp_path / "l.sqlite"
+def test_a_release_past_the_worst_case_budget_is_refused_and_not_recorded(tmp_path,
+                                                                          ledger_path):
+    path = ledger_path
     one = by_hand([6.0 / math.sqrt(3)])
     ledger = charge(path, [secure(6.0, 3)], worst_case=1.2 * one)
     with pytest.raises(BudgetExceededError, match="worst-case lifetime budget"):
         charge(path, [secure(6.0, 3)], worst_case=1.2 * one)
     assert len(ledger.rows()) == 1
     # per-site releases are unaffected by the bound only through the lifetime budget
+    create_ledger(tmp_path / "other.sqlite")
     with pytest.raises(BudgetExceededError, match="sets no budget.worst-case-epsilon"):
         charge(tmp_path / "other.sqlite", [secure(6.0, 3)], worst_case=None)
     assert SiteLedger(tmp_path / "other.sqlite", "hospital", 50.0, DELTA).rows() == []

@@ -25,6 +25,10 @@ untrusted. What a hostile coordinator could try, and what happens:
   names a contract (``[site] contract``) refuses any run that names another or none, and a
   site without one any run that names one, before it reads its data or charges anything
   (logged at the site). Its preprocessing and sensitivities come from its own copy only;
+* **hope for a lost ledger**: a ledger that is missing, another one, emptied or older than
+  the site's last recorded release is refused before anything is charged, and never
+  created again by a run (:mod:`fedpca.privacy.ledger_identity`); the coordinator is told
+  only that the ledger failed its check;
 * **ask for an answer too large to compute** (400,000 k-plane clusters, a ``d x d`` basis at
   large ``d``): refused before anything is allocated, by the limits of the site's policy
   (:mod:`fedpca.algorithms.site_limits`).
@@ -45,6 +49,7 @@ from flwr.common import Context
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.data.files import file_fingerprint
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
+from fedpca.privacy.ledger_identity import LedgerIdentityError, refused_run
 from fedpca.privacy.site_ledger import RunCharge, RunLedger
 from fedpca.privacy.site_policy import (
     PRIVACY_KEYS,
@@ -99,7 +104,10 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
         )
     records = _records(policy)
     policy.check_records(records.shape[0])
-    ledger = policy.open_ledger()
+    try:
+        ledger = policy.open_ledger()
+    except LedgerIdentityError as error:  # its counts and paths stay in the site's log
+        raise refused_run(policy.name, error) from None
     charge = RunCharge(
         run_id=str(context.run_id), algorithm=algorithm,
         fingerprint=file_fingerprint(policy.data),

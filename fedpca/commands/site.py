@@ -3,14 +3,20 @@ its SuperNode.
 
 * ``init --policy FILE --name NAME --data FILE [--contract FILE]``: a commented policy file
   (the site's lifetime budget, daily and weekly ceilings, clip norm, allowed algorithms,
-  secure-aggregation minimum, ledger path, data contract) and an empty ledger, then ``check``;
+  secure-aggregation minimum, ledger path, data contract), an empty ledger and its identity
+  file beside the policy, then ``check``;
 * ``check --policy FILE``: the policy's paths, its contract's name and hash and what it finds
   in the site's table, its records loaded as a run loads them (n, d, the delta rule, the
-  share of rows clipped), its ledger's spending and the runs of each allowed algorithm that
-  still fit; creates nothing; exit code 1 on any problem;
+  share of rows clipped), whether its ledger passes its identity check, its spending and the
+  runs of each allowed algorithm that still fit; creates nothing; exit code 1 on any problem;
 * ``ledger --policy FILE [--json | --backup FILE]``: the site's spending (lifetime, in the
   current UTC day and the last 7 x 24 hours, per run, per data file, remaining), read from
-  its own ledger; or a copy of the ledger (SQLite's online backup, safe during a run);
+  its own ledger once it passes its identity check (creates nothing); or a copy of the
+  ledger (SQLite's online backup, safe during a run);
+* ``ledger --policy FILE --restore FILE [--reason TEXT] | --new --reason TEXT | --adopt
+  --reason TEXT``: put a backup back (an older one only with a reason), start a new empty
+  ledger, or make an existing ledger the site's; each recorded, dated, in the identity
+  file's history and the log (:mod:`fedpca.privacy.ledger_lifecycle`);
 * ``supernode --policy FILE -- FLOWER_SUPERNODE_ARGS``: Flower's SuperNode with the policy
   named in its node_config, every FAB checked before Flower parses it, and the policy's
   memory limit (``[limits] memory-mib``, Linux ``RLIMIT_AS``) on it;
@@ -28,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from fedpca.privacy.site_ledger import SiteLedger
     from fedpca.privacy.site_policy import SitePolicyFile
 
 
@@ -59,6 +66,17 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
     shown.add_argument("--json", action="store_true", help="every release, as JSON")
     shown.add_argument("--backup", type=Path, metavar="FILE",
                        help="copy the ledger to a new FILE (0600) instead, safely during a run")
+    shown.add_argument("--restore", type=Path, metavar="FILE",
+                       help="put the backup FILE back as the ledger (the old one moved away "
+                            "first); a copy older than the last recorded release needs --reason")
+    shown.add_argument("--new", action="store_true",
+                       help="start a new, empty ledger (the old one moved away first): the "
+                            "population's budget starts again; needs --reason")
+    shown.add_argument("--adopt", action="store_true",
+                       help="make the existing ledger the site's when its identity file is "
+                            "lost or an older fedpca wrote it; needs --reason")
+    ledger.add_argument("--reason", metavar="TEXT",
+                        help="why (with --restore, --new, --adopt; recorded with the date)")
     ledger.set_defaults(func=_ledger)
 
     supernode = actions.add_parser(
@@ -96,9 +114,9 @@ def _init(args: argparse.Namespace) -> int:
     contract = None if args.contract is None else _from_policy_folder(args.contract, args.policy)
     path = write_policy_template(args.policy, args.name, data, args.ledger, contract)
     policy = load_site_policy(path)
-    print(f"wrote {path} and an empty ledger {policy.open_ledger().path}: read every line, "
-          f"set the budget with your privacy officer, then start the SuperNode with "
-          f"--node-config 'policy=\"{path}\"'\n")
+    print(f"wrote {path} (its ledger {policy.ledger}, identity file "
+          f"{policy.witness().path}): read every line, set the budget with your privacy "
+          f"officer, then start the SuperNode with --node-config 'policy=\"{path}\"'\n")
     return _report(policy)
 
 
@@ -126,24 +144,49 @@ def _from_policy_folder(path: str, policy: Path) -> str:
 
 
 def _ledger(args: argparse.Namespace) -> int:
-    from fedpca.privacy.site_check import runs_left
-    from fedpca.privacy.site_ledger import format_ledger
-    from fedpca.privacy.site_policy import PolicyError, load_site_policy
+    from fedpca.errors import ConfigurationError
+    from fedpca.privacy.site_policy import load_site_policy
 
     policy = load_site_policy(args.policy)
-    if not policy.ledger.exists():  # a read command creates nothing
-        raise PolicyError(f"the ledger {policy.ledger} named by {policy.path} does not exist: "
-                          "if it was moved or deleted, restore it; this site has spent nothing "
-                          "only if it never answered a run")
-    ledger = policy.open_ledger()
+    if args.reason is not None and not (args.restore or args.new or args.adopt):
+        raise ConfigurationError("--reason goes with --restore, --new or --adopt")
+    if args.restore or args.new or args.adopt:
+        print(_change_ledger(args, policy))
+        return 0
+    ledger = policy.open_ledger()  # checked against its identity file; creates nothing
     if args.backup:
         releases = ledger.backup(args.backup)
         print(f"copied the ledger {ledger.path} ({releases} releases) to {args.backup} (0600); "
-              "to restore it, stop the SuperNode and copy it back (deploy/README.md)")
+              f"to restore it: fedpca site ledger --policy {policy.path} --restore "
+              f"{args.backup} (deploy/README.md, Operations)")
         return 0
-    summary = {**ledger.summary(), "runs_left": runs_left(policy, ledger)}
-    print(json.dumps(summary, indent=2) if args.json else format_ledger(summary))
+    _show_ledger(policy, ledger, args.json)
     return 0
+
+
+def _change_ledger(args: argparse.Namespace, policy: SitePolicyFile) -> str:
+    """``--restore``, ``--new`` or ``--adopt``: the dated line each records."""
+    from fedpca.privacy.ledger_lifecycle import adopt_ledger, restore_ledger, start_new_ledger
+
+    witness = policy.witness()
+    if args.restore:
+        return restore_ledger(witness, args.restore, args.reason)
+    if args.new:
+        return start_new_ledger(witness, args.reason)
+    return adopt_ledger(witness, args.reason)
+
+
+def _show_ledger(policy: SitePolicyFile, ledger: SiteLedger, as_json: bool) -> None:
+    """Print the ledger's spending, the runs left and its identity's history."""
+    from fedpca.privacy.site_check import runs_left
+    from fedpca.privacy.site_ledger import format_ledger
+
+    witness = policy.witness()
+    record = witness.read()
+    summary = {**ledger.summary(), "runs_left": runs_left(policy, ledger),
+               "identity": {"identity": record.identity, "file": str(witness.path),
+                            "history": list(record.history)}}
+    print(json.dumps(summary, indent=2) if as_json else format_ledger(summary))
 
 
 def _supernode(args: argparse.Namespace) -> int:

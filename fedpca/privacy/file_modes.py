@@ -2,11 +2,11 @@
 
 A site's policy sets its budget and its ledger remembers what it spent: anyone who can write
 either can give the site a fresh budget, and whoever reads the ledger or the signing key
-learns what only the site should. So a site creates its policy and ledger readable and
-writable by their owner only (0600, folders 0700), and refuses to use a policy, roster or
-data contract that group or others may write, or a ledger or signing key that group or
-others may read or write. The operating-system user that runs the SuperNode owns them
-(``deploy/README.md``).
+learns what only the site should. So a site creates its policy, ledger and the ledger's
+identity file readable and writable by their owner only (0600, folders 0700), and refuses to
+use a policy, roster, data contract or identity file that group or others may write, or a
+ledger or signing key that group or others may read or write. The operating-system user that
+runs the SuperNode owns them (``deploy/README.md``).
 """
 
 from __future__ import annotations

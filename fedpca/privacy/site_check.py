@@ -1,7 +1,8 @@
 """What ``fedpca site check`` tells a site's operator before the first run, without creating
 anything: the paths its policy names, its data contract (name and hash) and what the contract
 finds in its table, its records as a run reads them, the delta rule, how much the clip norm
-clips, what its ledger has spent and how many runs of each allowed
+clips, whether its ledger is the site's own and complete (its identity and high-water mark:
+:mod:`fedpca.privacy.ledger_identity`), what it has spent and how many runs of each allowed
 algorithm still fit.
 
 A problem found here would otherwise show up in the middle of a run, after the other sites
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 from fedpca.data.tables import read_table
 from fedpca.errors import FedPCAError
+from fedpca.privacy.ledger_identity import utc
 from fedpca.privacy.site_data import SiteData
 from fedpca.privacy.site_ledger import MAX_RUNS_COUNTED, SiteLedger
 from fedpca.privacy.site_policy import SitePolicyFile
@@ -44,8 +46,7 @@ def check_site(policy: SitePolicyFile) -> SiteCheck:
     _check_paths(policy, report)
     if _check_contract(policy, report):
         _check_records(policy, report)
-    if policy.ledger.exists():
-        _check_ledger(policy, report)
+    _check_ledger(policy, report)
     return report
 
 
@@ -53,24 +54,23 @@ def _check_paths(policy: SitePolicyFile, report: SiteCheck) -> None:
     """Every file the policy names, resolved, and whether it exists."""
     report.add(f"policy       {policy.path}")
     named = {"data": policy.data, "contract": policy.contract, "ledger": policy.ledger,
-             "roster": policy.roster, "signing key": policy.signing_key}
+             "identity": policy.witness().path, "roster": policy.roster,
+             "signing key": policy.signing_key}
     for what, path in named.items():
         if path is None:
             continue
         exists = path.is_file()
         report.add(f"{what:<12} {path} ({'exists' if exists else 'does not exist'})")
-        if not exists:
+        if not exists and what in _MISSING:  # the ledger's check says what to do about it
             report.problem(_MISSING[what].format(path=path, policy=policy.path))
 
 
-#: What to do about each missing file.
+#: What to do about each missing file other than the ledger and its identity file.
 _MISSING = {
     "data": "the data file {path} does not exist: fix [site] data in {policy} (relative "
             "to the policy's folder) or put the file there",
     "contract": "the data contract {path} does not exist: fix [site] contract in {policy} "
                 "(relative to the policy's folder) or put the consortium's file there",
-    "ledger": "the ledger {path} does not exist: fedpca site init creates it; if it was "
-              "moved or deleted, restore it or its backup (the site's spending is in it)",
     "roster": "the roster {path} does not exist: put the consortium's roster there",
     "signing key": "the signing key {path} does not exist: fedpca deploy secagg-key writes it",
 }
@@ -123,9 +123,19 @@ def _check_records(policy: SitePolicyFile, report: SiteCheck) -> None:
 
 
 def _check_ledger(policy: SitePolicyFile, report: SiteCheck) -> None:
-    """What the ledger has spent, what remains, and how many runs of each allowed
-    algorithm the remaining lifetime budget allows."""
-    ledger = policy.open_ledger()
+    """Whether the ledger passes its identity check; if it does, what it has spent, what
+    remains, and how many runs of each allowed algorithm the remaining lifetime budget
+    allows."""
+    try:
+        ledger = policy.open_ledger()
+    except FedPCAError as exc:
+        report.problem(str(exc))
+        return
+    state = ledger.verify()
+    newest = "no release yet" if state.newest is None else (
+        f"newest release {utc(state.newest.time)}")
+    report.add(f"ledger id    {state.identity}: as recorded beside the policy, no recorded "
+               f"release missing ({newest})")
     summary = ledger.summary()
     report.add(f"lifetime     epsilon {summary['epsilon_budget']:g} at delta "
                f"{summary['delta']:g}: spent {summary['epsilon_spent']:.4f} in "

@@ -32,6 +32,13 @@ discrete Gaussian release its summands and padded dimension (columns added to ol
 with 0, "continuous Gaussian", which every older row is), and for a release inside secure
 sums their minimum ``M`` (added to older ledgers from the ``+secagg(m=M)`` / ``+ddg(m=M)``
 its mechanism name carries). The coordinator never reads this file.
+
+A ledger is created only on purpose (:func:`create_ledger`: ``fedpca site init``, ``fedpca
+site ledger --new``, a restore), with a random identity it keeps in its
+``ledger_identity`` table; opening one never creates a file, and a ledger opened with its
+site's identity file (:class:`~fedpca.privacy.ledger_identity.LedgerWitness`) is checked
+against it when it is opened and at every charge, which then moves the file's high-water
+mark (why, and what this stops: :mod:`fedpca.privacy.ledger_identity`).
 """
 
 from __future__ import annotations
@@ -39,18 +46,26 @@ from __future__ import annotations
 import json
 import math
 import re
+import secrets
 import sqlite3
 import time
-from collections.abc import Callable
-from contextlib import closing, suppress
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedpca.errors import BudgetExceededError, ConfigurationError
+from fedpca.errors import BudgetExceededError
 from fedpca.privacy.calibration import check_privacy_parameters
 from fedpca.privacy.file_modes import create_owner_only
 from fedpca.privacy.ledger import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
+from fedpca.privacy.ledger_identity import (
+    LedgerIdentityError,
+    LedgerState,
+    LedgerWitness,
+    Mark,
+    refused_run,
+)
 from fedpca.privacy.mechanisms import Release
 
 #: Seconds a charge waits for another process's charge to commit.
@@ -89,17 +104,136 @@ _ACCOUNTED = "sensitivity, sigma, summands, padded, sites_in_sum"
 _SECURE_MECHANISM = re.compile(r"\+(?:secagg|ddg)\(m=(\d+)\)")
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), WAL, full sync; a new
-    ledger is created readable by its owner only (:mod:`fedpca.privacy.file_modes`)."""
-    with suppress(FileExistsError):
-        create_owner_only(path, b"")
-    conn = sqlite3.connect(path, timeout=LOCK_TIMEOUT, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.executescript(_SCHEMA)
-    _add_columns(conn)
+#: The one row saying which ledger this is: a random identity and when it was created.
+_IDENTITY_SCHEMA = "CREATE TABLE ledger_identity (identity TEXT NOT NULL, created REAL NOT NULL)"
+#: The files SQLite keeps beside a ledger in WAL mode.
+WAL_FILES = ("-wal", "-shm")
+
+
+def _connection(path: Path) -> sqlite3.Connection:
+    """A connection to the existing file ``path`` (SQLite never creates it: ``mode=rw``)
+    in autocommit mode: transactions are explicit."""
+    uri = f"{path.resolve().as_uri()}?mode=rw"
+    return sqlite3.connect(uri, uri=True, timeout=LOCK_TIMEOUT, isolation_level=None)
+
+
+def _open(path: Path, upgrade: bool = True) -> sqlite3.Connection:
+    """The existing ledger ``path``, WAL, full sync, brought to the current columns unless
+    ``upgrade`` is false (a backup read as it is); refuses a missing file or one that is not
+    a fedpca ledger (never creates one)."""
+    if not path.is_file():
+        raise LedgerIdentityError(
+            f"the ledger {path} does not exist; a ledger is created only on purpose "
+            "(fedpca site init, or fedpca site ledger --new)"
+        )
+    conn = _connection(path)
+    try:
+        if "releases" not in _tables(conn):
+            raise sqlite3.DatabaseError("it has no releases table")
+        if upgrade:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            _add_columns(conn)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise LedgerIdentityError(
+            f"{path} is not a fedpca ledger ({exc}); point the policy's [site] ledger at the "
+            "site's ledger, or restore its newest backup (fedpca site ledger --restore FILE)"
+        ) from None
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+@contextmanager
+def _new_file(path: Path, exists: str) -> Iterator[None]:
+    """A new, empty file ``path`` (0600, its folder 0700 if new) for the block to fill,
+    removed if filling it fails; an existing file is refused with the message ``exists``."""
+    try:
+        create_owner_only(path, b"")
+    except FileExistsError:
+        raise LedgerIdentityError(exists) from None
+    try:
+        yield
+    except BaseException:  # no half-made ledger is left behind
+        path.unlink()
+        raise
+
+
+def create_ledger(path: Path, clock: Callable[[], float] | None = None) -> LedgerState:
+    """Create an empty ledger ``path`` (0600, its folder 0700 if new) with a random identity
+    (128 bits from the OS) dated by ``clock``; refuses an existing file. Its state."""
+    refusal = f"{path} exists: a ledger is never created over a file; move it away first"
+    with _new_file(path, refusal), closing(_connection(path)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.executescript(_SCHEMA)
+        conn.execute(_IDENTITY_SCHEMA)
+        _add_columns(conn)
+        _set_identity(conn, (clock or utc_now)())
+        return _state(conn)
+
+
+def _set_identity(conn: sqlite3.Connection, created: float) -> None:
+    """Give the ledger behind ``conn`` (without one) a random identity dated ``created``."""
+    conn.execute("INSERT INTO ledger_identity VALUES (?, ?)", (secrets.token_hex(16), created))
+
+
+def give_identity(path: Path) -> LedgerState:
+    """Give the ledger ``path``, written before ledgers had identities, a random one (its
+    state); a ledger that has one keeps it."""
+    with closing(_open(path)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        if "ledger_identity" not in _tables(conn):
+            conn.execute(_IDENTITY_SCHEMA)
+            _set_identity(conn, utc_now())
+        conn.execute("COMMIT")
+        return _state(conn)
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _state(conn: sqlite3.Connection, mark: Mark | None = None) -> LedgerState:
+    """The identity and releases of the ledger behind ``conn``, and whether it holds the
+    release ``mark`` names (that row id, at that time)."""
+    identity = None
+    if "ledger_identity" in _tables(conn):
+        row = conn.execute("SELECT identity FROM ledger_identity").fetchone()
+        identity = row and row[0]
+    releases, newest = conn.execute("SELECT COUNT(*), MAX(id) FROM releases").fetchone()
+
+    def time_of(row_id: int) -> float | None:
+        row = conn.execute("SELECT time FROM releases WHERE id = ?", (row_id,)).fetchone()
+        return row and row[0]
+
+    return LedgerState(
+        identity, releases,
+        None if newest is None else Mark(releases, newest, time_of(newest)),
+        mark is None or time_of(mark.id) == mark.time,
+    )
+
+
+def ledger_state(path: Path, mark: Mark | None = None,
+                 upgrade: bool = True) -> LedgerState | None:
+    """The state of the ledger ``path`` (``None`` if there is no such file), against
+    ``mark``; ``upgrade=False`` reads a backup without changing it."""
+    if not path.exists():
+        return None
+    with closing(_open(path, upgrade)) as conn:
+        return _state(conn, mark)
+
+
+def copy_ledger(source: Path, target: Path, mark: Mark | None = None) -> LedgerState:
+    """Copy the ledger ``source`` to a new file ``target`` (0600, its folder 0700 if new; an
+    existing file is refused) with SQLite's online backup, consistent while a run charges
+    the source (WAL); the copy's state against ``mark``."""
+    refusal = f"{target} exists; a ledger backup never overwrites a file: name a new one"
+    with closing(_open(source, upgrade=False)) as conn, _new_file(target, refusal):
+        with closing(_connection(target)) as copy:
+            conn.backup(copy)
+        return ledger_state(target, mark)
 
 
 def _add_columns(conn: sqlite3.Connection) -> None:
@@ -185,7 +319,7 @@ class SiteLedger:
     """The lifetime ledger of one population of a site, stored in SQLite at ``path``.
 
     Args:
-        path: the database file (created if absent).
+        path: the database file (an existing ledger: :func:`create_ledger` makes one).
         population: whose budget this is.
         epsilon, delta: the lifetime budget (conditional guarantee of secure releases).
         site: the site's name, for messages.
@@ -197,13 +331,16 @@ class SiteLedger:
             guarantee); ``None``: no ceiling.
         clock: the site's clock (Unix seconds; default :func:`utc_now`), which dates every
             release and places it in the windows.
+        witness: the site's identity file of this ledger: the ledger is checked against it
+            now and at every charge, which moves its high-water mark; ``None``: no check
+            (a ledger read by tools and tests; a real site always has one).
     """
 
     def __init__(
         self, path: str | Path, population: str, epsilon: float, delta: float,
         site: str = "site", worst_case_epsilon: float | None = None,
         daily_epsilon: float | None = None, weekly_epsilon: float | None = None,
-        clock: Callable[[], float] | None = None,
+        clock: Callable[[], float] | None = None, witness: LedgerWitness | None = None,
     ) -> None:
         check_privacy_parameters(epsilon, delta)
         for bound in (worst_case_epsilon, daily_epsilon, weekly_epsilon):
@@ -217,8 +354,20 @@ class SiteLedger:
         self.worst_case_epsilon = worst_case_epsilon
         self.ceilings = {"daily": daily_epsilon, "weekly": weekly_epsilon}
         self.clock = clock or utc_now
-        with closing(_connect(self.path)):
-            pass
+        self.witness = witness
+        if witness is None:
+            with closing(_open(self.path)):
+                pass
+        else:
+            self.verify()
+
+    def verify(self) -> LedgerState:
+        """Refuse this ledger (opened with its ``witness``) unless it is the one its identity
+        file names, holding every release up to the file's high-water mark; its state."""
+        record = self.witness.read()
+        found = ledger_state(self.path, record and record.mark)
+        self.witness.verify(record, found)
+        return found
 
     def for_run(self, charge: RunCharge) -> RunLedger:
         """The ledger a site charges during one run."""
@@ -226,7 +375,7 @@ class SiteLedger:
 
     def rows(self) -> list[dict[str, Any]]:
         """Every release of this population, oldest first."""
-        with closing(_connect(self.path)) as conn:
+        with closing(_open(self.path)) as conn:
             conn.row_factory = sqlite3.Row
             rows = conn.execute(
                 "SELECT * FROM releases WHERE population = ? ORDER BY id", (self.population,)
@@ -274,20 +423,7 @@ class SiteLedger:
         """Copy the ledger to a new file ``target`` (created 0600; an existing file is
         refused) with SQLite's online backup, consistent while a run charges it (WAL);
         returns the copy's releases of every population."""
-        target = Path(target)
-        try:
-            create_owner_only(target, b"")
-        except FileExistsError:
-            raise ConfigurationError(
-                f"{target} exists; a ledger backup never overwrites a file: name a new one"
-            ) from None
-        try:
-            with closing(_connect(self.path)) as source, closing(sqlite3.connect(target)) as copy:
-                source.backup(copy)
-                return copy.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
-        except BaseException:
-            target.unlink()
-            raise
+        return copy_ledger(self.path, Path(target)).releases
 
     def summary(self) -> dict[str, Any]:
         """Spending per run, per data set and in total, with what remains (for auditors)."""
@@ -336,9 +472,10 @@ class SiteLedger:
                 "finite and > 0"
             )
         new = _accounted_release(release)
-        with closing(_connect(self.path)) as conn:
+        with closing(_open(self.path)) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                self._verify_for_run(conn)
                 now = self.clock()
                 rows = conn.execute(
                     f"SELECT {_ACCOUNTED}, run_id, time FROM releases WHERE population = ?",
@@ -360,7 +497,30 @@ class SiteLedger:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            self._advance(conn)
         return run
+
+    def _verify_for_run(self, conn: sqlite3.Connection) -> None:
+        """In a charge's transaction: refuse the ledger behind ``conn`` unless it passes
+        :meth:`verify` (the run's coordinator is told a fixed reason, the site's log why)."""
+        if self.witness is None:
+            return
+        try:
+            record = self.witness.read()
+            self.witness.verify(record, _state(conn, record and record.mark))
+        except LedgerIdentityError as error:
+            raise refused_run(self.site, error) from None
+
+    def _advance(self, conn: sqlite3.Connection) -> None:
+        """After a charge is committed: move the identity file's high-water mark to the
+        ledger's newest release, holding the write lock so that no other charge interleaves."""
+        if self.witness is None:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.witness.advance(_state(conn))
+        finally:
+            conn.execute("COMMIT")
 
     def _check(self, charge: RunCharge, release: Release, run: int,
                dated: list[tuple[Accounted, float]], now: float) -> None:
@@ -517,6 +677,10 @@ def format_ledger(summary: dict[str, Any]) -> str:
     lines += [_window_line(window) for window in summary["windows"]]
     lines += [f"runs left, {algorithm}: {_runs_left(runs)}"
               for algorithm, runs in summary.get("runs_left", {}).items()]
+    if "identity" in summary:
+        identity = summary["identity"]
+        lines.append(f"ledger identity {identity['identity']}, recorded in {identity['file']}:")
+        lines += [f"  {line}" for line in identity["history"]]
     if secure or summary["worst_case_epsilon_budget"] is not None:
         bound = summary["worst_case_epsilon_budget"]
         lines.append(

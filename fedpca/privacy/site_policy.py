@@ -45,6 +45,8 @@ from fedpca.errors import ConfigurationError
 from fedpca.privacy.calibration import ACCOUNTING_MODES, calibrate_gaussian, pld_epsilon
 from fedpca.privacy.exact_noise import EXACT
 from fedpca.privacy.file_modes import SHARED_ANY, create_owner_only, refuse_shared
+from fedpca.privacy.ledger_identity import LedgerWitness
+from fedpca.privacy.ledger_lifecycle import create_site_ledger
 from fedpca.privacy.mechanisms import Release
 from fedpca.privacy.site_ledger import SiteLedger
 
@@ -68,7 +70,10 @@ POLICY_TEMPLATE = """\
 name = "{name}"                 # the site's name in results and logs
 data = "{data}"                 # the records: .npy, .csv or .parquet (rows = records)
 {contract_line}
-ledger = "{ledger}"             # the lifetime privacy ledger (SQLite; created if absent)
+ledger = "{ledger}"             # the lifetime privacy ledger (SQLite; fedpca site init
+                                # created it; never created again silently: its identity
+                                # and last release are in the .ledger-id.json file beside
+                                # this one)
 # The budget belongs to the people whose records these are, not to a file: a changed or
 # re-exported file of the same people keeps this population (and its spent budget).
 population = "{name}"
@@ -188,11 +193,18 @@ class SitePolicyFile:
     memory_mib: int = DEFAULT_MEMORY_MIB
     contract: Path | None = None
 
+    def witness(self) -> LedgerWitness:
+        """The identity file beside this policy, of the ledger it names."""
+        return LedgerWitness(LedgerWitness.path_for(self.path), self.ledger, self.path)
+
     def open_ledger(self) -> SiteLedger:
-        """The site's lifetime ledger, bounding both guarantees this policy sets."""
+        """The site's lifetime ledger, bounding both guarantees this policy sets, checked
+        against its identity file (raises LedgerIdentityError, creating nothing, when it is
+        missing, replaced, emptied or older than the site's last recorded release)."""
         return SiteLedger(self.ledger, self.population, self.epsilon, self.delta,
                           site=self.name, worst_case_epsilon=self.worst_case_epsilon,
-                          daily_epsilon=self.daily_epsilon, weekly_epsilon=self.weekly_epsilon)
+                          daily_epsilon=self.daily_epsilon, weekly_epsilon=self.weekly_epsilon,
+                          witness=self.witness())
 
     def require_algorithm(self, algorithm: str) -> dict[str, Any]:
         """The site's settings for ``algorithm``; raises unless the policy allows it."""
@@ -344,10 +356,12 @@ def write_policy_template(
     weekly_epsilon: float = TEMPLATE_WEEKLY_EPSILON,
 ) -> Path:
     """Write a commented policy file to ``path`` (refuses to overwrite one), with what the
-    worst case of secure sums costs at its budget (:func:`worst_cases`). Its spending
-    windows are ``daily_epsilon`` and ``weekly_epsilon`` (a demonstration that runs several
-    times a day raises them, up to the lifetime :data:`TEMPLATE_EPSILON`). ``contract``
-    names the consortium's data contract (relative to the policy's folder)."""
+    worst case of secure sums costs at its budget (:func:`worst_cases`), and its empty
+    ledger with the identity file beside the policy when neither exists yet
+    (:func:`~fedpca.privacy.ledger_lifecycle.create_site_ledger`). Its spending windows
+    are ``daily_epsilon`` and ``weekly_epsilon`` (a demonstration that runs several times a
+    day raises them, up to the lifetime :data:`TEMPLATE_EPSILON`). ``contract`` names the
+    consortium's data contract (relative to the policy's folder)."""
     target = Path(path)
     if target.exists():
         raise PolicyError(f"{target} exists; a site policy is never overwritten: edit it")
@@ -364,7 +378,7 @@ def write_policy_template(
         memory_mib=DEFAULT_MEMORY_MIB, min_memory_mib=MIN_MEMORY_MIB,
     )
     create_owner_only(target, text.encode("utf-8"))
-    load_site_policy(target)  # what init writes must load
+    create_site_ledger(load_site_policy(target).witness())  # what init writes must load
     return target
 
 
