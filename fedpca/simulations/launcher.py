@@ -139,26 +139,19 @@ def run_federation(
     answer to the budget round (e.g. :func:`fedpca.apps.common.partition_budget` of the
     scenario: from the run's in-memory ledger, no data; default: its client's). A run that
     the strategy stops (:class:`~fedpca.errors.RunFailedError`, e.g. too few sites can
-    afford it) raises that error here."""
+    afford it) raises that error here (Flower's ``run_simulation`` re-raises it)."""
     if observer is not None:
         strategy.add_observer(observer)
     server_app = ServerApp()
-    stopped: list[FedPCAError] = []
 
     @server_app.main()
     def _main(grid: Grid, context: Context) -> None:
-        try:
-            run_strategy(grid, context, strategy, strategy.num_rounds, secure=secure)
-        except FedPCAError as error:  # Flower logs it; the caller gets it after the run
-            stopped.append(error)
-            raise
+        run_strategy(grid, context, strategy, strategy.num_rounds, secure=secure)
 
     engine = engine or Engine()
     with site_store_for(engine) as store:
         app = site_client_app(StoreBound(client_fn, store), identity_fn, budget_fn)
         launch(server_app, app, num_sites, verbose=verbose, engine=engine)
-    if stopped:
-        raise stopped[0]
     done = len(strategy.server.history)
     if done < strategy.num_rounds:
         raise FedPCAError(
