@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 
@@ -20,6 +20,15 @@ class InvalidRequestError(FedPCAError, ValueError):
 
 class BudgetExceededError(FedPCAError):
     """A release was refused because it would exceed the site's privacy budget."""
+
+
+class RunFailedError(FedPCAError):
+    """A federated run stopped before its result; ``failures`` holds each failing site's own
+    reason (its reply's error), in the order they arrived."""
+
+    def __init__(self, message: str, failures: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.failures = list(failures)
 
 
 class ConfigurationError(FedPCAError, ValueError):

@@ -13,19 +13,31 @@ site's answers carry its own guarantee (``site_guarantees``,
 :mod:`fedpca.privacy.guarantee`) and the headline is the weakest of them; the run's
 configuration, which a real site replaces with its policy, is ``requested``. A run without
 Flower (the reference runs) has no site guarantees: its sites all used that configuration.
+
+A run that stops before its result (too few sites could afford it, or answered a round)
+writes :func:`failure_record` instead, to the same path: ``status`` ``"failed"``, the error
+and each failing site's own reason (:func:`failure_recorded`); a complete run's record has
+``status`` ``"complete"``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from fedpca.algorithms.dpdis_pca import message_bytes
+from fedpca.errors import RunFailedError
 from fedpca.privacy.guarantee import SiteGuarantee, weakest
 from fedpca.scenarios.base import NO_SEED
 
+logger = logging.getLogger(__name__)
+
+#: A record's ``status``: the run delivered its result, or it stopped before it.
+COMPLETE, FAILED = "complete", "failed"
 #: The history phase of DPS-PCA's initialisation release (not a power round).
 INIT_PHASE = "init"
 #: The request's privacy keys the record repeats under ``requested``.
@@ -58,6 +70,31 @@ class RunResult(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
+def failure_record(algorithm: str, error: BaseException) -> dict[str, Any]:
+    """The record of a run of ``algorithm`` that stopped before its result: ``status``
+    ``"failed"``, the ``error`` that stopped it and each failing site's own reason
+    (``site_failures``, e.g. the refusals of the sites that could not afford the run)."""
+    return {
+        "algorithm": algorithm,
+        "status": FAILED,
+        "error": str(error) or type(error).__name__,
+        "site_failures": error.failures if isinstance(error, RunFailedError) else [],
+    }
+
+
+@contextlib.contextmanager
+def failure_recorded(algorithm: str, path: str | Path | None) -> Iterator[None]:
+    """Run the block; when it raises, write :func:`failure_record` to ``path`` (if given)
+    before the error goes on: a run that fails leaves its record too."""
+    try:
+        yield
+    except Exception as error:
+        if path:
+            Path(path).write_text(json.dumps(failure_record(algorithm, error), indent=2))
+            logger.error("the run failed; its record: %s", path)
+        raise
+
+
 def run_record(result: RunResult) -> dict[str, Any]:
     """The record of ``result``: headline fields, the algorithm's metrics, the full result."""
     metrics = ALGORITHM_METRICS.get(result.algorithm, _no_metrics)
@@ -80,6 +117,7 @@ def headline(result: RunResult) -> dict[str, Any]:
     seed = _config(config, "seed")
     return {
         "algorithm": result.algorithm,
+        "status": COMPLETE,
         "sites": _config(config, "sites") or len(records),
         "samples": sum(records.values()) if records else _config(config, "samples"),
         "dim": result.dim,

@@ -29,7 +29,8 @@ def run_identity(monkeypatch):
 class LocalGrid:
     """``app`` answering for each node of ``contexts`` (node id -> its Context);
     ``drop(kind, node, round)`` decides which secure-aggregation messages a site never
-    answers (a dropout)."""
+    answers (a dropout). ``sent`` and ``types`` list each message's protocol kind and
+    message type."""
 
     def __init__(self, app: ClientApp, contexts: dict[int, Context],
                  drop=lambda kind, node, config: False):
@@ -38,6 +39,7 @@ class LocalGrid:
         self.contexts = contexts
         self.drop = drop
         self.sent: list[str] = []
+        self.types: list[str] = []
 
     def get_node_ids(self):
         return list(self.contexts)
@@ -49,6 +51,7 @@ class LocalGrid:
             protocol = message.content.config_records.get(PROTOCOL_RECORD, {})
             kind = str(protocol.get("kind"))
             self.sent.append(kind)
+            self.types.append(message.metadata.message_type)
             if not self.drop(kind, node, protocol.get("round")):
                 replies.append(self.app(message, self.contexts[node]))
         return replies

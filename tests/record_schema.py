@@ -2,7 +2,7 @@
 --output`` and the Flower App's ``output`` are both checked against these sets."""
 
 HEADLINE = {
-    "algorithm", "sites", "samples", "dim", "k", "epsilon", "delta", "accounting",
+    "algorithm", "status", "sites", "samples", "dim", "k", "epsilon", "delta", "accounting",
     "noise_multiplier", "noise_sampler", "sigma", "epsilon_achieved", "epsilon_worst_case", "site_guarantees",
     "requested", "trust_model", "seed", "rounds",
     "flower_rounds", "epsilon_spent", "wall_seconds",
@@ -28,6 +28,8 @@ LDP_SPARSE = {
     "admm_converged",
 }
 PCA_RESULT = {"basis", "privacy", "history", "config", "sites_answered"}
+#: The record of a run that stopped before its result.
+FAILURE = {"algorithm", "status", "error", "site_failures"}
 CLUSTERING_RESULT = {"bases", "assignments", "privacy", "history", "config"}
 
 
@@ -39,4 +41,5 @@ def record_keys(algorithm: str, sparse: bool = False) -> set[str]:
 
 def all_documented_keys() -> set[str]:
     """Every key any record can have."""
-    return HEADLINE | LDP_SPARSE | PCA_RESULT | CLUSTERING_RESULT | set().union(*ALGORITHM.values())
+    return (HEADLINE | LDP_SPARSE | PCA_RESULT | CLUSTERING_RESULT | FAILURE
+            | set().union(*ALGORITHM.values()))

@@ -4,12 +4,15 @@ file, lifetime ledger and pinned ClientApp per site, and a hostile coordinator.
 One SuperLink and three SuperNodes (module fixture; ``--isolation process`` with each site's
 ``fedpca site superexec``) run DPS-PCA with ``flwr run``; then the coordinator ships a FAB
 with modified client code (every site refuses it, nothing is charged), site 0 restarts, and
-a third run finds site 0's lifetime budget spent (its ledger survived the restart). A
+a third run finds site 0's lifetime budget spent (its ledger survived the restart): site 0
+declines the run in its budget round, the run stops before any release, no site's ledger
+gains a row, and the run's record says why (``fedpca deploy local`` then exits non-zero). A
 SuperNode with an unregistered key and an ``--insecure`` one must be refused. The fixture
 stops every process it started by PID, with descendants, even when a test fails, and
 asserts that none is left.
 """
 
+import json
 import re
 import shutil
 import stat
@@ -27,6 +30,8 @@ from cryptography.hazmat.primitives.serialization import (
     load_ssh_public_key,
 )
 
+from fedpca.cli import main as cli_main
+from fedpca.deployment import command
 from fedpca.deployment.certs import write_deployment_files, write_site_key
 from fedpca.deployment.fab_check import config_only_pyproject
 from fedpca.deployment.local import DeploymentError, LocalDeployment, Site, config_pairs
@@ -139,15 +144,37 @@ def test_a_hostile_coordinator_against_real_sites(deployment, tmp_path):
     assert "refused: the App (FAB) carries" in logs and "fedpca/__init__.py" in logs
     assert "leak" not in str(refused.value)
     assert all(len(ledger_rows(site)) == 5 for site in deployment.sites)
-    # Site 0 restarts; its lifetime ledger is on its disk, so run C finds its budget spent.
+    # Site 0 restarts; its lifetime ledger is on its disk, so run C finds its budget spent:
+    # site 0 declines the whole run in the budget round, and no site spends anything.
     key = deployment.certificates.sites[0]
     deployment.stop_site("0")
     deployment.start_site(deployment.sites[0], key)
-    with pytest.raises(DeploymentError):
-        deployment.run(RUN_CONFIG, timeout=120)
-    logs = "".join(item.log.read_text(errors="replace") for item in deployment.launched)
-    assert "lifetime budget epsilon=4" in logs
-    assert len(ledger_rows(deployment.sites[0])) == 5
+    before = [ledger_rows(site) for site in deployment.sites]
+    output = tmp_path / "run-c.json"
+    with pytest.raises(DeploymentError, match=r"the run failed: budget round: 2 site\(s\) can "
+                                              r"afford this run, need 3; nothing was released"):
+        deployment.run({**RUN_CONFIG, "output": str(output)}, timeout=120)
+    assert [ledger_rows(site) for site in deployment.sites] == before
+    record = json.loads(output.read_text())
+    assert record["status"] == "failed"
+    (declined,) = record["site_failures"]
+    assert declined.startswith("0: refused this run of dps-pca: the 5 releases left of it")
+    assert "lifetime budget epsilon=4 (delta=1e-07) would be exceeded" in declined
+
+
+def test_deploy_local_exits_non_zero_when_the_run_fails(tmp_path, monkeypatch, capsys):
+    class FailingRun(LocalDeployment):
+        def start(self) -> None:
+            self.port = 1
+
+        def run(self, run_config, timeout=0, **options):
+            raise DeploymentError("the run failed: budget round: 1 site(s) can afford this run")
+
+    monkeypatch.setattr(command, "LocalDeployment", FailingRun)
+    np.save(tmp_path / "0.npy", np.zeros((2, 3)))
+    argv = ["deploy", "local", "--workdir", str(tmp_path), "--data", str(tmp_path / "0.npy")]
+    assert cli_main(argv) == 2
+    assert "the run failed: budget round" in capsys.readouterr().err
 
 
 def _refused(node) -> str:

@@ -24,6 +24,7 @@ from flwr.common import (
 )
 
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
+from fedpca.algorithms.specs import app_config
 from fedpca.apps.app import client_fn
 from fedpca.apps.common import partition_client
 from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
@@ -218,6 +219,30 @@ def test_a_fresh_run_id_per_request_is_stopped_by_the_daily_ceiling(tmp_path, mo
     summary = load_site_policy(policy).open_ledger().summary()
     windows = {w["window"]: w for w in summary["windows"]}
     assert windows["daily"]["releases"] == 1 and windows["weekly"]["releases"] == per_day + 1
+
+
+#: A DPS-PCA run of one power round: two releases (the initialisation and the round).
+ONE_ROUND = {**app_config(), "dim": D, "k": 2, "sparsity": 4, "s-hat": 6, "rounds": 1}
+
+
+def test_a_run_the_site_cannot_finish_is_refused_at_its_first_request(tmp_path):
+    # The lifetime holds three releases, one and a half runs of two: run 1 makes both of its
+    # releases; run 2's first release alone would fit, the whole run does not.
+    z = calibrate_gaussian(2, 1.0, 1e-7, "pld", paper_rule="dps-pca").noise_multiplier
+    three = pld_epsilon((z,) * 3, 1e-7) * (1 + 1e-6)
+    policy = make_site(tmp_path, epsilon=three)
+    policy.write_text(policy.read_text().replace("rounds = 10", "rounds = 1"))
+    basis = thin_qr(np.random.default_rng(1).standard_normal((D, 2)))
+    for arrays, request in (([], {"phase": "init"}), ([basis], {"phase": "power", "round": 1})):
+        client_fn(context(policy, ONE_ROUND, run_id=1)).fit(
+            FitIns(ndarrays_to_parameters(arrays), request))
+    assert len(ledger_rows(policy)) == 2
+    (tmp_path / "records.npy").write_bytes(b"not records")  # the check reads no data
+    with pytest.raises(BudgetExceededError, match=r"hospital-a: refused this run of dps-pca: "
+                       r"the 2 releases left of it, as this site calibrates them, do not fit: "
+                       r"the site's lifetime budget .* would be exceeded \(\S+ after this run"):
+        client_fn(context(policy, ONE_ROUND, run_id=2))
+    assert len(ledger_rows(policy)) == 2
 
 
 def test_a_changed_data_file_keeps_the_populations_budget(tmp_path):

@@ -1,12 +1,14 @@
 """The run record (one schema for the CLI and the Flower App, documented once in the README),
-and command-line errors that name the command's flags. No Flower federation is started."""
+a failed run's record and exit code, and command-line errors that name the command's flags.
+No Flower federation is started."""
 
+import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from record_schema import all_documented_keys, record_keys
+from record_schema import FAILURE, all_documented_keys, record_keys
 
 from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import run_dps_pca
@@ -17,6 +19,7 @@ from fedpca.results import PCAResult
 from fedpca.run_record import run_record, save_run_record
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.strategies.base import BudgetRoundError
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -82,3 +85,25 @@ def test_cli_errors_name_the_flags(argv, message, capsys):
     err = capsys.readouterr().err
     assert message in err
     assert not re.search(r"(?<!-)\b(epsilon|s_hat|sparsity|min_sites)=", err)  # no keywords
+
+
+def test_a_failed_run_exits_non_zero_and_leaves_its_record(tmp_path, monkeypatch, capsys):
+    from fedpca.simulations import dps_pca as simulation
+
+    declined = "1: refused this run of dps-pca: the 5 releases left of it ... do not fit"
+
+    def stopped(*args, **kwargs):
+        raise BudgetRoundError("budget round: 1 site(s) can afford this run, need 2; nothing "
+                               "was released", failures=[declined])
+
+    monkeypatch.setattr(simulation, "simulate_dps_pca", stopped)
+    output = tmp_path / "run.json"
+    assert cli_main(["simulate", "dps-pca", "--quiet", "--output", str(output)]) == 2
+    assert "budget round: 1 site(s) can afford this run" in capsys.readouterr().err
+    record = json.loads(output.read_text())
+    assert set(record) == FAILURE
+    assert (record["algorithm"], record["status"]) == ("dps-pca", "failed")
+    assert record["error"].startswith("budget round") and record["site_failures"] == [declined]
+    assert cli_main(["show", str(output)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"dps-pca: the run failed: {record['error']}", f"  {declined}"]

@@ -2,6 +2,8 @@
 recorded with what their accounting needs, survive reopening, compose exactly as the
 in-memory ledger composes them, are refused before anything is written when the budget is
 spent, and a ledger written before these columns existed still loads and means the same.
+A run whose releases, all of them, would pass the lifetime budget, the worst-case bound or a
+ceiling is refused before its first release, with nothing written.
 Spending per UTC calendar day and per rolling week is bounded on the site's clock (injected
 here), whatever run ids the coordinator picks. The runs a ledger says remain are the runs it
 then accepts, and a backup taken while the ledger is open holds the same rows.
@@ -184,6 +186,47 @@ def test_the_ledger_report_shows_each_window(tmp_path):
     assert "daily ceiling 1 over the calendar day in UTC, from 2025-03-03 00:00:00: spent" in text
     assert "weekly ceiling 2 over the last 7 x 24 hours, from 2025-02-24 10:00:00: spent" in text
     assert text.count("in 1 releases") == 3  # lifetime, daily, weekly
+
+
+#: A release inside secure sums of 4 sites (its own share's multiplier is half of 5).
+SECURE = Release("dps-pca/power+secagg(m=4)", 0.01, 0.05, (8, 8), sites_in_sum=4)
+FIVE = PrivacyLedger(50.0, DELTA, releases=[GAUSSIAN] * 5).epsilon_spent()
+FIVE_WORST = PrivacyLedger(50.0, DELTA, releases=[SECURE] * 5).worst_case_spent()
+#: Per bound: the ledger's settings holding five releases, the release, how long before the
+#: check the run "a" made two of them, and the refusal of a run of four more.
+WHOLE_RUN = {
+    "lifetime": ({"epsilon": FIVE}, GAUSSIAN, 0.0,
+                 r"lifetime budget epsilon=\S+ \(delta=1e-06\) would be exceeded \(\S+ after "
+                 r"this run\)"),
+    "worst case": ({"worst_case_epsilon": FIVE_WORST}, SECURE, 0.0,
+                   r"worst-case lifetime budget epsilon=\S+ .* after this run\)"),
+    "daily": ({"daily_epsilon": FIVE}, GAUSSIAN, HOUR,
+              r"daily ceiling epsilon=\S+ .* after this run\); the day ends at 2025-03-04 "),
+    "weekly": ({"weekly_epsilon": FIVE}, GAUSSIAN, 3 * 24 * HOUR,
+               r"weekly ceiling epsilon=\S+ \(delta=1e-06\) over the last 7 x 24 hours would "
+               r"be exceeded \(\S+ after this run\)"),
+}
+
+
+@pytest.mark.parametrize("bound", WHOLE_RUN)
+def test_a_run_that_cannot_finish_is_refused_before_its_first_release(tmp_path, bound):
+    limits, release, age, refusal = WHOLE_RUN[bound]
+    settings = {"epsilon": 50.0, **limits}
+    clock = Clock(MONDAY + 10 * HOUR - age)
+    ledger = new_ledger(tmp_path / "l.sqlite", "patients", settings.pop("epsilon"), DELTA,
+                        site="clinic", clock=clock, **settings)
+    earlier = ledger.for_run(run("a"))
+    earlier.charge(release)
+    earlier.charge(release)
+    clock.now = MONDAY + 10 * HOUR
+    rows = ledger.rows()
+    assert ledger.run_refusal([release] * 3) is None  # three more fit: five in all
+    with pytest.raises(BudgetExceededError, match="clinic: refused this run of dps-pca: the 4 "
+                       "releases left of it, as this site calibrates them, do not fit: .*"
+                       + refusal):
+        ledger.require_run([release] * 4, "dps-pca")
+    assert ledger.rows() == rows  # nothing written
+    ledger.for_run(run("b")).charge(release)  # its first release alone would have passed
 
 
 def test_the_runs_remaining_are_the_runs_the_ledger_then_accepts(tmp_path):

@@ -41,7 +41,7 @@ from fedpca.privacy.exact_noise import (
 )
 from fedpca.privacy.hadamard import next_power_of_two
 from fedpca.privacy.ledger import PrivacyLedger
-from fedpca.privacy.mechanisms import NoiseSource, Release
+from fedpca.privacy.mechanisms import NoiseSource, Release, planned_run
 from fedpca.privacy.site_data import SiteData
 from fedpca.privacy.validation import (
     require_choice,
@@ -78,6 +78,26 @@ class SiteLedgerLike(Protocol):
     def epsilon_spent(self) -> float: ...
 
     def worst_case_spent(self) -> float: ...
+
+    def require_run(self, planned: Sequence[Release]) -> None: ...
+
+
+def run_ledger(policy: SitePrivacyPolicy, site: str) -> PrivacyLedger:
+    """A fresh in-memory ledger for one run under ``policy`` (a simulation's): its budget the
+    calibration's target, at most ``policy.releases`` releases."""
+    cal = policy.calibration()
+    return PrivacyLedger(cal.target_epsilon, cal.delta, max_releases=policy.releases, site=site)
+
+
+def require_rest_of_run(policy: SitePrivacyPolicy, ledger: SiteLedgerLike) -> None:
+    """Raise (:class:`~fedpca.errors.BudgetExceededError`, nothing charged) unless what is
+    left of a run under ``policy`` fits ``ledger`` after the releases it holds: the run's
+    ``policy.releases`` releases as calibrated
+    (:func:`~fedpca.privacy.mechanisms.planned_run`), less the ``ledger.count`` this run has
+    made. A site's answer to the budget round, from its policy and ledger alone."""
+    planned = planned_run("run", policy.releases, policy.calibration().noise_multiplier,
+                          policy.secure_min_sites or 0)
+    ledger.require_run(planned[ledger.count:])
 
 
 @dataclass(frozen=True)
@@ -230,10 +250,7 @@ class PrivateSite:
         self.calibration = policy.calibration()
         #: The calibration of the last distributed discrete Gaussian sum the site answered.
         self.sum_calibration: DDGCalibration | None = None
-        self.ledger: SiteLedgerLike = ledger or PrivacyLedger(
-            self.calibration.target_epsilon, self.calibration.delta,
-            max_releases=policy.releases, site=site,
-        )
+        self.ledger: SiteLedgerLike = ledger or run_ledger(policy, site)
         self.noise = NoiseSource(seed, site)
         self.limits = limits or SiteLimits()
 
@@ -391,6 +408,11 @@ class PrivateSite:
             modulus=grid.modulus, draws=cal.draws, rng=self.noise.generator(index)))
         self.sum_calibration = cal
         return residues
+
+    def require_run(self) -> None:
+        """Raise unless what is left of this run fits the site's ledger
+        (:func:`require_rest_of_run`): reads its policy and ledger, never its data."""
+        require_rest_of_run(self.policy, self.ledger)
 
     def guarantee(self) -> SiteGuarantee:
         """This site's public guarantee for the run (:mod:`fedpca.privacy.guarantee`): its

@@ -4,7 +4,10 @@
 :data:`fedpca.algorithms.specs.SPECS`: the ClientApp answers with that algorithm's site
 (:func:`fedpca.apps.common.site_client_for`) in one ClientApp that serves the Message-API
 strategies and the legacy/SecAgg+ ones (:func:`fedpca.clients.site_client_app`); the
-ServerApp runs the algorithm's ``server_main``, on the Message API unless SecAgg+ is asked.
+ServerApp runs the algorithm's ``server_main``, on the Message API unless SecAgg+ is asked,
+each site answering its budget round from its policy and ledger
+(:func:`fedpca.apps.common.site_budget_for`); a run that fails writes a failure record
+(:func:`fedpca.run_record.failure_recorded`).
 """
 
 from __future__ import annotations
@@ -14,14 +17,24 @@ from flwr.common import Context
 from flwr.server import Grid, ServerApp
 
 from fedpca.algorithms.specs import DEFAULT_ALGORITHM, AlgorithmSpec, load, spec
-from fedpca.apps.common import site_client_for, site_identity_for
+from fedpca.apps.common import (
+    record_path,
+    site_budget_for,
+    site_client_for,
+    site_identity_for,
+)
 from fedpca.blas import single_thread_blas
 from fedpca.clients.site_app import site_client_app
+from fedpca.run_record import failure_recorded
 from fedpca.secure.identity import SecureIdentity
 
 
+def _algorithm(context: Context) -> str:
+    return str(context.run_config.get("algorithm", DEFAULT_ALGORITHM))
+
+
 def _spec(context: Context) -> AlgorithmSpec:
-    return spec(str(context.run_config.get("algorithm", DEFAULT_ALGORITHM)))
+    return spec(_algorithm(context))
 
 
 def client_fn(context: Context) -> Client:
@@ -35,11 +48,19 @@ def identity_fn(context: Context) -> SecureIdentity | None:
     return site_identity_for(context, _spec(context))
 
 
-client_app = site_client_app(client_fn, identity_fn)
+def budget_fn(context: Context) -> str:
+    """This node's answer to the budget round (its name, or it raises its refusal)."""
+    return site_budget_for(context, _spec(context))
+
+
+client_app = site_client_app(client_fn, identity_fn, budget_fn)
 server_app = ServerApp()
 
 
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
-    """Run the configured algorithm."""
-    load(_spec(context).server_main)(grid, context)
+    """Run the configured algorithm. A run that fails (e.g. fewer than ``min-sites`` sites
+    can afford it) writes a failure record to run_config ``output`` and raises, so Flower
+    marks the run failed."""
+    with failure_recorded(_algorithm(context), record_path(dict(context.run_config))):
+        load(_spec(context).server_main)(grid, context)

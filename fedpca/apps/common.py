@@ -11,8 +11,15 @@ from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.algorithms.specs import AlgorithmSpec
-from fedpca.apps.real_site import is_real_site, open_real_site, real_site_identity
+from fedpca.algorithms.site import require_rest_of_run, run_ledger
+from fedpca.apps.real_site import (
+    is_real_site,
+    open_real_site,
+    real_site_budget,
+    real_site_identity,
+)
 from fedpca.clients.base import ClientFactory
+from fedpca.clients.ledger_state import load_ledger
 from fedpca.data.memory import require_simulation_memory
 from fedpca.errors import ConfigurationError
 from fedpca.report import record_summary
@@ -40,16 +47,38 @@ def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
         scenario = scenario_cls.from_run_config(site.config, sites=least_sites(site.config))
         return client_for_site(context, site.records, scenario.policy(), site.name, seed=None,
                                ledger=site.ledger, limits=site.limits)
+    return partition_client(client_for_site, partition_scenario(scenario_cls, context), context)
+
+
+def site_budget_for(context: Context, spec: AlgorithmSpec) -> str:
+    """This node's answer to the budget round for algorithm ``spec``: a real site's from its
+    policy and lifetime ledger (:func:`~fedpca.apps.real_site.real_site_budget`), a
+    simulated partition's from the run's in-memory ledger (:func:`partition_budget`)."""
+    if is_real_site(context):
+        return real_site_budget(context, spec.name)
+    return partition_budget(partition_scenario(spec.scenario_class(), context), context)
+
+
+def partition_scenario(scenario_cls: type[S], context: Context) -> S:
+    """The run_config's scenario, as simulated partition ``partition-id`` of this node
+    holds it; refuses a node that is neither a real site nor a simulated partition."""
     if "partition-id" not in context.node_config:
         raise ConfigurationError(
             "this node has no site policy (node_config policy=FILE: a real site) and no "
             "partition-id (a simulated site); a real site's operator starts its SuperNode "
             "with --node-config 'policy=\"/path/policy.toml\"'"
         )
-    scenario = scenario_cls.from_run_config(
-        dict(context.run_config), sites=site_partitions(context)
-    )
-    return partition_client(client_for_site, scenario, context)
+    return scenario_cls.from_run_config(dict(context.run_config), sites=site_partitions(context))
+
+
+def partition_budget(scenario: Scenario, context: Context) -> str:
+    """Simulated partition ``partition-id``'s answer to the budget round: its name when what
+    is left of the run under ``scenario``'s policy fits the run's in-memory ledger (kept in
+    ``context.state``); raises otherwise. No record is read or generated."""
+    site = str(context.node_config["partition-id"])
+    policy = scenario.policy()
+    require_rest_of_run(policy, load_ledger(context, run_ledger(policy, site)))
+    return site
 
 
 def site_identity_for(context: Context, spec: AlgorithmSpec) -> SecureIdentity | None:
@@ -129,10 +158,15 @@ def secure_max_records(scenario: Scenario, config: dict[str, Any]) -> int:
     return max_weight
 
 
+def record_path(config: dict[str, Any]) -> str | None:
+    """run_config ``output``: where the run's record goes (``None``: nowhere)."""
+    return str(config.get("output", "")) or None
+
+
 def finish(result: RunResult, config: dict[str, Any]) -> None:
     """Log the result and write its run record (the same JSON as ``fedpca simulate
     --output``, :mod:`fedpca.run_record`) to run_config ``output`` when that is set."""
     logger.info("%s", record_summary(run_record(result)))
-    output = str(config.get("output", ""))
+    output = record_path(config)
     if output:
         save_run_record(result, output)

@@ -29,6 +29,9 @@ untrusted. What a hostile coordinator could try, and what happens:
   the site's last recorded release is refused before anything is charged, and never
   created again by a run (:mod:`fedpca.privacy.ledger_identity`); the coordinator is told
   only that the ledger failed its check;
+* **start a run the site cannot finish**, so that the others spend and nobody gets a
+  result: at the run's first request (and in the budget round before it), the whole run as
+  the site calibrates it must fit the ledger, or the site refuses before reading its data;
 * **ask for an answer too large to compute** (400,000 k-plane clusters, a ``d x d`` basis at
   large ``d``): refused before anything is allocated, by the limits of the site's policy
   (:mod:`fedpca.algorithms.site_limits`).
@@ -50,7 +53,7 @@ from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.data.files import file_fingerprint
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.privacy.ledger_identity import LedgerIdentityError, refused_run
-from fedpca.privacy.site_ledger import RunCharge, RunLedger
+from fedpca.privacy.site_ledger import RunCharge, RunLedger, SiteLedger
 from fedpca.privacy.site_policy import (
     PRIVACY_KEYS,
     PolicyError,
@@ -88,13 +91,12 @@ def is_real_site(context: Context) -> bool:
 
 
 def open_real_site(context: Context, algorithm: str) -> RealSite:
-    """Load the site's policy, check the coordinator's request against it, open its data and
-    its lifetime ledger for this run. Raises (nothing charged) when the site refuses."""
-    policy = _policy(context)
-    policy.require_algorithm(algorithm)
+    """Load the site's policy, check the coordinator's request against it and, at the run's
+    first request here, that the whole run fits its ledger (:func:`require_affordable`);
+    then open its data and its lifetime ledger for this run. Raises (nothing charged) when
+    the site refuses."""
+    policy = _requested_policy(context, algorithm)
     untrusted = dict(context.run_config)
-    _refuse_other_contract(policy, untrusted.get("contract", ""))
-    _refuse_seed(policy, untrusted.get("seed", NO_SEED))
     own = policy.privacy_config(algorithm)
     overridden = sorted(k for k in PRIVACY_KEYS if k in untrusted and untrusted[k] != own.get(k))
     if overridden:
@@ -102,12 +104,10 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
             "%s: run_config %s ignored: this site's policy %s sets its privacy",
             policy.name, ", ".join(f"{k}={untrusted[k]!r}" for k in overridden), policy.path,
         )
+    ledger = _open_ledger(policy)
+    require_affordable(policy, ledger, algorithm, str(context.run_id))
     records = _records(policy)
     policy.check_records(records.shape[0])
-    try:
-        ledger = policy.open_ledger()
-    except LedgerIdentityError as error:  # its counts and paths stay in the site's log
-        raise refused_run(policy.name, error) from None
     charge = RunCharge(
         run_id=str(context.run_id), algorithm=algorithm,
         fingerprint=file_fingerprint(policy.data),
@@ -117,6 +117,28 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
     logger.info("%s: noise sampler %s (grid points plus exact discrete Gaussian noise)",
                 policy.name, own["noise-sampler"])
     return RealSite(policy.name, records, config, ledger.for_run(charge), policy.limits)
+
+
+def real_site_budget(context: Context, algorithm: str) -> str:
+    """The site's answer to the budget round (:mod:`fedpca.strategies.budget_round`): its
+    name when its policy allows ``algorithm``, the request carries no seed and the whole
+    run fits its ledger (:func:`require_affordable`); raises its refusal otherwise. Reads
+    its policy and its ledger, never its data, so the answer depends on no record."""
+    policy = _requested_policy(context, algorithm)
+    require_affordable(policy, _open_ledger(policy), algorithm, str(context.run_id))
+    return policy.name
+
+
+def require_affordable(policy: SitePolicyFile, ledger: SiteLedger, algorithm: str,
+                       run_id: str) -> None:
+    """Before run ``run_id``'s first release at this site, refuse the run unless all of it,
+    as the site's policy calibrates it (:meth:`SitePolicyFile.planned_run`), fits the
+    ledger's lifetime budget, worst-case bound and daily and weekly ceilings
+    (:meth:`SiteLedger.require_run`): whichever ServerApp the coordinator runs, the site
+    spends nothing on a run it cannot finish. A run that has made releases here is past
+    that point: each of its releases is checked as it is charged."""
+    if not ledger.run_releases(run_id):
+        ledger.require_run(policy.planned_run(algorithm), algorithm)
 
 
 def real_site_identity(context: Context, algorithm: str) -> SecureIdentity | None:
@@ -142,6 +164,25 @@ def _policy(context: Context) -> SitePolicyFile:
             "operator writes one with: fedpca site init"
         )
     return load_site_policy(str(node[POLICY_KEY]))
+
+
+def _requested_policy(context: Context, algorithm: str) -> SitePolicyFile:
+    """The site's policy, refusing an algorithm it does not allow, a request under another
+    data contract and a seeded request."""
+    policy = _policy(context)
+    policy.require_algorithm(algorithm)
+    _refuse_other_contract(policy, context.run_config.get("contract", ""))
+    _refuse_seed(policy, context.run_config.get("seed", NO_SEED))
+    return policy
+
+
+def _open_ledger(policy: SitePolicyFile) -> SiteLedger:
+    """The site's ledger once it passes its identity check; a refusal that tells the
+    coordinator only that it failed (its counts and paths stay in the site's log)."""
+    try:
+        return policy.open_ledger()
+    except LedgerIdentityError as error:
+        raise refused_run(policy.name, error) from None
 
 
 def _refuse_seed(policy: SitePolicyFile, seed: object) -> None:

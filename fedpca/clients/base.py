@@ -15,13 +15,13 @@ from collections.abc import Callable
 
 import numpy as np
 from flwr.client import Client, NumPyClient
-from flwr.common import Context
+from flwr.common import Context, Scalar
 
 from fedpca.algorithms.secure_sum import SUM_KEYS, SecAggPlusEmbedding, SecureSum
 from fedpca.algorithms.site import PrivateSite, SiteLedgerLike, SitePrivacyPolicy
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.clients.ledger_state import load_ledger, store_ledger
-from fedpca.clients.messages import RECORDS
+from fedpca.clients.messages import RECORDS, SITE
 from fedpca.clients.secure_aggregation import ProtocolMasking, SecAggMasking, masked_settings
 from fedpca.errors import InvalidRequestError
 from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
@@ -75,6 +75,14 @@ class PrivateSiteClient(NumPyClient):
         """How this site's residues pass SecAgg+ when it sends distributed discrete Gaussian
         messages (its policy's ``discrete``), else ``None``."""
         return SecAggPlusEmbedding(DEFAULT_MODULUS) if self.site.discrete else None
+
+    def get_properties(self, config: dict) -> dict[str, Scalar]:
+        """The site's answer to the budget round: its name when what is left of this run,
+        as its policy calibrates it, fits its ledger; else it raises the refusal
+        (:meth:`~fedpca.algorithms.site.PrivateSite.require_run`). From the policy and the
+        ledger alone: the answer depends on no record."""
+        self.site.require_run()
+        return {SITE: self.site.site}
 
     def get_parameters(self, config: dict) -> list[np.ndarray]:
         """A site holds no global parameters: nothing is sent."""

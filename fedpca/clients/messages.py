@@ -6,6 +6,11 @@ sites' ClientApp (:mod:`fedpca.clients.app`) reads requests and builds answers w
 * Legacy format (``flwr.server.strategy`` strategies, and Flower's SecAgg+ workflow): the
   request is a ``FitIns`` (records ``fitins.parameters`` / ``fitins.config``), the answer a
   ``FitRes``; the site's name, epsilon spent and release count travel in its metrics.
+* The budget round (before round 1, :mod:`fedpca.strategies.budget_round`), in either
+  API: a QUERY :class:`~flwr.app.Message` whose content is the ConfigRecord ``"budget"``
+  (:func:`budget_question`); a site that can afford the whole run answers with the
+  ConfigRecord ``"budget"`` holding its name and ``affords = True``, one that cannot with an
+  error, its refusal.
 * Message API (``flwr.serverapp.strategy`` strategies): the request is a train
   :class:`~flwr.app.Message` whose content is exactly an :class:`~flwr.app.ArrayRecord`
   ``"arrays"`` and a :class:`~flwr.app.ConfigRecord` ``"config"``; the answer carries the
@@ -48,6 +53,41 @@ NUM_EXAMPLES = "num-examples"
 RECORDS = "records"
 #: Legacy format: the request's config record (Flower's ``FitIns`` encoding).
 LEGACY_CONFIG = "fitins.config"
+#: The budget round: the question's and the answer's ConfigRecord, and the answer's yes.
+BUDGET, AFFORDS = "budget", "affords"
+
+
+def budget_question() -> RecordDict:
+    """The budget round's question, a QUERY message's content: "can this site afford the
+    whole of this run?". It carries nothing a site uses: each site answers for the run as
+    its own policy calibrates it, from its policy and ledger alone."""
+    return RecordDict({BUDGET: ConfigRecord({"question": "whole-run"})})
+
+
+def read_budget_question(content: RecordDict) -> None:
+    """Refuse a query that is not the budget question (untrusted content)."""
+    if set(content) != {BUDGET} or not isinstance(content.get(BUDGET), ConfigRecord):
+        raise InvalidRequestError(
+            f"refused: the only question a site answers is the budget round's (a ConfigRecord "
+            f"{BUDGET!r}), got records {sorted(content)}"
+        )
+
+
+def budget_answer(site: str) -> RecordDict:
+    """Site ``site``'s yes to the budget round (a no is the reply's error: the site's
+    refusal)."""
+    return RecordDict({BUDGET: ConfigRecord({SITE: site, AFFORDS: True})})
+
+
+def read_budget_answer(content: RecordDict, node: str) -> str:
+    """The name of the site that said yes in a budget answer; raises unless it is one."""
+    answer = content.config_records.get(BUDGET)
+    if answer is None or answer.get(AFFORDS) is not True:
+        raise FedPCAError(
+            f"node {node} answered the budget round with records {sorted(content)}, not "
+            f"{BUDGET!r}; is it running fedpca's ClientApp (fedpca.clients.site_client_app)?"
+        )
+    return str(answer.get(SITE, node))
 
 
 def is_legacy_request(content: RecordDict) -> bool:

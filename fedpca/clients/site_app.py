@@ -4,7 +4,7 @@ Flower 1.41 cannot mix the two ways of writing a ClientApp: registering ``@app.t
 a ``ClientApp(client_fn=...)`` raises "Use either `@app.train()` or `client_fn`, but not
 both" (``flwr/clientapp/client_app.py``). :func:`site_client_app` therefore registers one
 train handler that looks at each request's format
-(:func:`~fedpca.clients.messages.is_legacy_request`):
+(:func:`~fedpca.clients.messages.is_legacy_request`), and one query handler:
 
 * a legacy ``FitIns``, or a stage of Flower's SecAgg+ protocol, goes to
   ``ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])``: exactly the ClientApp
@@ -14,6 +14,9 @@ train handler that looks at each request's format
   :class:`~fedpca.clients.base.PrivateSiteClient`: the same request checks, refusals before
   any charge, ledger and metrics. It never passes through SecAgg+, so the site sees it as
   unmasked and a site whose policy relies on secure aggregation refuses it;
+* the budget round's question (a QUERY message, before round 1) is answered by the site's
+  ``budget_fn``, from its policy and ledger alone: its name when it can afford the whole run
+  as it calibrates it, else its refusal (:mod:`fedpca.strategies.budget_round`);
 * a stage of fedpca's verifiable secure aggregation (:mod:`fedpca.clients.secure_protocol`)
   goes to the site's session; its input stage answers through :func:`answer_content` inside
   the protocol's masking. A site whose identity is ``verified_only`` (a real site) refuses
@@ -31,16 +34,24 @@ goes to the site's own log only.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.client import Client
 from flwr.clientapp import ClientApp
-from flwr.common import FitIns, ndarrays_to_parameters
+from flwr.common import FitIns, GetPropertiesIns, ndarrays_to_parameters
 from flwr.common.constant import ErrorCode
 
-from fedpca.clients.messages import is_legacy_request, read_request, reply_content
+from fedpca.clients.messages import (
+    SITE,
+    budget_answer,
+    is_legacy_request,
+    read_budget_question,
+    read_request,
+    reply_content,
+)
 from fedpca.clients.secure_aggregation import is_secagg_plus_stage, secure_aggregation_mod
 from fedpca.clients.secure_protocol import IdentityFn, answer_protocol, is_protocol_message
 from fedpca.errors import FedPCAError, InvalidRequestError
@@ -54,6 +65,17 @@ SITE_FAILURE = "the site could not answer; its operator has the details in its l
 #: ``context -> Client``: a site's client for the current message (e.g.
 #: :func:`fedpca.clients.dps_pca.client_for_site` with the site's data and policy bound).
 ClientFn = Callable[[Context], Client]
+#: ``context -> site name``: the site's answer to the budget round when it can afford the
+#: whole run; raises a :class:`~fedpca.errors.FedPCAError` saying why it cannot.
+BudgetFn = Callable[[Context], str]
+
+
+def client_budget(client_fn: ClientFn, context: Context) -> str:
+    """The budget round's answer of the site ``client_fn`` builds: its ``get_properties``
+    (:meth:`~fedpca.clients.base.PrivateSiteClient.get_properties`: from the site's policy
+    and the run's ledger)."""
+    properties = client_fn(context).get_properties(GetPropertiesIns(config={})).properties
+    return str(properties[SITE])
 
 
 def answer_content(client_fn: ClientFn, content: RecordDict, context: Context) -> RecordDict:
@@ -69,19 +91,24 @@ def error_reply(message: Message, reason: str) -> Message:
                    reply_to=message)
 
 
-def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None) -> ClientApp:
+def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
+                    budget_fn: BudgetFn | None = None) -> ClientApp:
     """A ClientApp answering fedpca's Message-API strategies (``DPSPCA``, ..., with or
     without verified secure aggregation) and its legacy strategies (``DPSPCAStrategy``, ...,
-    with or without SecAgg+) from ``client_fn``.
+    with or without SecAgg+) from ``client_fn``, and their budget round (a query).
 
     Args:
         client_fn: ``context -> Client`` building the site's client for each message, e.g.
             ``lambda context: client_for_site(context, X, policy, site="hospital-a")``.
         identity_fn: ``context -> SecureIdentity | None``, the site's identity in secure
             aggregation from its own policy (``None``: the site takes part in none).
+        budget_fn: ``context -> site name``, the site's answer to the budget round, from its
+            policy and ledger alone (raises the site's refusal when it cannot afford the
+            run); default: :func:`client_budget` of ``client_fn``.
     """
     legacy = ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])
     app = ClientApp()
+    budget = budget_fn or functools.partial(client_budget, client_fn)
 
     def answer(content: RecordDict, context: Context) -> RecordDict:
         return answer_content(client_fn, content, context)
@@ -91,22 +118,40 @@ def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None) 
 
     @app.train()
     def train(message: Message, context: Context) -> Message:
-        try:
+        def reply() -> Message:
             if is_protocol_message(message.content):
                 return answer_protocol(message, context, identity, answer)
             if is_legacy_request(message.content):
                 _refuse_secagg_plus(message, context, identity)
                 return legacy(message, context)
             return Message(answer(message.content, context), reply_to=message)
-        except FedPCAError as error:  # a refusal: its text quotes only public quantities
-            logger.warning("%s", error)
-            return error_reply(message, str(error))
-        except Exception:  # not fedpca's words: they stay in the site's log
-            logger.exception("answering a train request failed; the coordinator is told "
-                             "only %r", SITE_FAILURE)
-            return error_reply(message, SITE_FAILURE)
+
+        return guarded(message, reply)
+
+    @app.query()
+    def query(message: Message, context: Context) -> Message:
+        def reply() -> Message:
+            read_budget_question(message.content)
+            return Message(budget_answer(budget(context)), reply_to=message)
+
+        return guarded(message, reply)
 
     return app
+
+
+def guarded(message: Message, reply: Callable[[], Message]) -> Message:
+    """``reply()``, or the error reply saying why the site released nothing: a refusal's
+    own text (a :class:`~fedpca.errors.FedPCAError` quotes only public quantities), any
+    other exception's as :data:`SITE_FAILURE` (its traceback in the site's log only)."""
+    try:
+        return reply()
+    except FedPCAError as error:  # a refusal: its text quotes only public quantities
+        logger.warning("%s", error)
+        return error_reply(message, str(error))
+    except Exception:  # not fedpca's words: they stay in the site's log
+        logger.exception("answering a %s message failed; the coordinator is told only %r",
+                         message.metadata.message_type, SITE_FAILURE)
+        return error_reply(message, SITE_FAILURE)
 
 
 def _refuse_secagg_plus(message: Message, context: Context, identity: IdentityFn) -> None:

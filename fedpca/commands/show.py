@@ -1,7 +1,8 @@
 """``fedpca show RESULT.json [--plot FILE.png]``: the table, summary and picture of a saved run.
 
 It reads any run record (:mod:`fedpca.run_record`): ``fedpca simulate ... --output`` and the
-Flower App's run_config ``output`` write the same schema.
+Flower App's run_config ``output`` write the same schema (a failed run's record: its error
+and each failing site's reason).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from fedpca.errors import ConfigurationError
 from fedpca.report import guarantee_lines, history_table, record_header, record_summary
+from fedpca.run_record import FAILED
 
 
 def register_show_command(commands: argparse._SubParsersAction) -> None:
@@ -41,7 +43,9 @@ def load_record(path: Path) -> dict[str, Any]:
             f"{path} is not JSON ({exc}); pass a file written by `fedpca simulate ... "
             "--output` or the Flower App's run_config output"
         ) from exc
-    if not isinstance(record, dict) or "history" not in record or "algorithm" not in record:
+    if not isinstance(record, dict) or "algorithm" not in record or (
+        "history" not in record and record.get("status") != FAILED
+    ):
         raise ConfigurationError(
             f"{path} is not a fedpca run record (no 'algorithm' and 'history' keys); pass a "
             "file written by `fedpca simulate ... --output` or the Flower App's run_config "
@@ -53,6 +57,11 @@ def load_record(path: Path) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Print the record's header, table, summary and wall time; draw it with ``--plot``."""
     record = load_record(args.result)
+    if record.get("status") == FAILED:
+        print(f"{record['algorithm']}: the run failed: {record['error']}")
+        for reason in record.get("site_failures", []):
+            print(f"  {reason}")
+        return 0
     print(record_header(record))
     print(f"trust model: {record.get('trust_model')}")
     print("\n".join(guarantee_lines(record)))

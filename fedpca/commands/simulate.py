@@ -69,7 +69,9 @@ def _fill(spec: AlgorithmSpec, parser: argparse.ArgumentParser) -> None:
 
 def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     """Build the scenario from the flags, run the simulation with live rounds, print the
-    report and the wall time, write the JSON and the plot."""
+    report and the wall time, write the JSON and the plot. A run that fails raises (the
+    command exits non-zero) after writing its failure record to ``--output``."""
+    from fedpca.run_record import failure_recorded
     from fedpca.simulations.launcher import Engine
 
     engine = Engine(args.ray_address, args.cpus_per_site, args.memory_per_site)
@@ -82,7 +84,8 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
         announce(args, line)
     seeded_notice(scenario.seed)
     simulate = load(spec.simulate)
-    with live_rounds(args, spec.name, scenario.flower_rounds) as observer:
+    with (failure_recorded(spec.name, args.output),
+          live_rounds(args, spec.name, scenario.flower_rounds) as observer):
         result = simulate(scenario, verbose=args.verbose, observer=observer, engine=engine)
     for line in scenario.report(result):
         print(line)

@@ -10,7 +10,8 @@
 * ``app --out DIR``: the configuration-only Flower App that fedpca sites accept;
 * ``local --workdir DIR --data A.npy B.npy ... [--policy A.toml B.toml] [--run-config
   'k=2 rounds=5']``: the whole deployment on 127.0.0.1 (TLS, SuperNode authentication, a
-  policy file, ledger and pinned ClientApp per site), one run, then everything stops.
+  policy file, ledger and pinned ClientApp per site), one run, then everything stops; a run
+  that fails (e.g. a site cannot afford it) leaves its failure record and exits non-zero.
 
 Run them as ``python -m fedpca.deployment COMMAND``.
 """

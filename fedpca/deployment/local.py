@@ -32,6 +32,7 @@ in its environment, so an orphan that lost its parent is found too.
 
 from __future__ import annotations
 
+import json
 import logging
 import numbers
 import os
@@ -65,6 +66,7 @@ from fedpca.deployment.processes import (
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.privacy.site_policy import write_policy_template
 from fedpca.results import PCAResult
+from fedpca.run_record import FAILED
 
 logger = logging.getLogger(__name__)
 
@@ -390,8 +392,10 @@ class LocalDeployment:
         site. ``result=False``: the ServerApp writes no fedpca result (e.g. a coordinator's
         own ServerApp); return ``None`` as soon as ``flwr run`` has exited (it exits with 0
         even when the ServerApp raised: its log holds the error). Raises DeploymentError if a
-        Flower process exits, the run does not finish within ``timeout`` seconds, or it
-        writes no result when one is expected."""
+        Flower process exits, the run does not finish within ``timeout`` seconds, it writes
+        no result when one is expected, or it writes the record of a failed run
+        (:func:`fedpca.run_record.failure_record`: e.g. too few sites could afford it), whose
+        error the exception quotes."""
         app = Path(app_dir).resolve() if app_dir is not None else self.app_dir
         declared = app_config_keys(app)
         unknown = sorted(set(run_config) - declared)
@@ -423,6 +427,9 @@ class LocalDeployment:
             time.sleep(_POLL)
         if not output.is_file():
             raise flwr.failure(f"the run finished but the ServerApp wrote no {output}")
+        record = json.loads(output.read_text())
+        if record.get("status") == FAILED:
+            raise DeploymentError(f"the run failed: {record['error']} (its record: {output})")
         return PCAResult.load(output)
 
     def close(self) -> None:

@@ -13,8 +13,10 @@ coordinator that bypasses the protocol sees), both at ``delta``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fedpca.errors import BudgetExceededError, ConfigurationError
@@ -131,6 +133,14 @@ class PrivacyLedger:
         """Record ``release`` after :meth:`check`; raises and records nothing if refused."""
         self.check(release)
         self.releases.append(release)
+
+    def require_run(self, planned: Sequence[Release]) -> None:
+        """Raise BudgetExceededError unless the ``planned`` releases (what is left of a run
+        as the site calibrates it) would all be charged after those made: within
+        ``max_releases``, ``epsilon`` and the worst-case bound; records nothing."""
+        trial = dataclasses.replace(self, releases=list(self.releases))
+        for release in planned:
+            trial.charge(release)
 
     def summary(self) -> dict[str, float | int]:
         """What has been spent, in a form safe to send in plaintext."""

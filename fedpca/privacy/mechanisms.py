@@ -203,6 +203,17 @@ class Release:
                 ddg_pld_slack(sigma_sq, self.summands, self.padded))
 
 
+def planned_run(label: str, releases: int, noise_multiplier: float,
+                sites_in_sum: int = 0) -> list[Release]:
+    """The ``releases`` releases of one full run as a site calibrates it, for a ledger to
+    test before the run starts: Gaussians of unit sensitivity at the calibrated
+    ``noise_multiplier`` (what the accountant composes), inside secure sums of
+    ``sites_in_sum`` sites when set, named ``label/planned``. A site's exact or discrete
+    noise is charged as the release replacing each of them, within its grid's rounding."""
+    return [Release(f"{label}/planned", 1.0, noise_multiplier, (),
+                    sites_in_sum=sites_in_sum)] * releases
+
+
 class NoiseSource:
     """Independent Gaussian noise for each release of one site.
 

@@ -10,7 +10,12 @@ same delta, of the releases charged in the current calendar day (UTC) stays with
 Those windows are the site's own clock's, so a coordinator cannot reset them: a new run id
 for every request changes nothing (a run only caps its releases at ``max_releases``, what
 its calibration assumed). A release that would break any of them is refused before it is
-sent, and nothing is recorded.
+sent, and nothing is recorded. Before a run's first release, the site also asks
+:meth:`SiteLedger.require_run` whether the *whole* run, as it calibrates it, fits all of these
+at once (every one of its releases assumed to land now), and refuses the run when it does not:
+no site spends on a run it cannot finish. (Two runs that start at one site at the same moment
+are each tested against what the other has charged so far; the per-release check still holds
+whichever of them runs out.)
 
 A release inside a secure sum of at least ``M`` sites has two guarantees, both composed over
 the lifetime with the same accountant (:class:`~fedpca.privacy.mechanisms.Release`): the
@@ -49,7 +54,7 @@ import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -396,9 +401,10 @@ class SiteLedger:
         far, composed by the accountant that charges them; counted up to ``most``."""
         spent = [_accounted(r) for r in self.rows()]
         planned = [_accounted_release(release) for release in run]
+        secure = any(release.sites_in_sum for release in run)
 
         def fits(runs: int) -> bool:
-            return self._within_lifetime(spent + planned * runs)
+            return self._lifetime_refusal(spent + planned * runs, secure, "them") is None
 
         fitting, failing = 0, 1  # fits(fitting); fits(failing) unknown until the search
         while failing <= most and fits(failing):
@@ -409,15 +415,39 @@ class SiteLedger:
             fitting, failing = (middle, failing) if fits(middle) else (fitting, middle)
         return fitting
 
-    def _within_lifetime(self, rows: list[Accounted]) -> bool:
-        """Whether ``rows`` compose within the lifetime budget and, when any is inside a
-        secure sum, the worst-case bound (what :meth:`_check` refuses past)."""
-        if _epsilon(rows, self.delta) > self.epsilon * (1 + EPSILON_SLACK):
-            return False
-        if not any(row[4] for row in rows):
-            return True
-        return (self.worst_case_epsilon is not None and _worst_case(rows, self.delta)
-                <= self.worst_case_epsilon * (1 + EPSILON_SLACK))
+    def run_refusal(self, planned: Sequence[Release]) -> str | None:
+        """Why the ``planned`` releases (what is left of a run as the site calibrates it,
+        e.g. :meth:`~fedpca.privacy.site_policy.SitePolicyFile.planned_run`) would not all
+        fit after every release charged so far, all of them assumed to land now: the
+        lifetime budget, the worst-case bound (when they are inside secure sums) or a
+        spending window's ceiling they would pass; ``None`` when they fit. Public numbers
+        only (budgets, and epsilons of the ledger's releases); writes nothing."""
+        now = self.clock()
+        dated = [(_accounted(r), r["time"]) for r in self.rows()]
+        dated += [(_accounted_release(release), now) for release in planned]
+        secure = any(release.sites_in_sum for release in planned)
+        return next(self._refusals(dated, now, secure, "this run"), None)
+
+    def require_run(self, planned: Sequence[Release], algorithm: str) -> None:
+        """Refuse (:class:`~fedpca.errors.BudgetExceededError`, nothing charged) a run of
+        ``algorithm`` whose ``planned`` releases do not all fit (:meth:`run_refusal`): a
+        site asks this before the run's first release, so that no site spends on a run
+        that it cannot finish."""
+        reason = self.run_refusal(planned)
+        if reason is not None:
+            raise BudgetExceededError(
+                f"{self.site}: refused this run of {algorithm}: the {len(planned)} releases "
+                f"left of it, as this site calibrates them, do not fit: {reason}; nothing "
+                "was released"
+            )
+
+    def run_releases(self, run_id: str) -> int:
+        """How many releases run ``run_id`` has made at this site."""
+        with closing(_open(self.path)) as conn:
+            return conn.execute(
+                "SELECT COUNT(*) FROM releases WHERE population = ? AND run_id = ?",
+                (self.population, run_id),
+            ).fetchone()[0]
 
     def backup(self, target: str | Path) -> int:
         """Copy the ledger to a new file ``target`` (created 0600; an existing file is
@@ -525,61 +555,67 @@ class SiteLedger:
     def _check(self, charge: RunCharge, release: Release, run: int,
                dated: list[tuple[Accounted, float]], now: float) -> None:
         """Refuse ``release`` (the last of the ``dated`` releases, the run's ``run``-th)
-        past the run's release cap, the lifetime budget, the worst-case bound or a spending
-        window's ceiling (checked in that order: the longest-lasting refusal is named)."""
+        past the run's release cap or any bound of :meth:`_refusals`."""
         refused = f"{self.site}: refused {release.mechanism}"
         if run > charge.max_releases:
             raise BudgetExceededError(
                 f"{refused}: this site's policy allows {charge.max_releases} releases per run "
                 f"of {charge.algorithm} and this run has made {run - 1}; nothing was released"
             )
-        lifetime = [r for r, _ in dated]
-        after = _epsilon(lifetime, self.delta)
-        if after > self.epsilon * (1 + EPSILON_SLACK):
-            raise BudgetExceededError(
-                f"{refused}: the site's lifetime budget epsilon={self.epsilon:g} "
-                f"(delta={self.delta:g}) would be exceeded ({after:.4g} after this release); "
-                "the budget is spent and nothing was released"
-            )
-        if release.sites_in_sum:
-            self._check_worst_case(refused, lifetime)
-        for window, since in reversed(window_starts(now).items()):
-            self._check_window(refused, window, [r for r, t in dated if t >= since], now)
+        reason = next(self._refusals(dated, now, bool(release.sites_in_sum), "this release"),
+                      None)
+        if reason is not None:
+            raise BudgetExceededError(f"{refused}: {reason}; nothing was released")
 
-    def _check_window(self, refused: str, window: str, inside: list, now: float) -> None:
-        """Refuse a release that would take the releases ``inside`` a spending window past
-        its ceiling."""
+    def _refusals(self, dated: list[tuple[Accounted, float]], now: float, secure: bool,
+                  after: str) -> Iterator[str]:
+        """Each bound the ``dated`` releases (the last of them new, charged at ``now``) would
+        pass, the longest-lasting first: the lifetime budget and the worst-case bound
+        (checked when the new ones are ``secure``), then the weekly and daily ceilings;
+        each reason quotes the epsilon ``after`` (e.g. "this release") they would reach."""
+        lifetime = self._lifetime_refusal([r for r, _ in dated], secure, after)
+        if lifetime is not None:
+            yield lifetime
+        for window, since in reversed(window_starts(now).items()):
+            reason = self._window_refusal(window, [r for r, t in dated if t >= since], now,
+                                          after)
+            if reason is not None:
+                yield reason
+
+    def _lifetime_refusal(self, rows: list[Accounted], secure: bool, after: str) -> str | None:
+        """Why ``rows`` do not compose within the lifetime budget or, when the new ones are
+        ``secure`` (inside secure sums), within the worst-case bound; ``None`` if they do."""
+        spent = _epsilon(rows, self.delta)
+        if spent > self.epsilon * (1 + EPSILON_SLACK):
+            return (f"the site's lifetime budget epsilon={self.epsilon:g} (delta={self.delta:g}) "
+                    f"would be exceeded ({spent:.4g} after {after})")
+        if not secure:
+            return None
+        if self.worst_case_epsilon is None:
+            return ("it is revealed only inside secure sums, and this site's policy sets no "
+                    "budget.worst-case-epsilon for what a coordinator that bypasses the secure "
+                    "sum would see; set one (fedpca site init suggests values)")
+        worst = _worst_case(rows, self.delta)
+        if worst > self.worst_case_epsilon * (1 + EPSILON_SLACK):
+            return (f"against a coordinator that bypasses the secure sum, the site's "
+                    f"worst-case lifetime budget epsilon={self.worst_case_epsilon:g} "
+                    f"(delta={self.delta:g}) would be exceeded ({worst:.4g} after {after})")
+        return None
+
+    def _window_refusal(self, window: str, inside: list[Accounted], now: float,
+                        after: str) -> str | None:
+        """Why the releases ``inside`` a spending window would pass its ceiling (and when
+        it reopens); ``None`` if they do not."""
         ceiling = self.ceilings[window]
         if ceiling is None:
-            return
+            return None
         spent = _epsilon(inside, self.delta)
-        if spent > ceiling * (1 + EPSILON_SLACK):
-            reopens = (f"the day ends at {_utc(now - now % DAY_SECONDS + DAY_SECONDS)} UTC"
-                       if window == "daily" else "a release leaves it 7 days after it was made")
-            raise BudgetExceededError(
-                f"{refused}: the site's {window} ceiling epsilon={ceiling:g} "
-                f"(delta={self.delta:g}) over {WINDOWS[window]} would be exceeded "
-                f"({spent:.4g} after this release); {reopens}; nothing was released"
-            )
-
-    def _check_worst_case(self, refused: str, lifetime: list) -> None:
-        """Refuse a secure release whose unconditional lifetime epsilon would pass the
-        policy's worst-case bound (or that no worst-case bound covers)."""
-        if self.worst_case_epsilon is None:
-            raise BudgetExceededError(
-                f"{refused}: it is revealed only inside secure sums, and this site's policy "
-                "sets no budget.worst-case-epsilon for what a coordinator that bypasses the "
-                "secure sum would see; set one (fedpca site init suggests values); nothing "
-                "was released"
-            )
-        worst = _worst_case(lifetime, self.delta)
-        if worst > self.worst_case_epsilon * (1 + EPSILON_SLACK):
-            raise BudgetExceededError(
-                f"{refused}: against a coordinator that bypasses the secure sum, the site's "
-                f"worst-case lifetime budget epsilon={self.worst_case_epsilon:g} "
-                f"(delta={self.delta:g}) would be exceeded ({worst:.4g} after this release); "
-                "nothing was released"
-            )
+        if spent <= ceiling * (1 + EPSILON_SLACK):
+            return None
+        reopens = (f"the day ends at {_utc(now - now % DAY_SECONDS + DAY_SECONDS)} UTC"
+                   if window == "daily" else "a release leaves it 7 days after it was made")
+        return (f"the site's {window} ceiling epsilon={ceiling:g} (delta={self.delta:g}) over "
+                f"{WINDOWS[window]} would be exceeded ({spent:.4g} after {after}); {reopens}")
 
 
 class RunLedger:
@@ -592,7 +628,7 @@ class RunLedger:
     def __init__(self, ledger: SiteLedger, charge: RunCharge) -> None:
         self.ledger = ledger
         self.run = charge
-        self._count = len(self._run_rows())
+        self._count = ledger.run_releases(charge.run_id)
 
     @property
     def count(self) -> int:
@@ -602,6 +638,11 @@ class RunLedger:
     def charge(self, release: Release) -> None:
         """Durably record ``release`` (or raise, recording nothing)."""
         self._count = self.ledger._charge(self.run, release)
+
+    def require_run(self, planned: Sequence[Release]) -> None:
+        """Refuse the run unless the ``planned`` releases left of it fit
+        (:meth:`SiteLedger.require_run`); nothing is recorded."""
+        self.ledger.require_run(planned, self.run.algorithm)
 
     def epsilon_spent(self) -> float:
         """Epsilon this run has spent at the ledger's delta (conditional guarantee)."""

@@ -47,7 +47,7 @@ from fedpca.privacy.exact_noise import EXACT
 from fedpca.privacy.file_modes import SHARED_ANY, create_owner_only, refuse_shared
 from fedpca.privacy.ledger_identity import LedgerWitness
 from fedpca.privacy.ledger_lifecycle import create_site_ledger
-from fedpca.privacy.mechanisms import Release
+from fedpca.privacy.mechanisms import Release, planned_run
 from fedpca.privacy.site_ledger import SiteLedger
 
 #: The federated algorithms a site may allow (tables ``[algorithms.NAME]``).
@@ -239,18 +239,17 @@ class SitePolicyFile:
 
     def planned_run(self, algorithm: str) -> list[Release]:
         """The releases of one full run of ``algorithm`` as this site calibrates it (what
-        its ledger would charge): continuous Gaussians of unit sensitivity at the calibrated
-        noise multiplier, inside secure sums of ``min-sites`` when the policy sets it. A
-        site's exact noise is charged as the discrete Gaussian replacing each of them,
-        within its grid's rounding (:mod:`fedpca.privacy.exact_noise`)."""
+        its ledger would charge, :func:`~fedpca.privacy.mechanisms.planned_run`), inside
+        secure sums of ``min-sites`` when the policy sets it. A site's exact noise is
+        charged as the discrete Gaussian replacing each of them, within its grid's rounding
+        (:mod:`fedpca.privacy.exact_noise`)."""
         releases = self.releases_per_run(algorithm)
         # accounting="paper": the classic formula for one release, else paper 000's
         # (:class:`~fedpca.algorithms.site.SingleReleasePolicy`, ``RoundsPolicy``)
         rule = "classic" if SPECS[algorithm].extra_releases is None else "dps-pca"
         z = calibrate_gaussian(releases, self.run_epsilon, self.delta, self.accounting,
                                paper_rule=rule).noise_multiplier
-        return [Release(f"{algorithm}/planned", 1.0, z, (),
-                        sites_in_sum=self.secure_min_sites or 0)] * releases
+        return planned_run(algorithm, releases, z, self.secure_min_sites or 0)
 
     def load_contract(self) -> Contract | None:
         """The site's data contract (``None`` without one); raises ContractError."""

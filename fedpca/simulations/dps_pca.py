@@ -10,7 +10,7 @@ from flwr.client import Client
 from flwr.common import Context
 
 from fedpca.algorithms.dps_pca import privacy_record
-from fedpca.apps.common import partition_client, partition_identity
+from fedpca.apps.common import partition_budget, partition_client, partition_identity
 from fedpca.clients.dps_pca import client_for_site
 from fedpca.errors import FedPCAError
 from fedpca.privacy.validation import require_site_count
@@ -59,7 +59,8 @@ def simulate_dps_pca(
     client_fn = functools.partial(_client_fn, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose, secure=secure,
                    observer=observer, engine=engine,
-                   identity_fn=functools.partial(partition_identity, scenario))
+                   identity_fn=functools.partial(partition_identity, scenario),
+                   budget_fn=functools.partial(partition_budget, scenario))
     config = {
         **scenario.to_run_config(),
         "wall_seconds": time.perf_counter() - start,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import time
 
-from fedpca.apps.common import partition_client, partition_identity
+from fedpca.apps.common import partition_budget, partition_client, partition_identity
 from fedpca.clients.kplane import client_for_site
 from fedpca.clustering.result import ClusteringResult
 from fedpca.progress import RoundObserver
@@ -38,7 +38,8 @@ def simulate_kplane(
     client_fn = functools.partial(partition_client, client_for_site, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer,
                    engine=engine, secure=secure_aggregation(scenario, strategy, 1.0),
-                   identity_fn=functools.partial(partition_identity, scenario))
+                   identity_fn=functools.partial(partition_identity, scenario),
+                   budget_fn=functools.partial(partition_budget, scenario))
     config = {
         **scenario.to_run_config(),
         "wall_seconds": time.perf_counter() - start,

@@ -21,7 +21,7 @@ from flwr.simulation import run_simulation
 
 from fedpca.blas import single_thread_blas
 from fedpca.clients.secure_protocol import IdentityFn
-from fedpca.clients.site_app import site_client_app
+from fedpca.clients.site_app import BudgetFn, site_client_app
 from fedpca.data.site_store import StoreBound, store_enabled, temporary_store
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.extras import SIMULATION, require_extra
@@ -124,6 +124,7 @@ def run_federation(
     observer: RoundObserver | None = None,
     engine: Engine | None = None,
     identity_fn: IdentityFn | None = None,
+    budget_fn: BudgetFn | None = None,
 ) -> None:
     """Simulate ``num_sites`` sites answering ``strategy`` for ``strategy.num_rounds`` rounds
     (SecAgg+ fit rounds if ``secure``: legacy strategies only); raise if the run stopped
@@ -134,7 +135,11 @@ def run_federation(
     in this process, after every aggregated round. Sites run on this machine share a
     store of prepared sites for the run (:func:`site_store_for`). ``identity_fn`` gives
     each site its identity in fedpca's verifiable secure aggregation (e.g.
-    :func:`fedpca.apps.common.partition_identity` of the scenario)."""
+    :func:`fedpca.apps.common.partition_identity` of the scenario); ``budget_fn`` gives its
+    answer to the budget round (e.g. :func:`fedpca.apps.common.partition_budget` of the
+    scenario: from the run's in-memory ledger, no data; default: its client's). A run that
+    the strategy stops (:class:`~fedpca.errors.RunFailedError`, e.g. too few sites can
+    afford it) raises that error here (Flower's ``run_simulation`` re-raises it)."""
     if observer is not None:
         strategy.add_observer(observer)
     server_app = ServerApp()
@@ -145,8 +150,8 @@ def run_federation(
 
     engine = engine or Engine()
     with site_store_for(engine) as store:
-        launch(server_app, site_client_app(StoreBound(client_fn, store), identity_fn), num_sites,
-               verbose=verbose, engine=engine)
+        app = site_client_app(StoreBound(client_fn, store), identity_fn, budget_fn)
+        launch(server_app, app, num_sites, verbose=verbose, engine=engine)
     done = len(strategy.server.history)
     if done < strategy.num_rounds:
         raise FedPCAError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import time
 
-from fedpca.apps.common import partition_client
+from fedpca.apps.common import partition_budget, partition_client
 from fedpca.clients.ldp_pca import client_for_site
 from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
@@ -33,7 +33,7 @@ def simulate_ldp_pca(
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer,
-                   engine=engine)
+                   engine=engine, budget_fn=functools.partial(partition_budget, scenario))
     config = {
         **scenario.to_run_config(),
         "clipped_rows": sum(site.clip.clipped_rows for site in scenario.all_sites()),

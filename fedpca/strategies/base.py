@@ -22,12 +22,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 from flwr.common import Scalar
+from flwr.serverapp import Grid
 
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import SiteAnswer
-from fedpca.errors import FedPCAError
+from fedpca.errors import RunFailedError
 from fedpca.privacy.guarantee import SiteGuarantee
 from fedpca.progress import RoundEvent, RoundObserver
+from fedpca.strategies.budget_round import ask_budget
 
 logger = logging.getLogger(__name__)
 
@@ -35,13 +37,27 @@ WARNING_TOO_FEW_SITES = (
     "%s round %s: only %s site(s) answered, fewer than min_sites=%s; the run stops here "
     "rather than aggregate an under-populated round. Failures: %s"
 )
+WARNING_TOO_FEW_AFFORD = (
+    "%s budget round: only %s site(s) can afford the whole run, fewer than min_sites=%s; the "
+    "run stops before any release, so that no site spends on a run that cannot finish. "
+    "Declined: %s"
+)
 
 #: A site's reply in one Flower API (a legacy ``(ClientProxy, FitRes)`` or a ``Message``).
 Reply = TypeVar("Reply")
 
 
-class RoundFailedError(FedPCAError):
+#: Seconds between two looks at the connected sites while waiting for ``wait_for_sites``.
+POLL_SECONDS = 0.25
+
+
+class RoundFailedError(RunFailedError):
     """Too few sites answered a round; the run was stopped."""
+
+
+class BudgetRoundError(RoundFailedError):
+    """Fewer than ``min_sites`` sites can afford the whole run
+    (:mod:`fedpca.strategies.budget_round`); the run stopped before any release."""
 
 
 class SiteRoundStrategy:
@@ -85,6 +101,11 @@ class SiteRoundStrategy:
         self.privacy = dict(privacy or {})
         #: Every failing site's reason, over the whole run.
         self.failures: list[str] = []
+        #: The sites (node ids) that declined the run in the budget round, with their
+        #: reasons; they are not asked for releases.
+        self.declined: dict[int, str] = {}
+        #: Whether the budget round ran (:meth:`budget_round`).
+        self.budget_asked = False
         #: The number of releases each site last reported (its ledger's count).
         self.site_releases: dict[str, int] = {}
         #: Each answering site's record count (public under replace-one neighbouring).
@@ -153,6 +174,41 @@ class SiteRoundStrategy:
         """Start the run's clock (the result's ``wall_seconds``)."""
         self.started = time.perf_counter()
 
+    def connected_sites(self, grid: Grid) -> list[int]:
+        """Every connected node, once at least ``wait_for_sites`` are."""
+        while len(nodes := sorted(grid.get_node_ids())) < self.wait_for_sites:
+            logger.info("waiting for sites: %d connected, %d wanted", len(nodes),
+                        self.wait_for_sites)
+            time.sleep(POLL_SECONDS)
+        return nodes
+
+    def budget_round(self, grid: Grid) -> list[int]:
+        """Before round 1, ask every connected site whether it can afford the whole run
+        (:mod:`fedpca.strategies.budget_round`); return the node ids of those that can and
+        remember the others, which are not asked for releases. Raises
+        :class:`BudgetRoundError`, before any release, quoting each declining site's
+        reason, when fewer than ``min_sites`` can."""
+        nodes = self.connected_sites(grid)
+        declined = ask_budget(grid, nodes)
+        self.budget_asked = True
+        for reason in declined.values():
+            logger.warning("%s budget round: a site declined: %s", self.label, reason)
+        self.declined.update(declined)
+        self.failures.extend(declined.values())
+        affording = [node for node in nodes if node not in declined]
+        if len(affording) < self.min_sites:
+            reasons = list(declined.values())
+            logger.error(WARNING_TOO_FEW_AFFORD, self.label, len(affording), self.min_sites,
+                         reasons)
+            raise BudgetRoundError(
+                f"budget round: {len(affording)} site(s) can afford this run, need "
+                f"{self.min_sites}; nothing was released; declined: {reasons}",
+                failures=reasons,
+            )
+        logger.info("%s budget round: %d of %d site(s) can afford the run", self.label,
+                    len(affording), len(nodes))
+        return affording
+
     def request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """What every site is asked in ``server_round``: the algorithm's request and, if
         set, the noise floor ``min_noise_multiplier``."""
@@ -181,7 +237,7 @@ class SiteRoundStrategy:
                          self.min_sites, reasons)
             raise RoundFailedError(
                 f"round {server_round}: {len(replies)} site(s) answered, need "
-                f"{self.min_sites}; failures: {reasons}"
+                f"{self.min_sites}; failures: {reasons}", failures=reasons,
             )
         answers = [decode(reply) for reply in replies]
         if summed is not None:

@@ -3,10 +3,14 @@
 The legacy API is the only one Flower's SecAgg+ workflow drives
 (:func:`fedpca.strategies.workflow.run_strategy` with ``secure=...``). Everything the rounds
 do lives in :class:`~fedpca.strategies.base.SiteRoundStrategy`; this module only turns its
-requests into ``FitIns`` and the sites' ``FitRes`` into answers.
+requests into ``FitIns`` and the sites' ``FitRes`` into answers. Its budget round
+(:mod:`fedpca.strategies.budget_round`) is run by ``run_strategy`` before Flower's workflow
+starts: the legacy API has no hook before round 1 that may exchange messages.
 """
 
 from __future__ import annotations
+
+import logging
 
 from flwr.app import Error
 from flwr.common import (
@@ -25,6 +29,15 @@ from flwr.server.strategy import Strategy
 from fedpca.clients.messages import read_fit_res
 from fedpca.strategies.base import SiteRoundStrategy
 
+logger = logging.getLogger(__name__)
+
+WARNING_NO_BUDGET_ROUND = (
+    "%s: no budget round before round 1 (run the strategy with "
+    "fedpca.strategies.workflow.run_strategy to have one): a site that cannot afford the "
+    "whole run refuses its first request, but the other sites may then spend on a run "
+    "that does not finish"
+)
+
 
 class LegacySiteStrategy(SiteRoundStrategy, Strategy):
     """A :class:`SiteRoundStrategy` as a legacy Flower strategy (hooks in the order Flower
@@ -38,7 +51,10 @@ class LegacySiteStrategy(SiteRoundStrategy, Strategy):
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
-        """Ask every connected site (after ``wait_for_sites`` connected) for its release."""
+        """Ask every connected site (after ``wait_for_sites`` connected) that did not decline
+        the run in the budget round for its release."""
+        if server_round == 1 and not self.budget_asked:
+            logger.warning(WARNING_NO_BUDGET_ROUND, self.label)
         arrays, config = self.request(server_round)
         ins = FitIns(ndarrays_to_parameters(arrays), config)
         # Flower's legacy workflow registers the connected nodes when asked for their number
@@ -48,6 +64,8 @@ class LegacySiteStrategy(SiteRoundStrategy, Strategy):
         clients = client_manager.sample(
             num_clients=client_manager.num_available(), min_num_clients=self.wait_for_sites
         )
+        declined = {str(node) for node in self.declined}
+        clients = [client for client in clients if client.cid not in declined]
         self.asked = len(clients)
         return [(client, ins) for client in clients]
 

@@ -6,7 +6,10 @@ Used like Flower's ``FedAvg`` in a ServerApp's ``main``::
     strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=strategy.num_rounds)
     result = strategy.result()  # fedpca's PCAResult, with its history
 
-Everything the rounds do lives in :class:`~fedpca.strategies.base.SiteRoundStrategy`; this
+Before round 1, ``start`` asks every site whether it can afford the whole run (a QUERY
+message: :mod:`fedpca.strategies.budget_round`) and stops before any release when fewer than
+``min_sites`` can. Everything the rounds do lives in
+:class:`~fedpca.strategies.base.SiteRoundStrategy`; this
 module only turns its requests into train ``Message`` objects
 (:func:`fedpca.clients.messages.request_content`) and the replies into answers. A reply that
 carries an error is a failed site: its reason is ``msg.error.reason`` (the site's own refusal,
@@ -20,7 +23,6 @@ Flower 1.41 only as a legacy workflow: the legacy twin (e.g. ``DPSPCAStrategy``)
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
@@ -34,9 +36,6 @@ from fedpca.strategies.base import SiteRoundStrategy
 from fedpca.strategies.secure_protocol import VerifiedSecureAggregation
 
 logger = logging.getLogger(__name__)
-
-#: Seconds between two looks at the connected sites while waiting for ``wait_for_sites``.
-POLL_SECONDS = 0.25
 
 
 class MessageSiteStrategy(SiteRoundStrategy, Strategy):
@@ -74,8 +73,11 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         needs) and ``num_rounds`` the algorithm's own (default); ``train_config`` entries
         are added to every request, and sites refuse keys they do not know. Flower's
         ``Result`` holds each round's aggregated array and metrics; fedpca's result is
-        :meth:`result`. Raises :class:`~fedpca.strategies.base.RoundFailedError` when a
-        round has fewer than ``min_sites`` answers.
+        :meth:`result`. The budget round comes first
+        (:meth:`~fedpca.strategies.base.SiteRoundStrategy.budget_round`). Raises
+        :class:`~fedpca.strategies.base.BudgetRoundError` when fewer than ``min_sites`` sites
+        can afford the run, :class:`~fedpca.strategies.base.RoundFailedError` when a round
+        has fewer than ``min_sites`` answers.
         """
         num_rounds = self.num_rounds if num_rounds is None else num_rounds
         if num_rounds != self.num_rounds:
@@ -89,8 +91,9 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
                 "initial_arrays=ArrayRecord() and give a starting basis to the constructor"
             )
         self.begin()
+        sites = self.budget_round(grid)
         if self.secure_protocol is not None:
-            self.secure_protocol.setup(grid, self.connected_sites(grid), num_rounds)
+            self.secure_protocol.setup(grid, sites, num_rounds)
         return super().start(
             grid, ArrayRecord(), num_rounds, timeout, train_config, evaluate_config, evaluate_fn
         )
@@ -104,7 +107,8 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Ask every connected site (after ``wait_for_sites`` connected) for its release."""
+        """Ask every connected site (after ``wait_for_sites`` connected) that did not decline
+        the run in the budget round for its release."""
         request_arrays, request = self.request(server_round)
         request = {**dict(config), **request}
         self.grid = grid
@@ -117,7 +121,7 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
                 for node, record in inputs.items()
             ]
         content = request_content(request_arrays, request)
-        nodes = self.connected_sites(grid)
+        nodes = [node for node in self.connected_sites(grid) if node not in self.declined]
         self.asked = len(nodes)
         return [
             Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node)
@@ -161,14 +165,6 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
     ) -> MetricRecord | None:
         """Nothing to aggregate (no evaluation round)."""
         return None
-
-    def connected_sites(self, grid: Grid) -> list[int]:
-        """Every connected node, once at least ``wait_for_sites`` are."""
-        while len(nodes := sorted(grid.get_node_ids())) < self.wait_for_sites:
-            logger.info("waiting for sites: %d connected, %d wanted", len(nodes),
-                        self.wait_for_sites)
-            time.sleep(POLL_SECONDS)
-        return nodes
 
 
 def _with(content: RecordDict, protocol: ConfigRecord) -> RecordDict:

@@ -135,6 +135,7 @@ class VerifiedSecureAggregation:
         if reasons and len(answered) < self.session.params.threshold:
             raise RoundFailedError(
                 f"secure aggregation {stage}: {len(answered)} site(s) answered, below the "
-                f"threshold {self.session.params.threshold}; failures: {reasons[:5]}"
+                f"threshold {self.session.params.threshold}; failures: {reasons[:5]}",
+                failures=reasons,
             )
         return answered

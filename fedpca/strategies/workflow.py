@@ -54,7 +54,8 @@ class MinimumSumSecAggPlusWorkflow(SecAggPlusWorkflow):
                 reasons = sorted({failure_reason(failure) for failure in state.failures})
                 raise RoundFailedError(
                     f"secure aggregation halted in {stage.__name__}; site failures: "
-                    f"{reasons[:5] or 'none reported (too few sites answered)'}"
+                    f"{reasons[:5] or 'none reported (too few sites answered)'}",
+                    failures=reasons,
                 )
 
     def unmask_stage(self, grid: Grid, context: LegacyContext, state: WorkflowState) -> bool:
@@ -184,7 +185,9 @@ def run_strategy(
     A Message-API strategy (e.g. :class:`~fedpca.strategies.dps_pca.DPSPCA`) runs through its
     ``start``; a legacy one (e.g. :class:`~fedpca.strategies.dps_pca.DPSPCAStrategy`) through
     Flower's ``DefaultWorkflow``, with SecAgg+ fit rounds if ``secure`` (legacy only: Flower
-    1.41 has no SecAgg+ for the Message API). The result is ``strategy.result()``.
+    1.41 has no SecAgg+ for the Message API), after its budget round
+    (:meth:`~fedpca.strategies.base.SiteRoundStrategy.budget_round`: a Message-API strategy
+    runs its own in ``start``). The result is ``strategy.result()``.
     """
     single_thread_blas()
     strategy.add_observer(log_round)
@@ -198,6 +201,7 @@ def run_strategy(
             )
         strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=num_rounds)
         return
+    strategy.budget_round(grid)  # the legacy API has no hook before round 1 for it
     legacy = LegacyContext(
         context=context, strategy=strategy, config=ServerConfig(num_rounds=num_rounds)
     )

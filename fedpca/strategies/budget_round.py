@@ -1,0 +1,66 @@
+"""The budget round: before any release, every site says whether it can afford the whole run.
+
+A run that one site cannot finish costs the other sites their budget for nothing: they pay
+for every release up to the round where that site refuses, and nobody gets a result. So
+before round 1 a fedpca strategy (:meth:`~fedpca.strategies.base.SiteRoundStrategy.budget_round`)
+sends every connected site one QUERY message, "can you afford the whole of this run?"
+(:func:`~fedpca.clients.messages.budget_question`), which carries nothing a site uses. Each
+site answers from its own policy and ledger alone, never its data, so its answer depends on
+no record: a real site whether all of the run's releases, as its policy calibrates them, fit
+its lifetime budget, its worst-case bound and its daily and weekly ceilings
+(:func:`~fedpca.apps.real_site.real_site_budget`); a simulated site whether they fit the run's
+in-memory ledger. A site that can says its name; one that cannot answers with its refusal
+(public numbers only: budgets and epsilons). When fewer than ``min_sites`` can, the run
+stops before any release with
+:class:`~fedpca.strategies.base.BudgetRoundError`, quoting each declining site's own words;
+otherwise the sites that declined are not asked for releases in the run.
+
+This round serves honest coordinators. A hostile one may skip it; what binds is each site's
+own check at the run's first request (:func:`~fedpca.apps.real_site.require_affordable`).
+
+Both strategy APIs run it through the ServerApp's grid: a Message-API strategy in its
+``start``; a legacy one in :func:`fedpca.strategies.workflow.run_strategy`, before Flower's
+``DefaultWorkflow`` (with or without SecAgg+). The legacy strategy API has no hook before
+round 1 that may exchange messages, and the legacy ``get_properties`` exchange
+(``GridClientProxy.get_properties``) uses a message type that a Message-API ClientApp (like
+fedpca's, :func:`~fedpca.clients.site_client_app`) does not accept. A legacy strategy driven
+by one's own ``DefaultWorkflow`` therefore has no budget round (it logs so at round 1) and
+relies on the sites' own refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from flwr.app import Message, MessageType
+from flwr.serverapp import Grid
+
+from fedpca.clients.messages import budget_question, read_budget_answer
+from fedpca.errors import FedPCAError
+
+#: Seconds the budget round waits for the sites' answers.
+BUDGET_TIMEOUT = 600.0
+
+
+def ask_budget(grid: Grid, nodes: Sequence[int], timeout: float = BUDGET_TIMEOUT
+               ) -> dict[int, str]:
+    """Ask every node of ``nodes`` the budget question; each node that cannot afford the
+    run, or sent no valid answer within ``timeout`` seconds, with its reason."""
+    messages = [Message(budget_question(), message_type=MessageType.QUERY, dst_node_id=node)
+                for node in nodes]
+    declined: dict[int, str] = {}
+    answered = set()
+    for reply in grid.send_and_receive(messages, timeout=timeout):
+        node = reply.metadata.src_node_id
+        answered.add(node)
+        if reply.has_error():
+            declined[node] = reply.error.reason or f"node {node}: error code {reply.error.code}"
+            continue
+        try:
+            read_budget_answer(reply.content, str(node))
+        except FedPCAError as error:
+            declined[node] = str(error)
+    for node in nodes:
+        if node not in answered:
+            declined[node] = f"node {node}: no answer within {timeout:g} s"
+    return declined
