@@ -1,5 +1,5 @@
 """The JSON record of a run: one schema for ``fedpca simulate ... --output`` and the Flower
-App's run_config ``output`` (README, "Result JSON").
+App's run_config ``output`` (docs/api.md, "Result JSON").
 
 :func:`run_record` derives everything from the result itself (its privacy record, history,
 config and answering sites), never from how the run was started, so both paths write the

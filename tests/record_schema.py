@@ -1,4 +1,4 @@
-"""The run record's keys, as README "Result JSON" documents them: ``fedpca simulate
+"""The run record's keys, as docs/api.md "Result JSON" documents them: ``fedpca simulate
 --output`` and the Flower App's ``output`` are both checked against these sets."""
 
 HEADLINE = {

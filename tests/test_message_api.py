@@ -1,9 +1,9 @@
 """Flower's Message API: each algorithm's Message-API strategy gives the legacy strategy's
 result and the pure-numpy reference's under the same seeds; a Flower user's own ServerApp
-(README's example, run as is) works; failures arrive as reply errors; the site's ClientApp
+(docs/api.md's example, run as is) works; failures arrive as reply errors; the site's ClientApp
 answers both formats through the same client and a coordinator gains nothing by switching.
 
-One federation (3 sites) serves every run: README's ServerApp (DPS-PCA), then each
+One federation (3 sites) serves every run: the example's ServerApp (DPS-PCA), then each
 algorithm's Message-API strategy and legacy strategy, then a refused request. Each
 (algorithm, format) is answered by its own ``site_client_app`` and keeps its own ledger (under
 its own key in ``context.state``), as if each were its own Flower run: every Flower boot
@@ -73,16 +73,16 @@ SECTION = "## Your own ServerApp (Message API)"
 
 
 def readme_example() -> dict:
-    """The README section's example, executed (not as ``__main__``: nothing runs yet)."""
-    section = (ROOT / "README.md").read_text().split(SECTION)[1]
+    """docs/api.md's example, executed (not as ``__main__``: nothing runs yet)."""
+    section = (ROOT / "docs" / "api.md").read_text().split(SECTION)[1]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
     namespace = {"__name__": "readme_example"}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 (our README's own code)
+    exec(compile(code, "docs/api.md", "exec"), namespace)  # noqa: S102 (our own docs' code)
     return namespace
 
 
-README = readme_example()
-SITES = README["SITES"]
+EXAMPLE = readme_example()
+SITES = EXAMPLE["SITES"]
 
 DPDIS = DPdisPCAScenario(sites=SITES, dim=12, samples=301, k=2, weighting="samples",
                          epsilon=1.0, seed=3, data_seed=3)
@@ -92,10 +92,10 @@ KPLANE = KPlaneScenario(sites=SITES, dim=5, samples=300, clusters=2, subspace_di
 
 
 def dps_pair():
-    kwargs = {"dim": README["DIM"], "k": 2, "s_hat": 10, "rounds": README["ROUNDS"],
-              "min_sites": SITES, "seed": README["SEED"],
-              "privacy": privacy_record(README["POLICY"])}
-    return None, DPSPCAStrategy(**kwargs)  # the Message-API run is README's own ServerApp
+    kwargs = {"dim": EXAMPLE["DIM"], "k": 2, "s_hat": 10, "rounds": EXAMPLE["ROUNDS"],
+              "min_sites": SITES, "seed": EXAMPLE["SEED"],
+              "privacy": privacy_record(EXAMPLE["POLICY"])}
+    return None, DPSPCAStrategy(**kwargs)  # the Message-API run is the example's own ServerApp
 
 
 def dpdis_pair():
@@ -118,9 +118,9 @@ def kplane_pair():
     return SuLQKPlane(**kwargs), KPlaneStrategy(**kwargs)
 
 
-#: Each algorithm's site ClientApp (DPS-PCA's is README's).
+#: Each algorithm's site ClientApp (DPS-PCA's is the example's).
 SITE_APPS = {
-    "dps-pca": README["client_app"],
+    "dps-pca": EXAMPLE["client_app"],
     "dpdis-pca": site_client_app(
         functools.partial(partition_client, dpdis_clients.client_for_site, DPDIS)),
     "ldp-pca": site_client_app(
@@ -182,21 +182,21 @@ def federation(tmp_path_factory):
 
     @server_app.main()
     def _main(grid, context):
-        README["server_app"](grid, context)  # the user's own ServerApp, as in the README
+        EXAMPLE["server_app"](grid, context)  # the user's own ServerApp, as in docs/api.md
         for name, (message, legacy) in out["pairs"].items():
             if message is not None:
                 out[name] = message.start(
                     grid=grid, initial_arrays=ArrayRecord(), num_rounds=message.num_rounds
                 )
             run_strategy(grid, context, legacy)
-        refused = DPSPCA(dim=README["DIM"], k=2, s_hat=10, rounds=1, min_sites=2)
+        refused = DPSPCA(dim=EXAMPLE["DIM"], k=2, s_hat=10, rounds=1, min_sites=2)
         try:
             refused.start(grid=grid, train_config=ConfigRecord({"epsilon": 100.0}))
         except RoundFailedError as error:
             out["refused"] = (refused, error)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(folder)  # README's main writes dps_pca.json in the working directory
+        patch.chdir(folder)  # the example's main writes dps_pca.json in the working directory
         launch(server_app, routing_app(), SITES)
     out["readme_result"] = folder / "dps_pca.json"
     return out
@@ -204,8 +204,8 @@ def federation(tmp_path_factory):
 
 def reference(name: str):
     if name == "dps-pca":
-        sites = [README["site_records"](i) for i in range(SITES)]
-        return run_dps_pca(sites, 2, 10, README["POLICY"], seed=README["SEED"])
+        sites = [EXAMPLE["site_records"](i) for i in range(SITES)]
+        return run_dps_pca(sites, 2, 10, EXAMPLE["POLICY"], seed=EXAMPLE["SEED"])
     if name == "dpdis-pca":
         return run_dpdis_pca(DPDIS.all_prepared_sites(), DPDIS.k, DPDIS.r, DPDIS.policy(),
                              seed=DPDIS.seed, weighting=DPDIS.weighting,
@@ -237,7 +237,7 @@ def test_message_api_run_equals_legacy_run_equals_reference(federation, name):
     message, legacy = federation["pairs"][name]
     want = reference(name)
     same_run(legacy.result(), want)
-    if message is None:  # DPS-PCA's Message-API run is README's ServerApp
+    if message is None:  # DPS-PCA's Message-API run is the example's ServerApp
         from fedpca.results import PCAResult
 
         got = PCAResult.load(federation["readme_result"])
@@ -249,7 +249,7 @@ def test_message_api_run_equals_legacy_run_equals_reference(federation, name):
         np.testing.assert_allclose(last, np.stack(arrays_of(got)).reshape(last.shape))
     same_run(got, want)
     assert legacy.result().privacy == want.privacy
-    if message is not None:  # README's example passes no privacy record to its strategy
+    if message is not None:  # the example passes no privacy record to its strategy
         assert got.privacy == want.privacy
     assert got.config["site_records"] == legacy.result().config["site_records"]
     assert (message or legacy).failures == []
@@ -259,8 +259,8 @@ def test_the_readme_example_is_the_user_serverapp_and_saves_a_private_result(fed
     from fedpca.results import PCAResult
 
     result = PCAResult.load(federation["readme_result"])
-    assert result.algorithm == "dps-pca" and result.basis.shape == (README["DIM"], 2)
-    assert result.sites_answered == [["0", "1", "2"]] * (README["ROUNDS"] + 1)
+    assert result.algorithm == "dps-pca" and result.basis.shape == (EXAMPLE["DIM"], 2)
+    assert result.sites_answered == [["0", "1", "2"]] * (EXAMPLE["ROUNDS"] + 1)
     assert result.history[-1]["epsilon_spent"] == pytest.approx(2.0, rel=1e-3)
     assert result.privacy["epsilon"] == 2.0 and result.privacy["releases_per_site"] == 5
 

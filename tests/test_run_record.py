@@ -1,4 +1,4 @@
-"""The run record (one schema for the CLI and the Flower App, documented once in the README),
+"""The run record (one schema for the CLI and the Flower App, documented once in docs/api.md),
 a failed run's record and exit code, and command-line errors that name the command's flags.
 No Flower federation is started."""
 
@@ -21,11 +21,11 @@ from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.strategies.base import BudgetRoundError
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 
 
 def readme_schema_keys() -> set[str]:
-    """Every key in the first column of the README's "Result JSON" table."""
+    """Every key in the first column of docs/api.md's "Result JSON" table."""
     section = README.read_text().split("## Result JSON", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ")][1:]  # no header
     return {key for row in rows for key in re.findall(r"`([a-z_]+)`", row.split(" | ")[0])}
