@@ -57,7 +57,10 @@ RUN_CONFIG = {
     "secure-min-sites": M, "secagg-max-weight": 500, "min-sites": M, "samples": 3 * RECORDS,
     "epsilon": 1.0, "delta": 1e-7, "accounting": "pld", "clip-norm": 1.0,
 }
-RUN_TIMEOUT = 240
+#: Seconds each run may take: about a minute alone on an idle 2-core machine, two runs
+#: interleaved at every site (each secure input calibrates the site's discrete noise in a
+#: fresh ClientApp process), and several minutes when other test files load the machine.
+RUN_TIMEOUT = 600
 
 
 def site_records(seed: int) -> np.ndarray:
