@@ -567,6 +567,9 @@ def test_messages_round_trip_and_malformed_ones_are_refused(consortium):
         {k: v for k, v in data.items() if k != "length"}, {**data, "extra": 1},
         {**data, "senders": data["senders"][:-1]}, {**data, "setup_members": [1, 2]},
         {**data, "setup_members": ["a", "a"]}, {**data, "setup_members": ["../x"]},
+        {**data, "setup_members": ["a\nb"]}, {**data, "setup_members": ["a", ""]},
+        {**data, "setup_members": ["a", "b" * 65]}, {**data, "senders": [data["senders"][0],
+                                                                         "x\n"]},
         {**masked.to_dict(), "vector": b"\0" * 7}, "not a mapping",
         {**server.key_list().to_dict(), "signatures": [b"\0" * 10] * 4},
     ]

@@ -53,21 +53,22 @@ def canonical(*fields: Field) -> bytes:
     different field sequences encode to the same bytes (no ``"a" + "bc"`` vs ``"ab" + "c"``
     confusion in anything signed, MAC'd or hashed).
     """
-    return b"".join(_encode(field) for field in fields)
+    return b"".join(map(_encode, fields))
 
 
 def _encode(field: Field) -> bytes:
-    if isinstance(field, bool):
-        raise TypeError("canonical() takes no booleans; encode them as integers")
-    if isinstance(field, int):
-        return b"i" + field.to_bytes(9, "big", signed=True)
+    # strings first: lists of member names are the bulk of what is encoded
     if isinstance(field, str):
         data = field.encode("utf-8")
         return b"s" + len(data).to_bytes(4, "big") + data
     if isinstance(field, bytes):
         return b"b" + len(field).to_bytes(4, "big") + field
+    if isinstance(field, bool):
+        raise TypeError("canonical() takes no booleans; encode them as integers")
+    if isinstance(field, int):
+        return b"i" + field.to_bytes(9, "big", signed=True)
     if isinstance(field, (list, tuple)):
-        return b"l" + len(field).to_bytes(4, "big") + b"".join(_encode(f) for f in field)
+        return b"l" + len(field).to_bytes(4, "big") + b"".join(map(_encode, field))
     raise TypeError(f"canonical() cannot encode {type(field).__name__}")
 
 

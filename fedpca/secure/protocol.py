@@ -80,6 +80,7 @@ import json
 import logging
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NoReturn
@@ -172,9 +173,16 @@ def _name(value: object, what: str = "member") -> str:
 
 
 def _names(values: object, what: str) -> tuple[str, ...]:
+    """``values`` as distinct member names, checked in one regular-expression match of the
+    names joined by newlines (a list of hundreds arrives in every message of a round); the
+    newlines must be exactly the joins (a name holding one is refused)."""
     if not isinstance(values, (list, tuple)):
         _refuse(f"{what} must be a list of member names")
-    names = tuple(_name(v, what) for v in values)
+    names = tuple(values)
+    joined = "\n".join(names) if all(isinstance(v, str) for v in names) else None
+    if joined is None or (names and (joined.count("\n") != len(names) - 1
+                                     or not _NAME_LIST.fullmatch(joined))):
+        _refuse(f"{what} holds an invalid member name; the message is malformed")
     if len(set(names)) != len(names):
         _refuse(f"{what} names a member twice; the message is malformed")
     return names
@@ -190,7 +198,12 @@ def _blob(value: object, what: str, length: int | None = None) -> bytes:
 def _blobs(mapping: object, what: str, length: int | None = None) -> dict[str, bytes]:
     if not isinstance(mapping, Mapping):
         _refuse(f"{what} must map member names to bytes")
-    return {_name(k, what): _blob(v, what, length) for k, v in mapping.items()}
+    _names(list(mapping), what)
+    if not all(isinstance(v, bytes) and (length is None or len(v) == length)
+               for v in mapping.values()):
+        size = f" of {length} bytes" if length is not None else ""
+        _refuse(f"{what} must hold bytes{size}; the message is malformed")
+    return dict(mapping)
 
 
 def _set(instance: object, **values: object) -> None:
@@ -240,6 +253,8 @@ def _vector_from(data: bytes, what: str) -> np.ndarray:
 
 
 _STRS, _BLOBS = (list, str), (list, bytes)
+#: Member names joined by newlines (:func:`_names`).
+_NAME_LIST = re.compile(rf"(?:{NAME_PATTERN.pattern}\n)*{NAME_PATTERN.pattern}")
 
 
 # --- messages --------------------------------------------------------------------------------
