@@ -565,13 +565,14 @@ def test_messages_round_trip_and_malformed_ones_are_refused(consortium):
     malformed = [
         {**data, "round": "1"}, {**data, "round": True}, {**data, "kind": "other"},
         {k: v for k, v in data.items() if k != "length"}, {**data, "extra": 1},
-        {**data, "senders": data["senders"][:-1]}, {**data, "setup_members": [1, 2]},
-        {**data, "setup_members": ["a", "a"]}, {**data, "setup_members": ["../x"]},
-        {**data, "setup_members": ["a\nb"]}, {**data, "setup_members": ["a", ""]},
-        {**data, "setup_members": ["a", "b" * 65]}, {**data, "senders": [data["senders"][0],
-                                                                         "x\n"]},
+        {**data, "senders": data["senders"].rsplit("\n", 1)[0]},
+        {**data, "senders": data["senders"] + "\n"}, {**data, "setup_members": [1, 2]},
+        {**data, "setup_members": ["a", "b"]}, {**data, "setup_members": "a\na"},
+        {**data, "setup_members": "../x"}, {**data, "setup_members": "a\n\nb"},
+        {**data, "setup_members": "a\n" + "b" * 65}, {**data, "setup_members": "a b"},
         {**masked.to_dict(), "vector": b"\0" * 7}, "not a mapping",
-        {**server.key_list().to_dict(), "signatures": [b"\0" * 10] * 4},
+        {**server.key_list().to_dict(), "signatures": b"\0" * 10},
+        {**server.key_list().to_dict(), "public_keys": b"\0" * 32},
     ]
     for bad in malformed:
         with pytest.raises(ProtocolRefusal):

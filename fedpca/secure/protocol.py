@@ -8,7 +8,9 @@ active server: key advertisements are signed under a PKI (:mod:`fedpca.secure.ro
 a consistency round precedes every unmasking. Nothing here does I/O or imports Flower: a
 :class:`SiteSession` and a :class:`ServerSession` consume and emit message objects, whose
 ``to_dict()`` holds only ``str``, ``int``, ``bytes`` and lists of them (what a Flower
-``ConfigRecord`` carries). A site's state survives between messages as
+``ConfigRecord`` carries; lists of member names travel joined by newlines and fixed-size
+MACs, keys and seeds concatenated, so that a round's messages hold a few values, not
+hundreds). A site's state survives between messages as
 :meth:`SiteSession.to_bytes` (its long-term signing key and roster stay in its files).
 
 Messages. Setup (once per run):
@@ -236,7 +238,7 @@ def _read_wire(data: object, kind: str, schema: Mapping[str, type | tuple[type, 
     return out
 
 
-def _pairs(keys: list[str], values: list[bytes], kind: str) -> dict[str, bytes]:
+def _pairs(keys: Sequence[str], values: list[bytes], kind: str) -> dict[str, bytes]:
     if len(keys) != len(values) or len(set(keys)) != len(keys):
         _refuse(f"a {kind} message pairs its names and values wrongly")
     return dict(zip(keys, values))
@@ -252,7 +254,27 @@ def _vector_from(data: bytes, what: str) -> np.ndarray:
     return np.frombuffer(data, dtype="<i8").astype(np.int64)
 
 
-_STRS, _BLOBS = (list, str), (list, bytes)
+def _join(names: Sequence[str]) -> str:
+    """Member names on the wire: one string, the names joined by newlines (no name holds
+    one), so that Flower checks and copies one value, not hundreds, in every message."""
+    return "\n".join(names)
+
+
+def _split(text: str, what: str) -> tuple[str, ...]:
+    """The member names of a :func:`_join`-ed string (empty: none), checked by
+    :func:`_names`."""
+    return _names(text.split("\n") if text else [], what)
+
+
+def _fixed(keys: Sequence[str], data: bytes, size: int, kind: str) -> dict[str, bytes]:
+    """``keys`` paired in order with the ``size``-byte values ``data`` concatenates (MACs,
+    keys, signatures, seeds travel as one bytes value)."""
+    if len(data) != size * len(keys):
+        _refuse(f"a {kind} message pairs its names and values wrongly")
+    return {k: data[size * i:size * (i + 1)] for i, k in enumerate(keys)}
+
+
+_BLOBS = (list, bytes)
 #: Member names joined by newlines (:func:`_names`).
 _NAME_LIST = re.compile(rf"(?:{NAME_PATTERN.pattern}\n)*{NAME_PATTERN.pattern}")
 
@@ -330,18 +352,19 @@ class KeyList:
 
     def to_dict(self) -> dict[str, Any]:
         ads = self.advertisements
-        return {"kind": self.KIND, "run_id": self.run_id, "members": [a.member for a in ads],
-                "public_keys": [a.public_key for a in ads],
-                "signatures": [a.signature for a in ads]}
+        return {"kind": self.KIND, "run_id": self.run_id,
+                "members": _join([a.member for a in ads]),
+                "public_keys": b"".join(a.public_key for a in ads),
+                "signatures": b"".join(a.signature for a in ads)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KeyList:
-        d = _read_wire(data, cls.KIND, {"run_id": str, "members": _STRS,
-                                        "public_keys": _BLOBS, "signatures": _BLOBS})
-        if not len(d["members"]) == len(d["public_keys"]) == len(d["signatures"]):
-            _refuse("a key list pairs its members, keys and signatures wrongly")
-        ads = [Advertisement(m, d["run_id"], k, s)
-               for m, k, s in zip(d["members"], d["public_keys"], d["signatures"])]
+        d = _read_wire(data, cls.KIND, {"run_id": str, "members": str, "public_keys": bytes,
+                                        "signatures": bytes})
+        members = _split(d["members"], "members")
+        keys = _fixed(members, d["public_keys"], KEY_BYTES, cls.KIND)
+        signatures = _fixed(members, d["signatures"], _SIGNATURE_BYTES, cls.KIND)
+        ads = [Advertisement(m, d["run_id"], keys[m], signatures[m]) for m in members]
         return cls(d["run_id"], tuple(ads))
 
 
@@ -361,14 +384,15 @@ class ShareBundle:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, "member": self.member, "run_id": self.run_id,
-                "recipients": list(self.ciphertexts),
+                "recipients": _join(list(self.ciphertexts)),
                 "ciphertexts": list(self.ciphertexts.values())}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ShareBundle:
-        d = _read_wire(data, cls.KIND, {"member": str, "run_id": str, "recipients": _STRS,
+        d = _read_wire(data, cls.KIND, {"member": str, "run_id": str, "recipients": str,
                                         "ciphertexts": _BLOBS})
-        return cls(d["member"], d["run_id"], _pairs(d["recipients"], d["ciphertexts"], cls.KIND))
+        recipients = _split(d["recipients"], "recipients")
+        return cls(d["member"], d["run_id"], _pairs(recipients, d["ciphertexts"], cls.KIND))
 
 
 @dataclass(frozen=True)
@@ -392,16 +416,19 @@ class InputRequest:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, "run_id": self.run_id, "round": self.round,
-                "length": self.length, "setup_members": list(self.setup_members),
-                "senders": list(self.ciphertexts), "ciphertexts": list(self.ciphertexts.values())}
+                "length": self.length, "setup_members": _join(self.setup_members),
+                "senders": _join(list(self.ciphertexts)),
+                "ciphertexts": list(self.ciphertexts.values())}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> InputRequest:
         d = _read_wire(data, cls.KIND, {"run_id": str, "round": int, "length": int,
-                                        "setup_members": _STRS, "senders": _STRS,
+                                        "setup_members": str, "senders": str,
                                         "ciphertexts": _BLOBS})
-        return cls(d["run_id"], d["round"], d["length"], tuple(d["setup_members"]),
-                   _pairs(d["senders"], d["ciphertexts"], cls.KIND))
+        senders = _split(d["senders"], "senders")
+        return cls(d["run_id"], d["round"], d["length"],
+                   _split(d["setup_members"], "setup_members"),
+                   _pairs(senders, d["ciphertexts"], cls.KIND))
 
 
 @dataclass(frozen=True, eq=False)
@@ -454,13 +481,14 @@ class ConsistencyRequest:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, "run_id": self.run_id, "round": self.round,
-                "survivors": list(self.survivors), "endorsers": list(self.endorsers)}
+                "survivors": _join(self.survivors), "endorsers": _join(self.endorsers)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ConsistencyRequest:
-        d = _read_wire(data, cls.KIND, {"run_id": str, "round": int, "survivors": _STRS,
-                                        "endorsers": _STRS})
-        return cls(d["run_id"], d["round"], tuple(d["survivors"]), tuple(d["endorsers"]))
+        d = _read_wire(data, cls.KIND, {"run_id": str, "round": int, "survivors": str,
+                                        "endorsers": str})
+        return cls(d["run_id"], d["round"], _split(d["survivors"], "survivors"),
+                   _split(d["endorsers"], "endorsers"))
 
 
 @dataclass(frozen=True)
@@ -482,13 +510,15 @@ class Endorsement:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, "member": self.member, "run_id": self.run_id,
-                "round": self.round, "peers": list(self.macs), "macs": list(self.macs.values())}
+                "round": self.round, "peers": _join(list(self.macs)),
+                "macs": b"".join(self.macs.values())}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Endorsement:
         d = _read_wire(data, cls.KIND, {"member": str, "run_id": str, "round": int,
-                                        "peers": _STRS, "macs": _BLOBS})
-        return cls(d["member"], d["run_id"], d["round"], _pairs(d["peers"], d["macs"], cls.KIND))
+                                        "peers": str, "macs": bytes})
+        return cls(d["member"], d["run_id"], d["round"],
+                   _fixed(_split(d["peers"], "peers"), d["macs"], KEY_BYTES, cls.KIND))
 
 
 @dataclass(frozen=True)
@@ -509,15 +539,15 @@ class UnmaskRequest:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, "run_id": self.run_id, "round": self.round,
-                "survivors": list(self.survivors), "endorsers": list(self.macs_for_you),
-                "macs": list(self.macs_for_you.values())}
+                "survivors": _join(self.survivors), "endorsers": _join(list(self.macs_for_you)),
+                "macs": b"".join(self.macs_for_you.values())}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> UnmaskRequest:
-        d = _read_wire(data, cls.KIND, {"run_id": str, "round": int, "survivors": _STRS,
-                                        "endorsers": _STRS, "macs": _BLOBS})
-        return cls(d["run_id"], d["round"], tuple(d["survivors"]),
-                   _pairs(d["endorsers"], d["macs"], cls.KIND))
+        d = _read_wire(data, cls.KIND, {"run_id": str, "round": int, "survivors": str,
+                                        "endorsers": str, "macs": bytes})
+        return cls(d["run_id"], d["round"], _split(d["survivors"], "survivors"),
+                   _fixed(_split(d["endorsers"], "endorsers"), d["macs"], KEY_BYTES, cls.KIND))
 
 
 @dataclass(frozen=True, eq=False)
@@ -548,20 +578,22 @@ class Reveal:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, "member": self.member, "run_id": self.run_id,
-                "round": self.round, "share_members": list(self.share_members),
-                "shares": _vector_bytes(self.shares.ravel()), "dropped": list(self.seeds),
-                "seeds": list(self.seeds.values())}
+                "round": self.round, "share_members": _join(self.share_members),
+                "shares": _vector_bytes(self.shares.ravel()), "dropped": _join(list(self.seeds)),
+                "seeds": b"".join(self.seeds.values())}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Reveal:
         d = _read_wire(data, cls.KIND, {"member": str, "run_id": str, "round": int,
-                                        "share_members": _STRS, "shares": bytes,
-                                        "dropped": _STRS, "seeds": _BLOBS})
+                                        "share_members": str, "shares": bytes,
+                                        "dropped": str, "seeds": bytes})
+        members = _split(d["share_members"], "share_members")
         shares = _vector_from(d["shares"], "shares")
-        if shares.size != len(d["share_members"]) * SEED_ELEMENTS:
+        if shares.size != len(members) * SEED_ELEMENTS:
             _refuse("a reveal needs one row of seed shares per member it names")
-        return cls(d["member"], d["run_id"], d["round"], tuple(d["share_members"]),
-                   shares.reshape(-1, SEED_ELEMENTS), _pairs(d["dropped"], d["seeds"], cls.KIND))
+        return cls(d["member"], d["run_id"], d["round"], members,
+                   shares.reshape(-1, SEED_ELEMENTS),
+                   _fixed(_split(d["dropped"], "dropped"), d["seeds"], KEY_BYTES, cls.KIND))
 
 
 _MESSAGES = {cls.KIND: cls for cls in (SetupRequest, Advertisement, KeyList, ShareBundle,
