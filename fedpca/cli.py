@@ -48,6 +48,9 @@ COMMANDS = {
              "fedpca.commands.data:register_data_command"),
 }
 
+#: How fedpca's commands (and a site's pinned ClientApp) format their log lines.
+LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser of the ``fedpca`` command for ``argv``: the chosen command in
@@ -68,7 +71,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fedpca`` console script."""
     argv = sys.argv[1:] if argv is None else argv
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     try:  # building the chosen command imports it: a missing extra is an error too
         args = build_parser(argv).parse_args(argv)
         return int(args.func(args))

@@ -1,5 +1,6 @@
-"""The exact discrete Gaussian sampler: its law (chi-square against the exact pmf), the
-variance of a sum of site noises, and its exact Bernoulli(exp(-gamma)) building block."""
+"""The exact discrete Gaussian sampler for an integer variance (the one a site's secure-sum
+noise uses): its law (chi-square against the exact pmf) for squares and non-squares, its exact
+path, and the variance of a sum of site noises."""
 
 import math
 
@@ -8,14 +9,14 @@ import pytest
 from chi_square import ALPHA, chi_square_p
 
 from fedpca.errors import ConfigurationError
+from fedpca.privacy import discrete_gaussian_fast as fast
 from fedpca.privacy.discrete_gaussian import (
-    _accept_exact,
-    bernoulli_exp_neg,
-    discrete_gaussian,
+    MAX_SIGMA_SQ,
     discrete_gaussian_pmf,
     discrete_gaussian_variance,
-    discrete_laplace,
 )
+from fedpca.privacy.discrete_gaussian_fast import discrete_gaussian
+
 
 @pytest.mark.parametrize("sigma_sq", [1, 2, 7, 100, 2500])
 def test_draws_follow_the_exact_pmf(sigma_sq):
@@ -39,31 +40,25 @@ def test_the_sum_of_m_site_noises_has_m_times_the_variance():
     assert abs(total.mean()) < 5 * math.sqrt(expected / trials)
 
 
-@pytest.mark.parametrize("num,den", [(0, 1), (1, 3), (1, 1), (7, 2), (25, 10)])
-def test_bernoulli_exp_neg_has_probability_exp_minus_gamma(num, den):
-    n = 200_000
-    hits = bernoulli_exp_neg(np.full(n, num), np.full(n, den), np.random.default_rng(num)).sum()
-    p = math.exp(-num / den)
-    assert abs(hits - n * p) <= 5 * math.sqrt(n * p * (1 - p)) + 1e-9
+@pytest.mark.parametrize("sigma_sq", [MAX_SIGMA_SQ - 1, 56_960_879])
+def test_the_largest_non_square_variances_are_calibrated(sigma_sq):
+    # t = floor(sqrt(s)) + 1: the acceptance's denominator 2 s t^2 is near 2^54 here
+    n = 400_000
+    draws = discrete_gaussian(sigma_sq, n, np.random.default_rng(sigma_sq))
+    assert draws.var() == pytest.approx(sigma_sq, rel=5 * math.sqrt(2 / n))
+    assert abs(draws.mean()) < 5 * math.sqrt(sigma_sq / n)
+    assert abs((draws > 0).mean() - (draws < 0).mean()) < 5 / math.sqrt(n)
 
 
-def test_discrete_laplace_follows_its_pmf():
-    t = 4
-    draws = discrete_laplace(t, 200_000, np.random.default_rng(11))
-    norm = (1 - math.exp(-1 / t)) / (1 + math.exp(-1 / t))
-    assert chi_square_p(draws, lambda y: norm * np.exp(-np.abs(y) / t)) > ALPHA
+def test_the_exact_path_has_the_right_law_for_a_non_square(monkeypatch):
+    # force every decision through the exact path (Python integers and decimal brackets)
+    monkeypatch.setattr(fast, "ACCEPT_MARGIN", 1e20)
+    monkeypatch.setattr(fast, "LOG_ERROR", 1.0)
+    draws = discrete_gaussian(7, 6_000, np.random.default_rng(2))
+    assert chi_square_p(draws, lambda y: discrete_gaussian_pmf(7, y)) > ALPHA
 
 
-def test_the_exact_integer_path_for_huge_proposals_accepts_with_the_same_probability():
-    # Force the unbounded-integer path on a proposal the fast path also handles.
-    s, t, magnitude, n = 9, 4, 5, 40_000
-    rng = np.random.default_rng(2)
-    exact = sum(_accept_exact(magnitude, s, t, rng) for _ in range(n))
-    p = math.exp(-((magnitude - s / t) ** 2) / (2 * s))
-    assert abs(exact - n * p) <= 5 * math.sqrt(n * p * (1 - p))
-
-
-@pytest.mark.parametrize("bad", [0, -3, 2.5, True, 2**30])
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, MAX_SIGMA_SQ + 1])
 def test_bad_sigma_sq_is_refused(bad):
     with pytest.raises(ConfigurationError, match="sigma_sq"):
         discrete_gaussian(bad, 10)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from fedpca.errors import ConfigurationError, InvalidDataError, InvalidRequestError
@@ -503,6 +504,8 @@ def test_site_state_survives_serialisation(consortium):
         assert np.array_equal(result, exact_sum(values, NAMES[:1] + NAMES[2:]))
     with pytest.raises(ProtocolRefusal, match="already masked"):
         sites[NAMES[0]].check_input(InputRequest(RUN, 1, LENGTH))
+    with pytest.raises(ProtocolRefusal, match="already endorsed another survivor set"):
+        sites[NAMES[0]].endorse(ConsistencyRequest(RUN, 2, NAMES[:1] + NAMES[3:]))
     with pytest.raises(ConfigurationError, match="not the roster's key"):
         SiteSession.from_bytes(sites[NAMES[0]].to_bytes(), keys[NAMES[1]], roster)
     with pytest.raises(ProtocolRefusal, match="cannot be read"):
@@ -562,12 +565,28 @@ def test_messages_round_trip_and_malformed_ones_are_refused(consortium):
     malformed = [
         {**data, "round": "1"}, {**data, "round": True}, {**data, "kind": "other"},
         {k: v for k, v in data.items() if k != "length"}, {**data, "extra": 1},
-        {**data, "senders": data["senders"][:-1]}, {**data, "setup_members": [1, 2]},
-        {**data, "setup_members": ["a", "a"]}, {**data, "setup_members": ["../x"]},
+        {**data, "senders": data["senders"].rsplit("\n", 1)[0]},
+        {**data, "senders": data["senders"] + "\n"}, {**data, "setup_members": [1, 2]},
+        {**data, "setup_members": ["a", "b"]}, {**data, "setup_members": "a\na"},
+        {**data, "setup_members": "../x"}, {**data, "setup_members": "a\n\nb"},
+        {**data, "setup_members": "a\n" + "b" * 65}, {**data, "setup_members": "a b"},
         {**masked.to_dict(), "vector": b"\0" * 7}, "not a mapping",
-        {**server.key_list().to_dict(), "signatures": [b"\0" * 10] * 4},
+        {**server.key_list().to_dict(), "signatures": b"\0" * 10},
+        {**server.key_list().to_dict(), "public_keys": b"\0" * 32},
     ]
     for bad in malformed:
         with pytest.raises(ProtocolRefusal):
             message_from_dict(bad)
     assert isinstance(wire(masked), MaskedInput)
+
+
+def test_prg_is_the_chacha20_keystream():
+    # ChaCha20-Poly1305's encryption of zeros is the ChaCha20 keystream from block 1 (RFC 8439)
+    seed = bytes(range(32))
+    counter_one = (1).to_bytes(4, "little") + bytes(12)
+    keystream = Cipher(algorithms.ChaCha20(seed, counter_one), mode=None).encryptor().update(
+        bytes(8 * 100))
+    np.testing.assert_array_equal(prg_sum([seed], [], 100, 2**32),
+                                  np.frombuffer(keystream[:400], dtype="<u4"))
+    np.testing.assert_array_equal(prg_sum([seed], [], 100, 2**62),
+                                  np.frombuffer(keystream, dtype="<u8") & np.uint64(2**62 - 1))

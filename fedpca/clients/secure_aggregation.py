@@ -63,10 +63,10 @@ def is_secagg_plus_stage(content: RecordDict) -> bool:
 def masked_settings(context: Context) -> SecAggMasking | ProtocolMasking | None:
     """How the current fit is masked: SecAgg+'s parameters, the verifiable protocol's
     modulus, or ``None`` when it is not."""
-    protocol = context.state.config_records.get(PROTOCOL_MASKED_RECORD)
-    if protocol is not None:
+    protocol = context.state.get(PROTOCOL_MASKED_RECORD)  # fedpca's own ConfigRecords
+    if isinstance(protocol, ConfigRecord):
         return ProtocolMasking(int(protocol["modulus"]))
-    if MASKED_RECORD not in context.state.config_records:
+    if MASKED_RECORD not in context.state:
         return None
     state = context.state.config_records[RECORD_KEY_STATE]
     return SecAggMasking(

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
@@ -62,11 +63,12 @@ STATE_RECORD = "fedpca.secagg.session"
 IdentityFn = Callable[[Context], SecureIdentity | None]
 #: ``(request content, context) -> answer content``: the site's ordinary Message-API answer.
 AnswerFn = Callable[[RecordDict, Context], RecordDict]
+RecordT = TypeVar("RecordT", ArrayRecord, ConfigRecord)
 
 
 def is_protocol_message(content: RecordDict) -> bool:
     """Whether a train message carries a secure-aggregation protocol message."""
-    return PROTOCOL_RECORD in content.config_records
+    return isinstance(content.get(PROTOCOL_RECORD), ConfigRecord)
 
 
 def answer_protocol(
@@ -88,7 +90,7 @@ def _answer(message: Message, context: Context, identity: SecureIdentity | None,
             "refused: this site takes part in no verified secure aggregation (its policy "
             "sets no secure-aggregation min-sites, roster and signing key)"
         )
-    request = message_from_dict(dict(message.content.config_records[PROTOCOL_RECORD]))
+    request = message_from_dict(dict(message.content[PROTOCOL_RECORD]))
     run_id = str(context.run_id)
     if getattr(request, "run_id", run_id) != run_id:
         raise InvalidRequestError(f"{identity.member}: refused: the protocol message names "
@@ -117,17 +119,15 @@ def _masked_answer(message: Message, context: Context, session: SiteSession,
     """The input stage: check, answer (charging the ledger), mask, send."""
     session.check_input(request)
     content = message.content
-    config = content.config_records.get(CONFIG, ConfigRecord())
+    config = _record(content, CONFIG, ConfigRecord)
     _check_sum(session, request, config)
-    plain = RecordDict({ARRAYS: content.array_records.get(ARRAYS, ArrayRecord()),
-                        CONFIG: config})
-    context.state.config_records[PROTOCOL_MASKED_RECORD] = ConfigRecord(
-        {"modulus": session.parameters.modulus})
+    plain = RecordDict({ARRAYS: _record(content, ARRAYS, ArrayRecord), CONFIG: config})
+    context.state[PROTOCOL_MASKED_RECORD] = ConfigRecord({"modulus": session.parameters.modulus})
     try:
         reply = answer(plain, context)
     finally:
-        del context.state.config_records[PROTOCOL_MASKED_RECORD]
-    (residues,) = reply.array_records[ARRAYS].to_numpy_ndarrays()
+        del context.state[PROTOCOL_MASKED_RECORD]
+    (residues,) = reply[ARRAYS].to_numpy_ndarrays()
     masked = session.masked_input(request, np.asarray(residues, dtype=np.int64))
     _store(context, session)
     header = {k: v for k, v in masked.to_dict().items() if k != "vector"}
@@ -154,21 +154,21 @@ def _check_sum(session: SiteSession, request: InputRequest, config: ConfigRecord
 
 def read_masked_input(content: RecordDict) -> MaskedInput:
     """The :class:`MaskedInput` of a masked answer (header and the answer's one array)."""
-    header = dict(content.config_records[PROTOCOL_RECORD])
-    (vector,) = content.array_records[ARRAYS].to_numpy_ndarrays()
+    header = dict(_record(content, PROTOCOL_RECORD, ConfigRecord))
+    (vector,) = _record(content, ARRAYS, ArrayRecord).to_numpy_ndarrays()
     return MaskedInput(str(header.get("member")), str(header.get("run_id")),
                        header.get("round"), vector)
 
 
 def _session(context: Context, identity: SecureIdentity, new: bool) -> SiteSession:
     if new:
-        if STATE_RECORD in context.state.config_records:
+        if STATE_RECORD in context.state:
             logger.warning("%s: a new secure-aggregation setup in the same run replaces the "
                            "previous one", identity.member)
         return SiteSession(identity.member, identity.signing_key, identity.roster,
                            min_sites=identity.min_sites, colluders=identity.colluders,
                            max_rounds=identity.max_rounds)
-    stored = context.state.config_records.get(STATE_RECORD)
+    stored = context.state.get(STATE_RECORD)
     if stored is None:
         raise InvalidRequestError(f"{identity.member}: refused: no secure-aggregation setup "
                                   "in this run yet")
@@ -177,4 +177,11 @@ def _session(context: Context, identity: SecureIdentity, new: bool) -> SiteSessi
 
 
 def _store(context: Context, session: SiteSession) -> None:
-    context.state.config_records[STATE_RECORD] = ConfigRecord({"session": session.to_bytes()})
+    context.state[STATE_RECORD] = ConfigRecord({"session": session.to_bytes()})
+
+
+def _record(content: RecordDict, key: str, kind: type[RecordT]) -> RecordT:
+    """``content``'s record ``key`` if it is a ``kind``, else an empty one (read directly:
+    Flower's ``config_records`` view copies every record of the message on each access)."""
+    record = content.get(key)
+    return record if isinstance(record, kind) else kind()

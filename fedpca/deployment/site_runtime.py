@@ -69,10 +69,16 @@ def pinned_clientapp_main(argv: Sequence[str] | None = None) -> None:
     from flwr.supercore.tls import validate_and_resolve_root_certificates
     from flwr.supernode.runtime import run_clientapp as runtime
 
+    from fedpca.cli import LOG_FORMAT
+
     parser = argparse.ArgumentParser(description="A fedpca site's pinned ClientApp task")
     parser.add_argument("--runtime-api-address", default=SUPERNODE_DEFAULT_CLIENT_ADDRESS)
     add_args_flwr_app_common(parser=parser)
     args = parser.parse_args(argv)
+    # the site's log shows what its answer did (e.g. each secure-aggregation step) and why
+    # it refused, as its SuperNode's and SuperExec's do
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
+    _site_logging()
     runtime.install_from_fab = _check_instead_of_install
     runtime.get_load_client_app_fn = _pinned_loader
     runtime.run_clientapp(

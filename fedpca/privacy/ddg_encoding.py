@@ -37,7 +37,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.discrete_gaussian import discrete_gaussian
+from fedpca.privacy.discrete_gaussian_fast import discrete_gaussian
 from fedpca.privacy.hadamard import RandomizedHadamard
 
 

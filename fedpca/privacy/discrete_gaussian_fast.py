@@ -1,30 +1,37 @@
-"""Fast exact sampling of the discrete Gaussian ``N_Z(0, sigma^2)`` for an integer ``sigma``.
+"""Fast exact sampling of the discrete Gaussian ``N_Z(0, sigma^2)`` for an integer ``sigma``
+(:func:`discrete_gaussian_scale`) or an integer ``sigma^2`` (:func:`discrete_gaussian`).
 
 ``P(Y = y)`` proportional to ``exp(-y^2 / (2 sigma^2))`` for every integer ``y``: exactly, not
 approximately. The algorithm is Algorithm 3 of Canonne, Kamath and Steinke, "The Discrete
-Gaussian for Differential Privacy" (NeurIPS 2020) with ``t = sigma``: a discrete-Laplace
-proposal ``P(Y = y)`` proportional to ``exp(-|y| / sigma)``, accepted with probability
-``exp(-(|y| - sigma)^2 / (2 sigma^2))`` (about 76% of proposals are accepted). What differs
-from :mod:`fedpca.privacy.discrete_gaussian` is how each random decision is made.
+Gaussian for Differential Privacy" (NeurIPS 2020): a discrete-Laplace proposal ``P(Y = y)``
+proportional to ``exp(-|y| / t)`` for an integer ``t >= 1``, accepted with probability
+``exp(-(|y| - sigma^2 / t)^2 / (2 sigma^2))``; the product of the two is proportional to
+``exp(-y^2 / (2 sigma^2))`` whatever ``t``. For an integer ``sigma``, ``t = sigma`` and the
+acceptance is ``exp(-(|y| - sigma)^2 / (2 sigma^2))`` (about 76% of proposals are accepted);
+for an integer ``s = sigma^2`` that is not a square, ``t = floor(sqrt(s)) + 1`` (the paper's
+choice) and the acceptance is ``exp(-(t |y| - s)^2 / (2 s t^2))``, a ratio of integers. What
+follows is how each random decision is made.
 
 **Lazy uniforms.** Every decision compares one uniform ``U`` on ``[0, 1)`` with a number:
-the acceptance is ``[U < exp(-r)]``, and the proposal's magnitude is ``k = floor(-sigma ln
-U)``, i.e. the ``k`` with ``exp(-(k + 1) / sigma) < U <= exp(-k / sigma)`` (then ``P(k) =
-exp(-k/sigma) (1 - exp(-1/sigma))``, the geometric law of a discrete Laplace magnitude).
+the acceptance is ``[U < exp(-r)]``, and the proposal's magnitude is ``k = floor(-t ln U)``,
+i.e. the ``k`` with ``exp(-(k + 1) / t) < U <= exp(-k / t)`` (then ``P(k) = exp(-k/t) (1 -
+exp(-1/t))``, the geometric law of a discrete Laplace magnitude).
 ``U``'s first 53 bits are one ``Generator.random()`` value ``u``: ``U`` lies in ``[u, u +
 2^-53)``. numpy evaluates the function approximately, with a stated error bound; when the
 bound makes the decision the same for every ``U`` in that interval, it is certain and made
 in numpy:
 
-* magnitude: ``x = -sigma ln(u + 2^-54)`` in float64; ``k = floor(x)`` is certain when ``x``
-  is farther than ``E = 2 (sigma 2^-53 / u + 2^-48 (x + 1))`` from an integer (``E`` covers
+* magnitude: ``x = -t ln(u + 2^-54)`` in float64; ``k = floor(x)`` is certain when ``x``
+  is farther than ``E = 2 (t 2^-53 / u + 2^-48 (x + 1))`` from an integer (``E`` covers
   the width of ``U``'s interval and the float64 ``log``, assumed within ``2^-50`` relative);
-* acceptance: ``p = exp(-min(r, 64))`` in float32 (:data:`ACCEPT_MARGIN` relative covers the
+* acceptance: ``r = offset^2 / den`` in float64 (``offset`` and ``den`` the integers above;
+  for ``r <= 64`` its three roundings move it by less than ``2^-46``), then
+  ``p = exp(-min(r, 64))`` in float32 (:data:`ACCEPT_MARGIN` relative covers these, the
   float32 argument and ``exp``, assumed within ``2^-20``); ``U < exp(-r)`` is certain when
   ``u + 2^-53 <= p (1 - margin)``, ``U >= exp(-r)`` when ``u >= p (1 + margin)`` (beyond
   ``r = 64``, ``exp(-r) < 2^-53`` so only ``u = 0`` is undecided).
 
-Otherwise (probability about ``2^-16`` per acceptance, ``2^-47 sigma`` per magnitude) the
+Otherwise (probability about ``2^-16`` per acceptance, ``2^-47 t`` per magnitude) the
 element goes to an exact path in Python integers: further 64-bit words extend ``U``'s bits
 and ``exp`` is bracketed with the ``decimal`` module (correctly rounded, with an explicit
 error bound) at growing precision, until the comparison is certain. No decision is ever
@@ -42,11 +49,13 @@ from __future__ import annotations
 
 import decimal
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
 from fedpca.errors import ConfigurationError
+from fedpca.privacy.discrete_gaussian import MAX_SIGMA_SQ
 
 #: Relative margin on float32 ``exp(-r)``, ``r <= 64``, in the acceptance test (the float32
 #: argument costs ``64 * 2^-24 = 2^-18``, the ``exp`` at most ``2^-20``).
@@ -82,6 +91,49 @@ def discrete_gaussian_scale(sigma: int, size: int | tuple[int, ...],
         raise ConfigurationError(
             f"sigma={sigma} exceeds {MAX_SIGMA} grid steps; choose a coarser grid"
         )
+    sigma = int(sigma)
+    return _draws(_Proposal(sigma, 1, sigma, 2 * sigma * sigma), size, rng)
+
+
+def discrete_gaussian(sigma_sq: int, size: int | tuple[int, ...],
+                      rng: np.random.Generator | None = None) -> np.ndarray:
+    """``size`` i.i.d. exact draws (int64) from ``N_Z(0, sigma_sq)``, ``sigma_sq`` a positive
+    integer up to :data:`~fedpca.privacy.discrete_gaussian.MAX_SIGMA_SQ` (a caller rounds its
+    variance *up*, which only adds noise). ``rng``: by default seeded from the operating
+    system for this call. Its variance is slightly below ``sigma_sq``
+    (:func:`~fedpca.privacy.discrete_gaussian.discrete_gaussian_variance`)."""
+    if isinstance(sigma_sq, bool) or not isinstance(sigma_sq, (int, np.integer)) or sigma_sq < 1:
+        raise ConfigurationError(
+            f"sigma_sq must be a positive integer (round a variance up), got {sigma_sq!r}"
+        )
+    if sigma_sq > MAX_SIGMA_SQ:
+        raise ConfigurationError(
+            f"sigma_sq={sigma_sq} exceeds {MAX_SIGMA_SQ}; choose a coarser grid so the noise "
+            "has fewer grid steps"
+        )
+    rng = rng if rng is not None else np.random.default_rng()
+    s = int(sigma_sq)
+    root = math.isqrt(s)
+    if root * root == s:
+        return discrete_gaussian_scale(root, size, rng)
+    t = root + 1
+    return _draws(_Proposal(t, t, s, 2 * s * t * t), size, rng)
+
+
+@dataclass(frozen=True)
+class _Proposal:
+    """Discrete-Laplace proposals of scale ``t``, each accepted with probability
+    ``exp(-(scale |y| - centre)^2 / den)`` (module docstring)."""
+
+    t: int
+    scale: int
+    centre: int
+    den: int
+
+
+def _draws(proposal: _Proposal, size: int | tuple[int, ...],
+           rng: np.random.Generator) -> np.ndarray:
+    """``size`` accepted proposals, in order (int64)."""
     shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
     total = math.prod(shape)
     out = np.empty(total, dtype=np.int64)
@@ -89,35 +141,36 @@ def discrete_gaussian_scale(sigma: int, size: int | tuple[int, ...],
     while filled < total:
         missing = total - filled
         proposals = min(missing + missing // 3 + 64, BLOCK)  # about 76% are accepted
-        taken = _accepted(int(sigma), proposals, rng)[:missing]
+        taken = _accepted(proposal, proposals, rng)[:missing]
         out[filled:filled + taken.size] = taken
         filled += taken.size
     return out.reshape(shape)
 
 
-def _accepted(sigma: int, count: int, rng: np.random.Generator) -> np.ndarray:
+def _accepted(proposal: _Proposal, count: int, rng: np.random.Generator) -> np.ndarray:
     """The accepted ones of ``count`` discrete-Laplace proposals, in order."""
     uniforms = rng.random(2 * count)
-    magnitude = _magnitudes(sigma, uniforms[:count], rng)
+    magnitude = _magnitudes(proposal.t, uniforms[:count], rng)
     signs = np.unpackbits(rng.bit_generator.random_raw(-(-count // 64)).view(np.uint8))
     negative = signs[:count].view(bool)
-    keep = _below_exp(uniforms[count:], magnitude - sigma, 2 * sigma * sigma, rng)
+    keep = _below_exp(uniforms[count:], proposal.scale * magnitude - proposal.centre,
+                      proposal.den, rng)
     keep &= ~(negative & (magnitude == 0))  # -0 would count zero twice
     np.negative(magnitude, out=magnitude, where=negative)
     return magnitude[keep]
 
 
-def _magnitudes(sigma: int, u: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Per prefix ``u = a 2^-53`` of ``U``: ``k = floor(-sigma ln U)``, certain when the
+def _magnitudes(t: int, u: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per prefix ``u = a 2^-53`` of ``U``: ``k = floor(-t ln U)``, certain when the
     float64 value is farther than its error bound from an integer (module docstring)."""
     x = u + ULP / 2
     np.log(x, out=x)
-    x *= -sigma
+    x *= -t
     k = np.floor(x)
     bound = x + 1
     bound *= LOG_ERROR
     with np.errstate(divide="ignore"):
-        bound += (sigma * ULP) / u  # u = 0: infinite, never certain
+        bound += (t * ULP) / u  # u = 0: infinite, never certain
     bound *= 2
     certain = (x - k) > bound
     k += 1
@@ -125,7 +178,7 @@ def _magnitudes(sigma: int, u: np.ndarray, rng: np.random.Generator) -> np.ndarr
     certain &= k > bound  # k + 1 - x
     magnitude = np.floor(x).astype(np.int64)
     for i in np.flatnonzero(~certain):
-        magnitude[i] = _exact_magnitude(sigma, _prefix(u[i]), rng)
+        magnitude[i] = _exact_magnitude(t, _prefix(u[i]), rng)
     return magnitude
 
 
@@ -180,30 +233,30 @@ def _exact_below_exp(r: Fraction, leading: int, rng: np.random.Generator) -> boo
         digits += 20
 
 
-def _exact_magnitude(sigma: int, leading: int, rng: np.random.Generator) -> int:
-    """The ``k`` with ``exp(-(k+1)/sigma) < U <= exp(-k/sigma)`` for ``U`` in
+def _exact_magnitude(t: int, leading: int, rng: np.random.Generator) -> int:
+    """The ``k`` with ``exp(-(k+1)/t) < U <= exp(-k/t)`` for ``U`` in
     ``[leading, leading + 1) 2^-53``, with more bits of ``U`` until it is certain."""
     numerator, bits, digits = leading, FIRST_BITS, DECIMAL_DIGITS
     while True:
         if numerator > 0:
             low, high = Fraction(numerator, 1 << bits), Fraction(numerator + 1, 1 << bits)
-            guess = _log_guess(sigma, numerator, bits, digits)
+            guess = _log_guess(t, numerator, bits, digits)
             for k in (guess - 1, guess, guess + 1):
                 if k < 0:
                     continue
-                if (_exp_bracket(Fraction(k, sigma), digits)[0] >= high
-                        and _exp_bracket(Fraction(k + 1, sigma), digits)[1] <= low):
+                if (_exp_bracket(Fraction(k, t), digits)[0] >= high
+                        and _exp_bracket(Fraction(k + 1, t), digits)[1] <= low):
                     return k
         numerator, bits = _more_bits(numerator, bits, rng)
         digits += 20
 
 
-def _log_guess(sigma: int, numerator: int, bits: int, digits: int) -> int:
-    """``floor(-sigma ln U)`` at ``U``'s midpoint, to ``digits`` digits (a candidate only)."""
+def _log_guess(t: int, numerator: int, bits: int, digits: int) -> int:
+    """``floor(-t ln U)`` at ``U``'s midpoint, to ``digits`` digits (a candidate only)."""
     with decimal.localcontext() as context:
         context.prec = digits
         middle = decimal.Decimal(2 * numerator + 1) / decimal.Decimal(1 << (bits + 1))
-        return int((-sigma * middle.ln()).to_integral_value(rounding=decimal.ROUND_FLOOR))
+        return int((-t * middle.ln()).to_integral_value(rounding=decimal.ROUND_FLOOR))
 
 
 def _more_bits(numerator: int, bits: int, rng: np.random.Generator) -> tuple[int, int]:

@@ -8,7 +8,9 @@ active server: key advertisements are signed under a PKI (:mod:`fedpca.secure.ro
 a consistency round precedes every unmasking. Nothing here does I/O or imports Flower: a
 :class:`SiteSession` and a :class:`ServerSession` consume and emit message objects, whose
 ``to_dict()`` holds only ``str``, ``int``, ``bytes`` and lists of them (what a Flower
-``ConfigRecord`` carries). A site's state survives between messages as
+``ConfigRecord`` carries; lists of member names travel joined by newlines and fixed-size
+MACs, keys and seeds concatenated, so that a round's messages hold a few values, not
+hundreds). A site's state survives between messages as
 :meth:`SiteSession.to_bytes` (its long-term signing key and roster stay in its files).
 
 Messages. Setup (once per run):
@@ -80,6 +82,7 @@ import json
 import logging
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NoReturn
@@ -99,6 +102,7 @@ from fedpca.secure.keys import (
     MAX_MODULUS,
     PROTOCOL_VERSION,
     canonical,
+    canonical_name,
     digest,
     pair_keys,
     prg_sum,
@@ -134,7 +138,7 @@ MAX_LENGTH = 2**27
 #: Field elements that carry one 32-byte seed.
 SEED_ELEMENTS = shamir.elements_for(KEY_BYTES)
 _SIGNATURE_BYTES, _NONCE_BYTES, _MAX_RUN_ID = 64, 12, 256
-_STATE_FORMAT = "fedpca-secagg-site-state/2"
+_STATE_FORMAT = "fedpca-secagg-site-state/3"
 #: Beyond the threshold, the share of the other survivors the server asks to endorse and
 #: reveal when nobody dropped (:meth:`ServerSession.endorsers`).
 SPARE_ENDORSERS = 0.1
@@ -171,9 +175,16 @@ def _name(value: object, what: str = "member") -> str:
 
 
 def _names(values: object, what: str) -> tuple[str, ...]:
+    """``values`` as distinct member names, checked in one regular-expression match of the
+    names joined by newlines (a list of hundreds arrives in every message of a round); the
+    newlines must be exactly the joins (a name holding one is refused)."""
     if not isinstance(values, (list, tuple)):
         _refuse(f"{what} must be a list of member names")
-    names = tuple(_name(v, what) for v in values)
+    names = tuple(values)
+    joined = "\n".join(names) if all(isinstance(v, str) for v in names) else None
+    if joined is None or (names and (joined.count("\n") != len(names) - 1
+                                     or not _NAME_LIST.fullmatch(joined))):
+        _refuse(f"{what} holds an invalid member name; the message is malformed")
     if len(set(names)) != len(names):
         _refuse(f"{what} names a member twice; the message is malformed")
     return names
@@ -189,7 +200,12 @@ def _blob(value: object, what: str, length: int | None = None) -> bytes:
 def _blobs(mapping: object, what: str, length: int | None = None) -> dict[str, bytes]:
     if not isinstance(mapping, Mapping):
         _refuse(f"{what} must map member names to bytes")
-    return {_name(k, what): _blob(v, what, length) for k, v in mapping.items()}
+    _names(list(mapping), what)
+    if not all(isinstance(v, bytes) and (length is None or len(v) == length)
+               for v in mapping.values()):
+        size = f" of {length} bytes" if length is not None else ""
+        _refuse(f"{what} must hold bytes{size}; the message is malformed")
+    return dict(mapping)
 
 
 def _set(instance: object, **values: object) -> None:
@@ -222,7 +238,7 @@ def _read_wire(data: object, kind: str, schema: Mapping[str, type | tuple[type, 
     return out
 
 
-def _pairs(keys: list[str], values: list[bytes], kind: str) -> dict[str, bytes]:
+def _pairs(keys: Sequence[str], values: list[bytes], kind: str) -> dict[str, bytes]:
     if len(keys) != len(values) or len(set(keys)) != len(keys):
         _refuse(f"a {kind} message pairs its names and values wrongly")
     return dict(zip(keys, values))
@@ -238,7 +254,29 @@ def _vector_from(data: bytes, what: str) -> np.ndarray:
     return np.frombuffer(data, dtype="<i8").astype(np.int64)
 
 
-_STRS, _BLOBS = (list, str), (list, bytes)
+def _join(names: Sequence[str]) -> str:
+    """Member names on the wire: one string, the names joined by newlines (no name holds
+    one), so that Flower checks and copies one value, not hundreds, in every message."""
+    return "\n".join(names)
+
+
+def _split(text: str, what: str) -> tuple[str, ...]:
+    """The member names of a :func:`_join`-ed string (empty: none), checked by
+    :func:`_names`."""
+    return _names(text.split("\n") if text else [], what)
+
+
+def _fixed(keys: Sequence[str], data: bytes, size: int, kind: str) -> dict[str, bytes]:
+    """``keys`` paired in order with the ``size``-byte values ``data`` concatenates (MACs,
+    keys, signatures, seeds travel as one bytes value)."""
+    if len(data) != size * len(keys):
+        _refuse(f"a {kind} message pairs its names and values wrongly")
+    return {k: data[size * i:size * (i + 1)] for i, k in enumerate(keys)}
+
+
+_BLOBS = (list, bytes)
+#: Member names joined by newlines (:func:`_names`).
+_NAME_LIST = re.compile(rf"(?:{NAME_PATTERN.pattern}\n)*{NAME_PATTERN.pattern}")
 
 
 # --- messages --------------------------------------------------------------------------------
@@ -314,18 +352,19 @@ class KeyList:
 
     def to_dict(self) -> dict[str, Any]:
         ads = self.advertisements
-        return {"kind": self.KIND, "run_id": self.run_id, "members": [a.member for a in ads],
-                "public_keys": [a.public_key for a in ads],
-                "signatures": [a.signature for a in ads]}
+        return {"kind": self.KIND, "run_id": self.run_id,
+                "members": _join([a.member for a in ads]),
+                "public_keys": b"".join(a.public_key for a in ads),
+                "signatures": b"".join(a.signature for a in ads)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KeyList:
-        d = _read_wire(data, cls.KIND, {"run_id": str, "members": _STRS,
-                                        "public_keys": _BLOBS, "signatures": _BLOBS})
-        if not len(d["members"]) == len(d["public_keys"]) == len(d["signatures"]):
-            _refuse("a key list pairs its members, keys and signatures wrongly")
-        ads = [Advertisement(m, d["run_id"], k, s)
-               for m, k, s in zip(d["members"], d["public_keys"], d["signatures"])]
+        d = _read_wire(data, cls.KIND, {"run_id": str, "members": str, "public_keys": bytes,
+                                        "signatures": bytes})
+        members = _split(d["members"], "members")
+        keys = _fixed(members, d["public_keys"], KEY_BYTES, cls.KIND)
+        signatures = _fixed(members, d["signatures"], _SIGNATURE_BYTES, cls.KIND)
+        ads = [Advertisement(m, d["run_id"], keys[m], signatures[m]) for m in members]
         return cls(d["run_id"], tuple(ads))
 
 
@@ -345,14 +384,15 @@ class ShareBundle:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, "member": self.member, "run_id": self.run_id,
-                "recipients": list(self.ciphertexts),
+                "recipients": _join(list(self.ciphertexts)),
                 "ciphertexts": list(self.ciphertexts.values())}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ShareBundle:
-        d = _read_wire(data, cls.KIND, {"member": str, "run_id": str, "recipients": _STRS,
+        d = _read_wire(data, cls.KIND, {"member": str, "run_id": str, "recipients": str,
                                         "ciphertexts": _BLOBS})
-        return cls(d["member"], d["run_id"], _pairs(d["recipients"], d["ciphertexts"], cls.KIND))
+        recipients = _split(d["recipients"], "recipients")
+        return cls(d["member"], d["run_id"], _pairs(recipients, d["ciphertexts"], cls.KIND))
 
 
 @dataclass(frozen=True)
@@ -376,16 +416,19 @@ class InputRequest:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, "run_id": self.run_id, "round": self.round,
-                "length": self.length, "setup_members": list(self.setup_members),
-                "senders": list(self.ciphertexts), "ciphertexts": list(self.ciphertexts.values())}
+                "length": self.length, "setup_members": _join(self.setup_members),
+                "senders": _join(list(self.ciphertexts)),
+                "ciphertexts": list(self.ciphertexts.values())}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> InputRequest:
         d = _read_wire(data, cls.KIND, {"run_id": str, "round": int, "length": int,
-                                        "setup_members": _STRS, "senders": _STRS,
+                                        "setup_members": str, "senders": str,
                                         "ciphertexts": _BLOBS})
-        return cls(d["run_id"], d["round"], d["length"], tuple(d["setup_members"]),
-                   _pairs(d["senders"], d["ciphertexts"], cls.KIND))
+        senders = _split(d["senders"], "senders")
+        return cls(d["run_id"], d["round"], d["length"],
+                   _split(d["setup_members"], "setup_members"),
+                   _pairs(senders, d["ciphertexts"], cls.KIND))
 
 
 @dataclass(frozen=True, eq=False)
@@ -438,13 +481,14 @@ class ConsistencyRequest:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, "run_id": self.run_id, "round": self.round,
-                "survivors": list(self.survivors), "endorsers": list(self.endorsers)}
+                "survivors": _join(self.survivors), "endorsers": _join(self.endorsers)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ConsistencyRequest:
-        d = _read_wire(data, cls.KIND, {"run_id": str, "round": int, "survivors": _STRS,
-                                        "endorsers": _STRS})
-        return cls(d["run_id"], d["round"], tuple(d["survivors"]), tuple(d["endorsers"]))
+        d = _read_wire(data, cls.KIND, {"run_id": str, "round": int, "survivors": str,
+                                        "endorsers": str})
+        return cls(d["run_id"], d["round"], _split(d["survivors"], "survivors"),
+                   _split(d["endorsers"], "endorsers"))
 
 
 @dataclass(frozen=True)
@@ -466,13 +510,15 @@ class Endorsement:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, "member": self.member, "run_id": self.run_id,
-                "round": self.round, "peers": list(self.macs), "macs": list(self.macs.values())}
+                "round": self.round, "peers": _join(list(self.macs)),
+                "macs": b"".join(self.macs.values())}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Endorsement:
         d = _read_wire(data, cls.KIND, {"member": str, "run_id": str, "round": int,
-                                        "peers": _STRS, "macs": _BLOBS})
-        return cls(d["member"], d["run_id"], d["round"], _pairs(d["peers"], d["macs"], cls.KIND))
+                                        "peers": str, "macs": bytes})
+        return cls(d["member"], d["run_id"], d["round"],
+                   _fixed(_split(d["peers"], "peers"), d["macs"], KEY_BYTES, cls.KIND))
 
 
 @dataclass(frozen=True)
@@ -493,15 +539,15 @@ class UnmaskRequest:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, "run_id": self.run_id, "round": self.round,
-                "survivors": list(self.survivors), "endorsers": list(self.macs_for_you),
-                "macs": list(self.macs_for_you.values())}
+                "survivors": _join(self.survivors), "endorsers": _join(list(self.macs_for_you)),
+                "macs": b"".join(self.macs_for_you.values())}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> UnmaskRequest:
-        d = _read_wire(data, cls.KIND, {"run_id": str, "round": int, "survivors": _STRS,
-                                        "endorsers": _STRS, "macs": _BLOBS})
-        return cls(d["run_id"], d["round"], tuple(d["survivors"]),
-                   _pairs(d["endorsers"], d["macs"], cls.KIND))
+        d = _read_wire(data, cls.KIND, {"run_id": str, "round": int, "survivors": str,
+                                        "endorsers": str, "macs": bytes})
+        return cls(d["run_id"], d["round"], _split(d["survivors"], "survivors"),
+                   _fixed(_split(d["endorsers"], "endorsers"), d["macs"], KEY_BYTES, cls.KIND))
 
 
 @dataclass(frozen=True, eq=False)
@@ -532,20 +578,22 @@ class Reveal:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, "member": self.member, "run_id": self.run_id,
-                "round": self.round, "share_members": list(self.share_members),
-                "shares": _vector_bytes(self.shares.ravel()), "dropped": list(self.seeds),
-                "seeds": list(self.seeds.values())}
+                "round": self.round, "share_members": _join(self.share_members),
+                "shares": _vector_bytes(self.shares.ravel()), "dropped": _join(list(self.seeds)),
+                "seeds": b"".join(self.seeds.values())}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Reveal:
         d = _read_wire(data, cls.KIND, {"member": str, "run_id": str, "round": int,
-                                        "share_members": _STRS, "shares": bytes,
-                                        "dropped": _STRS, "seeds": _BLOBS})
+                                        "share_members": str, "shares": bytes,
+                                        "dropped": str, "seeds": bytes})
+        members = _split(d["share_members"], "share_members")
         shares = _vector_from(d["shares"], "shares")
-        if shares.size != len(d["share_members"]) * SEED_ELEMENTS:
+        if shares.size != len(members) * SEED_ELEMENTS:
             _refuse("a reveal needs one row of seed shares per member it names")
-        return cls(d["member"], d["run_id"], d["round"], tuple(d["share_members"]),
-                   shares.reshape(-1, SEED_ELEMENTS), _pairs(d["dropped"], d["seeds"], cls.KIND))
+        return cls(d["member"], d["run_id"], d["round"], members,
+                   shares.reshape(-1, SEED_ELEMENTS),
+                   _fixed(_split(d["dropped"], "dropped"), d["seeds"], KEY_BYTES, cls.KIND))
 
 
 _MESSAGES = {cls.KIND: cls for cls in (SetupRequest, Advertisement, KeyList, ShareBundle,
@@ -581,18 +629,22 @@ def _shares_aad(session_id: bytes, sender: str, recipient: str) -> bytes:
     return canonical(PROTOCOL_VERSION, "shares", session_id, sender, recipient)
 
 
-def _endorsed_set(session_id: bytes, round_number: int, survivors: Sequence[str]) -> bytes:
+def _survivors_digest(session_id: bytes, round_number: int, survivors: Sequence[str]) -> bytes:
+    """What identifies one round's survivor set: the MACs cover it, and a site remembers it
+    as the set it endorsed."""
+    return digest(PROTOCOL_VERSION, "survivors", session_id, round_number, sorted(survivors))
+
+
+def _endorsed_set(survivors_digest: bytes) -> bytes:
     """The start of every endorsement MAC's content for one survivor set (computed once per
     set: the canonical encoding is a concatenation, so the MAC's content is this followed by
-    the canonical endorser and addressee)."""
-    survivors_digest = digest(PROTOCOL_VERSION, "survivors", session_id, round_number,
-                              sorted(survivors))
+    the canonical endorser and addressee, :func:`~fedpca.secure.keys.canonical_name`)."""
     return canonical(PROTOCOL_VERSION, "endorse", survivors_digest)
 
 
 def _mac(key: bytes, endorsed_set: bytes, endorser: str, addressee: str) -> hmac.HMAC:
     tag = hmac.HMAC(key, hashes.SHA256())
-    tag.update(endorsed_set + canonical(endorser, addressee))
+    tag.update(endorsed_set + canonical_name(endorser) + canonical_name(addressee))
     return tag
 
 
@@ -640,18 +692,15 @@ class SiteSession:
         self._params: SetupRequest | None = None
         self._exchange_key: bytes | None = None          # X25519 private key, S1 to S2 only
         self._advertisement: Advertisement | None = None
-        self._members: tuple[str, ...] = ()              # the verified key list, sorted
         self._session_id = b""
-        self._receive_keys: dict[str, bytes] = {}        # S2 until the relay only
-        self._endorse_keys: dict[str, bytes] = {}
-        self._mask_keys: dict[str, bytes] = {}
         self._seeds: dict[int, bytes] = {}               # own b^r until round r is masked
         self._own_shares = np.zeros((0, SEED_ELEMENTS), dtype=np.int64)
-        self._setup_members: tuple[str, ...] = ()        # U_setup
-        self._shares: dict[str, np.ndarray] = {}         # k -> my shares of b_k^1..b_k^R
         self._masked: set[int] = set()
-        self._endorsed: dict[int, tuple[str, ...]] = {}
+        self._endorsed: dict[int, bytes] = {}            # round -> digest of the set endorsed
         self._revealed: set[int] = set()
+        #: What the key agreement and the relay fixed for the rest of the run (the bulk of
+        #: the state: keys and shares of every member).
+        self._agreed = _Agreed()
         #: The input request :meth:`check_input` last passed and what it opened (this message
         #: only; never saved).
         self._checked: tuple[InputRequest, Any] | None = None
@@ -717,11 +766,9 @@ class SiteSession:
                 plaintext = _vector_bytes(shares[index].ravel())
                 ciphertexts[peer] = nonce + AESGCM(keys[peer].send).encrypt(
                     nonce, plaintext, _shares_aad(session_id, self.member, peer))
-        self._members, self._session_id, self._seeds = members, session_id, seeds
+        self._session_id, self._seeds = session_id, seeds
         self._own_shares = shares[members.index(self.member)]
-        self._receive_keys = {p: k.receive for p, k in keys.items()}
-        self._endorse_keys = {p: k.endorse for p, k in keys.items()}
-        self._mask_keys = {p: k.mask for p, k in keys.items()}
+        self._agreed = _Agreed.from_pair_keys(members, keys)
         self._exchange_key = None
         self._stage = _SHARED
         logger.info("site %s verified the key list of run %s and sent its shares",
@@ -785,14 +832,14 @@ class SiteSession:
             raise InvalidDataError("the value to mask must be a vector of the requested length "
                                    "of integer residues in [0, modulus); encode it first")
         if received is not None:
-            self._setup_members, self._shares = received
-            self._receive_keys = {}
+            self._agreed = self._agreed.relayed(*received)
             self._stage = _READY
-        peers = [p for p in self._setup_members if p != self.member]
-        seeds = {p: round_seed(self._mask_keys[p], request.round) for p in peers}
+        agreed = self._agreed
+        peers = [p for p in agreed.setup_members if p != self.member]
+        seeds = [round_seed(agreed.mask_key(p), request.round) for p in peers]
         masks = prg_sum([self._seeds.pop(request.round)]
-                        + [seeds[p] for p in peers if _mask_sign(self.member, p) > 0],
-                        [seeds[p] for p in peers if _mask_sign(self.member, p) < 0],
+                        + [s for p, s in zip(peers, seeds) if _mask_sign(self.member, p) > 0],
+                        [s for p, s in zip(peers, seeds) if _mask_sign(self.member, p) < 0],
                         request.length, params.modulus)
         self._masked.add(request.round)
         logger.info("site %s masked its input for round %d", self.member, request.round)
@@ -800,7 +847,7 @@ class SiteSession:
         return MaskedInput(self.member, params.run_id, request.round, out)
 
     def _check_input(self, request: InputRequest
-                     ) -> tuple[tuple[str, ...], dict[str, np.ndarray]] | None:
+                     ) -> tuple[tuple[str, ...], np.ndarray] | None:
         if self._stage not in (_SHARED, _READY):
             self._fail("an input request before the key agreement completed; run the setup first")
         self._check_round(request.run_id, request.round)
@@ -816,14 +863,14 @@ class SiteSession:
         return self._open_relay(request)
 
     def _open_relay(self, request: InputRequest
-                    ) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
-        """Decrypt the relayed shares. Protects against a split view (different key lists give
+                    ) -> tuple[tuple[str, ...], np.ndarray]:
+        """Decrypt the relayed shares (one row per member of ``U_setup``, in its order). Protects against a split view (different key lists give
         different session ids, so nothing decrypts), altered or withheld ciphertexts, and a
         ``U_setup`` too small for the threshold or outside the key list."""
         params = self._params
         assert params is not None
         setup = tuple(sorted(request.setup_members))
-        if self.member not in setup or not set(setup) <= set(self._members):
+        if self.member not in setup or not set(setup) <= set(self._agreed.members):
             self._fail("U_setup must hold this site and only members of the key list; the "
                        "first input request must relay the shares")
         if len(setup) < params.threshold:
@@ -834,7 +881,7 @@ class SiteSession:
         shares = {self.member: self._own_shares}
         for sender, blob in request.ciphertexts.items():
             try:
-                plaintext = AESGCM(self._receive_keys[sender]).decrypt(
+                plaintext = AESGCM(self._agreed.receive_key(sender)).decrypt(
                     blob[:_NONCE_BYTES], blob[_NONCE_BYTES:],
                     _shares_aad(self._session_id, sender, self.member))
             except (InvalidTag, ValueError):
@@ -845,7 +892,7 @@ class SiteSession:
                     values.max() >= shamir.PRIME):
                 self._fail(f"the shares from {sender!r} are malformed; nothing sent")
             shares[sender] = values.reshape(params.rounds, SEED_ELEMENTS)
-        return setup, shares
+        return setup, np.stack([shares[k] for k in setup])
 
     def endorse(self, request: ConsistencyRequest) -> Endorsement:
         """Endorse the survivor set ``U3`` of a round, at most one set per round, with a MAC
@@ -859,7 +906,8 @@ class SiteSession:
         if request.round not in self._masked:
             self._fail(f"this site sent no masked input for round {request.round}; it endorses "
                        "only rounds it took part in")
-        if self.member not in survivors or not set(survivors) <= set(self._setup_members):
+        if self.member not in survivors or not set(survivors) <= set(
+                self._agreed.setup_members):
             self._fail("the survivors must include this site and lie within U_setup; nothing "
                        "endorsed")
         if self.member not in endorsers or not set(endorsers) <= set(survivors):
@@ -868,14 +916,16 @@ class SiteSession:
             if len(members) < params.threshold:
                 self._fail(f"fewer {what} than the threshold t={params.threshold}; the round "
                            "cannot be unmasked, nothing endorsed")
+        survivors_digest = _survivors_digest(self._session_id, request.round, survivors)
         earlier = self._endorsed.get(request.round)
-        if earlier is not None and earlier != survivors:
+        if earlier is not None and earlier != survivors_digest:
             self._fail(f"this site already endorsed another survivor set for round "
                        f"{request.round}; it endorses one set per round")
-        endorsed = _endorsed_set(self._session_id, request.round, survivors)
-        macs = {peer: _mac(self._endorse_keys[peer], endorsed, self.member, peer).finalize()
+        endorsed = _endorsed_set(survivors_digest)
+        agreed = self._agreed
+        macs = {peer: _mac(agreed.endorse_key(peer), endorsed, self.member, peer).finalize()
                 for peer in endorsers if peer != self.member}
-        self._endorsed[request.round] = survivors
+        self._endorsed[request.round] = survivors_digest
         logger.info("site %s endorsed the survivors of round %d", self.member, request.round)
         return Endorsement(self.member, params.run_id, request.round, macs)
 
@@ -887,29 +937,30 @@ class SiteSession:
         if request.round in self._revealed:
             self._fail(f"this site already revealed its secrets for round {request.round}; it "
                        "reveals once per round")
-        if self._endorsed.get(request.round) != survivors:
+        survivors_digest = _survivors_digest(self._session_id, request.round, survivors)
+        if self._endorsed.get(request.round) != survivors_digest:
             self._fail("the unmask request names another survivor set than this site endorsed; "
                        "nothing revealed")
-        self._verify_endorsements(request, survivors, params.threshold)
+        self._verify_endorsements(request, survivors_digest, survivors, params.threshold)
         self._revealed.add(request.round)
-        index = request.round - 1
-        shares = np.stack([self._shares[k][index] for k in survivors])
-        dropped = sorted(set(self._setup_members) - set(survivors))
-        seeds = {j: round_seed(self._mask_keys[j], request.round) for j in dropped}
+        agreed = self._agreed
+        shares = agreed.round_shares(survivors, request.round)
+        dropped = sorted(set(agreed.setup_members) - set(survivors))
+        seeds = {j: round_seed(agreed.mask_key(j), request.round) for j in dropped}
         logger.info("site %s revealed its round %d secrets", self.member, request.round)
         return Reveal(self.member, params.run_id, request.round, survivors, shares, seeds)
 
-    def _verify_endorsements(self, request: UnmaskRequest, survivors: tuple[str, ...],
-                             threshold: int) -> None:
+    def _verify_endorsements(self, request: UnmaskRequest, survivors_digest: bytes,
+                             survivors: tuple[str, ...], threshold: int) -> None:
         """Every MAC must be from another survivor and verify (an altered one means the
         server shows sets inconsistently); ``t - 1`` of them plus this site's own."""
-        endorsed = _endorsed_set(self._session_id, request.round, survivors)
+        endorsed = _endorsed_set(survivors_digest)
         others = set(survivors) - {self.member}
         for peer, tag in request.macs_for_you.items():
             if peer not in others:
                 self._fail("an endorsement comes from outside the survivor set; nothing revealed")
             try:
-                _mac(self._endorse_keys[peer], endorsed, peer, self.member).verify(tag)
+                _mac(self._agreed.endorse_key(peer), endorsed, peer, self.member).verify(tag)
             except InvalidSignature:
                 self._fail(f"the endorsement of {peer!r} does not verify: the coordinator "
                            "altered it or showed members different survivor sets; nothing "
@@ -949,12 +1000,10 @@ class SiteSession:
 
     def to_bytes(self) -> bytes:
         """The session state (secret: it holds seeds and keys; keep it on the site) without the
-        signing key and roster: a JSON header of the small fields, then the bulk in binary
-        (the shares held as int32 rows, the pairwise keys as 32-byte runs), because a
-        simulation moves it with every message."""
+        signing key and roster: a JSON header of what changes from message to message, then
+        what the key agreement and the relay fixed (:class:`_Agreed`, serialised once per run,
+        because a simulation saves the state after every message)."""
         params = self._params
-        share_members = sorted(self._shares)
-        key_members = sorted(self._mask_keys)
         header = {
             "format": _STATE_FORMAT, "member": self.member, "min_sites": self.min_sites,
             "colluders": self.colluders, "max_rounds": self.max_rounds, "stage": self._stage,
@@ -963,26 +1012,14 @@ class SiteSession:
             "exchange_key": _b64(self._exchange_key),
             "advertisement": None if self._advertisement is None else [
                 _b64(self._advertisement.public_key), _b64(self._advertisement.signature)],
-            "members": list(self._members), "session_id": _b64(self._session_id),
-            "receive_keys": _b64_map(self._receive_keys),
+            "session_id": _b64(self._session_id),
             "seeds": {str(r): _b64(s) for r, s in self._seeds.items()},
             "own_shares": _b64(_vector_bytes(self._own_shares.ravel())),
-            "setup_members": list(self._setup_members),
-            "share_members": share_members, "share_rows": self._share_rows(),
-            "key_members": key_members,
             "masked": sorted(self._masked), "revealed": sorted(self._revealed),
-            "endorsed": {str(r): list(s) for r, s in self._endorsed.items()},
+            "endorsed": {str(r): _b64(d) for r, d in self._endorsed.items()},
         }
         text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-        shares = np.stack([self._shares[k] for k in share_members]) if share_members else \
-            np.zeros((0,), dtype=np.int64)
-        return b"".join([len(text).to_bytes(4, "big"), text,
-                         np.ascontiguousarray(shares, dtype="<i4").tobytes(),
-                         *(self._mask_keys[k] for k in key_members),
-                         *(self._endorse_keys[k] for k in key_members)])
-
-    def _share_rows(self) -> int:
-        return next(iter(self._shares.values())).shape[0] if self._shares else 0
+        return b"".join([len(text).to_bytes(4, "big"), text, self._agreed.to_bytes()])
 
     @classmethod
     def from_bytes(cls, data: bytes, signing_key: Ed25519PrivateKey, roster: Roster
@@ -996,7 +1033,7 @@ class SiteSession:
                 raise ValueError("format")
             site = cls(state["member"], signing_key, roster, min_sites=state["min_sites"],
                        colluders=state["colluders"], max_rounds=state["max_rounds"])
-            site._restore(state, memoryview(data)[4 + size:])
+            site._restore(state, data[4 + size:])
         except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
             if isinstance(exc, FedPCAError):
                 raise
@@ -1004,7 +1041,7 @@ class SiteSession:
                                   "must start over") from None
         return site
 
-    def _restore(self, state: dict[str, Any], bulk: memoryview) -> None:
+    def _restore(self, state: dict[str, Any], agreed: bytes) -> None:
         if state["stage"] not in (_NEW, _ADVERTISED, _SHARED, _READY):
             raise ValueError("stage")
         self._stage = state["stage"]
@@ -1015,28 +1052,109 @@ class SiteSession:
             public, signature = (_unb64(v) for v in state["advertisement"])
             self._advertisement = Advertisement(self.member, self._params.run_id, public,
                                                 signature)
-        self._members = tuple(state["members"])
         self._session_id = _unb64(state["session_id"]) or b""
-        self._receive_keys = _unb64_map(state["receive_keys"])
         self._seeds = {int(r): _unb64(s) for r, s in state["seeds"].items()}
-        self._own_shares = _array(state["own_shares"])
-        self._setup_members = tuple(state["setup_members"])
-        share_members, keys = state["share_members"], state["key_members"]
-        rows = int(state["share_rows"])
-        size = 4 * len(share_members) * rows * SEED_ELEMENTS
-        if len(bulk) != size + 2 * KEY_BYTES * len(keys):
-            raise ValueError("bulk")
-        shares = np.frombuffer(bulk[:size], dtype="<i4").astype(np.int64).reshape(
-            len(share_members), rows, SEED_ELEMENTS)
-        self._shares = dict(zip(share_members, shares))
-        key_bytes = bytes(bulk[size:])
-        self._mask_keys = {k: key_bytes[KEY_BYTES * i:KEY_BYTES * (i + 1)]
-                           for i, k in enumerate(keys)}
-        offset = KEY_BYTES * len(keys)
-        self._endorse_keys = {k: key_bytes[offset + KEY_BYTES * i:offset + KEY_BYTES * (i + 1)]
-                              for i, k in enumerate(keys)}
+        self._own_shares = np.frombuffer(_unb64(state["own_shares"]), dtype="<i8").astype(
+            np.int64).reshape(-1, SEED_ELEMENTS)
         self._masked, self._revealed = set(state["masked"]), set(state["revealed"])
-        self._endorsed = {int(r): tuple(s) for r, s in state["endorsed"].items()}
+        self._endorsed = {int(r): _unb64(d) for r, d in state["endorsed"].items()}
+        self._agreed = _Agreed.from_bytes(agreed)
+
+
+class _Agreed:
+    """What a site's key agreement and the relay fixed for the rest of a run (secret).
+
+    The verified member list (sorted); the pairwise keys with each member, one
+    ``KEY_BYTES`` slot per member in that order (the site's own slot zero, never read): the
+    share-decryption keys until the relay, the endorsement and mask keys for the whole run;
+    after the relay, ``U_setup`` and the site's shares of the self-mask seeds of each of its
+    members, ``(|U_setup|, R, SEED_ELEMENTS)``. Immutable (a change makes a new object), so
+    its serialisation is made once: a simulation saves a site's state after every message,
+    and these are its bulk.
+    """
+
+    def __init__(self, members: Sequence[str] = (), receive: bytes = b"", endorse: bytes = b"",
+                 mask: bytes = b"", setup_members: Sequence[str] = (),
+                 shares: np.ndarray | None = None, serialised: bytes | None = None) -> None:
+        self.members, self.setup_members = tuple(members), tuple(setup_members)
+        self._index = {m: i for i, m in enumerate(self.members)}
+        self._setup_index = {m: i for i, m in enumerate(self.setup_members)}
+        self._receive, self._endorse, self._mask = receive, endorse, mask
+        self._shares = (np.zeros((0, 0, SEED_ELEMENTS), dtype=np.int64) if shares is None
+                        else shares)
+        self._serialised = serialised
+
+    @classmethod
+    def from_pair_keys(cls, members: Sequence[str], keys: Mapping[str, Any]) -> _Agreed:
+        """After the key agreement: ``keys`` maps every other member to its
+        :class:`~fedpca.secure.keys.PairKeys`."""
+        empty = bytes(KEY_BYTES)
+
+        def slots(kind: str) -> bytes:
+            return b"".join(getattr(keys[m], kind) if m in keys else empty for m in members)
+
+        return cls(members, slots("receive"), slots("endorse"), slots("mask"))
+
+    def relayed(self, setup_members: Sequence[str], shares: np.ndarray) -> _Agreed:
+        """After the relay: ``U_setup`` and the shares (rows in its order); the
+        share-decryption keys are dropped (never needed again)."""
+        return _Agreed(self.members, b"", self._endorse, self._mask, setup_members, shares)
+
+    def receive_key(self, peer: str) -> bytes:
+        """The AES-GCM key of the shares ``peer`` sent this site."""
+        return self._slot(self._receive, peer)
+
+    def endorse_key(self, peer: str) -> bytes:
+        """The HMAC key of endorsements between this site and ``peer``."""
+        return self._slot(self._endorse, peer)
+
+    def mask_key(self, peer: str) -> bytes:
+        """The key of this site's pairwise mask seeds with ``peer``."""
+        return self._slot(self._mask, peer)
+
+    def _slot(self, keys: bytes, peer: str) -> bytes:
+        index = self._index[peer]
+        return keys[KEY_BYTES * index:KEY_BYTES * (index + 1)]
+
+    def round_shares(self, members: Sequence[str], round_number: int) -> np.ndarray:
+        """This site's shares of round ``round_number``'s self-mask seeds of ``members`` (all
+        in ``U_setup``): one row each, in their order."""
+        rows = [self._setup_index[k] for k in members]
+        return self._shares[rows, round_number - 1]
+
+    def to_bytes(self) -> bytes:
+        """A JSON header (the member lists), then the key slots and the shares (int32: field
+        elements are below ``2**31``)."""
+        if self._serialised is None:
+            header = json.dumps({"members": list(self.members),
+                                 "setup_members": list(self.setup_members),
+                                 "receive": bool(self._receive),
+                                 "rounds": self._shares.shape[1]},
+                                separators=(",", ":")).encode("utf-8")
+            self._serialised = b"".join([
+                len(header).to_bytes(4, "big"), header, self._receive, self._endorse,
+                self._mask, np.ascontiguousarray(self._shares, dtype="<i4").tobytes()])
+        return self._serialised
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> _Agreed:
+        """The inverse of :meth:`to_bytes` (``ValueError`` if ``data`` is not one)."""
+        size = int.from_bytes(data[:4], "big")
+        header = json.loads(data[4:4 + size].decode("utf-8"))
+        members, setup = header["members"], header["setup_members"]
+        slots = KEY_BYTES * len(members)
+        offset = 4 + size
+        receive = data[offset:offset + slots] if header["receive"] else b""
+        offset += len(receive)
+        endorse, mask = data[offset:offset + slots], data[offset + slots:offset + 2 * slots]
+        offset += 2 * slots
+        rows = int(header["rounds"])
+        if len(endorse) != slots or len(mask) != slots or len(receive) not in (0, slots) or (
+                len(data) - offset != 4 * len(setup) * rows * SEED_ELEMENTS):
+            raise ValueError("agreed state")
+        shares = np.frombuffer(data, dtype="<i4", offset=offset).astype(np.int64).reshape(
+            len(setup), rows, SEED_ELEMENTS)
+        return cls(members, receive, endorse, mask, setup, shares, serialised=bytes(data))
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -1045,19 +1163,6 @@ def _b64(data: bytes | None) -> str | None:
 
 def _unb64(text: str | None) -> bytes | None:
     return None if text is None else base64.b64decode(text, validate=True)
-
-
-def _b64_map(mapping: Mapping[str, bytes]) -> dict[str, str | None]:
-    return {k: _b64(v) for k, v in mapping.items()}
-
-
-def _unb64_map(mapping: Mapping[str, str]) -> dict[str, bytes]:
-    return {k: base64.b64decode(v, validate=True) for k, v in mapping.items()}
-
-
-def _array(text: str) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(text, validate=True), dtype="<i8").astype(
-        np.int64).reshape(-1, SEED_ELEMENTS)
 
 
 # --- the honest server -----------------------------------------------------------------------

@@ -112,15 +112,15 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         request_arrays, request = self.request(server_round)
         request = {**dict(config), **request}
         self.grid = grid
+        content = request_content(request_arrays, request)
         if self.secure_protocol is not None:
             inputs = self.secure_protocol.input_records(server_round, request)
             self.asked = len(inputs)
             return [
-                Message(content=_with(request_content(request_arrays, request), record),
-                        message_type=MessageType.TRAIN, dst_node_id=node)
+                Message(content=_with(content, record), message_type=MessageType.TRAIN,
+                        dst_node_id=node)
                 for node, record in inputs.items()
             ]
-        content = request_content(request_arrays, request)
         nodes = [node for node in self.connected_sites(grid) if node not in self.declined]
         self.asked = len(nodes)
         return [
@@ -168,6 +168,6 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
 
 
 def _with(content: RecordDict, protocol: ConfigRecord) -> RecordDict:
-    """``content`` with the protocol message ``protocol``."""
-    content[PROTOCOL_RECORD] = protocol
-    return content
+    """``content``'s records (shared, as a plain round shares one content: the request's
+    arrays are serialised once) and the protocol message ``protocol``."""
+    return RecordDict({**content, PROTOCOL_RECORD: protocol})

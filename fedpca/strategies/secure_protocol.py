@@ -25,7 +25,11 @@ from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 
 from fedpca.algorithms.secure_sum import SUM_PREFIX
-from fedpca.clients.secure_protocol import PROTOCOL_RECORD, read_masked_input
+from fedpca.clients.secure_protocol import (
+    PROTOCOL_RECORD,
+    is_protocol_message,
+    read_masked_input,
+)
 from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.privacy.hadamard import next_power_of_two
 from fedpca.secure.conditions import smallest_threshold
@@ -123,10 +127,10 @@ class VerifiedSecureAggregation:
             node = reply.metadata.src_node_id
             if reply.has_error():
                 reasons.append(reply.error.reason or f"node {node}: error {reply.error.code}")
-            elif PROTOCOL_RECORD not in reply.content.config_records:
+            elif not is_protocol_message(reply.content):
                 reasons.append(f"node {node}: no secure-aggregation reply")
             else:
-                answered.append((node, dict(reply.content.config_records[PROTOCOL_RECORD])))
+                answered.append((node, dict(reply.content[PROTOCOL_RECORD])))
         missing = len(records) - len(answered) - len(reasons)
         if missing > 0:
             reasons.append(f"{missing} site(s) sent no reply in time")
