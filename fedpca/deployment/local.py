@@ -328,7 +328,8 @@ class LocalDeployment:
 
     def kill_site(self, name: str, sig: signal.Signals = signal.SIGKILL) -> int:
         """Make site ``name`` fail: send its SuperNode ``sig`` (SIGKILL by default: it cannot
-        deactivate itself at the SuperLink, as when its machine dies), then stop its
+        deactivate itself at the SuperLink, as when its machine dies; any other signal is
+        followed by SIGKILL when the SuperNode has not exited within ``grace``), then stop its
         SuperExec, which has no SuperNode left to serve. Neither counts as a failed daemon
         any more (a run goes on without the site if ``min-sites`` allows it); its ledger
         stays. Returns the SuperNode's PID."""
@@ -337,7 +338,11 @@ class LocalDeployment:
             self._daemons.remove(item)
         pid = processes.supernode.process.pid
         signal_processes([pid], sig)
-        processes.supernode.process.wait(timeout=self.grace)
+        try:
+            processes.supernode.process.wait(timeout=self.grace)
+        except subprocess.TimeoutExpired:  # a loaded machine: it did not stop within grace
+            signal_processes([pid], signal.SIGKILL)
+            processes.supernode.process.wait(timeout=self.grace)
         stop_processes({processes.superexec.process.pid}, self.grace)
         logger.info("killed site %s: SuperNode pid %d (%s)", name, pid, sig.name)
         return pid
