@@ -126,7 +126,8 @@ def default_clip_norm(bounds: ColumnBounds, standardize: bool,
 class SharePolicy:
     """One part of a centred run's budget as a site policy
     (:class:`~fedpca.algorithms.site.SitePrivacyPolicy`): the site that makes those
-    releases calibrates them with :attr:`part` and clips its rows to :attr:`clip_norm`."""
+    releases calibrates them with :attr:`part` and clips its rows to :attr:`clip_norm`;
+    :attr:`run` is the whole run's plan (what is left of it must fit the ledger)."""
 
     part: Calibration
     releases: int
@@ -134,10 +135,15 @@ class SharePolicy:
     secure_min_sites: int | None
     noise_sampler: str
     discrete: bool
+    run: tuple[Release, ...]
 
     def calibration(self) -> Calibration:
         """The part's calibration: its noise multiplier and releases."""
         return self.part
+
+    def plan(self) -> list[Release]:
+        """The whole centred run's releases (:meth:`CentredPolicy.planned`)."""
+        return list(self.run)
 
 
 @dataclass(frozen=True)
@@ -207,7 +213,7 @@ class CentredPolicy:
 
     def _share(self, name: str, releases: int, clip_norm: float) -> SharePolicy:
         return SharePolicy(self.split().part(name), releases, clip_norm, self.secure_min_sites,
-                           self.noise_sampler, self.discrete)
+                           self.noise_sampler, self.discrete, tuple(self.planned()))
 
     def moments_policy(self, bounds: ColumnBounds) -> SharePolicy:
         """The moments release's policy: its multiplier; rows within ``bounds`` need no
@@ -311,7 +317,7 @@ class CentringSite(PrivateSite):
         limits: SiteLimits | None = None,
     ) -> None:
         super().__init__(bounded_rows(rows, bounds, site), policy.moments_policy(bounds), site,
-                         seed, ledger or policy.ledger(site), limits)
+                         seed, policy.ledger(site) if ledger is None else ledger, limits)
         self.bounds = bounds
         self.centred = policy
 
@@ -330,7 +336,7 @@ class CentringSite(PrivateSite):
         error bounded for exact noise: every row's statistic has norm ``<= record_norm``;
         a division, a square and the sum: ``n + 2`` rounded terms).
         """
-        self.ledger.require_run(self.centred.planned()[self.ledger.count:])
+        self.require_run()
         standardize, unit = self.centred.standardize, self.bounds.unit()
         statistic = moment_statistic(self.X / np.asarray(self.bounds.widths), standardize)
         self.require_answer_size(statistic.shape)
