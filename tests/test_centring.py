@@ -168,6 +168,16 @@ def test_a_mean_and_scale_a_site_cannot_use_are_refused_before_anything_is_spent
     assert MAX_REACH < 1e154  # its squares stay finite in float64
 
 
+def test_exact_noise_releases_grid_points_and_the_run_stays_within_its_budget():
+    policy = CentredPolicy(epsilon=1.0, standardize=True, noise_sampler="exact")
+    site = released_site(policy)
+    moments = site.ledger.releases[0]
+    assert moments.discrete and moments.summands == 1  # a discrete Gaussian, charged so
+    dpdis = site.algorithm_site(DPdisPCASite, ROWS.mean(axis=0), ROWS.std(axis=0))
+    dpdis.release("full")
+    assert site.ledger.count == 2 and site.ledger.epsilon_spent() <= 1.0
+
+
 def test_a_run_the_site_cannot_finish_is_refused_before_its_moments():
     policy = CentredPolicy(epsilon=1.0)
     small = PrivacyLedger(0.5, 1e-5, site="a")

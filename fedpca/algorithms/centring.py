@@ -26,7 +26,7 @@ noise multiplier ``z_m`` of the site's budget split and the algorithm's releases
 (:mod:`fedpca.privacy.budget_split`, :class:`CentredPolicy`); all are charged to the same
 ledger (its budget the run's (epsilon, delta), ``1 + T`` releases), so the whole run is
 (epsilon, delta)-DP whatever the server does. A site refuses, before its first release, a
-run whose planned releases do not fit its ledger (:meth:`CentredPolicy.planned`).
+run whose planned releases do not fit its ledger (:meth:`CentredPolicy.plan`).
 
 **What a hostile coordinator can do with the mean and scale it sends** (untrusted input,
 checked in :func:`require_centring` before anything is computed from them): any values at
@@ -108,8 +108,10 @@ DEFAULT_CLIP_FACTOR = 1.0
 #: The largest ``|x - mean| / scale`` a coordinator's mean and scale may imply for any value
 #: within the contract's bounds: beyond it squares overflow float64.
 MAX_REACH = 1e150
-#: A released variance is floored at this many standard deviations of its noise.
-NOISE_FLOOR = 1.0
+#: A released variance is floored at this many standard deviations of its noise (1, 2 and
+#: a soft floor, ``max(var, 0) + sd``, were compared on the two clinical tables of
+#: ``benchmarks/tables.py``: 2 had the best mean and worst seed).
+NOISE_FLOOR = 2.0
 
 
 def default_clip_norm(bounds: ColumnBounds, standardize: bool,
@@ -142,7 +144,7 @@ class SharePolicy:
         return self.part
 
     def plan(self) -> list[Release]:
-        """The whole centred run's releases (:meth:`CentredPolicy.planned`)."""
+        """The whole centred run's releases (:meth:`CentredPolicy.plan`)."""
         return list(self.run)
 
 
@@ -213,7 +215,7 @@ class CentredPolicy:
 
     def _share(self, name: str, releases: int, clip_norm: float) -> SharePolicy:
         return SharePolicy(self.split().part(name), releases, clip_norm, self.secure_min_sites,
-                           self.noise_sampler, self.discrete, tuple(self.planned()))
+                           self.noise_sampler, self.discrete, tuple(self.plan()))
 
     def moments_policy(self, bounds: ColumnBounds) -> SharePolicy:
         """The moments release's policy: its multiplier; rows within ``bounds`` need no
@@ -230,7 +232,7 @@ class CentredPolicy:
         return PrivacyLedger(self.epsilon, self.delta, max_releases=1 + self.algorithm_releases,
                              site=site)
 
-    def planned(self) -> list[Release]:
+    def plan(self) -> list[Release]:
         """The run's releases as the site calibrates them (what its ledger must fit before
         the first one): the moments' then the algorithm's, at unit sensitivity."""
         split, m = self.split(), self.secure_min_sites or 0
@@ -328,7 +330,7 @@ class CentringSite(PrivateSite):
         (:meth:`publish`).
 
         Refused before anything is drawn or charged when the whole run
-        (:meth:`CentredPolicy.planned`) does not fit the ledger, or (secure) when the sum
+        (:meth:`CentredPolicy.plan`) does not fit the ledger, or (secure) when the sum
         does not describe this site's statistic.
 
         Privacy guarantee: one Gaussian release of multiplier ``z_m`` at the replace-one

@@ -35,10 +35,8 @@ the small term, and a small share costs the components little. Standardising,
 :data:`STANDARDIZE_MOMENTS_SHARE` = 0.3: a scale's error enters first order (a column whose
 variance is under-estimated by a factor ``a`` weighs ``a`` times too much), with relative
 error ``~ z_m Delta(Q) / (n var)``, large for a column whose spread is small beside its
-public range; 0.3 costs the algorithm 20% more noise. On the two public clinical tables
-(flchain, 7,874 x 11; rotterdam, 2,982 x 16; Analyze Gauss, k = 2, six seeds) the captured
-variance at eps 1 was 0.948 and 0.916 at 0.1, 0.963 and 0.916 at 0.3, 0.964 and 0.942 at
-0.5 (eps 4: 0.967/0.976, 0.977/0.990, 0.979/0.992); ``benchmarks/tables.py`` measures more.
+public range; 0.3 costs the algorithm 20% more noise. ``benchmarks/tables.py`` measures
+Analyze Gauss's captured variance on two public clinical tables at shares 0.1 to 0.5.
 """
 
 from __future__ import annotations
