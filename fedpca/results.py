@@ -133,11 +133,76 @@ class PCAResult(SavedResult):
             "explained_variance_ is not available (releasing it would cost privacy budget)"
         )
 
-    def transform(self, X: np.ndarray) -> np.ndarray:
-        """Project rows of ``X`` (``m x d``) onto the basis: returns ``m x k``."""
+    def rows(self, X: np.ndarray) -> np.ndarray:
+        """``X`` as float64 rows of this basis's dimension, or raise InvalidDataError."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.basis.shape[0]:
             raise InvalidDataError(
                 f"transform expects an array of shape (m, {self.basis.shape[0]}), got {X.shape}"
             )
-        return X @ self.basis
+        return X
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """Project rows of ``X`` (``m x d``) onto the basis: returns ``m x k``."""
+        return self.rows(X) @ self.basis
+
+
+@dataclass
+class CentredPCAResult(PCAResult):
+    """A private principal subspace of centred (and possibly standardised) rows, with what
+    a PCA user reads from it (:func:`fedpca.algorithms.centred_run.run_centred_pca`).
+
+    Attributes (beyond :class:`PCAResult`'s; every one released or public):
+        columns: the contract's output column names, in the basis's row order.
+        mean: the released column means (contract units: each column shifted to
+            ``[0, w_j]``).
+        scale: the released column standard deviations (ones when only centred).
+        explained_variance: the top-``k`` eigenvalues of the noisy centred second moment
+            (per record, negative ones clamped at 0): post-processing of the releases.
+        explained_variance_ratio: each of them over the total variance of the same noisy
+            matrix (all its eigenvalues clamped at 0 and summed: its trace when none is
+            negative); ``None`` where no whole noisy matrix exists (DPdisPCA's factor
+            variant: the server holds each site's ``R`` leading directions only).
+    """
+
+    columns: list[str] | None = None
+    mean: np.ndarray | None = None
+    scale: np.ndarray | None = None
+    explained_variance: np.ndarray | None = None
+    explained_variance_ratio: np.ndarray | None = None
+
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        "basis": float_array, "mean": float_array, "scale": float_array,
+        "explained_variance": float_array, "explained_variance_ratio": float_array,
+    }
+
+    @property
+    def mean_(self) -> np.ndarray:
+        """The released column means (scikit-learn's name)."""
+        return self.mean
+
+    @property
+    def scale_(self) -> np.ndarray:
+        """The released column scales (scikit-learn's ``StandardScaler`` name)."""
+        return self.scale
+
+    @property
+    def explained_variance_(self) -> np.ndarray:
+        """The released variance along each component."""
+        return self.explained_variance
+
+    @property
+    def explained_variance_ratio_(self) -> np.ndarray:
+        """Each component's share of the total variance; raises where none was released."""
+        if self.explained_variance_ratio is None:
+            raise AttributeError(
+                f"{self.algorithm} ({self.config.get('variant', '')}) has no whole noisy "
+                "matrix to take the total variance from: explained_variance_ratio_ is not "
+                "available")
+        return self.explained_variance_ratio
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """Scores of rows ``X`` (preprocessed by the contract, ``m x d``): centred and
+        scaled with the released mean and scale, projected onto the basis (``m x k``).
+        Rows are not clipped: scores are computed where the rows are and go nowhere."""
+        return (self.rows(X) - self.mean) / self.scale @ self.basis

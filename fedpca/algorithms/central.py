@@ -55,6 +55,7 @@ import numpy as np
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import GramPlusSymmetric
 from fedpca.privacy.calibration import (
+    Calibration,
     calibrate_gaussian,
     check_privacy_parameters,
     pld_epsilon,
@@ -219,6 +220,22 @@ def analyze_gauss_release(
     Privacy guarantee: (epsilon, delta)-DP per record (replace-one), central trust model.
     """
     cal = calibrate_gaussian(1, epsilon, delta, accounting, paper_rule="classic")
+    release = calibrated_analyze_gauss(data, cal, clip_norm, seed)
+    config = {**release.config, "epsilon": epsilon, "delta": delta, "accounting": accounting}
+    return CentralRelease(release.factored, release.scale, release.privacy, config)
+
+
+def calibrated_analyze_gauss(
+    data: np.ndarray | SiteData, cal: Calibration, clip_norm: float = 1.0,
+    seed: int | None = None,
+) -> CentralRelease:
+    """``X^T X + E`` with the noise multiplier of ``cal`` (e.g. one part of a run's split
+    budget, :mod:`fedpca.privacy.budget_split`).
+
+    Privacy guarantee: one Gaussian release of multiplier ``cal.noise_multiplier`` at the
+    replace-one sensitivity ``sqrt(2) C^2`` (central trust model); its privacy record
+    states ``cal``'s target and achieved epsilon.
+    """
     data = prepare_central(data, clip_norm)
     d = data.X.shape[1]
     sensitivity = upper_triangle_sensitivity(clip_norm)
@@ -241,11 +258,8 @@ def analyze_gauss_release(
         "clip_norm": clip_norm,
         "trust_model": TRUST_CENTRAL,
     }
-    config = {
-        **_run_config(data, clip_norm, seed), "epsilon": epsilon, "delta": delta,
-        "accounting": accounting,
-    }
-    return CentralRelease(noisy, 1.0 / data.X.shape[0], privacy, config)
+    return CentralRelease(noisy, 1.0 / data.X.shape[0], privacy,
+                          _run_config(data, clip_norm, seed))
 
 
 def run_analyze_gauss(

@@ -167,12 +167,12 @@ def merged_factor_basis(
     return top_eigenvectors(M @ M.T, k)
 
 
-def merged_full_basis(matrices: Sequence[np.ndarray], weights: np.ndarray, k: int) -> np.ndarray:
-    """Top-``k`` eigenvectors of ``sum_s w_s A^_s`` (the "send the full matrix" variant)."""
+def merged_full_matrix(matrices: Sequence[np.ndarray], weights: np.ndarray) -> np.ndarray:
+    """``sum_s w_s A^_s`` (the "send the full matrix" variant's merged matrix)."""
     total = np.zeros_like(matrices[0], dtype=np.float64)
     for w, A in zip(weights, matrices, strict=True):
         total += w * A
-    return top_eigenvectors(total, k)
+    return total
 
 
 def pooled_second_moment(sites: Sequence[np.ndarray]) -> np.ndarray:
@@ -346,6 +346,9 @@ class DPdisPCAServer(ServerRecord):
             )
         self.secure = secure
         self.evaluation = evaluation
+        #: The noisy matrix the last basis came from (the stacked factor ``M`` for the
+        #: factor variant): post-processing of the releases, for :meth:`spectrum`.
+        self.released: np.ndarray | None = None
         self.start_record()
 
     @property
@@ -381,10 +384,13 @@ class DPdisPCAServer(ServerRecord):
             secure, grid = self.secure
             total = unpack_symmetric(secure.decode(values, grid), self.dim)
             self.basis = top_eigenvectors(total, self.k)
+            self.released = total / sum(a.n for a in ordered)
         elif self.variant == VARIANT_FACTOR:
             self.basis = merged_factor_basis(values, weights, self.k)
+            self.released = stacked_factors(values, weights)
         else:
-            self.basis = merged_full_basis(values, weights, self.k)
+            self.released = merged_full_matrix(values, weights)
+            self.basis = top_eigenvectors(self.released, self.k)
         entry: dict[str, Any] = {
             "round": 1,
             "phase": self.variant,
@@ -398,6 +404,19 @@ class DPdisPCAServer(ServerRecord):
         logger.info("DPdisPCA: %s", entry)
         return self.basis
 
+
+    def spectrum(self) -> np.ndarray:
+        """Every eigenvalue (``d``, descending) of the noisy second moment the basis was
+        taken from, per record: the decoded sum over ``N`` (secure-sum), ``sum_s w_s A^_s``
+        (full), ``A_c = M M^T`` (factor: it holds only each site's ``R`` leading directions,
+        so it is not the whole second moment and its other eigenvalues are 0).
+        Post-processing of the sites' releases."""
+        if self.released is None:
+            raise ConfigurationError("no round has been received yet")
+        if self.variant != VARIANT_FACTOR:
+            return np.linalg.eigvalsh(self.released)[::-1]
+        values = scipy.linalg.svdvals(self.released, check_finite=False) ** 2
+        return np.concatenate([values, np.zeros(max(self.dim - values.size, 0))])[:self.dim]
 
     def record_energy_ratio(self, evaluation: np.ndarray) -> None:
         """Record ``energy_ratio`` against ``evaluation`` (``d x d``) in the last history
@@ -455,6 +474,16 @@ def secure_privacy_record(policy: DPdisPCAPolicy, grid: GridChoice) -> dict[str,
     }
 
 
+def answer_round(server: DPdisPCAServer, sites: Sequence[DPdisPCASite]) -> np.ndarray:
+    """The one round in memory: every site answers the server's request, the server merges
+    (returns the basis)."""
+    request = server.request()
+    secure = None if server.secure is None else server.secure[0]
+    return server.receive([
+        s.answer(s.release(server.variant, request.get("r"), secure=secure)) for s in sites
+    ])
+
+
 def run_dpdis_pca(
     sites: Sequence[np.ndarray | SiteData],
     k: int,
@@ -484,12 +513,7 @@ def run_dpdis_pca(
         rotation_seed = seed if seed is not None else public_seed()
         secure = secure_sum_for(policy, dim, max(sizes), len(sizes), rotation_seed)
     server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation, secure)
-    request = server.request()
-    server.receive([
-        s.answer(s.release(variant, request.get("r"),
-                           secure=None if secure is None else secure[0]))
-        for s in site_objs
-    ])
+    answer_round(server, site_objs)
     config = {
         "k": k, "r": server.r, "weighting": weighting, "variant": variant,
         "sites": len(site_objs), "samples": sum(s.n for s in site_objs),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -97,8 +97,9 @@ class SecureSum:
     def grid(self, epsilon: float, delta: float, releases: int, min_sites: int) -> GridChoice:
         """The grid, noise and modulus of a site whose policy gives ``(epsilon, delta)`` over
         ``releases`` releases, each revealed only in sums of at least ``min_sites`` sites.
-        Raises (quoting public quantities only) when no grid meets the wrap bound."""
-        return _grid(self, epsilon, delta, releases, min_sites)
+        Raises (quoting public quantities only) when no grid meets the wrap bound. The
+        rotation plays no part in it (cached without its seed)."""
+        return _grid(replace(self, rotation_seed=0), epsilon, delta, releases, min_sites)
 
     def grid_for(self, policy: Any) -> GridChoice:
         """:meth:`grid` for a site policy (its calibration's target (epsilon, delta), its

@@ -65,6 +65,8 @@ class SitePrivacyPolicy(Protocol):
 
     def calibration(self) -> Calibration: ...
 
+    def plan(self) -> list[Release]: ...
+
 
 class SiteLedgerLike(Protocol):
     """What a site charges: the in-memory :class:`~fedpca.privacy.ledger.PrivacyLedger` of a
@@ -92,16 +94,23 @@ def run_ledger(policy: SitePrivacyPolicy, site: str) -> PrivacyLedger:
 def require_rest_of_run(policy: SitePrivacyPolicy, ledger: SiteLedgerLike) -> None:
     """Raise (:class:`~fedpca.errors.BudgetExceededError`, nothing charged) unless what is
     left of a run under ``policy`` fits ``ledger`` after the releases it holds: the run's
-    ``policy.releases`` releases as calibrated
-    (:func:`~fedpca.privacy.mechanisms.planned_run`), less the ``ledger.count`` this run has
+    releases as calibrated (``policy.plan()``), less the ``ledger.count`` this run has
     made. A site's answer to the budget round, from its policy and ledger alone."""
-    planned = planned_run("run", policy.releases, policy.calibration().noise_multiplier,
-                          policy.secure_min_sites or 0)
-    ledger.require_run(planned[ledger.count:])
+    ledger.require_run(policy.plan()[ledger.count:])
+
+
+class EqualReleases:
+    """A policy whose run is ``releases`` releases at its calibration's multiplier."""
+
+    def plan(self) -> list[Release]:
+        """The run's releases as calibrated (:func:`~fedpca.privacy.mechanisms.planned_run`),
+        inside secure sums of ``secure_min_sites`` when set."""
+        return planned_run("run", self.releases, self.calibration().noise_multiplier,
+                           self.secure_min_sites or 0)
 
 
 @dataclass(frozen=True)
-class SingleReleasePolicy:
+class SingleReleasePolicy(EqualReleases):
     """A policy for mechanisms that release once per site (DPdisPCA, LDP covariance).
 
     Attributes:
@@ -137,7 +146,7 @@ class SingleReleasePolicy:
 
 
 @dataclass(frozen=True)
-class RoundsPolicy:
+class RoundsPolicy(EqualReleases):
     """A site's own privacy settings for an algorithm of ``rounds`` rounds (one release per
     round, plus :attr:`EXTRA_RELEASES`); the server cannot change them, only add noise.
 

@@ -105,6 +105,34 @@ class ColumnBounds:
             return self.sum_sensitivity()
         return math.hypot(self.sum_sensitivity(), self.square_sum_sensitivity())
 
+    def unit(self) -> ColumnBounds:
+        """The bounds of the rows divided by their widths: every column in ``[0, 1]``, the
+        same one-hot groups. Releasing the moments of those rows puts each column's noise in
+        proportion to its width (with the raw rows the widest column's range would set the
+        noise of every column); :meth:`ColumnMoments.rescaled` takes them back."""
+        return ColumnBounds(widths=(1.0,) * self.dim, groups=self.groups)
+
+    def row_norm(self) -> float:
+        """The largest L2 norm of a row within these bounds: ``sqrt(sum_free w_j^2 + G)``
+        (one 1 per one-hot group)."""
+        return math.sqrt(float(np.sum(self.free() ** 2)) + len(self.groups))
+
+    def record_norm(self, standardize: bool) -> float:
+        """The largest L2 norm of one record's contribution to the released vector
+        (:func:`moment_statistic` of one row): its row, and with ``standardize`` its squares
+        too (a secure sum's norm per record)."""
+        if not standardize:
+            return self.row_norm()
+        return math.sqrt(self.row_norm() ** 2 + float(np.sum(self.free() ** 4))
+                         + len(self.groups))
+
+    def variance_bound(self) -> float:
+        """The largest total variance rows within these bounds can have: ``w_j^2 / 4`` per
+        free column, ``1 - 1/L`` per one-hot group of ``L`` levels; so the root-mean-square
+        norm of centred rows is at most its square root."""
+        groups = sum(1.0 - 1.0 / len(group) for group in self.groups)
+        return float(np.sum(self.free() ** 2)) / 4 + groups
+
     def contains(self, rows: np.ndarray) -> bool:
         """Whether every row lies within these bounds (columns in ``[0, w_j]``, one 1 per
         one-hot group)."""
@@ -136,17 +164,27 @@ def extreme_pair(bounds: ColumnBounds) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class ColumnMoments:
-    """Released column means ``mean`` and scales ``scale`` (all ones unless standardised),
-    with the columns whose noisy value was clamped (said to the user, never hidden)."""
+    """Released column means ``mean`` and scales ``scale`` (all ones unless
+    ``standardized``), with the columns whose noisy value was clamped (said to the user,
+    never hidden)."""
 
     mean: np.ndarray
     scale: np.ndarray
     clamped_means: tuple[int, ...]
     floored_variances: tuple[int, ...]
+    standardized: bool = False
 
     def transform(self, rows: np.ndarray) -> np.ndarray:
         """``(rows - mean) / scale``: the centred (standardised) rows."""
         return (rows - self.mean) / self.scale
+
+    def rescaled(self, widths: np.ndarray) -> ColumnMoments:
+        """The moments of rows multiplied column by column by ``widths`` (the moments of
+        rows released in :meth:`ColumnBounds.unit` units, in the contract's units)."""
+        widths = np.asarray(widths, dtype=np.float64)
+        scale = self.scale * widths if self.standardized else self.scale
+        return ColumnMoments(self.mean * widths, scale, self.clamped_means,
+                             self.floored_variances, self.standardized)
 
     def box_norm(self, bounds: ColumnBounds) -> float:
         """A bound on the norm of any transformed row within ``bounds``: always valid, often
@@ -183,4 +221,4 @@ def column_moments(
     raw_var = noisy[d:] / records - mean**2
     var = np.clip(raw_var, floor, np.maximum(widths**2 / 4, floor))
     floored = tuple(int(j) for j in np.flatnonzero(raw_var < floor))
-    return ColumnMoments(mean, np.sqrt(var), clamped, floored)
+    return ColumnMoments(mean, np.sqrt(var), clamped, floored, standardized=True)

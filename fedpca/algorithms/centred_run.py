@@ -1,0 +1,208 @@
+"""Reference centred PCA (no Flower): private centring and scaling, then the algorithm on
+the centred (standardised) rows, clipped to the public norm ``C``.
+
+* ``method="dpdis-pca"``: every site releases its column moments
+  (:class:`~fedpca.algorithms.centring.CentringSite`), the server turns their sum into a
+  mean and a scale (:class:`~fedpca.algorithms.centring.MomentsServer`), every site centres
+  and clips its rows with them and runs DPdisPCA's one release
+  (:mod:`fedpca.algorithms.dpdis_pca`): per-site noise (``variant="factor"`` or ``"full"``)
+  or both rounds inside secure sums of distributed discrete Gaussian messages
+  (``"secure-sum"``: a policy with ``secure_min_sites`` and ``discrete``).
+* ``method="analyze-gauss"``: one trusted curator holding the pooled rows does the same with
+  one moments release and one Analyze Gauss release
+  (:func:`~fedpca.algorithms.central.calibrated_analyze_gauss`), the same budget split.
+
+Privacy guarantee (unit: one record at one site, replace-one; the curator's pooled data
+for Analyze Gauss): each site's (the curator's) releases compose to the policy's (epsilon,
+delta) by its split (:mod:`fedpca.privacy.budget_split`), charged to one ledger per site.
+
+Explained variance (post-processing of the releases): the top-``k`` eigenvalues of the
+noisy centred second moment per record (``X^T X / N`` of the clipped centred rows plus the
+noise; ``/ N``, not ``/ (N - 1)``), negative ones clamped at 0; the ratio divides them by
+the total variance of that same noisy matrix, all its eigenvalues clamped at 0 and summed
+(its trace when none is negative), so the ratios lie in ``[0, 1]`` and sum to at most 1.
+DPdisPCA's factor variant has no whole noisy matrix at the server (only each site's ``R``
+leading directions): its explained variance is that of the merged ``A_c`` and it has no
+ratio.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fedpca.algorithms.central import ANALYZE_GAUSS, CURATOR, calibrated_analyze_gauss
+from fedpca.algorithms.centring import (
+    CentredPolicy,
+    CentringSite,
+    MomentsServer,
+    moments_noise,
+    moments_sum,
+)
+from fedpca.algorithms.dpdis_pca import (
+    ALGORITHM as DPDIS_PCA,
+)
+from fedpca.algorithms.dpdis_pca import (
+    VARIANT_FACTOR,
+    VARIANT_SECURE,
+    WEIGHTING_UNIFORM,
+    DPdisPCAServer,
+    DPdisPCASite,
+    answer_round,
+    secure_sum_for,
+)
+from fedpca.algorithms.secure_sum import VERIFIED_TRUST, public_seed
+from fedpca.errors import ConfigurationError
+from fedpca.privacy.budget_split import ALGORITHM
+from fedpca.privacy.mechanisms import Release
+from fedpca.privacy.moments import ColumnBounds, ColumnMoments
+from fedpca.privacy.validation import require_choice
+from fedpca.results import CentredPCAResult
+
+#: The algorithms a centred reference run can end with.
+METHODS = (DPDIS_PCA, ANALYZE_GAUSS)
+
+
+def explained_variance(spectrum: np.ndarray, k: int,
+                       whole: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """The top-``k`` of a noisy matrix's eigenvalues (``spectrum``, descending) clamped at
+    0, and (when the matrix is the ``whole`` noisy second moment) each over the sum of all
+    of them clamped at 0 (``None`` when that sum is 0 or the matrix is not whole)."""
+    clamped = np.clip(np.asarray(spectrum, dtype=np.float64), 0.0, None)
+    total = float(clamped.sum())
+    ratio = clamped[:k] / total if whole and total > 0 else None
+    return clamped[:k], ratio
+
+
+def run_centred_pca(
+    sites: Sequence[np.ndarray],
+    bounds: ColumnBounds,
+    k: int,
+    policy: CentredPolicy | None = None,
+    method: str = DPDIS_PCA,
+    variant: str = VARIANT_FACTOR,
+    columns: Sequence[str] | None = None,
+    seed: int | None = None,
+    r: int | None = None,
+    weighting: str = WEIGHTING_UNIFORM,
+) -> CentredPCAResult:
+    """Private centring (and scaling), then ``method`` on the centred rows.
+
+    Args:
+        sites: each site's preprocessed rows (``Contract.preprocess(table).matrix``), all
+            within ``bounds``.
+        bounds: the contract's public bounds (``Contract.bounds``).
+        k: number of components.
+        policy: every site's :class:`~fedpca.algorithms.centring.CentredPolicy` (default: its
+            defaults); ``method="analyze-gauss"`` uses its budget, split, scaling and clip
+            norm for the curator.
+        method: ``"dpdis-pca"`` or ``"analyze-gauss"`` (central, pooled rows).
+        variant: DPdisPCA's ``"factor"``, ``"full"`` or ``"secure-sum"``.
+        columns: the contract's output column names (``Contract.output_columns``).
+        seed: seed for reproducible simulation only (``None``: OS randomness).
+        r, weighting: DPdisPCA's (:func:`~fedpca.algorithms.dpdis_pca.run_dpdis_pca`).
+
+    Privacy guarantee: see the module docstring; the result's ``privacy`` states the split.
+    """
+    start = time.perf_counter()
+    policy = policy or CentredPolicy()
+    require_choice(method, "method", METHODS)
+    if not sites:
+        raise ConfigurationError("the run needs at least one site")
+    if columns is not None and len(columns) != bounds.dim:
+        raise ConfigurationError(
+            f"{len(columns)} column names for {bounds.dim} columns: pass the contract's "
+            "output_columns")
+    run = _central if method == ANALYZE_GAUSS else _dpdis
+    result = run(sites, bounds, k, policy, variant, seed, r, weighting)
+    result.columns = None if columns is None else list(columns)
+    result.config["wall_seconds"] = time.perf_counter() - start
+    return result
+
+
+def _outcome(moments: ColumnMoments, centring: Sequence[CentringSite],
+             clipped_rows: int) -> dict[str, Any]:
+    """The config entries every centred run shares."""
+    return {
+        "samples": sum(s.n for s in centring),
+        "dim": centring[0].dim,
+        "clipped_rows": clipped_rows,
+        "clamped_means": list(moments.clamped_means),
+        "floored_variances": list(moments.floored_variances),
+        "epsilon_spent": max(s.ledger.epsilon_spent() for s in centring),
+    }
+
+
+def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,
+           variant: str, seed: int | None, r: int | None, weighting: str) -> CentredPCAResult:
+    secure = variant == VARIANT_SECURE
+    if secure != policy.discrete:
+        raise ConfigurationError(
+            "the secure-sum variant needs a policy with secure_min_sites and discrete=True, "
+            "and only it takes one")
+    centring = [CentringSite(X, bounds, policy, site=str(i), seed=seed)
+                for i, X in enumerate(sites)]
+    sizes = [s.n for s in centring]
+    rotation_seed = seed if seed is not None else public_seed()
+    moments_secure = (moments_sum(policy, bounds, max(sizes), len(sizes), rotation_seed)
+                      if secure else None)
+    moments_server = MomentsServer(bounds, policy.standardize, moments_secure,
+                                   moments_noise(policy, bounds, len(sites), moments_secure))
+    sum_params = None if moments_secure is None else moments_secure[0]
+    moments = moments_server.receive(
+        [s.answer(s.release_moments(sum_params)) for s in centring])
+    algorithm = [s.algorithm_site(DPdisPCASite, moments.mean, moments.scale) for s in centring]
+    algorithm_secure = (secure_sum_for(policy.algorithm_policy(bounds), bounds.dim, max(sizes),
+                                       len(sizes), rotation_seed) if secure else None)
+    server = DPdisPCAServer(bounds.dim, k, r, weighting, variant, None, algorithm_secure)
+    answer_round(server, algorithm)
+    values, ratio = explained_variance(server.spectrum(), k, whole=variant != VARIANT_FACTOR)
+    privacy = {
+        **policy.record(bounds),
+        "mechanism": "column moments, then DPdisPCA's symmetric Gaussian on the upper "
+                     "triangle of the centred rows' second moment",
+        "trust_model": (VERIFIED_TRUST.format(m=policy.secure_min_sites) if secure
+                        else "per-site noise"),
+    }
+    if secure:
+        privacy["epsilon_worst_case"] = max(s.ledger.worst_case_spent() for s in centring)
+    config = {"k": k, "r": server.r, "variant": variant, "weighting": weighting,
+              "sites": len(sites), "seed": seed,
+              **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm))}
+    base = server.result(privacy, config)
+    return CentredPCAResult(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
+                            mean=moments.mean, scale=moments.scale,
+                            explained_variance=values, explained_variance_ratio=ratio)
+
+
+def _central(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,
+             variant: str, seed: int | None, r: int | None, weighting: str) -> CentredPCAResult:
+    curator_policy = dataclasses.replace(policy, secure_min_sites=None, discrete=False)
+    curator = CentringSite(np.vstack(sites), bounds, curator_policy, site=CURATOR, seed=seed)
+    moments_server = MomentsServer(bounds, policy.standardize,
+                                   noise_sigma=moments_noise(curator_policy, bounds, 1))
+    moments = moments_server.receive(
+        [curator.answer(curator.release_moments())])
+    data = curator.centre(moments.mean, moments.scale)
+    release = calibrated_analyze_gauss(data, curator_policy.split().part(ALGORITHM),
+                                       curator.algorithm_clip_norm, seed)
+    curator.ledger.charge(Release(ANALYZE_GAUSS, release.privacy["sensitivity"],
+                                  release.privacy["sigma"], (bounds.dim, bounds.dim)))
+    spectrum = np.linalg.eigvalsh(release.matrix)[::-1] * release.scale
+    _, basis = release.factored.top_eigenpairs(k)
+    values, ratio = explained_variance(spectrum, k, whole=True)
+    privacy = {
+        **curator_policy.record(bounds),
+        "mechanism": "column moments, then Analyze Gauss on the centred rows",
+        "unit": "one record of the pooled data (replace-one)",
+        "trust_model": release.privacy["trust_model"],
+    }
+    config = {"k": k, "sites": len(sites), "seed": seed,
+              **_outcome(moments, [curator], data.clip.clipped_rows)}
+    return CentredPCAResult(ANALYZE_GAUSS, basis, privacy, [], config, [[CURATOR]],
+                            mean=moments.mean, scale=moments.scale,
+                            explained_variance=values, explained_variance_ratio=ratio)

@@ -1,0 +1,460 @@
+"""Private centring and scaling: a site's moments release, the server's aggregation, and the
+site's centred rows (no Flower import; a strategy calls the same functions).
+
+A centred run has two steps per site:
+
+1. **Moments.** The site releases the column sums of its preprocessed rows (and, to
+   standardise, their sums of squares: :func:`~fedpca.privacy.moments.moment_statistic`)
+   with Gaussian noise, per-site or inside a secure sum (:meth:`CentringSite.release_moments`).
+   Its rows are a data contract's output, so every column lies in ``[0, w_j]`` and the
+   sensitivity comes from the contract alone. The sums are taken of the rows divided by the
+   public widths (every column in ``[0, 1]``,
+   :meth:`~fedpca.privacy.moments.ColumnBounds.unit`): each column's noise is then in
+   proportion to its width, where with the raw rows the widest column (a follow-up time in
+   days next to 0/1 flags) would set the noise of every column. The server adds the sites'
+   releases (or decodes their secure sum) and post-processes the total into a mean and a
+   scale in the contract's units (:class:`MomentsServer`,
+   :func:`~fedpca.privacy.moments.column_moments`,
+   :meth:`~fedpca.privacy.moments.ColumnMoments.rescaled`).
+2. **Centred rows.** The server sends the mean and scale back; the site centres (and
+   scales) its rows with them and clips every row to its own public norm ``C``
+   (:meth:`CentringSite.centre`); every later release of the run (the algorithm's) reads
+   only those clipped rows.
+
+Privacy guarantee (unit: one record at one site, replace-one): the moments release has the
+noise multiplier ``z_m`` of the site's budget split and the algorithm's releases ``z_a``
+(:mod:`fedpca.privacy.budget_split`, :class:`CentredPolicy`); all are charged to the same
+ledger (its budget the run's (epsilon, delta), ``1 + T`` releases), so the whole run is
+(epsilon, delta)-DP whatever the server does. A site refuses, before its first release, a
+run whose planned releases do not fit its ledger (:meth:`CentredPolicy.plan`).
+
+**What a hostile coordinator can do with the mean and scale it sends** (untrusted input,
+checked in :func:`require_centring` before anything is computed from them): any values at
+all. Each later release's sensitivity assumes only that every row has norm ``<= C``, and the
+site clips its transformed rows to ``C`` (its own policy's value, never the coordinator's),
+so the sensitivity, the noise and the charge of every later release hold whatever mean and
+scale arrive. What a lie can do is ruin the *utility* (a wrong mean makes the components
+point at it; a tiny scale blows every row up to the clip norm) and steer which records
+are clipped: a different mean per site, or one that singles out a region of the space, is
+still post-processing of released values and public choices, and each later release
+stays DP with respect to the site's records (adaptive composition). The site refuses
+(:class:`~fedpca.errors.InvalidRequestError`, nothing spent) what it cannot compute with: a
+wrong shape, a non-finite value, a scale that is not ``> 0``, or values that would put a
+coordinate beyond :data:`MAX_REACH` (float64 would overflow on squaring). The checks read
+only the coordinator's values and the public widths, never the rows, so a refusal reveals
+nothing about the records.
+
+**The clip norm** ``C`` is public: the site's policy value, or by default
+:data:`DEFAULT_CLIP_FACTOR` times a public bound on the root-mean-square norm of the
+transformed rows (:func:`default_clip_norm`): ``sqrt(d)`` after standardising (each column
+then has unit variance), ``sqrt(sum_j w_j^2 / 4)`` after centring only (a column in
+``[0, w_j]`` has variance at most ``w_j^2 / 4``). The box bound
+(:meth:`~fedpca.privacy.moments.ColumnMoments.box_norm`) never clips but is loose: a larger
+``C`` means more noise on everything (the second moment's sensitivity is ``sqrt(2) C^2``).
+How many rows the chosen ``C`` clips is logged at the site only.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fedpca.algorithms.secure_sum import SecureSum
+from fedpca.algorithms.server import ordered_answers, weighted_sum
+from fedpca.algorithms.site import PrivateSite, SiteAnswer, SiteLedgerLike
+from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.errors import ConfigurationError, InvalidDataError, InvalidRequestError
+from fedpca.privacy.budget_split import (
+    ALGORITHM,
+    DEFAULT_MOMENTS_SHARE,
+    MOMENTS,
+    STANDARDIZE_MOMENTS_SHARE,
+    BudgetSplit,
+    split_budget,
+)
+from fedpca.privacy.calibration import Calibration
+from fedpca.privacy.clipping import ClipReport
+from fedpca.privacy.distributed_gaussian import GridChoice
+from fedpca.privacy.exact_noise import FLOAT, NOISE_SAMPLERS, float_error
+from fedpca.privacy.ledger import PrivacyLedger
+from fedpca.privacy.mechanisms import Release, planned_run
+from fedpca.privacy.moments import (
+    VARIANCE_FLOOR,
+    ColumnBounds,
+    ColumnMoments,
+    column_moments,
+    moment_statistic,
+)
+from fedpca.privacy.site_data import SiteData
+from fedpca.privacy.validation import (
+    require_choice,
+    require_finite_positive,
+    require_positive_int,
+    validate_site_data,
+)
+
+logger = logging.getLogger(__name__)
+
+#: The moments release's name in ledgers.
+MOMENTS_MECHANISM = "centring/column-moments"
+#: The default clip norm, in units of the public bound on the transformed rows'
+#: root-mean-square norm (:func:`default_clip_norm`).
+DEFAULT_CLIP_FACTOR = 1.0
+#: The largest ``|x - mean| / scale`` a coordinator's mean and scale may imply for any value
+#: within the contract's bounds: beyond it squares overflow float64.
+MAX_REACH = 1e150
+#: A released variance is floored at this many standard deviations of its noise (1, 2 and
+#: a soft floor, ``max(var, 0) + sd``, were compared on the two clinical tables of
+#: ``benchmarks/tables.py``: 2 had the best mean and worst seed).
+NOISE_FLOOR = 2.0
+
+
+def default_clip_norm(bounds: ColumnBounds, standardize: bool,
+                      factor: float = DEFAULT_CLIP_FACTOR) -> float:
+    """``factor`` times a public bound on the root-mean-square norm of the transformed rows:
+    ``sqrt(d)`` when standardised, ``sqrt(variance_bound)`` when only centred (module
+    docstring). Public: it reads the contract's bounds only."""
+    require_finite_positive(factor, "factor")
+    rms = math.sqrt(bounds.dim) if standardize else math.sqrt(bounds.variance_bound())
+    return factor * rms
+
+
+@dataclass(frozen=True)
+class SharePolicy:
+    """One part of a centred run's budget as a site policy
+    (:class:`~fedpca.algorithms.site.SitePrivacyPolicy`): the site that makes those
+    releases calibrates them with :attr:`part` and clips its rows to :attr:`clip_norm`;
+    :attr:`run` is the whole run's plan (what is left of it must fit the ledger)."""
+
+    part: Calibration
+    releases: int
+    clip_norm: float
+    secure_min_sites: int | None
+    noise_sampler: str
+    discrete: bool
+    run: tuple[Release, ...]
+
+    def calibration(self) -> Calibration:
+        """The part's calibration: its noise multiplier and releases."""
+        return self.part
+
+    def plan(self) -> list[Release]:
+        """The whole centred run's releases (:meth:`CentredPolicy.plan`)."""
+        return list(self.run)
+
+
+@dataclass(frozen=True)
+class CentredPolicy:
+    """A site's own settings for a centred run: the run's budget, the share of it spent on
+    the moments, whether it standardises, its clip norm. The coordinator cannot change them.
+
+    Attributes:
+        epsilon, delta: the whole run's budget (moments and algorithm).
+        moments_share: the moments' share of the run's ``1/z^2``; ``None``:
+            :data:`~fedpca.privacy.budget_split.DEFAULT_MOMENTS_SHARE` (0.1) when centring
+            only, :data:`~fedpca.privacy.budget_split.STANDARDIZE_MOMENTS_SHARE` (0.3) when
+            standardising (why: :mod:`fedpca.privacy.budget_split`).
+        standardize: release the sums of squares too and scale every column to unit
+            variance (else: centre only).
+        clip_norm: the public norm ``C`` the transformed rows are clipped to; ``None``:
+            :func:`default_clip_norm` of the contract's bounds.
+        accounting: ``"pld"`` (default) or ``"rdp"``.
+        noise_sampler: ``"float"`` (simulation only) or ``"exact"`` (a real site's).
+        secure_min_sites: ``M``: every answer is revealed only inside secure sums of at least
+            ``M`` sites (each site adds ``1/M`` of the noise variance).
+        discrete: secure sums of distributed discrete Gaussian messages (needs ``M``).
+        algorithm_releases: ``T``, the releases the algorithm makes after the moments.
+    """
+
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    moments_share: float | None = None
+    standardize: bool = False
+    clip_norm: float | None = None
+    accounting: str = "pld"
+    noise_sampler: str = FLOAT
+    secure_min_sites: int | None = None
+    discrete: bool = False
+    algorithm_releases: int = 1
+
+    def __post_init__(self) -> None:
+        require_choice(self.noise_sampler, "noise_sampler", NOISE_SAMPLERS)
+        require_positive_int(self.algorithm_releases, "algorithm_releases")
+        if self.clip_norm is not None:
+            require_finite_positive(self.clip_norm, "clip_norm")
+        if self.secure_min_sites is not None:
+            require_positive_int(self.secure_min_sites, "secure_min_sites", minimum=2)
+        if self.discrete and self.secure_min_sites is None:
+            raise ConfigurationError(
+                "discrete noise is the distributed discrete Gaussian of secure sums: set "
+                "secure_min_sites (M >= 2) with discrete=True")
+        self.split()
+
+    @property
+    def share(self) -> float:
+        """The moments' share of the run's budget (the default for its scaling if unset)."""
+        if self.moments_share is not None:
+            return self.moments_share
+        return STANDARDIZE_MOMENTS_SHARE if self.standardize else DEFAULT_MOMENTS_SHARE
+
+    def split(self) -> BudgetSplit:
+        """The run's multipliers (:func:`~fedpca.privacy.budget_split.split_budget`)."""
+        return split_budget(self.algorithm_releases, self.epsilon, self.delta, self.share,
+                            self.accounting)
+
+    def clip_norm_for(self, bounds: ColumnBounds) -> float:
+        """``C``: the policy's, or :func:`default_clip_norm` of ``bounds``."""
+        if self.clip_norm is not None:
+            return self.clip_norm
+        return default_clip_norm(bounds, self.standardize)
+
+    def _share(self, name: str, releases: int, clip_norm: float) -> SharePolicy:
+        return SharePolicy(self.split().part(name), releases, clip_norm, self.secure_min_sites,
+                           self.noise_sampler, self.discrete, tuple(self.plan()))
+
+    def moments_policy(self, bounds: ColumnBounds) -> SharePolicy:
+        """The moments release's policy: its multiplier; rows within ``bounds`` need no
+        clipping (their norm is at most :meth:`~ColumnBounds.row_norm`)."""
+        return self._share(MOMENTS, 1, bounds.row_norm())
+
+    def algorithm_policy(self, bounds: ColumnBounds) -> SharePolicy:
+        """The algorithm's releases' policy: their multiplier and the clip norm ``C``."""
+        return self._share(ALGORITHM, self.algorithm_releases, self.clip_norm_for(bounds))
+
+    def ledger(self, site: str) -> PrivacyLedger:
+        """A fresh in-memory ledger for one run (a simulation's): the run's (epsilon, delta),
+        ``1 + T`` releases."""
+        return PrivacyLedger(self.epsilon, self.delta, max_releases=1 + self.algorithm_releases,
+                             site=site)
+
+    def plan(self) -> list[Release]:
+        """The run's releases as the site calibrates them (what its ledger must fit before
+        the first one): the moments' then the algorithm's, at unit sensitivity."""
+        split, m = self.split(), self.secure_min_sites or 0
+        return (planned_run(MOMENTS_MECHANISM, 1, split.moments_multiplier, m)
+                + planned_run("centred-run", self.algorithm_releases,
+                              split.algorithm_multiplier, m))
+
+    def record(self, bounds: ColumnBounds) -> dict[str, Any]:
+        """The run's privacy record: the split, and what the moments release is."""
+        return {
+            **self.split().record(),
+            "unit": "one record at one site (replace-one)",
+            "standardize": self.standardize,
+            "moments_sensitivity": bounds.unit().moments_sensitivity(self.standardize),
+            "clip_norm": self.clip_norm_for(bounds),
+            "noise_sampler": self.noise_sampler,
+        }
+
+
+def bounded_rows(rows: np.ndarray, bounds: ColumnBounds, site: str = "site") -> SiteData:
+    """A site's preprocessed rows as :class:`SiteData`, refused unless they lie within the
+    contract's ``bounds`` (the moments' sensitivity assumes it); nothing is clipped: every
+    such row's norm is at most ``bounds.row_norm()``."""
+    X = validate_site_data(rows, site=site, dim=bounds.dim)
+    if not bounds.contains(X):
+        raise InvalidDataError(
+            f"{site}: the rows are not within the contract's bounds (columns in [0, w_j], one "
+            "1 per one-hot group); preprocess the table with the contract "
+            "(Contract.preprocess) before centring")
+    report = ClipReport(rows=X.shape[0], clipped_rows=0, clip_norm=bounds.row_norm(),
+                        max_norm_before=float(np.sqrt(np.einsum("ij,ij->i", X, X)).max()))
+    return SiteData(X, report, site)
+
+
+def require_centring(mean: object, scale: object, bounds: ColumnBounds,
+                     site: str = "site") -> tuple[np.ndarray, np.ndarray]:
+    """The coordinator's mean and scale (UNTRUSTED), refused unless a site can centre with
+    them: ``d`` finite values each, every scale ``> 0``, and no value within the public
+    bounds sent beyond :data:`MAX_REACH`. Reads the values and the public widths only."""
+    d = bounds.dim
+    try:
+        mean, scale = np.asarray(mean, dtype=np.float64), np.asarray(scale, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidRequestError(
+            f"{site}: refused: the mean and scale must be {d} numbers each; nothing was "
+            "released") from None
+    if mean.shape != (d,) or scale.shape != (d,):
+        raise InvalidRequestError(
+            f"{site}: refused: the mean and scale must have shape ({d},) for the contract's "
+            f"{d} columns, got {mean.shape} and {scale.shape}; nothing was released")
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale)) and np.all(scale > 0)):
+        raise InvalidRequestError(
+            f"{site}: refused: the mean must be finite and the scale finite and > 0 in every "
+            "column; nothing was released")
+    widths = np.asarray(bounds.widths)
+    reach = np.maximum(np.abs(mean), np.abs(widths - mean)) / scale
+    if not np.all(reach <= MAX_REACH):
+        raise InvalidRequestError(
+            f"{site}: refused: this mean and scale would send values within the contract's "
+            f"ranges beyond {MAX_REACH:g}; nothing was released")
+    return mean, scale
+
+
+class CentringSite(PrivateSite):
+    """A site's preprocessed rows before centring, under its :class:`CentredPolicy`.
+
+    Args:
+        rows: the ``n x d`` output of the contract's preprocessing (within ``bounds``).
+        bounds: the contract's public bounds (:attr:`fedpca.data.contract.Contract.bounds`).
+        policy: the site's :class:`CentredPolicy`.
+        site, seed, limits: as :class:`~fedpca.algorithms.site.PrivateSite`.
+        ledger: the run's ledger (default: :meth:`CentredPolicy.ledger`); the algorithm's
+            site (:meth:`algorithm_site`) charges the same one.
+    """
+
+    def __init__(
+        self,
+        rows: np.ndarray,
+        bounds: ColumnBounds,
+        policy: CentredPolicy,
+        site: str = "site",
+        seed: int | None = None,
+        ledger: SiteLedgerLike | None = None,
+        limits: SiteLimits | None = None,
+    ) -> None:
+        super().__init__(bounded_rows(rows, bounds, site), policy.moments_policy(bounds), site,
+                         seed, policy.ledger(site) if ledger is None else ledger, limits)
+        self.bounds = bounds
+        self.centred = policy
+
+    def release_moments(self, secure: SecureSum | None = None) -> np.ndarray:
+        """The noisy moment statistic of the rows in width units (each column divided by its
+        public width, :meth:`~ColumnBounds.unit`), with per-site noise, or its discrete
+        Gaussian message for the secure sum ``secure`` (a policy with ``discrete``); charged
+        (:meth:`publish`).
+
+        Refused before anything is drawn or charged when the whole run
+        (:meth:`CentredPolicy.plan`) does not fit the ledger, or (secure) when the sum
+        does not describe this site's statistic.
+
+        Privacy guarantee: one Gaussian release of multiplier ``z_m`` at the replace-one
+        sensitivity :meth:`~ColumnBounds.moments_sensitivity` of the unit bounds (float
+        error bounded for exact noise: every row's statistic has norm ``<= record_norm``;
+        a division, a square and the sum: ``n + 2`` rounded terms).
+        """
+        self.require_run()
+        standardize, unit = self.centred.standardize, self.bounds.unit()
+        statistic = moment_statistic(self.X / np.asarray(self.bounds.widths), standardize)
+        self.require_answer_size(statistic.shape)
+        sensitivity = unit.moments_sensitivity(standardize)
+        norm = unit.record_norm(standardize)
+        if self.discrete:
+            return self.discrete_release(
+                MOMENTS_MECHANISM, statistic, self.discrete_request(secure, None),
+                sensitivity=sensitivity, norm_per_record=norm)
+        return self.noisy_release(MOMENTS_MECHANISM, statistic, sensitivity,
+                                  error=float_error(self.n * norm, self.n + 2))
+
+    @property
+    def algorithm_clip_norm(self) -> float:
+        """``C``, the norm the transformed rows are clipped to (the site's policy's)."""
+        return self.centred.clip_norm_for(self.bounds)
+
+    def centre(self, mean: object, scale: object) -> SiteData:
+        """The rows centred with ``mean`` and divided by ``scale`` (both UNTRUSTED, from the
+        coordinator; :func:`require_centring`), then clipped to :attr:`algorithm_clip_norm`
+        (how many is logged here, never sent)."""
+        mean, scale = require_centring(mean, scale, self.bounds, self.site)
+        rows = ColumnMoments(mean, scale, (), ()).transform(self.X)
+        return SiteData.prepare(rows, self.algorithm_clip_norm, self.site)
+
+    def algorithm_site(self, site_cls: type[PrivateSite], mean: object,
+                       scale: object) -> PrivateSite:
+        """The site of the algorithm (e.g. :class:`~fedpca.algorithms.dpdis_pca.DPdisPCASite`)
+        over the :meth:`centre`-d rows, calibrated with the algorithm's share of the
+        budget and charging this run's ledger."""
+        return site_cls(self.centre(mean, scale), self.centred.algorithm_policy(self.bounds),
+                        site=self.site, seed=self.noise.seed, ledger=self.ledger,
+                        limits=self.limits)
+
+
+def moments_sum(policy: CentredPolicy, bounds: ColumnBounds, max_records: int,
+                sites_in_sum: int, rotation_seed: int) -> tuple[SecureSum, GridChoice]:
+    """The public parameters of the secure sum of ``sites_in_sum`` sites' moment statistics
+    (each of at most ``max_records`` records) and the grid a site with ``policy`` derives."""
+    standardize, unit = policy.standardize, bounds.unit()
+    secure = SecureSum(
+        sensitivity=unit.moments_sensitivity(standardize), max_records=max_records,
+        norm_per_record=unit.record_norm(standardize),
+        dimension=bounds.dim * (2 if standardize else 1), sites_in_sum=sites_in_sum,
+        rotation_seed=rotation_seed,
+    )
+    return secure, secure.grid_for(policy.moments_policy(bounds))
+
+
+def moments_noise(policy: CentredPolicy, bounds: ColumnBounds, sites: int,
+                  secure: tuple[SecureSum, GridChoice] | None = None) -> float:
+    """The standard deviation of the noise on each coordinate of the sum of ``sites``
+    sites' moments releases under ``policy`` (width units; public): the decoded secure
+    sum's, or ``sites`` per-site draws (each ``1/M`` of the variance inside continuous
+    secure sums)."""
+    if secure is not None:
+        return secure[1].calibration.central_sigma
+    sigma = policy.split().moments_multiplier * bounds.unit().moments_sensitivity(
+        policy.standardize)
+    return sigma * math.sqrt(sites / (policy.secure_min_sites or 1))
+
+
+class MomentsServer:
+    """The aggregator of the moments round: one request, one sum, a mean and a scale.
+
+    Args:
+        bounds: the contract's public bounds.
+        standardize: whether the sites release sums of squares too.
+        secure: the sum's public parameters and the sites' grid (:func:`moments_sum`), for
+            sites answering with discrete Gaussian messages.
+        noise_sigma: the noise's standard deviation on each coordinate of the sum
+            (:func:`moments_noise`), for :meth:`variance_floor`.
+    """
+
+    def __init__(self, bounds: ColumnBounds, standardize: bool,
+                 secure: tuple[SecureSum, GridChoice] | None = None,
+                 noise_sigma: float = 0.0) -> None:
+        self.bounds = bounds
+        self.standardize = standardize
+        self.secure = secure
+        self.noise_sigma = noise_sigma
+        self.moments: ColumnMoments | None = None
+
+    def variance_floor(self, records: int) -> float:
+        """The smallest variance kept, in width units: :data:`NOISE_FLOOR` times the noise's
+        standard deviation on a released second moment (``noise_sigma / records``), at
+        least :data:`~fedpca.privacy.moments.VARIANCE_FLOOR` of the largest. A variance
+        below the noise is not told apart from it; rounding it *up* only shrinks that
+        column in the PCA, where rounding it down would blow the column up."""
+        return max(VARIANCE_FLOOR / 4, NOISE_FLOOR * self.noise_sigma / records)
+
+    @property
+    def answer_shape(self) -> tuple[int, ...]:
+        """Shape every site's answer must have."""
+        if self.secure is not None:
+            return (self.secure[1].calibration.padded,)
+        return (self.bounds.dim * (2 if self.standardize else 1),)
+
+    def request(self) -> dict[str, Any]:
+        """What every site is asked: the secure sum's parameters, if any."""
+        return {} if self.secure is None else self.secure[0].to_config()
+
+    def receive(self, answers: Sequence[SiteAnswer]) -> ColumnMoments:
+        """The released mean and scale from the sites' answers (post-processing)."""
+        ordered = ordered_answers(answers, self.answer_shape)
+        if self.secure is not None:
+            secure, grid = self.secure
+            total = secure.decode([a.value for a in ordered], grid)
+        else:
+            total = weighted_sum(ordered, weighted=False)
+        records = sum(a.n for a in ordered)
+        unit_moments = column_moments(total, records, self.bounds.unit(), self.standardize,
+                                      floor=self.variance_floor(records))
+        self.moments = unit_moments.rescaled(np.asarray(self.bounds.widths))
+        if self.moments.clamped_means or self.moments.floored_variances:
+            logger.info("centring: noise clamped the means of columns %s and floored the "
+                        "variances of columns %s", list(self.moments.clamped_means),
+                        list(self.moments.floored_variances))
+        return self.moments
