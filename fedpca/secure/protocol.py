@@ -181,7 +181,7 @@ def _names(values: object, what: str) -> tuple[str, ...]:
     if not isinstance(values, (list, tuple)):
         _refuse(f"{what} must be a list of member names")
     names = tuple(values)
-    joined = "\n".join(names) if all(isinstance(v, str) for v in names) else None
+    joined = "\n".join(names) if set(map(type, names)) <= {str} else None
     if joined is None or (names and (joined.count("\n") != len(names) - 1
                                      or not _NAME_LIST.fullmatch(joined))):
         _refuse(f"{what} holds an invalid member name; the message is malformed")
@@ -201,8 +201,9 @@ def _blobs(mapping: object, what: str, length: int | None = None) -> dict[str, b
     if not isinstance(mapping, Mapping):
         _refuse(f"{what} must map member names to bytes")
     _names(list(mapping), what)
-    if not all(isinstance(v, bytes) and (length is None or len(v) == length)
-               for v in mapping.values()):
+    values = mapping.values()
+    if not set(map(type, values)) <= {bytes} or (
+            length is not None and not set(map(len, values)) <= {length}):
         size = f" of {length} bytes" if length is not None else ""
         _refuse(f"{what} must hold bytes{size}; the message is malformed")
     return dict(mapping)
