@@ -101,22 +101,27 @@ def send_inputs(server, sites, round_number, values, skip=()):
             server.receive_masked_input(wire(sites[name].masked_input(request, values[name])))
 
 
-def finish_round(server, sites, round_number, skip_unmask=(), between=None):
-    """Consistency and unmask stages; ``between(sites)`` runs after the endorsements."""
-    consistency = wire(server.consistency_request(round_number))
-    for name in server.endorsers(round_number):
-        server.receive_endorsement(wire(sites[name].endorse(consistency)))
-    if between is not None:
-        between(sites)
-    for name, request in server.unmask_requests(round_number).items():
-        if name not in skip_unmask:
-            server.receive_reveal(wire(sites[name].unmask(wire(request))))
+def finish_round(server, sites, round_number, skip_unmask=(), between=None, skip_endorse=()):
+    """Consistency and unmask stages, again while the reveals do not suffice (as
+    :class:`~fedpca.strategies.secure_protocol.VerifiedSecureAggregation` runs them); the
+    sites in ``skip_endorse``/``skip_unmask`` never answer that stage; ``between(sites)``
+    runs after the endorsements."""
+    while not server.decodable(round_number):
+        consistency = wire(server.consistency_request(round_number))
+        for name in server.endorsers(round_number):
+            if name not in skip_endorse:
+                server.receive_endorsement(wire(sites[name].endorse(consistency)))
+        if between is not None:
+            between(sites)
+        for name, request in server.unmask_requests(round_number).items():
+            if name not in skip_unmask:
+                server.receive_reveal(wire(sites[name].unmask(wire(request))))
     return server.decode(round_number)
 
 
-def run_round(server, sites, round_number, values, skip_input=(), skip_unmask=()):
+def run_round(server, sites, round_number, values, skip_input=(), **skips):
     send_inputs(server, sites, round_number, values, skip_input)
-    return finish_round(server, sites, round_number, skip_unmask)
+    return finish_round(server, sites, round_number, **skips)
 
 
 def masked_sites(consortium, round_number=1, names=NAMES):
@@ -148,8 +153,8 @@ def test_honest_run_decodes_the_exact_sum_every_round(consortium):
         result = run_round(server, sites, round_number, values)
         assert result.dtype == np.int64
         assert np.array_equal(result, exact_sum(values, NAMES))
-        # nobody dropped: t endorsers and one spare are asked, not every survivor
-        assert server.endorsers(round_number) == NAMES[:THRESHOLD + 1]
+        # nobody dropped: exactly t endorsers are asked, not every survivor
+        assert server.endorsers(round_number) == NAMES[:THRESHOLD]
 
 
 def test_dropouts_within_the_threshold_keep_the_sum_exact(consortium):
@@ -162,11 +167,34 @@ def test_dropouts_within_the_threshold_keep_the_sum_exact(consortium):
     survivors = [n for n in NAMES if n != dropped]
     result = run_round(server, sites, 2, values, skip_input=[dropped])
     assert np.array_equal(result, exact_sum(values, survivors))
-    # round 3: the dropped member goes on (only its round-2 seeds were revealed), and one
-    # member drops between endorsement and unmask with no earlier dropout in this round
+    # round 2 asked every survivor (each reveals its pairwise seed with the dropped member)
+    assert server.endorsers(2) == tuple(survivors)
+    # round 3: the dropped member goes on (only its round-2 seeds were revealed), and one of
+    # the t endorsers drops between endorsement and unmask with no earlier dropout in this
+    # round: the others endorse again with every survivor that did not fail, and those who
+    # have not revealed yet reveal
     values = values_for(NAMES, 3)
-    result = run_round(server, sites, 3, values, skip_unmask=[NAMES[4]])
+    result = run_round(server, sites, 3, values, skip_unmask=[NAMES[0]])
     assert np.array_equal(result, exact_sum(values, NAMES))
+    assert server.endorsers(3) == NAMES[1:]
+
+
+def test_an_endorser_that_never_endorses_is_replaced(consortium):
+    # one of the t endorsers never endorses: nobody is asked to reveal, and the next attempt
+    # asks every survivor but it; one other then never reveals: t reveals remain
+    server, sites = set_up(consortium)
+    values = values_for(NAMES, 1)
+    result = run_round(server, sites, 1, values, skip_endorse=[NAMES[1]],
+                       skip_unmask=[NAMES[4]])
+    assert np.array_equal(result, exact_sum(values, NAMES))
+    assert server.endorsers(1) == (NAMES[0], *NAMES[2:])
+
+
+def test_a_round_whose_survivors_fail_below_the_threshold_fails(consortium):
+    server, sites = set_up(consortium)
+    values = values_for(NAMES, 1)
+    with pytest.raises(SecureAggregationError, match="fewer than t=4 survivors endorse"):
+        run_round(server, sites, 1, values, skip_unmask=NAMES[:3])
 
 
 def test_a_round_below_the_threshold_fails_before_unmasking(consortium):

@@ -15,6 +15,7 @@ from fedpca.apps.common import partition_client, partition_identity
 from fedpca.clients.dps_pca import client_for_site
 from fedpca.clients.site_app import site_client_app
 from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.secure.conditions import smallest_threshold
 from fedpca.strategies.dps_pca import DPSPCA
 from fedpca.strategies.workflow import secure_aggregation
 
@@ -55,9 +56,11 @@ def test_one_key_agreement_per_run_and_every_round_exact():
     rounds = SCENARIO.rounds + 1
     assert grid.sent.count("secagg-setup") == SCENARIO.sites  # once per run
     assert grid.sent.count("secagg-key-list") == SCENARIO.sites
-    for kind in ("secagg-input-request", "secagg-consistency-request",
-                 "secagg-unmask-request"):
-        assert grid.sent.count(kind) == SCENARIO.sites * rounds, kind
+    assert grid.sent.count("secagg-input-request") == SCENARIO.sites * rounds
+    # nobody dropped: the last two stages go to the threshold's t = 3 sites only
+    threshold = smallest_threshold(SCENARIO.sites, 0, SCENARIO.secure_min_sites)
+    for kind in ("secagg-consistency-request", "secagg-unmask-request"):
+        assert grid.sent.count(kind) == threshold * rounds == 3 * rounds, kind
     assert result.privacy["epsilon_worst_case"] > result.privacy["epsilon_achieved"]
     # each site states the guarantee of the sums it answered: the configured one, here
     for stated in result.config["site_guarantees"].values():
@@ -68,13 +71,17 @@ def test_one_key_agreement_per_run_and_every_round_exact():
 
 @pytest.mark.parametrize("stage", ["secagg-input-request", "secagg-unmask-request"])
 def test_a_site_dropping_out_of_a_round_within_the_threshold(stage):
-    # site 4 misses one stage of round 2 (before its input, or before the unmasking), then
-    # takes part again in round 3; every round is decoded
+    # site "0" (node 1) misses one stage of round 2 (before its input, or before the
+    # unmasking, as one of the t sites asked to reveal: the others endorse again with site
+    # "3" and it reveals), then takes part again in round 3; every round is decoded
     grid = partition_grid(SCENARIO, drop=lambda kind, node, round_: (kind, node, round_) == (
-        stage, 4, 2))
+        stage, 1, 2))
     result = run(grid)
     answered = [sorted(names) for names in result.sites_answered]
-    expected = ["0", "1", "2"] if stage == "secagg-input-request" else ["0", "1", "2", "3"]
+    expected = ["1", "2", "3"] if stage == "secagg-input-request" else ["0", "1", "2", "3"]
     assert answered == [["0", "1", "2", "3"], expected, ["0", "1", "2", "3"]]
+    # t = 3 sites endorse per round; the unmask dropout makes round 2 ask "1", "2", "3" again
+    retry = 3 if stage == "secagg-unmask-request" else 0
+    assert grid.sent.count("secagg-consistency-request") == 3 * 3 + retry
     assert len(result.history) == SCENARIO.rounds + 1
     np.testing.assert_allclose(result.basis.T @ result.basis, np.eye(SCENARIO.k), atol=1e-10)

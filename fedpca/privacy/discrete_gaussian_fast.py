@@ -83,15 +83,7 @@ def discrete_gaussian_scale(sigma: int, size: int | tuple[int, ...],
     integer up to :data:`MAX_SIGMA`. Their variance is ``sigma^2`` within a relative
     ``1e-8`` once ``sigma >= 2``
     (:func:`fedpca.privacy.discrete_gaussian.discrete_gaussian_variance`)."""
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, np.integer)) or sigma < 1:
-        raise ConfigurationError(
-            f"sigma must be a positive integer (round a standard deviation up), got {sigma!r}"
-        )
-    if sigma > MAX_SIGMA:
-        raise ConfigurationError(
-            f"sigma={sigma} exceeds {MAX_SIGMA} grid steps; choose a coarser grid"
-        )
-    sigma = int(sigma)
+    sigma = _checked(sigma, "sigma", MAX_SIGMA, "a standard deviation")
     return _draws(_Proposal(sigma, 1, sigma, 2 * sigma * sigma), size, rng)
 
 
@@ -102,22 +94,27 @@ def discrete_gaussian(sigma_sq: int, size: int | tuple[int, ...],
     variance *up*, which only adds noise). ``rng``: by default seeded from the operating
     system for this call. Its variance is slightly below ``sigma_sq``
     (:func:`~fedpca.privacy.discrete_gaussian.discrete_gaussian_variance`)."""
-    if isinstance(sigma_sq, bool) or not isinstance(sigma_sq, (int, np.integer)) or sigma_sq < 1:
-        raise ConfigurationError(
-            f"sigma_sq must be a positive integer (round a variance up), got {sigma_sq!r}"
-        )
-    if sigma_sq > MAX_SIGMA_SQ:
-        raise ConfigurationError(
-            f"sigma_sq={sigma_sq} exceeds {MAX_SIGMA_SQ}; choose a coarser grid so the noise "
-            "has fewer grid steps"
-        )
+    s = _checked(sigma_sq, "sigma_sq", MAX_SIGMA_SQ, "a variance")
     rng = rng if rng is not None else np.random.default_rng()
-    s = int(sigma_sq)
     root = math.isqrt(s)
     if root * root == s:
         return discrete_gaussian_scale(root, size, rng)
     t = root + 1
     return _draws(_Proposal(t, t, s, 2 * s * t * t), size, rng)
+
+
+def _checked(value: object, name: str, limit: int, what: str) -> int:
+    """``value`` as an ``int``, refused unless it is a positive integer up to ``limit``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigurationError(
+            f"{name} must be a positive integer (round {what} up), got {value!r}"
+        )
+    if value > limit:
+        raise ConfigurationError(
+            f"{name}={value} exceeds {limit} (grid steps); choose a coarser grid so the noise "
+            "has fewer grid steps"
+        )
+    return int(value)
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -139,9 +138,6 @@ MAX_LENGTH = 2**27
 SEED_ELEMENTS = shamir.elements_for(KEY_BYTES)
 _SIGNATURE_BYTES, _NONCE_BYTES, _MAX_RUN_ID = 64, 12, 256
 _STATE_FORMAT = "fedpca-secagg-site-state/3"
-#: Beyond the threshold, the share of the other survivors the server asks to endorse and
-#: reveal when nobody dropped (:meth:`ServerSession.endorsers`).
-SPARE_ENDORSERS = 0.1
 
 
 class SecureAggregationError(FedPCAError):
@@ -181,7 +177,7 @@ def _names(values: object, what: str) -> tuple[str, ...]:
     if not isinstance(values, (list, tuple)):
         _refuse(f"{what} must be a list of member names")
     names = tuple(values)
-    joined = "\n".join(names) if all(isinstance(v, str) for v in names) else None
+    joined = "\n".join(names) if set(map(type, names)) <= {str} else None
     if joined is None or (names and (joined.count("\n") != len(names) - 1
                                      or not _NAME_LIST.fullmatch(joined))):
         _refuse(f"{what} holds an invalid member name; the message is malformed")
@@ -201,8 +197,9 @@ def _blobs(mapping: object, what: str, length: int | None = None) -> dict[str, b
     if not isinstance(mapping, Mapping):
         _refuse(f"{what} must map member names to bytes")
     _names(list(mapping), what)
-    if not all(isinstance(v, bytes) and (length is None or len(v) == length)
-               for v in mapping.values()):
+    values = mapping.values()
+    if not set(map(type, values)) <= {bytes} or (
+            length is not None and not set(map(len, values)) <= {length}):
         size = f" of {length} bytes" if length is not None else ""
         _refuse(f"{what} must hold bytes{size}; the message is malformed")
     return dict(mapping)
@@ -1173,9 +1170,12 @@ class _Round:
     length: int
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     survivors: tuple[str, ...] = ()
+    #: The endorsers of the current consistency attempt, those of them who endorsed (once
+    #: the unmask requests are made), and the survivors who failed an earlier attempt.
     asked: tuple[str, ...] = ()
     endorsements: dict[str, Endorsement] = field(default_factory=dict)
     endorsers: tuple[str, ...] = ()
+    failed: set[str] = field(default_factory=set)
     reveals: dict[str, Reveal] = field(default_factory=dict)
     result: np.ndarray | None = None
 
@@ -1264,27 +1264,45 @@ class ServerSession:
 
     def consistency_request(self, round_number: int) -> ConsistencyRequest:
         """``U3``, the members whose masked inputs arrived, and the survivors asked to
-        endorse it (:meth:`endorsers`). Fails below the threshold."""
+        endorse it (:meth:`endorsers`). Called again when the last attempt got fewer than
+        ``t`` reveals (:meth:`decodable`): the same ``U3``, endorsed by every survivor that
+        has not failed an attempt. Fails below the threshold, or when a survivor failed to
+        reveal after members dropped before the input (design point (d))."""
         state = self._round(round_number)
-        if len(state.inputs) < self.params.threshold:
+        threshold = self.params.threshold
+        if len(state.inputs) < threshold:
             raise SecureAggregationError(
-                f"round {round_number}: fewer survivors than the threshold "
-                f"t={self.params.threshold}; the round fails and nothing is unmasked")
-        state.survivors = tuple(sorted(state.inputs))
-        state.asked = state.survivors
-        if set(state.survivors) == set(self._setup_members):
-            spare = math.ceil(SPARE_ENDORSERS * (len(state.survivors) - self.params.threshold))
-            state.asked = state.survivors[:self.params.threshold + spare]
+                f"round {round_number}: fewer survivors than the threshold t={threshold}; the "
+                "round fails and nothing is unmasked")
+        if not state.survivors:
+            state.survivors = tuple(sorted(state.inputs))
+            everyone = self._dropped(state)
+            state.asked = state.survivors if everyone else state.survivors[:threshold]
+        else:
+            if self._dropped(state):  # every survivor was asked, and one did not reveal
+                raise SecureAggregationError(
+                    f"round {round_number}: a survivor dropped before revealing while other "
+                    "members had dropped before the input stage, so their pairwise masks are "
+                    "lost; the round fails and nothing is unmasked")
+            state.failed |= (set(state.asked) - set(state.endorsements)) | (
+                set(state.endorsers) - set(state.reveals))
+            state.asked = tuple(m for m in state.survivors if m not in state.failed)
+            if len(state.asked) < threshold:
+                raise SecureAggregationError(
+                    f"round {round_number}: fewer than t={threshold} survivors endorse and "
+                    "reveal; the round fails and nothing is unmasked")
+        state.endorsements, state.endorsers = {}, ()
         return ConsistencyRequest(self.params.run_id, round_number, state.survivors, state.asked)
 
     def endorsers(self, round_number: int) -> tuple[str, ...]:
-        """The survivors asked to endorse ``U3`` and then to reveal: every survivor when a
-        member of ``U_setup`` sent no input (each must reveal its pairwise seed with it),
-        else the first ``t`` plus a spare tenth of the rest: ``t`` endorsements and ``t``
-        reveals unmask the sum, so asking fewer sites shortens the last two exchanges at a
-        large federation (and each endorser MACs only the others asked), and the spares
-        tolerate dropouts there. (Which survivors endorse is the server's choice and changes
-        nothing a site checks.)"""
+        """The survivors asked to endorse ``U3`` and then to reveal. First, every survivor
+        when a member of ``U_setup`` sent no input (each must reveal its pairwise seed with
+        it), else the first ``t``: ``t`` endorsements and ``t`` reveals unmask the sum, so
+        the last two exchanges of a round go to ``t`` sites, not all (and each endorser MACs
+        only the others asked). If one of them fails, the next attempt
+        (:meth:`consistency_request`) asks every survivor that has not failed. (Which
+        survivors endorse is the server's choice and changes nothing a site checks: a site
+        may endorse the same ``U3`` again, for another list of endorsers, and reveals once.)"""
         return self._round(round_number).asked
 
     def receive_endorsement(self, message: Endorsement) -> None:
@@ -1296,19 +1314,30 @@ class ServerSession:
         state.endorsements[message.member] = message
 
     def unmask_requests(self, round_number: int) -> dict[str, UnmaskRequest]:
-        """One unmask request per endorser, with the MACs addressed to it."""
+        """One unmask request per endorser that has not revealed yet, with the MACs of this
+        attempt addressed to it (none below ``t`` endorsements: :meth:`decodable` is then
+        false and the next attempt asks more survivors)."""
         state = self._round(round_number)
         endorsers = tuple(sorted(state.endorsements))
         if len(endorsers) < self.params.threshold:
-            raise SecureAggregationError(
-                f"round {round_number}: fewer endorsements than the threshold "
-                f"t={self.params.threshold}; the round fails and nothing is unmasked")
+            return {}
         state.endorsers = endorsers
         return {
             i: UnmaskRequest(self.params.run_id, round_number, state.survivors,
                              {j: state.endorsements[j].macs[i] for j in endorsers if j != i})
-            for i in endorsers
+            for i in endorsers if i not in state.reveals
         }
+
+    def decodable(self, round_number: int) -> bool:
+        """Whether the reveals suffice: ``t`` of them, and every survivor's when members
+        dropped before the input."""
+        state = self._round(round_number)
+        return len(state.reveals) >= self.params.threshold and (
+            not self._dropped(state) or set(state.survivors) <= set(state.reveals))
+
+    def _dropped(self, state: _Round) -> bool:
+        """Whether members of ``U_setup`` sent no input this round."""
+        return set(state.survivors) != set(self._setup_members)
 
     def receive_reveal(self, message: Reveal) -> None:
         """Collect one reveal."""

@@ -3,9 +3,10 @@
 :class:`VerifiedSecureAggregation` moves the messages of the Flower-free
 :class:`fedpca.secure.protocol.ServerSession` between a Message-API strategy and its sites:
 setup once per run (key advertisements, then the signed key list and the encrypted shares),
-then per round the sites' masked answers, a consistency round and the unmasking (of the
-threshold and a few spare sites when nobody dropped out: :meth:`ServerSession.endorsers`),
-after which the strategy receives exactly the sum of the survivors' residues. It is the honest server:
+then per round the sites' masked answers, a consistency round and the unmasking (of exactly
+``t`` sites when nobody dropped out, again with every other survivor if one of them fails:
+:meth:`ServerSession.endorsers`), after which the strategy receives exactly the sum of the
+survivors' residues. It is the honest server:
 nothing a site does depends on it being honest (every check is the site's,
 :mod:`fedpca.clients.secure_protocol`), so a hostile ServerApp gains nothing by replacing it.
 
@@ -77,12 +78,14 @@ class VerifiedSecureAggregation:
         threshold = smallest_threshold(len(nodes), self.colluders, self.min_sites)
         self.session = ServerSession(str(grid.run.run_id), rounds, threshold, self.modulus)
         request = self.session.setup_request().to_dict()
-        for node, reply in self._exchange(grid, {n: request for n in nodes}, "setup"):
+        for node, reply in self._exchange(grid, {n: request for n in nodes}, "setup",
+                                          needed=threshold):
             advertisement = Advertisement.from_dict(reply)
             self.session.receive_advertisement(advertisement)
             self.members[node] = advertisement.member
         key_list = self.session.key_list().to_dict()
-        for _, reply in self._exchange(grid, {n: key_list for n in self.members}, "shares"):
+        for _, reply in self._exchange(grid, {n: key_list for n in self.members}, "shares",
+                                       needed=threshold):
             self.session.receive_bundle(ShareBundle.from_dict(reply))
         logger.info("secure aggregation: %d sites agreed keys, threshold %d", len(self.members),
                     threshold)
@@ -99,26 +102,31 @@ class VerifiedSecureAggregation:
 
     def unmask(self, grid: Grid, server_round: int, replies: Sequence[Message]) -> np.ndarray:
         """The exact sum modulo the modulus of the masked answers in ``replies``, after the
-        consistency round and the unmasking."""
+        consistency round and the unmasking (repeated with more survivors when one asked
+        fails; :class:`~fedpca.secure.protocol.SecureAggregationError` when too few remain)."""
         for reply in replies:
             self.session.receive_masked_input(read_masked_input(reply.content))
-        request = self.session.consistency_request(server_round)
-        endorsers = set(self.session.endorsers(server_round))
-        asked = {node for node, member in self.members.items() if member in endorsers}
-        for _, reply in self._exchange(grid, dict.fromkeys(asked, request.to_dict()),
-                                       f"round {server_round} consistency"):
-            self.session.receive_endorsement(Endorsement.from_dict(reply))
-        unmask = self.session.unmask_requests(server_round)
-        records = {node: unmask[member].to_dict() for node, member in self.members.items()
-                   if member in unmask}
-        for _, reply in self._exchange(grid, records, f"round {server_round} unmasking"):
-            self.session.receive_reveal(Reveal.from_dict(reply))
+        while not self.session.decodable(server_round):  # a retry only after a failure
+            request = self.session.consistency_request(server_round).to_dict()
+            endorsers = set(self.session.endorsers(server_round))
+            asked = [node for node, member in self.members.items() if member in endorsers]
+            for _, reply in self._exchange(grid, dict.fromkeys(asked, request),
+                                           f"round {server_round} consistency"):
+                self.session.receive_endorsement(Endorsement.from_dict(reply))
+            unmask = self.session.unmask_requests(server_round)
+            records = {node: unmask[member].to_dict() for node, member in self.members.items()
+                       if member in unmask}
+            for _, reply in self._exchange(grid, records, f"round {server_round} unmasking"):
+                self.session.receive_reveal(Reveal.from_dict(reply))
         return self.session.decode(server_round)
 
-    def _exchange(self, grid: Grid, records: Mapping[int, Mapping[str, Any]], stage: str
-                  ) -> list[tuple[int, dict[str, Any]]]:
+    def _exchange(self, grid: Grid, records: Mapping[int, Mapping[str, Any]], stage: str,
+                  needed: int = 0) -> list[tuple[int, dict[str, Any]]]:
         """Send each node its protocol message; the replies' protocol messages (failures
-        logged with the sites' reasons)."""
+        logged with the sites' reasons; :class:`RoundFailedError` with them when fewer than
+        ``needed`` sites answered)."""
+        if not records:
+            return []
         messages = [Message(RecordDict({PROTOCOL_RECORD: ConfigRecord(dict(record))}),
                             dst_node_id=node, message_type=MessageType.TRAIN)
                     for node, record in records.items()]
@@ -136,10 +144,10 @@ class VerifiedSecureAggregation:
             reasons.append(f"{missing} site(s) sent no reply in time")
         for reason in reasons:
             logger.warning("secure aggregation, %s: a site failed: %s", stage, reason)
-        if reasons and len(answered) < self.session.params.threshold:
+        if len(answered) < needed:
             raise RoundFailedError(
                 f"secure aggregation {stage}: {len(answered)} site(s) answered, below the "
-                f"threshold {self.session.params.threshold}; failures: {reasons[:5]}",
+                f"threshold {needed}; failures: {reasons[:5]}",
                 failures=reasons,
             )
         return answered
