@@ -17,15 +17,22 @@ DPdisPCA's secure-sum variant:
   anything the coordinator could unmask (nothing charged), and a split view of the survivor
   sets gets no reveal.
 
-Dropouts (within the threshold, between the consistency and the unmask stages, a site back
-in the next round) are tested in memory (``tests/test_secure_protocol.py``,
-``tests/test_secure_rounds.py``). A loopback dropout test (a site's SuperNode stopped after
-the key agreement) was written but fails on a loaded machine (a site misses its heartbeat
-during the setup) and is not in this file yet.
+Last, a third honest run survives a site that stops after the key agreement (about 50 s on
+the 2-core development machine): the test stops the site's SuperNode from outside, as soon
+as its log shows it delivered its second train reply of the run (its share bundle; the
+budget round's answer before them is a query reply), long before
+the coordinator has collected every bundle and sent the input requests (its ServerApp and
+an idle SuperNode poll every 3 s). SIGTERM: the SuperNode tells the SuperLink it leaves, so
+the input request addressed to it fails at once ("node unavailable") instead of after a
+minute of missed heartbeats. The other two sites, the threshold, finish the round with the
+stopped site's pairwise masks revealed. Other dropout cases (between the consistency and
+the unmask stages, a site back in the next round) are tested in memory
+(``tests/test_secure_protocol.py``, ``tests/test_secure_rounds.py``).
 """
 
 import json
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -63,6 +70,9 @@ RUN_CONFIG = {
 #: interleaved at every site (each secure input calibrates the site's discrete noise in a
 #: fresh ClientApp process), and several minutes when other test files load the machine.
 RUN_TIMEOUT = 600
+#: What a SuperNode logs before and after it delivers a train reply (Flower's own lines;
+#: the budget round's answer is a query reply).
+SENDING_TRAIN, SENT = "Sending: train message", "Sent successfully"
 
 
 def site_records(seed: int) -> np.ndarray:
@@ -253,3 +263,44 @@ def test_a_split_view_of_the_survivors_gets_no_reveal(runs):
     assert f"endorsement of {a!r} does not verify" in replies[b]
     assert "another survivor set than this site endorsed" in replies[c]
     assert "does not verify" in runs.hostile_log
+
+
+def train_replies_sent(supernode_log: Path) -> int:
+    """Train replies the SuperNode has delivered so far (by its log)."""
+    sent, sending_train = 0, False
+    for line in supernode_log.read_text(errors="replace").splitlines():
+        if "Sending: " in line:
+            sending_train = SENDING_TRAIN in line
+        elif SENT in line and sending_train:
+            sent += 1
+    return sent
+
+
+def test_an_honest_run_survives_a_site_stopping_after_the_key_agreement(deployment, tmp_path):
+    # last in this file: the stopped site stays down
+    a, b, c = SITES
+    supernode = deployment.running[c].supernode.log
+    replies = train_replies_sent(supernode)
+    before = ledgers(deployment)
+    flwr_runs = []
+
+    def stop_c_after_its_share_bundle(flwr_run) -> None:
+        flwr_runs.append(flwr_run)
+        sent = train_replies_sent(supernode) - replies
+        if c in deployment.running and sent >= 2:  # its advertisement, then its shares
+            deployment.kill_site(c, signal.SIGTERM)
+
+    result = deployment.run({**RUN_CONFIG, "output": str(tmp_path / "dropout.json")},
+                            timeout=RUN_TIMEOUT, during=stop_c_after_its_share_bundle)
+    assert c not in deployment.running
+    # the key agreement had all three (no failure before the round), the round's input
+    # stage lost c, and the sum is a's and b's only
+    server_log = flwr_runs[-1].log.read_text(errors="replace")
+    assert "secure aggregation, setup: a site failed" not in server_log
+    assert "secure aggregation, shares: a site failed" not in server_log
+    assert "round 1: a site failed" in server_log and "Node Unavailable" in server_log
+    assert result.sites_answered == [[a, b]]
+    assert subspace_distance(result.basis, pooled_basis([a, b])) < 0.25
+    rows = new_rows(before, ledgers(deployment))
+    assert [len(rows[name]) for name in SITES] == [1, 1, 0], rows
+    assert all(rows[name][0]["sites_in_sum"] == M for name in (a, b))
