@@ -28,6 +28,7 @@ from fedpca.privacy.distributed_gaussian import (
     choose_grid,
     ddg_gaussian_multiplier,
     ddg_pld_epsilon,
+    ddg_pld_within,
     ddg_pld_slack,
     ddg_rdp,
     ddg_tau,
@@ -193,6 +194,21 @@ def test_pld_slack_bound_is_the_gaussian_one_for_practical_noise():
     eleven = [(ddg_gaussian_multiplier(sigma_sq, sites, sensitivity), 0.0)] * 11
     rdp = rdp_to_epsilon(ddg_rdp(sigma_sq, sites, sensitivity, padded, 11), 1e-5)
     assert ddg_pld_epsilon(eleven, 1e-5) < 0.95 * rdp
+
+
+@pytest.mark.parametrize("slack", [0.0, 1e-6, 0.05])
+def test_the_calibration_search_point_test_never_accepts_more_than_the_bisection(slack):
+    # the calibration's search asks "epsilon <= target?" with one point of the delta curve;
+    # a yes must mean the bisected epsilon (the one charged) is within the target, and the
+    # two may disagree only within the bisection's tolerance of the target
+    releases = [(0.7, slack / 2)] * 2 + [(1.3, slack / 2)]
+    exact = ddg_pld_epsilon(releases, 1e-6)
+    for target in exact + np.array([-1e-3, -1e-6, -2e-9, 0.0, 2e-9, 1e-6, 1e-3]):
+        within = ddg_pld_within(releases, 1e-6, float(target))
+        if within:
+            assert exact <= target
+        if abs(target - exact) > 2e-9:
+            assert within == (exact <= target), target - exact
 
 
 @pytest.mark.parametrize("sigma_sq,sites,shift", [(1, 2, 1), (1, 10, 3), (2, 5, 2), (9, 4, 5)])

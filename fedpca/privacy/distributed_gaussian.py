@@ -115,6 +115,8 @@ DEFAULT_MAX_DRAWS = 16
 INFLATION_RANGE = 4.0
 #: Unit roundoff margin used in the floating-point slack of the rotated sensitivity.
 FLOAT_UNIT = 2.0**-52
+#: Width to which :func:`ddg_pld_epsilon` brackets epsilon (its value is rounded up to it).
+PLD_TOLERANCE = 1e-9
 
 
 def ddg_tau(sigma_sq: int, sites: int) -> float:
@@ -164,6 +166,22 @@ def ddg_gaussian_multiplier(sigma_sq: int, summands: int, sensitivity: float) ->
     return math.sqrt(total - _smoothing(total)) / sensitivity
 
 
+def ddg_pld_within(releases: list[tuple[float, float]], delta: float, epsilon: float) -> bool:
+    """Whether :func:`ddg_pld_epsilon` of ``releases`` is at most ``epsilon``, by one point of
+    the Gaussian delta curve instead of a bisection: true only when the Gaussian part's
+    epsilon is at most ``epsilon - 2H`` less the bisection's tolerance, so a true answer
+    implies the bisection's value is within ``epsilon`` (never the reverse error)."""
+    from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
+
+    slack = sum(h for _, h in releases)
+    gaussian_epsilon = epsilon - 2 * slack - PLD_TOLERANCE
+    if gaussian_epsilon < 0:
+        return False
+    combined = sum(z**-2 for z, _ in releases) ** -0.5
+    curve = GaussianPrivacyLoss(combined, sensitivity=1.0)
+    return curve.get_delta_for_epsilon(gaussian_epsilon) <= delta * math.exp(-slack)
+
+
 def ddg_pld_epsilon(releases: list[tuple[float, float]], delta: float) -> float:
     """Epsilon at ``delta`` of releases given as ``(Gaussian multiplier, slack)`` pairs
     (:func:`ddg_gaussian_multiplier`, :func:`ddg_pld_slack`): ``eps_Gauss(delta e^-H) + 2H``
@@ -184,7 +202,7 @@ def ddg_pld_epsilon(releases: list[tuple[float, float]], delta: float) -> float:
             return math.inf
     if curve.get_delta_for_epsilon(0.0) <= target:
         return 2 * slack
-    while high - low > 1e-9:
+    while high - low > PLD_TOLERANCE:
         mid = (low + high) / 2
         low, high = (low, mid) if curve.get_delta_for_epsilon(mid) <= target else (mid, high)
     return high + 2 * slack
@@ -336,10 +354,16 @@ def _bounds(sigma_sq: int, sites: int, grid_sensitivity: float, padded: int, rel
     return {"kls-rdp": rdp, "ddg-pld": ddg_pld_epsilon([one] * releases, delta)}
 
 
-def _epsilon(sigma_sq: int, sites: int, grid_sensitivity: float, padded: int, releases: int,
-             delta: float) -> float:
-    """The smaller of the two valid bounds."""
-    return min(_bounds(sigma_sq, sites, grid_sensitivity, padded, releases, delta).values())
+def _within(sigma_sq: int, sites: int, grid_sensitivity: float, padded: int, releases: int,
+            delta: float, epsilon: float) -> bool:
+    """Whether the smaller of the two valid bounds is at most ``epsilon`` (the PLD one by
+    :func:`ddg_pld_within`, then the RDP one only if needed)."""
+    one = (ddg_gaussian_multiplier(sigma_sq, sites, grid_sensitivity),
+           ddg_pld_slack(sigma_sq, sites, padded))
+    if ddg_pld_within([one] * releases, delta, epsilon):
+        return True
+    rdp = ddg_rdp(sigma_sq, sites, grid_sensitivity, padded, releases)
+    return rdp_to_epsilon(rdp, delta) <= epsilon
 
 
 def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: float,
@@ -369,7 +393,7 @@ def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: f
     grid_sens = rounded_sensitivity(sensitivity, gamma, padded, norm_bound)
 
     draws = 1
-    while _epsilon(MAX_SIGMA_SQ, sites * draws, grid_sens, padded, releases, delta) > epsilon:
+    while not _within(MAX_SIGMA_SQ, sites * draws, grid_sens, padded, releases, delta, epsilon):
         if draws >= max_draws:
             raise ConfigurationError(
                 f"the distributed discrete Gaussian needs more than {max_draws} draws of "
@@ -379,13 +403,13 @@ def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: f
             )
         draws += 1
 
-    def eps_at(s2: int) -> float:
-        return _epsilon(s2, sites * draws, grid_sens, padded, releases, delta)
+    def within(s2: int) -> bool:
+        return _within(s2, sites * draws, grid_sens, padded, releases, delta, epsilon)
 
     low, high = 0, MAX_SIGMA_SQ  # eps_at(high) <= epsilon; low is infeasible (or 0)
     while high - low > 1:
         mid = (low + high) // 2
-        if eps_at(mid) <= epsilon:
+        if within(mid):
             high = mid
         else:
             low = mid
