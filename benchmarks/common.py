@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 import platform
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -116,6 +118,16 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def write_results(folder: Path, name: str, quick: bool, doc: dict[str, Any],
+                  markdown: Callable[[dict[str, Any]], str]) -> None:
+    """Write ``doc`` to ``folder/NAME.json`` and ``markdown(doc)`` to ``folder/NAME.md``
+    (``NAME.quick.*`` for a ``quick`` run, so a smoke test never overwrites the figures)."""
+    stem = f"{name}.quick" if quick else name
+    (folder / f"{stem}.json").write_text(json.dumps(doc, indent=2))
+    (folder / f"{stem}.md").write_text(markdown(doc))
+    progress(f"wrote {folder / stem}.json and {folder / stem}.md")
 
 
 def quick_option(doc: str) -> bool:

@@ -65,7 +65,6 @@ import os
 for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
-import json  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -79,7 +78,15 @@ import numpy as np  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import machine_info, md_table, mean, progress, quick_option, std  # noqa: E402
+from common import (  # noqa: E402
+    machine_info,
+    md_table,
+    mean,
+    progress,
+    quick_option,
+    std,
+    write_results,
+)
 
 from fedpca.algorithms.centred_run import run_centred_pca  # noqa: E402
 from fedpca.algorithms.centring import CentredPolicy, default_clip_norm  # noqa: E402
@@ -434,11 +441,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def main() -> int:
     quick = quick_option(__doc__)
-    doc = run(quick)
-    stem = str(HERE / "results" / ("tables.quick" if quick else "tables"))
-    Path(stem + ".json").write_text(json.dumps(doc, indent=2))
-    Path(stem + ".md").write_text(markdown(doc))
-    progress(f"wrote {stem}.json and {stem}.md")
+    write_results(HERE / "results", "tables", quick, run(quick), markdown)
     return 0
 
 

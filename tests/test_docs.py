@@ -17,7 +17,8 @@ MOST_LINES = 160
 #: Every page a reader must be able to reach from the README.
 PAGES = ("docs/privacy.md", "docs/secure_aggregation.md", "docs/algorithms.md",
          "docs/tables.md", "docs/running.md", "docs/api.md", "docs/layout.md",
-         "docs/exact_noise.md", "deploy/README.md", "benchmarks/README.md")
+         "docs/exact_noise.md", "deploy/README.md", "benchmarks/README.md",
+         "docs/which_algorithm.md")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
