@@ -27,17 +27,22 @@ with it, and what stops it:
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fedpca.errors import InvalidDataError, InvalidRequestError
 from fedpca.privacy.file_modes import replace_owner_only
+
+if TYPE_CHECKING:
+    from fedpca.privacy.site_policy import SitePolicyFile
 
 logger = logging.getLogger(__name__)
 
@@ -210,3 +215,31 @@ def load_result(path: Path) -> ReleasedResult:
         raise InvalidDataError(f"{path} is not a fedpca result: {error}") from None
     return ReleasedResult.from_dict(raw, str(path))
 
+
+
+def site_scores(policy: SitePolicyFile, result: ReleasedResult) -> np.ndarray:
+    """The scores of the site's own records on ``result``: its records as a run reads them
+    (its data file, preprocessed by its contract when it has one), ``(rows - mean) / scale
+    @ basis``. Refuses a result made under another data contract or for another width
+    ``d``. Computed at the site; nothing is sent."""
+    own = policy.contract_hash()
+    if result.contract != own:
+        raise InvalidDataError(
+            f"the result of run {result.run_id or '?'} was made under data contract "
+            f"{result.contract or 'none'!r}; this site's policy {policy.path} holds its data "
+            f"under {own or 'none'!r}: its scores would mix two preprocessings"
+        )
+    contract = policy.load_contract()
+    records = policy.load_records()
+    result.check(records.shape[1], None if contract is None else tuple(contract.output_columns))
+    return result.scores(records)
+
+
+def write_scores(path: Path, scores: np.ndarray) -> None:
+    """Write ``scores`` (``m x k``) as CSV with the header ``PC1..PCk``, one row per record
+    and every float at full precision, readable by the site's operator only (0600)."""
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow([f"PC{j + 1}" for j in range(scores.shape[1])])
+    writer.writerows([repr(float(v)) for v in row] for row in scores)
+    replace_owner_only(Path(path), text.getvalue().encode())
