@@ -13,9 +13,12 @@ import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from local_grid import RUN_ID, run_identity  # noqa: F401 (a fixture)
 
+from fedpca.algorithms.dps_pca import SitePolicy
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.apps.app import client_app
 from fedpca.cli import main as cli_main
+from fedpca.clients import dps_pca as dps_clients
+from fedpca.clients import site_client_app
 from fedpca.clients.result_message import RESULT_ARRAYS, read_result_message, result_message
 from fedpca.data.contract import load_contract
 from fedpca.data.tables import read_table
@@ -204,3 +207,20 @@ def test_a_contract_site_refuses_a_result_under_another_contract(tmp_path, polic
     assert reply.has_error() and "refused: the run names data contract 'none'" in (
         reply.error.reason)
     assert not results_folder(policy.path).exists()
+
+
+def test_a_simulated_site_checks_the_result_against_its_own_width():
+    records = RNG.uniform(-0.2, 0.2, (30, D))
+    app = site_client_app(lambda c: dps_clients.client_for_site(
+        c, records, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2), "3"))
+    context = Context(run_id=RUN_ID, node_id=1, node_config={}, state=RecordDict(),
+                      run_config={})
+
+    def taken(content: RecordDict) -> Message:
+        return app(Message(content=content, dst_node_id=1, message_type=MessageType.QUERY),
+                   context)
+
+    assert dict(taken(released()).content.config_records["result"]) == {"site": "3"}
+    reply = taken(released(NAN))
+    assert reply.has_error() and "its basis holds values that are not finite" in (
+        reply.error.reason)

@@ -96,7 +96,8 @@ def client_result(client_fn: ClientFn, context: Context, content: RecordDict) ->
     and limits (:func:`~fedpca.clients.result_message.read_result_message`) and logged, not
     stored (a real site stores it: :func:`fedpca.apps.real_site.receive_real_site_result`).
     Costs no budget."""
-    site = client_fn(context).site
+    client = client_fn(context)
+    site = getattr(client, "numpy_client", client).site  # a NumPyClient's Client wrapper
     result = read_result_message(content, site.dim, site.limits)
     logger.info("%s: received the released result of run %s (%s, k=%d)", site.site,
                 result.run_id, result.algorithm, result.k)
