@@ -87,6 +87,9 @@ class SiteRoundStrategy:
     #: Set when the sites send distributed discrete Gaussian residues through SecAgg+: every
     #: reply then carries SecAgg+'s decoded aggregate instead of the site's own message.
     secagg_embedding: SecAggPlusEmbedding | None = None
+    #: The hash of the data contract the run is made under (run_config ``contract``; ``""``:
+    #: none), sent to the sites with the released result.
+    contract: str = ""
 
     def __init__(
         self,
@@ -164,11 +167,10 @@ class SiteRoundStrategy:
             },
         }
 
-    def released_result(self, run_id: str, contract: str = "") -> ReleasedResult | None:
-        """What the sites receive at the end of run ``run_id`` (made under the data
-        contract of hash ``contract``): the result's basis, and its mean, scale and column
-        names when it has them; ``None`` for a result without one basis (SuLQ k-plane's
-        clusters)."""
+    def released_result(self, run_id: str) -> ReleasedResult | None:
+        """What the sites receive at the end of run ``run_id``: the result's basis, and its
+        mean, scale and column names when it has them, with the run's :attr:`contract`;
+        ``None`` for a result without one basis (SuLQ k-plane's clusters)."""
         result = self.result()
         if getattr(result, "basis", None) is None:
             return None
@@ -176,11 +178,12 @@ class SiteRoundStrategy:
         return ReleasedResult(
             run_id=run_id, algorithm=result.algorithm, basis=result.basis,
             mean=getattr(result, "mean", None), scale=getattr(result, "scale", None),
-            columns=None if columns is None else tuple(columns), contract=contract,
+            columns=None if columns is None else tuple(columns), contract=self.contract,
         )
 
-    def deliver_result(self, grid: Grid, run_id: str, contract: str = "") -> None:
-        """The run's last step: send the released result to every connected site
+    def deliver_result(self, grid: Grid) -> None:
+        """The run's last step: send the released result of the grid's run (under the data
+        contract :attr:`contract`) to every connected site
         (:mod:`fedpca.strategies.result_delivery`); the sites that received it go to the
         result's config (``result_delivered``). A failed delivery is logged, never
         raised."""
@@ -188,7 +191,7 @@ class SiteRoundStrategy:
             logger.warning("%s: the run stopped before its last round; no result to send",
                            self.label)
             return
-        released = self.released_result(run_id, contract)
+        released = self.released_result(str(grid.run.run_id))
         if released is None:
             logger.info("%s: the result has no single basis; nothing is sent to the sites",
                         self.label)
