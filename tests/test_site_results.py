@@ -49,10 +49,7 @@ def plain_site(folder, policy_text):
     """A site whose data file is a numeric matrix, whose ledger holds one release of run
     ``RUN_ID``."""
     np.save(folder / "data.npy", RNG.uniform(-1, 1, (30, D)))
-    policy = write_policy(folder / "site.toml", policy_text)
-    run = policy.open_ledger().for_run(RunCharge(str(RUN_ID), "dps-pca", "f" * 64, 3))
-    run.charge(policy.planned_run("dps-pca")[0])
-    return policy
+    return released_in_run(write_policy(folder / "site.toml", policy_text))
 
 
 def contract_site(folder, policy_text):
@@ -60,7 +57,7 @@ def contract_site(folder, policy_text):
     (folder / "table.csv").write_text(liver_table(40))
     (folder / "contract.toml").write_text(CONTRACT)
     text = policy_text.replace('data = "data.npy"', 'data = "table.csv"\ncontract = "contract.toml"')
-    return write_policy(folder / "site.toml", text)
+    return released_in_run(write_policy(folder / "site.toml", text))
 
 
 def write_policy(path, text):
@@ -69,6 +66,13 @@ def write_policy(path, text):
     path.chmod(0o600)
     create_site_ledger(load_site_policy(path).witness())
     return load_site_policy(path)
+
+
+def released_in_run(policy, run_id=RUN_ID):
+    """``policy``, its ledger charged one release of run ``run_id``."""
+    run = policy.open_ledger().for_run(RunCharge(str(run_id), "dps-pca", "f" * 64, 3))
+    run.charge(policy.planned_run("dps-pca")[0])
+    return policy
 
 
 def project(policy, *extra) -> int:
@@ -163,7 +167,7 @@ HOSTILE = {
         "its mean carries 1000000 bytes"),
     "another array": (with_array("rows", Array(np.zeros(D))), "unknown or missing keys"),
     "another record": (RecordDict({**released(), "extra": ConfigRecord({})}), "exactly a"),
-    "another run": (released(run_id="other"), "made no release in run '5'"),
+    "another run": (released(run_id="other"), "it names run 'other' and came in run '5'"),
 }
 
 
@@ -224,3 +228,11 @@ def test_a_simulated_site_checks_the_result_against_its_own_width():
     reply = taken(released(NAN))
     assert reply.has_error() and "its basis holds values that are not finite" in (
         reply.error.reason)
+
+
+def test_a_real_site_refuses_the_result_of_a_run_it_released_nothing_in(tmp_path, policy_text):
+    np.save(tmp_path / "data.npy", RNG.uniform(-1, 1, (30, D)))
+    policy = released_in_run(write_policy(tmp_path / "site.toml", policy_text), run_id=4)
+    reply = send(policy, released())
+    assert reply.has_error() and "made no release in run '5'" in reply.error.reason
+    assert not results_folder(policy.path).exists()

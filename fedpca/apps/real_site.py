@@ -146,17 +146,21 @@ def real_site_result(context: Context, content: RecordDict) -> str:
     in); store it in ``results/`` beside the policy (:func:`fedpca.site_results.store_result`,
     0600) and answer with the site's name. Costs no budget."""
     policy = _policy(context)
+    run_id = str(context.run_id)
+    if not _open_ledger(policy).run_releases(run_id):
+        raise InvalidRequestError(
+            f"{policy.name}: refused the released result: this site stores the result of a "
+            f"run it released in, and made no release in run {run_id!r}; nothing was stored"
+        )
     contract = policy.load_contract()
     columns = None if contract is None else tuple(contract.output_columns)
     dim = len(columns) if columns is not None else _records(policy).shape[1]
     result = read_result_message(content, dim, policy.limits, columns)
     _refuse_other_contract(policy, result.contract)
-    run_id = str(context.run_id)
-    if result.run_id != run_id or not _open_ledger(policy).run_releases(run_id):
+    if result.run_id != run_id:
         raise InvalidRequestError(
-            f"{policy.name}: refused the released result of run {result.run_id!r}: this "
-            f"site stores the result of a run it released in, and made no release in run "
-            f"{run_id!r}; nothing was stored"
+            f"{policy.name}: refused the released result: it names run {result.run_id!r} "
+            f"and came in run {run_id!r}; nothing was stored"
         )
     store_result(policy.path, result, policy.name)
     return policy.name
