@@ -97,7 +97,7 @@ class ReleasedResult:
         basis = self.basis
         if basis.ndim != 2 or basis.shape[0] != dim or not 1 <= basis.shape[1] <= dim:
             raise refused_result(f"its basis has shape {basis.shape}, not ({dim}, k) with "
-                           f"1 <= k <= {dim} for this site's {dim} columns")
+                                 f"1 <= k <= {dim} for this site's {dim} columns")
         for name, values in (("basis", basis), ("mean", self.mean), ("scale", self.scale)):
             if values is not None and not np.isfinite(values).all():
                 raise refused_result(f"its {name} holds values that are not finite")
@@ -109,9 +109,10 @@ class ReleasedResult:
         gram = basis.T @ basis
         if np.abs(gram - np.eye(basis.shape[1])).max() > ORTHONORMAL_TOLERANCE:
             raise refused_result(f"its basis's columns are not orthonormal (to within "
-                           f"{ORTHONORMAL_TOLERANCE:g})")
+                                 f"{ORTHONORMAL_TOLERANCE:g})")
         if columns is not None and self.columns is not None and self.columns != columns:
-            raise refused_result("its column names are not this site's contract's output columns")
+            raise refused_result(
+                "its column names are not this site's contract's output columns")
         for name in (self.run_id, self.algorithm, self.contract, *(self.columns or ())):
             if len(name) > MAX_NAME:
                 raise refused_result(f"a name in it is longer than {MAX_NAME} characters")

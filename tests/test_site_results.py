@@ -56,7 +56,8 @@ def contract_site(folder, policy_text):
     """A site whose policy names the liver contract and whose data file is its table."""
     (folder / "table.csv").write_text(liver_table(40))
     (folder / "contract.toml").write_text(CONTRACT)
-    text = policy_text.replace('data = "data.npy"', 'data = "table.csv"\ncontract = "contract.toml"')
+    text = policy_text.replace('data = "data.npy"',
+                               'data = "table.csv"\ncontract = "contract.toml"')
     return released_in_run(write_policy(folder / "site.toml", text))
 
 
