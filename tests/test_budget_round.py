@@ -3,7 +3,8 @@ ServerApp and ClientApp, real sites (their own policy files, data and lifetime l
 answering in this process (a grid without Ray). Site 0's remaining lifetime budget holds
 releases but not a whole run: with ``min-sites = 3`` the run stops before any release and
 writes its failure record; with 2 it goes on without site 0, which is never asked. A site's
-answer, message by message, comes from its policy and ledger."""
+answer, message by message, comes from its policy and ledger. At the end of a run that
+completes, the sites that released in it store its result beside their policy."""
 
 import json
 
@@ -22,6 +23,7 @@ from fedpca.clients.messages import budget_question, request_content
 from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger
 from fedpca.privacy.site_policy import load_site_policy, write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.site_results import load_result, results_folder
 from fedpca.strategies.base import BudgetRoundError
 from fedpca.strategies.dps_pca import DPSPCAStrategy
 from fedpca.strategies.workflow import run_strategy
@@ -100,6 +102,19 @@ def test_the_sites_that_can_afford_the_run_go_on_without_the_one_that_cannot(fed
     assert grid.types.count(MessageType.TRAIN) == 2 * 3  # site 0 was never asked
     assert ledger_rows(policies[0]) == before
     assert [len(ledger_rows(policy)) for policy in policies[1:]] == [3, 3]
+    # the last step: the released result reached every site; the two that released in the
+    # run stored it beside their policy (0600); site 0, which released nothing in it,
+    # refused it, and the run still completed
+    assert grid.types[-3:] == [MessageType.QUERY] * 3
+    assert record["config"]["result_delivered"] == ["1", "2"]
+    assert not results_folder(policies[0].path).exists()
+    for policy in policies[1:]:
+        (stored,) = results_folder(policy.path).iterdir()
+        assert stored.name == f"run-{RUN_ID}.json" and stored.stat().st_mode & 0o777 == 0o600
+        kept = load_result(stored)
+        np.testing.assert_array_equal(kept.basis, np.asarray(record["basis"]))
+        assert (kept.run_id, kept.algorithm, kept.mean, kept.scale) == (
+            str(RUN_ID), "dps-pca", None, None)
 
 
 def test_the_legacy_strategy_has_the_same_budget_round(federation, tmp_path):

@@ -46,6 +46,7 @@ from fedpca.privacy.calibration import calibrate_gaussian
 from fedpca.privacy.site_ledger import SiteLedger
 from fedpca.privacy.site_policy import load_site_policy, write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.site_results import load_result, results_folder
 
 pytestmark = pytest.mark.federation
 
@@ -137,6 +138,10 @@ def test_a_hostile_coordinator_against_real_sites(deployment, tmp_path):
         assert all(r["summands"] == 1 and r["sigma"] / r["sensitivity"]
                    == pytest.approx(own.noise_multiplier, rel=1e-4) for r in rows)
         assert len({r["run_id"] for r in rows}) == 1
+        # the run's last step: the site stored the released result beside its policy
+        (stored,) = results_folder(Path(site.policy)).iterdir()
+        np.testing.assert_array_equal(load_result(stored).basis, result.basis)
+    assert result.config["result_delivered"] == ["0", "1", "2"]
     # Run B: a FAB carrying modified client code is refused by every site; nothing is spent.
     with pytest.raises(DeploymentError) as refused:
         deployment.run(RUN_CONFIG, timeout=120, app_dir=modified_code_app(tmp_path / "app"))

@@ -92,6 +92,7 @@ def test_the_sites_shared_one_store_for_the_run_and_it_is_gone(cli_run):
 
 def test_every_site_answered_every_round_and_spent_its_budget(flower_result):
     assert flower_result.sites_answered == [["0", "1"]] * (SCENARIO.rounds + 1)
+    assert flower_result.config["result_delivered"] == ["0", "1"]  # the run's last step
     assert flower_result.history[-1]["epsilon_spent"] == pytest.approx(4.0, rel=1e-3)
     assert flower_result.privacy["trust_model"].startswith("per-site noise")
     assert flower_result.privacy["secure_min_sites"] is None

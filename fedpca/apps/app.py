@@ -6,12 +6,14 @@
 strategies and the legacy/SecAgg+ ones (:func:`fedpca.clients.site_client_app`); the
 ServerApp runs the algorithm's ``server_main``, on the Message API unless SecAgg+ is asked,
 each site answering its budget round from its policy and ledger
-(:func:`fedpca.apps.common.site_budget_for`); a run that fails writes a failure record
-(:func:`fedpca.run_record.failure_recorded`).
+(:func:`fedpca.apps.common.site_budget_for`) and taking the released result at the end
+(:func:`result_fn`: a real site stores it beside its policy); a run that fails writes a
+failure record (:func:`fedpca.run_record.failure_recorded`).
 """
 
 from __future__ import annotations
 
+from flwr.app import RecordDict
 from flwr.client import Client
 from flwr.common import Context
 from flwr.server import Grid, ServerApp
@@ -23,8 +25,9 @@ from fedpca.apps.common import (
     site_client_for,
     site_identity_for,
 )
+from fedpca.apps.real_site import is_real_site, real_site_result
 from fedpca.blas import single_thread_blas
-from fedpca.clients.site_app import site_client_app
+from fedpca.clients.site_app import client_result, site_client_app
 from fedpca.run_record import failure_recorded
 from fedpca.secure.identity import SecureIdentity
 
@@ -53,7 +56,15 @@ def budget_fn(context: Context) -> str:
     return site_budget_for(context, _spec(context))
 
 
-client_app = site_client_app(client_fn, identity_fn, budget_fn)
+def result_fn(context: Context, content: RecordDict) -> str:
+    """This node's taking of the run's released result: a real site checks and stores it
+    (:func:`~fedpca.apps.real_site.real_site_result`), a simulated one checks it."""
+    if is_real_site(context):
+        return real_site_result(context, content)
+    return client_result(client_fn, context, content)
+
+
+client_app = site_client_app(client_fn, identity_fn, budget_fn, result_fn)
 server_app = ServerApp()
 
 

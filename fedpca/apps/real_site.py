@@ -34,7 +34,13 @@ untrusted. What a hostile coordinator could try, and what happens:
   the site calibrates it must fit the ledger, or the site refuses before reading its data;
 * **ask for an answer too large to compute** (400,000 k-plane clusters, a ``d x d`` basis at
   large ``d``): refused before anything is allocated, by the limits of the site's policy
-  (:mod:`fedpca.algorithms.site_limits`).
+  (:mod:`fedpca.algorithms.site_limits`);
+* **send a wrong released result** at the end of a run (:func:`real_site_result`): a basis
+  of another shape, values that are not finite, columns that are not orthonormal, another
+  contract, or a run the site released nothing in, is refused and not stored; a wrong but
+  well-formed one makes the site's own scores wrong (``fedpca site project``) and leaks
+  nothing: the site answers with its name only, spends nothing, sends no score
+  (:mod:`fedpca.site_results`).
 
 Refusals happen before anything is charged, and their text carries no number derived from
 the records (a data file that fails validation is reported only in the site's own log).
@@ -47,9 +53,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from flwr.app import RecordDict
 from flwr.common import Context
 
 from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.clients.result_message import read_result_message
 from fedpca.data.files import file_fingerprint
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.privacy.ledger_identity import LedgerIdentityError, refused_run
@@ -63,6 +71,7 @@ from fedpca.privacy.site_policy import (
 from fedpca.scenarios.base import NO_SEED
 from fedpca.secure.identity import SecureIdentity
 from fedpca.secure.roster import load_roster, load_signing_key
+from fedpca.site_results import store_result
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +135,34 @@ def real_site_budget(context: Context, algorithm: str) -> str:
     its policy and its ledger, never its data, so the answer depends on no record."""
     policy = _requested_policy(context, algorithm)
     require_affordable(policy, _open_ledger(policy), algorithm, str(context.run_id))
+    return policy.name
+
+
+def real_site_result(context: Context, content: RecordDict) -> str:
+    """Take the run's released result (untrusted ``content``,
+    :func:`~fedpca.clients.result_message.read_result_message`): refuse one the site cannot
+    compute scores with, one made under another data contract, or one of a run that made no
+    release here (so a coordinator cannot fill the site's disk with runs it never took part
+    in); store it in ``results/`` beside the policy (:func:`fedpca.site_results.store_result`,
+    0600) and answer with the site's name. Costs no budget."""
+    policy = _policy(context)
+    run_id = str(context.run_id)
+    if not _open_ledger(policy).run_releases(run_id):
+        raise InvalidRequestError(
+            f"{policy.name}: refused the released result: this site stores the result of a "
+            f"run it released in, and made no release in run {run_id!r}; nothing was stored"
+        )
+    contract = policy.load_contract()
+    columns = None if contract is None else tuple(contract.output_columns)
+    dim = len(columns) if columns is not None else _records(policy).shape[1]
+    result = read_result_message(content, dim, policy.limits, columns)
+    _refuse_other_contract(policy, result.contract)
+    if result.run_id != run_id:
+        raise InvalidRequestError(
+            f"{policy.name}: refused the released result: it names run {result.run_id!r} "
+            f"and came in run {run_id!r}; nothing was stored"
+        )
+    store_result(policy.path, result, policy.name)
     return policy.name
 
 

@@ -17,6 +17,10 @@ train handler that looks at each request's format
 * the budget round's question (a QUERY message, before round 1) is answered by the site's
   ``budget_fn``, from its policy and ledger alone: its name when it can afford the whole run
   as it calibrates it, else its refusal (:mod:`fedpca.strategies.budget_round`);
+* the run's released result (a QUERY message, after the last round:
+  :mod:`fedpca.strategies.result_delivery`) goes to the site's ``result_fn``, which checks
+  it as hostile input and, at a real site, stores it beside its policy
+  (:mod:`fedpca.site_results`); the answer is the site's name, and no budget is spent;
 * a stage of fedpca's verifiable secure aggregation (:mod:`fedpca.clients.secure_protocol`)
   goes to the site's session; its input stage answers through :func:`answer_content` inside
   the protocol's masking. A site whose identity is ``verified_only`` (a real site) refuses
@@ -52,6 +56,11 @@ from fedpca.clients.messages import (
     read_request,
     reply_content,
 )
+from fedpca.clients.result_message import (
+    is_result_message,
+    read_result_message,
+    result_answer,
+)
 from fedpca.clients.secure_aggregation import is_secagg_plus_stage, secure_aggregation_mod
 from fedpca.clients.secure_protocol import IdentityFn, answer_protocol, is_protocol_message
 from fedpca.errors import FedPCAError, InvalidRequestError
@@ -68,6 +77,10 @@ ClientFn = Callable[[Context], Client]
 #: ``context -> site name``: the site's answer to the budget round when it can afford the
 #: whole run; raises a :class:`~fedpca.errors.FedPCAError` saying why it cannot.
 BudgetFn = Callable[[Context], str]
+#: ``(context, content) -> site name``: the site takes the run's released result from a
+#: result message's untrusted ``content`` (:mod:`fedpca.clients.result_message`), or raises
+#: a :class:`~fedpca.errors.FedPCAError` saying why it refuses it.
+ResultFn = Callable[[Context, RecordDict], str]
 
 
 def client_budget(client_fn: ClientFn, context: Context) -> str:
@@ -76,6 +89,19 @@ def client_budget(client_fn: ClientFn, context: Context) -> str:
     and the run's ledger)."""
     properties = client_fn(context).get_properties(GetPropertiesIns(config={})).properties
     return str(properties[SITE])
+
+
+def client_result(client_fn: ClientFn, context: Context, content: RecordDict) -> str:
+    """A simulated site's taking of the released result: checked against its client's width
+    and limits (:func:`~fedpca.clients.result_message.read_result_message`) and logged, not
+    stored (a real site stores it: :func:`fedpca.apps.real_site.receive_real_site_result`).
+    Costs no budget."""
+    client = client_fn(context)
+    site = getattr(client, "numpy_client", client).site  # a NumPyClient's Client wrapper
+    result = read_result_message(content, site.dim, site.limits)
+    logger.info("%s: received the released result of run %s (%s, k=%d)", site.site,
+                result.run_id, result.algorithm, result.k)
+    return site.site
 
 
 def answer_content(client_fn: ClientFn, content: RecordDict, context: Context) -> RecordDict:
@@ -92,7 +118,8 @@ def error_reply(message: Message, reason: str) -> Message:
 
 
 def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
-                    budget_fn: BudgetFn | None = None) -> ClientApp:
+                    budget_fn: BudgetFn | None = None,
+                    result_fn: ResultFn | None = None) -> ClientApp:
     """A ClientApp answering fedpca's Message-API strategies (``DPSPCA``, ..., with or
     without verified secure aggregation) and its legacy strategies (``DPSPCAStrategy``, ...,
     with or without SecAgg+) from ``client_fn``, and their budget round (a query).
@@ -105,10 +132,14 @@ def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
         budget_fn: ``context -> site name``, the site's answer to the budget round, from its
             policy and ledger alone (raises the site's refusal when it cannot afford the
             run); default: :func:`client_budget` of ``client_fn``.
+        result_fn: ``(context, content) -> site name``, the site's taking of the run's
+            released result (the run's last message; costs no budget, the answer is the
+            site's name only); default: :func:`client_result` of ``client_fn``.
     """
     legacy = ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])
     app = ClientApp()
     budget = budget_fn or functools.partial(client_budget, client_fn)
+    take_result = result_fn or functools.partial(client_result, client_fn)
 
     def answer(content: RecordDict, context: Context) -> RecordDict:
         return answer_content(client_fn, content, context)
@@ -131,6 +162,9 @@ def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
     @app.query()
     def query(message: Message, context: Context) -> Message:
         def reply() -> Message:
+            if is_result_message(message.content):
+                return Message(result_answer(take_result(context, message.content)),
+                               reply_to=message)
             read_budget_question(message.content)
             return Message(budget_answer(budget(context)), reply_to=message)
 

@@ -1,5 +1,5 @@
-"""``fedpca site init|check|ledger|supernode|superexec``: what a site's operator runs next to
-its SuperNode.
+"""``fedpca site init|check|ledger|project|supernode|superexec``: what a site's operator runs
+next to its SuperNode.
 
 * ``init --policy FILE --name NAME --data FILE [--contract FILE]``: a commented policy file
   (the site's lifetime budget, daily and weekly ceilings, clip norm, allowed algorithms,
@@ -17,6 +17,10 @@ its SuperNode.
   --reason TEXT``: put a backup back (an older one only with a reason), start a new empty
   ledger, or make an existing ledger the site's; each recorded, dated, in the identity
   file's history and the log (:mod:`fedpca.privacy.ledger_lifecycle`);
+* ``project --policy FILE [--result FILE] --out FILE``: the site's own records' scores
+  (``PC1..PCk``) on a run's released components, with its contract's preprocessing and the
+  released mean and scale, from the latest result the site received (or a given result or
+  run record); written at the site, sent nowhere (:mod:`fedpca.site_results`);
 * ``supernode --policy FILE -- FLOWER_SUPERNODE_ARGS``: Flower's SuperNode with the policy
   named in its node_config, every FAB checked before Flower parses it, and the policy's
   memory limit (``[limits] memory-mib``, Linux ``RLIMIT_AS``) on it;
@@ -78,6 +82,17 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
     ledger.add_argument("--reason", metavar="TEXT",
                         help="why (with --restore, --new, --adopt; recorded with the date)")
     ledger.set_defaults(func=_ledger)
+
+    project = actions.add_parser(
+        "project", help="the site's own records' scores on a run's released components, "
+                        "computed and written here, sent nowhere")
+    project.add_argument("--policy", type=Path, required=True, help="the site's policy file")
+    project.add_argument("--result", type=Path, default=None,
+                         help="the result to use (default: the latest one the site received, "
+                              "in results/ beside its policy); also a coordinator's run record")
+    project.add_argument("--out", type=Path, required=True,
+                         help="the CSV to write (columns PC1..PCk, one row per record; 0600)")
+    project.set_defaults(func=_project)
 
     supernode = actions.add_parser(
         "supernode", help="Flower's SuperNode with the site's policy, memory limit and FAB check",
@@ -187,6 +202,20 @@ def _show_ledger(policy: SitePolicyFile, ledger: SiteLedger, as_json: bool) -> N
                "identity": {"identity": record.identity, "file": str(witness.path),
                             "history": list(record.history)}}
     print(json.dumps(summary, indent=2) if as_json else format_ledger(summary))
+
+
+def _project(args: argparse.Namespace) -> int:
+    from fedpca.privacy.site_policy import load_site_policy
+    from fedpca.site_results import latest_result, load_result, site_scores, write_scores
+
+    policy = load_site_policy(args.policy)
+    path = args.result or latest_result(policy.path)
+    result = load_result(path)
+    scores = site_scores(policy, result)
+    write_scores(args.out, scores)
+    print(f"wrote {args.out}: {scores.shape[0]} records x {result.k} components "
+          f"({result.algorithm}, run {result.run_id or '?'}, from {path}); it stays here")
+    return 0
 
 
 def _supernode(args: argparse.Namespace) -> int:

@@ -46,3 +46,12 @@ def create_owner_only(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
+
+
+def replace_owner_only(path: Path, data: bytes) -> None:
+    """Write ``path`` readable by its owner only (0600, its folder created 0700 if absent),
+    replacing an existing file atomically: the new content goes to a fresh file first."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.unlink(missing_ok=True)
+    create_owner_only(partial, data)
+    os.replace(partial, path)

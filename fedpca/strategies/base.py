@@ -29,7 +29,9 @@ from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import RunFailedError
 from fedpca.privacy.guarantee import SiteGuarantee
 from fedpca.progress import RoundEvent, RoundObserver
+from fedpca.site_results import ReleasedResult
 from fedpca.strategies.budget_round import ask_budget
+from fedpca.strategies.result_delivery import deliver
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +87,9 @@ class SiteRoundStrategy:
     #: Set when the sites send distributed discrete Gaussian residues through SecAgg+: every
     #: reply then carries SecAgg+'s decoded aggregate instead of the site's own message.
     secagg_embedding: SecAggPlusEmbedding | None = None
+    #: The hash of the data contract the run is made under (run_config ``contract``; ``""``:
+    #: none), sent to the sites with the released result.
+    contract: str = ""
 
     def __init__(
         self,
@@ -118,6 +123,8 @@ class SiteRoundStrategy:
         self.asked = 0
         #: Called with a :class:`~fedpca.progress.RoundEvent` after every aggregated round.
         self.observers: list[RoundObserver] = []
+        #: The sites that received the released result (:meth:`deliver_result`).
+        self.delivered: list[str] = []
 
     def add_observer(self, observer: RoundObserver) -> None:
         """Call ``observer`` after every aggregated round (live progress, a server log)."""
@@ -153,11 +160,43 @@ class SiteRoundStrategy:
     def result_config(self) -> dict[str, Any]:
         """What the strategy adds to the result's config (subclasses may add more)."""
         return {
+            "result_delivered": list(self.delivered),
             "site_records": dict(sorted(self.site_sizes.items())),
             "site_guarantees": {
                 site: g.to_dict() for site, g in sorted(self.site_guarantees.items())
             },
         }
+
+    def released_result(self, run_id: str) -> ReleasedResult | None:
+        """What the sites receive at the end of run ``run_id``: the result's basis, and its
+        mean, scale and column names when it has them, with the run's :attr:`contract`;
+        ``None`` for a result without one basis (SuLQ k-plane's clusters)."""
+        result = self.result()
+        if getattr(result, "basis", None) is None:
+            return None
+        columns = getattr(result, "columns", None)
+        return ReleasedResult(
+            run_id=run_id, algorithm=result.algorithm, basis=result.basis,
+            mean=getattr(result, "mean", None), scale=getattr(result, "scale", None),
+            columns=None if columns is None else tuple(columns), contract=self.contract,
+        )
+
+    def deliver_result(self, grid: Grid) -> None:
+        """The run's last step: send the released result of the grid's run (under the data
+        contract :attr:`contract`) to every connected site
+        (:mod:`fedpca.strategies.result_delivery`); the sites that received it go to the
+        result's config (``result_delivered``). A failed delivery is logged, never
+        raised."""
+        if len(self.server.history) < self.num_rounds:
+            logger.warning("%s: the run stopped before its last round; no result to send",
+                           self.label)
+            return
+        released = self.released_result(str(grid.run.run_id))
+        if released is None:
+            logger.info("%s: the result has no single basis; nothing is sent to the sites",
+                        self.label)
+            return
+        self.delivered = deliver(grid, sorted(grid.get_node_ids()), released)
 
     def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """The algorithm's arrays and config for every site in ``server_round``

@@ -8,7 +8,8 @@ Used like Flower's ``FedAvg`` in a ServerApp's ``main``::
 
 Before round 1, ``start`` asks every site whether it can afford the whole run (a QUERY
 message: :mod:`fedpca.strategies.budget_round`) and stops before any release when fewer than
-``min_sites`` can. Everything the rounds do lives in
+``min_sites`` can; after the last round it sends the released result to every site
+(:mod:`fedpca.strategies.result_delivery`). Everything the rounds do lives in
 :class:`~fedpca.strategies.base.SiteRoundStrategy`; this
 module only turns its requests into train ``Message`` objects
 (:func:`fedpca.clients.messages.request_content`) and the replies into answers. A reply that
@@ -77,7 +78,9 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         (:meth:`~fedpca.strategies.base.SiteRoundStrategy.budget_round`). Raises
         :class:`~fedpca.strategies.base.BudgetRoundError` when fewer than ``min_sites`` sites
         can afford the run, :class:`~fedpca.strategies.base.RoundFailedError` when a round
-        has fewer than ``min_sites`` answers.
+        has fewer than ``min_sites`` answers. The last step sends the released result to
+        every site (:meth:`~fedpca.strategies.base.SiteRoundStrategy.deliver_result`; a
+        failed delivery is logged, never raised).
         """
         num_rounds = self.num_rounds if num_rounds is None else num_rounds
         if num_rounds != self.num_rounds:
@@ -94,9 +97,11 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         sites = self.budget_round(grid)
         if self.secure_protocol is not None:
             self.secure_protocol.setup(grid, sites, num_rounds)
-        return super().start(
+        result = super().start(
             grid, ArrayRecord(), num_rounds, timeout, train_config, evaluate_config, evaluate_fn
         )
+        self.deliver_result(grid)
+        return result
 
     def summary(self) -> None:
         """Log what the strategy will do."""

@@ -187,18 +187,22 @@ def run_strategy(
     Flower's ``DefaultWorkflow``, with SecAgg+ fit rounds if ``secure`` (legacy only: Flower
     1.41 has no SecAgg+ for the Message API), after its budget round
     (:meth:`~fedpca.strategies.base.SiteRoundStrategy.budget_round`: a Message-API strategy
-    runs its own in ``start``). The result is ``strategy.result()``.
+    runs its own in ``start``). The last step sends the released result, under run_config
+``contract``, to every site
+(:meth:`~fedpca.strategies.base.SiteRoundStrategy.deliver_result`: a Message-API strategy
+in its ``start``, a legacy one here). The result is ``strategy.result()``.
     """
     single_thread_blas()
     strategy.add_observer(log_round)
     num_rounds = strategy.num_rounds if num_rounds is None else num_rounds
+    if isinstance(strategy, MessageSiteStrategy) and secure is not None:
+        raise ConfigurationError(
+            f"{type(strategy).__name__} runs on Flower's Message API, which has no "
+            "SecAgg+ in flwr 1.41: use fedpca's verifiable secure aggregation "
+            "(use_secure_protocol), or its legacy twin (e.g. DPSPCAStrategy) for SecAgg+"
+        )
+    strategy.contract = str(context.run_config.get("contract", ""))
     if isinstance(strategy, MessageSiteStrategy):
-        if secure is not None:
-            raise ConfigurationError(
-                f"{type(strategy).__name__} runs on Flower's Message API, which has no "
-                "SecAgg+ in flwr 1.41: use fedpca's verifiable secure aggregation "
-                "(use_secure_protocol), or its legacy twin (e.g. DPSPCAStrategy) for SecAgg+"
-            )
         strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=num_rounds)
         return
     strategy.budget_round(grid)  # the legacy API has no hook before round 1 for it
@@ -207,3 +211,4 @@ def run_strategy(
     )
     workflow = DefaultWorkflow(fit_workflow=secure.workflow()) if secure else DefaultWorkflow()
     workflow(grid, legacy)
+    strategy.deliver_result(grid)  # the Message API's start does it

@@ -1,0 +1,246 @@
+"""The released result as a site holds it: checked on arrival, stored beside its policy, read
+back to compute its own records' scores.
+
+The last step of every run sends the released basis (and the released column ``mean`` and
+``scale`` of a centred run) to every site
+(:mod:`fedpca.strategies.result_delivery`); a real site keeps it, one JSON file per run, in
+``results/`` beside its policy file (mode 0600, like its ledger), and ``fedpca site
+project`` computes ``(rows - mean) / scale @ basis`` for its own records, which never leave
+the site.
+
+Privacy: receiving a result costs no budget and the site answers with its name only, so the
+message's content can change nothing the site releases. What a hostile coordinator can do
+with it, and what stops it:
+
+* **send a wrong basis, mean or scale**: the site's scores are then wrong (the operator
+  sees the run id and algorithm in the stored file), but nothing leaks: the site sends
+  nothing back but its name and uses the result only for scores it keeps;
+* **send something the site cannot compute with** (a wrong shape, NaN or infinite values,
+  a basis whose columns are not orthonormal, a scale that is not ``> 0``, column names
+  other than its contract's): refused by :meth:`ReleasedResult.check`, nothing stored;
+* **flood the site**: the message's arrays are checked against the site's width ``d`` and
+  its policy's answer limit (:class:`~fedpca.algorithms.site_limits.SiteLimits`) before
+  numpy allocates them (Flower's gRPC has already bounded the message at 2 GB), and a real
+  site stores a result only for a run it released in (its ledger says so): one file per
+  run, replaced by a later delivery of the same run.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fedpca.errors import InvalidDataError, InvalidRequestError
+from fedpca.privacy.file_modes import replace_owner_only
+
+if TYPE_CHECKING:
+    from fedpca.privacy.site_policy import SitePolicyFile
+
+logger = logging.getLogger(__name__)
+
+#: How far ``basis.T @ basis`` may be from the identity (largest entry) for an orthonormal
+#: basis: released bases come out of a QR or an eigensolver in float64.
+ORTHONORMAL_TOLERANCE = 1e-6
+#: The key that marks a result file a site stored (its value: the format's version).
+FORMAT_KEY = "fedpca_site_result"
+FORMAT_VERSION = 1
+#: The longest algorithm name, run id or column name a site takes from the coordinator.
+MAX_NAME = 200
+#: The folder beside a site's policy file that holds its results.
+RESULTS_FOLDER = "results"
+
+
+@dataclass(frozen=True)
+class ReleasedResult:
+    """A run's released result, as a site receives it.
+
+    Attributes:
+        run_id: the run that released it.
+        algorithm: e.g. ``"dps-pca"``.
+        basis: ``d x k`` orthonormal columns.
+        mean: the released column means (``None``: the run did not centre; scores use 0).
+        scale: the released column scales (``None``: the run did not scale; scores use 1).
+        columns: the names of the ``d`` columns (a contract's output columns), if known.
+        contract: the hash of the data contract the run was made under (``""``: none).
+    """
+
+    run_id: str
+    algorithm: str
+    basis: np.ndarray
+    mean: np.ndarray | None = None
+    scale: np.ndarray | None = None
+    columns: tuple[str, ...] | None = None
+    contract: str = ""
+
+    @property
+    def dim(self) -> int:
+        """The number of columns ``d``."""
+        return int(self.basis.shape[0])
+
+    @property
+    def k(self) -> int:
+        """The number of components."""
+        return int(self.basis.shape[1])
+
+    def check(self, dim: int, columns: tuple[str, ...] | None = None) -> None:
+        """Refuse (InvalidRequestError, quoting only the result's own sizes and the site's
+        public width) a result a site of width ``dim`` (and column names ``columns``, when
+        it has a contract) cannot compute scores with."""
+        basis = self.basis
+        if basis.ndim != 2 or basis.shape[0] != dim or not 1 <= basis.shape[1] <= dim:
+            raise refused_result(f"its basis has shape {basis.shape}, not ({dim}, k) with "
+                                 f"1 <= k <= {dim} for this site's {dim} columns")
+        for name, values in (("basis", basis), ("mean", self.mean), ("scale", self.scale)):
+            if values is not None and not np.isfinite(values).all():
+                raise refused_result(f"its {name} holds values that are not finite")
+        for name, values in (("mean", self.mean), ("scale", self.scale)):
+            if values is not None and values.shape != (dim,):
+                raise refused_result(f"its {name} has shape {values.shape}, not ({dim},)")
+        if self.scale is not None and not (self.scale > 0).all():
+            raise refused_result("its scale holds values that are not > 0")
+        gram = basis.T @ basis
+        if np.abs(gram - np.eye(basis.shape[1])).max() > ORTHONORMAL_TOLERANCE:
+            raise refused_result(f"its basis's columns are not orthonormal (to within "
+                                 f"{ORTHONORMAL_TOLERANCE:g})")
+        if columns is not None and self.columns is not None and self.columns != columns:
+            raise refused_result(
+                "its column names are not this site's contract's output columns")
+        for name in (self.run_id, self.algorithm, self.contract, *(self.columns or ())):
+            if len(name) > MAX_NAME:
+                raise refused_result(f"a name in it is longer than {MAX_NAME} characters")
+
+    def scores(self, rows: np.ndarray) -> np.ndarray:
+        """The scores ``(rows - mean) / scale @ basis`` of rows (``m x d``, preprocessed as
+        the run's were): ``m x k``. Rows are not clipped: scores stay where the rows are."""
+        rows = np.asarray(rows, dtype=np.float64)
+        if rows.ndim != 2 or rows.shape[1] != self.dim:
+            raise InvalidDataError(
+                f"the result has {self.dim} columns, the site's records {rows.shape[-1]}: it "
+                "was made for other data (another contract or data file)"
+            )
+        mean = 0.0 if self.mean is None else self.mean
+        scale = 1.0 if self.scale is None else self.scale
+        return (rows - mean) / scale @ self.basis
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON a site stores."""
+        return {
+            FORMAT_KEY: FORMAT_VERSION, "run_id": self.run_id, "algorithm": self.algorithm,
+            "k": self.k, "contract": self.contract, "basis": self.basis.tolist(),
+            "mean": None if self.mean is None else self.mean.tolist(),
+            "scale": None if self.scale is None else self.scale.tolist(),
+            "columns": None if self.columns is None else list(self.columns),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], source: str) -> ReleasedResult:
+        """A result from a site's stored file (:meth:`to_dict`), or from the coordinator's
+        run record or saved result (``fedpca simulate --output``, the App's ``output``);
+        raises InvalidDataError for anything else."""
+        if not isinstance(raw, dict) or "basis" not in raw or "algorithm" not in raw:
+            raise InvalidDataError(
+                f"{source} is not a fedpca result: a result holds 'algorithm' and 'basis' "
+                "(a file in the site's results/ folder, or a run record written by fedpca "
+                "simulate --output or the App's output)"
+            )
+        config = raw.get("config") or {}
+        try:
+            return cls(
+                run_id=str(raw.get("run_id", config.get("run_id", ""))),
+                algorithm=str(raw["algorithm"]),
+                basis=_array(raw["basis"]),
+                mean=None if raw.get("mean") is None else _array(raw["mean"]),
+                scale=None if raw.get("scale") is None else _array(raw["scale"]),
+                columns=None if raw.get("columns") is None else tuple(map(str, raw["columns"])),
+                contract=str(raw.get("contract", config.get("contract", ""))),
+            )
+        except (TypeError, ValueError) as error:
+            raise InvalidDataError(f"{source} is not a fedpca result: {error}") from None
+
+
+def _array(value: Any) -> np.ndarray:
+    return np.asarray(value, dtype=np.float64)
+
+
+def refused_result(reason: str) -> InvalidRequestError:
+    """A site's refusal of a released result, saying ``reason`` (public sizes only)."""
+    return InvalidRequestError(
+        f"refused the released result: {reason}; nothing was stored and nothing spent"
+    )
+
+
+def results_folder(policy_path: Path) -> Path:
+    """Where a site keeps the results it received: ``results/`` beside its policy file."""
+    return policy_path.parent / RESULTS_FOLDER
+
+
+def store_result(policy_path: Path, result: ReleasedResult, site: str) -> Path:
+    """Write ``result`` to the site's results folder as ``run-RUN.json`` (0600, the folder
+    0700; a later delivery of the same run replaces it) and log where."""
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    record = {**result.to_dict(), "site": site, "received": stamp}
+    safe_run = "".join(c if c.isalnum() or c in "-_" else "_" for c in result.run_id)
+    path = results_folder(policy_path) / f"run-{safe_run}.json"
+    replace_owner_only(path, json.dumps(record, indent=1).encode())
+    logger.info("%s: stored the released result of run %s (%s, k=%d) in %s", site,
+                result.run_id, result.algorithm, result.k, path)
+    return path
+
+
+def latest_result(policy_path: Path) -> Path:
+    """The site's most recently received result file; raises InvalidDataError when there
+    is none."""
+    folder = results_folder(policy_path)
+    files = sorted(folder.glob("run-*.json"), key=lambda p: p.stat().st_mtime)
+    if not files:
+        raise InvalidDataError(
+            f"no stored result in {folder}: a run's result arrives there at its end; or "
+            "give the coordinator's run record with --result FILE"
+        )
+    return files[-1]
+
+
+def load_result(path: Path) -> ReleasedResult:
+    """The result in ``path`` (a site's stored result or a coordinator's run record)."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InvalidDataError(f"{path} is not a fedpca result: {error}") from None
+    return ReleasedResult.from_dict(raw, str(path))
+
+
+
+def site_scores(policy: SitePolicyFile, result: ReleasedResult) -> np.ndarray:
+    """The scores of the site's own records on ``result``: its records as a run reads them
+    (its data file, preprocessed by its contract when it has one), ``(rows - mean) / scale
+    @ basis``. Refuses a result made under another data contract or for another width
+    ``d``. Computed at the site; nothing is sent."""
+    own = policy.contract_hash()
+    if result.contract != own:
+        raise InvalidDataError(
+            f"the result of run {result.run_id or '?'} was made under data contract "
+            f"{result.contract or 'none'!r}; this site's policy {policy.path} holds its data "
+            f"under {own or 'none'!r}: its scores would mix two preprocessings"
+        )
+    contract = policy.load_contract()
+    records = policy.load_records()
+    result.check(records.shape[1], None if contract is None else tuple(contract.output_columns))
+    return result.scores(records)
+
+
+def write_scores(path: Path, scores: np.ndarray) -> None:
+    """Write ``scores`` (``m x k``) as CSV with the header ``PC1..PCk``, one row per record
+    and every float at full precision, readable by the site's operator only (0600)."""
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow([f"PC{j + 1}" for j in range(scores.shape[1])])
+    writer.writerows([repr(float(v)) for v in row] for row in scores)
+    replace_owner_only(Path(path), text.getvalue().encode())

@@ -1,0 +1,66 @@
+"""The last step of a run: the released result goes to every site.
+
+Until then only the coordinator's output file held the result. After the last round a fedpca
+strategy (:meth:`~fedpca.strategies.base.SiteRoundStrategy.deliver_result`, called by
+:func:`fedpca.strategies.workflow.run_strategy` for both strategy APIs) sends every
+connected site one QUERY message with the released basis, the released column mean and
+scale of a centred run, the algorithm, the column names when known, the run's id and its
+data contract's hash (:mod:`fedpca.clients.result_message`). A real site checks it as
+hostile input and stores it beside its policy (:mod:`fedpca.site_results`), so that
+``fedpca site project`` computes its records' scores without any file from the coordinator;
+a simulated site checks it and logs it.
+
+Sending the result is post-processing of what was released: it costs no site any budget.
+A site that cannot be reached or refuses the result is logged here (a warning) and never
+fails the run: the result is complete and the coordinator's output file holds it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from flwr.app import Message, MessageType
+from flwr.serverapp import Grid
+
+from fedpca.clients.result_message import read_result_answer, result_message
+from fedpca.errors import FedPCAError
+from fedpca.site_results import ReleasedResult
+
+logger = logging.getLogger(__name__)
+
+#: Seconds the coordinator waits for the sites to acknowledge the result.
+DELIVERY_TIMEOUT = 120.0
+
+
+def deliver(grid: Grid, nodes: Sequence[int], result: ReleasedResult,
+            timeout: float = DELIVERY_TIMEOUT) -> list[str]:
+    """Send ``result`` to every node of ``nodes``; the names of the sites that received it
+    (sorted). Every failure (no answer within ``timeout`` seconds, a refusal, a transport
+    error) is logged and none is raised."""
+    content = result_message(result)
+    messages = [Message(content, message_type=MessageType.QUERY, dst_node_id=node)
+                for node in nodes]
+    try:
+        replies = list(grid.send_and_receive(messages, timeout=timeout))
+    except Exception:  # the run's result is complete: a failed delivery must not end it
+        logger.exception("run %s: sending the released result to the sites failed",
+                         result.run_id)
+        return []
+    received, answered = [], set()
+    for reply in replies:
+        node = reply.metadata.src_node_id
+        answered.add(node)
+        try:
+            if reply.has_error():
+                raise FedPCAError(reply.error.reason or f"error code {reply.error.code}")
+            received.append(read_result_answer(reply.content, str(node)))
+        except FedPCAError as error:
+            logger.warning("run %s: node %s did not take the released result: %s",
+                           result.run_id, node, error)
+    for node in sorted(set(nodes) - answered):
+        logger.warning("run %s: node %s did not acknowledge the released result within %g s",
+                       result.run_id, node, timeout)
+    logger.info("run %s: the released result (%s, k=%d) reached %d of %d site(s)",
+                result.run_id, result.algorithm, result.k, len(received), len(nodes))
+    return sorted(received)
