@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from fedpca.algorithms.explained_variance import along_basis
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import GramPlusSymmetric
 from fedpca.privacy.calibration import (
@@ -157,7 +158,10 @@ def _result(algorithm: str, release: CentralRelease, k: int, start: float) -> PC
         {"round": 1, "phase": PHASE_RELEASE, "eigenvalues": (values * release.scale).tolist()}
     ]
     logger.info("%s: k=%d, n=%s, d=%d", algorithm, k, config["samples"], basis.shape[0])
-    return PCAResult(algorithm, basis, release.privacy, history, config, [[CURATOR]])
+    explained, ratio = along_basis(basis, release.factored.matmat(basis) * release.scale,
+                                   release.factored.trace() * release.scale)
+    return PCAResult(algorithm, basis, release.privacy, history, config, [[CURATOR]],
+                     explained_variance=explained, explained_variance_ratio=ratio)
 
 
 def _nonprivate(X: np.ndarray, k: int, algorithm: str, config: dict[str, Any]) -> PCAResult:

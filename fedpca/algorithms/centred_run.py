@@ -16,11 +16,12 @@ Privacy guarantee (unit: one record at one site, replace-one; the curator's pool
 for Analyze Gauss): each site's (the curator's) releases compose to the policy's (epsilon,
 delta) by its split (:mod:`fedpca.privacy.budget_split`), charged to one ledger per site.
 
-Explained variance (post-processing of the releases): the top-``k`` eigenvalues of the
-noisy centred second moment per record (``X^T X / N`` of the clipped centred rows plus the
-noise; ``/ N``, not ``/ (N - 1)``), negative ones clamped at 0; the ratio divides them by
-the total variance of that same noisy matrix, all its eigenvalues clamped at 0 and summed
-(its trace when none is negative), so the ratios lie in ``[0, 1]`` and sum to at most 1.
+Explained variance (post-processing of the releases,
+:mod:`fedpca.algorithms.explained_variance`): the top-``k`` eigenvalues of the noisy centred
+second moment per record (``X^T X / N`` of the clipped centred rows plus the noise; ``/ N``,
+not ``/ (N - 1)``), negative ones clamped at 0; the ratio divides them by the total
+variance, that same noisy matrix's trace, so the ratios lie in ``[0, 1]`` and sum to at
+most 1.
 DPdisPCA's factor variant has no whole noisy matrix at the server (only each site's ``R``
 leading directions): its explained variance is that of the merged ``A_c`` and it has no
 ratio.
@@ -55,6 +56,7 @@ from fedpca.algorithms.dpdis_pca import (
     answer_round,
     secure_sum_for,
 )
+from fedpca.algorithms.explained_variance import explained_variance
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, public_seed
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.budget_split import ALGORITHM
@@ -65,17 +67,6 @@ from fedpca.results import CentredPCAResult
 
 #: The algorithms a centred reference run can end with.
 METHODS = (DPDIS_PCA, ANALYZE_GAUSS)
-
-
-def explained_variance(spectrum: np.ndarray, k: int,
-                       whole: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """The top-``k`` of a noisy matrix's eigenvalues (``spectrum``, descending) clamped at
-    0, and (when the matrix is the ``whole`` noisy second moment) each over the sum of all
-    of them clamped at 0 (``None`` when that sum is 0 or the matrix is not whole)."""
-    clamped = np.clip(np.asarray(spectrum, dtype=np.float64), 0.0, None)
-    total = float(clamped.sum())
-    ratio = clamped[:k] / total if whole and total > 0 else None
-    return clamped[:k], ratio
 
 
 def run_centred_pca(
@@ -160,7 +151,6 @@ def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: Ce
                                        len(sizes), rotation_seed) if secure else None)
     server = DPdisPCAServer(bounds.dim, k, r, weighting, variant, None, algorithm_secure)
     answer_round(server, algorithm)
-    values, ratio = explained_variance(server.spectrum(), k, whole=variant != VARIANT_FACTOR)
     privacy = {
         **policy.record(bounds),
         "mechanism": "column moments, then DPdisPCA's symmetric Gaussian on the upper "
@@ -175,8 +165,7 @@ def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: Ce
               **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm))}
     base = server.result(privacy, config)
     return CentredPCAResult(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
-                            mean=moments.mean, scale=moments.scale,
-                            explained_variance=values, explained_variance_ratio=ratio)
+                            mean=moments.mean, scale=moments.scale)
 
 
 def _central(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,

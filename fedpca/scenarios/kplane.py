@@ -51,6 +51,7 @@ class KPlaneScenario(Scenario):
     """
 
     ALGORITHM: ClassVar[str] = "sulq-kplane"
+    HAS_LOADINGS: ClassVar[bool] = False
 
     dim: int = parameter(5, DIM)
     samples: int = parameter(5000, SAMPLES)
