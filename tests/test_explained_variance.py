@@ -22,6 +22,7 @@ from fedpca.algorithms.explained_variance import (
 )
 from fedpca.algorithms.ldp_pca import LDPPolicy, run_ldp_pca
 from fedpca.cli import main as cli_main
+from fedpca.clients.dps_pca import DPSPCAClient
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.loadings import write_loadings
@@ -279,3 +280,18 @@ def test_the_scree_plot_draws_ratios_or_refuses_without_variance(tmp_path):
     with pytest.raises(ConfigurationError, match="no explained variance"):
         plot_scree(run_record(run_dps_pca(SITES, 2, 8, SitePolicy(rounds=2), seed=1)),
                    tmp_path / "none.png")
+
+
+def test_the_flower_client_answers_the_variance_phase_only_if_its_policy_agreed():
+    Q = thin_qr(np.random.default_rng(3).standard_normal((X.shape[1], 2)))
+    agreed = DPSPCAClient(DPSPCASite(SITES[0], SitePolicy(rounds=2, explained_variance=True),
+                                     site="a"))
+    (answer,), n, metrics = agreed.fit([Q], {"phase": "variance", "round": 3})
+    assert answer.shape == (3,) and n == len(SITES[0]) and metrics["releases"] == 1
+    assert agreed.site.ledger.releases[0].mechanism == VARIANCE_MECHANISM
+    refused = DPSPCAClient(DPSPCASite(SITES[0], SitePolicy(rounds=2), site="b"))
+    with pytest.raises(InvalidRequestError, match="explained_variance = false"):
+        refused.fit([Q], {"phase": "variance", "round": 3})
+    with pytest.raises(InvalidRequestError, match="exactly one basis"):
+        agreed.fit([], {"phase": "variance", "round": 3})
+    assert refused.site.ledger.count == 0
