@@ -160,6 +160,7 @@ def test_cli_prints_the_summary_and_writes_json(cli_run):
     ] and printed.splitlines()[1].startswith("energy ratio q/q_o = ")
     assert "energy ratio q/q_o = " in printed
     assert "bytes sent per site: 1,152 (the full d x d matrix: 4,608; 4.0x)" in printed
+    assert "DP explained variance per record: " in printed and "; ratio" not in printed
     record = json.loads(output.read_text())
     assert set(record) == record_keys("dpdis-pca")
     assert record["algorithm"] == "dpdis-pca" and record["dataset"] == "synthetic"

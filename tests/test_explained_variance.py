@@ -295,3 +295,13 @@ def test_the_flower_client_answers_the_variance_phase_only_if_its_policy_agreed(
     with pytest.raises(InvalidRequestError, match="exactly one basis"):
         agreed.fit([], {"phase": "variance", "round": 3})
     assert refused.site.ledger.count == 0
+
+
+def test_the_explained_variance_line_lists_components_and_the_cumulative_ratio():
+    from fedpca.report import LISTED_COMPONENTS, explained_summary
+
+    assert explained_summary(None, None) is None
+    assert explained_summary([2.0, 1.0], None) == "DP explained variance per record: 2, 1"
+    line = explained_summary(np.arange(12.0, 0, -1), np.full(12, 0.05))
+    shown = ", ".join(["0.05"] * LISTED_COMPONENTS)
+    assert line.endswith(f"3, ...; ratio {shown}, ... (cumulative 0.600)")

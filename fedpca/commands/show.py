@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from fedpca.errors import ConfigurationError
-from fedpca.report import guarantee_lines, history_table, record_header, record_summary
+from fedpca.report import (
+    explained_summary,
+    guarantee_lines,
+    history_table,
+    record_header,
+    record_summary,
+)
 from fedpca.run_record import FAILED
 
 
@@ -67,6 +73,10 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(guarantee_lines(record)))
     print(history_table(record["algorithm"], record["history"]))
     print(record_summary(record))
+    explained = explained_summary(record.get("explained_variance"),
+                                  record.get("explained_variance_ratio"))
+    if explained is not None:
+        print(explained)
     if record.get("wall_seconds") is not None:
         print(f"wall time {record['wall_seconds']:.1f} s")
     if args.plot is not None:

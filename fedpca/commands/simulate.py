@@ -72,6 +72,7 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     """Build the scenario from the flags, run the simulation with live rounds, print the
     report and the wall time, write the JSON and the plot. A run that fails raises (the
     command exits non-zero) after writing its failure record to ``--output``."""
+    from fedpca.report import explained_summary
     from fedpca.run_record import failure_recorded
     from fedpca.simulations.launcher import Engine
 
@@ -91,6 +92,10 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
         result = simulate(scenario, verbose=args.verbose, observer=observer, engine=engine)
     for line in scenario.report(result):
         print(line)
+    explained = explained_summary(getattr(result, "explained_variance", None),
+                                  getattr(result, "explained_variance_ratio", None))
+    if explained is not None:
+        print(explained)
     print(f"wall time {result.config['wall_seconds']:.1f} s")
     write_outputs(args, result)
     return 0
