@@ -170,7 +170,6 @@ class DPSPCASite(PrivateSite):
             error=float_error(bound, self.n + self.dim),
         ) / self.n
 
-
     def release_rayleigh(
         self, Q: np.ndarray, min_noise_multiplier: float | None = None
     ) -> np.ndarray:
