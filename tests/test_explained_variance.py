@@ -305,3 +305,12 @@ def test_the_explained_variance_line_lists_components_and_the_cumulative_ratio()
     line = explained_summary(np.arange(12.0, 0, -1), np.full(12, 0.05))
     shown = ", ".join(["0.05"] * LISTED_COMPONENTS)
     assert line.endswith(f"3, ...; ratio {shown}, ... (cumulative 0.600)")
+
+
+def test_the_estimators_expose_the_ratio_where_it_is_released():
+    from fedpca.estimators import PPCA, AnalyzeGaussPCA
+
+    fitted = AnalyzeGaussPCA(n_components=2, epsilon=HUGE, random_state=1).fit(X)
+    assert fitted.explained_variance_ratio_ == pytest.approx(EXACT[:2] / EXACT.sum(), rel=1e-3)
+    with pytest.raises(AttributeError, match="no ratio either"):
+        PPCA(n_components=1, random_state=1).fit(X).explained_variance_ratio_
