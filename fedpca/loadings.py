@@ -24,6 +24,12 @@ def loadings(result: PCAResult) -> dict[str, list[float]]:
     return {name: row.tolist() for name, row in zip(result.column_names(), result.basis)}
 
 
+def loadings_path(output: str | Path) -> Path:
+    """Where the loadings table goes next to a run record: ``run.json`` ->
+    ``run.loadings.csv``."""
+    return Path(output).with_suffix(".loadings.csv")
+
+
 def write_loadings(result: PCAResult, path: str | Path) -> Path:
     """Write the loadings table of ``result`` as CSV (``column, PC1, ..., PCk``)."""
     path = Path(path)

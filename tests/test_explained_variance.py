@@ -314,3 +314,12 @@ def test_the_estimators_expose_the_ratio_where_it_is_released():
     assert fitted.explained_variance_ratio_ == pytest.approx(EXACT[:2] / EXACT.sum(), rel=1e-3)
     with pytest.raises(AttributeError, match="no ratio either"):
         PPCA(n_components=1, random_state=1).fit(X).explained_variance_ratio_
+
+
+def test_the_flower_app_writes_the_loadings_next_to_its_record(tmp_path):
+    from fedpca.apps.common import finish
+
+    result = run_analyze_gauss(X, 2, 1.0, 1e-5, seed=1)
+    finish(result, {"output": str(tmp_path / "run.json")})
+    rows = (tmp_path / "run.loadings.csv").read_text().splitlines()
+    assert rows[0] == "column,PC1,PC2" and len(rows) == 1 + X.shape[1]
