@@ -33,6 +33,8 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 #: Figure size in inches and resolution: 1500 x 1050 pixels (the scree plot 1050 x 750).
 FIGSIZE = (10.0, 7.0)
 SCREE_FIGSIZE = (7.0, 5.0)
+#: Components the scree plot names ``PC1 ..``; beyond, its axis is numbered.
+LABELLED_COMPONENTS = 12
 DPI = 150
 
 
@@ -77,10 +79,17 @@ def plot_scree(record: dict[str, Any], path: str | Path) -> Path:
     else:
         axes.plot(components, np.cumsum(heights), marker="o", color="tab:red",
                   label="cumulative")
+        target = (record.get("config") or {}).get("variance")
+        if target:  # k was chosen to reach it
+            axes.axhline(float(target), color="grey", linestyle="--",
+                         label=f"target share {float(target):g}")
         axes.set_ylim(0, 1.05)
         axes.set_ylabel("DP explained-variance ratio")
         axes.legend(loc="center right")
-    axes.set_xticks(components, [f"PC{j}" for j in components])
+    if components.size <= LABELLED_COMPONENTS:
+        axes.set_xticks(components, [f"PC{j}" for j in components])
+    else:
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_xlabel("component")
     axes.grid(alpha=0.3, axis="y")
     axes.set_title(title(record), fontsize=9)

@@ -277,6 +277,9 @@ def test_the_scree_plot_draws_ratios_or_refuses_without_variance(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     factor = run_dpdis_pca(SITES, 2, r=4, policy=DPdisPCAPolicy(), seed=1)
     assert plot_scree(run_record(factor), tmp_path / "factor.png").exists()  # no ratio: values
+    chosen = run_dpdis_pca(SITES, X.shape[1], policy=DPdisPCAPolicy(), seed=1, variant="full",
+                           variance=0.95)  # with the target's line
+    assert plot_scree(run_record(chosen), tmp_path / "chosen.png").exists()
     with pytest.raises(ConfigurationError, match="no explained variance"):
         plot_scree(run_record(run_dps_pca(SITES, 2, 8, SitePolicy(rounds=2), seed=1)),
                    tmp_path / "none.png")
