@@ -252,6 +252,7 @@ def test_dpdis_pca_keeps_the_fewest_components_that_explain_the_target():
      "--variance must be a share in (0, 1], of a --variant with the whole noisy matrix"),
     (["dpdis-pca", "--variant", "full", "--variance", "1.5"], "--variance must be a share"),
     (["dps-pca", "--k", "auto"], "dps-pca needs k before it runs"),
+    (["sulq-kplane", "--k", "auto"], "sulq-kplane needs k before it runs"),
     (["dps-pca", "--scree", "s.png"], "add --explained-variance"),
     (["sulq-kplane", "--loadings", "l.csv"], "drop --loadings"),
 ])

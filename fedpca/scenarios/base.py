@@ -101,17 +101,20 @@ class Scenario:
     data_seed: int = 0
     min_sites: int | None = parameter(None, MIN_SITES)
 
-    #: Whether the run can choose ``k`` from its DP explained variance (``--k auto``).
+    #: Whether the run can choose ``k`` from its DP explained variance (``--k auto``), and
+    #: the field that holds ``k``.
     CHOOSES_K: ClassVar[bool] = False
+    COMPONENTS: ClassVar[str] = "k"
 
     def __post_init__(self) -> None:
         # more than the federation's sites would never arrive: a run would wait forever
         require_site_count(self.min_sites, "min_sites", self.sites)
-        if getattr(self, "k", None) == AUTO_K and not self.CHOOSES_K:
+        if getattr(self, self.COMPONENTS, None) == AUTO_K and not self.CHOOSES_K:
             raise ParameterError(
-                f"{{k}} auto needs the whole noisy matrix of a one-shot method (dpdis-pca "
-                f"--variant full or secure-sum); {self.ALGORITHM} needs k before it runs",
-                {"k": "auto"}, hint="give {k} as a number")
+                f"{{{self.COMPONENTS}}} auto needs the whole noisy matrix of a one-shot method "
+                f"(dpdis-pca --variant full or secure-sum); {self.ALGORITHM} needs k before "
+                "it runs", {self.COMPONENTS: "auto"},
+                hint=f"give {{{self.COMPONENTS}}} as a number")
 
     @classmethod
     def flag_fields(cls) -> list[Field]:
