@@ -327,3 +327,18 @@ def test_the_flower_app_writes_the_loadings_next_to_its_record(tmp_path):
     finish(result, {"output": str(tmp_path / "run.json")})
     rows = (tmp_path / "run.loadings.csv").read_text().splitlines()
     assert rows[0] == "column,PC1,PC2" and len(rows) == 1 + X.shape[1]
+
+
+def test_show_draws_the_scree_plot_of_a_saved_record(tmp_path, capsys):
+    from cli_runs import run_cli
+
+    from fedpca.run_record import save_run_record
+
+    save_run_record(run_analyze_gauss(X, 2, 1.0, 1e-5, seed=1), tmp_path / "ag.json")
+    code, printed = run_cli(["show", str(tmp_path / "ag.json"), "--scree",
+                             str(tmp_path / "ag.png")])
+    assert code == 0 and (tmp_path / "ag.png").exists()
+    assert "DP explained variance per record: " in printed
+    save_run_record(run_dps_pca(SITES, 2, 8, SitePolicy(rounds=2), seed=1), tmp_path / "d.json")
+    code, _ = run_cli(["show", str(tmp_path / "d.json"), "--scree", str(tmp_path / "d.png")])
+    assert code == 2 and "released no explained variance" in capsys.readouterr().err

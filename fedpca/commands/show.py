@@ -34,6 +34,8 @@ def register_show_command(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("result", type=Path, help="a run record (JSON)")
     p.add_argument("--plot", type=Path, default=None, help="draw the run to this PNG")
+    p.add_argument("--scree", type=Path, default=None, metavar="FILE.png",
+                   help="draw the scree plot (DP explained-variance ratio per component)")
     p.set_defaults(func=run)
 
 
@@ -84,4 +86,8 @@ def run(args: argparse.Namespace) -> int:
 
         plot_run(record, args.plot)
         print(f"wrote {args.plot}")
+    if args.scree is not None:
+        from fedpca.plots import plot_scree
+
+        print(f"wrote {plot_scree(record, args.scree)}")
     return 0
