@@ -27,7 +27,9 @@ cross-check, reports the exact epsilon the same noise gives as a Gaussian mechan
 sensitivity ``sqrt(2) C^2 / n`` (``epsilon_analytic``: well below alpha, the paper's beta is
 conservative). The paper's beta is undefined when ``(d^2+d)/(2 sqrt(2 pi) delta) <= 1``
 (only ``d = 1`` with ``delta >= 0.399``): refused. The top-``k`` eigenvalues of the noisy matrix (scaled to ``A``) are
-post-processing of the release and are returned in the history.
+post-processing of the release and are returned in the history, and as the result's
+``explained_variance`` (clamped at 0) with its ratio over the noisy matrix's trace
+(:mod:`fedpca.algorithms.explained_variance`).
 
 Computation (changes no law, no guarantee): the released matrix is kept factored,
 ``X^T X / divisor + E`` (:class:`~fedpca.linalg.subspace.GramPlusSymmetric`), and only its top ``k``
