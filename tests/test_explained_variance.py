@@ -342,3 +342,24 @@ def test_show_draws_the_scree_plot_of_a_saved_record(tmp_path, capsys):
     save_run_record(run_dps_pca(SITES, 2, 8, SitePolicy(rounds=2), seed=1), tmp_path / "d.json")
     code, _ = run_cli(["show", str(tmp_path / "d.json"), "--scree", str(tmp_path / "d.png")])
     assert code == 2 and "released no explained variance" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method, variant", [("analyze-gauss", "factor"), ("dpdis-pca", "full")])
+def test_a_centred_table_run_keeps_the_fewest_components_with_their_column_names(method,
+                                                                                 variant):
+    from test_centring import BOUNDS, COLUMNS, ROWS
+
+    from fedpca.algorithms.centred_run import run_centred_pca
+    from fedpca.algorithms.centring import CentredPolicy
+
+    policy = CentredPolicy(epsilon=4.0, standardize=True)
+    result = run_centred_pca(np.array_split(ROWS, 4), BOUNDS, len(COLUMNS), policy, method,
+                             variant, COLUMNS, seed=2, variance=0.6)
+    ratio = result.explained_variance_ratio
+    assert 1 <= result.k < len(COLUMNS) and result.config["k"] == result.k
+    assert ratio.sum() >= 0.6 > ratio[:-1].sum()
+    assert list(run_record(result)["loadings"]) == list(COLUMNS)
+    if method == "dpdis-pca":
+        with pytest.raises(ConfigurationError, match="factor variant"):
+            run_centred_pca(np.array_split(ROWS, 4), BOUNDS, 2, policy, method, "factor",
+                            COLUMNS, seed=2, variance=0.6)

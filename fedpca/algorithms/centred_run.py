@@ -56,7 +56,7 @@ from fedpca.algorithms.dpdis_pca import (
     answer_round,
     secure_sum_for,
 )
-from fedpca.algorithms.explained_variance import explained_variance
+from fedpca.algorithms.explained_variance import choose_k, explained_variance
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, public_seed
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.budget_split import ALGORITHM
@@ -80,6 +80,7 @@ def run_centred_pca(
     seed: int | None = None,
     r: int | None = None,
     weighting: str = WEIGHTING_UNIFORM,
+    variance: float | None = None,
 ) -> CentredPCAResult:
     """Private centring (and scaling), then ``method`` on the centred rows.
 
@@ -96,6 +97,10 @@ def run_centred_pca(
         columns: the contract's output column names (``Contract.output_columns``).
         seed: seed for reproducible simulation only (``None``: OS randomness).
         r, weighting: DPdisPCA's (:func:`~fedpca.algorithms.dpdis_pca.run_dpdis_pca`).
+        variance: keep the fewest components, at most ``k``, whose cumulative DP
+            explained-variance ratio reaches this share
+            (:func:`~fedpca.algorithms.explained_variance.choose_k`; post-processing of the
+            whole noisy matrix, so not with DPdisPCA's factor variant).
 
     Privacy guarantee: see the module docstring; the result's ``privacy`` states the split.
     """
@@ -109,7 +114,7 @@ def run_centred_pca(
             f"{len(columns)} column names for {bounds.dim} columns: pass the contract's "
             "output_columns")
     run = _central if method == ANALYZE_GAUSS else _dpdis
-    result = run(sites, bounds, k, policy, variant, seed, r, weighting)
+    result = run(sites, bounds, k, policy, variant, seed, r, weighting, variance)
     result.columns = None if columns is None else list(columns)
     result.config["wall_seconds"] = time.perf_counter() - start
     return result
@@ -129,7 +134,8 @@ def _outcome(moments: ColumnMoments, centring: Sequence[CentringSite],
 
 
 def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,
-           variant: str, seed: int | None, r: int | None, weighting: str) -> CentredPCAResult:
+           variant: str, seed: int | None, r: int | None, weighting: str,
+           variance: float | None) -> CentredPCAResult:
     secure = variant == VARIANT_SECURE
     if secure != policy.discrete:
         raise ConfigurationError(
@@ -149,7 +155,8 @@ def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: Ce
     algorithm = [s.algorithm_site(DPdisPCASite, moments.mean, moments.scale) for s in centring]
     algorithm_secure = (secure_sum_for(policy.algorithm_policy(bounds), bounds.dim, max(sizes),
                                        len(sizes), rotation_seed) if secure else None)
-    server = DPdisPCAServer(bounds.dim, k, r, weighting, variant, None, algorithm_secure)
+    server = DPdisPCAServer(bounds.dim, k, r, weighting, variant, None, algorithm_secure,
+                            variance)
     answer_round(server, algorithm)
     privacy = {
         **policy.record(bounds),
@@ -160,8 +167,8 @@ def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: Ce
     }
     if secure:
         privacy["epsilon_worst_case"] = max(s.ledger.worst_case_spent() for s in centring)
-    config = {"k": k, "r": server.r, "variant": variant, "weighting": weighting,
-              "sites": len(sites), "seed": seed,
+    config = {"k": server.k, "variance": variance, "r": server.r, "variant": variant,
+              "weighting": weighting, "sites": len(sites), "seed": seed,
               **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm))}
     base = server.result(privacy, config)
     return CentredPCAResult(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
@@ -169,7 +176,8 @@ def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: Ce
 
 
 def _central(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,
-             variant: str, seed: int | None, r: int | None, weighting: str) -> CentredPCAResult:
+             variant: str, seed: int | None, r: int | None, weighting: str,
+             variance: float | None) -> CentredPCAResult:
     curator_policy = dataclasses.replace(policy, secure_min_sites=None, discrete=False)
     curator = CentringSite(np.vstack(sites), bounds, curator_policy, site=CURATOR, seed=seed)
     moments_server = MomentsServer(bounds, policy.standardize,
@@ -182,6 +190,8 @@ def _central(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: 
     curator.ledger.charge(Release(ANALYZE_GAUSS, release.privacy["sensitivity"],
                                   release.privacy["sigma"], (bounds.dim, bounds.dim)))
     spectrum = np.linalg.eigvalsh(release.matrix)[::-1] * release.scale
+    if variance is not None:
+        k = min(k, choose_k(spectrum, variance))
     _, basis = release.factored.top_eigenpairs(k)
     values, ratio = explained_variance(spectrum, k, whole=True)
     privacy = {
@@ -190,7 +200,7 @@ def _central(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: 
         "unit": "one record of the pooled data (replace-one)",
         "trust_model": release.privacy["trust_model"],
     }
-    config = {"k": k, "sites": len(sites), "seed": seed,
+    config = {"k": k, "variance": variance, "sites": len(sites), "seed": seed,
               **_outcome(moments, [curator], data.clip.clipped_rows)}
     return CentredPCAResult(ANALYZE_GAUSS, basis, privacy, [], config, [[CURATOR]],
                             mean=moments.mean, scale=moments.scale,

@@ -64,9 +64,11 @@ def variance_ratio(values: np.ndarray, total: float) -> np.ndarray | None:
 
 
 def choose_k(spectrum: np.ndarray, target: float) -> int:
-    """The smallest ``k`` whose cumulative explained-variance ratio
-    (:func:`explained_variance` of the whole noisy ``spectrum``) reaches ``target`` (in
-    ``(0, 1]``); ``d`` when none does. Post-processing of the noisy eigenvalues: no budget.
+    """The smallest ``k`` whose cumulative explained-variance ratio, as a run keeping ``k``
+    components reports it (:func:`explained_variance` of the noisy ``spectrum``: the top
+    ``k`` clamped eigenvalues over the matrix's trace, raised to their sum when smaller),
+    reaches ``target`` (in ``(0, 1]``); ``d`` when none does. Post-processing of the noisy
+    eigenvalues: no budget.
 
     Raises ConfigurationError for a target outside ``(0, 1]`` or a spectrum with no
     positive eigenvalue (no variance to explain)."""
@@ -74,12 +76,14 @@ def choose_k(spectrum: np.ndarray, target: float) -> int:
         raise ConfigurationError(
             f"the target share of variance must be in (0, 1], got {target}: e.g. 0.9")
     spectrum = np.asarray(spectrum, dtype=np.float64)
-    _, ratio = explained_variance(spectrum, spectrum.size, whole=True)
-    if ratio is None:
+    explained = np.cumsum(np.clip(spectrum, 0.0, None))
+    if explained[-1] <= 0:
         raise ConfigurationError(
             "the noisy matrix has no positive eigenvalue: no k explains any variance; "
             "give k explicitly (or a larger epsilon)")
-    reached = np.flatnonzero(np.cumsum(ratio) >= target * (1.0 - 1e-12))
+    total = np.maximum(float(spectrum.sum()), explained)  # each k's own total
+    cumulative = np.divide(explained, total, out=np.zeros_like(explained), where=total > 0)
+    reached = np.flatnonzero(cumulative >= target * (1.0 - 1e-12))
     return int(reached[0]) + 1 if reached.size else int(spectrum.size)
 
 
