@@ -174,6 +174,7 @@ class _CentralPCA(*_ESTIMATOR_BASES):  # type: ignore[misc]
         eigenvalues = released_eigenvalues(result)
         if eigenvalues is not None:
             self.explained_variance_ = eigenvalues
+            self.explained_variance_ratio_ = result.explained_variance_ratio
         return self
 
     def transform(self, X: object) -> np.ndarray:
@@ -366,7 +367,9 @@ class PPCA(_CentralPCA):
             "PPCA releases only the principal subspace, not its eigenvalues: computing them "
             "from the data would need a further private release (AnalyzeGaussPCA releases "
             "both)"
-        )
+        ),
+        "explained_variance_ratio_": "PPCA releases only the principal subspace, not the "
+                                     "variances: no ratio either (AnalyzeGaussPCA has both)",
     }
 
     def __init__(

@@ -3,7 +3,8 @@
 :func:`plot_run` draws three panels over the Flower rounds: the algorithm's metrics
 (distance to the truth, captured energy, k-plane cost), the most epsilon any site has spent
 so far, and the sites that answered. The title names the algorithm, the federation and the
-guarantee, and, for a secure-aggregation run, the trust model. It reads only the record's
+guarantee, and, for a secure-aggregation run, the trust model. :func:`plot_scree` draws the
+DP explained-variance ratio per component and its cumulative curve. Both read only the record's
 keys, so a record from ``fedpca simulate --output`` and one from ``flwr run`` draw alike.
 Matplotlib runs on its Agg backend (no display needed).
 """
@@ -13,6 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from fedpca.errors import ConfigurationError
 from fedpca.extras import PLOTS, missing_extra
 from fedpca.report import metric_columns, record_header
 
@@ -26,8 +30,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-#: Figure size in inches and resolution: 1500 x 1050 pixels.
+#: Figure size in inches and resolution: 1500 x 1050 pixels (the scree plot 1050 x 750).
 FIGSIZE = (10.0, 7.0)
+SCREE_FIGSIZE = (7.0, 5.0)
+#: Components the scree plot names ``PC1 ..``; beyond, its axis is numbered.
+LABELLED_COMPONENTS = 12
 DPI = 150
 
 
@@ -45,6 +52,47 @@ def plot_run(record: dict[str, Any], path: str | Path) -> Path:
     first = " (0 = private initialisation)" if record.get("algorithm") == "dps-pca" else ""
     sites.set_xlabel("Flower round" + first)
     fig.suptitle(title(record), fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def plot_scree(record: dict[str, Any], path: str | Path) -> Path:
+    """Draw the scree plot of the run in ``record`` to the PNG ``path``: the DP
+    explained-variance ratio of each component (bars) and its cumulative curve, or, where
+    the run released no total variance (DPdisPCA's factor variant), the explained variance
+    itself. Raises ConfigurationError when the record has no explained variance."""
+    values = record.get("explained_variance")
+    if values is None:
+        raise ConfigurationError(
+            f"{record.get('algorithm')}: the run released no explained variance, so there is "
+            "no scree plot (DPS-PCA releases it with --explained-variance)")
+    ratio = record.get("explained_variance_ratio")
+    heights = np.asarray(values if ratio is None else ratio, dtype=np.float64)
+    components = np.arange(1, heights.size + 1)
+    fig, axes = plt.subplots(figsize=SCREE_FIGSIZE)
+    axes.bar(components, heights, color="tab:blue", label="each component")
+    if ratio is None:
+        axes.set_ylabel("DP explained variance (per record)")
+    else:
+        axes.plot(components, np.cumsum(heights), marker="o", color="tab:red",
+                  label="cumulative")
+        target = (record.get("config") or {}).get("variance")
+        if target:  # k was chosen to reach it
+            axes.axhline(float(target), color="grey", linestyle="--",
+                         label=f"target share {float(target):g}")
+        axes.set_ylim(0, 1.05)
+        axes.set_ylabel("DP explained-variance ratio")
+        axes.legend(loc="center right")
+    if components.size <= LABELLED_COMPONENTS:
+        axes.set_xticks(components, [f"PC{j}" for j in components])
+    else:
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel("component")
+    axes.grid(alpha=0.3, axis="y")
+    axes.set_title(title(record), fontsize=9)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=DPI)

@@ -131,3 +131,23 @@ def result_summary(result: PCAResult) -> str:
         f"[{p.get('accounting')}, noise multiplier {p.get('noise_multiplier', float('nan')):.3f}, "
         f"{p.get('trust_model')}]"
     )
+
+
+#: Components an explained-variance line lists before "...".
+LISTED_COMPONENTS = 10
+
+
+def explained_summary(values: Any, ratio: Any) -> str | None:
+    """``DP explained variance: 0.0677, 0.0650; ratio 0.357, 0.342 (cumulative 0.699)``, or
+    None when the run released none."""
+    if values is None:
+        return None
+
+    def listed(numbers: Any, digits: int) -> str:
+        shown = ", ".join(f"{float(v):.{digits}g}" for v in list(numbers)[:LISTED_COMPONENTS])
+        return shown + (", ..." if len(numbers) > LISTED_COMPONENTS else "")
+
+    line = f"DP explained variance per record: {listed(values, 4)}"
+    if ratio is not None:
+        line += f"; ratio {listed(ratio, 3)} (cumulative {sum(map(float, ratio)):.3f})"
+    return line

@@ -76,6 +76,14 @@ class PCAResult(SavedResult):
         history: one dict per round (round, phase, sites, epsilon_spent, and any metrics).
         config: the parameters of the run.
         sites_answered: per round, the site ids whose answers were used.
+        columns: the names of the basis's rows (the contract's output columns), or
+            ``None`` (then :meth:`column_names` gives ``x0 .. x{d-1}``).
+        explained_variance: the variance per record along each component: the top-``k``
+            eigenvalues of the whole noisy matrix the run released (clamped at 0), or
+            DPS-PCA's released Rayleigh quotients; ``None`` when the run released none
+            (:mod:`fedpca.algorithms.explained_variance`).
+        explained_variance_ratio: each of them over the noisy total variance (a trace);
+            ``None`` where the run released no total (DPdisPCA's factor variant).
     """
 
     algorithm: str
@@ -84,8 +92,14 @@ class PCAResult(SavedResult):
     history: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     sites_answered: list[list[str]] = field(default_factory=list)
+    columns: list[str] | None = None
+    explained_variance: np.ndarray | None = None
+    explained_variance_ratio: np.ndarray | None = None
 
-    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {"basis": float_array}
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        "basis": float_array, "explained_variance": float_array,
+        "explained_variance_ratio": float_array,
+    }
 
     @property
     def components_(self) -> np.ndarray:
@@ -124,14 +138,29 @@ class PCAResult(SavedResult):
 
     @property
     def explained_variance_(self) -> np.ndarray:
-        """The released eigenvalues, when the method released them privately."""
-        for entry in self.history:
-            if "eigenvalues" in entry:
-                return np.asarray(entry["eigenvalues"], dtype=np.float64)
-        raise AttributeError(
-            f"{self.algorithm} releases only the subspace, not its variances: "
-            "explained_variance_ is not available (releasing it would cost privacy budget)"
-        )
+        """The released variance along each component (scikit-learn's name); raises where
+        the run released none."""
+        if self.explained_variance is None:
+            raise AttributeError(
+                f"{self.algorithm} releases only the subspace, not its variances: "
+                "explained_variance_ is not available (releasing it would cost privacy "
+                "budget; DPS-PCA releases it with explained_variance=True)")
+        return self.explained_variance
+
+    @property
+    def explained_variance_ratio_(self) -> np.ndarray:
+        """Each component's share of the total variance; raises where none was released."""
+        if self.explained_variance_ratio is None:
+            raise AttributeError(
+                f"{self.algorithm} ({self.config.get('variant', '')}) released no total "
+                "variance (no whole noisy matrix, no released trace): "
+                "explained_variance_ratio_ is not available")
+        return self.explained_variance_ratio
+
+    def column_names(self) -> list[str]:
+        """The names of the basis's rows: :attr:`columns`, or ``x0 .. x{d-1}``."""
+        return list(self.columns) if self.columns is not None else [
+            f"x{j}" for j in range(self.dim)]
 
     def rows(self, X: np.ndarray) -> np.ndarray:
         """``X`` as float64 rows of this basis's dimension, or raise InvalidDataError."""
@@ -152,28 +181,19 @@ class CentredPCAResult(PCAResult):
     """A private principal subspace of centred (and possibly standardised) rows, with what
     a PCA user reads from it (:func:`fedpca.algorithms.centred_run.run_centred_pca`).
 
-    Attributes (beyond :class:`PCAResult`'s; every one released or public):
-        columns: the contract's output column names, in the basis's row order.
+    Attributes (beyond :class:`PCAResult`'s, whose ``columns`` are the contract's output
+    columns and whose explained variance is that of the noisy *centred* second moment;
+    every one released or public):
         mean: the released column means (contract units: each column shifted to
             ``[0, w_j]``).
         scale: the released column standard deviations (ones when only centred).
-        explained_variance: the top-``k`` eigenvalues of the noisy centred second moment
-            (per record, negative ones clamped at 0): post-processing of the releases.
-        explained_variance_ratio: each of them over the total variance of the same noisy
-            matrix (all its eigenvalues clamped at 0 and summed: its trace when none is
-            negative); ``None`` where no whole noisy matrix exists (DPdisPCA's factor
-            variant: the server holds each site's ``R`` leading directions only).
     """
 
-    columns: list[str] | None = None
     mean: np.ndarray | None = None
     scale: np.ndarray | None = None
-    explained_variance: np.ndarray | None = None
-    explained_variance_ratio: np.ndarray | None = None
 
     READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
-        "basis": float_array, "mean": float_array, "scale": float_array,
-        "explained_variance": float_array, "explained_variance_ratio": float_array,
+        **PCAResult.READERS, "mean": float_array, "scale": float_array,
     }
 
     @property
@@ -185,21 +205,6 @@ class CentredPCAResult(PCAResult):
     def scale_(self) -> np.ndarray:
         """The released column scales (scikit-learn's ``StandardScaler`` name)."""
         return self.scale
-
-    @property
-    def explained_variance_(self) -> np.ndarray:
-        """The released variance along each component."""
-        return self.explained_variance
-
-    @property
-    def explained_variance_ratio_(self) -> np.ndarray:
-        """Each component's share of the total variance; raises where none was released."""
-        if self.explained_variance_ratio is None:
-            raise AttributeError(
-                f"{self.algorithm} ({self.config.get('variant', '')}) has no whole noisy "
-                "matrix to take the total variance from: explained_variance_ratio_ is not "
-                "available")
-        return self.explained_variance_ratio
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """Scores of rows ``X`` (preprocessed by the contract, ``m x d``): centred and

@@ -31,15 +31,18 @@ from typing import Any, Protocol
 
 from fedpca.algorithms.dpdis_pca import message_bytes
 from fedpca.errors import RunFailedError
+from fedpca.loadings import loadings
 from fedpca.privacy.guarantee import SiteGuarantee, weakest
+from fedpca.results import PCAResult
 from fedpca.scenarios.base import NO_SEED
 
 logger = logging.getLogger(__name__)
 
 #: A record's ``status``: the run delivered its result, or it stopped before it.
 COMPLETE, FAILED = "complete", "failed"
-#: The history phase of DPS-PCA's initialisation release (not a power round).
-INIT_PHASE = "init"
+#: The history phases of DPS-PCA's initialisation and explained-variance releases (not
+#: power rounds).
+NOT_POWER_PHASES = ("init", "variance")
 #: The request's privacy keys the record repeats under ``requested``.
 REQUESTED_KEYS = (
     "epsilon", "delta", "accounting", "noise_multiplier", "sigma", "epsilon_achieved",
@@ -96,9 +99,13 @@ def failure_recorded(algorithm: str, path: str | Path | None) -> Iterator[None]:
 
 
 def run_record(result: RunResult) -> dict[str, Any]:
-    """The record of ``result``: headline fields, the algorithm's metrics, the full result."""
+    """The record of ``result``: headline fields, the algorithm's metrics, the full result
+    and, for a PCA result, its loadings table (:func:`fedpca.loadings.loadings`)."""
     metrics = ALGORITHM_METRICS.get(result.algorithm, _no_metrics)
-    return {**headline(result), **metrics(result), **result.to_dict()}
+    record = {**headline(result), **metrics(result), **result.to_dict()}
+    if isinstance(result, PCAResult):
+        record["loadings"] = loadings(result)
+    return record
 
 
 def save_run_record(result: RunResult, path: str | Path) -> None:
@@ -134,7 +141,7 @@ def headline(result: RunResult) -> dict[str, Any]:
         "requested": requested,
         "trust_model": privacy.get("trust_model"),
         "seed": None if seed in (None, NO_SEED) else int(seed),
-        "rounds": sum(1 for entry in history if entry.get("phase") != INIT_PHASE),
+        "rounds": sum(1 for entry in history if entry.get("phase") not in NOT_POWER_PHASES),
         "flower_rounds": len(history),
         "epsilon_spent": _series(result, "epsilon_spent"),
         "wall_seconds": _config(config, "wall_seconds"),

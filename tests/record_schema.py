@@ -27,7 +27,10 @@ LDP_SPARSE = {
     "lam", "support_size", "support_precision", "support_recall", "admm_iterations",
     "admm_converged",
 }
-PCA_RESULT = {"basis", "privacy", "history", "config", "sites_answered"}
+PCA_RESULT = {
+    "basis", "privacy", "history", "config", "sites_answered", "columns", "explained_variance",
+    "explained_variance_ratio", "loadings",
+}
 #: The record of a run that stopped before its result.
 FAILURE = {"algorithm", "status", "error", "site_failures"}
 CLUSTERING_RESULT = {"bases", "assignments", "privacy", "history", "config"}

@@ -62,6 +62,7 @@ SEED = 2024
 ADD_REMOVE_SENSITIVITY = {
     "dps-pca/init": (dps_pca, "diagonal_sensitivity", lambda c: c**2),
     "dps-pca/power": (dps_pca, "power_step_sensitivity", lambda c: c**2),
+    "dps-pca/variance": (dps_pca, "rayleigh_sensitivity", lambda c: c**2),
     "dpdis-pca": (dpdis_pca, "second_moment_sensitivity", lambda c, n: c**2 / n),
     "ldp-pca": (LDPPolicy, "sensitivity", property(lambda self: self.clip_norm**2)),
     "analyze-gauss": (central, "upper_triangle_sensitivity", lambda c: c**2),

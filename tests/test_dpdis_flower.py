@@ -117,9 +117,11 @@ def test_strategy_describes_itself_and_asks_for_one_round():
 
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
-    """``fedpca simulate dpdis-pca --quiet`` with SCENARIO's flags: (printed, JSON path)."""
+    """``fedpca simulate dpdis-pca --quiet`` with SCENARIO's flags: (printed, JSON path),
+    the loadings (``run.csv``) and scree plot (``run.png``) beside the JSON."""
     output = tmp_path_factory.mktemp("dpdis") / "run.json"
-    printed, _ = run_cli_record([*ARGV, "--quiet"], output)
+    printed, _ = run_cli_record([*ARGV, "--quiet", "--loadings", str(output.with_suffix(".csv")),
+                                 "--scree", str(output.with_suffix(".png"))], output)
     return printed, output
 
 
@@ -136,6 +138,8 @@ def test_flower_run_equals_the_reference(flower_result):
         weighting=SCENARIO.weighting, evaluation=SCENARIO.evaluation(),
     )
     np.testing.assert_allclose(flower_result.basis, reference.basis, atol=1e-8, rtol=0)
+    np.testing.assert_allclose(flower_result.explained_variance, reference.explained_variance,
+                               rtol=1e-8)
     (flower,), (ref,) = flower_result.history, reference.history
     assert flower["energy_ratio"] == pytest.approx(ref["energy_ratio"], abs=1e-8)
     assert flower["epsilon_spent"] == pytest.approx(ref["epsilon_spent"])
@@ -156,6 +160,7 @@ def test_cli_prints_the_summary_and_writes_json(cli_run):
     ] and printed.splitlines()[1].startswith("energy ratio q/q_o = ")
     assert "energy ratio q/q_o = " in printed
     assert "bytes sent per site: 1,152 (the full d x d matrix: 4,608; 4.0x)" in printed
+    assert "DP explained variance per record: " in printed and "; ratio" not in printed
     record = json.loads(output.read_text())
     assert set(record) == record_keys("dpdis-pca")
     assert record["algorithm"] == "dpdis-pca" and record["dataset"] == "synthetic"
@@ -166,6 +171,18 @@ def test_cli_prints_the_summary_and_writes_json(cli_run):
     assert record["energy_ratio"] == record["history"][0]["energy_ratio"]
     assert record["noise_multiplier"] == pytest.approx(math.sqrt(2 * math.log(1.25e4)) / 0.5)
     assert record["sigma"] == pytest.approx(record["noise_multiplier"] * math.sqrt(2) / 200)
+
+
+def test_cli_writes_the_loadings_and_the_scree_plot(cli_run, flower_result):
+    output = cli_run[1]
+    rows = output.with_suffix(".csv").read_text().splitlines()
+    assert rows[0] == "column,PC1,PC2,PC3" and rows[1].startswith("x0,")
+    loadings = np.array([row.split(",")[1:] for row in rows[1:]], dtype=float)
+    np.testing.assert_array_equal(loadings, flower_result.basis)
+    assert output.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+    # the factor variant: the merged A_c's variances, no ratio (no whole noisy matrix)
+    assert flower_result.explained_variance.shape == (3,)
+    assert flower_result.explained_variance_ratio is None
 
 
 @pytest.mark.parametrize(

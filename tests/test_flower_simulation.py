@@ -29,13 +29,13 @@ pytestmark = pytest.mark.federation
 # FLOWER_NOTES: multi-threaded BLAS froze the ServerApp from about d=1000 on.
 SCENARIO = DPSPCAScenario(
     sites=2, dim=1000, samples=20_000, k=3, sparsity=10, s_hat=30, rounds=4,
-    epsilon=4.0, delta=1e-5, seed=2, data_seed=2,
+    epsilon=4.0, delta=1e-5, seed=2, data_seed=2, explained_variance=True,
 )
 #: SCENARIO as command-line flags (the CLI seeds the data with --seed too).
 ARGV = [
     "simulate", "dps-pca", "--sites", "2", "--dim", "1000", "--samples", "20000", "--k", "3",
     "--sparsity", "10", "--s-hat", "30", "--rounds", "4", "--epsilon", "4.0",
-    "--delta", "1e-5", "--seed", "2",
+    "--delta", "1e-5", "--seed", "2", "--explained-variance",
 ]
 
 
@@ -81,6 +81,11 @@ def test_flower_run_equals_reference(flower_result):
     assert [h["epsilon_spent"] for h in flower_result.history] == pytest.approx(
         [h["epsilon_spent"] for h in reference.history]
     )
+    # the last round's release: the final basis's Rayleigh quotients and trace
+    np.testing.assert_allclose(flower_result.explained_variance, reference.explained_variance,
+                               rtol=1e-10)
+    np.testing.assert_allclose(flower_result.explained_variance_ratio,
+                               reference.explained_variance_ratio, rtol=1e-10)
 
 
 def test_the_sites_shared_one_store_for_the_run_and_it_is_gone(cli_run):
@@ -91,7 +96,8 @@ def test_the_sites_shared_one_store_for_the_run_and_it_is_gone(cli_run):
 
 
 def test_every_site_answered_every_round_and_spent_its_budget(flower_result):
-    assert flower_result.sites_answered == [["0", "1"]] * (SCENARIO.rounds + 1)
+    # the initialisation, the power rounds and the explained variance's release
+    assert flower_result.sites_answered == [["0", "1"]] * (SCENARIO.rounds + 2)
     assert flower_result.config["result_delivered"] == ["0", "1"]  # the run's last step
     assert flower_result.history[-1]["epsilon_spent"] == pytest.approx(4.0, rel=1e-3)
     assert flower_result.privacy["trust_model"].startswith("per-site noise")
@@ -107,7 +113,7 @@ def test_cli_prints_the_round_table_and_summary(cli_run, flower_result):
 
 
 ROUND_LINE = re.compile(
-    r"^\s*(\d+)  (init|power)\s+(\d+)/(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+) s$"
+    r"^\s*(\d+)  (init|power|variance)\s+(\d+)/(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+) s$"
 )
 
 
@@ -116,8 +122,8 @@ def test_cli_prints_one_live_line_per_round_in_order(cli_run, flower_result):
     printed = cli_run[0]
     assert "\r" not in printed and "\x1b" not in printed
     rounds = [m.groups() for m in map(ROUND_LINE.match, printed.splitlines()) if m]
-    assert [int(r[0]) for r in rounds] == list(range(SCENARIO.rounds + 1))
-    assert [r[1] for r in rounds] == ["init"] + ["power"] * SCENARIO.rounds
+    assert [int(r[0]) for r in rounds] == list(range(SCENARIO.rounds + 2))
+    assert [r[1] for r in rounds] == ["init"] + ["power"] * SCENARIO.rounds + ["variance"]
     assert all(r[2:4] == ("2", "2") for r in rounds)  # answered / asked
     assert [float(r[4]) for r in rounds] == pytest.approx(
         [h["distance"] for h in flower_result.history], abs=1e-4
@@ -143,7 +149,7 @@ def test_show_round_trips_the_cli_record(cli_run, flower_result, tmp_path):
     # the same summary line as the run itself, and the same rounds, values and order
     summary = next(line for line in printed.splitlines() if line.startswith("dps-pca: k=3"))
     assert summary in shown.splitlines()
-    table = [line.split() for line in shown.splitlines() if re.match(r"^\s+\d+  (init|power)", line)]
+    table = [line.split() for line in shown.splitlines() if re.match(r"^\s+\d+  (init|power|variance)", line)]
     live = [m.groups() for m in map(ROUND_LINE.match, printed.splitlines()) if m]
     assert [(t[0], t[1], t[2], t[3], t[4]) for t in table] == [
         (r[0], r[1], r[2], r[4], r[5]) for r in live
@@ -163,9 +169,13 @@ def test_cli_writes_the_run_record(record):
     assert record["algorithm"] == "dps-pca" and record["accounting"] == "pld"
     assert (record["sites"], record["samples"], record["dim"], record["k"]) == (2, 20_000, 1000, 3)
     assert (record["sparsity"], record["s_hat"], record["seed"]) == (10, 30, 2)
-    # rounds=4 power rounds run as 5 Flower rounds: the initialisation comes first
-    assert record["rounds"] == 4 and record["flower_rounds"] == len(record["history"]) == 5
-    assert len(record["distances"]) == len(record["epsilon_spent"]) == 5
+    # rounds=4 power rounds run as 6 Flower rounds: the initialisation comes first, the
+    # explained variance's release last
+    assert record["rounds"] == 4 and record["flower_rounds"] == len(record["history"]) == 6
+    assert len(record["distances"]) == len(record["epsilon_spent"]) == 6
+    ratio = record["explained_variance_ratio"]
+    assert len(ratio) == 3 and all(0 <= r <= 1 for r in ratio) and sum(ratio) <= 1
+    assert list(record["loadings"]) == [f"x{j}" for j in range(1000)]
     assert record["subspace_distance"] == record["distances"][-1]
     assert record["noise_multiplier"] == SCENARIO.privacy()["noise_multiplier"]
     assert record["wall_seconds"] == record["config"]["wall_seconds"] > 0

@@ -27,7 +27,9 @@ cross-check, reports the exact epsilon the same noise gives as a Gaussian mechan
 sensitivity ``sqrt(2) C^2 / n`` (``epsilon_analytic``: well below alpha, the paper's beta is
 conservative). The paper's beta is undefined when ``(d^2+d)/(2 sqrt(2 pi) delta) <= 1``
 (only ``d = 1`` with ``delta >= 0.399``): refused. The top-``k`` eigenvalues of the noisy matrix (scaled to ``A``) are
-post-processing of the release and are returned in the history.
+post-processing of the release and are returned in the history, and as the result's
+``explained_variance`` (clamped at 0) with its ratio over the noisy matrix's trace
+(:mod:`fedpca.algorithms.explained_variance`).
 
 Computation (changes no law, no guarantee): the released matrix is kept factored,
 ``X^T X / divisor + E`` (:class:`~fedpca.linalg.subspace.GramPlusSymmetric`), and only its top ``k``
@@ -52,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from fedpca.algorithms.explained_variance import along_basis
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import GramPlusSymmetric
 from fedpca.privacy.calibration import (
@@ -157,7 +160,10 @@ def _result(algorithm: str, release: CentralRelease, k: int, start: float) -> PC
         {"round": 1, "phase": PHASE_RELEASE, "eigenvalues": (values * release.scale).tolist()}
     ]
     logger.info("%s: k=%d, n=%s, d=%d", algorithm, k, config["samples"], basis.shape[0])
-    return PCAResult(algorithm, basis, release.privacy, history, config, [[CURATOR]])
+    explained, ratio = along_basis(basis, release.factored.matmat(basis) * release.scale,
+                                   release.factored.trace() * release.scale)
+    return PCAResult(algorithm, basis, release.privacy, history, config, [[CURATOR]],
+                     explained_variance=explained, explained_variance_ratio=ratio)
 
 
 def _nonprivate(X: np.ndarray, k: int, algorithm: str, config: dict[str, Any]) -> PCAResult:

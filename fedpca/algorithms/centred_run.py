@@ -16,11 +16,12 @@ Privacy guarantee (unit: one record at one site, replace-one; the curator's pool
 for Analyze Gauss): each site's (the curator's) releases compose to the policy's (epsilon,
 delta) by its split (:mod:`fedpca.privacy.budget_split`), charged to one ledger per site.
 
-Explained variance (post-processing of the releases): the top-``k`` eigenvalues of the
-noisy centred second moment per record (``X^T X / N`` of the clipped centred rows plus the
-noise; ``/ N``, not ``/ (N - 1)``), negative ones clamped at 0; the ratio divides them by
-the total variance of that same noisy matrix, all its eigenvalues clamped at 0 and summed
-(its trace when none is negative), so the ratios lie in ``[0, 1]`` and sum to at most 1.
+Explained variance (post-processing of the releases,
+:mod:`fedpca.algorithms.explained_variance`): the top-``k`` eigenvalues of the noisy centred
+second moment per record (``X^T X / N`` of the clipped centred rows plus the noise; ``/ N``,
+not ``/ (N - 1)``), negative ones clamped at 0; the ratio divides them by the total
+variance, that same noisy matrix's trace, so the ratios lie in ``[0, 1]`` and sum to at
+most 1.
 DPdisPCA's factor variant has no whole noisy matrix at the server (only each site's ``R``
 leading directions): its explained variance is that of the merged ``A_c`` and it has no
 ratio.
@@ -55,6 +56,7 @@ from fedpca.algorithms.dpdis_pca import (
     answer_round,
     secure_sum_for,
 )
+from fedpca.algorithms.explained_variance import choose_k, explained_variance
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, public_seed
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.budget_split import ALGORITHM
@@ -65,17 +67,6 @@ from fedpca.results import CentredPCAResult
 
 #: The algorithms a centred reference run can end with.
 METHODS = (DPDIS_PCA, ANALYZE_GAUSS)
-
-
-def explained_variance(spectrum: np.ndarray, k: int,
-                       whole: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """The top-``k`` of a noisy matrix's eigenvalues (``spectrum``, descending) clamped at
-    0, and (when the matrix is the ``whole`` noisy second moment) each over the sum of all
-    of them clamped at 0 (``None`` when that sum is 0 or the matrix is not whole)."""
-    clamped = np.clip(np.asarray(spectrum, dtype=np.float64), 0.0, None)
-    total = float(clamped.sum())
-    ratio = clamped[:k] / total if whole and total > 0 else None
-    return clamped[:k], ratio
 
 
 def run_centred_pca(
@@ -89,6 +80,7 @@ def run_centred_pca(
     seed: int | None = None,
     r: int | None = None,
     weighting: str = WEIGHTING_UNIFORM,
+    variance: float | None = None,
 ) -> CentredPCAResult:
     """Private centring (and scaling), then ``method`` on the centred rows.
 
@@ -105,6 +97,10 @@ def run_centred_pca(
         columns: the contract's output column names (``Contract.output_columns``).
         seed: seed for reproducible simulation only (``None``: OS randomness).
         r, weighting: DPdisPCA's (:func:`~fedpca.algorithms.dpdis_pca.run_dpdis_pca`).
+        variance: keep the fewest components, at most ``k``, whose cumulative DP
+            explained-variance ratio reaches this share
+            (:func:`~fedpca.algorithms.explained_variance.choose_k`; post-processing of the
+            whole noisy matrix, so not with DPdisPCA's factor variant).
 
     Privacy guarantee: see the module docstring; the result's ``privacy`` states the split.
     """
@@ -118,7 +114,7 @@ def run_centred_pca(
             f"{len(columns)} column names for {bounds.dim} columns: pass the contract's "
             "output_columns")
     run = _central if method == ANALYZE_GAUSS else _dpdis
-    result = run(sites, bounds, k, policy, variant, seed, r, weighting)
+    result = run(sites, bounds, k, policy, variant, seed, r, weighting, variance)
     result.columns = None if columns is None else list(columns)
     result.config["wall_seconds"] = time.perf_counter() - start
     return result
@@ -138,7 +134,8 @@ def _outcome(moments: ColumnMoments, centring: Sequence[CentringSite],
 
 
 def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,
-           variant: str, seed: int | None, r: int | None, weighting: str) -> CentredPCAResult:
+           variant: str, seed: int | None, r: int | None, weighting: str,
+           variance: float | None) -> CentredPCAResult:
     secure = variant == VARIANT_SECURE
     if secure != policy.discrete:
         raise ConfigurationError(
@@ -158,9 +155,9 @@ def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: Ce
     algorithm = [s.algorithm_site(DPdisPCASite, moments.mean, moments.scale) for s in centring]
     algorithm_secure = (secure_sum_for(policy.algorithm_policy(bounds), bounds.dim, max(sizes),
                                        len(sizes), rotation_seed) if secure else None)
-    server = DPdisPCAServer(bounds.dim, k, r, weighting, variant, None, algorithm_secure)
+    server = DPdisPCAServer(bounds.dim, k, r, weighting, variant, None, algorithm_secure,
+                            variance)
     answer_round(server, algorithm)
-    values, ratio = explained_variance(server.spectrum(), k, whole=variant != VARIANT_FACTOR)
     privacy = {
         **policy.record(bounds),
         "mechanism": "column moments, then DPdisPCA's symmetric Gaussian on the upper "
@@ -170,17 +167,17 @@ def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: Ce
     }
     if secure:
         privacy["epsilon_worst_case"] = max(s.ledger.worst_case_spent() for s in centring)
-    config = {"k": k, "r": server.r, "variant": variant, "weighting": weighting,
-              "sites": len(sites), "seed": seed,
+    config = {"k": server.k, "variance": variance, "r": server.r, "variant": variant,
+              "weighting": weighting, "sites": len(sites), "seed": seed,
               **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm))}
     base = server.result(privacy, config)
     return CentredPCAResult(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
-                            mean=moments.mean, scale=moments.scale,
-                            explained_variance=values, explained_variance_ratio=ratio)
+                            mean=moments.mean, scale=moments.scale)
 
 
 def _central(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,
-             variant: str, seed: int | None, r: int | None, weighting: str) -> CentredPCAResult:
+             variant: str, seed: int | None, r: int | None, weighting: str,
+             variance: float | None) -> CentredPCAResult:
     curator_policy = dataclasses.replace(policy, secure_min_sites=None, discrete=False)
     curator = CentringSite(np.vstack(sites), bounds, curator_policy, site=CURATOR, seed=seed)
     moments_server = MomentsServer(bounds, policy.standardize,
@@ -193,6 +190,8 @@ def _central(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: 
     curator.ledger.charge(Release(ANALYZE_GAUSS, release.privacy["sensitivity"],
                                   release.privacy["sigma"], (bounds.dim, bounds.dim)))
     spectrum = np.linalg.eigvalsh(release.matrix)[::-1] * release.scale
+    if variance is not None:
+        k = min(k, choose_k(spectrum, variance))
     _, basis = release.factored.top_eigenpairs(k)
     values, ratio = explained_variance(spectrum, k, whole=True)
     privacy = {
@@ -201,7 +200,7 @@ def _central(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: 
         "unit": "one record of the pooled data (replace-one)",
         "trust_model": release.privacy["trust_model"],
     }
-    config = {"k": k, "sites": len(sites), "seed": seed,
+    config = {"k": k, "variance": variance, "sites": len(sites), "seed": seed,
               **_outcome(moments, [curator], data.clip.clipped_rows)}
     return CentredPCAResult(ANALYZE_GAUSS, basis, privacy, [], config, [[CURATOR]],
                             mean=moments.mean, scale=moments.scale,

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
+from fedpca.algorithms.explained_variance import along_basis, choose_k
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers
 from fedpca.algorithms.site import (
@@ -295,6 +296,13 @@ class DPdisPCASite(PrivateSite):
         )
 
 
+#: Why DPdisPCA's factor variant cannot choose k.
+CHOOSE_K_FACTOR = (
+    "choosing k from the explained variance needs the whole noisy matrix: the factor "
+    "variant's server holds each site's R leading directions only; use the full or "
+    "secure-sum variant, or give k")
+
+
 class DPdisPCAServer(ServerRecord):
     """The aggregator of DPdisPCA: one request, one merge.
 
@@ -311,6 +319,10 @@ class DPdisPCAServer(ServerRecord):
             against which the history records ``energy_ratio = q(V) / q(V_K)``.
         secure: the sum's public parameters and the sites' ``grid`` (secure-sum only: the
             grid every site derives from its policy, which the server must share to decode).
+        variance: choose the number of components privately: the smallest ``K' <= K``
+            whose cumulative DP explained-variance ratio reaches this share
+            (:func:`~fedpca.algorithms.explained_variance.choose_k`, post-processing of the
+            noisy matrix); full and secure-sum variants only.
     """
 
     algorithm = ALGORITHM
@@ -324,9 +336,13 @@ class DPdisPCAServer(ServerRecord):
         variant: str = VARIANT_FACTOR,
         evaluation: np.ndarray | None = None,
         secure: tuple[SecureSum, GridChoice] | None = None,
+        variance: float | None = None,
     ) -> None:
         self.dim = require_positive_int(dim, "dim")
         self.k = require_positive_int(k, "k")
+        if variance is not None and variant == VARIANT_FACTOR:
+            raise ConfigurationError(CHOOSE_K_FACTOR)
+        self.variance = variance
         require_ordered({"k": self.k, "dim": self.dim})
         self.variant = require_choice(variant, "variant", VARIANTS)
         self.weighting = require_choice(weighting, "weighting", WEIGHTINGS)
@@ -382,15 +398,16 @@ class DPdisPCAServer(ServerRecord):
         values = [a.value for a in ordered]
         if self.secure is not None:
             secure, grid = self.secure
-            total = unpack_symmetric(secure.decode(values, grid), self.dim)
-            self.basis = top_eigenvectors(total, self.k)
-            self.released = total / sum(a.n for a in ordered)
+            self.released = unpack_symmetric(secure.decode(values, grid), self.dim) / sum(
+                a.n for a in ordered)
+            self.basis = self.top_basis()
         elif self.variant == VARIANT_FACTOR:
             self.basis = merged_factor_basis(values, weights, self.k)
             self.released = stacked_factors(values, weights)
         else:
             self.released = merged_full_matrix(values, weights)
-            self.basis = top_eigenvectors(self.released, self.k)
+            self.basis = self.top_basis()
+        self.explained = self.explained_variance()
         entry: dict[str, Any] = {
             "round": 1,
             "phase": self.variant,
@@ -405,6 +422,16 @@ class DPdisPCAServer(ServerRecord):
         return self.basis
 
 
+    def top_basis(self) -> np.ndarray:
+        """The top-``K`` eigenvectors of the whole noisy matrix; with ``variance``, ``K``
+        first lowered to the smallest that explains that share (post-processing)."""
+        if self.variance is not None:
+            chosen = choose_k(self.spectrum(), self.variance)
+            logger.info("DPdisPCA: k=%d explains %.3g of the DP variance (at most %d)",
+                        chosen, self.variance, self.k)
+            self.k = min(self.k, chosen)
+        return top_eigenvectors(self.released, self.k)
+
     def spectrum(self) -> np.ndarray:
         """Every eigenvalue (``d``, descending) of the noisy second moment the basis was
         taken from, per record: the decoded sum over ``N`` (secure-sum), ``sum_s w_s A^_s``
@@ -417,6 +444,16 @@ class DPdisPCAServer(ServerRecord):
             return np.linalg.eigvalsh(self.released)[::-1]
         values = scipy.linalg.svdvals(self.released, check_finite=False) ** 2
         return np.concatenate([values, np.zeros(max(self.dim - values.size, 0))])[:self.dim]
+
+    def explained_variance(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The variance per record along each component and its ratio over the noisy
+        trace (:func:`~fedpca.algorithms.explained_variance.along_basis`): of the summed
+        noisy second moment (full, secure-sum) or of ``A_c = M M^T`` (factor: no ratio, the
+        server holds each site's ``R`` leading directions only). Post-processing."""
+        M = self.released
+        if self.variant == VARIANT_FACTOR:
+            return along_basis(self.basis, M @ (M.T @ self.basis), None)
+        return along_basis(self.basis, M @ self.basis, float(np.trace(M)))
 
     def record_energy_ratio(self, evaluation: np.ndarray) -> None:
         """Record ``energy_ratio`` against ``evaluation`` (``d x d``) in the last history
@@ -493,8 +530,11 @@ def run_dpdis_pca(
     weighting: str = WEIGHTING_UNIFORM,
     variant: str = VARIANT_FACTOR,
     evaluation: np.ndarray | None = None,
+    variance: float | None = None,
 ) -> PCAResult:
     """Reference DPdisPCA over a list of site arrays (no Flower), same formulas as the app.
+    ``variance``: ``k`` is then the most components, the run keeps the fewest that
+    explain that share of the DP variance (:class:`DPdisPCAServer`).
 
     Site ``i`` is named ``str(i)`` and, with ``seed``, draws its noise from the stream
     ``(seed, i, 0)``: a Flower run with the same seed gives the same basis. Run it on one
@@ -512,10 +552,11 @@ def run_dpdis_pca(
     if variant == VARIANT_SECURE:
         rotation_seed = seed if seed is not None else public_seed()
         secure = secure_sum_for(policy, dim, max(sizes), len(sizes), rotation_seed)
-    server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation, secure)
+    server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation, secure, variance)
     answer_round(server, site_objs)
     config = {
-        "k": k, "r": server.r, "weighting": weighting, "variant": variant,
+        "k": server.k, "variance": variance, "r": server.r, "weighting": weighting,
+        "variant": variant,
         "sites": len(site_objs), "samples": sum(s.n for s in site_objs),
         "dim": server.dim, "seed": seed, **asdict(policy),
         "bytes_per_site": server.bytes_per_site,

@@ -11,10 +11,17 @@ follows:
    ``G_i ~ N(0, sigma^2)^{d x k}``; the server forms ``K = sum_i n_i H_i / n`` and sets
    ``Q <- thinQR(Threshold(thinQR(K), s_hat))``.
 
+3. with ``explained_variance`` in the site's policy, one more round (fedpca's addition, not
+   the paper's): for the final ``Q`` site ``i`` sends the ``k`` Rayleigh quotients
+   ``diag(Q^T X_i^T X_i Q)`` and ``trace(X_i^T X_i)`` with ``N(0, sigma^2 I_{k+1})``
+   (:mod:`fedpca.algorithms.explained_variance`); the server sums them into the explained
+   variance per component and its ratio, and orders the components by it.
+
 Privacy guarantee (per site, unit: one record, replace-one): the ``T + 1`` releases of a site
-are (epsilon, delta)-DP together; every release has sensitivity ``sqrt(2) C^2`` and noise
-``sigma = z sqrt(2) C^2`` with ``z`` from :func:`fedpca.privacy.calibration.calibrate_gaussian`
-(``releases = T + 1``). A site never forms its ``d x d`` covariance.
+(``T + 2`` with ``explained_variance``) are (epsilon, delta)-DP together; every release has
+sensitivity ``sqrt(2) C^2`` and noise ``sigma = z sqrt(2) C^2`` with ``z`` from
+:func:`fedpca.privacy.calibration.calibrate_gaussian` (``releases = T + 1``, or ``T + 2``).
+A site never forms its ``d x d`` covariance.
 """
 
 from __future__ import annotations
@@ -28,10 +35,15 @@ from typing import Any
 
 import numpy as np
 
+from fedpca.algorithms.explained_variance import (
+    rayleigh_explained_variance,
+    rayleigh_sensitivity,
+    rayleigh_statistics,
+)
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
-from fedpca.errors import ConfigurationError
+from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import gram_product, thin_qr, threshold_rows, top_coordinates
 from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.privacy.exact_noise import float_error
@@ -54,6 +66,9 @@ INIT_MECHANISM = "dps-pca/diagonal"
 POWER_MECHANISM = "dps-pca/power"
 PHASE_INIT = "init"
 PHASE_POWER = "power"
+VARIANCE_MECHANISM = "dps-pca/rayleigh"
+#: The last round with ``explained_variance``: the Rayleigh quotients of the final basis.
+PHASE_VARIANCE = "variance"
 #: Stream key that separates the server's public randomness from any site's noise.
 PUBLIC_STREAM = 0x5EED
 
@@ -68,14 +83,30 @@ class SitePolicy(RoundsPolicy):
     Gaussian messages (:mod:`fedpca.algorithms.secure_sum`), whose sums over at least ``M``
     sites carry an exact guarantee; otherwise secure aggregation uses continuous shares
     ``sigma / sqrt(M)`` (Flower's SecAgg+ mode).
+
+    ``explained_variance``: the site agrees to one more release at the end, the Rayleigh
+    quotients of the final basis and its trace (``k + 1`` numbers), planned and calibrated
+    with the others (``T + 2`` releases within the same budget, so every release is a
+    little noisier); without it the site refuses that request. Not with ``discrete``.
     """
 
     EXTRA_RELEASES = 1
 
     discrete: bool = False
+    explained_variance: bool = False
+
+    @property
+    def releases(self) -> int:
+        """The initialisation, ``T`` power steps and, with :attr:`explained_variance`, the
+        Rayleigh quotients."""
+        return super().releases + int(self.explained_variance)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.discrete and self.explained_variance:
+            raise ConfigurationError(
+                "explained_variance is not built for discrete (secure-sum) noise: set "
+                "discrete=false, or leave explained_variance off")
         if self.discrete and self.secure_min_sites is None:
             raise ConfigurationError(
                 "discrete (distributed discrete Gaussian) noise needs secure_min_sites: the "
@@ -139,6 +170,29 @@ class DPSPCASite(PrivateSite):
             error=float_error(bound, self.n + self.dim),
         ) / self.n
 
+    def release_rayleigh(
+        self, Q: np.ndarray, min_noise_multiplier: float | None = None
+    ) -> np.ndarray:
+        """``(rayleigh_statistics(X, Q) + N(0, sigma^2 I_{k+1})) / n_i``: the ``k`` Rayleigh
+        quotients of the final basis ``Q`` and the trace of ``X^T X`` (accounted;
+        sensitivity ``sqrt(2) C^2``, :func:`rayleigh_sensitivity`).
+
+        Refused, before anything is charged, unless the site's policy agreed to it
+        (``explained_variance``); ``Q`` is checked like a power step's."""
+        if not self.policy.explained_variance:
+            raise InvalidRequestError(
+                f"{self.site}: this site's policy does not release the explained variance "
+                "(explained_variance = false); run without it")
+        self.require_answer_size(np.shape(Q))
+        Q = validate_basis(Q, self.dim, site=self.site)
+        # every entry is a sum of n squared norms <= C^2
+        bound = self.n * self.clip_norm**2 * math.sqrt(Q.shape[1] + 1)
+        return self.noisy_release(
+            VARIANCE_MECHANISM, rayleigh_statistics(self.X, Q),
+            rayleigh_sensitivity(self.policy.clip_norm), min_noise_multiplier,
+            error=float_error(bound, self.n + self.dim),
+        ) / self.n
+
 
 class DPSPCAServer(ServerRecord):
     """The coordinator of DPS-PCA: plans rounds, aggregates releases, thresholds.
@@ -154,6 +208,8 @@ class DPSPCAServer(ServerRecord):
             known truth in simulation); its output goes into the history.
         secure: the initialisation's and the power steps' secure sums with their grids,
             when the sites send discrete Gaussian messages (see :func:`secure_sums`).
+        explained_variance: ask the sites, after the last power round, for the Rayleigh
+            quotients of the final basis (one more round; every site's policy must agree).
     """
 
     algorithm = ALGORITHM
@@ -168,8 +224,13 @@ class DPSPCAServer(ServerRecord):
         initial_basis: np.ndarray | None = None,
         evaluate: Callable[[np.ndarray], dict[str, float]] | None = None,
         secure: DPSSecureSums | None = None,
+        explained_variance: bool = False,
     ) -> None:
+        if secure is not None and explained_variance:
+            raise ConfigurationError(
+                "explained_variance is not built for discrete (secure-sum) noise")
         self.secure = secure
+        self.explained_variance = bool(explained_variance)
         self.dim = require_positive_int(dim, "dim")
         self.k = require_positive_int(k, "k")
         self.s_hat = require_positive_int(s_hat, "s_hat")
@@ -197,8 +258,9 @@ class DPSPCAServer(ServerRecord):
 
     @property
     def total_rounds(self) -> int:
-        """Number of communication rounds: ``T`` plus one if the server initialises."""
-        return self.rounds + (1 if self.needs_init else 0)
+        """Number of communication rounds: ``T``, plus one if the server initialises, plus
+        one for the explained variance."""
+        return self.rounds + int(self.needs_init) + int(self.explained_variance)
 
     def phase(self, server_round: int) -> tuple[str, int]:
         """``(phase, t)`` for communication round ``server_round`` (1-based)."""
@@ -206,6 +268,8 @@ class DPSPCAServer(ServerRecord):
             raise ConfigurationError(
                 f"round {server_round} is outside 1..{self.total_rounds}"
             )
+        if self.explained_variance and server_round == self.total_rounds:
+            return PHASE_VARIANCE, self.rounds + 1
         if self.needs_init:
             return (PHASE_INIT, 0) if server_round == 1 else (PHASE_POWER, server_round - 1)
         return PHASE_POWER, server_round
@@ -229,12 +293,25 @@ class DPSPCAServer(ServerRecord):
         self._record(t, PHASE_POWER, ordered)
         return self.basis
 
+    def receive_rayleigh(self, t: int, answers: Sequence[SiteAnswer]) -> np.ndarray:
+        """Sum the sites' noisy Rayleigh quotients and traces into the explained variance
+        and its ratio (:func:`rayleigh_explained_variance`), and order the basis's columns
+        by it, largest first (post-processing: the subspace is unchanged)."""
+        ordered, total = self._summed(answers, (self.k + 1,), None)
+        values, ratio = rayleigh_explained_variance(total, sum(a.n for a in ordered))
+        order = np.argsort(-values, kind="stable")
+        self.basis = self.basis[:, order]
+        self.explained = (values[order], None if ratio is None else ratio[order])
+        self._record(t, PHASE_VARIANCE, ordered)
+        return self.basis
+
     def _summed(
-        self, answers: Sequence[SiteAnswer], shape: tuple[int, ...], which: int
+        self, answers: Sequence[SiteAnswer], shape: tuple[int, ...], which: int | None
     ) -> tuple[list[SiteAnswer], np.ndarray]:
         """The checked answers and ``sum_i n_i H_i`` (the sites' unnormalised statistics):
-        their weighted sum, or the decoded secure sum ``which`` (0: init, 1: power)."""
-        if self.secure is None:
+        their weighted sum, or the decoded secure sum ``which`` (0: init, 1: power; None:
+        never in a secure sum)."""
+        if self.secure is None or which is None:
             ordered = ordered_answers(answers, shape)
             return ordered, weighted_sum(ordered, weighted=True)
         public, grid = self.secure[which]
@@ -345,6 +422,7 @@ def run_dps_pca(
     server = DPSPCAServer(
         site_objs[0].dim, k, s_hat, policy.rounds, seed=seed,
         initial_basis=initial_basis, evaluate=evaluate, secure=secure,
+        explained_variance=policy.explained_variance,
     )
     for server_round in range(1, server.total_rounds + 1):
         phase, t = server.phase(server_round)
@@ -352,6 +430,9 @@ def run_dps_pca(
             server.receive_diagonal(
                 [s.answer(s.release_diagonal(secure=init)) for s in site_objs]
             )
+        elif phase == PHASE_VARIANCE:
+            Q = server.basis
+            server.receive_rayleigh(t, [s.answer(s.release_rayleigh(Q)) for s in site_objs])
         else:
             Q = server.basis
             server.receive_power(

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from fedpca.algorithms.explained_variance import along_basis
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import (
     PrivateSite,
@@ -214,6 +215,7 @@ class LDPCovarianceServer(ServerRecord):
             entry.update(self._sparse_metrics(lam, solved))
         else:
             self.basis = top_eigenvectors(S, self.k)
+        self.explained = along_basis(self.basis, S @ self.basis, float(np.trace(S)))
         if self.evaluate is not None:
             entry.update(self.evaluate(self.basis))
         self.history.append(entry)

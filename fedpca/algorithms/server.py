@@ -30,6 +30,9 @@ class ServerRecord:
         self.basis: np.ndarray | None = None
         self.history: list[dict[str, Any]] = []
         self.sites_answered: list[list[str]] = []
+        #: The explained variance and its ratio, where the releases give them
+        #: (:mod:`fedpca.algorithms.explained_variance`; post-processing).
+        self.explained: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
 
     @property
     def expected_rounds(self) -> int:
@@ -54,6 +57,8 @@ class ServerRecord:
             history=self.history,
             config=config,
             sites_answered=self.sites_answered,
+            explained_variance=self.explained[0],
+            explained_variance_ratio=self.explained[1],
         )
 
 

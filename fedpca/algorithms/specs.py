@@ -79,7 +79,8 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         simulate="fedpca.simulations.dps_pca:simulate_dps_pca",
         server_main="fedpca.apps.dps_pca:server_main",
         audit=(("dps-pca/init", "fedpca.audit.targets:dps_init"),
-               ("dps-pca/power", "fedpca.audit.targets:dps_power")),
+               ("dps-pca/power", "fedpca.audit.targets:dps_power"),
+               ("dps-pca/variance", "fedpca.audit.targets:dps_variance")),
         extra_releases=1,
     ),
     AlgorithmSpec(

@@ -22,7 +22,9 @@ from fedpca.clients.base import ClientFactory
 from fedpca.clients.ledger_state import load_ledger
 from fedpca.data.memory import require_simulation_memory
 from fedpca.errors import ConfigurationError
+from fedpca.loadings import loadings_path, write_loadings
 from fedpca.report import record_summary
+from fedpca.results import PCAResult
 from fedpca.run_record import RunResult, run_record, save_run_record
 from fedpca.scenarios.base import S, Scenario
 from fedpca.secure.identity import SecureIdentity, simulation_identity
@@ -165,8 +167,11 @@ def record_path(config: dict[str, Any]) -> str | None:
 
 def finish(result: RunResult, config: dict[str, Any]) -> None:
     """Log the result and write its run record (the same JSON as ``fedpca simulate
-    --output``, :mod:`fedpca.run_record`) to run_config ``output`` when that is set."""
+    --output``, :mod:`fedpca.run_record`) to run_config ``output`` when that is set, and a
+    PCA result's loadings table next to it (:func:`fedpca.loadings.loadings_path`)."""
     logger.info("%s", record_summary(run_record(result)))
     output = record_path(config)
     if output:
         save_run_record(result, output)
+        if isinstance(result, PCAResult):
+            write_loadings(result, loadings_path(output))

@@ -33,6 +33,7 @@ def server_main(grid: Grid, context: Context) -> None:
     strategy = DPdisPCA(
         dim=scenario.dim, k=scenario.k, r=scenario.r, weighting=scenario.weighting,
         variant=scenario.variant, min_sites=scenario.required_sites(), secure=secure,
+        variance=scenario.variance,
     )
     run_strategy(grid, context, strategy, secure=secure_aggregation(scenario, strategy, 1.0))
     strategy.privacy = (

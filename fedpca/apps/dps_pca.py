@@ -31,6 +31,7 @@ def server_main(grid: Grid, context: Context) -> None:
         min_sites=scenario.required_sites(), seed=scenario.seed,
         evaluate_fn=scenario.distance_to_truth if config.get("dataset") == "synthetic" else None,
         secure=sums, privacy=privacy_record(scenario.policy(), sums),
+        explained_variance=scenario.explained_variance,
     )
     run_strategy(grid, context, strategy,
                  secure=secure_aggregation(scenario, strategy, max_records))

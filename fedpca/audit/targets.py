@@ -15,6 +15,10 @@ grid points plus exact discrete Gaussian noise, unless ``noise_sampler="float"``
 * ``dps-pca/power``: ``H = (X^T X Q + G) / n`` for the curious server's request
   ``Q = [e_1 e_2]``, whose span holds both replaced records. The site's policy allows the
   fewest releases DPS-PCA has (``rounds=1``: two), so the claim is that of one of them.
+* ``dps-pca/variance``: the noisy Rayleigh quotients and trace ``(diag(Q^T X^T X Q),
+  ||X||_F^2) / n`` for the final basis ``Q = [e_1 e_2]`` (``phase=variance``), whose change
+  between the neighbours, ``(-C^2, C^2, 0)``, attains the sensitivity ``sqrt(2) C^2``; the
+  site agreed to the release (``rounds=1``: three releases, the claim one of them).
 * ``dpdis-pca/secure-sum`` and ``sulq-kplane/secure-sum``: the decoded secure sum of two
   sites' distributed discrete Gaussian messages, the audited site holding the neighbours
   (made by the sites' own release code; through Flower the same residues pass SecAgg+
@@ -34,7 +38,7 @@ in the algorithm's spec.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,7 +54,13 @@ from fedpca.algorithms.dpdis_pca import (
     DPdisPCASite,
     secure_sum_for,
 )
-from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_POWER, DPSPCASite, SitePolicy
+from fedpca.algorithms.dps_pca import (
+    PHASE_INIT,
+    PHASE_POWER,
+    PHASE_VARIANCE,
+    DPSPCASite,
+    SitePolicy,
+)
 from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite
 from fedpca.algorithms.kplane import secure_sum_for as kplane_secure_sum
 from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceSite, LDPPolicy
@@ -188,6 +198,18 @@ def dps_power(settings: AuditSettings) -> AuditTarget:
         "dps-pca/power", settings, _dps_policy(settings), client=DPSPCAClient, site=DPSPCASite,
         parameters=[worst_case_basis(settings.dim)], config={"phase": PHASE_POWER, "round": 1},
         request=f"request phase=power, Q=[e_1 e_2]; {DPS_CLAIM}", view=np.ravel,
+    )
+
+
+def dps_variance(settings: AuditSettings) -> AuditTarget:
+    """DPS-PCA's explained-variance release for the final basis ``Q = [e_1 e_2]``."""
+    policy = replace(_dps_policy(settings), explained_variance=True)
+    return _client_target(
+        "dps-pca/variance", settings, policy, client=DPSPCAClient, site=DPSPCASite,
+        parameters=[worst_case_basis(settings.dim)],
+        config={"phase": PHASE_VARIANCE, "round": 2},
+        request="request phase=variance, Q=[e_1 e_2]; the claim is one of the 3 releases a "
+                "rounds=1 site with explained_variance makes", view=np.ravel,
     )
 
 

@@ -18,8 +18,13 @@ if TYPE_CHECKING:
 
 
 def add_output_flags(parser: argparse.ArgumentParser) -> None:
-    """``--output --verbose --plot --quiet``."""
+    """``--output --loadings --scree --verbose --plot --quiet``."""
     parser.add_argument("--output", type=Path, default=None, help="write the result as JSON")
+    parser.add_argument("--loadings", type=Path, default=None, metavar="FILE.csv",
+                        help="write the loadings table (column, PC1..PCk) as CSV")
+    parser.add_argument("--scree", type=Path, default=None, metavar="FILE.png",
+                        help="draw the scree plot: the DP explained-variance ratio per "
+                             "component and its cumulative curve")
     parser.add_argument("--verbose", action="store_true", help="show Flower's own logs")
     add_display_flags(parser)
 
@@ -76,7 +81,9 @@ def write_record(path: Path | None, result: RunResult) -> None:
 
 
 def write_outputs(args: argparse.Namespace, result: RunResult) -> None:
-    """``--output``: the run record; ``--plot``: its picture (:func:`fedpca.plots.plot_run`)."""
+    """``--output``: the run record; ``--plot``: its picture (:func:`fedpca.plots.plot_run`);
+    ``--loadings``: the loadings table (:mod:`fedpca.loadings`); ``--scree``: the scree
+    plot (:func:`fedpca.plots.plot_scree`)."""
     write_record(args.output, result)
     if args.plot is not None:
         from fedpca.plots import plot_run
@@ -84,6 +91,15 @@ def write_outputs(args: argparse.Namespace, result: RunResult) -> None:
 
         plot_run(run_record(result), args.plot)
         print(f"wrote {args.plot}")
+    if getattr(args, "loadings", None) is not None:
+        from fedpca.loadings import write_loadings
+
+        print(f"wrote {write_loadings(result, args.loadings)}")
+    if getattr(args, "scree", None) is not None:
+        from fedpca.plots import plot_scree
+        from fedpca.run_record import run_record
+
+        print(f"wrote {plot_scree(run_record(result), args.scree)}")
 
 
 class FlagNames:

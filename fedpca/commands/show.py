@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from fedpca.errors import ConfigurationError
-from fedpca.report import guarantee_lines, history_table, record_header, record_summary
+from fedpca.report import (
+    explained_summary,
+    guarantee_lines,
+    history_table,
+    record_header,
+    record_summary,
+)
 from fedpca.run_record import FAILED
 
 
@@ -28,6 +34,8 @@ def register_show_command(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("result", type=Path, help="a run record (JSON)")
     p.add_argument("--plot", type=Path, default=None, help="draw the run to this PNG")
+    p.add_argument("--scree", type=Path, default=None, metavar="FILE.png",
+                   help="draw the scree plot (DP explained-variance ratio per component)")
     p.set_defaults(func=run)
 
 
@@ -67,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(guarantee_lines(record)))
     print(history_table(record["algorithm"], record["history"]))
     print(record_summary(record))
+    explained = explained_summary(record.get("explained_variance"),
+                                  record.get("explained_variance_ratio"))
+    if explained is not None:
+        print(explained)
     if record.get("wall_seconds") is not None:
         print(f"wall time {record['wall_seconds']:.1f} s")
     if args.plot is not None:
@@ -74,4 +86,8 @@ def run(args: argparse.Namespace) -> int:
 
         plot_run(record, args.plot)
         print(f"wrote {args.plot}")
+    if args.scree is not None:
+        from fedpca.plots import plot_scree
+
+        print(f"wrote {plot_scree(record, args.scree)}")
     return 0

@@ -23,6 +23,7 @@ from fedpca.commands.common import (
     write_outputs,
 )
 from fedpca.data.memory import require_simulation_memory
+from fedpca.errors import ConfigurationError
 
 
 class LazySubcommands(argparse._SubParsersAction):
@@ -71,6 +72,7 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     """Build the scenario from the flags, run the simulation with live rounds, print the
     report and the wall time, write the JSON and the plot. A run that fails raises (the
     command exits non-zero) after writing its failure record to ``--output``."""
+    from fedpca.report import explained_summary
     from fedpca.run_record import failure_recorded
     from fedpca.simulations.launcher import Engine
 
@@ -79,6 +81,7 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     scenario = scenario_cls.from_flags(
         {f.name: getattr(args, f.name) for f in scenario_cls.flag_fields()}
     )
+    require_outputs(args, scenario)
     require_simulation_memory(scenario.samples, scenario.dim, scenario.sites)
     for line in scenario.header():
         announce(args, line)
@@ -89,6 +92,24 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
         result = simulate(scenario, verbose=args.verbose, observer=observer, engine=engine)
     for line in scenario.report(result):
         print(line)
+    explained = explained_summary(getattr(result, "explained_variance", None),
+                                  getattr(result, "explained_variance_ratio", None))
+    if explained is not None:
+        print(explained)
     print(f"wall time {result.config['wall_seconds']:.1f} s")
     write_outputs(args, result)
     return 0
+
+
+def require_outputs(args: argparse.Namespace, scenario: Any) -> None:
+    """Refuse, before the run, ``--loadings`` or ``--scree`` that its result cannot give."""
+    if args.loadings is not None and not scenario.HAS_LOADINGS:
+        raise ConfigurationError(
+            f"--loadings: {scenario.ALGORITHM}'s result is clusters of subspaces, not one "
+            "basis; drop --loadings")
+    if args.scree is not None and not scenario.explains_variance:
+        raise ConfigurationError(
+            f"--scree: this {scenario.ALGORITHM} run releases no explained variance; add "
+            "--explained-variance (one more release, within the same budget)"
+            if scenario.HAS_LOADINGS else
+            f"--scree: {scenario.ALGORITHM} releases no explained variance; drop --scree")

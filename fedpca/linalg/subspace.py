@@ -379,6 +379,11 @@ class GramPlusSymmetric:
             M += self.symmetric
         return M
 
+    def trace(self) -> float:
+        """``trace(M)`` in ``O(n d)``, without forming ``M``."""
+        total = float(np.einsum("ij,ij->", self.X, self.X)) / self.divisor
+        return total + (0.0 if self.symmetric is None else float(np.trace(self.symmetric)))
+
     def top_eigenpairs(self, k: int, method: str = AUTO) -> tuple[np.ndarray, np.ndarray]:
         """See :func:`gram_top_eigenpairs`."""
         return gram_top_eigenpairs(self, k, method)

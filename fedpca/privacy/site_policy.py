@@ -121,6 +121,8 @@ memory-mib = {memory_mib}               # address space of each site process sta
 # One table per algorithm this site takes part in; a request for any other is refused.
 [algorithms.dps-pca]
 rounds = {rounds}                     # power rounds calibrated for (the coordinator may ask fewer)
+# explained-variance = true     # one more release: the final basis's Rayleigh quotients and
+                                # trace (k + 1 numbers), planned within the same budget
 
 [algorithms.dpdis-pca]
 
@@ -157,7 +159,8 @@ class SitePolicyFile:
             continuous shares (DPS-PCA; DPdisPCA's secure sums are always discrete).
         secure_min_sites: ``M`` (>= 2) when the site answers only inside secure sums of at
             least ``M`` sites, else ``None``.
-        algorithms: allowed algorithm -> its settings (``rounds`` for DPS-PCA).
+        algorithms: allowed algorithm -> its settings (``rounds`` and
+            ``explained-variance`` for DPS-PCA).
         worst_case_epsilon: lifetime bound (at ``delta``) on the unconditional guarantee:
             the site's own shares of its secure releases, seen alone; required with
             ``secure_min_sites``.
@@ -218,7 +221,8 @@ class SitePolicyFile:
     def releases_per_run(self, algorithm: str) -> int:
         """The most releases one run of ``algorithm`` may make at this site."""
         settings = self.require_algorithm(algorithm)
-        return SPECS[algorithm].releases_per_run(int(settings.get("rounds", DEFAULT_DPS_ROUNDS)))
+        rounds = int(settings.get("rounds", DEFAULT_DPS_ROUNDS))
+        return SPECS[algorithm].releases_per_run(rounds) + int(_explains(settings))
 
     def privacy_config(self, algorithm: str) -> dict[str, Any]:
         """The run_config privacy keys as this site sets them for one run of ``algorithm``
@@ -235,6 +239,8 @@ class SitePolicyFile:
         }
         if SPECS[algorithm].extra_releases is not None:  # a multi-round algorithm
             config["rounds"] = int(settings.get("rounds", DEFAULT_DPS_ROUNDS))
+        if algorithm == DPS_PCA:
+            config[EXPLAINED_VARIANCE] = _explains(settings)
         return config
 
     def planned_run(self, algorithm: str) -> list[Release]:
@@ -281,7 +287,14 @@ class SitePolicyFile:
 
 #: ``run_config`` keys a real site never takes from the coordinator.
 PRIVACY_KEYS = ("epsilon", "delta", "rounds", "accounting", "clip-norm", "secure-min-sites",
-                "discrete", "noise-sampler")
+                "discrete", "noise-sampler", "explained-variance")
+#: DPS-PCA's setting (``[algorithms.dps-pca]``): one more release, the explained variance.
+DPS_PCA, EXPLAINED_VARIANCE = "dps-pca", "explained-variance"
+
+
+def _explains(settings: dict[str, Any]) -> bool:
+    """Whether an algorithm's settings agree to DPS-PCA's explained-variance release."""
+    return bool(settings.get(EXPLAINED_VARIANCE, False))
 
 
 #: The template's lifetime, weekly, daily and per-run (calibration) epsilon.
@@ -559,4 +572,8 @@ class _Reader:
             rounds = settings.get("rounds", DEFAULT_DPS_ROUNDS)
             if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
                 raise self.error(f"algorithms.{name}.rounds must be an integer >= 1")
+            explains = settings.get(EXPLAINED_VARIANCE, False)
+            if not isinstance(explains, bool) or (explains and name != DPS_PCA):
+                raise self.error(f"algorithms.{name}.{EXPLAINED_VARIANCE} must be true or "
+                                 f"false, and only {DPS_PCA} takes it")
         return {name: dict(settings) for name, settings in allowed.items()}

@@ -9,10 +9,11 @@ names each algorithm's scenario. No Flower import here.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any, ClassVar, Self, TypeVar
 
-from fedpca.errors import ConfigurationError
+from fedpca.errors import ConfigurationError, ParameterError
 from fedpca.privacy.calibration import ACCOUNTING_MODES
 from fedpca.privacy.exact_noise import EXACT, FLOAT, NOISE_SAMPLERS
 from fedpca.privacy.validation import require_site_count
@@ -58,7 +59,22 @@ MIN_SITES = flag("a round proceeds if at least this many sites answer (default: 
                  type=int, none=0)
 DIM = flag("features d")
 SAMPLES = flag("total records n, split evenly over the sites")
-K = flag("components")
+#: ``--k auto``: choose ``k`` from the DP explained variance (scenarios with
+#: :attr:`Scenario.CHOOSES_K`); held as -1 until the scenario resolves it.
+AUTO_K = -1
+
+
+def components(text: str) -> int:
+    """``--k``'s value: a positive integer, or ``auto`` (:data:`AUTO_K`)."""
+    if text.strip().lower() == "auto":
+        return AUTO_K
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or auto, got {text!r}")
+    return int(text)
+
+
+K = flag("components (auto: the fewest that explain --variance, for the algorithms that can "
+         "choose)", type=components)
 ROUNDS = flag("rounds T")
 
 
@@ -85,9 +101,20 @@ class Scenario:
     data_seed: int = 0
     min_sites: int | None = parameter(None, MIN_SITES)
 
+    #: Whether the run can choose ``k`` from its DP explained variance (``--k auto``), and
+    #: the field that holds ``k``.
+    CHOOSES_K: ClassVar[bool] = False
+    COMPONENTS: ClassVar[str] = "k"
+
     def __post_init__(self) -> None:
         # more than the federation's sites would never arrive: a run would wait forever
         require_site_count(self.min_sites, "min_sites", self.sites)
+        if getattr(self, self.COMPONENTS, None) == AUTO_K and not self.CHOOSES_K:
+            raise ParameterError(
+                f"{{{self.COMPONENTS}}} auto needs the whole noisy matrix of a one-shot method "
+                f"(dpdis-pca --variant full or secure-sum); {self.ALGORITHM} needs k before "
+                "it runs", {self.COMPONENTS: "auto"},
+                hint=f"give {{{self.COMPONENTS}}} as a number")
 
     @classmethod
     def flag_fields(cls) -> list[Field]:
@@ -169,6 +196,14 @@ class Scenario:
     def flower_rounds(self) -> int:
         """Flower rounds of the run (what progress counts): one unless overridden."""
         return 1
+
+    #: Whether the result is a basis with a loadings table (not k-plane's clusters).
+    HAS_LOADINGS: ClassVar[bool] = True
+
+    @property
+    def explains_variance(self) -> bool:
+        """Whether the result will carry a DP explained variance (for a scree plot)."""
+        return self.HAS_LOADINGS
 
     #: Who the header says holds the guarantee.
     HOLDER: ClassVar[str] = "each site"

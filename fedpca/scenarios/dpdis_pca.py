@@ -48,6 +48,7 @@ from fedpca.privacy.validation import (
 )
 from fedpca.results import PCAResult
 from fedpca.scenarios.base import (
+    AUTO_K,
     DIM,
     SAMPLES,
     SECURE_MIN_SITES,
@@ -70,6 +71,7 @@ class DPdisPCAScenario(Scenario):
     """
 
     ALGORITHM: ClassVar[str] = "dpdis-pca"
+    CHOOSES_K: ClassVar[bool] = True
 
     dataset: str = parameter(SYNTHETIC, flag(
         "synthetic model, or a public data set (--dim and --samples then come from the data)",
@@ -90,9 +92,14 @@ class DPdisPCAScenario(Scenario):
     alpha: float | None = parameter(None, flag(
         "Dirichlet label skew across sites (data sets only; default i.i.d.)", type=float,
         none=0.0))
+    variance: float | None = parameter(None, flag(
+        "choose k privately: the fewest components (at most --k; --k auto: at most d) whose "
+        "cumulative DP explained-variance ratio reaches this share, e.g. 0.9 (full and "
+        "secure-sum variants; no extra budget)", type=float, none=0.0))
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.resolve_k()
         require_choice(self.dataset, "dataset", DATASETS)
         require_split(self.samples, self.sites)
         if self.alpha is not None:
@@ -123,6 +130,23 @@ class DPdisPCAScenario(Scenario):
                 hint=f"use {{r}} >= {-(-self.k // self.sites)}",
             )
 
+    def resolve_k(self) -> None:
+        """``--k auto`` becomes ``k = d`` (the most components) with ``--variance``, which
+        must be a share in ``(0, 1]`` of a variant with the whole noisy matrix."""
+        if self.k == AUTO_K and self.variance is None:
+            raise ParameterError("{k} auto needs {variance}, the share of the variance to "
+                                 "explain", {"k": "auto", "variance": None},
+                                 hint="e.g. {variance} 0.9")
+        if self.variance is None:
+            return
+        if not 0.0 < self.variance <= 1.0 or self.variant == VARIANT_FACTOR:
+            raise ParameterError(
+                "{variance} must be a share in (0, 1], of a {variant} with the whole noisy "
+                "matrix", {"variance": self.variance, "variant": self.variant},
+                hint="use {variant} full or secure-sum, and e.g. {variance} 0.9")
+        if self.k == AUTO_K:
+            object.__setattr__(self, "k", self.dim)
+
     @classmethod
     def for_dataset(cls, dataset: str, **options: Any) -> DPdisPCAScenario:
         """A scenario over every record of ``dataset``: ``dim`` and ``samples`` from the data."""
@@ -144,8 +168,10 @@ class DPdisPCAScenario(Scenario):
 
     def describe(self) -> str:
         """The data, sites, shape and weighting."""
+        k = (self.k if self.variance is None
+             else f"the fewest <= {self.k} explaining {self.variance:g}")
         return (f"DPdisPCA on {self.dataset}: {self.sites} sites, n={self.samples}, "
-                f"d={self.dim}, k={self.k}, r={self.resolved_r or 'full'}, weighting "
+                f"d={self.dim}, k={k}, r={self.resolved_r or 'full'}, weighting "
                 f"{self.weighting}")
 
     def release_note(self) -> str:
@@ -212,7 +238,8 @@ class DPdisPCAScenario(Scenario):
     ) -> DPdisPCAServer:
         """The aggregator this scenario describes (``secure``: the secure-sum variant's)."""
         return DPdisPCAServer(
-            self.dim, self.k, self.resolved_r, self.weighting, self.variant, evaluation, secure
+            self.dim, self.k, self.resolved_r, self.weighting, self.variant, evaluation, secure,
+            self.variance,
         )
 
     def prepared_site(self, site: int) -> SiteData:

@@ -69,6 +69,10 @@ class DPSPCAScenario(Scenario):
     discrete: bool = parameter(False, flag(
         "with --secure-aggregation: sites send distributed discrete Gaussian residues "
         "(exact guarantee for every sum of at least M sites) instead of continuous shares"))
+    explained_variance: bool = parameter(False, flag(
+        "one more round: every site releases the Rayleigh quotients of the final basis and "
+        "its trace (k + 1 numbers, planned within the same budget), giving the explained "
+        "variance and its ratio"))
     failure_rate: float = parameter(0.0, flag(
         "simulate faults: each site fails each round with this probability"))
 
@@ -99,7 +103,7 @@ class DPSPCAScenario(Scenario):
             epsilon=self.epsilon, delta=self.delta, rounds=self.rounds,
             accounting=self.accounting, clip_norm=self.clip_norm,
             secure_min_sites=self.secure_min_sites, discrete=self.discrete,
-            noise_sampler=self.noise_sampler,
+            noise_sampler=self.noise_sampler, explained_variance=self.explained_variance,
         )
 
     def secure_sums(self, max_records: int | None = None) -> DPSSecureSums | None:
@@ -114,9 +118,14 @@ class DPSPCAScenario(Scenario):
         )
 
     @property
+    def explains_variance(self) -> bool:
+        """Only with the explained variance's release."""
+        return self.explained_variance
+
+    @property
     def flower_rounds(self) -> int:
-        """The initialisation and ``T`` power rounds."""
-        return self.rounds + 1
+        """The initialisation, ``T`` power rounds and the explained variance's round."""
+        return self.rounds + 1 + int(self.explained_variance)
 
     def describe(self) -> str:
         """Sites, records, shape and rounds."""

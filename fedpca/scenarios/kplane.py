@@ -36,6 +36,7 @@ from fedpca.scenarios.base import (
     SAMPLES,
     SECURE_MIN_SITES,
     Scenario,
+    components,
     flag,
     parameter,
 )
@@ -51,10 +52,13 @@ class KPlaneScenario(Scenario):
     """
 
     ALGORITHM: ClassVar[str] = "sulq-kplane"
+    HAS_LOADINGS: ClassVar[bool] = False
+    COMPONENTS: ClassVar[str] = "clusters"
 
     dim: int = parameter(5, DIM)
     samples: int = parameter(5000, SAMPLES)
-    clusters: int = parameter(3, flag("number of subspaces k", flags=("--clusters", "--k")))
+    clusters: int = parameter(3, flag("number of subspaces k", flags=("--clusters", "--k"),
+                                      type=components))
     subspace_dim: int = parameter(3, flag("dimension q of each subspace"))
     noise: float = parameter(0.01, flag(
         "std of the Gaussian noise per coordinate of the synthetic points"))

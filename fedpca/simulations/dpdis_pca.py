@@ -35,7 +35,7 @@ def simulate_dpdis_pca(
         dim=scenario.dim, k=scenario.k, r=scenario.r, weighting=scenario.weighting,
         variant=scenario.variant, min_sites=scenario.required_sites(),
         wait_for_sites=scenario.sites, evaluation=scenario.evaluation(), secure=secure,
-        privacy=scenario.privacy(secure),
+        privacy=scenario.privacy(secure), variance=scenario.variance,
     )
     client_fn = functools.partial(partition_client, client_for_site, scenario)
     run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer,

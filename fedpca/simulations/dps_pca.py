@@ -53,6 +53,7 @@ def simulate_dps_pca(
         dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,
         min_sites=scenario.required_sites(), wait_for_sites=scenario.sites, seed=scenario.seed,
         evaluate_fn=scenario.distance_to_truth, secure=sums,
+        explained_variance=scenario.explained_variance,
         privacy=privacy_record(scenario.policy(), sums),
     )
     secure = secure_aggregation(scenario, strategy, scenario.largest_site())

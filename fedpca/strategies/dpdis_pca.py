@@ -50,6 +50,8 @@ class DPdisPCARounds(SiteRoundStrategy):
             sites' grid (:func:`fedpca.algorithms.dpdis_pca.secure_sum_for`): sites send
             distributed discrete Gaussian residues through SecAgg+ (legacy strategy with
             :meth:`SecAggSettings.for_residues` only).
+        variance (float | None, default None): keep the fewest components (at most ``k``)
+            that explain this share of the DP variance (full and secure-sum variants).
         **options: :class:`~fedpca.strategies.base.SiteRoundStrategy`'s ``min_sites``,
             ``wait_for_sites``, ``min_noise_multiplier`` and ``privacy``.
     """
@@ -68,10 +70,12 @@ class DPdisPCARounds(SiteRoundStrategy):
         variant: str = VARIANT_FACTOR,
         evaluation: np.ndarray | None = None,
         secure: tuple[SecureSum, GridChoice] | None = None,
+        variance: float | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
-        self.server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation, secure)
+        self.server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation, secure,
+                                     variance)
         if secure is not None:
             self.secagg_embedding = SecAggPlusEmbedding(secure[1].modulus)
 

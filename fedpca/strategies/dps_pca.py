@@ -5,7 +5,9 @@ Paper: Ge, Wang, Wang, Liu, "Minimax-Optimal Privacy-Preserving Sparse PCA in Di
 Systems", AISTATS 2018, http://proceedings.mlr.press/v84/ge18a.html
 
 Round 1 (unless an initial basis is given) asks every site for its noisy diagonal of
-``X^T X``; rounds ``2..T+1`` send the current basis ``Q`` and receive ``H_i``. Every formula
+``X^T X``; rounds ``2..T+1`` send the current basis ``Q`` and receive ``H_i``; with
+``explained_variance``, round ``T+2`` sends the final ``Q`` and receives the noisy Rayleigh
+quotients and trace. Every formula
 lives in :mod:`fedpca.algorithms.dps_pca`; this module only moves arrays. The privacy
 guarantee is the sites' (each adds its own noise, see :mod:`fedpca.clients.dps_pca`); the
 server only records what they report.
@@ -19,7 +21,7 @@ from typing import Any
 import numpy as np
 from flwr.common import Scalar
 
-from fedpca.algorithms.dps_pca import PHASE_INIT, DPSPCAServer, DPSSecureSums
+from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_VARIANCE, DPSPCAServer, DPSSecureSums
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.strategies.base import SiteRoundStrategy
@@ -46,6 +48,8 @@ class DPSPCARounds(SiteRoundStrategy):
             grids) when sites with a ``discrete`` policy send distributed discrete Gaussian
             residues through SecAgg+ (:func:`fedpca.algorithms.dps_pca.secure_sums`; legacy
             strategy with :meth:`SecAggSettings.for_residues` only).
+        explained_variance (bool, default False): one more round for the explained
+            variance (every site's policy must agree to that release).
         **options: :class:`~fedpca.strategies.base.SiteRoundStrategy`'s ``min_sites``,
             ``wait_for_sites``, ``min_noise_multiplier`` and ``privacy``.
     """
@@ -63,12 +67,13 @@ class DPSPCARounds(SiteRoundStrategy):
         initial_basis: np.ndarray | None = None,
         evaluate_fn: Callable[[np.ndarray], dict[str, float]] | None = None,
         secure: DPSSecureSums | None = None,
+        explained_variance: bool = False,
         **options: Any,
     ) -> None:
         super().__init__(**options)
         self.server = DPSPCAServer(
             dim, k, s_hat, rounds, seed=seed, initial_basis=initial_basis,
-            evaluate=evaluate_fn, secure=secure,
+            evaluate=evaluate_fn, secure=secure, explained_variance=explained_variance,
         )
         if secure is not None:
             self.secagg_embedding = SecAggPlusEmbedding(secure[1][1].modulus)
@@ -86,7 +91,8 @@ class DPSPCARounds(SiteRoundStrategy):
         return self.server.total_rounds
 
     def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
-        """Init: no arrays; power round ``t``: the current basis ``Q``."""
+        """Init: no arrays; power round ``t`` and the explained variance: the current
+        basis ``Q``."""
         phase, t = self.server.phase(server_round)
         arrays = [] if phase == PHASE_INIT else [self.server.basis]
         config: dict[str, Scalar] = {"phase": phase, "round": t}
@@ -97,10 +103,13 @@ class DPSPCARounds(SiteRoundStrategy):
     def combine(
         self, server_round: int, answers: list[SiteAnswer]
     ) -> tuple[np.ndarray, dict[str, Scalar]]:
-        """Initial support or one power step, by :class:`DPSPCAServer`."""
+        """Initial support, one power step or the explained variance, by
+        :class:`DPSPCAServer`."""
         phase, t = self.server.phase(server_round)
         if phase == PHASE_INIT:
             basis = self.server.receive_diagonal(answers)
+        elif phase == PHASE_VARIANCE:
+            basis = self.server.receive_rayleigh(t, answers)
         else:
             basis = self.server.receive_power(t, answers)
         return basis, {k: v for k, v in self.server.history[-1].items() if k != "phase"}
