@@ -29,6 +29,13 @@ def float_array(value: Any) -> np.ndarray:
     return np.asarray(value, dtype=np.float64)
 
 
+def scores(rows: np.ndarray, basis: np.ndarray, mean: np.ndarray | float = 0.0,
+           scale: np.ndarray | float = 1.0) -> np.ndarray:
+    """``(rows - mean) / scale @ basis``: the scores of rows (``m x d``) on a released basis
+    (``d x k``), centred and scaled with the released mean and scale (post-processing)."""
+    return (rows - mean) / scale @ basis
+
+
 class SavedResult:
     """JSON ``save``/``load`` of a result dataclass: arrays are written as nested lists and
     read back by the class's :attr:`READERS`; keys a file holds beyond the fields are ignored
@@ -210,4 +217,4 @@ class CentredPCAResult(PCAResult):
         """Scores of rows ``X`` (preprocessed by the contract, ``m x d``): centred and
         scaled with the released mean and scale, projected onto the basis (``m x k``).
         Rows are not clipped: scores are computed where the rows are and go nowhere."""
-        return (self.rows(X) - self.mean) / self.scale @ self.basis
+        return scores(self.rows(X), self.basis, self.mean, self.scale)

@@ -40,6 +40,7 @@ import numpy as np
 
 from fedpca.errors import InvalidDataError, InvalidRequestError
 from fedpca.privacy.file_modes import replace_owner_only
+from fedpca.results import scores as centred_scores
 
 if TYPE_CHECKING:
     from fedpca.privacy.site_policy import SitePolicyFile
@@ -128,7 +129,7 @@ class ReleasedResult:
             )
         mean = 0.0 if self.mean is None else self.mean
         scale = 1.0 if self.scale is None else self.scale
-        return (rows - mean) / scale @ self.basis
+        return centred_scores(rows, self.basis, mean, scale)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON a site stores."""
