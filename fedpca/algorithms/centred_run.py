@@ -61,7 +61,7 @@ from fedpca.privacy.budget_split import ALGORITHM
 from fedpca.privacy.mechanisms import Release
 from fedpca.privacy.moments import ColumnBounds, ColumnMoments
 from fedpca.privacy.validation import require_choice
-from fedpca.results import CentredPCAResult
+from fedpca.results import CentredPCAResult, PCAResult
 
 #: The algorithms a centred reference run can end with.
 METHODS = (DPDIS_PCA, ANALYZE_GAUSS)
@@ -160,21 +160,43 @@ def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: Ce
                                        len(sizes), rotation_seed) if secure else None)
     server = DPdisPCAServer(bounds.dim, k, r, weighting, variant, None, algorithm_secure)
     answer_round(server, algorithm)
-    values, ratio = explained_variance(server.spectrum(), k, whole=variant != VARIANT_FACTOR)
-    privacy = {
+    values, ratio = dpdis_explained(server)
+    privacy = dpdis_privacy(policy, bounds)
+    if secure:
+        privacy["epsilon_worst_case"] = max(s.ledger.worst_case_spent() for s in centring)
+    config = {"k": k, "r": server.r, "variant": variant, "weighting": weighting,
+              "sites": len(sites), "seed": seed,
+              **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm))}
+    return centred_result(server.result(privacy, config), moments, values, ratio)
+
+
+def dpdis_explained(server: DPdisPCAServer) -> tuple[np.ndarray, np.ndarray | None]:
+    """DPdisPCA's explained variance (post-processing of its received releases): its ratio
+    where the server holds the whole noisy second moment (not the factor variant)."""
+    return explained_variance(server.spectrum(), server.k,
+                              whole=server.variant != VARIANT_FACTOR)
+
+
+def dpdis_privacy(policy: CentredPolicy, bounds: ColumnBounds) -> dict[str, Any]:
+    """The privacy record of a centred DPdisPCA run under every site's ``policy``."""
+    secure = policy.discrete
+    return {
         **policy.record(bounds),
         "mechanism": "column moments, then DPdisPCA's symmetric Gaussian on the upper "
                      "triangle of the centred rows' second moment",
         "trust_model": (VERIFIED_TRUST.format(m=policy.secure_min_sites) if secure
                         else "per-site noise"),
     }
-    if secure:
-        privacy["epsilon_worst_case"] = max(s.ledger.worst_case_spent() for s in centring)
-    config = {"k": k, "r": server.r, "variant": variant, "weighting": weighting,
-              "sites": len(sites), "seed": seed,
-              **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm))}
-    base = server.result(privacy, config)
+
+
+def centred_result(base: PCAResult, moments: ColumnMoments, values: np.ndarray | None,
+                   ratio: np.ndarray | None,
+                   columns: Sequence[str] | None = None) -> CentredPCAResult:
+    """``base`` (an algorithm's result on the centred rows) with the released ``moments``'
+    mean and scale, the explained variance ``values`` and its ``ratio``, and the contract's
+    output ``columns``."""
     return CentredPCAResult(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
+                            columns=None if columns is None else list(columns),
                             mean=moments.mean, scale=moments.scale,
                             explained_variance=values, explained_variance_ratio=ratio)
 

@@ -1,0 +1,114 @@
+"""A centred run over tables: one table per virtual site, one data contract (no Flower import).
+
+``fedpca simulate ALGORITHM --tables a.csv b.csv c.csv --contract contract.toml
+[--standardize]``: every virtual site reads its own table (CSV or Parquet,
+:func:`fedpca.data.tables.read_table`), preprocesses it with the contract
+(:meth:`fedpca.data.contract.Contract.preprocess`), and takes part in a centred run
+(:mod:`fedpca.algorithms.centring`) under the same :class:`~fedpca.algorithms.centring.CentredPolicy`:
+the algorithm scenario's budget, accounting, noise sampler and secure sums, the moments'
+share and the clip norm of the table run (``None``: the policy's defaults from the
+contract).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedpca.algorithms.centring import CentredPolicy
+from fedpca.data.contract import Contract, load_contract
+from fedpca.data.tables import read_table
+from fedpca.errors import ConfigurationError
+from fedpca.scenarios.base import Scenario
+
+
+@functools.cache
+def table_contract(path: str) -> Contract:
+    """The contract at ``path`` (read once per process)."""
+    return load_contract(path)
+
+
+@functools.lru_cache(maxsize=4)
+def table_rows(contract: str, table: str, site: str) -> np.ndarray:
+    """Site ``site``'s table at ``table`` preprocessed by the contract at ``contract`` (read
+    once per process)."""
+    return table_contract(contract).preprocess(read_table(table, site), site).matrix
+
+
+@dataclass(frozen=True)
+class TableRun:
+    """A centred run of ``scenario``'s algorithm over ``tables`` (site ``i`` reads
+    ``tables[i]``) under the contract at ``contract``.
+
+    Attributes:
+        tables: one table per site (absolute paths: every Ray worker reads its own).
+        contract: the contract file every site holds.
+        scenario: the algorithm's parameters (its data fields are not used).
+        standardize: release sums of squares too and scale every column to unit variance.
+        moments_share: the moments' share of the budget (``None``: the policy's default).
+        clip_norm: the centred rows' clip norm ``C`` (``None``: the contract's default).
+    """
+
+    tables: tuple[str, ...]
+    contract: str
+    scenario: Scenario
+    standardize: bool = False
+    moments_share: float | None = None
+    clip_norm: float | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.tables) != self.scenario.sites:
+            raise ConfigurationError(
+                f"{len(self.tables)} tables for {self.scenario.sites} sites: give one table "
+                "per site")
+        self.policy()
+
+    @classmethod
+    def build(cls, scenario_cls: type[Scenario], tables: list[str | Path],
+              contract: str | Path, options: dict[str, Any], **centring: Any) -> TableRun:
+        """The run over ``tables``: ``scenario_cls(**options)`` with the sites, ``d`` and
+        ``n`` of the tables; ``centring``: ``standardize``, ``moments_share``,
+        ``clip_norm``."""
+        if len(tables) < 2:
+            raise ConfigurationError(
+                f"--tables needs one file per site and at least 2 sites, got {len(tables)}")
+        paths = tuple(str(Path(t).expanduser().resolve()) for t in tables)
+        contract = str(Path(contract).expanduser().resolve())
+        samples = sum(table_rows(contract, path, str(i)).shape[0]
+                      for i, path in enumerate(paths))
+        scenario = scenario_cls(**{**options, "sites": len(paths), "samples": samples,
+                                   "dim": table_contract(contract).bounds.dim})
+        return cls(paths, contract, scenario, **centring)
+
+    @property
+    def sites(self) -> int:
+        """Virtual sites: one per table."""
+        return len(self.tables)
+
+    @property
+    def loaded_contract(self) -> Contract:
+        """The parsed contract."""
+        return table_contract(self.contract)
+
+    def site_rows(self, site: int) -> np.ndarray:
+        """Site ``site``'s preprocessed rows."""
+        self.scenario.check_site(site)
+        return table_rows(self.contract, self.tables[site], str(site))
+
+    def sizes(self) -> list[int]:
+        """Each site's record count (public under replace-one)."""
+        return [self.site_rows(i).shape[0] for i in range(self.sites)]
+
+    def policy(self, algorithm_releases: int = 1) -> CentredPolicy:
+        """Every site's policy: the scenario's privacy settings and this run's centring."""
+        s = self.scenario
+        secure_min_sites = getattr(s, "secure_min_sites", None)
+        return CentredPolicy(
+            epsilon=s.epsilon, delta=s.delta, moments_share=self.moments_share,
+            standardize=self.standardize, clip_norm=self.clip_norm, accounting=s.accounting,
+            noise_sampler=s.noise_sampler, secure_min_sites=secure_min_sites,
+            discrete=secure_min_sites is not None, algorithm_releases=algorithm_releases)
