@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from fedpca.algorithms.centring import MOMENTS_PHASE
 from fedpca.algorithms.dpdis_pca import message_bytes
 from fedpca.errors import RunFailedError
 from fedpca.privacy.guarantee import SiteGuarantee, weakest
@@ -40,6 +41,9 @@ logger = logging.getLogger(__name__)
 COMPLETE, FAILED = "complete", "failed"
 #: The history phase of DPS-PCA's initialisation release (not a power round).
 INIT_PHASE = "init"
+#: Phases that are not the algorithm's rounds: DPS-PCA's initialisation, a centred run's
+#: moments round.
+EXTRA_PHASES = (INIT_PHASE, MOMENTS_PHASE)
 #: The request's privacy keys the record repeats under ``requested``.
 REQUESTED_KEYS = (
     "epsilon", "delta", "accounting", "noise_multiplier", "sigma", "epsilon_achieved",
@@ -134,7 +138,7 @@ def headline(result: RunResult) -> dict[str, Any]:
         "requested": requested,
         "trust_model": privacy.get("trust_model"),
         "seed": None if seed in (None, NO_SEED) else int(seed),
-        "rounds": sum(1 for entry in history if entry.get("phase") != INIT_PHASE),
+        "rounds": sum(1 for entry in history if entry.get("phase") not in EXTRA_PHASES),
         "flower_rounds": len(history),
         "epsilon_spent": _series(result, "epsilon_spent"),
         "wall_seconds": _config(config, "wall_seconds"),

@@ -102,6 +102,8 @@ logger = logging.getLogger(__name__)
 
 #: The moments release's name in ledgers.
 MOMENTS_MECHANISM = "centring/column-moments"
+#: The history phase of a Flower run's moments round (round 0: before the algorithm's).
+MOMENTS_PHASE = "moments"
 #: The default clip norm, in units of the public bound on the transformed rows'
 #: root-mean-square norm (:func:`default_clip_norm`).
 DEFAULT_CLIP_FACTOR = 1.0

@@ -40,6 +40,9 @@ class AlgorithmSpec:
         audit: ``fedpca audit`` mechanism name -> ``AuditSettings -> AuditTarget`` builder.
         extra_releases: ``None`` for one release per site and run; else a run makes
             ``rounds + extra_releases`` releases (DPS-PCA's initialisation: 1).
+        simulate_tables: ``(TableRun, verbose, observer, engine) -> result``: the centred
+            Flower simulation over one table per site (``fedpca simulate --tables``);
+            ``None``: not wired yet.
     """
 
     name: str
@@ -52,6 +55,7 @@ class AlgorithmSpec:
     server_main: str
     audit: tuple[tuple[str, str], ...]
     extra_releases: int | None = None
+    simulate_tables: str | None = None
 
     def releases_per_run(self, rounds: int) -> int:
         """The releases one run with ``rounds`` rounds makes at a site."""
@@ -94,6 +98,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         server_main="fedpca.apps.dpdis_pca:server_main",
         audit=(("dpdis-pca", "fedpca.audit.targets:dpdis"),
                ("dpdis-pca/secure-sum", "fedpca.audit.targets:dpdis_secure")),
+        simulate_tables="fedpca.simulations.tables:simulate_dpdis_tables",
     ),
     AlgorithmSpec(
         name="ldp-pca",

@@ -23,6 +23,7 @@ charge of every later release hold (the module docstring of
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from fedpca.algorithms.centring import CentringSite
 from fedpca.algorithms.site import PrivateSite
 from fedpca.clients.base import PrivateSiteClient, client_options
 from fedpca.errors import InvalidRequestError
+from fedpca.privacy.guarantee import SiteGuarantee
 
 #: The request's config key naming a centred run's step.
 CENTRING = "centring"
@@ -89,7 +91,8 @@ class CentredSiteClient(NumPyClient):
         """Answer the step the request names; anything else is refused before any work."""
         step = config.get(CENTRING)
         if step == MOMENTS_STEP:
-            return MomentsClient(self.centring, **self.options).fit(parameters, config)
+            return self.whole_run(MomentsClient(self.centring, **self.options).fit(parameters,
+                                                                                   config))
         if step != CENTRED_STEP:
             raise InvalidRequestError(
                 f"{self.centring.site}: refused: this site takes part in centred runs only; a "
@@ -103,7 +106,19 @@ class CentredSiteClient(NumPyClient):
         *arrays, mean, scale = parameters
         site = self.centring.algorithm_site(self.site_cls, mean, scale)  # checks them first
         rest = {key: value for key, value in config.items() if key != CENTRING}
-        return self.client_cls(site, **self.options).fit(arrays, rest)
+        return self.whole_run(self.client_cls(site, **self.options).fit(arrays, rest))
+
+    def whole_run(self, answer: tuple[list[np.ndarray], int, dict]
+                  ) -> tuple[list[np.ndarray], int, dict]:
+        """``answer`` with the guarantee of the whole run (moments and algorithm: the
+        policy's epsilon and the accountant's epsilon of their composition), not of the one
+        part the answering site was calibrated with."""
+        values, n, metrics = answer
+        split = self.centring.centred.split()
+        part = SiteGuarantee.from_metrics(metrics, self.centring.site)
+        whole = dataclasses.replace(part, epsilon=split.epsilon,
+                                    epsilon_achieved=split.epsilon_achieved)
+        return values, n, {**metrics, **whole.to_metrics()}
 
 
 def centred_client(context: Context, client_cls: type[PrivateSiteClient],

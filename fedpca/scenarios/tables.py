@@ -94,6 +94,37 @@ class TableRun:
         """The parsed contract."""
         return table_contract(self.contract)
 
+    @property
+    def flower_rounds(self) -> int:
+        """Flower rounds of the run: the moments round and the algorithm's."""
+        return self.scenario.flower_rounds + 1
+
+    def header(self) -> list[str]:
+        """The lines printed before the run: the data, the scaling, the budget and its
+        split, the clip norm."""
+        s, policy, bounds = self.scenario, self.policy(), self.loaded_contract.bounds
+        split = policy.split()
+        scaling = "standardised" if self.standardize else "centred"
+        return [
+            (f"{s.ALGORITHM} on {self.sites} tables ({sum(self.sizes())} records), "
+             f"{scaling}, contract {self.loaded_contract.name!r} ({bounds.dim} columns), "
+             f"k={s.k}; each site ({s.epsilon}, {s.delta})-DP for the moments and the "
+             "algorithm together"),
+            (f"moments share {policy.share:g} (noise multiplier "
+             f"{split.moments_multiplier:.3f}), the algorithm's noise multiplier "
+             f"{split.algorithm_multiplier:.3f}, clip norm C = "
+             f"{policy.clip_norm_for(bounds):.3g}"),
+        ]
+
+    def report(self, result: Any) -> list[str]:
+        """The lines printed after the run: the explained variance (and its ratio)."""
+        lines = [f"explained variance: {_numbers(result.explained_variance)}"]
+        if result.explained_variance_ratio is not None:
+            ratio = result.explained_variance_ratio
+            lines.append(f"explained variance ratio: {_numbers(ratio)} (total "
+                         f"{float(np.sum(ratio)):.3f})")
+        return lines
+
     def site_rows(self, site: int) -> np.ndarray:
         """Site ``site``'s preprocessed rows."""
         self.scenario.check_site(site)
@@ -112,3 +143,10 @@ class TableRun:
             standardize=self.standardize, clip_norm=self.clip_norm, accounting=s.accounting,
             noise_sampler=s.noise_sampler, secure_min_sites=secure_min_sites,
             discrete=secure_min_sites is not None, algorithm_releases=algorithm_releases)
+
+
+def _numbers(values: np.ndarray | None) -> str:
+    """``values`` to 4 significant digits (``none`` when absent)."""
+    if values is None:
+        return "none"
+    return ", ".join(f"{float(v):.4g}" for v in values)

