@@ -16,6 +16,7 @@ from test_centring import BOUNDS, COLUMNS, ROWS
 from fedpca.algorithms.centred_run import run_centred_pca
 from fedpca.algorithms.centring import CentredPolicy, CentringSite, MomentsServer
 from fedpca.algorithms.dpdis_pca import DPdisPCASite
+from fedpca.cli import main as cli_main
 from fedpca.clients.centring import CENTRED_STEP, CENTRING, MOMENTS_STEP, CentredSiteClient
 from fedpca.clients.dpdis_pca import DPdisPCAClient
 from fedpca.data.contract import load_contract
@@ -115,6 +116,16 @@ def test_the_strategy_asks_for_the_moments_first_then_sends_mean_and_scale():
     assert strategy.server.history == [
         {"round": 0, "phase": "moments", "sites": 2,
          "epsilon_spent": sites[0].ledger.epsilon_spent()}]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--contract", "c.toml"], "--contract need --tables"),
+    (["--standardize"], "--standardize need --tables"),
+    (["--tables", "a.csv", "b.csv"], "--tables needs --contract"),
+])
+def test_cli_refuses_table_flags_that_do_not_go_together(flags, message, capsys):
+    assert cli_main(["simulate", "dpdis-pca", *flags]) == 2
+    assert message in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")

@@ -40,6 +40,15 @@ class LazySubcommands(argparse._SubParsersAction):
         super().__call__(parser, namespace, values, option_string)
 
 
+class GivenFlag(argparse._StoreAction):
+    """Stores the flag's value and adds its ``dest`` to ``namespace.given``: what the
+    command line set, as opposed to a default."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        namespace.given = (*getattr(namespace, "given", ()), self.dest)
+
+
 def register_simulate_command(commands: argparse._SubParsersAction) -> None:
     """Add ``simulate`` with one sub-command per algorithm."""
     simulate = commands.add_parser("simulate", help="run a Flower simulation")
@@ -61,6 +70,7 @@ def _fill(spec: AlgorithmSpec, parser: argparse.ArgumentParser) -> None:
             options["action"] = "store_true"
         else:
             options.setdefault("type", type(f.default))
+            options["action"] = GivenFlag
         parser.add_argument(*names, dest=f.name, default=f.default, help=f.metadata["help"],
                             **options)
     if spec.simulate_tables is not None:
@@ -73,7 +83,7 @@ def _fill(spec: AlgorithmSpec, parser: argparse.ArgumentParser) -> None:
 def add_table_flags(parser: argparse.ArgumentParser) -> None:
     """``--tables --contract --standardize --moments-share``: a centred run over one table
     per virtual site (:class:`fedpca.scenarios.tables.TableRun`); ``--clip-norm`` then
-    defaults to the contract's (``None`` marks it not given)."""
+    defaults to the contract's (:class:`GivenFlag` tells whether it was given)."""
     parser.add_argument("--tables", nargs="+", default=None, metavar="TABLE",
                         help="one CSV or Parquet table per virtual site (with --contract): a "
                              "centred run, its moments round first; --sites, --dim and "
@@ -86,7 +96,7 @@ def add_table_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--moments-share", type=float, default=None, metavar="F",
                         help="with --tables: the share of the budget spent on the means (and "
                              "scales); default 0.1, 0.3 with --standardize")
-    parser.set_defaults(clip_norm=None)
+    parser.set_defaults(given=())
 
 
 def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
@@ -120,16 +130,14 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
 
 def plain_scenario(scenario_cls: type, values: dict[str, Any], args: argparse.Namespace
                    ) -> Any:
-    """The scenario of the flags (``--clip-norm`` not given: its default), refused when it
-    would not fit this machine's memory or table flags come without ``--tables``."""
+    """The scenario of the flags, refused when it would not fit this machine's memory or
+    table flags come without ``--tables``."""
     given = [flag for flag, value in (("--contract", getattr(args, "contract", None)),
                                       ("--standardize", getattr(args, "standardize", False)),
                                       ("--moments-share", getattr(args, "moments_share", None)))
              if value]
     if given:
         raise ConfigurationError(f"{', '.join(given)} need --tables (one table per site)")
-    if values.get("clip_norm", 0) is None:
-        values = {k: v for k, v in values.items() if k != "clip_norm"}
     scenario = scenario_cls.from_flags(values)
     require_simulation_memory(scenario.samples, scenario.dim, scenario.sites)
     return scenario
@@ -150,4 +158,4 @@ def table_run(scenario_cls: type, values: dict[str, Any], args: argparse.Namespa
         options["secure_min_sites"] = len(args.tables)
     return TableRun.build(scenario_cls, args.tables, args.contract, options,
                           standardize=args.standardize, moments_share=args.moments_share,
-                          clip_norm=values.get("clip_norm"))
+                          clip_norm=values["clip_norm"] if "clip_norm" in args.given else None)
