@@ -25,7 +25,12 @@ from fedpca.errors import BudgetExceededError, ConfigurationError, InvalidReques
 from fedpca.linalg.subspace import subspace_distance
 from fedpca.privacy.guarantee import PREFIX
 from fedpca.privacy.ledger import PrivacyLedger
+from fedpca.run_record import run_record
+from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.scenarios.tables import TableRun
+from fedpca.simulations.tables import simulate_dps_tables
 from fedpca.strategies.dpdis_pca import CentredDPdisPCA
+from liver_contract import CONTRACT, liver_table
 
 POLICY = CentredPolicy(epsilon=2.0, delta=1e-5, standardize=True)
 D = BOUNDS.dim
@@ -118,6 +123,21 @@ def test_the_strategy_asks_for_the_moments_first_then_sends_mean_and_scale():
          "epsilon_spent": sites[0].ledger.epsilon_spent()}]
 
 
+def test_the_dps_reference_recovers_the_standardised_pca_at_a_large_epsilon():
+    # k = 3: the 2nd and 3rd eigenvalues are too close (1.53, 1.49) to separate
+    policy = CentredPolicy(epsilon=1000.0, standardize=True, clip_norm=6.0,
+                           algorithm_releases=9)  # no row clipped (largest norm 5.9)
+    result = run_centred_pca(np.array_split(ROWS, 2), BOUNDS, 3, policy, method="dps-pca",
+                             seed=4, columns=COLUMNS)
+    standardised = (ROWS - ROWS.mean(axis=0)) / ROWS.std(axis=0)
+    exact = np.linalg.eigh(standardised.T @ standardised)[1][:, ::-1][:, :3]
+    assert subspace_distance(result.basis, exact) < 0.1
+    assert [h["phase"] for h in result.history] == ["init"] + ["power"] * 8
+    assert result.explained_variance is None and result.columns == list(COLUMNS)
+    with pytest.raises(ConfigurationError, match="algorithm_releases = T . 1 >= 2"):
+        run_centred_pca([ROWS], BOUNDS, 2, POLICY, method="dps-pca")
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--contract", "c.toml"], "--contract need --tables"),
     (["--standardize"], "--standardize need --tables"),
@@ -175,3 +195,23 @@ def test_simulate_tables_equals_the_reference_and_finds_the_pooled_pca(flchain, 
     assert subspace_distance(np.asarray(record["basis"]), exact) < 0.05
     ratio = np.asarray(record["explained_variance_ratio"])
     assert np.all(ratio > 0) and ratio.sum() <= 1
+
+
+@pytest.mark.federation
+def test_a_centred_dps_run_through_flower_equals_the_reference(tmp_path):
+    (tmp_path / "liver.toml").write_text(CONTRACT)
+    tables = []
+    for i in range(3):
+        tables.append(tmp_path / f"site-{i}.csv")
+        tables[-1].write_text(liver_table(50 + 10 * i, seed=i))
+    options = {"k": 2, "s_hat": 4, "sparsity": 3, "rounds": 2, "epsilon": 3.0, "seed": 6}
+    run = TableRun.build(DPSPCAScenario, tables, tmp_path / "liver.toml", options,
+                         standardize=True)
+    result = simulate_dps_tables(run)
+    assert set(run_record(result)) == record_keys("dps-pca", centred=True)
+    assert [h["phase"] for h in result.history] == ["moments", "init", "power", "power"]
+    reference = run_centred_pca([run.site_rows(i) for i in range(3)], BOUNDS, 2, run.policy(),
+                                method="dps-pca", seed=6, s_hat=4)
+    for key in ("basis", "mean", "scale"):
+        np.testing.assert_array_equal(getattr(result, key), getattr(reference, key))
+    assert result.config["site_guarantees"]["0"]["epsilon"] == 3.0

@@ -85,6 +85,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         audit=(("dps-pca/init", "fedpca.audit.targets:dps_init"),
                ("dps-pca/power", "fedpca.audit.targets:dps_power")),
         extra_releases=1,
+        simulate_tables="fedpca.simulations.tables:simulate_dps_tables",
     ),
     AlgorithmSpec(
         name="dpdis-pca",

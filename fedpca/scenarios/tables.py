@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.centring import CentredPolicy
+from fedpca.algorithms.specs import spec
 from fedpca.data.contract import Contract, load_contract
 from fedpca.data.tables import read_table
 from fedpca.errors import ConfigurationError
@@ -134,15 +135,19 @@ class TableRun:
         """Each site's record count (public under replace-one)."""
         return [self.site_rows(i).shape[0] for i in range(self.sites)]
 
-    def policy(self, algorithm_releases: int = 1) -> CentredPolicy:
-        """Every site's policy: the scenario's privacy settings and this run's centring."""
+    def policy(self) -> CentredPolicy:
+        """Every site's policy: the scenario's privacy settings, its algorithm's releases
+        (:meth:`~fedpca.algorithms.specs.AlgorithmSpec.releases_per_run`) and this run's
+        centring; secure sums are of discrete Gaussian residues."""
         s = self.scenario
         secure_min_sites = getattr(s, "secure_min_sites", None)
+        releases = spec(s.ALGORITHM).releases_per_run(getattr(s, "rounds", 1))
         return CentredPolicy(
             epsilon=s.epsilon, delta=s.delta, moments_share=self.moments_share,
             standardize=self.standardize, clip_norm=self.clip_norm, accounting=s.accounting,
             noise_sampler=s.noise_sampler, secure_min_sites=secure_min_sites,
-            discrete=secure_min_sites is not None, algorithm_releases=algorithm_releases)
+            discrete=bool(getattr(s, "discrete", secure_min_sites is not None)),
+            algorithm_releases=releases)
 
 
 def _numbers(values: np.ndarray | None) -> str:

@@ -2,9 +2,15 @@
 
 The moments round, then the algorithm's rounds on the centred (standardised) rows
 (:mod:`fedpca.strategies.centring`, :mod:`fedpca.clients.centring`); each virtual site
-reads and preprocesses its own table in its own process (:class:`~fedpca.scenarios.tables.TableRun`).
-The same seeds give the same result as the Flower-free reference run
+reads and preprocesses its own table in its own process
+(:class:`~fedpca.scenarios.tables.TableRun`). With the same seeds, a centred DPdisPCA run
+gives the same result as the Flower-free reference run
 :func:`fedpca.algorithms.centred_run.run_centred_pca`.
+
+Privacy guarantee: each virtual site's moments release and the algorithm's releases compose
+to (epsilon, delta)-DP per record under its
+:class:`~fedpca.algorithms.centring.CentredPolicy` (per-site noise, or every release inside
+verified secure sums of at least ``M`` sites).
 """
 
 from __future__ import annotations
@@ -15,27 +21,30 @@ import time
 from flwr.client import Client
 from flwr.common import Context
 
-from fedpca.algorithms.centred_run import dpdis_privacy
+from fedpca.algorithms.centred_run import centred_privacy
 from fedpca.algorithms.centring import CentringSite, MomentsServer, moments_noise, moments_sum
 from fedpca.algorithms.dpdis_pca import VARIANT_SECURE, DPdisPCASite, secure_sum_for
+from fedpca.algorithms.dps_pca import DPSPCASite, secure_sums
 from fedpca.algorithms.secure_sum import public_seed
 from fedpca.apps.common import site_partitions
 from fedpca.clients.base import PrivateSiteClient
 from fedpca.clients.centring import centred_client
 from fedpca.clients.dpdis_pca import DPdisPCAClient
+from fedpca.clients.dps_pca import DPSPCAClient
 from fedpca.progress import RoundObserver
 from fedpca.results import CentredPCAResult
 from fedpca.scenarios.tables import TableRun
 from fedpca.secure.identity import SecureIdentity, simulation_identity
 from fedpca.simulations.launcher import Engine, run_federation
+from fedpca.strategies.centring import CentredRounds
 from fedpca.strategies.dpdis_pca import CentredDPdisPCA
+from fedpca.strategies.dps_pca import CentredDPSPCA
 from fedpca.strategies.workflow import secure_aggregation
-
 
 def table_client(client_cls: type[PrivateSiteClient], site_cls: type, run: TableRun,
                  context: Context) -> Client:
     """Virtual site ``partition-id``'s centred client over its own table, under the run's
-    policy (the algorithm's ``algorithm_releases`` after the moments)."""
+    policy."""
     partition = int(context.node_config["partition-id"])
     centring = CentringSite(run.site_rows(partition), run.loaded_contract.bounds, run.policy(),
                             site=str(partition), seed=run.scenario.seed)
@@ -52,38 +61,73 @@ def table_identity(run: TableRun, rounds: int, context: Context) -> SecureIdenti
                                site_partitions(context), min_sites, rounds)
 
 
-def simulate_dpdis_tables(
-    run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
+class TablePlan:
+    """What every centred table simulation derives from its run: the policy, the contract's
+    bounds, the sites' sizes, the public rotation seed and the moments round's server."""
+
+    def __init__(self, run: TableRun) -> None:
+        self.run, self.policy = run, run.policy()
+        self.bounds, self.sizes = run.loaded_contract.bounds, run.sizes()
+        seed = run.scenario.seed
+        self.rotation_seed = seed if seed is not None else public_seed()
+        secure = (moments_sum(self.policy, self.bounds, max(self.sizes), run.sites,
+                              self.rotation_seed) if self.policy.discrete else None)
+        self.centring = MomentsServer(self.bounds, self.policy.standardize, secure,
+                                      moments_noise(self.policy, self.bounds, run.sites, secure))
+
+    def options(self, mechanism: str) -> dict:
+        """The centred strategy's options every algorithm shares."""
+        scenario = self.run.scenario
+        return {"centring": self.centring, "columns": self.run.loaded_contract.output_columns,
+                "dim": self.bounds.dim, "k": scenario.k,
+                "min_sites": scenario.required_sites(), "wait_for_sites": self.run.sites,
+                "privacy": centred_privacy(self.policy, self.bounds, mechanism)}
+
+
+def simulate_tables(
+    run: TableRun, strategy: CentredRounds, client_cls: type[PrivateSiteClient],
+    site_cls: type, verbose: bool = False, observer: RoundObserver | None = None,
     engine: Engine | None = None,
 ) -> CentredPCAResult:
-    """Centred DPdisPCA (any variant) over ``run``'s tables as a Flower simulation.
-
-    Privacy guarantee: each virtual site's moments release and DPdisPCA release compose to
-    (epsilon, delta)-DP per record under its :class:`~fedpca.algorithms.centring.CentredPolicy`
-    (per-site noise, or every release inside secure sums of at least ``M`` sites).
-    """
+    """Run ``strategy`` (a centred one) against one virtual site per table of ``run``, each
+    answering with ``client_cls`` over ``site_cls``; the result with the run's config."""
     start = time.perf_counter()
-    scenario, policy = run.scenario, run.policy()
-    bounds, sizes = run.loaded_contract.bounds, run.sizes()
-    secure = scenario.variant == VARIANT_SECURE
-    rotation_seed = scenario.seed if scenario.seed is not None else public_seed()
-    moments_secure = (moments_sum(policy, bounds, max(sizes), run.sites, rotation_seed)
-                      if secure else None)
-    centring = MomentsServer(bounds, policy.standardize, moments_secure,
-                             moments_noise(policy, bounds, run.sites, moments_secure))
-    algorithm_secure = (secure_sum_for(policy.algorithm_policy(bounds), bounds.dim, max(sizes),
-                                       run.sites, rotation_seed) if secure else None)
-    strategy = CentredDPdisPCA(
-        centring=centring, columns=run.loaded_contract.output_columns, dim=bounds.dim,
-        k=scenario.k, r=scenario.r, weighting=scenario.weighting, variant=scenario.variant,
-        min_sites=scenario.required_sites(), wait_for_sites=run.sites,
-        secure=algorithm_secure, privacy=dpdis_privacy(policy, bounds),
-    )
-    client_fn = functools.partial(table_client, DPdisPCAClient, DPdisPCASite, run)
-    run_federation(strategy, client_fn, run.sites, verbose=verbose, observer=observer,
-                   engine=engine, secure=secure_aggregation(scenario, strategy, 1.0),
+    scenario = run.scenario
+    run_federation(strategy, functools.partial(table_client, client_cls, site_cls, run),
+                   run.sites, verbose=verbose, observer=observer, engine=engine,
+                   secure=secure_aggregation(scenario, strategy, 1.0),
                    identity_fn=functools.partial(table_identity, run, strategy.num_rounds))
     config = {**scenario.to_run_config(), "dataset": "tables", "standardize": run.standardize,
               "contract": run.loaded_contract.hash,
               "wall_seconds": time.perf_counter() - start}
     return strategy.result(config)
+
+
+def simulate_dpdis_tables(
+    run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
+    engine: Engine | None = None,
+) -> CentredPCAResult:
+    """Centred DPdisPCA (any variant) over ``run``'s tables as a Flower simulation."""
+    plan, scenario = TablePlan(run), run.scenario
+    secure = (secure_sum_for(plan.policy.algorithm_policy(plan.bounds), plan.bounds.dim,
+                             max(plan.sizes), run.sites, plan.rotation_seed)
+              if scenario.variant == VARIANT_SECURE else None)
+    strategy = CentredDPdisPCA(r=scenario.r, weighting=scenario.weighting,
+                               variant=scenario.variant, secure=secure, **plan.options(
+                                   CentredDPdisPCA.mechanism))
+    return simulate_tables(run, strategy, DPdisPCAClient, DPdisPCASite, verbose, observer,
+                           engine)
+
+
+def simulate_dps_tables(
+    run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
+    engine: Engine | None = None,
+) -> CentredPCAResult:
+    """Centred DPS-PCA over ``run``'s tables as a Flower simulation."""
+    plan, scenario = TablePlan(run), run.scenario
+    secure = (secure_sums(plan.policy.algorithm_policy(plan.bounds), plan.bounds.dim,
+                          scenario.k, max(plan.sizes), run.sites, plan.rotation_seed)
+              if plan.policy.discrete else None)
+    strategy = CentredDPSPCA(s_hat=scenario.s_hat, rounds=scenario.rounds, seed=scenario.seed,
+                             secure=secure, **plan.options(CentredDPSPCA.mechanism))
+    return simulate_tables(run, strategy, DPSPCAClient, DPSPCASite, verbose, observer, engine)

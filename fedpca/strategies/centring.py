@@ -53,6 +53,9 @@ class CentredRounds(SiteRoundStrategy):
         **options: the algorithm strategy's own parameters.
     """
 
+    #: What the run releases, as its privacy record states it (each algorithm's).
+    mechanism: str
+
     def __init__(self, *, centring: MomentsServer, columns: Sequence[str] | None = None,
                  **options: Any) -> None:
         super().__init__(**options)

@@ -23,7 +23,7 @@ from fedpca.algorithms.dpdis_pca import (
     WEIGHTING_UNIFORM,
     DPdisPCAServer,
 )
-from fedpca.algorithms.centred_run import dpdis_explained
+from fedpca.algorithms.centred_run import DPDIS_MECHANISM, dpdis_explained
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding, SecureSum
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.privacy.distributed_gaussian import GridChoice
@@ -117,6 +117,8 @@ class CentredDPdisPCA(CentredRounds, DPdisPCA):
     moments round, then DPdisPCA's (parameters: :class:`CentredRounds`'s and
     :class:`DPdisPCARounds`'s; ``secure``: the algorithm's secure sum, the moments' is the
     ``centring`` server's). Explained variance: :func:`dpdis_explained`."""
+
+    mechanism = DPDIS_MECHANISM
 
     def explained(self) -> tuple[np.ndarray, np.ndarray | None]:
         """DPdisPCA's explained variance (post-processing of its round)."""
