@@ -10,12 +10,16 @@ at a large epsilon.
 import numpy as np
 import pytest
 from cli_runs import run_cli, run_cli_record
+from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
 from record_schema import record_keys
 from test_centring import BOUNDS, COLUMNS, ROWS
 
 from fedpca.algorithms.centred_run import run_centred_pca
 from fedpca.algorithms.centring import CentredPolicy, CentringSite, MomentsServer
 from fedpca.algorithms.dpdis_pca import DPdisPCASite
+from fedpca.algorithms.specs import spec
+from fedpca.apps.common import site_client_for
+from fedpca.apps.real_site import real_site_budget
 from fedpca.cli import main as cli_main
 from fedpca.clients.centring import CENTRED_STEP, CENTRING, MOMENTS_STEP, CentredSiteClient
 from fedpca.clients.dpdis_pca import DPdisPCAClient
@@ -25,12 +29,15 @@ from fedpca.errors import BudgetExceededError, ConfigurationError, InvalidReques
 from fedpca.linalg.subspace import subspace_distance
 from fedpca.privacy.guarantee import PREFIX
 from fedpca.privacy.ledger import PrivacyLedger
+from fedpca.privacy.site_ledger import SiteLedger
+from fedpca.privacy.site_policy import PolicyError, load_site_policy
 from fedpca.run_record import run_record
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.scenarios.tables import TableRun
 from fedpca.simulations.tables import simulate_dps_tables
 from fedpca.strategies.dpdis_pca import CentredDPdisPCA
 from liver_contract import CONTRACT, liver_table
+from test_contract_site import context, policy_text, site_folder, write_policy  # noqa: F401
 
 POLICY = CentredPolicy(epsilon=2.0, delta=1e-5, standardize=True)
 D = BOUNDS.dim
@@ -215,3 +222,49 @@ def test_a_centred_dps_run_through_flower_equals_the_reference(tmp_path):
     for key in ("basis", "mean", "scale"):
         np.testing.assert_array_equal(getattr(result, key), getattr(reference, key))
     assert result.config["site_guarantees"]["0"]["epsilon"] == 3.0
+
+
+def real_site_fit(policy, arrays, config, **run_config):
+    """One message to a real site (a fresh client, as a SuperNode's new process builds it)
+    of a centred DPdisPCA run under the site's own contract."""
+    own = load_contract(policy.parent / "contract.toml").hash
+    node = context(policy, contract=own, **run_config)
+    return site_client_for(node, spec("dpdis-pca")).fit(
+        FitIns(ndarrays_to_parameters(arrays), config))
+
+
+def test_a_real_site_answers_a_centred_run_from_its_table_on_its_lifetime_ledger(
+        tmp_path, policy_text):
+    policy = site_folder(tmp_path, policy_text)
+    (moments,) = parameters_to_ndarrays(
+        real_site_fit(policy, [], {CENTRING: MOMENTS_STEP}, centring="standardize").parameters)
+    assert moments.shape == (2 * D,)
+    mean, scale = np.asarray(BOUNDS.widths) / 2, np.ones(D)
+    answer = real_site_fit(policy, [mean, scale], {CENTRING: CENTRED_STEP, **FULL},
+                           centring="standardize")
+    assert parameters_to_ndarrays(answer.parameters)[0].shape == (D, D)
+    loaded = load_site_policy(policy)
+    rows = SiteLedger(loaded.ledger, loaded.population, loaded.epsilon, loaded.delta).rows()
+    assert [row["mechanism"].split("+")[0] for row in rows] == [  # "+exact": exact noise
+        "centring/column-moments", "dpdis-pca/second-moment"]
+    assert answer.metrics["guarantee.epsilon"] == loaded.run_epsilon  # the whole run's
+
+
+@pytest.mark.parametrize("centring, error, match", [
+    ("scale-it", InvalidRequestError, "centring='scale-it' must be one of"),
+    ("centre", PolicyError, "a centred run needs the consortium's data contract"),
+])
+def test_a_real_site_refuses_a_centring_it_cannot_do_before_any_charge(
+        tmp_path, policy_text, centring, error, match):
+    policy = site_folder(tmp_path, policy_text)
+    node = context(policy, contract=load_contract(tmp_path / "contract.toml").hash,
+                   centring=centring)
+    if error is PolicyError:  # a site whose data file is a matrix: no contract
+        np.save(tmp_path / "records.npy", np.full((40, 3), 0.1))
+        policy = write_policy(tmp_path / "plain.toml", policy_text.replace(
+            "table.csv", "records.npy").replace('contract = "contract.toml"', "# none"))
+        node = context(policy, centring=centring)
+    with pytest.raises(error, match=match):
+        real_site_budget(node, "dpdis-pca")
+    loaded = load_site_policy(policy)
+    assert SiteLedger(loaded.ledger, loaded.population, loaded.epsilon, loaded.delta).rows() == []

@@ -116,6 +116,23 @@ MAX_REACH = 1e150
 NOISE_FLOOR = 2.0
 
 
+#: run_config ``centring``: the run is not centred (``""``), centred (``"centre"``) or
+#: standardised (``"standardize"``); the value is whether it standardises.
+CENTRING_MODES: dict[str, bool | None] = {"": None, "centre": False, "standardize": True}
+
+
+def requested_scaling(value: object, site: str = "site") -> bool | None:
+    """Whether the run_config ``centring`` value (UNTRUSTED: the coordinator's) asks for a
+    standardised run (``True``), a centred one (``False``) or neither (``None``); refuses
+    any other value. Either choice is safe for the site: its own policy splits the same
+    budget and clips the transformed rows to its own norm."""
+    if not isinstance(value, str) or value not in CENTRING_MODES:
+        raise InvalidRequestError(
+            f"{site}: refused: run_config centring={value!r} must be one of "
+            f"{sorted(CENTRING_MODES)}; nothing was released")
+    return CENTRING_MODES[value]
+
+
 def default_clip_norm(bounds: ColumnBounds, standardize: bool,
                       factor: float = DEFAULT_CLIP_FACTOR) -> float:
     """``factor`` times a public bound on the root-mean-square norm of the transformed rows:
