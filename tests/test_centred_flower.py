@@ -7,6 +7,9 @@ Flower run equals the reference run under the same seeds; ``fedpca simulate dpdi
 at a large epsilon.
 """
 
+import json
+import shutil
+
 import numpy as np
 import pytest
 from cli_runs import run_cli, run_cli_record
@@ -268,3 +271,41 @@ def test_a_real_site_refuses_a_centring_it_cannot_do_before_any_charge(
         real_site_budget(node, "dpdis-pca")
     loaded = load_site_policy(policy)
     assert SiteLedger(loaded.ledger, loaded.population, loaded.epsilon, loaded.delta).rows() == []
+
+
+@pytest.mark.federation
+def test_deploy_local_runs_a_centred_run_from_each_sites_table(flchain, tmp_path, monkeypatch):
+    contract_path, tables = flchain
+    contract = load_contract(contract_path)
+    policies = []
+    for i, table in enumerate(tables):
+        folder = tmp_path / f"site-{i}"
+        folder.mkdir()
+        shutil.copy(table, folder / "table.csv")
+        shutil.copy(contract_path, folder / "contract.toml")
+        (folder / "contract.toml").chmod(0o600)
+        monkeypatch.chdir(folder)  # site init's paths are relative to the folder it runs in
+        code, printed = run_cli(["site", "init", "--policy", str(folder / "site.toml"),
+                                 "--name", f"site{i}", "--data", "table.csv",
+                                 "--contract", "contract.toml"])
+        assert code == 0, printed
+        policies.append(folder / "site.toml")
+    output = tmp_path / "run.json"
+    run_config = (f'algorithm="dpdis-pca" centring="standardize" contract="{contract.hash}" '
+                  f'contract-file="{contract_path}" k=2 variant="full" output="{output}"')
+    code, printed = run_cli(["deploy", "local", "--workdir", str(tmp_path / "run"),
+                             "--data", *(str(p.parent / "table.csv") for p in policies),
+                             "--policy", *map(str, policies), "--run-config", run_config])
+    assert code == 0, printed
+    record = json.loads(output.read_text())
+    assert set(record) == record_keys("dpdis-pca", centred=True)
+    assert record["columns"] == list(contract.output_columns)
+    assert (record["rounds"], record["flower_rounds"]) == (1, 2)
+    policy = load_site_policy(policies[0])
+    assert record["epsilon"] == policy.run_epsilon and record["delta"] == policy.delta
+    for path in policies:  # the moments release and DPdisPCA's, on each lifetime ledger
+        loaded = load_site_policy(path)
+        rows = SiteLedger(loaded.ledger, loaded.population, loaded.epsilon,
+                          loaded.delta).rows()
+        assert [row["mechanism"].split("+")[0] for row in rows] == [
+            "centring/column-moments", "dpdis-pca/second-moment"]

@@ -235,9 +235,12 @@ DPDIS_MECHANISM = ("column moments, then DPdisPCA's symmetric Gaussian on the up
 def centred_privacy(policy: CentredPolicy, bounds: ColumnBounds,
                     mechanism: str = DPDIS_MECHANISM) -> dict[str, Any]:
     """The privacy record of a centred federated run of ``mechanism`` under every site's
-    ``policy``: per-site noise, or every release inside verified secure sums."""
+    ``policy``: per-site noise, or every release inside verified secure sums; its
+    ``noise_multiplier`` is the algorithm's releases' (the moments' is
+    ``moments_noise_multiplier``)."""
     return {
         **policy.record(bounds),
+        "noise_multiplier": policy.split().algorithm_multiplier,
         "mechanism": mechanism,
         "trust_model": (VERIFIED_TRUST.format(m=policy.secure_min_sites) if policy.discrete
                         else "per-site noise"),

@@ -162,7 +162,10 @@ def app_config() -> dict[str, Any]:
 #: Scenario fields that are not run_config keys.
 CLI_ONLY = frozenset({"sites", "failure_rate"})
 #: run_config keys of the App itself: SecAgg+'s public bound on a site's record count, the
-#: path the ServerApp writes its run record to ("": none) and the hash of the data contract
+#: path the ServerApp writes its run record to ("": none), the hash of the data contract
 #: the run is made under ("": none; a real site refuses a run under another,
-#: :mod:`fedpca.apps.real_site`).
-APP_KEYS: dict[str, Any] = {"secagg-max-weight": 0, "output": "", "contract": ""}
+#: :mod:`fedpca.apps.real_site`), a centred run's scaling (``centring``: "", "centre" or
+#: "standardize") and the server's copy of the contract (``contract-file``: its public
+#: widths turn the moments into a mean and a scale).
+APP_KEYS: dict[str, Any] = {"secagg-max-weight": 0, "output": "", "contract": "",
+                            "centring": "", "contract-file": ""}

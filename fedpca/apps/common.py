@@ -74,6 +74,11 @@ def partition_scenario(scenario_cls: type[S], context: Context) -> S:
             "partition-id (a simulated site); a real site's operator starts its SuperNode "
             "with --node-config 'policy=\"/path/policy.toml\"'"
         )
+    if context.run_config.get("centring", ""):
+        raise ConfigurationError(
+            "a simulated partition holds no table: a centred run (run_config centring) needs "
+            "real sites with a data contract; simulate one with fedpca simulate ALGORITHM "
+            "--tables ... --contract ...")
     return scenario_cls.from_run_config(dict(context.run_config), sites=site_partitions(context))
 
 

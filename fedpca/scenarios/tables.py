@@ -136,18 +136,25 @@ class TableRun:
         return [self.site_rows(i).shape[0] for i in range(self.sites)]
 
     def policy(self) -> CentredPolicy:
-        """Every site's policy: the scenario's privacy settings, its algorithm's releases
-        (:meth:`~fedpca.algorithms.specs.AlgorithmSpec.releases_per_run`) and this run's
-        centring; secure sums are of discrete Gaussian residues."""
-        s = self.scenario
-        secure_min_sites = getattr(s, "secure_min_sites", None)
-        releases = spec(s.ALGORITHM).releases_per_run(getattr(s, "rounds", 1))
-        return CentredPolicy(
-            epsilon=s.epsilon, delta=s.delta, moments_share=self.moments_share,
-            standardize=self.standardize, clip_norm=self.clip_norm, accounting=s.accounting,
-            noise_sampler=s.noise_sampler, secure_min_sites=secure_min_sites,
-            discrete=bool(getattr(s, "discrete", secure_min_sites is not None)),
-            algorithm_releases=releases)
+        """Every site's policy (:func:`requested_policy` with this run's centring)."""
+        return requested_policy(self.scenario, self.standardize, self.moments_share,
+                                self.clip_norm)
+
+
+def requested_policy(scenario: Scenario, standardize: bool, moments_share: float | None = None,
+                     clip_norm: float | None = None) -> CentredPolicy:
+    """The centred policy a run of ``scenario`` asks for: its privacy settings and its
+    algorithm's releases (:meth:`~fedpca.algorithms.specs.AlgorithmSpec.releases_per_run`);
+    secure sums are of discrete Gaussian residues. A real site replaces it with its own
+    (:meth:`~fedpca.privacy.site_policy.SitePolicyFile.centred_policy`)."""
+    secure_min_sites = getattr(scenario, "secure_min_sites", None)
+    return CentredPolicy(
+        epsilon=scenario.epsilon, delta=scenario.delta, moments_share=moments_share,
+        standardize=standardize, clip_norm=clip_norm, accounting=scenario.accounting,
+        noise_sampler=scenario.noise_sampler, secure_min_sites=secure_min_sites,
+        discrete=bool(getattr(scenario, "discrete", secure_min_sites is not None)),
+        algorithm_releases=spec(scenario.ALGORITHM).releases_per_run(
+            getattr(scenario, "rounds", 1)))
 
 
 def _numbers(values: np.ndarray | None) -> str:

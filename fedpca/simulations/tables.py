@@ -21,11 +21,9 @@ import time
 from flwr.client import Client
 from flwr.common import Context
 
-from fedpca.algorithms.centred_run import centred_privacy
-from fedpca.algorithms.centring import CentringSite, MomentsServer, moments_noise, moments_sum
-from fedpca.algorithms.dpdis_pca import VARIANT_SECURE, DPdisPCASite, secure_sum_for
-from fedpca.algorithms.dps_pca import DPSPCASite, secure_sums
-from fedpca.algorithms.secure_sum import public_seed
+from fedpca.algorithms.centring import CentringSite
+from fedpca.algorithms.dpdis_pca import DPdisPCASite
+from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.apps.common import site_partitions
 from fedpca.clients.base import PrivateSiteClient
 from fedpca.clients.centring import centred_client
@@ -36,10 +34,10 @@ from fedpca.results import CentredPCAResult
 from fedpca.scenarios.tables import TableRun
 from fedpca.secure.identity import SecureIdentity, simulation_identity
 from fedpca.simulations.launcher import Engine, run_federation
+from fedpca.strategies.centred_plan import CentredPlan, centred_dpdis, centred_dps
 from fedpca.strategies.centring import CentredRounds
-from fedpca.strategies.dpdis_pca import CentredDPdisPCA
-from fedpca.strategies.dps_pca import CentredDPSPCA
 from fedpca.strategies.workflow import secure_aggregation
+
 
 def table_client(client_cls: type[PrivateSiteClient], site_cls: type, run: TableRun,
                  context: Context) -> Client:
@@ -61,27 +59,12 @@ def table_identity(run: TableRun, rounds: int, context: Context) -> SecureIdenti
                                site_partitions(context), min_sites, rounds)
 
 
-class TablePlan:
-    """What every centred table simulation derives from its run: the policy, the contract's
-    bounds, the sites' sizes, the public rotation seed and the moments round's server."""
-
-    def __init__(self, run: TableRun) -> None:
-        self.run, self.policy = run, run.policy()
-        self.bounds, self.sizes = run.loaded_contract.bounds, run.sizes()
-        seed = run.scenario.seed
-        self.rotation_seed = seed if seed is not None else public_seed()
-        secure = (moments_sum(self.policy, self.bounds, max(self.sizes), run.sites,
-                              self.rotation_seed) if self.policy.discrete else None)
-        self.centring = MomentsServer(self.bounds, self.policy.standardize, secure,
-                                      moments_noise(self.policy, self.bounds, run.sites, secure))
-
-    def options(self, mechanism: str) -> dict:
-        """The centred strategy's options every algorithm shares."""
-        scenario = self.run.scenario
-        return {"centring": self.centring, "columns": self.run.loaded_contract.output_columns,
-                "dim": self.bounds.dim, "k": scenario.k,
-                "min_sites": scenario.required_sites(), "wait_for_sites": self.run.sites,
-                "privacy": centred_privacy(self.policy, self.bounds, mechanism)}
+def table_plan(run: TableRun) -> CentredPlan:
+    """The centred strategy's plan for ``run``: its policy, the contract, the largest
+    table's record count, every site waited for."""
+    contract = run.loaded_contract
+    return CentredPlan(run.scenario, run.policy(), contract.bounds, contract.output_columns,
+                       max(run.sizes()), wait_for_sites=run.sites)
 
 
 def simulate_tables(
@@ -108,15 +91,8 @@ def simulate_dpdis_tables(
     engine: Engine | None = None,
 ) -> CentredPCAResult:
     """Centred DPdisPCA (any variant) over ``run``'s tables as a Flower simulation."""
-    plan, scenario = TablePlan(run), run.scenario
-    secure = (secure_sum_for(plan.policy.algorithm_policy(plan.bounds), plan.bounds.dim,
-                             max(plan.sizes), run.sites, plan.rotation_seed)
-              if scenario.variant == VARIANT_SECURE else None)
-    strategy = CentredDPdisPCA(r=scenario.r, weighting=scenario.weighting,
-                               variant=scenario.variant, secure=secure, **plan.options(
-                                   CentredDPdisPCA.mechanism))
-    return simulate_tables(run, strategy, DPdisPCAClient, DPdisPCASite, verbose, observer,
-                           engine)
+    return simulate_tables(run, centred_dpdis(table_plan(run)), DPdisPCAClient, DPdisPCASite,
+                           verbose, observer, engine)
 
 
 def simulate_dps_tables(
@@ -124,10 +100,5 @@ def simulate_dps_tables(
     engine: Engine | None = None,
 ) -> CentredPCAResult:
     """Centred DPS-PCA over ``run``'s tables as a Flower simulation."""
-    plan, scenario = TablePlan(run), run.scenario
-    secure = (secure_sums(plan.policy.algorithm_policy(plan.bounds), plan.bounds.dim,
-                          scenario.k, max(plan.sizes), run.sites, plan.rotation_seed)
-              if plan.policy.discrete else None)
-    strategy = CentredDPSPCA(s_hat=scenario.s_hat, rounds=scenario.rounds, seed=scenario.seed,
-                             secure=secure, **plan.options(CentredDPSPCA.mechanism))
-    return simulate_tables(run, strategy, DPSPCAClient, DPSPCASite, verbose, observer, engine)
+    return simulate_tables(run, centred_dps(table_plan(run)), DPSPCAClient, DPSPCASite,
+                           verbose, observer, engine)
