@@ -68,9 +68,10 @@ class CentredRounds(SiteRoundStrategy):
         return super().num_rounds + 1
 
     def request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
-        """Round 1: the moments request (the secure sum's parameters, if any); later rounds:
-        the algorithm's request for its round ``server_round - 1`` with the released mean
-        and scale appended to its arrays."""
+        """Round 1: the moments request (the secure sum's parameters, if any; no
+        ``min_noise_multiplier``: the site's split calibrates the moments once); later
+        rounds: the algorithm's request for its round ``server_round - 1`` with the released
+        mean and scale appended to its arrays."""
         if server_round == 1:
             return [], {CENTRING: MOMENTS_STEP, **self.centring.request()}
         moments = self.centring.moments
