@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from fedpca.algorithms.centring import MOMENTS_PHASE
 from fedpca.algorithms.dpdis_pca import message_bytes
 from fedpca.errors import RunFailedError
 from fedpca.loadings import loadings
@@ -40,9 +41,9 @@ logger = logging.getLogger(__name__)
 
 #: A record's ``status``: the run delivered its result, or it stopped before it.
 COMPLETE, FAILED = "complete", "failed"
-#: The history phases of DPS-PCA's initialisation and explained-variance releases (not
-#: power rounds).
-NOT_POWER_PHASES = ("init", "variance")
+#: Phases that are not the algorithm's rounds: DPS-PCA's initialisation and
+#: explained-variance releases, a centred run's moments round.
+EXTRA_PHASES = ("init", "variance", MOMENTS_PHASE)
 #: The request's privacy keys the record repeats under ``requested``.
 REQUESTED_KEYS = (
     "epsilon", "delta", "accounting", "noise_multiplier", "sigma", "epsilon_achieved",
@@ -141,7 +142,7 @@ def headline(result: RunResult) -> dict[str, Any]:
         "requested": requested,
         "trust_model": privacy.get("trust_model"),
         "seed": None if seed in (None, NO_SEED) else int(seed),
-        "rounds": sum(1 for entry in history if entry.get("phase") not in NOT_POWER_PHASES),
+        "rounds": sum(1 for entry in history if entry.get("phase") not in EXTRA_PHASES),
         "flower_rounds": len(history),
         "epsilon_spent": _series(result, "epsilon_spent"),
         "wall_seconds": _config(config, "wall_seconds"),

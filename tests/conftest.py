@@ -12,7 +12,7 @@ LONG = ("federation", "slow")
 #: first, started before the other long ones so that none of them is the last thing a
 #: worker starts.
 LONGEST = ("test_secure_deployment.py", "test_deployment.py", "test_ray_cluster.py",
-           "test_hostile_coordinator.py")
+           "test_hostile_coordinator.py", "test_centred_flower.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -31,18 +31,22 @@ PCA_RESULT = {
     "basis", "privacy", "history", "config", "sites_answered", "columns", "explained_variance",
     "explained_variance_ratio", "loadings",
 }
+#: A centred run's (over tables and a contract) too.
+CENTRED = {"mean", "scale"}
 #: The record of a run that stopped before its result.
 FAILURE = {"algorithm", "status", "error", "site_failures"}
 CLUSTERING_RESULT = {"bases", "assignments", "privacy", "history", "config"}
 
 
-def record_keys(algorithm: str, sparse: bool = False) -> set[str]:
-    """Every top-level key of ``algorithm``'s record (``sparse``: an LDP-PCA Fantope run)."""
+def record_keys(algorithm: str, sparse: bool = False, centred: bool = False) -> set[str]:
+    """Every top-level key of ``algorithm``'s record (``sparse``: an LDP-PCA Fantope run;
+    ``centred``: a centred run over tables)."""
     result = CLUSTERING_RESULT if algorithm == "sulq-kplane" else PCA_RESULT
-    return HEADLINE | ALGORITHM[algorithm] | result | (LDP_SPARSE if sparse else set())
+    return (HEADLINE | ALGORITHM[algorithm] | result | (LDP_SPARSE if sparse else set())
+            | (CENTRED if centred else set()))
 
 
 def all_documented_keys() -> set[str]:
     """Every key any record can have."""
-    return (HEADLINE | LDP_SPARSE | PCA_RESULT | CLUSTERING_RESULT | FAILURE
+    return (HEADLINE | LDP_SPARSE | PCA_RESULT | CLUSTERING_RESULT | FAILURE | CENTRED
             | set().union(*ALGORITHM.values()))

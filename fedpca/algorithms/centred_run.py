@@ -8,6 +8,10 @@ the centred (standardised) rows, clipped to the public norm ``C``.
   (:mod:`fedpca.algorithms.dpdis_pca`): per-site noise (``variant="factor"`` or ``"full"``)
   or both rounds inside secure sums of distributed discrete Gaussian messages
   (``"secure-sum"``: a policy with ``secure_min_sites`` and ``discrete``).
+* ``method="dps-pca"``: the same moments round, then DPS-PCA's initialisation and ``T``
+  power steps (:mod:`fedpca.algorithms.dps_pca`) on the centred rows, per-site noise or
+  inside secure sums (a policy with ``discrete``); ``T + 1`` algorithm releases
+  (``CentredPolicy.algorithm_releases``); no explained variance (no noisy matrix).
 * ``method="analyze-gauss"``: one trusted curator holding the pooled rows does the same with
   one moments release and one Analyze Gauss release
   (:func:`~fedpca.algorithms.central.calibrated_analyze_gauss`), the same budget split.
@@ -56,6 +60,8 @@ from fedpca.algorithms.dpdis_pca import (
     answer_round,
     secure_sum_for,
 )
+from fedpca.algorithms.dps_pca import ALGORITHM as DPS_PCA
+from fedpca.algorithms.dps_pca import DPSPCAServer, DPSPCASite, secure_sums
 from fedpca.algorithms.explained_variance import choose_k, explained_variance
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, public_seed
 from fedpca.errors import ConfigurationError
@@ -63,10 +69,10 @@ from fedpca.privacy.budget_split import ALGORITHM
 from fedpca.privacy.mechanisms import Release
 from fedpca.privacy.moments import ColumnBounds, ColumnMoments
 from fedpca.privacy.validation import require_choice
-from fedpca.results import CentredPCAResult
+from fedpca.results import CentredPCAResult, PCAResult
 
 #: The algorithms a centred reference run can end with.
-METHODS = (DPDIS_PCA, ANALYZE_GAUSS)
+METHODS = (DPDIS_PCA, DPS_PCA, ANALYZE_GAUSS)
 
 
 def run_centred_pca(
@@ -81,6 +87,7 @@ def run_centred_pca(
     r: int | None = None,
     weighting: str = WEIGHTING_UNIFORM,
     variance: float | None = None,
+    s_hat: int | None = None,
 ) -> CentredPCAResult:
     """Private centring (and scaling), then ``method`` on the centred rows.
 
@@ -92,7 +99,8 @@ def run_centred_pca(
         policy: every site's :class:`~fedpca.algorithms.centring.CentredPolicy` (default: its
             defaults); ``method="analyze-gauss"`` uses its budget, split, scaling and clip
             norm for the curator.
-        method: ``"dpdis-pca"`` or ``"analyze-gauss"`` (central, pooled rows).
+        method: ``"dpdis-pca"``, ``"dps-pca"`` or ``"analyze-gauss"`` (central, pooled
+            rows).
         variant: DPdisPCA's ``"factor"``, ``"full"`` or ``"secure-sum"``.
         columns: the contract's output column names (``Contract.output_columns``).
         seed: seed for reproducible simulation only (``None``: OS randomness).
@@ -100,7 +108,9 @@ def run_centred_pca(
         variance: keep the fewest components, at most ``k``, whose cumulative DP
             explained-variance ratio reaches this share
             (:func:`~fedpca.algorithms.explained_variance.choose_k`; post-processing of the
-            whole noisy matrix, so not with DPdisPCA's factor variant).
+            whole noisy matrix, so not with DPdisPCA's factor variant nor DPS-PCA).
+        s_hat: DPS-PCA's rows kept by thresholding (default ``d``: no thresholding); its
+            ``T`` power rounds are the policy's ``algorithm_releases - 1``.
 
     Privacy guarantee: see the module docstring; the result's ``privacy`` states the split.
     """
@@ -113,8 +123,14 @@ def run_centred_pca(
         raise ConfigurationError(
             f"{len(columns)} column names for {bounds.dim} columns: pass the contract's "
             "output_columns")
-    run = _central if method == ANALYZE_GAUSS else _dpdis
-    result = run(sites, bounds, k, policy, variant, seed, r, weighting, variance)
+    if method == DPS_PCA:
+        if variance is not None:
+            raise ConfigurationError(
+                "DPS-PCA needs k before its first round: give k, not variance")
+        result = _dps(sites, bounds, k, policy, seed, bounds.dim if s_hat is None else s_hat)
+    else:
+        run = _central if method == ANALYZE_GAUSS else _dpdis
+        result = run(sites, bounds, k, policy, variant, seed, r, weighting, variance)
     result.columns = None if columns is None else list(columns)
     result.config["wall_seconds"] = time.perf_counter() - start
     return result
@@ -141,38 +157,97 @@ def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: Ce
         raise ConfigurationError(
             "the secure-sum variant needs a policy with secure_min_sites and discrete=True, "
             "and only it takes one")
-    centring = [CentringSite(X, bounds, policy, site=str(i), seed=seed)
-                for i, X in enumerate(sites)]
+    centring, rotation_seed, moments = _moments_round(sites, bounds, policy, seed, secure)
     sizes = [s.n for s in centring]
-    rotation_seed = seed if seed is not None else public_seed()
-    moments_secure = (moments_sum(policy, bounds, max(sizes), len(sizes), rotation_seed)
-                      if secure else None)
-    moments_server = MomentsServer(bounds, policy.standardize, moments_secure,
-                                   moments_noise(policy, bounds, len(sites), moments_secure))
-    sum_params = None if moments_secure is None else moments_secure[0]
-    moments = moments_server.receive(
-        [s.answer(s.release_moments(sum_params)) for s in centring])
     algorithm = [s.algorithm_site(DPdisPCASite, moments.mean, moments.scale) for s in centring]
     algorithm_secure = (secure_sum_for(policy.algorithm_policy(bounds), bounds.dim, max(sizes),
                                        len(sizes), rotation_seed) if secure else None)
     server = DPdisPCAServer(bounds.dim, k, r, weighting, variant, None, algorithm_secure,
                             variance)
     answer_round(server, algorithm)
-    privacy = {
-        **policy.record(bounds),
-        "mechanism": "column moments, then DPdisPCA's symmetric Gaussian on the upper "
-                     "triangle of the centred rows' second moment",
-        "trust_model": (VERIFIED_TRUST.format(m=policy.secure_min_sites) if secure
-                        else "per-site noise"),
-    }
+    privacy = centred_privacy(policy, bounds)
     if secure:
         privacy["epsilon_worst_case"] = max(s.ledger.worst_case_spent() for s in centring)
     config = {"k": server.k, "variance": variance, "r": server.r, "variant": variant,
               "weighting": weighting, "sites": len(sites), "seed": seed,
               **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm))}
-    base = server.result(privacy, config)
-    return CentredPCAResult(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
-                            mean=moments.mean, scale=moments.scale)
+    return centred_result(server.result(privacy, config), moments)
+
+
+def _moments_round(sites: Sequence[np.ndarray], bounds: ColumnBounds, policy: CentredPolicy,
+                   seed: int | None, secure: bool
+                   ) -> tuple[list[CentringSite], int, ColumnMoments]:
+    """Every site's :class:`CentringSite`, the run's public rotation seed and the released
+    moments (inside a secure sum when ``secure``)."""
+    centring = [CentringSite(X, bounds, policy, site=str(i), seed=seed)
+                for i, X in enumerate(sites)]
+    rotation_seed = seed if seed is not None else public_seed()
+    moments_secure = (moments_sum(policy, bounds, max(s.n for s in centring), len(centring),
+                                  rotation_seed) if secure else None)
+    server = MomentsServer(bounds, policy.standardize, moments_secure,
+                           moments_noise(policy, bounds, len(centring), moments_secure))
+    sum_params = None if moments_secure is None else moments_secure[0]
+    moments = server.receive([s.answer(s.release_moments(sum_params)) for s in centring])
+    return centring, rotation_seed, moments
+
+
+def _dps(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,
+         seed: int | None, s_hat: int) -> CentredPCAResult:
+    rounds = policy.algorithm_releases - 1
+    if rounds < 1:
+        raise ConfigurationError(
+            "DPS-PCA makes T + 1 releases (its initialisation and T power steps): give the "
+            "policy algorithm_releases = T + 1 >= 2")
+    centring, rotation_seed, moments = _moments_round(sites, bounds, policy, seed,
+                                                      policy.discrete)
+    algorithm = [s.algorithm_site(DPSPCASite, moments.mean, moments.scale) for s in centring]
+    secure = (secure_sums(policy.algorithm_policy(bounds), bounds.dim, k,
+                          max(s.n for s in centring), len(centring), rotation_seed)
+              if policy.discrete else None)
+    init, power = (None, None) if secure is None else (secure[0][0], secure[1][0])
+    server = DPSPCAServer(bounds.dim, k, s_hat, rounds, seed=seed, secure=secure)
+    server.receive_diagonal([s.answer(s.release_diagonal(secure=init)) for s in algorithm])
+    for t in range(1, rounds + 1):
+        basis = server.basis
+        server.receive_power(t, [s.answer(s.release_power(basis, secure=power))
+                                 for s in algorithm])
+    config = {"k": k, "s_hat": s_hat, "rounds": rounds, "sites": len(sites), "seed": seed,
+              **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm))}
+    result = server.result(centred_privacy(policy, bounds, DPS_MECHANISM), config)
+    return centred_result(result, moments)
+
+
+#: A centred DPS-PCA run's mechanism, as its privacy record states it.
+DPS_MECHANISM = ("column moments, then DPS-PCA's noisy diagonal and power steps on the "
+                 "centred rows")
+#: A centred DPdisPCA run's mechanism, as its privacy record states it.
+DPDIS_MECHANISM = ("column moments, then DPdisPCA's symmetric Gaussian on the upper triangle "
+                   "of the centred rows' second moment")
+
+
+def centred_privacy(policy: CentredPolicy, bounds: ColumnBounds,
+                    mechanism: str = DPDIS_MECHANISM) -> dict[str, Any]:
+    """The privacy record of a centred federated run of ``mechanism`` under every site's
+    ``policy``: per-site noise, or every release inside verified secure sums; its
+    ``noise_multiplier`` is the algorithm's releases' (the moments' is
+    ``moments_noise_multiplier``)."""
+    return {
+        **policy.record(bounds),
+        "noise_multiplier": policy.split().algorithm_multiplier,
+        "mechanism": mechanism,
+        "trust_model": (VERIFIED_TRUST.format(m=policy.secure_min_sites) if policy.discrete
+                        else "per-site noise"),
+    }
+
+
+def centred_result(base: PCAResult, moments: ColumnMoments,
+                   columns: Sequence[str] | None = None) -> CentredPCAResult:
+    """``base`` (an algorithm's result on the centred rows, with its explained variance)
+    with the released ``moments``' mean and scale and the contract's output ``columns``."""
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
+    if columns is not None:
+        fields["columns"] = list(columns)
+    return CentredPCAResult(**fields, mean=moments.mean, scale=moments.scale)
 
 
 def _central(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,

@@ -102,6 +102,8 @@ logger = logging.getLogger(__name__)
 
 #: The moments release's name in ledgers.
 MOMENTS_MECHANISM = "centring/column-moments"
+#: The history phase of a Flower run's moments round (round 0: before the algorithm's).
+MOMENTS_PHASE = "moments"
 #: The default clip norm, in units of the public bound on the transformed rows'
 #: root-mean-square norm (:func:`default_clip_norm`).
 DEFAULT_CLIP_FACTOR = 1.0
@@ -112,6 +114,23 @@ MAX_REACH = 1e150
 #: a soft floor, ``max(var, 0) + sd``, were compared on the two clinical tables of
 #: ``benchmarks/tables.py``: 2 had the best mean and worst seed).
 NOISE_FLOOR = 2.0
+
+
+#: run_config ``centring``: the run is not centred (``""``), centred (``"centre"``) or
+#: standardised (``"standardize"``); the value is whether it standardises.
+CENTRING_MODES: dict[str, bool | None] = {"": None, "centre": False, "standardize": True}
+
+
+def requested_scaling(value: object, site: str = "site") -> bool | None:
+    """Whether the run_config ``centring`` value (UNTRUSTED: the coordinator's) asks for a
+    standardised run (``True``), a centred one (``False``) or neither (``None``); refuses
+    any other value. Either choice is safe for the site: its own policy splits the same
+    budget and clips the transformed rows to its own norm."""
+    if not isinstance(value, str) or value not in CENTRING_MODES:
+        raise InvalidRequestError(
+            f"{site}: refused: run_config centring={value!r} must be one of "
+            f"{sorted(CENTRING_MODES)}; nothing was released")
+    return CENTRING_MODES[value]
 
 
 def default_clip_norm(bounds: ColumnBounds, standardize: bool,

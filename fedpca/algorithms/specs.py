@@ -40,6 +40,9 @@ class AlgorithmSpec:
         audit: ``fedpca audit`` mechanism name -> ``AuditSettings -> AuditTarget`` builder.
         extra_releases: ``None`` for one release per site and run; else a run makes
             ``rounds + extra_releases`` releases (DPS-PCA's initialisation: 1).
+        simulate_tables: ``(TableRun, verbose, observer, engine) -> result``: the centred
+            Flower simulation over one table per site (``fedpca simulate --tables``);
+            ``None``: not wired yet.
     """
 
     name: str
@@ -52,6 +55,7 @@ class AlgorithmSpec:
     server_main: str
     audit: tuple[tuple[str, str], ...]
     extra_releases: int | None = None
+    simulate_tables: str | None = None
 
     def releases_per_run(self, rounds: int) -> int:
         """The releases one run with ``rounds`` rounds makes at a site."""
@@ -82,6 +86,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                ("dps-pca/power", "fedpca.audit.targets:dps_power"),
                ("dps-pca/variance", "fedpca.audit.targets:dps_variance")),
         extra_releases=1,
+        simulate_tables="fedpca.simulations.tables:simulate_dps_tables",
     ),
     AlgorithmSpec(
         name="dpdis-pca",
@@ -95,6 +100,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         server_main="fedpca.apps.dpdis_pca:server_main",
         audit=(("dpdis-pca", "fedpca.audit.targets:dpdis"),
                ("dpdis-pca/secure-sum", "fedpca.audit.targets:dpdis_secure")),
+        simulate_tables="fedpca.simulations.tables:simulate_dpdis_tables",
     ),
     AlgorithmSpec(
         name="ldp-pca",
@@ -157,7 +163,10 @@ def app_config() -> dict[str, Any]:
 #: Scenario fields that are not run_config keys.
 CLI_ONLY = frozenset({"sites", "failure_rate"})
 #: run_config keys of the App itself: SecAgg+'s public bound on a site's record count, the
-#: path the ServerApp writes its run record to ("": none) and the hash of the data contract
+#: path the ServerApp writes its run record to ("": none), the hash of the data contract
 #: the run is made under ("": none; a real site refuses a run under another,
-#: :mod:`fedpca.apps.real_site`).
-APP_KEYS: dict[str, Any] = {"secagg-max-weight": 0, "output": "", "contract": ""}
+#: :mod:`fedpca.apps.real_site`), a centred run's scaling (``centring``: "", "centre" or
+#: "standardize") and the server's copy of the contract (``contract-file``: its public
+#: widths turn the moments into a mean and a scale).
+APP_KEYS: dict[str, Any] = {"secagg-max-weight": 0, "output": "", "contract": "",
+                            "centring": "", "contract-file": ""}

@@ -10,8 +10,9 @@ from flwr.client import Client
 from flwr.common import Context
 from flwr.server import Grid
 
-from fedpca.algorithms.specs import AlgorithmSpec
+from fedpca.algorithms.centring import CentringSite
 from fedpca.algorithms.site import require_rest_of_run, run_ledger
+from fedpca.algorithms.specs import AlgorithmSpec, load
 from fedpca.apps.real_site import (
     is_real_site,
     open_real_site,
@@ -19,6 +20,7 @@ from fedpca.apps.real_site import (
     real_site_identity,
 )
 from fedpca.clients.base import ClientFactory
+from fedpca.clients.centring import centred_client
 from fedpca.clients.ledger_state import load_ledger
 from fedpca.data.memory import require_simulation_memory
 from fedpca.errors import ConfigurationError
@@ -46,6 +48,10 @@ def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
     scenario_cls, client_for_site = spec.scenario_class(), spec.client_for_site()
     if is_real_site(context):
         site = open_real_site(context, spec.name)
+        if site.centred is not None:  # the moments round, then the algorithm's
+            centring = CentringSite(site.records, site.bounds, site.centred, site=site.name,
+                                    ledger=site.ledger, limits=site.limits)
+            return centred_client(context, load(spec.client), load(spec.site), centring)
         scenario = scenario_cls.from_run_config(site.config, sites=least_sites(site.config))
         return client_for_site(context, site.records, scenario.policy(), site.name, seed=None,
                                ledger=site.ledger, limits=site.limits)
@@ -70,6 +76,11 @@ def partition_scenario(scenario_cls: type[S], context: Context) -> S:
             "partition-id (a simulated site); a real site's operator starts its SuperNode "
             "with --node-config 'policy=\"/path/policy.toml\"'"
         )
+    if context.run_config.get("centring", ""):
+        raise ConfigurationError(
+            "a simulated partition holds no table: a centred run (run_config centring) needs "
+            "real sites with a data contract; simulate one with fedpca simulate ALGORITHM "
+            "--tables ... --contract ...")
     return scenario_cls.from_run_config(dict(context.run_config), sites=site_partitions(context))
 
 

@@ -15,14 +15,21 @@ from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.algorithms.dps_pca import privacy_record
+from fedpca.apps.centring import is_centred, run_centred
 from fedpca.apps.common import finish, secure_max_records, server_scenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.strategies.centred_plan import centred_dps
 from fedpca.strategies.dps_pca import DPSPCA, DPSPCAStrategy
 from fedpca.strategies.workflow import run_strategy, secure_aggregation
 
 
 def server_main(grid: Grid, context: Context) -> None:
-    """Run DPS-PCA over the connected sites and write the result if ``output`` is set."""
+    """Run DPS-PCA over the connected sites (a moments round first when run_config
+    ``centring`` asks, :mod:`fedpca.apps.centring`) and write the result if ``output`` is
+    set."""
+    if is_centred(dict(context.run_config)):
+        run_centred(grid, context, DPSPCAScenario, centred_dps)
+        return
     scenario, config = server_scenario(DPSPCAScenario, grid, context)
     max_records = secure_max_records(scenario, config)
     sums = scenario.secure_sums(max_records)

@@ -56,11 +56,13 @@ import numpy as np
 from flwr.app import RecordDict
 from flwr.common import Context
 
+from fedpca.algorithms.centring import CentredPolicy, requested_scaling
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.clients.result_message import read_result_message
 from fedpca.data.files import file_fingerprint
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.privacy.ledger_identity import LedgerIdentityError, refused_run
+from fedpca.privacy.moments import ColumnBounds
 from fedpca.privacy.site_ledger import RunCharge, RunLedger, SiteLedger
 from fedpca.privacy.site_policy import (
     PRIVACY_KEYS,
@@ -92,6 +94,8 @@ class RealSite:
     config: dict[str, Any]
     ledger: RunLedger
     limits: SiteLimits
+    centred: CentredPolicy | None = None
+    bounds: ColumnBounds | None = None
 
 
 def is_real_site(context: Context) -> bool:
@@ -113,19 +117,22 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
             "%s: run_config %s ignored: this site's policy %s sets its privacy",
             policy.name, ", ".join(f"{k}={untrusted[k]!r}" for k in overridden), policy.path,
         )
+    centred = _centred_policy(policy, context, algorithm)
     ledger = _open_ledger(policy)
-    require_affordable(policy, ledger, algorithm, str(context.run_id))
+    require_affordable(policy, ledger, algorithm, str(context.run_id), centred)
     records = _records(policy)
     policy.check_records(records.shape[0])
     charge = RunCharge(
         run_id=str(context.run_id), algorithm=algorithm,
         fingerprint=file_fingerprint(policy.data),
-        max_releases=policy.releases_per_run(algorithm),
+        max_releases=policy.releases_per_run(algorithm) + (centred is not None),
     )
     config = {**untrusted, **own, "seed": NO_SEED}
     logger.info("%s: noise sampler %s (grid points plus exact discrete Gaussian noise)",
                 policy.name, own["noise-sampler"])
-    return RealSite(policy.name, records, config, ledger.for_run(charge), policy.limits)
+    bounds = None if centred is None else policy.load_contract().bounds
+    return RealSite(policy.name, records, config, ledger.for_run(charge), policy.limits,
+                    centred, bounds)
 
 
 def real_site_budget(context: Context, algorithm: str) -> str:
@@ -134,7 +141,8 @@ def real_site_budget(context: Context, algorithm: str) -> str:
     run fits its ledger (:func:`require_affordable`); raises its refusal otherwise. Reads
     its policy and its ledger, never its data, so the answer depends on no record."""
     policy = _requested_policy(context, algorithm)
-    require_affordable(policy, _open_ledger(policy), algorithm, str(context.run_id))
+    centred = _centred_policy(policy, context, algorithm)
+    require_affordable(policy, _open_ledger(policy), algorithm, str(context.run_id), centred)
     return policy.name
 
 
@@ -167,15 +175,25 @@ def real_site_result(context: Context, content: RecordDict) -> str:
 
 
 def require_affordable(policy: SitePolicyFile, ledger: SiteLedger, algorithm: str,
-                       run_id: str) -> None:
+                       run_id: str, centred: CentredPolicy | None = None) -> None:
     """Before run ``run_id``'s first release at this site, refuse the run unless all of it,
-    as the site's policy calibrates it (:meth:`SitePolicyFile.planned_run`), fits the
+    as the site's policy calibrates it (:meth:`SitePolicyFile.planned_run`, or a centred
+    run's moments release and the algorithm's, :meth:`CentredPolicy.plan`), fits the
     ledger's lifetime budget, worst-case bound and daily and weekly ceilings
     (:meth:`SiteLedger.require_run`): whichever ServerApp the coordinator runs, the site
     spends nothing on a run it cannot finish. A run that has made releases here is past
     that point: each of its releases is checked as it is charged."""
     if not ledger.run_releases(run_id):
-        ledger.require_run(policy.planned_run(algorithm), algorithm)
+        plan = policy.planned_run(algorithm) if centred is None else centred.plan()
+        ledger.require_run(plan, algorithm)
+
+
+def _centred_policy(policy: SitePolicyFile, context: Context,
+                    algorithm: str) -> CentredPolicy | None:
+    """The site's policy for a centred run when run_config ``centring`` (UNTRUSTED) asks for
+    one (:func:`~fedpca.algorithms.centring.requested_scaling`), else ``None``."""
+    standardize = requested_scaling(context.run_config.get("centring", ""), policy.name)
+    return None if standardize is None else policy.centred_policy(algorithm, standardize)
 
 
 def real_site_identity(context: Context, algorithm: str) -> SecureIdentity | None:

@@ -198,13 +198,18 @@ def site_client(
     ``context.state``, which Flower keeps for the run; a site with a durable ledger (a real
     site's :class:`~fedpca.privacy.site_ledger.RunLedger`) has every charge on its disk already.
     """
+    return client_cls(site, **client_options(context, site)).to_client()
+
+
+def client_options(context: Context, site: PrivateSite) -> dict:
+    """The ``on_release`` and ``masking`` of a :class:`PrivateSiteClient` for ``site`` in
+    the current message: an in-memory ledger is loaded from ``context.state`` and stored
+    back after every release (:func:`site_client`)."""
     on_release = None
     if isinstance(site.ledger, PrivacyLedger):
         load_ledger(context, site.ledger)
         on_release = functools.partial(store_ledger, context)
-    return client_cls(
-        site, on_release=on_release, masking=masked_settings(context)
-    ).to_client()
+    return {"on_release": on_release, "masking": masked_settings(context)}
 
 
 def client_factory(

@@ -40,6 +40,15 @@ class LazySubcommands(argparse._SubParsersAction):
         super().__call__(parser, namespace, values, option_string)
 
 
+class GivenFlag(argparse._StoreAction):
+    """Stores the flag's value and adds its ``dest`` to ``namespace.given``: what the
+    command line set, as opposed to a default."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        namespace.given = (*getattr(namespace, "given", ()), self.dest)
+
+
 def register_simulate_command(commands: argparse._SubParsersAction) -> None:
     """Add ``simulate`` with one sub-command per algorithm."""
     simulate = commands.add_parser("simulate", help="run a Flower simulation")
@@ -61,11 +70,33 @@ def _fill(spec: AlgorithmSpec, parser: argparse.ArgumentParser) -> None:
             options["action"] = "store_true"
         else:
             options.setdefault("type", type(f.default))
+            options["action"] = GivenFlag
         parser.add_argument(*names, dest=f.name, default=f.default, help=f.metadata["help"],
                             **options)
+    if spec.simulate_tables is not None:
+        add_table_flags(parser)
     add_output_flags(parser)
     add_engine_flags(parser)
     parser.set_defaults(func=with_flag_errors(functools.partial(run, spec), parser))
+
+
+def add_table_flags(parser: argparse.ArgumentParser) -> None:
+    """``--tables --contract --standardize --moments-share``: a centred run over one table
+    per virtual site (:class:`fedpca.scenarios.tables.TableRun`); ``--clip-norm`` then
+    defaults to the contract's (:class:`GivenFlag` tells whether it was given)."""
+    parser.add_argument("--tables", nargs="+", default=None, metavar="TABLE",
+                        help="one CSV or Parquet table per virtual site (with --contract): a "
+                             "centred run, its moments round first; --sites, --dim and "
+                             "--samples come from the tables, --clip-norm defaults to the "
+                             "contract's")
+    parser.add_argument("--contract", default=None, metavar="CONTRACT.toml",
+                        help="the data contract every site holds (with --tables)")
+    parser.add_argument("--standardize", action="store_true",
+                        help="with --tables: scale every column to unit variance too")
+    parser.add_argument("--moments-share", type=float, default=None, metavar="F",
+                        help="with --tables: the share of the budget spent on the means (and "
+                             "scales); default 0.1, 0.3 with --standardize")
+    parser.set_defaults(given=())
 
 
 def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
@@ -78,19 +109,22 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
 
     engine = Engine(args.ray_address, args.cpus_per_site, args.memory_per_site)
     scenario_cls = spec.scenario_class()
-    scenario = scenario_cls.from_flags(
-        {f.name: getattr(args, f.name) for f in scenario_cls.flag_fields()}
-    )
-    require_outputs(args, scenario)
-    require_simulation_memory(scenario.samples, scenario.dim, scenario.sites)
-    for line in scenario.header():
+    values = {f.name: getattr(args, f.name) for f in scenario_cls.flag_fields()}
+    if getattr(args, "tables", None):
+        planned = table_run(scenario_cls, values, args)
+        require_outputs(args, planned.scenario)
+        simulate = load(spec.simulate_tables)
+    else:
+        planned = plain_scenario(scenario_cls, values, args)
+        require_outputs(args, planned)
+        simulate = load(spec.simulate)
+    for line in planned.header():
         announce(args, line)
-    seeded_notice(scenario.seed)
-    simulate = load(spec.simulate)
+    seeded_notice(values.get("seed"))
     with (failure_recorded(spec.name, args.output),
-          live_rounds(args, spec.name, scenario.flower_rounds) as observer):
-        result = simulate(scenario, verbose=args.verbose, observer=observer, engine=engine)
-    for line in scenario.report(result):
+          live_rounds(args, spec.name, planned.flower_rounds) as observer):
+        result = simulate(planned, verbose=args.verbose, observer=observer, engine=engine)
+    for line in planned.report(result):
         print(line)
     explained = explained_summary(getattr(result, "explained_variance", None),
                                   getattr(result, "explained_variance_ratio", None))
@@ -113,3 +147,36 @@ def require_outputs(args: argparse.Namespace, scenario: Any) -> None:
             "--explained-variance (one more release, within the same budget)"
             if scenario.HAS_LOADINGS else
             f"--scree: {scenario.ALGORITHM} releases no explained variance; drop --scree")
+
+
+def plain_scenario(scenario_cls: type, values: dict[str, Any], args: argparse.Namespace
+                   ) -> Any:
+    """The scenario of the flags, refused when it would not fit this machine's memory or
+    table flags come without ``--tables``."""
+    given = [flag for flag, value in (("--contract", getattr(args, "contract", None)),
+                                      ("--standardize", getattr(args, "standardize", False)),
+                                      ("--moments-share", getattr(args, "moments_share", None)))
+             if value]
+    if given:
+        raise ConfigurationError(f"{', '.join(given)} need --tables (one table per site)")
+    scenario = scenario_cls.from_flags(values)
+    require_simulation_memory(scenario.samples, scenario.dim, scenario.sites)
+    return scenario
+
+
+def table_run(scenario_cls: type, values: dict[str, Any], args: argparse.Namespace) -> Any:
+    """The centred run over ``--tables`` under ``--contract``
+    (:class:`~fedpca.scenarios.tables.TableRun`): ``--secure-aggregation`` alone means every
+    table's site; the data seed is ``--seed``."""
+    from fedpca.scenarios.base import ALL_SITES
+    from fedpca.scenarios.tables import TableRun
+
+    if not args.contract:
+        raise ConfigurationError("--tables needs --contract: the data contract every site holds")
+    options = {k: v for k, v in scenario_cls.with_data_seed(values).items()
+               if k not in ("clip_norm", "sites", "dim", "samples")}
+    if options.get("secure_min_sites") == ALL_SITES:
+        options["secure_min_sites"] = len(args.tables)
+    return TableRun.build(scenario_cls, args.tables, args.contract, options,
+                          standardize=args.standardize, moments_share=args.moments_share,
+                          clip_norm=values["clip_norm"] if "clip_norm" in args.given else None)

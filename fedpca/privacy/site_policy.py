@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from fedpca.algorithms.centring import CentredPolicy
 from fedpca.algorithms.site_limits import POLICY_KEYS as LIMIT_KEYS
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.algorithms.specs import SPECS
@@ -97,6 +98,9 @@ accounting = "pld"              # pld (tight) or paper (the papers' looser close
 
 [data]
 clip-norm = 1.0                 # public bound C: every row is scaled to norm <= C
+# moments-share = 0.3           # a centred run (run_config centring): the share of its budget
+                                # spent on the column means (and scales); default 0.1, 0.3
+                                # when standardising. Its rows are clipped to the contract's C
 
 [secure-aggregation]
 min-sites = 0                   # M >= 2: answer only inside secure sums of >= M honest
@@ -171,6 +175,9 @@ class SitePolicyFile:
             coordinator asks.
         memory_mib: address space limit (MiB) of the site's processes, 0 for none
             (:mod:`fedpca.deployment.memory_limit` applies it).
+        moments_share: the share of a centred run's budget its moments release takes
+            (``[data] moments-share``; ``None``: :class:`~fedpca.algorithms.centring.CentredPolicy`'s
+            default, 0.1, or 0.3 when standardising).
     """
 
     path: Path
@@ -195,6 +202,7 @@ class SitePolicyFile:
     limits: SiteLimits = SiteLimits()
     memory_mib: int = DEFAULT_MEMORY_MIB
     contract: Path | None = None
+    moments_share: float | None = None
 
     def witness(self) -> LedgerWitness:
         """The identity file beside this policy, of the ledger it names."""
@@ -223,6 +231,27 @@ class SitePolicyFile:
         settings = self.require_algorithm(algorithm)
         rounds = int(settings.get("rounds", DEFAULT_DPS_ROUNDS))
         return SPECS[algorithm].releases_per_run(rounds) + int(_explains(settings))
+
+    def centred_policy(self, algorithm: str, standardize: bool) -> CentredPolicy:
+        """The site's :class:`~fedpca.algorithms.centring.CentredPolicy` for a centred run of
+        ``algorithm`` (its moments release, then the algorithm's releases): the run's
+        epsilon and delta, its accounting, its moments share, exact noise, its secure sums;
+        the clip norm of the centred rows is the contract's default (public). Raises
+        :class:`PolicyError` without a contract or with ``paper`` accounting."""
+        if self.contract is None:
+            raise PolicyError(
+                f"{self.name}: refused: a centred run needs the consortium's data contract "
+                "(its public ranges set the moments' sensitivity); this site's policy names "
+                "none")
+        if self.accounting == "paper":
+            raise PolicyError(
+                f"{self.name}: refused: a centred run splits its budget with the PLD "
+                "accountant; this site's policy sets accounting = \"paper\"")
+        return CentredPolicy(
+            epsilon=self.run_epsilon, delta=self.delta, moments_share=self.moments_share,
+            standardize=standardize, accounting=self.accounting, noise_sampler=EXACT,
+            secure_min_sites=self.secure_min_sites, discrete=self.discrete,
+            algorithm_releases=self.releases_per_run(algorithm))
 
     def privacy_config(self, algorithm: str) -> dict[str, Any]:
         """The run_config privacy keys as this site sets them for one run of ``algorithm``
@@ -475,6 +504,8 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         limits=reader.limits(),
         memory_mib=reader.memory_mib(),
         contract=contract,
+        moments_share=reader.share(reader.table("data", required=False), "data",
+                                   "moments-share"),
     )
 
 
@@ -512,6 +543,15 @@ class _Reader:
             raise self.error(f"{where}.{key} must be a finite number > 0, got {value!r}"
                              + (f"; {hint}" if hint else ""))
         return float(value)
+
+    def share(self, table: dict, where: str, key: str) -> float | None:
+        """An optional share in ``(0, 1)``."""
+        if key not in table:
+            return None
+        value = self.positive(table, where, key)
+        if value >= 1:
+            raise self.error(f"{where}.{key}={value:g} must be below 1 (a share of the budget)")
+        return value
 
     def ceilings(self, budget: dict, epsilon: float) -> tuple[float, float, float]:
         """``daily-epsilon``, ``weekly-epsilon`` and ``run-epsilon`` (default: the daily

@@ -23,10 +23,12 @@ from fedpca.algorithms.dpdis_pca import (
     WEIGHTING_UNIFORM,
     DPdisPCAServer,
 )
+from fedpca.algorithms.centred_run import DPDIS_MECHANISM
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding, SecureSum
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.strategies.base import SiteRoundStrategy
+from fedpca.strategies.centring import CentredRounds
 from fedpca.strategies.legacy import LegacySiteStrategy
 from fedpca.strategies.message_api import MessageSiteStrategy
 
@@ -112,3 +114,12 @@ class DPdisPCAStrategy(DPdisPCARounds, LegacySiteStrategy):
 
 class DPdisPCA(DPdisPCARounds, MessageSiteStrategy):
     """DPdisPCA on Flower's Message API; parameters: :class:`DPdisPCARounds`."""
+
+
+class CentredDPdisPCA(CentredRounds, DPdisPCA):
+    """DPdisPCA on the sites' centred (standardised) rows, on Flower's Message API: the
+    moments round, then DPdisPCA's (parameters: :class:`CentredRounds`'s and
+    :class:`DPdisPCARounds`'s; ``secure``: the algorithm's secure sum, the moments' is the
+    ``centring`` server's)."""
+
+    mechanism = DPDIS_MECHANISM

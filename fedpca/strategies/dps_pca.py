@@ -21,10 +21,12 @@ from typing import Any
 import numpy as np
 from flwr.common import Scalar
 
+from fedpca.algorithms.centred_run import DPS_MECHANISM
 from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_VARIANCE, DPSPCAServer, DPSSecureSums
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.strategies.base import SiteRoundStrategy
+from fedpca.strategies.centring import CentredRounds
 from fedpca.strategies.legacy import LegacySiteStrategy
 from fedpca.strategies.message_api import MessageSiteStrategy
 
@@ -121,3 +123,13 @@ class DPSPCAStrategy(DPSPCARounds, LegacySiteStrategy):
 
 class DPSPCA(DPSPCARounds, MessageSiteStrategy):
     """DPS-PCA on Flower's Message API; parameters: :class:`DPSPCARounds`."""
+
+
+class CentredDPSPCA(CentredRounds, DPSPCA):
+    """DPS-PCA on the sites' centred (standardised) rows, on Flower's Message API: the
+    moments round, then DPS-PCA's initialisation and power rounds (parameters:
+    :class:`CentredRounds`'s and :class:`DPSPCARounds`'s; ``secure``: the algorithm's secure
+    sums, the moments' is the ``centring`` server's). No explained variance: DPS-PCA's server
+    holds no noisy matrix."""
+
+    mechanism = DPS_MECHANISM

@@ -1,0 +1,66 @@
+"""A centred run in the Flower App: run_config ``centring = "centre"`` or ``"standardize"``.
+
+The ServerApp runs the moments round, then the algorithm's rounds on the centred
+(standardised) rows (:mod:`fedpca.strategies.centring`). It holds no data: it needs the
+consortium's contract only for its public widths (run_config ``contract-file``, the
+server's copy, which must have the run's hash ``contract``). Real sites answer from their
+own table, contract and policy (:func:`fedpca.apps.real_site.open_real_site`); simulated
+partitions have no table and refuse a centred run (``fedpca simulate ALGORITHM --tables``
+simulates one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from flwr.common import Context
+from flwr.server import Grid
+
+from fedpca.algorithms.centring import requested_scaling
+from fedpca.apps.common import finish, secure_max_records, server_scenario
+from fedpca.data.contract import Contract, load_contract
+from fedpca.errors import ConfigurationError
+from fedpca.scenarios.base import Scenario
+from fedpca.scenarios.tables import requested_policy
+from fedpca.strategies.centred_plan import CentredPlan
+from fedpca.strategies.centring import CentredRounds
+from fedpca.strategies.workflow import run_strategy, secure_aggregation
+
+
+def is_centred(config: dict[str, Any]) -> bool:
+    """Whether run_config asks for a centred run (an unknown ``centring`` is refused)."""
+    return requested_scaling(config.get("centring", ""), "the ServerApp") is not None
+
+
+def server_contract(config: dict[str, Any]) -> Contract:
+    """The server's copy of the run's contract (run_config ``contract-file``), refused
+    unless its hash is the run's ``contract``."""
+    path = str(config.get("contract-file", ""))
+    if not path:
+        raise ConfigurationError(
+            "a centred run needs run_config contract-file: the server's copy of the "
+            "consortium's contract (its public widths turn the moments into a mean and scale)")
+    contract = load_contract(path)
+    if contract.hash != config.get("contract"):
+        raise ConfigurationError(
+            f"run_config contract-file {path} has hash {contract.hash}, but the run names "
+            f"contract {config.get('contract')!r}: name the same contract the sites hold")
+    return contract
+
+
+def run_centred(grid: Grid, context: Context, scenario_cls: type[Scenario],
+                build: Callable[[CentredPlan], CentredRounds]) -> None:
+    """Run ``build``'s centred strategy for the run_config's scenario over the connected
+    sites; write the result if asked."""
+    scenario, config = server_scenario(scenario_cls, grid, context)
+    standardize = requested_scaling(config["centring"], "the ServerApp")
+    contract = server_contract(config)
+    scenario = scenario_cls.from_run_config(config, sites=scenario.sites,
+                                            dim=contract.bounds.dim)
+    plan = CentredPlan(scenario, requested_policy(scenario, bool(standardize)),
+                       contract.bounds, contract.output_columns,
+                       secure_max_records(scenario, config))
+    strategy = build(plan)
+    run_strategy(grid, context, strategy, secure=secure_aggregation(scenario, strategy, 1.0))
+    finish(strategy.result(config), config)

@@ -1,0 +1,104 @@
+"""Simulate a centred run over tables with Flower: one virtual site per table, one contract.
+
+The moments round, then the algorithm's rounds on the centred (standardised) rows
+(:mod:`fedpca.strategies.centring`, :mod:`fedpca.clients.centring`); each virtual site
+reads and preprocesses its own table in its own process
+(:class:`~fedpca.scenarios.tables.TableRun`). With the same seeds, a centred DPdisPCA run
+gives the same result as the Flower-free reference run
+:func:`fedpca.algorithms.centred_run.run_centred_pca`.
+
+Privacy guarantee: each virtual site's moments release and the algorithm's releases compose
+to (epsilon, delta)-DP per record under its
+:class:`~fedpca.algorithms.centring.CentredPolicy` (per-site noise, or every release inside
+verified secure sums of at least ``M`` sites).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+from flwr.client import Client
+from flwr.common import Context
+
+from fedpca.algorithms.centring import CentringSite
+from fedpca.algorithms.dpdis_pca import DPdisPCASite
+from fedpca.algorithms.dps_pca import DPSPCASite
+from fedpca.apps.common import site_partitions
+from fedpca.clients.base import PrivateSiteClient
+from fedpca.clients.centring import centred_client
+from fedpca.clients.dpdis_pca import DPdisPCAClient
+from fedpca.clients.dps_pca import DPSPCAClient
+from fedpca.progress import RoundObserver
+from fedpca.results import CentredPCAResult
+from fedpca.scenarios.tables import TableRun
+from fedpca.secure.identity import SecureIdentity, simulation_identity
+from fedpca.simulations.launcher import Engine, run_federation
+from fedpca.strategies.centred_plan import CentredPlan, centred_dpdis, centred_dps
+from fedpca.strategies.centring import CentredRounds
+from fedpca.strategies.workflow import secure_aggregation
+
+
+def table_client(client_cls: type[PrivateSiteClient], site_cls: type, run: TableRun,
+                 context: Context) -> Client:
+    """Virtual site ``partition-id``'s centred client over its own table, under the run's
+    policy."""
+    partition = int(context.node_config["partition-id"])
+    centring = CentringSite(run.site_rows(partition), run.loaded_contract.bounds, run.policy(),
+                            site=str(partition), seed=run.scenario.seed)
+    return centred_client(context, client_cls, site_cls, centring)
+
+
+def table_identity(run: TableRun, rounds: int, context: Context) -> SecureIdentity | None:
+    """Virtual site ``partition-id``'s identity for the run's secure sums over ``rounds``
+    Flower rounds (``None`` without secure sums)."""
+    min_sites = run.policy().secure_min_sites
+    if min_sites is None:
+        return None
+    return simulation_identity(int(context.node_config["partition-id"]),
+                               site_partitions(context), min_sites, rounds)
+
+
+def table_plan(run: TableRun) -> CentredPlan:
+    """The centred strategy's plan for ``run``: its policy, the contract, the largest
+    table's record count, every site waited for."""
+    contract = run.loaded_contract
+    return CentredPlan(run.scenario, run.policy(), contract.bounds, contract.output_columns,
+                       max(run.sizes()), wait_for_sites=run.sites)
+
+
+def simulate_tables(
+    run: TableRun, strategy: CentredRounds, client_cls: type[PrivateSiteClient],
+    site_cls: type, verbose: bool = False, observer: RoundObserver | None = None,
+    engine: Engine | None = None,
+) -> CentredPCAResult:
+    """Run ``strategy`` (a centred one) against one virtual site per table of ``run``, each
+    answering with ``client_cls`` over ``site_cls``; the result with the run's config."""
+    start = time.perf_counter()
+    scenario = run.scenario
+    run_federation(strategy, functools.partial(table_client, client_cls, site_cls, run),
+                   run.sites, verbose=verbose, observer=observer, engine=engine,
+                   secure=secure_aggregation(scenario, strategy, 1.0),
+                   identity_fn=functools.partial(table_identity, run, strategy.num_rounds))
+    config = {**scenario.to_run_config(), "dataset": "tables", "standardize": run.standardize,
+              "contract": run.loaded_contract.hash,
+              "wall_seconds": time.perf_counter() - start}
+    return strategy.result(config)
+
+
+def simulate_dpdis_tables(
+    run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
+    engine: Engine | None = None,
+) -> CentredPCAResult:
+    """Centred DPdisPCA (any variant) over ``run``'s tables as a Flower simulation."""
+    return simulate_tables(run, centred_dpdis(table_plan(run)), DPdisPCAClient, DPdisPCASite,
+                           verbose, observer, engine)
+
+
+def simulate_dps_tables(
+    run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
+    engine: Engine | None = None,
+) -> CentredPCAResult:
+    """Centred DPS-PCA over ``run``'s tables as a Flower simulation."""
+    return simulate_tables(run, centred_dps(table_plan(run)), DPSPCAClient, DPSPCASite,
+                           verbose, observer, engine)

