@@ -250,7 +250,15 @@ def test_a_real_site_answers_a_centred_run_from_its_table_on_its_lifetime_ledger
     rows = SiteLedger(loaded.ledger, loaded.population, loaded.epsilon, loaded.delta).rows()
     assert [row["mechanism"].split("+")[0] for row in rows] == [  # "+exact": exact noise
         "centring/column-moments", "dpdis-pca/second-moment"]
+    assert {row["algorithm"] for row in rows} == {"dpdis-pca+standardize"}
     assert answer.metrics["guarantee.epsilon"] == loaded.run_epsilon  # the whole run's
+    # the same run asking for the algorithm's release of a run only centred (another
+    # budget split) is refused, nothing charged
+    with pytest.raises(Exception, match="one run is one algorithm"):
+        real_site_fit(policy, [mean, scale], {CENTRING: CENTRED_STEP, **FULL},
+                      centring="centre")
+    assert len(SiteLedger(loaded.ledger, loaded.population, loaded.epsilon,
+                          loaded.delta).rows()) == 2
 
 
 @pytest.mark.parametrize("centring, error, match", [

@@ -85,6 +85,20 @@ def test_a_discrete_release_beyond_the_budget_is_refused_before_anything_is_writ
     assert len(ledger.rows()) == 3
 
 
+def test_one_run_is_one_algorithm_and_centring_at_a_site(tmp_path):
+    # a coordinator that asks for the moments of a standardised run, then the algorithm's
+    # releases of a run only centred (another budget split), is refused: nothing charged
+    ledger = new_ledger(tmp_path / "ledger.sqlite", "patients", 10.0, DELTA)
+    ledger.for_run(RunCharge("r", "dpdis-pca+standardize", "sha", 2)).charge(GAUSSIAN)
+    with pytest.raises(BudgetExceededError, match=r"earlier releases here were of "
+                       r"dpdis-pca\+standardize.*asks for dpdis-pca\+centre"):
+        ledger.for_run(RunCharge("r", "dpdis-pca+centre", "sha", 2)).charge(GAUSSIAN)
+    assert len(ledger.rows()) == 1
+    ledger.for_run(RunCharge("s", "dpdis-pca+centre", "sha", 2)).charge(GAUSSIAN)  # new run
+    assert [r["algorithm"] for r in ledger.rows()] == ["dpdis-pca+standardize",
+                                                       "dpdis-pca+centre"]
+
+
 def write_old_ledger(path, population="patients") -> None:
     """A ledger as the first versions wrote it: no discrete columns, no identity; one row."""
     with closing(sqlite3.connect(path)) as conn, conn:

@@ -123,7 +123,7 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
     records = _records(policy)
     policy.check_records(records.shape[0])
     charge = RunCharge(
-        run_id=str(context.run_id), algorithm=algorithm,
+        run_id=str(context.run_id), algorithm=charged_algorithm(algorithm, centred),
         fingerprint=file_fingerprint(policy.data),
         max_releases=policy.releases_per_run(algorithm) + (centred is not None),
     )
@@ -133,6 +133,15 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
     bounds = None if centred is None else policy.load_contract().bounds
     return RealSite(policy.name, records, config, ledger.for_run(charge), policy.limits,
                     centred, bounds)
+
+
+def charged_algorithm(algorithm: str, centred: CentredPolicy | None) -> str:
+    """What the ledger records as a release's algorithm: ``algorithm``, and for a centred run
+    how it was centred (``dpdis-pca+standardize``), so that one run cannot mix plans whose
+    calibrations assume different budget splits (the ledger refuses it)."""
+    if centred is None:
+        return algorithm
+    return f"{algorithm}+{'standardize' if centred.standardize else 'centre'}"
 
 
 def real_site_budget(context: Context, algorithm: str) -> str:

@@ -508,12 +508,14 @@ class SiteLedger:
                 self._verify_for_run(conn)
                 now = self.clock()
                 rows = conn.execute(
-                    f"SELECT {_ACCOUNTED}, run_id, time FROM releases WHERE population = ?",
+                    f"SELECT {_ACCOUNTED}, run_id, time, algorithm FROM releases "
+                    "WHERE population = ?",
                     (self.population,),
                 ).fetchall()
+                earlier = {r[7] for r in rows if r[5] == charge.run_id}
                 run = sum(r[5] == charge.run_id for r in rows) + 1
                 self._check(charge, release, run, [(r[:5], r[6]) for r in rows] + [(new, now)],
-                            now)
+                            now, earlier)
                 conn.execute(
                     "INSERT INTO releases (time, population, run_id, algorithm, mechanism, "
                     "sensitivity, sigma, shape, data_fingerprint, summands, padded, "
@@ -553,10 +555,19 @@ class SiteLedger:
             conn.execute("COMMIT")
 
     def _check(self, charge: RunCharge, release: Release, run: int,
-               dated: list[tuple[Accounted, float]], now: float) -> None:
+               dated: list[tuple[Accounted, float]], now: float, earlier: set[str]) -> None:
         """Refuse ``release`` (the last of the ``dated`` releases, the run's ``run``-th)
-        past the run's release cap or any bound of :meth:`_refusals`."""
+        in a run whose ``earlier`` releases here were of another algorithm (its calibration
+        assumed one plan per run), past the run's release cap or any bound of
+        :meth:`_refusals`."""
         refused = f"{self.site}: refused {release.mechanism}"
+        if earlier - {charge.algorithm}:
+            raise BudgetExceededError(
+                f"{refused}: this run's earlier releases here were of "
+                f"{', '.join(sorted(earlier))}, and one run is one algorithm (its releases "
+                f"are calibrated together); this request asks for {charge.algorithm}; "
+                "nothing was released"
+            )
         if run > charge.max_releases:
             raise BudgetExceededError(
                 f"{refused}: this site's policy allows {charge.max_releases} releases per run "
