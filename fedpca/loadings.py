@@ -24,6 +24,17 @@ def loadings(result: PCAResult) -> dict[str, list[float]]:
     return {name: row.tolist() for name, row in zip(result.column_names(), result.basis)}
 
 
+def top_loadings(result: PCAResult, count: int = 3) -> list[str]:
+    """One line per component naming its ``count`` largest loadings by magnitude, e.g.
+    ``PC1: age +0.52, nodes +0.41, er -0.38`` (what a reader looks at first)."""
+    names = result.column_names()
+    lines = []
+    for name, column in zip(component_names(result.k), result.basis.T):
+        top = sorted(range(len(names)), key=lambda i: -abs(column[i]))[:count]
+        lines.append(f"{name}: " + ", ".join(f"{names[i]} {column[i]:+.2f}" for i in top))
+    return lines
+
+
 def loadings_path(output: str | Path) -> Path:
     """Where the loadings table goes next to a run record: ``run.json`` ->
     ``run.loadings.csv``."""

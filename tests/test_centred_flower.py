@@ -182,8 +182,10 @@ def test_simulate_tables_equals_the_reference_and_finds_the_pooled_pca(flchain, 
     printed, record = run_cli_record(
         ["simulate", "dpdis-pca", "--tables", *map(str, tables), "--contract",
          str(contract_path), *FLAGS], tmp_path / "run.json")
-    assert "explained variance ratio: " in printed
+    assert "DP explained variance per record: " in printed
     assert set(record) == record_keys("dpdis-pca", centred=True)
+    assert "PC1: " in printed and "PC2: " in printed  # the largest loadings by name
+    assert record["config"]["result_delivered"] == ["0", "1", "2"]  # with mean and scale
     contract = load_contract(contract_path)
     assert record["columns"] == list(contract.output_columns)
     assert (record["sites"], record["rounds"], record["flower_rounds"]) == (3, 1, 2)

@@ -77,6 +77,12 @@ class CentredSiteClient(NumPyClient):
         self.site_cls = site_cls
         self.options = options
 
+    @property
+    def site(self) -> CentringSite:
+        """The site (its name, width and limits: what the run's released result is checked
+        against, :func:`fedpca.clients.site_app.client_result`)."""
+        return self.centring
+
     def get_properties(self, config: dict) -> dict[str, Scalar]:
         """The budget round's answer: whether the whole centred run (moments and algorithm,
         :meth:`~fedpca.algorithms.centring.CentredPolicy.plan`) fits the ledger."""

@@ -24,6 +24,7 @@ from fedpca.algorithms.specs import spec
 from fedpca.data.contract import Contract, load_contract
 from fedpca.data.tables import read_table
 from fedpca.errors import ConfigurationError
+from fedpca.loadings import top_loadings
 from fedpca.scenarios.base import Scenario
 
 
@@ -118,13 +119,9 @@ class TableRun:
         ]
 
     def report(self, result: Any) -> list[str]:
-        """The lines printed after the run: the explained variance (and its ratio)."""
-        lines = [f"explained variance: {_numbers(result.explained_variance)}"]
-        if result.explained_variance_ratio is not None:
-            ratio = result.explained_variance_ratio
-            lines.append(f"explained variance ratio: {_numbers(ratio)} (total "
-                         f"{float(np.sum(ratio)):.3f})")
-        return lines
+        """The lines printed after the run: each component's largest loadings by column
+        name (:func:`~fedpca.loadings.top_loadings`)."""
+        return top_loadings(result)
 
     def site_rows(self, site: int) -> np.ndarray:
         """Site ``site``'s preprocessed rows."""
@@ -156,9 +153,3 @@ def requested_policy(scenario: Scenario, standardize: bool, moments_share: float
         algorithm_releases=spec(scenario.ALGORITHM).releases_per_run(
             getattr(scenario, "rounds", 1)))
 
-
-def _numbers(values: np.ndarray | None) -> str:
-    """``values`` to 4 significant digits (``none`` when absent)."""
-    if values is None:
-        return "none"
-    return ", ".join(f"{float(v):.4g}" for v in values)
