@@ -158,6 +158,12 @@ def test_cli_refuses_table_flags_that_do_not_go_together(flags, message, capsys)
     assert message in capsys.readouterr().err
 
 
+def test_cli_refuses_a_centred_dps_pca_explained_variance_it_cannot_release(capsys):
+    assert cli_main(["simulate", "dps-pca", "--tables", "a.csv", "--contract", "c.toml",
+                     "--explained-variance"]) == 2
+    assert "no explained-variance release yet" in capsys.readouterr().err
+
+
 @pytest.fixture(scope="module")
 def flchain(tmp_path_factory):
     """``fedpca data split flchain --sites 3 --format csv``: (contract path, table paths)."""

@@ -173,6 +173,10 @@ def table_run(scenario_cls: type, values: dict[str, Any], args: argparse.Namespa
 
     if not args.contract:
         raise ConfigurationError("--tables needs --contract: the data contract every site holds")
+    if values.get("explained_variance"):
+        raise ConfigurationError(
+            "--explained-variance: a centred DPS-PCA run over --tables has no explained-variance "
+            "release yet; drop the flag, or use dpdis-pca (its explained variance costs nothing)")
     options = {k: v for k, v in scenario_cls.with_data_seed(values).items()
                if k not in ("clip_norm", "sites", "dim", "samples")}
     if options.get("secure_min_sites") == ALL_SITES:
