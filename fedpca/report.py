@@ -121,14 +121,17 @@ def record_summary(record: dict[str, Any]) -> str:
 
 
 def result_summary(result: PCAResult) -> str:
-    """A one-line summary: algorithm, final distance (if known) and the guarantee."""
-    p = result.privacy
+    """A one-line summary: algorithm, final distance (if known) and the guarantee (the
+    weakest the sites stated: :func:`~fedpca.run_record.guaranteed_privacy`)."""
+    from fedpca.run_record import guaranteed_privacy
+
+    p = {**guaranteed_privacy(result), "trust_model": result.privacy.get("trust_model")}
     final = result.history[-1] if result.history else {}
     distance = f"distance {final['distance']:.4f}, " if final.get("distance") is not None else ""
     return (
         f"{result.algorithm}: k={result.n_components}, {distance}"
         f"(eps={p.get('epsilon')}, delta={p.get('delta')})-DP per record per site "
-        f"[{p.get('accounting')}, noise multiplier {p.get('noise_multiplier', float('nan')):.3f}, "
+        f"[{p.get('accounting')}, noise multiplier {p.get('noise_multiplier') or float('nan'):.3f}, "
         f"{p.get('trust_model')}]"
     )
 

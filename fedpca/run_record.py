@@ -114,6 +114,13 @@ def save_run_record(result: RunResult, path: str | Path) -> None:
     Path(path).write_text(json.dumps(run_record(result), indent=2))
 
 
+def guaranteed_privacy(result: RunResult) -> dict[str, Any]:
+    """The weakest guarantee the sites stated for their own releases (a real site's policy
+    sets it, whatever the request asked), or the request's when no site stated one."""
+    sites = site_guarantees(result.config)
+    return weakest(sites.values()) if sites else requested_privacy(result.privacy)
+
+
 def headline(result: RunResult) -> dict[str, Any]:
     """The fields every algorithm's record starts with: the run's shape and its privacy (what
     the sites guaranteed, and the request)."""
@@ -121,7 +128,7 @@ def headline(result: RunResult) -> dict[str, Any]:
     records = _config(config, "site_records") or {}
     sites = site_guarantees(config)
     requested = requested_privacy(privacy)
-    guaranteed = weakest(sites.values()) if sites else requested
+    guaranteed = guaranteed_privacy(result)
     seed = _config(config, "seed")
     return {
         "algorithm": result.algorithm,
