@@ -63,6 +63,10 @@ RUN_EPSILON, DELTA = 4.0, 1e-7
 #: What Flower logs when a SuperNode cannot connect (the process itself exits with 1).
 CONNECTION_FAILED = "Exit Code: 305"
 REFUSAL_TIMEOUT = 60
+#: Seconds run A may take: about a minute alone on an idle 2-core machine (five rounds and
+#: the released result's delivery, each message a fresh ClientApp process at every site),
+#: several minutes when other test files load the machine.
+RUN_TIMEOUT = 600
 
 
 def site_policy(folder: Path, name: str, data: Path, lifetime: float) -> Path:
@@ -117,7 +121,7 @@ def modified_code_app(folder: Path) -> Path:
 
 def test_a_hostile_coordinator_against_real_sites(deployment, tmp_path):
     # Run A: the sites answer with their own budget (the run_config's epsilon=1000 is ignored).
-    result = deployment.run(RUN_CONFIG, timeout=240)
+    result = deployment.run(RUN_CONFIG, timeout=RUN_TIMEOUT)
     assert result.sites_answered == [["0", "1", "2"]] * (SCENARIO.rounds + 1)
     # OS noise and a random public start: compared with the truth (a random plane in d=30 is
     # at about 1.3; in 300 reference runs of this setting the largest distance was 0.47).

@@ -122,7 +122,7 @@ def simulate(address: str, env: dict, out: Path, algorithm: str, *flags: str) ->
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "fedpca"), "simulate", algorithm, *flags,
          "--ray-address", address, "--cpus-per-site", "1", "--quiet", "--output", str(out)],
-        env=env, capture_output=True, text=True, timeout=300, check=False,
+        env=env, capture_output=True, text=True, timeout=600, check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())

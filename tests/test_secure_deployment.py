@@ -18,13 +18,15 @@ DPdisPCA's secure-sum variant:
   sets gets no reveal.
 
 Last, a third honest run survives a site that stops after the key agreement (about 50 s on
-the 2-core development machine): the test stops the site's SuperNode from outside, as soon
-as its log shows it delivered its second train reply of the run (its share bundle; the
-budget round's answer before them is a query reply), long before
-the coordinator has collected every bundle and sent the input requests (its ServerApp and
-an idle SuperNode poll every 3 s). SIGTERM: the SuperNode tells the SuperLink it leaves, so
-the input request addressed to it fails at once ("node unavailable") instead of after a
-minute of missed heartbeats. The other two sites, the threshold, finish the round with the
+the 2-core development machine): the test stops the site's SuperNode from outside as soon
+as its log shows the round's input request arriving (its third train message of this run,
+after the key advertisement's and the shares' requests; the budget round's and the result's
+messages are query messages, and late messages of the earlier runs are told apart by
+their run id): the key agreement is over, and the site's ClientApp (a fresh process) has
+not answered yet. Stopping it right after its share bundle is too early: a SuperLink that
+sees the node leave may report its last reply as "node unavailable". SIGTERM: the
+SuperNode tells the SuperLink it leaves, so the input request addressed to it fails at once
+("node unavailable") instead of after a minute of missed heartbeats. The other two sites, the threshold, finish the round with the
 stopped site's pairwise masks revealed. Other dropout cases (between the consistency and
 the unmask stages, a site back in the next round) are tested in memory
 (``tests/test_secure_protocol.py``, ``tests/test_secure_rounds.py``).
@@ -70,9 +72,9 @@ RUN_CONFIG = {
 #: interleaved at every site (each secure input calibrates the site's discrete noise in a
 #: fresh ClientApp process), and several minutes when other test files load the machine.
 RUN_TIMEOUT = 600
-#: What a SuperNode logs before and after it delivers a train reply (Flower's own lines;
-#: the budget round's answer is a query reply).
-SENDING_TRAIN, SENT = "Sending: train message", "Sent successfully"
+#: What a SuperNode logs when a train message reaches it (Flower's own line; the budget
+#: round's and the result's messages are query messages).
+RECEIVING_TRAIN = "Receiving: train message"
 
 
 def site_records(seed: int) -> np.ndarray:
@@ -265,33 +267,38 @@ def test_a_split_view_of_the_survivors_gets_no_reveal(runs):
     assert "does not verify" in runs.hostile_log
 
 
-def train_replies_sent(supernode_log: Path) -> int:
-    """Train replies the SuperNode has delivered so far (by its log)."""
-    sent, sending_train = 0, False
+def train_messages_by_run(supernode_log: Path) -> dict[str, int]:
+    """Train messages the SuperNode has received so far, per run id (by its log: Flower
+    names the run before each message it receives)."""
+    received: dict[str, int] = {}
+    run = ""
     for line in supernode_log.read_text(errors="replace").splitlines():
-        if "Sending: " in line:
-            sending_train = SENDING_TRAIN in line
-        elif SENT in line and sending_train:
-            sent += 1
-    return sent
+        if "[RUN " in line:
+            run = line.split("[RUN ", 1)[1].split(",")[0].split("]")[0].strip()
+        elif RECEIVING_TRAIN in line:
+            received[run] = received.get(run, 0) + 1
+    return received
 
 
 def test_an_honest_run_survives_a_site_stopping_after_the_key_agreement(deployment, tmp_path):
     # last in this file: the stopped site stays down
     a, b, c = SITES
     supernode = deployment.running[c].supernode.log
-    replies = train_replies_sent(supernode)
+    earlier_runs = set(train_messages_by_run(supernode))  # late messages of those don't count
     before = ledgers(deployment)
     flwr_runs = []
 
-    def stop_c_after_its_share_bundle(flwr_run) -> None:
+    def stop_c_when_its_input_request_arrives(flwr_run) -> None:
         flwr_runs.append(flwr_run)
-        sent = train_replies_sent(supernode) - replies
-        if c in deployment.running and sent >= 2:  # its advertisement, then its shares
+        received = [n for run, n in train_messages_by_run(supernode).items()
+                    if run not in earlier_runs]
+        # its key advertisement's request, its shares' request, then the round's input
+        # request: the key agreement is over, and its ClientApp has not answered yet
+        if c in deployment.running and max(received, default=0) >= 3:
             deployment.kill_site(c, signal.SIGTERM)
 
     result = deployment.run({**RUN_CONFIG, "output": str(tmp_path / "dropout.json")},
-                            timeout=RUN_TIMEOUT, during=stop_c_after_its_share_bundle)
+                            timeout=RUN_TIMEOUT, during=stop_c_when_its_input_request_arrives)
     assert c not in deployment.running
     # the key agreement had all three (no failure before the round), the round's input
     # stage lost c, and the sum is a's and b's only
