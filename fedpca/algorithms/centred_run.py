@@ -12,6 +12,10 @@ the centred (standardised) rows, clipped to the public norm ``C``.
   power steps (:mod:`fedpca.algorithms.dps_pca`) on the centred rows, per-site noise or
   inside secure sums (a policy with ``discrete``); ``T + 1`` algorithm releases
   (``CentredPolicy.algorithm_releases``); no explained variance (no noisy matrix).
+* :func:`run_centred_kplane`: the same moments round, then SuLQ k-plane's ``T`` rounds
+  (:mod:`fedpca.algorithms.kplane`) on the centred rows, per-site noise or inside secure
+  sums; its result is a :class:`~fedpca.clustering.result.CentredClusteringResult` (one
+  basis per cluster, no explained variance).
 * ``method="analyze-gauss"``: one trusted curator holding the pooled rows does the same with
   one moments release and one Analyze Gauss release
   (:func:`~fedpca.algorithms.central.calibrated_analyze_gauss`), the same budget split.
@@ -63,12 +67,15 @@ from fedpca.algorithms.dpdis_pca import (
 from fedpca.algorithms.dps_pca import ALGORITHM as DPS_PCA
 from fedpca.algorithms.dps_pca import DPSPCAServer, DPSPCASite, secure_sums
 from fedpca.algorithms.explained_variance import choose_k, explained_variance
+from fedpca.algorithms.kplane import KPlaneServer, KPlaneSite, answer_rounds
+from fedpca.algorithms.kplane import secure_sum_for as kplane_secure_sum
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, public_seed
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.budget_split import ALGORITHM
 from fedpca.privacy.mechanisms import Release
 from fedpca.privacy.moments import ColumnBounds, ColumnMoments
 from fedpca.privacy.validation import require_choice
+from fedpca.clustering.result import CentredClusteringResult, ClusteringResult
 from fedpca.results import CentredPCAResult, PCAResult
 
 #: The algorithms a centred reference run can end with.
@@ -117,12 +124,7 @@ def run_centred_pca(
     start = time.perf_counter()
     policy = policy or CentredPolicy()
     require_choice(method, "method", METHODS)
-    if not sites:
-        raise ConfigurationError("the run needs at least one site")
-    if columns is not None and len(columns) != bounds.dim:
-        raise ConfigurationError(
-            f"{len(columns)} column names for {bounds.dim} columns: pass the contract's "
-            "output_columns")
+    require_sites(sites, bounds, columns)
     if method == DPS_PCA:
         if variance is not None:
             raise ConfigurationError(
@@ -134,6 +136,60 @@ def run_centred_pca(
     result.columns = None if columns is None else list(columns)
     result.config["wall_seconds"] = time.perf_counter() - start
     return result
+
+
+def require_sites(sites: Sequence[np.ndarray], bounds: ColumnBounds,
+                  columns: Sequence[str] | None) -> None:
+    """Refuse a run without sites, or with column names other than the contract's count."""
+    if not sites:
+        raise ConfigurationError("the run needs at least one site")
+    if columns is not None and len(columns) != bounds.dim:
+        raise ConfigurationError(
+            f"{len(columns)} column names for {bounds.dim} columns: pass the contract's "
+            "output_columns")
+
+
+def run_centred_kplane(
+    sites: Sequence[np.ndarray],
+    bounds: ColumnBounds,
+    clusters: int,
+    subspace_dim: int,
+    policy: CentredPolicy | None = None,
+    columns: Sequence[str] | None = None,
+    seed: int | None = None,
+) -> CentredClusteringResult:
+    """Private centring (and scaling), then SuLQ k-plane on the centred rows clipped to the
+    site's own ``C``: ``policy.algorithm_releases`` k-plane rounds ``T``, per-site noise or
+    (a policy with ``discrete``) every release inside secure sums of discrete Gaussian
+    messages.
+
+    Args:
+        sites, bounds, columns, seed: as :func:`run_centred_pca`.
+        clusters, subspace_dim: k-plane's ``k`` subspaces of dimension ``q``.
+        policy: every site's :class:`~fedpca.algorithms.centring.CentredPolicy`.
+
+    Privacy guarantee (unit: one record at one site, replace-one; the record may change
+    cluster): the moments release and the ``T`` rounds compose to the policy's (epsilon,
+    delta) by its split, charged to one ledger per site.
+    """
+    start = time.perf_counter()
+    policy = policy or CentredPolicy()
+    require_sites(sites, bounds, columns)
+    centring, rotation_seed, moments = _moments_round(sites, bounds, policy, seed,
+                                                      policy.discrete)
+    algorithm = [s.algorithm_site(KPlaneSite, moments.mean, moments.scale) for s in centring]
+    share = policy.algorithm_policy(bounds)
+    secure = (kplane_secure_sum(share, bounds.dim, clusters, max(s.n for s in centring),
+                                len(centring), rotation_seed) if policy.discrete else None)
+    server = KPlaneServer(bounds.dim, clusters, subspace_dim, policy.algorithm_releases,
+                          clip_norm=share.clip_norm, seed=seed, secure=secure)
+    answer_rounds(server, algorithm, secure)
+    config = {"clusters": clusters, "subspace_dim": subspace_dim,
+              "rounds": policy.algorithm_releases, "sites": len(sites), "seed": seed,
+              **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm)),
+              "wall_seconds": time.perf_counter() - start}
+    result = server.result(centred_privacy(policy, bounds, KPLANE_MECHANISM), config)
+    return centred_result(result, moments, columns)
 
 
 def _outcome(moments: ColumnMoments, centring: Sequence[CentringSite],
@@ -220,6 +276,9 @@ def _dps(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: Cent
 #: A centred DPS-PCA run's mechanism, as its privacy record states it.
 DPS_MECHANISM = ("column moments, then DPS-PCA's noisy diagonal and power steps on the "
                  "centred rows")
+#: A centred SuLQ k-plane run's mechanism, as its privacy record states it.
+KPLANE_MECHANISM = ("column moments, then SuLQ k-plane's noisy per-cluster second moments and "
+                    "counts on the centred rows")
 #: A centred DPdisPCA run's mechanism, as its privacy record states it.
 DPDIS_MECHANISM = ("column moments, then DPdisPCA's symmetric Gaussian on the upper triangle "
                    "of the centred rows' second moment")
@@ -240,14 +299,17 @@ def centred_privacy(policy: CentredPolicy, bounds: ColumnBounds,
     }
 
 
-def centred_result(base: PCAResult, moments: ColumnMoments,
-                   columns: Sequence[str] | None = None) -> CentredPCAResult:
-    """``base`` (an algorithm's result on the centred rows, with its explained variance)
-    with the released ``moments``' mean and scale and the contract's output ``columns``."""
+def centred_result(base: PCAResult | ClusteringResult, moments: ColumnMoments,
+                   columns: Sequence[str] | None = None
+                   ) -> CentredPCAResult | CentredClusteringResult:
+    """``base`` (an algorithm's result on the centred rows: a PCA result with its explained
+    variance, or k-plane's clusters) with the released ``moments``' mean and scale and the
+    contract's output ``columns``."""
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
     if columns is not None:
         fields["columns"] = list(columns)
-    return CentredPCAResult(**fields, mean=moments.mean, scale=moments.scale)
+    centred = CentredClusteringResult if isinstance(base, ClusteringResult) else CentredPCAResult
+    return centred(**fields, mean=moments.mean, scale=moments.scale)
 
 
 def _central(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,

@@ -128,6 +128,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         audit=(("sulq-kplane", "fedpca.audit.targets:kplane"),
                ("sulq-kplane/secure-sum", "fedpca.audit.targets:kplane_secure")),
         extra_releases=0,
+        simulate_tables="fedpca.simulations.tables:simulate_kplane_tables",
     ),
 )}
 #: The algorithm ``flwr run`` runs when run_config names none.

@@ -109,7 +109,7 @@ class TableRun:
         return [
             (f"{s.ALGORITHM} on {self.sites} tables ({sum(self.sizes())} records), "
              f"{scaling}, contract {self.loaded_contract.name!r} ({bounds.dim} columns), "
-             f"k={s.k}; each site ({s.epsilon}, {s.delta})-DP for the moments and the "
+             f"{s.COMPONENTS}={getattr(s, s.COMPONENTS)}; each site ({s.epsilon}, {s.delta})-DP for the moments and the "
              "algorithm together"),
             (f"moments share {policy.share:g} (noise multiplier "
              f"{split.moments_multiplier:.3f}), the algorithm's noise multiplier "
@@ -118,7 +118,10 @@ class TableRun:
         ]
 
     def report(self, result: Any) -> list[str]:
-        """The lines printed after the run: the explained variance (and its ratio)."""
+        """The lines printed after the run: the explained variance (and its ratio); none
+        for a clustering (k-plane's result has no explained variance)."""
+        if not self.scenario.HAS_LOADINGS:
+            return []
         lines = [f"explained variance: {_numbers(result.explained_variance)}"]
         if result.explained_variance_ratio is not None:
             ratio = result.explained_variance_ratio

@@ -24,17 +24,25 @@ from flwr.common import Context
 from fedpca.algorithms.centring import CentringSite
 from fedpca.algorithms.dpdis_pca import DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite
+from fedpca.algorithms.kplane import KPlaneSite
 from fedpca.apps.common import site_partitions
 from fedpca.clients.base import PrivateSiteClient
 from fedpca.clients.centring import centred_client
 from fedpca.clients.dpdis_pca import DPdisPCAClient
 from fedpca.clients.dps_pca import DPSPCAClient
+from fedpca.clients.kplane import KPlaneClient
+from fedpca.clustering.result import CentredClusteringResult
 from fedpca.progress import RoundObserver
 from fedpca.results import CentredPCAResult
 from fedpca.scenarios.tables import TableRun
 from fedpca.secure.identity import SecureIdentity, simulation_identity
 from fedpca.simulations.launcher import Engine, run_federation
-from fedpca.strategies.centred_plan import CentredPlan, centred_dpdis, centred_dps
+from fedpca.strategies.centred_plan import (
+    CentredPlan,
+    centred_dpdis,
+    centred_dps,
+    centred_kplane,
+)
 from fedpca.strategies.centring import CentredRounds
 from fedpca.strategies.workflow import secure_aggregation
 
@@ -71,7 +79,7 @@ def simulate_tables(
     run: TableRun, strategy: CentredRounds, client_cls: type[PrivateSiteClient],
     site_cls: type, verbose: bool = False, observer: RoundObserver | None = None,
     engine: Engine | None = None,
-) -> CentredPCAResult:
+) -> CentredPCAResult | CentredClusteringResult:
     """Run ``strategy`` (a centred one) against one virtual site per table of ``run``, each
     answering with ``client_cls`` over ``site_cls``; the result with the run's config."""
     start = time.perf_counter()
@@ -101,4 +109,13 @@ def simulate_dps_tables(
 ) -> CentredPCAResult:
     """Centred DPS-PCA over ``run``'s tables as a Flower simulation."""
     return simulate_tables(run, centred_dps(table_plan(run)), DPSPCAClient, DPSPCASite,
+                           verbose, observer, engine)
+
+
+def simulate_kplane_tables(
+    run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
+    engine: Engine | None = None,
+) -> CentredClusteringResult:
+    """Centred SuLQ k-plane over ``run``'s tables as a Flower simulation."""
+    return simulate_tables(run, centred_kplane(table_plan(run)), KPlaneClient, KPlaneSite,
                            verbose, observer, engine)
