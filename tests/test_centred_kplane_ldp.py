@@ -9,15 +9,21 @@ import pytest
 from liver_contract import CONTRACT, liver_table
 from record_schema import record_keys
 from test_centring import BOUNDS, COLUMNS, ROWS
+from test_noise_statistics import variance_interval
 
-from fedpca.algorithms.centred_run import run_centred_kplane
-from fedpca.algorithms.centring import CentredPolicy
+from fedpca.algorithms.centred_run import run_centred_kplane, run_centred_ldp
+from fedpca.algorithms.centring import MOMENTS_MECHANISM, CentredPolicy, CentringSite
 from fedpca.clustering.result import CentredClusteringResult
+from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import subspace_distance
+from fedpca.privacy.moments import moment_statistic
 from fedpca.run_record import run_record
 from fedpca.scenarios.kplane import KPlaneScenario
+from fedpca.scenarios.ldp_pca import LDPScenario
 from fedpca.scenarios.tables import TableRun
-from fedpca.simulations.tables import simulate_kplane_tables
+from fedpca.simulations.tables import simulate_kplane_tables, simulate_ldp_tables
+
+LOCAL = CentredPolicy(epsilon=2.0, standardize=True, local=True)
 
 
 def standardised_pca(rows: np.ndarray, k: int) -> np.ndarray:
@@ -50,6 +56,45 @@ def test_a_centred_clustering_assigns_rows_after_centring_them():
                                   super(CentredClusteringResult, result).predict(centred))
 
 
+def test_local_moments_carry_the_noise_of_n_record_views_and_charge_one_records():
+    # every record's view: its statistic + N(0, sigma_m^2); the site sends the sum of its n
+    # views, so the noise on each coordinate has variance n sigma_m^2; the ledger is
+    # charged sigma_m, the record's own (unit: one record, local)
+    rows = ROWS[:30]
+    sigma_m = LOCAL.split().moments_multiplier * BOUNDS.unit().moments_sensitivity(True)
+    statistic = moment_statistic(rows / np.asarray(BOUNDS.widths), standardize=True)
+    noise = []
+    for seed in range(300):  # one moments release per site and run
+        site = CentringSite(rows, BOUNDS, LOCAL, site="s", seed=seed)
+        noise.append(site.release_moments() - statistic)
+        (release,) = site.ledger.releases
+        assert release.mechanism == MOMENTS_MECHANISM
+        assert release.sigma == pytest.approx(sigma_m)
+    noise = np.concatenate(noise)
+    lo, hi = variance_interval(noise.var(ddof=0), noise.size)
+    assert lo <= len(rows) * sigma_m**2 <= hi
+
+
+def test_local_moments_go_into_no_secure_sum_and_ldp_needs_them():
+    with pytest.raises(ConfigurationError, match="no secure sum"):
+        CentredPolicy(local=True, secure_min_sites=2)
+    with pytest.raises(ConfigurationError, match="local=True"):
+        run_centred_ldp([ROWS], BOUNDS, 2, CentredPolicy(standardize=True))
+
+
+def test_centred_ldp_finds_the_standardised_pca_at_a_large_epsilon():
+    rows = np.vstack([ROWS] * 10)  # LDP needs many records: every view is noisy
+    policy = CentredPolicy(epsilon=1000.0, standardize=True, clip_norm=6.0, local=True)
+    result = run_centred_ldp(np.array_split(rows, 2), BOUNDS, 3, policy, seed=3,
+                             columns=COLUMNS)
+    assert subspace_distance(result.basis, standardised_pca(ROWS, 3)) < 0.25
+    assert result.privacy["unit"] == "one record, replace-one (its own views, local model)"
+    assert result.privacy["trust_model"].startswith("local")
+    ratio = result.explained_variance_ratio
+    assert np.all(ratio >= 0) and ratio.sum() <= 1
+    assert set(run_record(result)) == record_keys("ldp-pca", centred=True)
+
+
 @pytest.fixture(scope="module")
 def liver_tables(tmp_path_factory):
     """Three small liver tables and their contract: (contract path, table paths)."""
@@ -76,4 +121,20 @@ def test_a_centred_kplane_run_through_flower_equals_the_reference(liver_tables):
         np.testing.assert_array_equal(getattr(result, key), getattr(reference, key))
     for got, expected in zip(result.bases, reference.bases, strict=True):
         np.testing.assert_array_equal(got, expected)
+    assert result.config["site_guarantees"]["0"]["epsilon"] == 3.0
+
+
+@pytest.mark.federation
+def test_a_centred_ldp_run_through_flower_equals_the_reference(liver_tables):
+    contract, tables = liver_tables
+    run = TableRun.build(LDPScenario, tables, contract, {"k": 2, "epsilon": 3.0, "seed": 6},
+                         standardize=True)
+    assert run.policy().local  # LDP-PCA's moments are every record's own views
+    result = simulate_ldp_tables(run)
+    assert set(run_record(result)) == record_keys("ldp-pca", centred=True)
+    assert [h["phase"] for h in result.history] == ["moments", "covariance"]
+    reference = run_centred_ldp([run.site_rows(i) for i in range(3)], BOUNDS, 2, run.policy(),
+                                seed=6)
+    for key in ("basis", "mean", "scale", "explained_variance", "explained_variance_ratio"):
+        np.testing.assert_array_equal(getattr(result, key), getattr(reference, key))
     assert result.config["site_guarantees"]["0"]["epsilon"] == 3.0

@@ -113,6 +113,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         simulate="fedpca.simulations.ldp_pca:simulate_ldp_pca",
         server_main="fedpca.apps.ldp_pca:server_main",
         audit=(("ldp-pca", "fedpca.audit.targets:ldp"),),
+        simulate_tables="fedpca.simulations.tables:simulate_ldp_tables",
     ),
     AlgorithmSpec(
         name="sulq-kplane",

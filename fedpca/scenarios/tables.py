@@ -148,7 +148,8 @@ def requested_policy(scenario: Scenario, standardize: bool, moments_share: float
                      clip_norm: float | None = None) -> CentredPolicy:
     """The centred policy a run of ``scenario`` asks for: its privacy settings and its
     algorithm's releases (:meth:`~fedpca.algorithms.specs.AlgorithmSpec.releases_per_run`);
-    secure sums are of discrete Gaussian residues. A real site replaces it with its own
+    secure sums are of discrete Gaussian residues; a local-DP algorithm's (LDP-PCA's) moments
+    are every record's own views. A real site replaces it with its own
     (:meth:`~fedpca.privacy.site_policy.SitePolicyFile.centred_policy`)."""
     secure_min_sites = getattr(scenario, "secure_min_sites", None)
     return CentredPolicy(
@@ -156,6 +157,7 @@ def requested_policy(scenario: Scenario, standardize: bool, moments_share: float
         standardize=standardize, clip_norm=clip_norm, accounting=scenario.accounting,
         noise_sampler=scenario.noise_sampler, secure_min_sites=secure_min_sites,
         discrete=bool(getattr(scenario, "discrete", secure_min_sites is not None)),
+        local=scenario.LOCAL_DP,
         algorithm_releases=spec(scenario.ALGORITHM).releases_per_run(
             getattr(scenario, "rounds", 1)))
 

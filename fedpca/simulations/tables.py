@@ -25,12 +25,14 @@ from fedpca.algorithms.centring import CentringSite
 from fedpca.algorithms.dpdis_pca import DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.algorithms.kplane import KPlaneSite
+from fedpca.algorithms.ldp_pca import LDPCovarianceSite
 from fedpca.apps.common import site_partitions
 from fedpca.clients.base import PrivateSiteClient
 from fedpca.clients.centring import centred_client
 from fedpca.clients.dpdis_pca import DPdisPCAClient
 from fedpca.clients.dps_pca import DPSPCAClient
 from fedpca.clients.kplane import KPlaneClient
+from fedpca.clients.ldp_pca import LDPCovarianceClient
 from fedpca.clustering.result import CentredClusteringResult
 from fedpca.progress import RoundObserver
 from fedpca.results import CentredPCAResult
@@ -42,6 +44,7 @@ from fedpca.strategies.centred_plan import (
     centred_dpdis,
     centred_dps,
     centred_kplane,
+    centred_ldp,
 )
 from fedpca.strategies.centring import CentredRounds
 from fedpca.strategies.workflow import secure_aggregation
@@ -84,9 +87,11 @@ def simulate_tables(
     answering with ``client_cls`` over ``site_cls``; the result with the run's config."""
     start = time.perf_counter()
     scenario = run.scenario
+    secure = (None if run.policy().secure_min_sites is None  # LDP-PCA has no secure sums
+              else secure_aggregation(scenario, strategy, 1.0))
     run_federation(strategy, functools.partial(table_client, client_cls, site_cls, run),
                    run.sites, verbose=verbose, observer=observer, engine=engine,
-                   secure=secure_aggregation(scenario, strategy, 1.0),
+                   secure=secure,
                    identity_fn=functools.partial(table_identity, run, strategy.num_rounds))
     config = {**scenario.to_run_config(), "dataset": "tables", "standardize": run.standardize,
               "contract": run.loaded_contract.hash,
@@ -119,3 +124,12 @@ def simulate_kplane_tables(
     """Centred SuLQ k-plane over ``run``'s tables as a Flower simulation."""
     return simulate_tables(run, centred_kplane(table_plan(run)), KPlaneClient, KPlaneSite,
                            verbose, observer, engine)
+
+
+def simulate_ldp_tables(
+    run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
+    engine: Engine | None = None,
+) -> CentredPCAResult:
+    """Centred LDP-PCA over ``run``'s tables as a Flower simulation (local moments)."""
+    return simulate_tables(run, centred_ldp(table_plan(run)), LDPCovarianceClient,
+                           LDPCovarianceSite, verbose, observer, engine)

@@ -4,8 +4,8 @@
 request's: each site calibrates with its own), the consortium's contract and the
 federation: the public rotation seed of the secure sums, the moments round's
 :class:`~fedpca.algorithms.centring.MomentsServer` (its secure sum when the policy's
-releases are discrete); :func:`centred_dpdis`, :func:`centred_dps` and
-:func:`centred_kplane` add the algorithm's own secure sums and parameters.
+releases are discrete; every record's own views with a local policy);
+:func:`centred_dpdis`, :func:`centred_dps`, :func:`centred_kplane` and :func:`centred_ldp` add the algorithm's own secure sums and parameters.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fedpca.algorithms.centred_run import centred_privacy
-from fedpca.algorithms.centring import CentredPolicy, MomentsServer, moments_noise, moments_sum
+from fedpca.algorithms.centred_run import centred_ldp_privacy, centred_privacy
+from fedpca.algorithms.centring import CentredPolicy, moments_server, moments_sum
 from fedpca.algorithms.dpdis_pca import VARIANT_SECURE, secure_sum_for
 from fedpca.algorithms.dps_pca import secure_sums
 from fedpca.algorithms.kplane import secure_sum_for as kplane_secure_sum
@@ -24,6 +24,7 @@ from fedpca.scenarios.base import Scenario
 from fedpca.strategies.dpdis_pca import CentredDPdisPCA
 from fedpca.strategies.dps_pca import CentredDPSPCA
 from fedpca.strategies.kplane import CentredKPlane
+from fedpca.strategies.ldp_pca import CentredLDP
 
 
 class CentredPlan:
@@ -47,8 +48,7 @@ class CentredPlan:
         self.rotation_seed = seed if seed is not None else public_seed()
         secure = (moments_sum(policy, bounds, max_records, scenario.sites, self.rotation_seed)
                   if policy.discrete else None)
-        self.centring = MomentsServer(bounds, policy.standardize, secure,
-                                      moments_noise(policy, bounds, scenario.sites, secure))
+        self.centring = moments_server(policy, bounds, scenario.sites, secure)
 
     def options(self, mechanism: str) -> dict[str, Any]:
         """The centred strategy's options every algorithm shares."""
@@ -89,3 +89,12 @@ def centred_kplane(plan: CentredPlan) -> CentredKPlane:
     return CentredKPlane(clusters=scenario.clusters, subspace_dim=scenario.subspace_dim,
                          rounds=scenario.rounds, clip_norm=share.clip_norm, seed=scenario.seed,
                          secure=secure, **plan.options(CentredKPlane.mechanism))
+
+
+def centred_ldp(plan: CentredPlan) -> CentredLDP:
+    """Centred LDP-PCA under ``plan`` (a local policy): its privacy record states the
+    covariance view's per-record noise."""
+    scenario = plan.scenario
+    options = {**plan.options(CentredLDP.mechanism),
+               "privacy": centred_ldp_privacy(plan.policy, plan.bounds)}
+    return CentredLDP(k=scenario.k, sparse=scenario.sparse, lam=scenario.lam, **options)
