@@ -9,6 +9,7 @@ import pytest
 from liver_contract import CONTRACT, liver_table
 from record_schema import record_keys
 from test_centring import BOUNDS, COLUMNS, ROWS
+from test_contract_site import policy_text, site_folder  # noqa: F401
 from test_noise_statistics import variance_interval
 
 from fedpca.algorithms.centred_run import run_centred_kplane, run_centred_ldp
@@ -16,6 +17,7 @@ from fedpca.algorithms.centring import MOMENTS_MECHANISM, CentredPolicy, Centrin
 from fedpca.clustering.result import CentredClusteringResult
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import subspace_distance
+from fedpca.privacy.site_policy import load_site_policy
 from fedpca.privacy.moments import moment_statistic
 from fedpca.run_record import run_record
 from fedpca.scenarios.kplane import KPlaneScenario
@@ -138,3 +140,12 @@ def test_a_centred_ldp_run_through_flower_equals_the_reference(liver_tables):
     for key in ("basis", "mean", "scale", "explained_variance", "explained_variance_ratio"):
         np.testing.assert_array_equal(getattr(result, key), getattr(reference, key))
     assert result.config["site_guarantees"]["0"]["epsilon"] == 3.0
+
+
+def test_a_real_ldp_site_releases_local_moments_whatever_the_coordinator_asks(
+        tmp_path, policy_text):
+    # a coordinator asking an LDP-PCA site for centring cannot get a site-level moments
+    # release: the site's own policy makes every record's moments its own view
+    policy = load_site_policy(site_folder(tmp_path, policy_text))
+    assert policy.centred_policy("ldp-pca", standardize=True).local
+    assert not policy.centred_policy("dpdis-pca", standardize=True).local

@@ -207,9 +207,6 @@ class Scenario:
 
     #: Who the header says holds the guarantee.
     HOLDER: ClassVar[str] = "each site"
-    #: Whether the guarantee is local (every record against everyone, its site included):
-    #: a centred run's moments are then every record's own views.
-    LOCAL_DP: ClassVar[bool] = False
 
     def header(self) -> list[str]:
         """The lines printed before the run: :meth:`describe`, then ``"HOLDER (eps,

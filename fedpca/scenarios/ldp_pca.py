@@ -103,7 +103,6 @@ class LDPScenario(Scenario):
             )
 
     HOLDER: ClassVar[str] = "every record's view"
-    LOCAL_DP: ClassVar[bool] = True
 
     def describe(self) -> str:
         """The solver, data, sites and shape."""

@@ -109,8 +109,8 @@ class TableRun:
         return [
             (f"{s.ALGORITHM} on {self.sites} tables ({sum(self.sizes())} records), "
              f"{scaling}, contract {self.loaded_contract.name!r} ({bounds.dim} columns), "
-             f"{s.COMPONENTS}={getattr(s, s.COMPONENTS)}; each site ({s.epsilon}, {s.delta})-DP for the moments and the "
-             "algorithm together"),
+             f"{s.COMPONENTS}={getattr(s, s.COMPONENTS)}; {s.HOLDER} ({s.epsilon}, "
+             f"{s.delta})-DP for the moments and the algorithm together"),
             (f"moments share {policy.share:g} (noise multiplier "
              f"{split.moments_multiplier:.3f}), the algorithm's noise multiplier "
              f"{split.algorithm_multiplier:.3f}, clip norm C = "
@@ -157,7 +157,7 @@ def requested_policy(scenario: Scenario, standardize: bool, moments_share: float
         standardize=standardize, clip_norm=clip_norm, accounting=scenario.accounting,
         noise_sampler=scenario.noise_sampler, secure_min_sites=secure_min_sites,
         discrete=bool(getattr(scenario, "discrete", secure_min_sites is not None)),
-        local=scenario.LOCAL_DP,
+        local=spec(scenario.ALGORITHM).local_dp,
         algorithm_releases=spec(scenario.ALGORITHM).releases_per_run(
             getattr(scenario, "rounds", 1)))
 
