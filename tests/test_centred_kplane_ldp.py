@@ -6,17 +6,23 @@ simulation over tables equals its reference under the same seeds.
 
 import numpy as np
 import pytest
+from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
 from liver_contract import CONTRACT, liver_table
 from record_schema import record_keys
 from test_centring import BOUNDS, COLUMNS, ROWS
-from test_contract_site import policy_text, site_folder  # noqa: F401
+from test_contract_site import context, policy_text, site_folder  # noqa: F401
 from test_noise_statistics import variance_interval
 
 from fedpca.algorithms.centred_run import run_centred_kplane, run_centred_ldp
 from fedpca.algorithms.centring import MOMENTS_MECHANISM, CentredPolicy, CentringSite
+from fedpca.algorithms.specs import spec
+from fedpca.apps.common import site_client_for
+from fedpca.clients.centring import CENTRED_STEP, CENTRING, MOMENTS_STEP
 from fedpca.clustering.result import CentredClusteringResult
+from fedpca.data.contract import load_contract
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import subspace_distance
+from fedpca.privacy.site_ledger import SiteLedger
 from fedpca.privacy.site_policy import load_site_policy
 from fedpca.privacy.moments import moment_statistic
 from fedpca.run_record import run_record
@@ -149,3 +155,25 @@ def test_a_real_ldp_site_releases_local_moments_whatever_the_coordinator_asks(
     policy = load_site_policy(site_folder(tmp_path, policy_text))
     assert policy.centred_policy("ldp-pca", standardize=True).local
     assert not policy.centred_policy("dpdis-pca", standardize=True).local
+
+
+def test_a_real_ldp_site_answers_a_centred_run_on_its_lifetime_ledger(tmp_path, policy_text):
+    policy = site_folder(tmp_path, policy_text)
+    own = load_contract(tmp_path / "contract.toml").hash
+
+    def fit(arrays, config):  # a fresh client per message, as a SuperNode's process builds it
+        node = context(policy, contract=own, centring="standardize", algorithm="ldp-pca")
+        answer = site_client_for(node, spec("ldp-pca")).fit(
+            FitIns(ndarrays_to_parameters(arrays), config))
+        return parameters_to_ndarrays(answer.parameters)
+
+    (moments,) = fit([], {CENTRING: MOMENTS_STEP})
+    assert moments.shape == (2 * BOUNDS.dim,)
+    mean, scale = np.asarray(BOUNDS.widths) / 2, np.ones(BOUNDS.dim)
+    (covariance,) = fit([mean, scale], {CENTRING: CENTRED_STEP, "phase": "covariance",
+                                        "dim": BOUNDS.dim})
+    assert covariance.shape == (BOUNDS.dim, BOUNDS.dim)
+    loaded = load_site_policy(policy)
+    rows = SiteLedger(loaded.ledger, loaded.population, loaded.epsilon, loaded.delta).rows()
+    assert [row["mechanism"].split("+")[0] for row in rows] == [  # "+exact": exact noise
+        MOMENTS_MECHANISM, "ldp-pca/covariance-views"]

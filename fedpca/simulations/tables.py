@@ -87,11 +87,9 @@ def simulate_tables(
     answering with ``client_cls`` over ``site_cls``; the result with the run's config."""
     start = time.perf_counter()
     scenario = run.scenario
-    secure = (None if run.policy().secure_min_sites is None  # LDP-PCA has no secure sums
-              else secure_aggregation(scenario, strategy, 1.0))
     run_federation(strategy, functools.partial(table_client, client_cls, site_cls, run),
                    run.sites, verbose=verbose, observer=observer, engine=engine,
-                   secure=secure,
+                   secure=secure_aggregation(scenario, strategy, 1.0),
                    identity_fn=functools.partial(table_identity, run, strategy.num_rounds))
     config = {**scenario.to_run_config(), "dataset": "tables", "standardize": run.standardize,
               "contract": run.loaded_contract.hash,
