@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 
 from flwr.client import Client
 from flwr.common import Context
@@ -79,14 +80,15 @@ def table_plan(run: TableRun) -> CentredPlan:
 
 
 def simulate_tables(
-    run: TableRun, strategy: CentredRounds, client_cls: type[PrivateSiteClient],
-    site_cls: type, verbose: bool = False, observer: RoundObserver | None = None,
-    engine: Engine | None = None,
+    build: Callable[[CentredPlan], CentredRounds], client_cls: type[PrivateSiteClient],
+    site_cls: type, run: TableRun, verbose: bool = False,
+    observer: RoundObserver | None = None, engine: Engine | None = None,
 ) -> CentredPCAResult | CentredClusteringResult:
-    """Run ``strategy`` (a centred one) against one virtual site per table of ``run``, each
-    answering with ``client_cls`` over ``site_cls``; the result with the run's config."""
+    """Run ``build``'s centred strategy for ``run`` (:func:`table_plan`) against one virtual
+    site per table, each answering with ``client_cls`` over ``site_cls``; the result with
+    the run's config."""
     start = time.perf_counter()
-    scenario = run.scenario
+    scenario, strategy = run.scenario, build(table_plan(run))
     run_federation(strategy, functools.partial(table_client, client_cls, site_cls, run),
                    run.sites, verbose=verbose, observer=observer, engine=engine,
                    secure=secure_aggregation(scenario, strategy, 1.0),
@@ -97,37 +99,13 @@ def simulate_tables(
     return strategy.result(config)
 
 
-def simulate_dpdis_tables(
-    run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
-    engine: Engine | None = None,
-) -> CentredPCAResult:
-    """Centred DPdisPCA (any variant) over ``run``'s tables as a Flower simulation."""
-    return simulate_tables(run, centred_dpdis(table_plan(run)), DPdisPCAClient, DPdisPCASite,
-                           verbose, observer, engine)
-
-
-def simulate_dps_tables(
-    run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
-    engine: Engine | None = None,
-) -> CentredPCAResult:
-    """Centred DPS-PCA over ``run``'s tables as a Flower simulation."""
-    return simulate_tables(run, centred_dps(table_plan(run)), DPSPCAClient, DPSPCASite,
-                           verbose, observer, engine)
-
-
-def simulate_kplane_tables(
-    run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
-    engine: Engine | None = None,
-) -> CentredClusteringResult:
-    """Centred SuLQ k-plane over ``run``'s tables as a Flower simulation."""
-    return simulate_tables(run, centred_kplane(table_plan(run)), KPlaneClient, KPlaneSite,
-                           verbose, observer, engine)
-
-
-def simulate_ldp_tables(
-    run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
-    engine: Engine | None = None,
-) -> CentredPCAResult:
-    """Centred LDP-PCA over ``run``'s tables as a Flower simulation (local moments)."""
-    return simulate_tables(run, centred_ldp(table_plan(run)), LDPCovarianceClient,
-                           LDPCovarianceSite, verbose, observer, engine)
+#: Each algorithm's centred Flower simulation over tables,
+#: ``(run, verbose=False, observer=None, engine=None) -> result``: DPdisPCA (any variant),
+#: DPS-PCA, SuLQ k-plane (a clustering) and LDP-PCA (local moments).
+simulate_dpdis_tables = functools.partial(simulate_tables, centred_dpdis, DPdisPCAClient,
+                                          DPdisPCASite)
+simulate_dps_tables = functools.partial(simulate_tables, centred_dps, DPSPCAClient, DPSPCASite)
+simulate_kplane_tables = functools.partial(simulate_tables, centred_kplane, KPlaneClient,
+                                           KPlaneSite)
+simulate_ldp_tables = functools.partial(simulate_tables, centred_ldp, LDPCovarianceClient,
+                                        LDPCovarianceSite)

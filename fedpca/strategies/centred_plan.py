@@ -5,7 +5,8 @@ request's: each site calibrates with its own), the consortium's contract and the
 federation: the public rotation seed of the secure sums, the moments round's
 :class:`~fedpca.algorithms.centring.MomentsServer` (its secure sum when the policy's
 releases are discrete; every record's own views with a local policy);
-:func:`centred_dpdis`, :func:`centred_dps`, :func:`centred_kplane` and :func:`centred_ldp` add the algorithm's own secure sums and parameters.
+:func:`centred_dpdis`, :func:`centred_dps`, :func:`centred_kplane` and :func:`centred_ldp`
+add the algorithm's own secure sums and parameters.
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ def centred_dpdis(plan: CentredPlan) -> CentredDPdisPCA:
     secure = (secure_sum_for(plan.policy.algorithm_policy(plan.bounds), plan.bounds.dim,
                              plan.max_records, scenario.sites, plan.rotation_seed)
               if scenario.variant == VARIANT_SECURE else None)
-    return CentredDPdisPCA(k=scenario.k, r=scenario.r, weighting=scenario.weighting, variant=scenario.variant,
-                           secure=secure, **plan.options(CentredDPdisPCA.mechanism))
+    return CentredDPdisPCA(k=scenario.k, r=scenario.r, weighting=scenario.weighting,
+                           variant=scenario.variant, secure=secure, **plan.options(CentredDPdisPCA.mechanism))
 
 
 def centred_dps(plan: CentredPlan) -> CentredDPSPCA:
@@ -74,8 +75,8 @@ def centred_dps(plan: CentredPlan) -> CentredDPSPCA:
     secure = (secure_sums(plan.policy.algorithm_policy(plan.bounds), plan.bounds.dim,
                           scenario.k, plan.max_records, scenario.sites, plan.rotation_seed)
               if plan.policy.discrete else None)
-    return CentredDPSPCA(k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds, seed=scenario.seed,
-                         secure=secure, **plan.options(CentredDPSPCA.mechanism))
+    return CentredDPSPCA(k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,
+                         seed=scenario.seed, secure=secure, **plan.options(CentredDPSPCA.mechanism))
 
 
 def centred_kplane(plan: CentredPlan) -> CentredKPlane:
