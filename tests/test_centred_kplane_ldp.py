@@ -25,7 +25,7 @@ from fedpca.linalg.subspace import subspace_distance
 from fedpca.privacy.site_ledger import SiteLedger
 from fedpca.privacy.site_policy import load_site_policy
 from fedpca.privacy.moments import moment_statistic
-from fedpca.run_record import run_record
+from fedpca.run_record import run_record, save_run_record
 from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.scenarios.ldp_pca import LDPScenario
 from fedpca.scenarios.tables import TableRun
@@ -56,12 +56,15 @@ def test_one_cluster_kplane_on_centred_rows_finds_the_standardised_pca():
     assert set(run_record(result)) == record_keys("sulq-kplane", centred=True)
 
 
-def test_a_centred_clustering_assigns_rows_after_centring_them():
+def test_a_centred_clustering_assigns_rows_after_centring_them(tmp_path):
     result = run_centred_kplane(np.array_split(ROWS, 2), BOUNDS, 2, 1,
                                 CentredPolicy(epsilon=4.0, standardize=True), seed=1)
     centred = (ROWS - result.mean) / result.scale
     np.testing.assert_array_equal(result.predict(ROWS),
                                   super(CentredClusteringResult, result).predict(centred))
+    save_run_record(result, tmp_path / "run.json")  # the record reads back as the result
+    loaded = CentredClusteringResult.load(tmp_path / "run.json")
+    np.testing.assert_array_equal(loaded.predict(ROWS), result.predict(ROWS))
 
 
 def test_local_moments_carry_the_noise_of_n_record_views_and_charge_one_records():

@@ -344,7 +344,8 @@ class PrivateSite:
         shape = statistic.shape
         if self.exact:
             charged = ExactGaussian.for_release(sigma, sensitivity, statistic.size, error)
-            drawn = ExactGaussian.for_release(scale * sigma, sensitivity, statistic.size, error)
+            drawn = (charged if scale == 1.0 else
+                     ExactGaussian.for_release(scale * sigma, sensitivity, statistic.size, error))
             return self.publish(charged.release(mechanism, shape), lambda index: drawn.noisy(
                 statistic, self.noise.generator(index)).reshape(shape))
         release = Release(mechanism, sensitivity, sigma, shape)
