@@ -33,6 +33,8 @@ PCA_RESULT = {
 }
 #: A centred run's (over tables and a contract) too.
 CENTRED = {"mean", "scale"}
+#: A centred clustering's too (a PCA result has its columns already).
+CENTRED_CLUSTERING = CENTRED | {"columns"}
 #: The record of a run that stopped before its result.
 FAILURE = {"algorithm", "status", "error", "site_failures"}
 CLUSTERING_RESULT = {"bases", "assignments", "privacy", "history", "config"}
@@ -41,9 +43,11 @@ CLUSTERING_RESULT = {"bases", "assignments", "privacy", "history", "config"}
 def record_keys(algorithm: str, sparse: bool = False, centred: bool = False) -> set[str]:
     """Every top-level key of ``algorithm``'s record (``sparse``: an LDP-PCA Fantope run;
     ``centred``: a centred run over tables)."""
-    result = CLUSTERING_RESULT if algorithm == "sulq-kplane" else PCA_RESULT
+    clustering = algorithm == "sulq-kplane"
+    result = CLUSTERING_RESULT if clustering else PCA_RESULT
+    scaling = CENTRED_CLUSTERING if clustering else CENTRED
     return (HEADLINE | ALGORITHM[algorithm] | result | (LDP_SPARSE if sparse else set())
-            | (CENTRED if centred else set()))
+            | (scaling if centred else set()))
 
 
 def all_documented_keys() -> set[str]:

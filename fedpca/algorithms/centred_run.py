@@ -12,6 +12,14 @@ the centred (standardised) rows, clipped to the public norm ``C``.
   power steps (:mod:`fedpca.algorithms.dps_pca`) on the centred rows, per-site noise or
   inside secure sums (a policy with ``discrete``); ``T + 1`` algorithm releases
   (``CentredPolicy.algorithm_releases``); no explained variance (no noisy matrix).
+* :func:`run_centred_kplane`: the same moments round, then SuLQ k-plane's ``T`` rounds
+  (:mod:`fedpca.algorithms.kplane`) on the centred rows, per-site noise or inside secure
+  sums; its result is a :class:`~fedpca.clustering.result.CentredClusteringResult` (one
+  basis per cluster, no explained variance).
+* :func:`run_centred_ldp`: local moments (every record releases its own noisy row
+  statistic, :class:`~fedpca.algorithms.centring.CentredPolicy` with ``local``), then
+  LDP-PCA's one release (:mod:`fedpca.algorithms.ldp_pca`) of every record's view of its
+  centred row; unit: one record, local.
 * ``method="analyze-gauss"``: one trusted curator holding the pooled rows does the same with
   one moments release and one Analyze Gauss release
   (:func:`~fedpca.algorithms.central.calibrated_analyze_gauss`), the same budget split.
@@ -44,8 +52,7 @@ from fedpca.algorithms.central import ANALYZE_GAUSS, CURATOR, calibrated_analyze
 from fedpca.algorithms.centring import (
     CentredPolicy,
     CentringSite,
-    MomentsServer,
-    moments_noise,
+    moments_server,
     moments_sum,
 )
 from fedpca.algorithms.dpdis_pca import (
@@ -63,12 +70,16 @@ from fedpca.algorithms.dpdis_pca import (
 from fedpca.algorithms.dps_pca import ALGORITHM as DPS_PCA
 from fedpca.algorithms.dps_pca import DPSPCAServer, DPSPCASite, secure_sums
 from fedpca.algorithms.explained_variance import choose_k, explained_variance
+from fedpca.algorithms.kplane import KPlaneServer, KPlaneSite, answer_rounds
+from fedpca.algorithms.ldp_pca import LDPCovarianceServer, LDPCovarianceSite
+from fedpca.algorithms.kplane import secure_sum_for as kplane_secure_sum
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, public_seed
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.budget_split import ALGORITHM
-from fedpca.privacy.mechanisms import Release
+from fedpca.privacy.mechanisms import Release, upper_triangle_sensitivity
 from fedpca.privacy.moments import ColumnBounds, ColumnMoments
 from fedpca.privacy.validation import require_choice
+from fedpca.clustering.result import CentredClusteringResult, ClusteringResult
 from fedpca.results import CentredPCAResult, PCAResult
 
 #: The algorithms a centred reference run can end with.
@@ -117,12 +128,7 @@ def run_centred_pca(
     start = time.perf_counter()
     policy = policy or CentredPolicy()
     require_choice(method, "method", METHODS)
-    if not sites:
-        raise ConfigurationError("the run needs at least one site")
-    if columns is not None and len(columns) != bounds.dim:
-        raise ConfigurationError(
-            f"{len(columns)} column names for {bounds.dim} columns: pass the contract's "
-            "output_columns")
+    require_sites(sites, bounds, columns)
     if method == DPS_PCA:
         if variance is not None:
             raise ConfigurationError(
@@ -134,6 +140,105 @@ def run_centred_pca(
     result.columns = None if columns is None else list(columns)
     result.config["wall_seconds"] = time.perf_counter() - start
     return result
+
+
+def require_sites(sites: Sequence[np.ndarray], bounds: ColumnBounds,
+                  columns: Sequence[str] | None) -> None:
+    """Refuse a run without sites, or with column names other than the contract's count."""
+    if not sites:
+        raise ConfigurationError("the run needs at least one site")
+    if columns is not None and len(columns) != bounds.dim:
+        raise ConfigurationError(
+            f"{len(columns)} column names for {bounds.dim} columns: pass the contract's "
+            "output_columns")
+
+
+def run_centred_kplane(
+    sites: Sequence[np.ndarray],
+    bounds: ColumnBounds,
+    clusters: int,
+    subspace_dim: int,
+    policy: CentredPolicy | None = None,
+    columns: Sequence[str] | None = None,
+    seed: int | None = None,
+) -> CentredClusteringResult:
+    """Private centring (and scaling), then SuLQ k-plane on the centred rows clipped to the
+    site's own ``C``: ``policy.algorithm_releases`` k-plane rounds ``T``, per-site noise or
+    (a policy with ``discrete``) every release inside secure sums of discrete Gaussian
+    messages.
+
+    Args:
+        sites, bounds, columns, seed: as :func:`run_centred_pca`.
+        clusters, subspace_dim: k-plane's ``k`` subspaces of dimension ``q``.
+        policy: every site's :class:`~fedpca.algorithms.centring.CentredPolicy`.
+
+    Privacy guarantee (unit: one record at one site, replace-one; the record may change
+    cluster): the moments release and the ``T`` rounds compose to the policy's (epsilon,
+    delta) by its split, charged to one ledger per site.
+    """
+    start = time.perf_counter()
+    policy = policy or CentredPolicy()
+    require_sites(sites, bounds, columns)
+    centring, rotation_seed, moments = _moments_round(sites, bounds, policy, seed,
+                                                      policy.discrete)
+    algorithm = [s.algorithm_site(KPlaneSite, moments.mean, moments.scale) for s in centring]
+    share = policy.algorithm_policy(bounds)
+    secure = (kplane_secure_sum(share, bounds.dim, clusters, max(s.n for s in centring),
+                                len(centring), rotation_seed) if policy.discrete else None)
+    server = KPlaneServer(bounds.dim, clusters, subspace_dim, policy.algorithm_releases,
+                          clip_norm=share.clip_norm, seed=seed, secure=secure)
+    answer_rounds(server, algorithm, secure)
+    config = {"clusters": clusters, "subspace_dim": subspace_dim,
+              "rounds": policy.algorithm_releases, "sites": len(sites), "seed": seed,
+              **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm)),
+              "wall_seconds": time.perf_counter() - start}
+    result = server.result(centred_privacy(policy, bounds, KPLANE_MECHANISM), config)
+    return centred_result(result, moments, columns)
+
+
+def run_centred_ldp(
+    sites: Sequence[np.ndarray],
+    bounds: ColumnBounds,
+    k: int,
+    policy: CentredPolicy | None = None,
+    columns: Sequence[str] | None = None,
+    seed: int | None = None,
+    sparse: bool = False,
+    lam: float | None = None,
+) -> CentredPCAResult:
+    """Local private centring (and scaling), then LDP-PCA on the centred rows clipped to the
+    site's own ``C``.
+
+    Args:
+        sites, bounds, k, columns, seed: as :func:`run_centred_pca`.
+        policy: every site's :class:`~fedpca.algorithms.centring.CentredPolicy`, with
+            ``local`` (default: ``CentredPolicy(local=True)``) and one algorithm release.
+        sparse, lam: LDP-PCA's (:func:`~fedpca.algorithms.ldp_pca.run_ldp_pca`).
+
+    Privacy guarantee (unit: one record, replace-one; local model): every record's moments
+    view (multiplier ``z_m``) and its covariance view ``x_c x_c^T + Z`` (``z_a``) compose to
+    the policy's (epsilon, delta) on their own, whoever sees them (its own site included);
+    each site's ledger is charged the record's multipliers.
+    """
+    start = time.perf_counter()
+    policy = policy or CentredPolicy(local=True)
+    if not policy.local or policy.algorithm_releases != 1:
+        raise ConfigurationError(
+            "LDP-PCA protects every record against everyone, its own site included: its "
+            "moments must be local too and it makes one release; give a CentredPolicy with "
+            "local=True and algorithm_releases=1")
+    require_sites(sites, bounds, columns)
+    centring, _, moments = _moments_round(sites, bounds, policy, seed, secure=False)
+    algorithm = [s.algorithm_site(LDPCovarianceSite, moments.mean, moments.scale)
+                 for s in centring]
+    privacy = centred_ldp_privacy(policy, bounds)
+    server = LDPCovarianceServer(bounds.dim, k, sparse=sparse, lam=lam,
+                                 record_sigma=privacy["sigma"])
+    server.receive([s.answer(s.release_covariance()) for s in algorithm])
+    config = {"k": k, "sparse": sparse, "lam": lam, "sites": len(sites), "seed": seed,
+              **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm)),
+              "wall_seconds": time.perf_counter() - start}
+    return centred_result(server.result(privacy, config), moments, columns)
 
 
 def _outcome(moments: ColumnMoments, centring: Sequence[CentringSite],
@@ -184,8 +289,7 @@ def _moments_round(sites: Sequence[np.ndarray], bounds: ColumnBounds, policy: Ce
     rotation_seed = seed if seed is not None else public_seed()
     moments_secure = (moments_sum(policy, bounds, max(s.n for s in centring), len(centring),
                                   rotation_seed) if secure else None)
-    server = MomentsServer(bounds, policy.standardize, moments_secure,
-                           moments_noise(policy, bounds, len(centring), moments_secure))
+    server = moments_server(policy, bounds, len(centring), moments_secure)
     sum_params = None if moments_secure is None else moments_secure[0]
     moments = server.receive([s.answer(s.release_moments(sum_params)) for s in centring])
     return centring, rotation_seed, moments
@@ -220,6 +324,16 @@ def _dps(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: Cent
 #: A centred DPS-PCA run's mechanism, as its privacy record states it.
 DPS_MECHANISM = ("column moments, then DPS-PCA's noisy diagonal and power steps on the "
                  "centred rows")
+#: A centred SuLQ k-plane run's mechanism, as its privacy record states it.
+KPLANE_MECHANISM = ("column moments, then SuLQ k-plane's noisy per-cluster second moments and "
+                    "counts on the centred rows")
+#: A centred LDP-PCA run's mechanism, as its privacy record states it.
+LDP_MECHANISM = ("every record's noisy column moments, then its view x_c x_c^T + symmetric "
+                 "Gaussian of its centred row; a site sends the sums of its records' views")
+#: A centred LDP-PCA run's trust model.
+LOCAL_TRUST = ("local: every record's moments view and covariance view are together "
+               "(epsilon, delta)-DP on their own, against the server, its site and every "
+               "other party")
 #: A centred DPdisPCA run's mechanism, as its privacy record states it.
 DPDIS_MECHANISM = ("column moments, then DPdisPCA's symmetric Gaussian on the upper triangle "
                    "of the centred rows' second moment")
@@ -240,14 +354,27 @@ def centred_privacy(policy: CentredPolicy, bounds: ColumnBounds,
     }
 
 
-def centred_result(base: PCAResult, moments: ColumnMoments,
-                   columns: Sequence[str] | None = None) -> CentredPCAResult:
-    """``base`` (an algorithm's result on the centred rows, with its explained variance)
-    with the released ``moments``' mean and scale and the contract's output ``columns``."""
+def centred_ldp_privacy(policy: CentredPolicy, bounds: ColumnBounds) -> dict[str, Any]:
+    """The privacy record of a centred LDP-PCA run under every site's local ``policy``:
+    :func:`centred_privacy` with the per-record ``sigma`` and ``sensitivity`` of the
+    covariance view (``sqrt(2) C^2``) and the local trust model."""
+    share = policy.algorithm_policy(bounds)
+    sensitivity = upper_triangle_sensitivity(share.clip_norm)
+    return {**centred_privacy(policy, bounds, LDP_MECHANISM), "sensitivity": sensitivity,
+            "sigma": share.part.sigma(sensitivity), "trust_model": LOCAL_TRUST}
+
+
+def centred_result(base: PCAResult | ClusteringResult, moments: ColumnMoments,
+                   columns: Sequence[str] | None = None
+                   ) -> CentredPCAResult | CentredClusteringResult:
+    """``base`` (an algorithm's result on the centred rows: a PCA result with its explained
+    variance, or k-plane's clusters) with the released ``moments``' mean and scale and the
+    contract's output ``columns``."""
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
     if columns is not None:
         fields["columns"] = list(columns)
-    return CentredPCAResult(**fields, mean=moments.mean, scale=moments.scale)
+    centred = CentredClusteringResult if isinstance(base, ClusteringResult) else CentredPCAResult
+    return centred(**fields, mean=moments.mean, scale=moments.scale)
 
 
 def _central(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,
@@ -255,9 +382,7 @@ def _central(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: 
              variance: float | None) -> CentredPCAResult:
     curator_policy = dataclasses.replace(policy, secure_min_sites=None, discrete=False)
     curator = CentringSite(np.vstack(sites), bounds, curator_policy, site=CURATOR, seed=seed)
-    moments_server = MomentsServer(bounds, policy.standardize,
-                                   noise_sigma=moments_noise(curator_policy, bounds, 1))
-    moments = moments_server.receive(
+    moments = moments_server(curator_policy, bounds, 1).receive(
         [curator.answer(curator.release_moments())])
     data = curator.centre(moments.mean, moments.scale)
     release = calibrated_analyze_gauss(data, curator_policy.split().part(ALGORITHM),

@@ -21,6 +21,16 @@ A centred run has two steps per site:
    (:meth:`CentringSite.centre`); every later release of the run (the algorithm's) reads
    only those clipped rows.
 
+**Local moments** (a policy with ``local``, for LDP-PCA, whose unit is one record against
+everyone, its own site included): every record releases its own statistic (its row in width
+units, and its squares to standardise) with Gaussian noise of multiplier ``z_m`` at the same
+sensitivity (one record's statistic moves by at most that much when the record is
+replaced); the site sends the sum of its ``n`` views, drawn as the statistic plus noise of
+``sqrt(n)`` times the record's standard deviation (the distribution of that sum), and
+charges its ledger the record's own ``z_m``. No secure sums: the local model needs none.
+Each record's moments view and its algorithm view then compose to the run's (epsilon,
+delta) on their own (unit: one record, local; replace-one).
+
 Privacy guarantee (unit: one record at one site, replace-one): the moments release has the
 noise multiplier ``z_m`` of the site's budget split and the algorithm's releases ``z_a``
 (:mod:`fedpca.privacy.budget_split`, :class:`CentredPolicy`); all are charged to the same
@@ -188,6 +198,8 @@ class CentredPolicy:
             ``M`` sites (each site adds ``1/M`` of the noise variance).
         discrete: secure sums of distributed discrete Gaussian messages (needs ``M``).
         algorithm_releases: ``T``, the releases the algorithm makes after the moments.
+        local: every record releases its own moments view (local DP, LDP-PCA's unit; module
+            docstring); no secure sums.
     """
 
     epsilon: float = 1.0
@@ -200,6 +212,7 @@ class CentredPolicy:
     secure_min_sites: int | None = None
     discrete: bool = False
     algorithm_releases: int = 1
+    local: bool = False
 
     def __post_init__(self) -> None:
         require_choice(self.noise_sampler, "noise_sampler", NOISE_SAMPLERS)
@@ -212,6 +225,10 @@ class CentredPolicy:
             raise ConfigurationError(
                 "discrete noise is the distributed discrete Gaussian of secure sums: set "
                 "secure_min_sites (M >= 2) with discrete=True")
+        if self.local and self.secure_min_sites is not None:
+            raise ConfigurationError(
+                "local moments are every record's own views: they go into no secure sum; "
+                "drop secure_min_sites (or local)")
         self.split()
 
     @property
@@ -263,7 +280,8 @@ class CentredPolicy:
         """The run's privacy record: the split, and what the moments release is."""
         return {
             **self.split().record(),
-            "unit": "one record at one site (replace-one)",
+            "unit": ("one record, replace-one (its own views, local model)" if self.local
+                     else "one record at one site (replace-one)"),
             "standardize": self.standardize,
             "moments_sensitivity": bounds.unit().moments_sensitivity(self.standardize),
             "clip_norm": self.clip_norm_for(bounds),
@@ -355,7 +373,9 @@ class CentringSite(PrivateSite):
         Privacy guarantee: one Gaussian release of multiplier ``z_m`` at the replace-one
         sensitivity :meth:`~ColumnBounds.moments_sensitivity` of the unit bounds (float
         error bounded for exact noise: every row's statistic has norm ``<= record_norm``;
-        a division, a square and the sum: ``n + 2`` rounded terms).
+        a division, a square and the sum: ``n + 2`` rounded terms). With a ``local``
+        policy, every record's own view has that guarantee (unit: one record, local): the
+        sum of the ``n`` views carries ``sqrt(n)`` times the record's noise.
         """
         self.require_run()
         standardize, unit = self.centred.standardize, self.bounds.unit()
@@ -367,8 +387,9 @@ class CentringSite(PrivateSite):
             return self.discrete_release(
                 MOMENTS_MECHANISM, statistic, self.discrete_request(secure, None),
                 sensitivity=sensitivity, norm_per_record=norm)
+        views = math.sqrt(self.n) if self.centred.local else 1.0
         return self.noisy_release(MOMENTS_MECHANISM, statistic, sensitivity,
-                                  error=float_error(self.n * norm, self.n + 2))
+                                  error=float_error(self.n * norm, self.n + 2), scale=views)
 
     @property
     def algorithm_clip_norm(self) -> float:
@@ -412,12 +433,23 @@ def moments_noise(policy: CentredPolicy, bounds: ColumnBounds, sites: int,
     """The standard deviation of the noise on each coordinate of the sum of ``sites``
     sites' moments releases under ``policy`` (width units; public): the decoded secure
     sum's, or ``sites`` per-site draws (each ``1/M`` of the variance inside continuous
-    secure sums)."""
+    secure sums); with a ``local`` policy, one record's view's (the sum of ``N`` views
+    has ``sqrt(N)`` times it)."""
     if secure is not None:
         return secure[1].calibration.central_sigma
     sigma = policy.split().moments_multiplier * bounds.unit().moments_sensitivity(
         policy.standardize)
+    if policy.local:
+        return sigma
     return sigma * math.sqrt(sites / (policy.secure_min_sites or 1))
+
+
+def moments_server(policy: CentredPolicy, bounds: ColumnBounds, sites: int,
+                   secure: tuple[SecureSum, GridChoice] | None = None) -> MomentsServer:
+    """The moments round's aggregator for ``sites`` sites under ``policy`` (its secure sum
+    ``secure``, if any), with the noise level of its variance floor."""
+    return MomentsServer(bounds, policy.standardize, secure,
+                         moments_noise(policy, bounds, sites, secure), per_record=policy.local)
 
 
 class MomentsServer:
@@ -430,24 +462,28 @@ class MomentsServer:
             sites answering with discrete Gaussian messages.
         noise_sigma: the noise's standard deviation on each coordinate of the sum
             (:func:`moments_noise`), for :meth:`variance_floor`.
+        per_record: ``noise_sigma`` is one record's view's (local moments): the sum of
+            ``N`` views has ``sqrt(N)`` times it.
     """
 
     def __init__(self, bounds: ColumnBounds, standardize: bool,
                  secure: tuple[SecureSum, GridChoice] | None = None,
-                 noise_sigma: float = 0.0) -> None:
+                 noise_sigma: float = 0.0, per_record: bool = False) -> None:
         self.bounds = bounds
         self.standardize = standardize
         self.secure = secure
         self.noise_sigma = noise_sigma
+        self.per_record = per_record
         self.moments: ColumnMoments | None = None
 
     def variance_floor(self, records: int) -> float:
         """The smallest variance kept, in width units: :data:`NOISE_FLOOR` times the noise's
-        standard deviation on a released second moment (``noise_sigma / records``), at
-        least :data:`~fedpca.privacy.moments.VARIANCE_FLOOR` of the largest. A variance
+        standard deviation on a released second moment (the sum's noise over ``records``),
+        at least :data:`~fedpca.privacy.moments.VARIANCE_FLOOR` of the largest. A variance
         below the noise is not told apart from it; rounding it *up* only shrinks that
         column in the PCA, where rounding it down would blow the column up."""
-        return max(VARIANCE_FLOOR / 4, NOISE_FLOOR * self.noise_sigma / records)
+        sigma = self.noise_sigma * (math.sqrt(records) if self.per_record else 1.0)
+        return max(VARIANCE_FLOOR / 4, NOISE_FLOOR * sigma / records)
 
     @property
     def answer_shape(self) -> tuple[int, ...]:

@@ -52,7 +52,13 @@ import numpy as np
 
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
-from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
+from fedpca.algorithms.site import (
+    PrivateSite,
+    RoundsPolicy,
+    SiteAnswer,
+    SitePrivacyPolicy,
+    build_sites,
+)
 from fedpca.clustering.metrics import assign_to_subspaces
 from fedpca.clustering.nonprivate import cluster_scatter
 from fedpca.clustering.result import ClusteringResult
@@ -180,7 +186,9 @@ class KPlaneSite(PrivateSite):
     """One data holder in SuLQ k-plane: validates, clips, assigns, accounts and releases.
 
     Constructed like :class:`~fedpca.algorithms.site.PrivateSite`, with a
-    :class:`KPlanePolicy`; the records' clusters are computed here and never leave.
+    :class:`KPlanePolicy` (or, in a centred run, the algorithm's share of a
+    :class:`~fedpca.algorithms.centring.CentredPolicy`: the sensitivity ``2 C^2`` comes from
+    the policy's clip norm alone); the records' clusters are computed here and never leave.
     """
 
     def release_clusters(
@@ -197,15 +205,16 @@ class KPlaneSite(PrivateSite):
         self.limits.require_clusters(len(bases), self.site)
         self.require_answer_size(message_shape(len(bases), self.dim))
         bases = validate_bases(bases, self.dim, site=self.site)
+        sensitivity = cluster_moments_sensitivity(self.clip_norm)
         if self.discrete:
             return self.discrete_release(
                 MECHANISM, cluster_moments(self.X, bases, self.clip_norm).ravel(),
                 self.discrete_request(secure, min_noise_multiplier),
-                sensitivity=self.policy.sensitivity,
+                sensitivity=sensitivity,
                 norm_per_record=message_norm_per_record(self.clip_norm),
             )
         return self.noisy_release(
-            MECHANISM, cluster_moments(self.X, bases, self.clip_norm), self.policy.sensitivity,
+            MECHANISM, cluster_moments(self.X, bases, self.clip_norm), sensitivity,
             min_noise_multiplier,
             error=float_error(self.n * message_norm_per_record(self.clip_norm),
                               self.n + self.dim),
@@ -250,6 +259,8 @@ class KPlaneServer(ServerRecord):
         self.rounds = require_positive_int(rounds, "rounds")
         self.clip_norm = require_finite_positive(clip_norm, "clip_norm")
         self.evaluate = evaluate
+        #: k-plane rounds received (a centred run's history holds its moments round too).
+        self.rounds_done = 0
         if initial_bases is None:
             rng = np.random.default_rng(None if seed is None else [seed, INIT_STREAM])
             self.bases = random_subspaces(rng, self.dim, self.clusters, self.subspace_dim)
@@ -269,9 +280,9 @@ class KPlaneServer(ServerRecord):
 
     def receive(self, t: int, answers: Sequence[SiteAnswer]) -> list[np.ndarray]:
         """Round ``t``: sum the sites' messages; each cluster's top-``q`` eigenvectors."""
-        if t != len(self.history) + 1 or t > self.rounds:
+        if t != self.rounds_done + 1 or t > self.rounds:
             raise ConfigurationError(
-                f"round {t} is out of order: {len(self.history)} of {self.rounds} rounds done"
+                f"round {t} is out of order: {self.rounds_done} of {self.rounds} rounds done"
             )
         shape = message_shape(self.clusters, self.dim)
         if self.secure is None:
@@ -295,6 +306,7 @@ class KPlaneServer(ServerRecord):
         if self.evaluate is not None:
             entry.update(self.evaluate(self.bases))
         self.history.append(entry)
+        self.rounds_done = t
         self.sites_answered.append([a.site for a in ordered])
         logger.info("SuLQ k-plane round %d: %s", t, entry)
         return self.bases
@@ -309,19 +321,29 @@ class KPlaneServer(ServerRecord):
 
 
 def secure_sum_for(
-    policy: KPlanePolicy, dim: int, clusters: int, max_records: int, sites_in_sum: int,
+    policy: SitePrivacyPolicy, dim: int, clusters: int, max_records: int, sites_in_sum: int,
     rotation_seed: int,
 ) -> tuple[SecureSum, GridChoice]:
     """The public parameters of every round's secure sum of ``sites_in_sum`` sites' messages
-    (each site of at most ``max_records`` records) and the grid a site with ``policy``
-    derives from them."""
+    (each site of at most ``max_records`` records) and the grid a site with ``policy`` (a
+    :class:`KPlanePolicy` or a centred run's algorithm share) derives from them."""
     rows, cols = message_shape(clusters, dim)
     secure = SecureSum(
-        sensitivity=policy.sensitivity, max_records=max_records,
+        sensitivity=cluster_moments_sensitivity(policy.clip_norm), max_records=max_records,
         norm_per_record=message_norm_per_record(policy.clip_norm), dimension=rows * cols,
         sites_in_sum=sites_in_sum, rotation_seed=rotation_seed,
     )
     return secure, secure.grid_for(policy)
+
+
+def answer_rounds(server: KPlaneServer, sites: Sequence[KPlaneSite],
+                  secure: tuple[SecureSum, GridChoice] | None = None) -> None:
+    """Every k-plane round of ``server`` answered by ``sites`` (in-process, no Flower), into
+    the secure sum ``secure`` when the sites send discrete messages."""
+    public = None if secure is None else secure[0]
+    for t in range(1, server.rounds + 1):
+        bases = server.bases
+        server.receive(t, [s.answer(s.release_clusters(bases, secure=public)) for s in sites])
 
 
 def privacy_record(
@@ -378,11 +400,7 @@ def run_sulq_kplane(
         site_objs[0].dim, clusters, subspace_dim, policy.rounds, clip_norm=policy.clip_norm,
         seed=seed, initial_bases=initial_bases, evaluate=evaluate, secure=secure,
     )
-    public = None if secure is None else secure[0]
-    for t in range(1, policy.rounds + 1):
-        bases = server.bases
-        server.receive(t, [s.answer(s.release_clusters(bases, secure=public))
-                           for s in site_objs])
+    answer_rounds(server, site_objs, secure)
     config = {
         "clusters": clusters, "subspace_dim": subspace_dim, "sites": len(sites),
         "samples": sum(s.n for s in site_objs), "dim": site_objs[0].dim, "seed": seed,

@@ -98,7 +98,9 @@ class LDPCovarianceSite(PrivateSite):
     """A site that releases the sum of its records' private views, once.
 
     Constructed like :class:`~fedpca.algorithms.site.PrivateSite`, with a
-    :class:`LDPPolicy`.
+    :class:`LDPPolicy` (or, in a centred run, the algorithm's share of a local
+    :class:`~fedpca.algorithms.centring.CentredPolicy`: the sensitivity ``sqrt(2) C^2``
+    comes from the policy's clip norm alone).
     """
 
     def release_covariance(self, min_noise_multiplier: float | None = None) -> np.ndarray:
@@ -107,7 +109,7 @@ class LDPCovarianceSite(PrivateSite):
         ``Z_m`` is symmetric with upper-triangle entries ``N(0, m sigma_1^2)``; the ledger
         records ``sigma_1``, the noise of each record's own view.
         """
-        sensitivity = self.policy.sensitivity
+        sensitivity = upper_triangle_sensitivity(self.clip_norm)
         sigma_1 = self.sigma(sensitivity, min_noise_multiplier)
         self.require_answer_size((self.dim, self.dim))
         return self.noisy_symmetric_release(
@@ -193,7 +195,7 @@ class LDPCovarianceServer(ServerRecord):
 
     def receive(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
         """``S~ = sum_i (X_i^T X_i + Z_i) / n``; its top-``k`` basis (dense or FPS)."""
-        if self.history:
+        if self.basis is not None:  # a centred run's history holds its moments round too
             raise ConfigurationError("LDP-PCA has a single round: the answers were received")
         ordered = ordered_answers(answers, (self.dim, self.dim))
         for a in ordered:

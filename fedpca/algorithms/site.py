@@ -319,6 +319,7 @@ class PrivateSite:
         min_noise_multiplier: float | None = None,
         *,
         error: float,
+        scale: float = 1.0,
     ) -> np.ndarray:
         """One Gaussian release of ``statistic`` (:meth:`publish`): the noisy statistic.
 
@@ -329,7 +330,9 @@ class PrivateSite:
         charged as their discrete Gaussian (:mod:`fedpca.privacy.exact_noise`). Float
         noise: charged as the Gaussian of ``sigma``; under secure aggregation the site's
         own share is ``sigma / sqrt(m)``, and the ledger records that too (the guarantee
-        against a coordinator that bypasses the secure sum).
+        against a coordinator that bypasses the secure sum). ``scale >= 1``: the noise drawn
+        is ``scale`` times the one charged (e.g. the sum of ``n`` records' own views, each
+        charged ``sigma``: ``scale = sqrt(n)``).
         """
         sigma = self.sigma(sensitivity, min_noise_multiplier)
         if self.exact and self.secure_min_sites is not None:
@@ -340,8 +343,10 @@ class PrivateSite:
             )
         shape = statistic.shape
         if self.exact:
-            noise = ExactGaussian.for_release(sigma, sensitivity, statistic.size, error)
-            return self.publish(noise.release(mechanism, shape), lambda index: noise.noisy(
+            charged = ExactGaussian.for_release(sigma, sensitivity, statistic.size, error)
+            drawn = (charged if scale == 1.0 else
+                     ExactGaussian.for_release(scale * sigma, sensitivity, statistic.size, error))
+            return self.publish(charged.release(mechanism, shape), lambda index: drawn.noisy(
                 statistic, self.noise.generator(index)).reshape(shape))
         release = Release(mechanism, sensitivity, sigma, shape)
         if self.secure_min_sites is not None:
@@ -349,7 +354,7 @@ class PrivateSite:
                               sigma, shape, sites_in_sum=self.secure_min_sites)
         own_sigma = release.own_share().sigma
         return self.publish(release, lambda index: statistic + self.noise.gaussian(
-            index, own_sigma, shape))
+            index, scale * own_sigma, shape))
 
     def noisy_symmetric_release(
         self, mechanism: str, matrix: np.ndarray, sensitivity: float, sigma: float, *,

@@ -43,6 +43,9 @@ class AlgorithmSpec:
         simulate_tables: ``(TableRun, verbose, observer, engine) -> result``: the centred
             Flower simulation over one table per site (``fedpca simulate --tables``);
             ``None``: not wired yet.
+        local_dp: the guarantee is local (every record against everyone, its own site
+            included): a centred run's moments are then every record's own views
+            (:class:`~fedpca.algorithms.centring.CentredPolicy` ``local``).
     """
 
     name: str
@@ -56,6 +59,7 @@ class AlgorithmSpec:
     audit: tuple[tuple[str, str], ...]
     extra_releases: int | None = None
     simulate_tables: str | None = None
+    local_dp: bool = False
 
     def releases_per_run(self, rounds: int) -> int:
         """The releases one run with ``rounds`` rounds makes at a site."""
@@ -113,6 +117,8 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         simulate="fedpca.simulations.ldp_pca:simulate_ldp_pca",
         server_main="fedpca.apps.ldp_pca:server_main",
         audit=(("ldp-pca", "fedpca.audit.targets:ldp"),),
+        simulate_tables="fedpca.simulations.tables:simulate_ldp_tables",
+        local_dp=True,
     ),
     AlgorithmSpec(
         name="sulq-kplane",
@@ -128,6 +134,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         audit=(("sulq-kplane", "fedpca.audit.targets:kplane"),
                ("sulq-kplane/secure-sum", "fedpca.audit.targets:kplane_secure")),
         extra_releases=0,
+        simulate_tables="fedpca.simulations.tables:simulate_kplane_tables",
     ),
 )}
 #: The algorithm ``flwr run`` runs when run_config names none.

@@ -5,7 +5,8 @@ from the run's seed), every site answers with its noisy per-cluster second momen
 counts (DP on their own, per-site noise; with ``secure-min-sites = M`` distributed discrete
 Gaussian residues summed by SecAgg+, ``secagg-max-weight`` bounding every site's records). With the synthetic data (``dataset =
 "synthetic"``) the server records the cost and the distance to the planted subspaces, as
-``fedpca simulate sulq-kplane`` does.
+``fedpca simulate sulq-kplane`` does. With run_config ``centring``, a moments round first
+(:mod:`fedpca.apps.centring`).
 """
 
 from __future__ import annotations
@@ -13,14 +14,20 @@ from __future__ import annotations
 from flwr.common import Context
 from flwr.server import Grid
 
+from fedpca.apps.centring import is_centred, run_centred
 from fedpca.apps.common import finish, secure_max_records, server_scenario
 from fedpca.scenarios.kplane import KPlaneScenario
+from fedpca.strategies.centred_plan import centred_kplane
 from fedpca.strategies.kplane import SuLQKPlane
 from fedpca.strategies.workflow import run_strategy, secure_aggregation
 
 
 def server_main(grid: Grid, context: Context) -> None:
-    """Run SuLQ k-plane over the connected sites and write the result if ``output`` is set."""
+    """Run SuLQ k-plane over the connected sites (a moments round first when run_config
+    ``centring`` asks) and write the result if ``output`` is set."""
+    if is_centred(dict(context.run_config)):
+        run_centred(grid, context, KPlaneScenario, centred_kplane)
+        return
     scenario, config = server_scenario(KPlaneScenario, grid, context)
     secure = scenario.secure_sum(secure_max_records(scenario, config) or None)
     strategy = SuLQKPlane(

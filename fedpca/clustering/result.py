@@ -60,6 +60,33 @@ class ClusteringResult(SavedResult):
         return assign_to_subspaces(X, self.bases)
 
 
+@dataclass
+class CentredClusteringResult(ClusteringResult):
+    """Private subspaces of centred (and possibly standardised) rows
+    (:func:`fedpca.algorithms.centred_run.run_centred_kplane`): the bases live in the
+    transformed space, so a row is centred and scaled with the released mean and scale
+    before it is assigned (post-processing).
+
+    Attributes (beyond :class:`ClusteringResult`'s; every one released or public):
+        columns: the contract's output column names (the bases' rows).
+        mean: the released column means (contract units).
+        scale: the released column standard deviations (ones when only centred).
+    """
+
+    columns: list[str] | None = None
+    mean: np.ndarray | None = None
+    scale: np.ndarray | None = None
+
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        **ClusteringResult.READERS, "mean": float_array, "scale": float_array,
+    }
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Each row of ``X`` (preprocessed by the contract), centred and scaled with the
+        released mean and scale, to its nearest subspace (post-processing)."""
+        return super().predict((np.asarray(X, dtype=np.float64) - self.mean) / self.scale)
+
+
 def round_table(result: ClusteringResult) -> str:
     """One line per round: round, sites, k-means cost, Wasserstein distance, epsilon spent
     (``-`` where a metric was not evaluated)."""

@@ -236,7 +236,9 @@ class SitePolicyFile:
         """The site's :class:`~fedpca.algorithms.centring.CentredPolicy` for a centred run of
         ``algorithm`` (its moments release, then the algorithm's releases): the run's
         epsilon and delta, its accounting, its moments share, exact noise, its secure sums;
-        the clip norm of the centred rows is the contract's default (public). Raises
+        local moments (every record's own views) for a local-DP algorithm (LDP-PCA), so
+        that a coordinator asking for centring cannot weaken its records' unit; the clip
+        norm of the centred rows is the contract's default (public). Raises
         :class:`PolicyError` without a contract or with ``paper`` accounting."""
         if self.contract is None:
             raise PolicyError(
@@ -251,7 +253,8 @@ class SitePolicyFile:
             epsilon=self.run_epsilon, delta=self.delta, moments_share=self.moments_share,
             standardize=standardize, accounting=self.accounting, noise_sampler=EXACT,
             secure_min_sites=self.secure_min_sites, discrete=self.discrete,
-            algorithm_releases=self.releases_per_run(algorithm))
+            algorithm_releases=self.releases_per_run(algorithm),
+            local=SPECS[algorithm].local_dp)
 
     def privacy_config(self, algorithm: str) -> dict[str, Any]:
         """The run_config privacy keys as this site sets them for one run of ``algorithm``

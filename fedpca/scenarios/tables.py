@@ -110,8 +110,8 @@ class TableRun:
         return [
             (f"{s.ALGORITHM} on {self.sites} tables ({sum(self.sizes())} records), "
              f"{scaling}, contract {self.loaded_contract.name!r} ({bounds.dim} columns), "
-             f"k={s.k}; each site ({s.epsilon}, {s.delta})-DP for the moments and the "
-             "algorithm together"),
+             f"{s.COMPONENTS}={getattr(s, s.COMPONENTS)}; {s.HOLDER} ({s.epsilon}, "
+             f"{s.delta})-DP for the moments and the algorithm together"),
             (f"moments share {policy.share:g} (noise multiplier "
              f"{split.moments_multiplier:.3f}), the algorithm's noise multiplier "
              f"{split.algorithm_multiplier:.3f}, clip norm C = "
@@ -120,8 +120,8 @@ class TableRun:
 
     def report(self, result: Any) -> list[str]:
         """The lines printed after the run: each component's largest loadings by column
-        name (:func:`~fedpca.loadings.top_loadings`)."""
-        return top_loadings(result)
+        name (:func:`~fedpca.loadings.top_loadings`); none for a clustering."""
+        return top_loadings(result) if self.scenario.HAS_LOADINGS else []
 
     def site_rows(self, site: int) -> np.ndarray:
         """Site ``site``'s preprocessed rows."""
@@ -142,7 +142,8 @@ def requested_policy(scenario: Scenario, standardize: bool, moments_share: float
                      clip_norm: float | None = None) -> CentredPolicy:
     """The centred policy a run of ``scenario`` asks for: its privacy settings and its
     algorithm's releases (:meth:`~fedpca.algorithms.specs.AlgorithmSpec.releases_per_run`);
-    secure sums are of discrete Gaussian residues. A real site replaces it with its own
+    secure sums are of discrete Gaussian residues; a local-DP algorithm's (LDP-PCA's) moments
+    are every record's own views. A real site replaces it with its own
     (:meth:`~fedpca.privacy.site_policy.SitePolicyFile.centred_policy`)."""
     secure_min_sites = getattr(scenario, "secure_min_sites", None)
     return CentredPolicy(
@@ -150,6 +151,7 @@ def requested_policy(scenario: Scenario, standardize: bool, moments_share: float
         standardize=standardize, clip_norm=clip_norm, accounting=scenario.accounting,
         noise_sampler=scenario.noise_sampler, secure_min_sites=secure_min_sites,
         discrete=bool(getattr(scenario, "discrete", secure_min_sites is not None)),
+        local=spec(scenario.ALGORITHM).local_dp,
         algorithm_releases=spec(scenario.ALGORITHM).releases_per_run(
             getattr(scenario, "rounds", 1)))
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 
 from flwr.client import Client
 from flwr.common import Context
@@ -24,17 +25,28 @@ from flwr.common import Context
 from fedpca.algorithms.centring import CentringSite
 from fedpca.algorithms.dpdis_pca import DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite
+from fedpca.algorithms.kplane import KPlaneSite
+from fedpca.algorithms.ldp_pca import LDPCovarianceSite
 from fedpca.apps.common import site_partitions
 from fedpca.clients.base import PrivateSiteClient
 from fedpca.clients.centring import centred_client
 from fedpca.clients.dpdis_pca import DPdisPCAClient
 from fedpca.clients.dps_pca import DPSPCAClient
+from fedpca.clients.kplane import KPlaneClient
+from fedpca.clients.ldp_pca import LDPCovarianceClient
+from fedpca.clustering.result import CentredClusteringResult
 from fedpca.progress import RoundObserver
 from fedpca.results import CentredPCAResult
 from fedpca.scenarios.tables import TableRun
 from fedpca.secure.identity import SecureIdentity, simulation_identity
 from fedpca.simulations.launcher import Engine, run_federation
-from fedpca.strategies.centred_plan import CentredPlan, centred_dpdis, centred_dps
+from fedpca.strategies.centred_plan import (
+    CentredPlan,
+    centred_dpdis,
+    centred_dps,
+    centred_kplane,
+    centred_ldp,
+)
 from fedpca.strategies.centring import CentredRounds
 from fedpca.strategies.workflow import secure_aggregation
 
@@ -68,14 +80,15 @@ def table_plan(run: TableRun) -> CentredPlan:
 
 
 def simulate_tables(
-    run: TableRun, strategy: CentredRounds, client_cls: type[PrivateSiteClient],
-    site_cls: type, verbose: bool = False, observer: RoundObserver | None = None,
-    engine: Engine | None = None,
-) -> CentredPCAResult:
-    """Run ``strategy`` (a centred one) against one virtual site per table of ``run``, each
-    answering with ``client_cls`` over ``site_cls``; the result with the run's config."""
+    build: Callable[[CentredPlan], CentredRounds], client_cls: type[PrivateSiteClient],
+    site_cls: type, run: TableRun, verbose: bool = False,
+    observer: RoundObserver | None = None, engine: Engine | None = None,
+) -> CentredPCAResult | CentredClusteringResult:
+    """Run ``build``'s centred strategy for ``run`` (:func:`table_plan`) against one virtual
+    site per table, each answering with ``client_cls`` over ``site_cls``; the result with
+    the run's config."""
     start = time.perf_counter()
-    scenario = run.scenario
+    scenario, strategy = run.scenario, build(table_plan(run))
     run_federation(strategy, functools.partial(table_client, client_cls, site_cls, run),
                    run.sites, verbose=verbose, observer=observer, engine=engine,
                    secure=secure_aggregation(scenario, strategy, 1.0),
@@ -86,19 +99,13 @@ def simulate_tables(
     return strategy.result(config)
 
 
-def simulate_dpdis_tables(
-    run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
-    engine: Engine | None = None,
-) -> CentredPCAResult:
-    """Centred DPdisPCA (any variant) over ``run``'s tables as a Flower simulation."""
-    return simulate_tables(run, centred_dpdis(table_plan(run)), DPdisPCAClient, DPdisPCASite,
-                           verbose, observer, engine)
-
-
-def simulate_dps_tables(
-    run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
-    engine: Engine | None = None,
-) -> CentredPCAResult:
-    """Centred DPS-PCA over ``run``'s tables as a Flower simulation."""
-    return simulate_tables(run, centred_dps(table_plan(run)), DPSPCAClient, DPSPCASite,
-                           verbose, observer, engine)
+#: Each algorithm's centred Flower simulation over tables,
+#: ``(run, verbose=False, observer=None, engine=None) -> result``: DPdisPCA (any variant),
+#: DPS-PCA, SuLQ k-plane (a clustering) and LDP-PCA (local moments).
+simulate_dpdis_tables = functools.partial(simulate_tables, centred_dpdis, DPdisPCAClient,
+                                          DPdisPCASite)
+simulate_dps_tables = functools.partial(simulate_tables, centred_dps, DPSPCAClient, DPSPCASite)
+simulate_kplane_tables = functools.partial(simulate_tables, centred_kplane, KPlaneClient,
+                                           KPlaneSite)
+simulate_ldp_tables = functools.partial(simulate_tables, centred_ldp, LDPCovarianceClient,
+                                        LDPCovarianceSite)

@@ -19,11 +19,13 @@ from typing import Any
 import numpy as np
 from flwr.common import Scalar
 
+from fedpca.algorithms.centred_run import KPLANE_MECHANISM
 from fedpca.algorithms.kplane import KPlaneServer
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding, SecureSum
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.privacy.distributed_gaussian import GridChoice
 from fedpca.strategies.base import SiteRoundStrategy
+from fedpca.strategies.centring import CentredRounds
 from fedpca.strategies.legacy import LegacySiteStrategy
 from fedpca.strategies.message_api import MessageSiteStrategy
 
@@ -114,3 +116,13 @@ class KPlaneStrategy(KPlaneRounds, LegacySiteStrategy):
 
 class SuLQKPlane(KPlaneRounds, MessageSiteStrategy):
     """SuLQ k-plane on Flower's Message API; parameters: :class:`KPlaneRounds`."""
+
+
+class CentredKPlane(CentredRounds, SuLQKPlane):
+    """SuLQ k-plane on the sites' centred (standardised) rows, on Flower's Message API: the
+    moments round, then k-plane's ``T`` rounds (parameters: :class:`CentredRounds`'s and
+    :class:`KPlaneRounds`'s; ``clip_norm``: the sites' ``C`` for the centred rows;
+    ``secure``: the rounds' secure sum, the moments' is the ``centring`` server's). The
+    result is a :class:`~fedpca.clustering.result.CentredClusteringResult`."""
+
+    mechanism = KPLANE_MECHANISM

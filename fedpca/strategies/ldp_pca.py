@@ -19,11 +19,13 @@ from typing import Any
 import numpy as np
 from flwr.common import Scalar
 
+from fedpca.algorithms.centred_run import LDP_MECHANISM
 from fedpca.algorithms.ldp_pca import PHASE, LDPCovarianceServer
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.fantope import ADMMSettings
 from fedpca.strategies.base import SiteRoundStrategy
+from fedpca.strategies.centring import CentredRounds
 from fedpca.strategies.legacy import LegacySiteStrategy
 from fedpca.strategies.message_api import MessageSiteStrategy
 
@@ -115,3 +117,14 @@ class LDPCovarianceStrategy(LDPCovarianceRounds, LegacySiteStrategy):
 
 class LDPCovariance(LDPCovarianceRounds, MessageSiteStrategy):
     """LDP-PCA on Flower's Message API; parameters: :class:`LDPCovarianceRounds`."""
+
+
+class CentredLDP(CentredRounds, LDPCovariance):
+    """LDP-PCA on the sites' centred (standardised) rows, on Flower's Message API: the local
+    moments round (every record's own view, sites under a local
+    :class:`~fedpca.algorithms.centring.CentredPolicy`), then LDP-PCA's one round
+    (parameters: :class:`CentredRounds`'s and :class:`LDPCovarianceRounds`'s; ``privacy``
+    must carry the covariance view's per-record ``sigma`` for the sparse solver's default
+    penalty, :func:`~fedpca.algorithms.centred_run.centred_ldp_privacy`)."""
+
+    mechanism = LDP_MECHANISM

@@ -155,8 +155,8 @@ def secure_aggregation(
     :meth:`MessageSiteStrategy.use_secure_protocol`). A legacy strategy gets Flower's SecAgg+
     settings instead (honest-but-curious simulation only): the exact embedding of residues,
     or continuous shares weighted by record counts of at most ``max_weight``. Checked before
-    anything runs."""
-    if scenario.secure_min_sites is None:
+    anything runs. A scenario without secure sums (LDP-PCA's local model) gets none."""
+    if getattr(scenario, "secure_min_sites", None) is None:
         return None
     sites = scenario.sites
     if isinstance(strategy, MessageSiteStrategy):
