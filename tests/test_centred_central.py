@@ -1,14 +1,17 @@
 """The central estimators on centred (standardised) rows (issue 23 item 3): MOD-SuLQ and
 PPCA after the curator's moments release recover the non-private centred PCA at a huge
 epsilon; their budget split composes to the target by basic composition, and the ledger
-holds what it can account for; refusals come before anything is charged."""
+holds what it can account for; refusals come before anything is charged. The estimators'
+``centring``: ``transform`` centres and scales with the released ``mean_`` and ``scale_``;
+clear refusals."""
 
 import numpy as np
 import pytest
 
 from fedpca.algorithms.centred_run import run_centred_pca
 from fedpca.algorithms.centring import CentredPolicy
-from fedpca.errors import ConfigurationError
+from fedpca.errors import ConfigurationError, InvalidDataError
+from fedpca.estimators import PPCA, AnalyzeGaussPCA, ModSulqPCA, NonPrivatePCA
 from fedpca.linalg.subspace import subspace_distance
 from fedpca.privacy.budget_split import gaussian_epsilon
 from fedpca.privacy.calibration import pld_epsilon
@@ -83,3 +86,61 @@ def test_ppca_chooses_no_k_from_variance_and_k_is_checked_first():
         run_centred_pca([ROWS], BOUNDS, 2, CentredPolicy(), "ppca", variance=0.9)
     with pytest.raises(ConfigurationError, match="exceed"):
         run_centred_pca([ROWS], BOUNDS, BOUNDS.dim + 1, CentredPolicy(), "mod-sulq")
+
+
+ESTIMATORS = [AnalyzeGaussPCA, ModSulqPCA, PPCA]
+
+
+@pytest.mark.parametrize("centring, standardize", [("centre", False), ("standardize", True)])
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+def test_a_centred_estimator_transforms_with_its_released_mean_and_scale(
+        estimator, centring, standardize):
+    mean, scale, basis, _ = centred_reference(HUGE_ROWS, standardize, 1)
+    clip = 1.5 * np.linalg.norm((HUGE_ROWS - mean) / scale, axis=1).max()
+    est = estimator(1, epsilon=1e4, data_norm=clip, random_state=2, centring=centring,
+                    bounds=BOUNDS).fit(HUGE_ROWS)
+    assert est.mean_ == pytest.approx(mean, abs=1e-3 * max(BOUNDS.widths))
+    assert est.scale_ == pytest.approx(scale, rel=1e-2)
+    assert subspace_distance(est.components_.T, basis) < 1e-2
+    assert est.result_.privacy["epsilon"] == 1e4
+    expected = (ROWS[:7] - est.mean_) / est.scale_ @ est.components_.T
+    np.testing.assert_allclose(est.transform(ROWS[:7]), expected, rtol=1e-12, atol=1e-12)
+    refit = est.set_params(centring=None, bounds=None, data_norm=None).fit(ROWS)
+    with pytest.raises(AttributeError, match="fitted without centring"):
+        refit.mean_  # noqa: B018 - the attribute access is the test
+
+
+@pytest.mark.parametrize("standardize", [False, True])
+def test_the_non_private_estimator_centres_with_the_exact_mean_and_scale(standardize):
+    mean, scale, basis, spectrum = centred_reference(ROWS, standardize, 2)
+    est = NonPrivatePCA(2, centring="standardize" if standardize else "centre").fit(ROWS)
+    np.testing.assert_allclose(est.mean_, mean)
+    np.testing.assert_allclose(est.scale_, scale)
+    assert subspace_distance(est.components_.T, basis) < 1e-9
+    np.testing.assert_allclose(est.explained_variance_, spectrum[:2])
+    np.testing.assert_allclose(est.transform(ROWS[:7]),
+                               (ROWS[:7] - mean) / scale @ est.components_.T, atol=1e-12)
+
+
+def test_a_centred_ppca_is_pure_but_for_its_moments_delta():
+    est = PPCA(1, epsilon=2.0, centring="centre", bounds=BOUNDS, moments_delta=1e-7,
+               random_state=1).fit(ROWS)
+    assert est.delta == 1e-7 and PPCA(1).delta == 0.0
+    record = est.result_.privacy
+    assert (record["delta"], record["moments_delta"], record["algorithm_delta"]) == (1e-7, 1e-7, 0)
+    assert record["moments_epsilon"] + record["algorithm_epsilon"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+def test_centring_refusals_say_what_to_pass(estimator):
+    with pytest.raises(ConfigurationError, match="needs bounds=.*Contract.bounds"):
+        estimator(1, centring="centre").fit(ROWS)
+    with pytest.raises(InvalidDataError, match=f"X has 3 columns but the bounds describe "
+                                               f"{BOUNDS.dim}"):
+        estimator(1, centring="standardize", bounds=BOUNDS).fit(ROWS[:, :3])
+    with pytest.raises(ConfigurationError, match=r"centring must be None \(second-moment "):
+        estimator(1, centring="center", bounds=BOUNDS).fit(ROWS)
+    with pytest.raises(ConfigurationError, match="bounds are used only when centring"):
+        estimator(1, bounds=BOUNDS).fit(ROWS)
+    with pytest.raises(InvalidDataError, match="not within the contract's bounds"):
+        estimator(1, centring="centre", bounds=BOUNDS).fit(ROWS - 1.0)

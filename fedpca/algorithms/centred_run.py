@@ -64,6 +64,7 @@ from fedpca.algorithms.central import (
     calibrated_analyze_gauss,
     check_components,
     mod_sulq_release,
+    run_pooled_pca,
 )
 from fedpca.algorithms.centring import (
     CentredPolicy,
@@ -95,7 +96,7 @@ from fedpca.privacy.basic_composition import BasicSplit, basic_split
 from fedpca.privacy.budget_split import ALGORITHM
 from fedpca.privacy.mechanisms import Release
 from fedpca.privacy.moments import ColumnBounds, ColumnMoments
-from fedpca.privacy.validation import require_choice
+from fedpca.privacy.validation import require_choice, validate_site_data
 from fedpca.results import CentredPCAResult, PCAResult
 
 #: The central algorithms (one trusted curator holding the pooled rows).
@@ -353,3 +354,19 @@ def _central_privacy(method: str, policy: CentredPolicy, bounds: ColumnBounds,
                   "algorithm": algorithm}
     return {**record, "mechanism": f"column moments, then {method} on the centred rows",
             "unit": UNIT, "trust_model": TRUST_CENTRAL}
+
+
+def run_pooled_centred_pca(X: np.ndarray, k: int, standardize: bool = False
+                           ) -> CentredPCAResult:
+    """Non-private centred (standardised) PCA of the pooled rows: the exact column means
+    (and standard deviations, ``/ n``; a constant column keeps scale 1, as scikit-learn's
+    ``StandardScaler``), then the top-``k`` eigenvectors of ``Xc^T Xc / n``.
+
+    No privacy: the mean, scale and components are deterministic functions of the raw data
+    (the upper bound every private centred run is compared with).
+    """
+    X = validate_site_data(X, site=CURATOR)
+    mean = X.mean(axis=0)
+    scale = X.std(axis=0) if standardize else np.ones(X.shape[1])
+    moments = ColumnMoments(mean, np.where(scale > 0, scale, 1.0), (), (), standardize)
+    return centred_result(run_pooled_pca(moments.transform(X), k), moments)
