@@ -3,9 +3,15 @@
 Each estimator follows scikit-learn's conventions (as diffprivlib and OpenDP do for private
 PCA): the constructor only stores its parameters; ``fit(X)`` validates, clips the rows to
 ``data_norm`` and runs the method; learned attributes end in an underscore; ``transform``
-refuses to run before ``fit``. The data are *not* centred (the methods release the
-principal subspace of the second-moment matrix ``X^T X / n``; centre with a public mean
-first if needed) and ``transform`` projects rows as given.
+refuses to run before ``fit``. By default the data are *not* centred (the methods release
+the principal subspace of the second-moment matrix ``X^T X / n``) and ``transform``
+projects rows as given. With ``centring="centre"`` or ``"standardize"`` and the contract's
+``bounds`` (``X`` is then the contract's preprocessed matrix), ``fit`` spends part of the
+same budget on a private release of the column means (and standard deviations), learned
+as ``mean_`` and ``scale_``, runs the method on the centred (standardised) rows clipped to
+``data_norm`` (:func:`~fedpca.algorithms.centred_run.run_centred_pca`), and ``transform``
+returns ``(X - mean_) / scale_ @ components_.T``; ``NonPrivatePCA`` centres with the exact
+mean and scale.
 
 Learned attributes: ``components_`` (``k x d``, rows are principal axes), ``result_`` (the
 :class:`~fedpca.results.PCAResult`, with its privacy record and ``save``/``load``),
@@ -542,6 +548,10 @@ class PPCA(_PrivateCentredPCA):
 
     def _centred_options(self) -> dict[str, Any]:
         return {"burn_in": self.burn_in}
+
+    def _fit_centred(self, X: object, standardize: bool) -> PCAResult:
+        vars(self).pop("diagnostics_", None)  # an earlier uncentred fit's chain
+        return super()._fit_centred(X, standardize)
 
     def _fit_uncentred(self, X: object) -> PCAResult:
         run = run_ppca_chain(
