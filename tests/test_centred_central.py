@@ -81,9 +81,11 @@ def test_a_share_that_leaves_the_algorithm_nothing_is_refused():
         run_centred_pca([ROWS], BOUNDS, 1, policy, "mod-sulq")
 
 
-def test_ppca_chooses_no_k_from_variance_and_k_is_checked_first():
+def test_ppca_chooses_no_k_from_variance_and_its_arguments_are_checked_first():
     with pytest.raises(ConfigurationError, match="PPCA releases only the subspace"):
         run_centred_pca([ROWS], BOUNDS, 2, CentredPolicy(), "ppca", variance=0.9)
+    with pytest.raises(ConfigurationError, match="burn_in"):
+        run_centred_pca([ROWS], BOUNDS, 2, CentredPolicy(), "ppca", burn_in=-1)
     with pytest.raises(ConfigurationError, match="exceed"):
         run_centred_pca([ROWS], BOUNDS, BOUNDS.dim + 1, CentredPolicy(), "mod-sulq")
 

@@ -63,6 +63,7 @@ from fedpca.algorithms.central import (
     CentralRelease,
     calibrated_analyze_gauss,
     check_components,
+    mod_sulq_noise,
     mod_sulq_release,
     run_pooled_pca,
 )
@@ -96,7 +97,7 @@ from fedpca.privacy.basic_composition import BasicSplit, basic_split
 from fedpca.privacy.budget_split import ALGORITHM
 from fedpca.privacy.mechanisms import Release
 from fedpca.privacy.moments import ColumnBounds, ColumnMoments
-from fedpca.privacy.validation import require_choice, validate_site_data
+from fedpca.privacy.validation import require_choice, require_positive_int, validate_site_data
 from fedpca.results import CentredPCAResult, PCAResult
 
 #: The central algorithms (one trusted curator holding the pooled rows).
@@ -287,8 +288,9 @@ def centred_result(base: PCAResult, moments: ColumnMoments,
 def _central(method: str, sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int,
              policy: CentredPolicy, seed: int | None, variance: float | None,
              burn_in: int) -> CentredPCAResult:
-    """The curator's run: its split (refused before anything is charged), one moments
-    release on the pooled rows, then ``method`` on the centred clipped rows."""
+    """The curator's run: its split and what can be checked of its method (refused before
+    anything is charged: MOD-SuLQ's noise is public, so the ledger tests both releases), one
+    moments release on the pooled rows, then ``method`` on the centred clipped rows."""
     k = check_components(k, bounds.dim)
     if method == PPCA and variance is not None:
         raise ConfigurationError(
@@ -298,11 +300,18 @@ def _central(method: str, sites: Sequence[np.ndarray], bounds: ColumnBounds, k: 
     composed = (None if method == ANALYZE_GAUSS
                 else basic_split(curator_policy.split(), pure_algorithm=method == PPCA))
     curator = CentringSite(np.vstack(sites), bounds, curator_policy, site=CURATOR, seed=seed)
+    clip_norm = curator.algorithm_clip_norm
+    if method == PPCA:
+        require_positive_int(burn_in, "burn_in", minimum=0)
+    elif method == MOD_SULQ:  # its noise is public: the ledger tests both releases first
+        curator.ledger.require_run([
+            curator_policy.plan()[0],
+            mod_sulq_noise(bounds.dim, curator.n, composed.algorithm_epsilon,
+                           composed.algorithm_delta, clip_norm)])
     moments_server = MomentsServer(bounds, policy.standardize,
                                    noise_sigma=moments_noise(curator_policy, bounds, 1))
     moments = moments_server.receive([curator.answer(curator.release_moments())])
     data = curator.centre(moments.mean, moments.scale)
-    clip_norm = curator.algorithm_clip_norm
     if method == PPCA:
         ppca = run_ppca(data, k, composed.algorithm_epsilon, clip_norm, burn_in, seed)
         basis, values, ratio, algorithm = ppca.basis, None, None, ppca.privacy
