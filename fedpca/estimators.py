@@ -3,9 +3,15 @@
 Each estimator follows scikit-learn's conventions (as diffprivlib and OpenDP do for private
 PCA): the constructor only stores its parameters; ``fit(X)`` validates, clips the rows to
 ``data_norm`` and runs the method; learned attributes end in an underscore; ``transform``
-refuses to run before ``fit``. The data are *not* centred (the methods release the
-principal subspace of the second-moment matrix ``X^T X / n``; centre with a public mean
-first if needed) and ``transform`` projects rows as given.
+refuses to run before ``fit``. By default the data are *not* centred (the methods release
+the principal subspace of the second-moment matrix ``X^T X / n``) and ``transform``
+projects rows as given. With ``centring="centre"`` or ``"standardize"`` and the contract's
+``bounds`` (``X`` is then the contract's preprocessed matrix), ``fit`` spends part of the
+same budget on a private release of the column means (and standard deviations), learned
+as ``mean_`` and ``scale_``, runs the method on the centred (standardised) rows clipped to
+``data_norm`` (:func:`~fedpca.algorithms.centred_run.run_centred_pca`), and ``transform``
+returns ``(X - mean_) / scale_ @ components_.T``; ``NonPrivatePCA`` centres with the exact
+mean and scale.
 
 Learned attributes: ``components_`` (``k x d``, rows are principal axes), ``result_`` (the
 :class:`~fedpca.results.PCAResult`, with its privacy record and ``save``/``load``),
@@ -60,14 +66,20 @@ from scipy import sparse
 
 from fedpca import errors
 from fedpca.algorithms.central import (
+    ANALYZE_GAUSS,
+    MOD_SULQ,
     released_eigenvalues,
     run_analyze_gauss,
     run_mod_sulq,
     run_pooled_pca,
 )
+from fedpca.algorithms.centred_run import run_centred_pca, run_pooled_centred_pca
+from fedpca.algorithms.centring import CentredPolicy
+from fedpca.algorithms.ppca import ALGORITHM as PPCA_ALGORITHM
 from fedpca.algorithms.ppca import DEFAULT_BURN_IN, run_ppca_chain
 from fedpca.errors import ConfigurationError, InvalidDataError
 from fedpca.linalg.bingham import ChainDiagnostics
+from fedpca.privacy.moments import ColumnBounds
 from fedpca.privacy.validation import validate_site_data
 from fedpca.results import PCAResult
 
@@ -148,6 +160,40 @@ def _noise_seed(random_state: object) -> int | None:
     )
 
 
+#: ``centring``: none (second-moment PCA), centred, or centred and standardised; the value
+#: is whether it standardises.
+CENTRING: dict[str | None, bool | None] = {None: None, "centre": False, "standardize": True}
+#: Learned attributes only a centred fit has.
+_CENTRING_ATTRIBUTES = ("mean_", "scale_")
+
+
+def _standardizes(centring: object) -> bool | None:
+    """Whether ``centring`` standardises (``None``: no centring), or ConfigurationError."""
+    if not (centring is None or isinstance(centring, str)) or centring not in CENTRING:
+        raise ConfigurationError(
+            f"centring must be None (second-moment PCA), 'centre' or 'standardize', got "
+            f"{centring!r}")
+    return CENTRING[centring]
+
+
+def _contract_rows(X: object, centring: str, bounds: object, method: str) -> np.ndarray:
+    """``X`` validated against the contract's ``bounds`` (required when centring: they set
+    the moments' sensitivity), or a ConfigurationError / InvalidDataError saying what to
+    pass."""
+    if not isinstance(bounds, ColumnBounds):
+        raise ConfigurationError(
+            f"{method}: centring={centring!r} needs bounds=, the contract's public "
+            f"ColumnBounds (Contract.bounds: they set the sensitivity of the private mean), "
+            f"got {bounds!r}")
+    X = validate_site_data(X, site=method)
+    if X.shape[1] != bounds.dim:
+        raise InvalidDataError(
+            f"{method}: X has {X.shape[1]} columns but the bounds describe {bounds.dim}; pass "
+            "the contract's preprocessed matrix (Contract.preprocess(table).matrix) with its "
+            "bounds")
+    return X
+
+
 class _CentralPCA(*_ESTIMATOR_BASES):  # type: ignore[misc]
     """What every estimator shares: parameters, fit/transform, fitted-state checks."""
 
@@ -155,6 +201,21 @@ class _CentralPCA(*_ESTIMATOR_BASES):  # type: ignore[misc]
     _not_released: ClassVar[dict[str, str]] = {}
 
     def _fit_result(self, X: object) -> PCAResult:
+        """The method's result on ``X``: second-moment PCA, or centred (standardised) first
+        when ``centring`` says so."""
+        standardize = _standardizes(self.centring)
+        if standardize is None:
+            if getattr(self, "bounds", None) is not None:
+                raise ConfigurationError(
+                    f"{type(self).__name__}: bounds are used only when centring; set "
+                    "centring='centre' or 'standardize', or leave bounds=None")
+            return self._fit_uncentred(X)
+        return self._fit_centred(X, standardize)
+
+    def _fit_uncentred(self, X: object) -> PCAResult:
+        raise NotImplementedError
+
+    def _fit_centred(self, X: object, standardize: bool) -> PCAResult:
         raise NotImplementedError
 
     def fit(self, X: object, y: object = None) -> _CentralPCA:
@@ -175,10 +236,17 @@ class _CentralPCA(*_ESTIMATOR_BASES):  # type: ignore[misc]
         if eigenvalues is not None:
             self.explained_variance_ = eigenvalues
             self.explained_variance_ratio_ = result.explained_variance_ratio
+        for name in _CENTRING_ATTRIBUTES:  # a centred fit's, or none from an earlier fit
+            if self.centring is None:
+                vars(self).pop(name, None)
+            else:
+                setattr(self, name, getattr(result, name))
         return self
 
     def transform(self, X: object) -> np.ndarray:
-        """Project the rows of ``X`` (``m x d``) onto the fitted components: ``m x k``."""
+        """Project the rows of ``X`` (``m x d``) onto the fitted components: ``m x k``;
+        after a centred fit, ``(X - mean_) / scale_ @ components_.T`` (the released mean
+        and scale)."""
         result = self.result_  # raises NotFittedError before fit
         method = f"{type(self).__name__}.transform"
         names = _feature_names(X)
@@ -218,6 +286,10 @@ class _CentralPCA(*_ESTIMATOR_BASES):  # type: ignore[misc]
         # Only reached when normal lookup fails: an unreleased or not yet learned attribute.
         if name in self._not_released:
             raise AttributeError(self._not_released[name])
+        if name in _CENTRING_ATTRIBUTES and "result_" in vars(self):
+            raise AttributeError(
+                f"this {type(self).__name__} was fitted without centring: it has no {name}; "
+                "fit with centring='centre' or 'standardize'")
         if name.endswith("_") and not name.startswith("_"):
             raise NotFittedError(
                 f"this {type(self).__name__} is not fitted yet: call fit(X) before using "
@@ -251,22 +323,59 @@ class _CentralPCA(*_ESTIMATOR_BASES):  # type: ignore[misc]
 
 
 class NonPrivatePCA(_CentralPCA):
-    """Non-private PCA of the second-moment matrix ``X^T X / n`` (the upper bound).
+    """Non-private PCA of the second-moment matrix ``X^T X / n`` (the upper bound), or of
+    the centred (standardised) rows with their exact mean (and standard deviation).
 
-    No privacy guarantee: the components are a deterministic function of the raw data.
+    No privacy guarantee: the components, mean and scale are deterministic functions of the
+    raw data.
 
     Args:
         n_components: number of components ``k`` (``1 <= k <= d``).
+        centring: ``None`` (second-moment PCA), ``"centre"`` (subtract the exact column
+            means, ``mean_``) or ``"standardize"`` (also divide by the exact standard
+            deviations, ``scale_``; ``/ n``, a constant column keeps 1).
     """
 
-    def __init__(self, n_components: int = 1) -> None:
+    def __init__(self, n_components: int = 1, centring: str | None = None) -> None:
         self.n_components = n_components
+        self.centring = centring
 
-    def _fit_result(self, X: object) -> PCAResult:
+    def _fit_uncentred(self, X: object) -> PCAResult:
         return run_pooled_pca(X, self.n_components)
 
+    def _fit_centred(self, X: object, standardize: bool) -> PCAResult:
+        return run_pooled_centred_pca(X, self.n_components, standardize)
 
-class _GaussianNoisePCA(_CentralPCA):
+
+class _PrivateCentredPCA(_CentralPCA):
+    """A private estimator's centred fit: the curator's moments release, then the method
+    on the centred clipped rows (:func:`~fedpca.algorithms.centred_run.run_centred_pca`)."""
+
+    #: The method's name in :func:`~fedpca.algorithms.centred_run.run_centred_pca`.
+    _centred_method: ClassVar[str]
+
+    def _centred_policy(self, standardize: bool) -> CentredPolicy:
+        """The run's budget (``epsilon``, ``delta``), its scaling and clip norm."""
+        return CentredPolicy(epsilon=self.epsilon, delta=self.delta, standardize=standardize,
+                             clip_norm=self.data_norm)
+
+    def _centred_options(self) -> dict[str, Any]:
+        """The method's own arguments to ``run_centred_pca``."""
+        return {}
+
+    def _fit_centred(self, X: object, standardize: bool) -> PCAResult:
+        X = _contract_rows(X, self.centring, self.bounds, f"{type(self).__name__}.fit")
+        return run_centred_pca([X], self.bounds, self.n_components,
+                               self._centred_policy(standardize), self._centred_method,
+                               seed=_noise_seed(self.random_state), **self._centred_options())
+
+    @property
+    def clip_norm(self) -> float:
+        """``data_norm``, or 1 without centring when it is ``None``."""
+        return 1.0 if self.data_norm is None else self.data_norm
+
+
+class _GaussianNoisePCA(_PrivateCentredPCA):
     """The parameters the (epsilon, delta) noisy-matrix methods share."""
 
     def __init__(
@@ -274,47 +383,82 @@ class _GaussianNoisePCA(_CentralPCA):
         n_components: int = 1,
         epsilon: float = 1.0,
         delta: float = 1e-5,
-        data_norm: float = 1.0,
+        data_norm: float | None = None,
         random_state: int | None = None,
+        centring: str | None = None,
+        bounds: ColumnBounds | None = None,
     ) -> None:
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
         self.data_norm = data_norm
         self.random_state = random_state
+        self.centring = centring
+        self.bounds = bounds
+
+
+#: The constructor arguments every private estimator documents alike (appended to its
+#: docstring's Args at the end of this module).
+_CENTRING_ARGS = """
+        data_norm: public bound ``C`` on the row norms (of the centred, standardised rows
+            when centring); longer rows are clipped to it. ``None``: 1 without centring;
+            with it, the contract's default
+            (:func:`~fedpca.algorithms.centring.default_clip_norm` of ``bounds``).
+        random_state: seed for reproducible simulation only (``None``: OS randomness).
+        centring: ``None`` (second-moment PCA of ``X`` as given), ``"centre"`` or
+            ``"standardize"``: ``fit`` first releases the column means (and standard
+            deviations) privately (``mean_``, ``scale_``), then runs the method on the
+            centred (standardised) rows, clipped to ``data_norm``; the same
+            (epsilon, delta) covers both
+            (:func:`~fedpca.algorithms.centred_run.run_centred_pca`).
+        bounds: the contract's public :class:`~fedpca.privacy.moments.ColumnBounds`
+            (``Contract.bounds``), required when centring: ``X`` must then be the
+            contract's preprocessed matrix, every column within them (they set the mean's
+            sensitivity).
+"""
 
 
 class AnalyzeGaussPCA(_GaussianNoisePCA):
     """Analyze Gauss: eigenvectors of ``X^T X`` plus symmetric Gaussian noise.
 
     Privacy guarantee: (epsilon, delta)-DP per record of ``X`` (replace-one) for each fit,
-    analytic Gaussian calibration for the L2 sensitivity ``sqrt(2) data_norm^2``.
+    analytic Gaussian calibration for the L2 sensitivity ``sqrt(2) data_norm^2``; when
+    centring, the moments release and Analyze Gauss split the same (epsilon, delta)
+    (:mod:`fedpca.privacy.budget_split`: Gaussian releases compose exactly).
 
     Args:
         n_components: number of components ``k`` (``1 <= k <= d``).
         epsilon: privacy parameter (finite, > 0).
         delta: privacy parameter in (0, 1).
-        data_norm: public bound ``C`` on the row norms; longer rows are clipped to it.
-        random_state: seed for reproducible simulation only (``None``: OS randomness).
         accounting: ``"pld"`` (analytic, default), ``"rdp"`` or ``"paper"`` (classic
-            formula, epsilon < 1 only).
+            formula, epsilon < 1 only; not when centring: the split composes releases of
+            different noise).
     """
+
+    _centred_method = ANALYZE_GAUSS
 
     def __init__(
         self,
         n_components: int = 1,
         epsilon: float = 1.0,
         delta: float = 1e-5,
-        data_norm: float = 1.0,
+        data_norm: float | None = None,
         random_state: int | None = None,
         accounting: str = "pld",
+        centring: str | None = None,
+        bounds: ColumnBounds | None = None,
     ) -> None:
-        super().__init__(n_components, epsilon, delta, data_norm, random_state)
+        super().__init__(n_components, epsilon, delta, data_norm, random_state, centring,
+                         bounds)
         self.accounting = accounting
 
-    def _fit_result(self, X: object) -> PCAResult:
+    def _centred_policy(self, standardize: bool) -> CentredPolicy:
+        return CentredPolicy(epsilon=self.epsilon, delta=self.delta, standardize=standardize,
+                             clip_norm=self.data_norm, accounting=self.accounting)
+
+    def _fit_uncentred(self, X: object) -> PCAResult:
         return run_analyze_gauss(
-            X, self.n_components, self.epsilon, self.delta, self.data_norm,
+            X, self.n_components, self.epsilon, self.delta, self.clip_norm,
             self.accounting, _noise_seed(self.random_state),
         )
 
@@ -324,44 +468,49 @@ class ModSulqPCA(_GaussianNoisePCA):
     symmetric Gaussian noise with the paper's ``beta``.
 
     Privacy guarantee: (epsilon, delta)-DP per record of ``X`` (replace-one) for each fit,
-    by the paper's Theorem 1 (rows of norm ``<= 1``: applied to ``X / data_norm``).
+    by the paper's Theorem 1 (rows of norm ``<= 1``: applied to ``X / data_norm``); when
+    centring, the Gaussian moments release is (eps_m, delta / 2)-DP and MOD-SuLQ gets
+    (epsilon - eps_m, delta / 2), basic composition
+    (:mod:`fedpca.privacy.basic_composition`).
 
     Args:
         n_components: number of components ``k`` (``1 <= k <= d``).
         epsilon: privacy parameter, the paper's ``alpha`` (finite, > 0).
         delta: privacy parameter in (0, 1).
-        data_norm: public bound ``C`` on the row norms; longer rows are clipped to it.
-        random_state: seed for reproducible simulation only (``None``: OS randomness).
     """
 
-    def _fit_result(self, X: object) -> PCAResult:
+    _centred_method = MOD_SULQ
+
+    def _fit_uncentred(self, X: object) -> PCAResult:
         return run_mod_sulq(
-            X, self.n_components, self.epsilon, self.delta, self.data_norm,
+            X, self.n_components, self.epsilon, self.delta, self.clip_norm,
             _noise_seed(self.random_state),
         )
 
 
-class PPCA(_CentralPCA):
+class PPCA(_PrivateCentredPCA):
     """PPCA (Chaudhuri et al. 2012, Alg. 2): one draw of the matrix Bingham
     ``exp(tr(V^T (epsilon / (2 C^2)) X^T X V))``, the exponential mechanism.
 
     Privacy guarantee: epsilon-DP (pure, ``delta = 0``) per record of ``X`` (replace-one)
     for each fit, exact for ``n_components = 1``; for ``n_components > 1`` the frame comes
     from a Gibbs chain after ``burn_in`` sweeps and the guarantee holds only in the limit of
-    exact sampling. Only the subspace is released: ``explained_variance_`` does not exist.
-    ``diagnostics_`` (the chain's mixing diagnostics) is computed from the data and is NOT
-    private.
+    exact sampling. When centring, the moments release is Gaussian: it is
+    (eps_m, moments_delta)-DP and PPCA gets epsilon - eps_m, pure, so the fit is
+    (epsilon, moments_delta)-DP by basic composition
+    (:mod:`fedpca.privacy.basic_composition`; :attr:`delta` says which). Only the subspace
+    is released: ``explained_variance_`` does not exist. ``diagnostics_`` (the chain's
+    mixing diagnostics, uncentred fits) is computed from the data and is NOT private.
 
     Args:
         n_components: number of components ``k`` (``1 <= k <= d``).
         epsilon: privacy parameter, the paper's ``alpha`` (finite, > 0).
-        data_norm: public bound ``C`` on the row norms; longer rows are clipped to it.
         burn_in: Gibbs sweeps before the released frame (``k > 1``).
-        random_state: seed for reproducible simulation only (``None``: OS randomness).
+        moments_delta: the delta of the moments release when centring, in (0, 1)
+            (PPCA itself is pure; unused without centring).
     """
 
-    #: PPCA is pure differential privacy.
-    delta = 0.0
+    _centred_method = PPCA_ALGORITHM
     _not_released: ClassVar[dict[str, str]] = {
         "explained_variance_": (
             "PPCA releases only the principal subspace, not its eigenvalues: computing them "
@@ -376,20 +525,42 @@ class PPCA(_CentralPCA):
         self,
         n_components: int = 1,
         epsilon: float = 1.0,
-        data_norm: float = 1.0,
+        data_norm: float | None = None,
         burn_in: int = DEFAULT_BURN_IN,
         random_state: int | None = None,
+        centring: str | None = None,
+        bounds: ColumnBounds | None = None,
+        moments_delta: float = 1e-5,
     ) -> None:
         self.n_components = n_components
         self.epsilon = epsilon
         self.data_norm = data_norm
         self.burn_in = burn_in
         self.random_state = random_state
+        self.centring = centring
+        self.bounds = bounds
+        self.moments_delta = moments_delta
 
-    def _fit_result(self, X: object) -> PCAResult:
+    @property
+    def delta(self) -> float:
+        """The fit's delta: 0 (pure) without centring, ``moments_delta`` with it."""
+        return 0.0 if self.centring is None else self.moments_delta
+
+    def _centred_options(self) -> dict[str, Any]:
+        return {"burn_in": self.burn_in}
+
+    def _fit_centred(self, X: object, standardize: bool) -> PCAResult:
+        vars(self).pop("diagnostics_", None)  # an earlier uncentred fit's chain
+        return super()._fit_centred(X, standardize)
+
+    def _fit_uncentred(self, X: object) -> PCAResult:
         run = run_ppca_chain(
-            X, self.n_components, self.epsilon, self.data_norm, self.burn_in,
+            X, self.n_components, self.epsilon, self.clip_norm, self.burn_in,
             _noise_seed(self.random_state),
         )
         self.diagnostics_: ChainDiagnostics = run.diagnostics
         return run.result
+
+
+for _estimator in (AnalyzeGaussPCA, ModSulqPCA, PPCA):
+    _estimator.__doc__ = _estimator.__doc__.rstrip() + _CENTRING_ARGS

@@ -137,10 +137,12 @@ def test_bad_data_is_refused_with_a_clear_error(X):
 def test_params_repr_reproducibility_and_save_load(X, tmp_path):
     est = ModSulqPCA(2, epsilon=3.0, random_state=7)
     assert est.get_params() == {
-        "n_components": 2, "epsilon": 3.0, "delta": 1e-5, "data_norm": 1.0, "random_state": 7,
+        "n_components": 2, "epsilon": 3.0, "delta": 1e-5, "data_norm": None, "random_state": 7,
+        "centring": None, "bounds": None,
     }
     assert repr(est) == (
-        "ModSulqPCA(n_components=2, epsilon=3.0, delta=1e-05, data_norm=1.0, random_state=7)"
+        "ModSulqPCA(n_components=2, epsilon=3.0, delta=1e-05, data_norm=None, random_state=7, "
+        "centring=None, bounds=None)"
     )
     first = est.fit(X).components_
     np.testing.assert_array_equal(ModSulqPCA(2, epsilon=3.0, random_state=7).fit(X).components_,

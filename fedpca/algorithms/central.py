@@ -63,7 +63,7 @@ from fedpca.privacy.calibration import (
     check_privacy_parameters,
     pld_epsilon,
 )
-from fedpca.privacy.mechanisms import NoiseSource, upper_triangle_sensitivity
+from fedpca.privacy.mechanisms import NoiseSource, Release, upper_triangle_sensitivity
 from fedpca.privacy.site_data import SiteData
 from fedpca.privacy.validation import require_positive_int, validate_site_data
 from fedpca.results import PCAResult
@@ -315,6 +315,15 @@ def mod_sulq_beta(dim: int, n: int, epsilon: float, delta: float) -> float:
     )
 
 
+def mod_sulq_noise(dim: int, n: int, epsilon: float, delta: float,
+                   clip_norm: float) -> Release:
+    """MOD-SuLQ's release of ``A = X^T X / n`` (``n`` rows of norm ``<= clip_norm``) as the
+    ledger accounts for it: noise ``sigma = beta C^2`` (:func:`mod_sulq_beta`) at the
+    Gaussian's replace-one sensitivity ``sqrt(2) C^2 / n``. Public: it reads no data."""
+    sigma = mod_sulq_beta(dim, n, epsilon, delta) * clip_norm**2
+    return Release(MOD_SULQ, upper_triangle_sensitivity(clip_norm) / n, sigma, (dim, dim))
+
+
 def mod_sulq_release(
     data: np.ndarray | SiteData,
     epsilon: float,
@@ -329,9 +338,8 @@ def mod_sulq_release(
     """
     data = prepare_central(data, clip_norm)
     n, d = data.X.shape
-    beta = mod_sulq_beta(d, n, epsilon, delta)
-    sigma = beta * clip_norm**2
-    sensitivity = upper_triangle_sensitivity(clip_norm) / n
+    noise = mod_sulq_noise(d, n, epsilon, delta, clip_norm)
+    sigma, sensitivity = noise.sigma, noise.sensitivity
     noisy = GramPlusSymmetric(
         data.X, float(n), NoiseSource(seed, MOD_SULQ).symmetric(0, sigma, d)
     )
@@ -341,7 +349,7 @@ def mod_sulq_release(
         "unit": UNIT,
         "epsilon": epsilon,
         "delta": delta,
-        "beta": beta,
+        "beta": sigma / clip_norm**2,
         "sigma": sigma,
         "sensitivity": sensitivity,
         "noise_multiplier": sigma / sensitivity,

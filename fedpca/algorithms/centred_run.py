@@ -23,10 +23,24 @@ the centred (standardised) rows, clipped to the public norm ``C``.
 * ``method="analyze-gauss"``: one trusted curator holding the pooled rows does the same with
   one moments release and one Analyze Gauss release
   (:func:`~fedpca.algorithms.central.calibrated_analyze_gauss`), the same budget split.
+* ``method="mod-sulq"`` and ``method="ppca"``: the curator's same moments release, then
+  MOD-SuLQ (:func:`~fedpca.algorithms.central.mod_sulq_release`, the paper's own noise) or
+  PPCA (:func:`~fedpca.algorithms.ppca.run_ppca`, the exponential mechanism, pure epsilon)
+  on the centred clipped rows with the rest of the budget. Neither is a Gaussian of a
+  multiplier the Gaussian split can compose, so the two parts compose by basic composition
+  (:mod:`fedpca.privacy.basic_composition`): the moments keep their multiplier ``z_m`` and
+  are (eps_m, delta_m)-DP with ``eps_m`` read off the Gaussian's exact curve; the algorithm
+  gets ``eps - eps_m`` at ``delta - delta_m`` (PPCA: ``delta_m = delta``, the algorithm pure;
+  MOD-SuLQ: ``delta / 2`` each). The ledger holds the moments release and MOD-SuLQ's (a
+  Gaussian, charged at its exact sensitivity ``sqrt(2) C^2 / n``); PPCA's pure release is
+  stated in the privacy record (``algorithm_epsilon``), not in the Gaussian ledger. The
+  config's ``epsilon_spent`` is the basic composition's (the target), ``epsilon_ledger``
+  what the curator's ledger composes exactly of the Gaussian releases it holds.
 
 Privacy guarantee (unit: one record at one site, replace-one; the curator's pooled data
-for Analyze Gauss): each site's (the curator's) releases compose to the policy's (epsilon,
-delta) by its split (:mod:`fedpca.privacy.budget_split`), charged to one ledger per site.
+for the central methods): each site's (the curator's) releases compose to the policy's
+(epsilon, delta) by its split (:mod:`fedpca.privacy.budget_split`; MOD-SuLQ and PPCA:
+:mod:`fedpca.privacy.basic_composition`), charged to one ledger per site.
 
 Explained variance (post-processing of the releases,
 :mod:`fedpca.algorithms.explained_variance`): the top-``k`` eigenvalues of the noisy centred
@@ -48,7 +62,19 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.algorithms.central import ANALYZE_GAUSS, CURATOR, calibrated_analyze_gauss
+from fedpca.algorithms.central import (
+    ANALYZE_GAUSS,
+    CURATOR,
+    MOD_SULQ,
+    TRUST_CENTRAL,
+    UNIT,
+    CentralRelease,
+    calibrated_analyze_gauss,
+    check_components,
+    mod_sulq_noise,
+    mod_sulq_release,
+    run_pooled_pca,
+)
 from fedpca.algorithms.centring import (
     CentredPolicy,
     CentringSite,
@@ -71,19 +97,28 @@ from fedpca.algorithms.dps_pca import ALGORITHM as DPS_PCA
 from fedpca.algorithms.dps_pca import DPSPCAServer, DPSPCASite, secure_sums
 from fedpca.algorithms.explained_variance import choose_k, explained_variance
 from fedpca.algorithms.kplane import KPlaneServer, KPlaneSite, answer_rounds
-from fedpca.algorithms.ldp_pca import LDPCovarianceServer, LDPCovarianceSite
 from fedpca.algorithms.kplane import secure_sum_for as kplane_secure_sum
+from fedpca.algorithms.ldp_pca import LDPCovarianceServer, LDPCovarianceSite
+from fedpca.algorithms.ppca import ALGORITHM as PPCA
+from fedpca.algorithms.ppca import DEFAULT_BURN_IN, run_ppca
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, public_seed
+from fedpca.clustering.result import CentredClusteringResult, ClusteringResult
 from fedpca.errors import ConfigurationError
+from fedpca.privacy.basic_composition import BasicSplit, basic_split
 from fedpca.privacy.budget_split import ALGORITHM
 from fedpca.privacy.mechanisms import Release, upper_triangle_sensitivity
 from fedpca.privacy.moments import ColumnBounds, ColumnMoments
-from fedpca.privacy.validation import require_choice
-from fedpca.clustering.result import CentredClusteringResult, ClusteringResult
+from fedpca.privacy.validation import (
+    require_choice,
+    require_positive_int,
+    validate_site_data,
+)
 from fedpca.results import CentredPCAResult, PCAResult
 
+#: The central algorithms (one trusted curator holding the pooled rows).
+CENTRAL_METHODS = (ANALYZE_GAUSS, MOD_SULQ, PPCA)
 #: The algorithms a centred reference run can end with.
-METHODS = (DPDIS_PCA, DPS_PCA, ANALYZE_GAUSS)
+METHODS = (DPDIS_PCA, DPS_PCA, *CENTRAL_METHODS)
 
 
 def run_centred_pca(
@@ -99,6 +134,7 @@ def run_centred_pca(
     weighting: str = WEIGHTING_UNIFORM,
     variance: float | None = None,
     s_hat: int | None = None,
+    burn_in: int = DEFAULT_BURN_IN,
 ) -> CentredPCAResult:
     """Private centring (and scaling), then ``method`` on the centred rows.
 
@@ -110,8 +146,8 @@ def run_centred_pca(
         policy: every site's :class:`~fedpca.algorithms.centring.CentredPolicy` (default: its
             defaults); ``method="analyze-gauss"`` uses its budget, split, scaling and clip
             norm for the curator.
-        method: ``"dpdis-pca"``, ``"dps-pca"`` or ``"analyze-gauss"`` (central, pooled
-            rows).
+        method: ``"dpdis-pca"``, ``"dps-pca"``, or a central method on the pooled rows:
+            ``"analyze-gauss"``, ``"mod-sulq"`` or ``"ppca"``.
         variant: DPdisPCA's ``"factor"``, ``"full"`` or ``"secure-sum"``.
         columns: the contract's output column names (``Contract.output_columns``).
         seed: seed for reproducible simulation only (``None``: OS randomness).
@@ -119,9 +155,11 @@ def run_centred_pca(
         variance: keep the fewest components, at most ``k``, whose cumulative DP
             explained-variance ratio reaches this share
             (:func:`~fedpca.algorithms.explained_variance.choose_k`; post-processing of the
-            whole noisy matrix, so not with DPdisPCA's factor variant nor DPS-PCA).
+            whole noisy matrix, so not with DPdisPCA's factor variant, DPS-PCA nor PPCA).
         s_hat: DPS-PCA's rows kept by thresholding (default ``d``: no thresholding); its
             ``T`` power rounds are the policy's ``algorithm_releases - 1``.
+        burn_in: PPCA's Gibbs sweeps before the released frame (``k > 1``;
+            :func:`~fedpca.algorithms.ppca.run_ppca`).
 
     Privacy guarantee: see the module docstring; the result's ``privacy`` states the split.
     """
@@ -134,9 +172,10 @@ def run_centred_pca(
             raise ConfigurationError(
                 "DPS-PCA needs k before its first round: give k, not variance")
         result = _dps(sites, bounds, k, policy, seed, bounds.dim if s_hat is None else s_hat)
+    elif method in CENTRAL_METHODS:
+        result = _central(method, sites, bounds, k, policy, seed, variance, burn_in)
     else:
-        run = _central if method == ANALYZE_GAUSS else _dpdis
-        result = run(sites, bounds, k, policy, variant, seed, r, weighting, variance)
+        result = _dpdis(sites, bounds, k, policy, variant, seed, r, weighting, variance)
     result.columns = None if columns is None else list(columns)
     result.config["wall_seconds"] = time.perf_counter() - start
     return result
@@ -377,31 +416,96 @@ def centred_result(base: PCAResult | ClusteringResult, moments: ColumnMoments,
     return centred(**fields, mean=moments.mean, scale=moments.scale)
 
 
-def _central(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,
-             variant: str, seed: int | None, r: int | None, weighting: str,
-             variance: float | None) -> CentredPCAResult:
+def _central(method: str, sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int,
+             policy: CentredPolicy, seed: int | None, variance: float | None,
+             burn_in: int) -> CentredPCAResult:
+    """The curator's run: its split and what can be checked of its method (refused before
+    anything is charged: MOD-SuLQ's noise is public, so the ledger tests both releases), one
+    moments release on the pooled rows, then ``method`` on the centred clipped rows."""
+    k = check_components(k, bounds.dim)
+    if method == PPCA and variance is not None:
+        raise ConfigurationError(
+            "PPCA releases only the subspace (no noisy matrix to choose k from): give k, not "
+            "variance")
     curator_policy = dataclasses.replace(policy, secure_min_sites=None, discrete=False)
+    composed = (None if method == ANALYZE_GAUSS
+                else basic_split(curator_policy.split(), pure_algorithm=method == PPCA))
     curator = CentringSite(np.vstack(sites), bounds, curator_policy, site=CURATOR, seed=seed)
+    clip_norm = curator.algorithm_clip_norm
+    if method == PPCA:
+        require_positive_int(burn_in, "burn_in", minimum=0)
+    elif method == MOD_SULQ:  # its noise is public: the ledger tests both releases first
+        curator.ledger.require_run([
+            curator_policy.plan()[0],
+            mod_sulq_noise(bounds.dim, curator.n, composed.algorithm_epsilon,
+                           composed.algorithm_delta, clip_norm)])
     moments = moments_server(curator_policy, bounds, 1).receive(
         [curator.answer(curator.release_moments())])
     data = curator.centre(moments.mean, moments.scale)
-    release = calibrated_analyze_gauss(data, curator_policy.split().part(ALGORITHM),
-                                       curator.algorithm_clip_norm, seed)
-    curator.ledger.charge(Release(ANALYZE_GAUSS, release.privacy["sensitivity"],
-                                  release.privacy["sigma"], (bounds.dim, bounds.dim)))
+    if method == PPCA:
+        ppca = run_ppca(data, k, composed.algorithm_epsilon, clip_norm, burn_in, seed)
+        basis, values, ratio, algorithm = ppca.basis, None, None, ppca.privacy
+    else:
+        release = (calibrated_analyze_gauss(data, curator_policy.split().part(ALGORITHM),
+                                            clip_norm, seed) if composed is None
+                   else mod_sulq_release(data, composed.algorithm_epsilon,
+                                         composed.algorithm_delta, clip_norm, seed))
+        curator.ledger.charge(Release(method, release.privacy["sensitivity"],
+                                      release.privacy["sigma"], (bounds.dim, bounds.dim)))
+        basis, values, ratio = _noisy_components(release, k, variance)
+        algorithm = release.privacy
+    config = {"k": basis.shape[1], "variance": variance, "sites": len(sites), "seed": seed,
+              **_outcome(moments, [curator], data.clip.clipped_rows)}
+    if composed is not None:  # the ledger holds the Gaussian releases only
+        config["epsilon_ledger"] = config["epsilon_spent"]
+        config["epsilon_spent"] = composed.moments_epsilon + composed.algorithm_epsilon
+    privacy = _central_privacy(method, curator_policy, bounds, composed, algorithm)
+    return CentredPCAResult(method, basis, privacy, [], config, [[CURATOR]],
+                            mean=moments.mean, scale=moments.scale,
+                            explained_variance=values, explained_variance_ratio=ratio)
+
+
+def _noisy_components(release: CentralRelease, k: int, variance: float | None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The top-``k`` eigenvectors of a released noisy matrix (fewer when ``variance`` picks
+    fewer), their explained variance and its ratio: post-processing of the release."""
     spectrum = np.linalg.eigvalsh(release.matrix)[::-1] * release.scale
     if variance is not None:
         k = min(k, choose_k(spectrum, variance))
     _, basis = release.factored.top_eigenpairs(k)
     values, ratio = explained_variance(spectrum, k, whole=True)
-    privacy = {
-        **curator_policy.record(bounds),
-        "mechanism": "column moments, then Analyze Gauss on the centred rows",
-        "unit": "one record of the pooled data (replace-one)",
-        "trust_model": release.privacy["trust_model"],
-    }
-    config = {"k": k, "variance": variance, "sites": len(sites), "seed": seed,
-              **_outcome(moments, [curator], data.clip.clipped_rows)}
-    return CentredPCAResult(ANALYZE_GAUSS, basis, privacy, [], config, [[CURATOR]],
-                            mean=moments.mean, scale=moments.scale,
-                            explained_variance=values, explained_variance_ratio=ratio)
+    return basis, values, ratio
+
+
+#: What a central run's privacy record keeps of the policy's: the moments release's terms.
+_MOMENTS_RECORD = ("standardize", "moments_sensitivity", "clip_norm", "noise_sampler")
+
+
+def _central_privacy(method: str, policy: CentredPolicy, bounds: ColumnBounds,
+                     composed: BasicSplit | None, algorithm: dict[str, Any]
+                     ) -> dict[str, Any]:
+    """A central run's privacy record: the Gaussian split (Analyze Gauss) or the basic
+    composition of the moments and the algorithm (MOD-SuLQ, PPCA), with the algorithm's
+    own record (``algorithm``) as its run on the centred rows states it."""
+    record = policy.record(bounds)
+    if composed is not None:
+        record = {**{key: record[key] for key in _MOMENTS_RECORD}, **composed.record(),
+                  "algorithm": algorithm}
+    return {**record, "mechanism": f"column moments, then {method} on the centred rows",
+            "unit": UNIT, "trust_model": TRUST_CENTRAL}
+
+
+def run_pooled_centred_pca(X: np.ndarray, k: int, standardize: bool = False
+                           ) -> CentredPCAResult:
+    """Non-private centred (standardised) PCA of the pooled rows: the exact column means
+    (and standard deviations, ``/ n``; a constant column keeps scale 1, as scikit-learn's
+    ``StandardScaler``), then the top-``k`` eigenvectors of ``Xc^T Xc / n``.
+
+    No privacy: the mean, scale and components are deterministic functions of the raw data
+    (the upper bound every private centred run is compared with).
+    """
+    X = validate_site_data(X, site=CURATOR)
+    mean = X.mean(axis=0)
+    scale = X.std(axis=0) if standardize else np.ones(X.shape[1])
+    moments = ColumnMoments(mean, np.where(scale > 0, scale, 1.0), (), (), standardize)
+    return centred_result(run_pooled_pca(moments.transform(X), k), moments)
