@@ -33,7 +33,7 @@ import fedpca.algorithms.central as central
 import fedpca.algorithms.dpdis_pca as dpdis_pca
 import fedpca.algorithms.dps_pca as dps_pca
 import fedpca.algorithms.kplane as kplane
-from fedpca.algorithms.ldp_pca import LDPPolicy
+import fedpca.algorithms.ldp_pca as ldp_pca
 from fedpca.audit.attack import (
     AuditTarget,
     clopper_pearson,
@@ -64,7 +64,8 @@ ADD_REMOVE_SENSITIVITY = {
     "dps-pca/power": (dps_pca, "power_step_sensitivity", lambda c: c**2),
     "dps-pca/variance": (dps_pca, "rayleigh_sensitivity", lambda c: c**2),
     "dpdis-pca": (dpdis_pca, "second_moment_sensitivity", lambda c, n: c**2 / n),
-    "ldp-pca": (LDPPolicy, "sensitivity", property(lambda self: self.clip_norm**2)),
+    # the site and its policy read the module's figure
+    "ldp-pca": (ldp_pca, "upper_triangle_sensitivity", lambda c: c**2),
     "analyze-gauss": (central, "upper_triangle_sensitivity", lambda c: c**2),
     # SuLQ k-plane: the within-one-cluster figure sqrt(2) C^2 instead of the 2 C^2 of a record
     # that switches cluster (the same sqrt(2) understatement).
