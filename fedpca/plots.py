@@ -18,6 +18,7 @@ import numpy as np
 
 from fedpca.errors import ConfigurationError
 from fedpca.extras import PLOTS, missing_extra
+from fedpca.loadings import component_names
 from fedpca.report import metric_columns, record_header
 
 try:
@@ -52,11 +53,7 @@ def plot_run(record: dict[str, Any], path: str | Path) -> Path:
     first = " (0 = private initialisation)" if record.get("algorithm") == "dps-pca" else ""
     sites.set_xlabel("Flower round" + first)
     fig.suptitle(title(record), fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_scree(record: dict[str, Any], path: str | Path) -> Path:
@@ -87,12 +84,17 @@ def plot_scree(record: dict[str, Any], path: str | Path) -> Path:
         axes.set_ylabel("DP explained-variance ratio")
         axes.legend(loc="center right")
     if components.size <= LABELLED_COMPONENTS:
-        axes.set_xticks(components, [f"PC{j}" for j in components])
+        axes.set_xticks(components, component_names(components.size))
     else:
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_xlabel("component")
     axes.grid(alpha=0.3, axis="y")
     axes.set_title(title(record), fontsize=9)
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: str | Path) -> Path:
+    """Lay out ``fig``, write it to the PNG ``path`` and close it."""
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=DPI)

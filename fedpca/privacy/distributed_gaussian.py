@@ -90,6 +90,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -171,15 +172,21 @@ def ddg_pld_within(releases: list[tuple[float, float]], delta: float, epsilon: f
     the Gaussian delta curve instead of a bisection: true only when the Gaussian part's
     epsilon is at most ``epsilon - 2H`` less the bisection's tolerance, so a true answer
     implies the bisection's value is within ``epsilon`` (never the reverse error)."""
-    from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
-
-    slack = sum(h for _, h in releases)
+    curve, slack = _composed_curve(releases)
     gaussian_epsilon = epsilon - 2 * slack - PLD_TOLERANCE
     if gaussian_epsilon < 0:
         return False
-    combined = sum(z**-2 for z, _ in releases) ** -0.5
-    curve = GaussianPrivacyLoss(combined, sensitivity=1.0)
     return curve.get_delta_for_epsilon(gaussian_epsilon) <= delta * math.exp(-slack)
+
+
+def _composed_curve(releases: list[tuple[float, float]]) -> tuple[Any, float]:
+    """The exact delta curve (dp-accounting's ``GaussianPrivacyLoss``) of the one Gaussian
+    that ``releases`` (``(multiplier, slack)`` pairs) compose into, multiplier
+    ``(sum_i z_i^-2)^-1/2``, and their total slack ``H``."""
+    from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
+
+    combined = sum(z**-2 for z, _ in releases) ** -0.5
+    return GaussianPrivacyLoss(combined, sensitivity=1.0), sum(h for _, h in releases)
 
 
 def ddg_pld_epsilon(releases: list[tuple[float, float]], delta: float) -> float:
@@ -189,11 +196,7 @@ def ddg_pld_epsilon(releases: list[tuple[float, float]], delta: float) -> float:
     multiplier ``(sum_i z_i^-2)^-1/2`` (their privacy loss distributions are Gaussian), whose
     exact delta curve is dp-accounting's ``GaussianPrivacyLoss``; epsilon is found by bisection
     on that decreasing curve (to 1e-9, rounded up)."""
-    from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
-
-    slack = sum(h for _, h in releases)
-    combined = sum(z**-2 for z, _ in releases) ** -0.5
-    curve = GaussianPrivacyLoss(combined, sensitivity=1.0)
+    curve, slack = _composed_curve(releases)
     target = delta * math.exp(-slack)
     low, high = 0.0, 1.0
     while curve.get_delta_for_epsilon(high) > target:
