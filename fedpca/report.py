@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fedpca.results import PCAResult
+    from fedpca.run_record import RunResult
 
 #: Each algorithm's metric columns: (history key, column title).
 METRIC_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -18,6 +19,8 @@ METRIC_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 #: Algorithms whose rounds differ in kind (DPS-PCA's initialisation, then power rounds).
 PHASED = ("dps-pca",)
+#: The phase column's width: its longest phase ("variance").
+PHASE_WIDTH = 8
 
 
 def _fmt(value: object) -> str:
@@ -33,7 +36,7 @@ def metric_columns(algorithm: str) -> tuple[tuple[str, str], ...]:
 
 def table_header(algorithm: str, elapsed: bool = False) -> str:
     """The table's two header lines (titles and a rule), with an ``elapsed`` column if asked."""
-    titles = f"{'round':>5}" + (f"  {'phase':<6}" if algorithm in PHASED else "")
+    titles = f"{'round':>5}" + (f"  {'phase':<{PHASE_WIDTH}}" if algorithm in PHASED else "")
     titles += f" {'sites':>7}" + "".join(f"  {t:>9}" for _, t in metric_columns(algorithm))
     titles += f"  {'eps spent':>9}" + (f"  {'elapsed':>8}" if elapsed else "")
     return titles + "\n" + "-" * len(titles)
@@ -48,7 +51,7 @@ def round_line(
     given; ``-`` where a metric was not evaluated."""
     sites = f"{entry.get('sites', '-')}" + (f"/{asked}" if asked is not None else "")
     line = f"{entry.get('round', '-'):>5}"
-    line += f"  {entry.get('phase', '-'):<6}" if algorithm in PHASED else ""
+    line += f"  {entry.get('phase', '-'):<{PHASE_WIDTH}}" if algorithm in PHASED else ""
     line += f" {sites:>7}"
     line += "".join(f"  {_fmt(entry.get(key)):>9}" for key, _ in metric_columns(algorithm))
     line += f"  {_fmt(entry.get('epsilon_spent')):>9}"
@@ -120,16 +123,17 @@ def record_summary(record: dict[str, Any]) -> str:
     )
 
 
-def result_summary(result: PCAResult) -> str:
-    """A one-line summary: algorithm, final distance (if known) and the guarantee (the
-    weakest the sites stated: :func:`~fedpca.run_record.guaranteed_privacy`)."""
+def result_summary(result: RunResult) -> str:
+    """A one-line summary: algorithm, ``k`` (components; a clustering's clusters), final
+    distance (if known) and the guarantee (the weakest the sites stated:
+    :func:`~fedpca.run_record.guaranteed_privacy`)."""
     from fedpca.run_record import guaranteed_privacy
 
     p = {**guaranteed_privacy(result), "trust_model": result.privacy.get("trust_model")}
     final = result.history[-1] if result.history else {}
     distance = f"distance {final['distance']:.4f}, " if final.get("distance") is not None else ""
     return (
-        f"{result.algorithm}: k={result.n_components}, {distance}"
+        f"{result.algorithm}: k={result.k}, {distance}"
         f"(eps={p.get('epsilon')}, delta={p.get('delta')})-DP per record per site "
         f"[{p.get('accounting')}, noise multiplier {p.get('noise_multiplier') or float('nan'):.3f}, "
         f"{p.get('trust_model')}]"

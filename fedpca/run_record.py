@@ -109,6 +109,18 @@ def run_record(result: RunResult) -> dict[str, Any]:
     return record
 
 
+def load_run_result(path: str | Path) -> RunResult:
+    """The result a run record at ``path`` holds, read back as its kind: a clustering's
+    (``bases``) or a PCA's, centred when it holds the released ``mean``."""
+    from fedpca.clustering.result import CentredClusteringResult, ClusteringResult
+    from fedpca.results import CentredPCAResult
+
+    raw = json.loads(Path(path).read_text())
+    kinds = {(True, True): CentredClusteringResult, (True, False): ClusteringResult,
+             (False, True): CentredPCAResult, (False, False): PCAResult}
+    return kinds["bases" in raw, "mean" in raw].load(path)
+
+
 def save_run_record(result: RunResult, path: str | Path) -> None:
     """Write :func:`run_record` of ``result`` to ``path`` as JSON."""
     Path(path).write_text(json.dumps(run_record(result), indent=2))

@@ -20,6 +20,7 @@ from test_centring import BOUNDS, COLUMNS, ROWS
 from fedpca.algorithms.centred_run import run_centred_pca
 from fedpca.algorithms.centring import CentredPolicy, CentringSite, MomentsServer
 from fedpca.algorithms.dpdis_pca import DPdisPCASite
+from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.algorithms.specs import spec
 from fedpca.apps.common import site_client_for
 from fedpca.apps.real_site import real_site_budget
@@ -158,10 +159,30 @@ def test_cli_refuses_table_flags_that_do_not_go_together(flags, message, capsys)
     assert message in capsys.readouterr().err
 
 
-def test_cli_refuses_a_centred_dps_pca_explained_variance_it_cannot_release(capsys):
-    assert cli_main(["simulate", "dps-pca", "--tables", "a.csv", "--contract", "c.toml",
-                     "--explained-variance"]) == 2
-    assert "no explained-variance release yet" in capsys.readouterr().err
+def test_the_dps_reference_releases_the_centred_explained_variance_when_asked():
+    policy = CentredPolicy(epsilon=1000.0, standardize=True, clip_norm=6.0,
+                           algorithm_releases=10, explained_variance=True)  # T = 8, + 1
+    result = run_centred_pca(np.array_split(ROWS, 2), BOUNDS, 3, policy, method="dps-pca",
+                             seed=4, columns=COLUMNS)
+    assert [h["phase"] for h in result.history] == ["init"] + ["power"] * 8 + ["variance"]
+    standardised = (ROWS - ROWS.mean(axis=0)) / ROWS.std(axis=0)
+    exact = np.linalg.eigvalsh(standardised.T @ standardised / len(ROWS))[::-1]
+    np.testing.assert_allclose(result.explained_variance, exact[:3], rtol=0.05)
+    np.testing.assert_allclose(result.explained_variance_ratio, exact[:3] / exact.sum(),
+                               rtol=0.05)
+    with pytest.raises(ConfigurationError, match="per-site Gaussian noise only"):
+        CentredPolicy(secure_min_sites=2, discrete=True, explained_variance=True)
+
+
+def test_a_site_that_did_not_agree_refuses_the_centred_variance_release_before_any_charge():
+    ledger = PrivacyLedger(2.0, 1e-5, max_releases=4, site="s")
+    site = CentringSite(ROWS, BOUNDS, CentredPolicy(epsilon=2.0, algorithm_releases=3),
+                        site="s", seed=5, ledger=ledger)
+    algorithm = site.algorithm_site(DPSPCASite, *honest_centring())
+    basis = np.linalg.qr(np.random.default_rng(0).normal(size=(D, 2)))[0]
+    with pytest.raises(InvalidRequestError, match="does not release the explained variance"):
+        algorithm.release_rayleigh(basis)
+    assert ledger.epsilon_spent() == 0
 
 
 @pytest.fixture(scope="module")
@@ -222,16 +243,21 @@ def test_a_centred_dps_run_through_flower_equals_the_reference(tmp_path):
     for i in range(3):
         tables.append(tmp_path / f"site-{i}.csv")
         tables[-1].write_text(liver_table(50 + 10 * i, seed=i))
-    options = {"k": 2, "s_hat": 4, "sparsity": 3, "rounds": 2, "epsilon": 3.0, "seed": 6}
+    options = {"k": 2, "s_hat": 4, "sparsity": 3, "rounds": 2, "epsilon": 3.0, "seed": 6,
+               "explained_variance": True}
     run = TableRun.build(DPSPCAScenario, tables, tmp_path / "liver.toml", options,
                          standardize=True)
     result = simulate_dps_tables(run)
     assert set(run_record(result)) == record_keys("dps-pca", centred=True)
-    assert [h["phase"] for h in result.history] == ["moments", "init", "power", "power"]
+    assert [h["phase"] for h in result.history] == ["moments", "init", "power", "power",
+                                                    "variance"]
     reference = run_centred_pca([run.site_rows(i) for i in range(3)], BOUNDS, 2, run.policy(),
                                 method="dps-pca", seed=6, s_hat=4)
     for key in ("basis", "mean", "scale"):
         np.testing.assert_array_equal(getattr(result, key), getattr(reference, key))
+    for key in ("explained_variance", "explained_variance_ratio"):
+        np.testing.assert_allclose(getattr(result, key), getattr(reference, key), rtol=0,
+                                   atol=1e-12)
     assert result.config["site_guarantees"]["0"]["epsilon"] == 3.0
 
 
@@ -269,6 +295,18 @@ def test_a_real_site_answers_a_centred_run_from_its_table_on_its_lifetime_ledger
                           loaded.delta).rows()) == 2
 
 
+def test_a_real_sites_centred_dps_run_releases_the_variance_only_if_its_own_policy_agrees(
+        tmp_path, policy_text):
+    plain = load_site_policy(site_folder(tmp_path, policy_text))
+    assert not plain.centred_policy("dps-pca", standardize=True).explained_variance
+    (tmp_path / "agreed").mkdir()
+    agreed = load_site_policy(site_folder(tmp_path / "agreed", policy_text.replace(
+        "# explained-variance = true", "explained-variance = true")))
+    centred = agreed.centred_policy("dps-pca", standardize=True)
+    assert centred.explained_variance and centred.algorithm_releases == 10 + 2
+    assert centred.algorithm_policy(BOUNDS).explained_variance
+
+
 @pytest.mark.parametrize("centring, error, match", [
     ("scale-it", InvalidRequestError, "centring='scale-it' must be one of"),
     ("centre", PolicyError, "a centred run needs the consortium's data contract"),
@@ -289,8 +327,16 @@ def test_a_real_site_refuses_a_centring_it_cannot_do_before_any_charge(
     assert SiteLedger(loaded.ledger, loaded.population, loaded.epsilon, loaded.delta).rows() == []
 
 
+#: Each site's policy as ``fedpca site init`` writes it, edited by the site for three runs a
+#: day (ceilings within its lifetime epsilon 4) and to allow SuLQ k-plane (one round).
+SITE_EDITS = (("daily-epsilon = 1.0", "daily-epsilon = 3.5"),
+              ("weekly-epsilon = 2.0", "weekly-epsilon = 3.5"))
+KPLANE_TABLE = "\n[algorithms.sulq-kplane]\nrounds = 1\n"
+
+
 @pytest.mark.federation
-def test_deploy_local_runs_a_centred_run_from_each_sites_table(flchain, tmp_path, monkeypatch):
+def test_deploy_local_runs_centred_runs_of_three_algorithms_from_each_sites_table(
+        flchain, tmp_path, monkeypatch):
     contract_path, tables = flchain
     contract = load_contract(contract_path)
     policies = []
@@ -305,23 +351,43 @@ def test_deploy_local_runs_a_centred_run_from_each_sites_table(flchain, tmp_path
                                  "--name", f"site{i}", "--data", "table.csv",
                                  "--contract", "contract.toml"])
         assert code == 0, printed
+        text = (folder / "site.toml").read_text()
+        for old, new in SITE_EDITS:
+            assert old in text
+            text = text.replace(old, new)
+        (folder / "site.toml").write_text(text + KPLANE_TABLE)
         policies.append(folder / "site.toml")
-    output = tmp_path / "run.json"
-    run_config = (f'algorithm="dpdis-pca" centring="standardize" contract="{contract.hash}" '
-                  f'contract-file="{contract_path}" k=2 variant="full" output="{output}"')
+    shared = f'contract="{contract.hash}" contract-file="{contract_path}"'
+    runs = {"dpdis-pca": 'centring="standardize" k=2 variant="full"',
+            "ldp-pca": 'centring="standardize" k=2',
+            "sulq-kplane": 'centring="centre" clusters=2 subspace-dim=1 rounds=1'}
+    outputs = {name: tmp_path / f"{name}.json" for name in runs}
+    configs = [f'algorithm="{name}" {shared} {options} output="{outputs[name]}"'
+               for name, options in runs.items()]
     code, printed = run_cli(["deploy", "local", "--workdir", str(tmp_path / "run"),
                              "--data", *(str(p.parent / "table.csv") for p in policies),
-                             "--policy", *map(str, policies), "--run-config", run_config])
+                             "--policy", *map(str, policies),
+                             *(arg for config in configs for arg in ("--run-config", config))])
     assert code == 0, printed
-    record = json.loads(output.read_text())
-    assert set(record) == record_keys("dpdis-pca", centred=True)
-    assert record["columns"] == list(contract.output_columns)
-    assert (record["rounds"], record["flower_rounds"]) == (1, 2)
+    assert "run 3 of 3 finished" in printed
     policy = load_site_policy(policies[0])
-    assert record["epsilon"] == policy.run_epsilon and record["delta"] == policy.delta
-    for path in policies:  # the moments release and DPdisPCA's, on each lifetime ledger
+    records = {name: json.loads(path.read_text()) for name, path in outputs.items()}
+    for name, record in records.items():
+        assert set(record) == record_keys(name, centred=True), name
+        assert record["columns"] == list(contract.output_columns)
+        assert record["epsilon"] == policy.run_epsilon and record["delta"] == policy.delta
+    assert (records["dpdis-pca"]["rounds"], records["dpdis-pca"]["flower_rounds"]) == (1, 2)
+    assert "local" in records["ldp-pca"]["privacy"]["trust_model"]
+    assert len(records["sulq-kplane"]["bases"]) == 2
+    assert records["sulq-kplane"]["scale"] == [1.0] * contract.bounds.dim  # centred only
+    for path in policies:  # each run's moments release and its own, on each lifetime ledger
         loaded = load_site_policy(path)
         rows = SiteLedger(loaded.ledger, loaded.population, loaded.epsilon,
                           loaded.delta).rows()
-        assert [row["mechanism"].split("+")[0] for row in rows] == [
-            "centring/column-moments", "dpdis-pca/second-moment"]
+        assert [(row["algorithm"], row["mechanism"].split("+")[0]) for row in rows] == [
+            ("dpdis-pca+standardize", "centring/column-moments"),
+            ("dpdis-pca+standardize", "dpdis-pca/second-moment"),
+            ("ldp-pca+standardize", "centring/column-moments"),
+            ("ldp-pca+standardize", "ldp-pca/covariance-views"),
+            ("sulq-kplane+centre", "centring/column-moments"),
+            ("sulq-kplane+centre", "sulq-kplane/cluster-moments")]

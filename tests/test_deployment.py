@@ -186,6 +186,34 @@ def test_deploy_local_exits_non_zero_when_the_run_fails(tmp_path, monkeypatch, c
     assert "the run failed: budget round" in capsys.readouterr().err
 
 
+def test_deploy_local_runs_each_run_config_in_turn_on_one_federation(tmp_path, monkeypatch,
+                                                                     capsys):
+    started, runs = [], []
+
+    class RecordingRun(LocalDeployment):
+        def start(self) -> None:
+            started.append(True)
+            self.port = 1
+
+        def run(self, run_config, timeout=0, **options):
+            runs.append(dict(run_config))
+            return run_config["algorithm"]
+
+    monkeypatch.setattr(command, "LocalDeployment", RecordingRun)
+    monkeypatch.setattr(command, "result_summary", lambda result: f"{result} done")
+    np.save(tmp_path / "0.npy", np.zeros((2, 3)))
+    argv = ["deploy", "local", "--workdir", str(tmp_path), "--data", str(tmp_path / "0.npy"),
+            "--run-config", 'algorithm="dps-pca" k=2', "--run-config",
+            f'algorithm="ldp-pca" output="{tmp_path / "ldp.json"}"']
+    assert cli_main(argv) == 0
+    assert started == [True]  # one federation for both runs
+    assert runs == [{"algorithm": "dps-pca", "k": 2, "output": str(tmp_path / "result-1.json")},
+                    {"algorithm": "ldp-pca", "output": str(tmp_path / "ldp.json")}]
+    printed = capsys.readouterr().out
+    assert "run 1 of 2 finished" in printed and "run 2 of 2 finished" in printed
+    assert "ldp-pca done; result: " + str(tmp_path / "ldp.json") in printed
+
+
 def _refused(node) -> str:
     """Wait for a SuperNode that must give up; return its log."""
     code = node.process.wait(timeout=REFUSAL_TIMEOUT)

@@ -106,7 +106,7 @@ def test_every_site_answered_every_round_and_spent_its_budget(flower_result):
 
 def test_cli_prints_the_round_table_and_summary(cli_run, flower_result):
     printed = cli_run[0]
-    assert "round  phase    sites   distance  eps spent   elapsed" in printed
+    assert "round  phase      sites   distance  eps spent   elapsed" in printed
     assert "trust model: per-site noise" in printed
     assert f"dps-pca: k=3, distance {flower_result.history[-1]['distance']:.4f}" in printed
     assert "wall time " in printed

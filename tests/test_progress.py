@@ -89,7 +89,7 @@ def test_the_ticker_redraws_the_bar_while_nothing_happens(monkeypatch):
 def test_the_app_log_has_one_line_per_round(caplog):
     with caplog.at_level(logging.INFO, logger="fedpca.progress"):
         log_round(event(2, total=11))
-    assert caplog.messages == ["round 2/11: 1  power      4/5     0.5000     0.5000"]
+    assert caplog.messages == ["round 2/11: 1  power        4/5     0.5000     0.5000"]
 
 
 def test_lines_show_each_algorithm_s_metrics_and_a_dash_when_unknown():

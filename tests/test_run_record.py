@@ -51,6 +51,29 @@ def test_a_reference_result_gives_the_same_record_keys_and_loads_back(tmp_path):
     assert loaded.history == result.history
 
 
+def test_a_record_loads_back_as_its_kind_pca_or_clustering_centred_or_not(tmp_path):
+    from test_centring import BOUNDS, ROWS
+
+    from fedpca.algorithms.centred_run import run_centred_kplane, run_centred_pca
+    from fedpca.clustering.nonprivate import run_kplane
+    from fedpca.run_record import load_run_result
+
+    sites = np.array_split(ROWS, 2)
+    results = [
+        run_dps_pca([np.clip(s / 40, -1, 1) for s in sites], 2, 4, DPSPCAScenario(
+            sites=2, dim=BOUNDS.dim, samples=len(ROWS), k=2, sparsity=3, s_hat=4,
+            rounds=1).policy(), seed=1),
+        run_centred_pca(sites, BOUNDS, 2, seed=1),
+        run_kplane(np.clip(ROWS / 40, -1, 1), 2, 1, restarts=1, seed=1),
+        run_centred_kplane(sites, BOUNDS, 2, 1, seed=1),
+    ]
+    for result in results:
+        save_run_record(result, tmp_path / "run.json")
+        loaded = load_run_result(tmp_path / "run.json")
+        assert type(loaded) is type(result)
+        assert loaded.k == result.k and loaded.to_dict().keys() == result.to_dict().keys()
+
+
 def test_the_app_evaluates_only_sites_that_are_the_configured_partitions():
     scenario = DPdisPCAScenario(sites=3, dim=12, samples=300, k=2, seed=4, data_seed=4)
     config = scenario.to_run_config()

@@ -11,7 +11,10 @@ the centred (standardised) rows, clipped to the public norm ``C``.
 * ``method="dps-pca"``: the same moments round, then DPS-PCA's initialisation and ``T``
   power steps (:mod:`fedpca.algorithms.dps_pca`) on the centred rows, per-site noise or
   inside secure sums (a policy with ``discrete``); ``T + 1`` algorithm releases
-  (``CentredPolicy.algorithm_releases``); no explained variance (no noisy matrix).
+  (``CentredPolicy.algorithm_releases``). No noisy matrix, so no free explained variance:
+  with the policy's ``explained_variance`` (per-site noise only) one more release, every
+  site's noisy Rayleigh quotients of the final basis and trace of its centred rows
+  (``T + 2`` algorithm releases within the same split).
 * :func:`run_centred_kplane`: the same moments round, then SuLQ k-plane's ``T`` rounds
   (:mod:`fedpca.algorithms.kplane`) on the centred rows, per-site noise or inside secure
   sums; its result is a :class:`~fedpca.clustering.result.CentredClusteringResult` (one
@@ -95,6 +98,7 @@ from fedpca.algorithms.dpdis_pca import (
 )
 from fedpca.algorithms.dps_pca import ALGORITHM as DPS_PCA
 from fedpca.algorithms.dps_pca import DPSPCAServer, DPSPCASite, secure_sums
+from fedpca.algorithms.dps_pca import answer_rounds as answer_dps_rounds
 from fedpca.algorithms.explained_variance import choose_k, explained_variance
 from fedpca.algorithms.kplane import KPlaneServer, KPlaneSite, answer_rounds
 from fedpca.algorithms.kplane import secure_sum_for as kplane_secure_sum
@@ -336,24 +340,21 @@ def _moments_round(sites: Sequence[np.ndarray], bounds: ColumnBounds, policy: Ce
 
 def _dps(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,
          seed: int | None, s_hat: int) -> CentredPCAResult:
-    rounds = policy.algorithm_releases - 1
+    rounds = policy.algorithm_releases - 1 - int(policy.explained_variance)
     if rounds < 1:
         raise ConfigurationError(
-            "DPS-PCA makes T + 1 releases (its initialisation and T power steps): give the "
-            "policy algorithm_releases = T + 1 >= 2")
+            "DPS-PCA makes T + 1 releases (its initialisation and T power steps; T + 2 with "
+            "the explained variance): give the policy algorithm_releases = T + 1 >= 2 (T + 2 "
+            "with explained_variance)")
     centring, rotation_seed, moments = _moments_round(sites, bounds, policy, seed,
                                                       policy.discrete)
     algorithm = [s.algorithm_site(DPSPCASite, moments.mean, moments.scale) for s in centring]
     secure = (secure_sums(policy.algorithm_policy(bounds), bounds.dim, k,
                           max(s.n for s in centring), len(centring), rotation_seed)
               if policy.discrete else None)
-    init, power = (None, None) if secure is None else (secure[0][0], secure[1][0])
-    server = DPSPCAServer(bounds.dim, k, s_hat, rounds, seed=seed, secure=secure)
-    server.receive_diagonal([s.answer(s.release_diagonal(secure=init)) for s in algorithm])
-    for t in range(1, rounds + 1):
-        basis = server.basis
-        server.receive_power(t, [s.answer(s.release_power(basis, secure=power))
-                                 for s in algorithm])
+    server = DPSPCAServer(bounds.dim, k, s_hat, rounds, seed=seed, secure=secure,
+                          explained_variance=policy.explained_variance)
+    answer_dps_rounds(server, algorithm, secure)
     config = {"k": k, "s_hat": s_hat, "rounds": rounds, "sites": len(sites), "seed": seed,
               **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm))}
     result = server.result(centred_privacy(policy, bounds, DPS_MECHANISM), config)

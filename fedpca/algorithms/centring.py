@@ -158,7 +158,10 @@ class SharePolicy:
     """One part of a centred run's budget as a site policy
     (:class:`~fedpca.algorithms.site.SitePrivacyPolicy`): the site that makes those
     releases calibrates them with :attr:`part` and clips its rows to :attr:`clip_norm`;
-    :attr:`run` is the whole run's plan (what is left of it must fit the ledger)."""
+    :attr:`run` is the whole run's plan (what is left of it must fit the ledger);
+    :attr:`explained_variance`: the algorithm's part includes DPS-PCA's Rayleigh-quotient
+    release (:meth:`~fedpca.algorithms.dps_pca.DPSPCASite.release_rayleigh` refuses it
+    otherwise)."""
 
     part: Calibration
     releases: int
@@ -167,6 +170,7 @@ class SharePolicy:
     noise_sampler: str
     discrete: bool
     run: tuple[Release, ...]
+    explained_variance: bool = False
 
     def calibration(self) -> Calibration:
         """The part's calibration: its noise multiplier and releases."""
@@ -200,6 +204,10 @@ class CentredPolicy:
         algorithm_releases: ``T``, the releases the algorithm makes after the moments.
         local: every record releases its own moments view (local DP, LDP-PCA's unit; module
             docstring); no secure sums.
+        explained_variance: the last of the ``T`` algorithm releases may be DPS-PCA's
+            Rayleigh quotients of its final basis (the explained variance of the centred
+            rows, :mod:`fedpca.algorithms.dps_pca`); without it the site refuses that
+            release. Not with ``discrete`` or ``local``.
     """
 
     epsilon: float = 1.0
@@ -213,6 +221,7 @@ class CentredPolicy:
     discrete: bool = False
     algorithm_releases: int = 1
     local: bool = False
+    explained_variance: bool = False
 
     def __post_init__(self) -> None:
         require_choice(self.noise_sampler, "noise_sampler", NOISE_SAMPLERS)
@@ -229,6 +238,10 @@ class CentredPolicy:
             raise ConfigurationError(
                 "local moments are every record's own views: they go into no secure sum; "
                 "drop secure_min_sites (or local)")
+        if self.explained_variance and (self.discrete or self.local):
+            raise ConfigurationError(
+                "explained_variance (DPS-PCA's Rayleigh-quotient release) is built for per-site "
+                "Gaussian noise only: drop it, or discrete/local")
         self.split()
 
     @property
@@ -251,7 +264,8 @@ class CentredPolicy:
 
     def _share(self, name: str, releases: int, clip_norm: float) -> SharePolicy:
         return SharePolicy(self.split().part(name), releases, clip_norm, self.secure_min_sites,
-                           self.noise_sampler, self.discrete, tuple(self.plan()))
+                           self.noise_sampler, self.discrete, tuple(self.plan()),
+                           self.explained_variance and name == ALGORITHM)
 
     def moments_policy(self, bounds: ColumnBounds) -> SharePolicy:
         """The moments release's policy: its multiplier; rows within ``bounds`` need no

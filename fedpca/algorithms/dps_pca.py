@@ -395,6 +395,25 @@ def privacy_record(policy: SitePolicy, secure: DPSSecureSums | None = None) -> d
     }
 
 
+def answer_rounds(server: DPSPCAServer, sites: Sequence[DPSPCASite],
+                  secure: DPSSecureSums | None = None) -> None:
+    """Every round of ``server``'s run answered in process by ``sites`` (the reference
+    runs'): the initialisation (unless the server has an initial basis), the power steps
+    and, if the server asks, the Rayleigh quotients; inside ``secure``'s sums if given."""
+    init, power = (None, None) if secure is None else (secure[0][0], secure[1][0])
+    for server_round in range(1, server.total_rounds + 1):
+        phase, t = server.phase(server_round)
+        if phase == PHASE_INIT:
+            server.receive_diagonal([s.answer(s.release_diagonal(secure=init)) for s in sites])
+        elif phase == PHASE_VARIANCE:
+            basis = server.basis
+            server.receive_rayleigh(t, [s.answer(s.release_rayleigh(basis)) for s in sites])
+        else:
+            basis = server.basis
+            server.receive_power(t, [s.answer(s.release_power(basis, secure=power))
+                                     for s in sites])
+
+
 def run_dps_pca(
     sites: Sequence[np.ndarray],
     k: int,
@@ -418,26 +437,12 @@ def run_dps_pca(
         rotation_seed = seed if seed is not None else public_seed()
         secure = secure_sums(policy, site_objs[0].dim, k, max(s.n for s in site_objs),
                              len(site_objs), rotation_seed)
-    init, power = (None, None) if secure is None else (secure[0][0], secure[1][0])
     server = DPSPCAServer(
         site_objs[0].dim, k, s_hat, policy.rounds, seed=seed,
         initial_basis=initial_basis, evaluate=evaluate, secure=secure,
         explained_variance=policy.explained_variance,
     )
-    for server_round in range(1, server.total_rounds + 1):
-        phase, t = server.phase(server_round)
-        if phase == PHASE_INIT:
-            server.receive_diagonal(
-                [s.answer(s.release_diagonal(secure=init)) for s in site_objs]
-            )
-        elif phase == PHASE_VARIANCE:
-            Q = server.basis
-            server.receive_rayleigh(t, [s.answer(s.release_rayleigh(Q)) for s in site_objs])
-        else:
-            Q = server.basis
-            server.receive_power(
-                t, [s.answer(s.release_power(Q, secure=power)) for s in site_objs]
-            )
+    answer_rounds(server, site_objs, secure)
     config = {
         "k": k, "s_hat": s_hat, "sites": len(sites), "samples": sum(s.n for s in site_objs),
         "dim": site_objs[0].dim, "seed": seed, **asdict(policy),

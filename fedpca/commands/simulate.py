@@ -167,18 +167,16 @@ def plain_scenario(scenario_cls: type, values: dict[str, Any], args: argparse.Na
 def table_run(scenario_cls: type, values: dict[str, Any], args: argparse.Namespace) -> Any:
     """The centred run over ``--tables`` under ``--contract``
     (:class:`~fedpca.scenarios.tables.TableRun`): ``--secure-aggregation`` alone means every
-    table's site; the data seed is ``--seed``."""
+    table's site; the data seed is ``--seed``; DPS-PCA's ``--s-hat`` defaults to at most
+    the contract's width."""
     from fedpca.scenarios.base import ALL_SITES
-    from fedpca.scenarios.tables import TableRun
+    from fedpca.scenarios.tables import TableRun, capped_to_width
 
     if not args.contract:
         raise ConfigurationError("--tables needs --contract: the data contract every site holds")
-    if values.get("explained_variance"):
-        raise ConfigurationError(
-            "--explained-variance: a centred DPS-PCA run over --tables has no explained-variance "
-            "release yet; drop the flag, or use dpdis-pca (its explained variance costs nothing)")
-    options = {k: v for k, v in scenario_cls.with_data_seed(values).items()
-               if k not in ("clip_norm", "sites", "dim", "samples")}
+    options = capped_to_width(
+        {k: v for k, v in scenario_cls.with_data_seed(values).items()
+         if k not in ("clip_norm", "sites", "dim", "samples")}, args.contract, args.given)
     if options.get("secure_min_sites") == ALL_SITES:
         options["secure_min_sites"] = len(args.tables)
     return TableRun.build(scenario_cls, args.tables, args.contract, options,

@@ -30,7 +30,7 @@ from fedpca.deployment.certs import (
     write_site_key,
 )
 from fedpca.deployment.fab_check import write_config_only_app
-from fedpca.deployment.local import DEFAULT_RUN_TIMEOUT, LocalDeployment, Site
+from fedpca.deployment.local import DEFAULT_RUN_TIMEOUT, ConfigValue, LocalDeployment, Site
 from fedpca.errors import ConfigurationError
 from fedpca.report import result_summary
 
@@ -92,8 +92,10 @@ def register_deploy_command(commands: argparse._SubParsersAction) -> None:
     local.add_argument("--app-dir", type=Path, default=None,
                        help="the Flower App to send (default: a configuration-only App, the "
                             "only kind the sites accept)")
-    local.add_argument("--run-config", default="",
-                       help="run_config overrides, as for flwr run: 'k=2 rounds=5'")
+    local.add_argument("--run-config", action="append", default=None,
+                       help="run_config overrides, as for flwr run: 'k=2 rounds=5'; repeat it "
+                            "for several runs, one after the other on the same SuperLink and "
+                            "sites")
     local.add_argument("--timeout", type=float, default=DEFAULT_RUN_TIMEOUT,
                        help="seconds the run may take")
     local.set_defaults(func=_local)
@@ -155,9 +157,19 @@ def _app(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_configs(texts: list[str] | None, workdir: Path) -> list[dict[str, ConfigValue]]:
+    """One run_config per ``--run-config`` (one empty run without any), each with its
+    ``output``: the one given, else ``WORKDIR/result.json`` (``result-N.json`` for run ``N``
+    of several)."""
+    configs = [parse_config_args([text]) if text else {} for text in texts or [""]]
+    for number, config in enumerate(configs, start=1):
+        name = "result.json" if len(configs) == 1 else f"result-{number}.json"
+        config.setdefault("output", str(workdir / name))
+    return configs
+
+
 def _local(args: argparse.Namespace) -> int:
-    run_config = parse_config_args([args.run_config]) if args.run_config else {}
-    output = Path(str(run_config.setdefault("output", str(args.workdir / "result.json"))))
+    configs = run_configs(args.run_config, args.workdir)
     policies = args.policy or [None] * len(args.data)
     if len(policies) != len(args.data):
         raise ConfigurationError(
@@ -170,10 +182,14 @@ def _local(args: argparse.Namespace) -> int:
         up = time.perf_counter()
         print(f"SuperLink {deployment.address} and {len(sites)} SuperNodes up in "
               f"{up - start:.1f} s; logs in {deployment.logs}", flush=True)
-        result = deployment.run(run_config, timeout=args.timeout)
-        print(f"run finished in {time.perf_counter() - up:.1f} s: {result_summary(result)}")
+        for number, run_config in enumerate(configs, start=1):
+            began = time.perf_counter()
+            result = deployment.run(run_config, timeout=args.timeout)
+            print(f"run {number} of {len(configs)} finished in "
+                  f"{time.perf_counter() - began:.1f} s: {result_summary(result)}; result: "
+                  f"{run_config['output']}", flush=True)
         for name, site in deployment.running.items():
             print(f"site {name}: policy {site.policy}; its ledger: fedpca site ledger "
                   f"--policy {site.policy}")
-    print(f"result: {output}; every process stopped")
+    print("every process stopped")
     return 0

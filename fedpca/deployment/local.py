@@ -65,8 +65,7 @@ from fedpca.deployment.processes import (
 )
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.privacy.site_policy import write_policy_template
-from fedpca.results import PCAResult
-from fedpca.run_record import FAILED
+from fedpca.run_record import FAILED, RunResult, load_run_result
 
 logger = logging.getLogger(__name__)
 
@@ -389,10 +388,10 @@ class LocalDeployment:
         self, run_config: Mapping[str, ConfigValue], timeout: float = DEFAULT_RUN_TIMEOUT,
         app_dir: str | Path | None = None, during: RunWatcher | None = None,
         result: bool = True,
-    ) -> PCAResult | None:
+    ) -> RunResult | None:
         """``flwr run`` the App (``app_dir``, default: the deployment's) with ``run_config``
-        (plus ``output``, unless given) and return the ServerApp's result. ``during``, if
-        given, is called with the ``flwr run`` process (its log streams the ServerApp's)
+        (plus ``output``, unless given) and return the ServerApp's result (of its kind,
+        :func:`~fedpca.run_record.load_run_result`). ``during``, if given, is called with the ``flwr run`` process (its log streams the ServerApp's)
         about every 0.2 s until it exits, e.g. to time the rounds or :meth:`kill_site` a
         site. ``result=False``: the ServerApp writes no fedpca result (e.g. a coordinator's
         own ServerApp); return ``None`` as soon as ``flwr run`` has exited (it exits with 0
@@ -435,7 +434,7 @@ class LocalDeployment:
         record = json.loads(output.read_text())
         if record.get("status") == FAILED:
             raise DeploymentError(f"the run failed: {record['error']} (its record: {output})")
-        return PCAResult.load(output)
+        return load_run_result(output)
 
     def close(self) -> None:
         """Stop every process started here and their descendants; reap them."""

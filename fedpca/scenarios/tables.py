@@ -41,6 +41,21 @@ def table_rows(contract: str, table: str, site: str) -> np.ndarray:
     return table_contract(contract).preprocess(read_table(table, site), site).matrix
 
 
+#: Sizes of the synthetic sparse model (DPS-PCA's ``s_hat`` and ``sparsity``) that a table
+#: run caps at the contract's width unless given: on a table narrower than their defaults,
+#: DPS-PCA keeps every row.
+WIDTH_CAPPED = ("s_hat", "sparsity")
+
+
+def capped_to_width(options: dict[str, Any], contract: str | Path,
+                    given: set[str]) -> dict[str, Any]:
+    """``options`` with every :data:`WIDTH_CAPPED` size not in ``given`` at most the width
+    of the contract at ``contract``."""
+    dim = table_contract(str(Path(contract).expanduser().resolve())).bounds.dim
+    return {key: min(value, dim) if key in WIDTH_CAPPED and key not in given else value
+            for key, value in options.items()}
+
+
 @dataclass(frozen=True)
 class TableRun:
     """A centred run of ``scenario``'s algorithm over ``tables`` (site ``i`` reads
@@ -141,11 +156,13 @@ class TableRun:
 def requested_policy(scenario: Scenario, standardize: bool, moments_share: float | None = None,
                      clip_norm: float | None = None) -> CentredPolicy:
     """The centred policy a run of ``scenario`` asks for: its privacy settings and its
-    algorithm's releases (:meth:`~fedpca.algorithms.specs.AlgorithmSpec.releases_per_run`);
+    algorithm's releases (:meth:`~fedpca.algorithms.specs.AlgorithmSpec.releases_per_run`,
+    and DPS-PCA's explained variance if the scenario asks for it);
     secure sums are of discrete Gaussian residues; a local-DP algorithm's (LDP-PCA's) moments
     are every record's own views. A real site replaces it with its own
     (:meth:`~fedpca.privacy.site_policy.SitePolicyFile.centred_policy`)."""
     secure_min_sites = getattr(scenario, "secure_min_sites", None)
+    explains = bool(getattr(scenario, "explained_variance", False))
     return CentredPolicy(
         epsilon=scenario.epsilon, delta=scenario.delta, moments_share=moments_share,
         standardize=standardize, clip_norm=clip_norm, accounting=scenario.accounting,
@@ -153,5 +170,6 @@ def requested_policy(scenario: Scenario, standardize: bool, moments_share: float
         discrete=bool(getattr(scenario, "discrete", secure_min_sites is not None)),
         local=spec(scenario.ALGORITHM).local_dp,
         algorithm_releases=spec(scenario.ALGORITHM).releases_per_run(
-            getattr(scenario, "rounds", 1)))
+            getattr(scenario, "rounds", 1)) + int(explains),
+        explained_variance=explains)
 

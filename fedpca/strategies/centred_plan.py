@@ -70,13 +70,16 @@ def centred_dpdis(plan: CentredPlan) -> CentredDPdisPCA:
 
 
 def centred_dps(plan: CentredPlan) -> CentredDPSPCA:
-    """Centred DPS-PCA under ``plan``."""
+    """Centred DPS-PCA under ``plan`` (with its Rayleigh-quotient round when the policy asks
+    for the explained variance)."""
     scenario = plan.scenario
     secure = (secure_sums(plan.policy.algorithm_policy(plan.bounds), plan.bounds.dim,
                           scenario.k, plan.max_records, scenario.sites, plan.rotation_seed)
               if plan.policy.discrete else None)
     return CentredDPSPCA(k=scenario.k, s_hat=scenario.s_hat, rounds=scenario.rounds,
-                         seed=scenario.seed, secure=secure, **plan.options(CentredDPSPCA.mechanism))
+                         seed=scenario.seed, secure=secure,
+                         explained_variance=plan.policy.explained_variance,
+                         **plan.options(CentredDPSPCA.mechanism))
 
 
 def centred_kplane(plan: CentredPlan) -> CentredKPlane:

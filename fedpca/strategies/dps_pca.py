@@ -129,7 +129,8 @@ class CentredDPSPCA(CentredRounds, DPSPCA):
     """DPS-PCA on the sites' centred (standardised) rows, on Flower's Message API: the
     moments round, then DPS-PCA's initialisation and power rounds (parameters:
     :class:`CentredRounds`'s and :class:`DPSPCARounds`'s; ``secure``: the algorithm's secure
-    sums, the moments' is the ``centring`` server's). No explained variance: DPS-PCA's server
-    holds no noisy matrix."""
+    sums, the moments' is the ``centring`` server's). ``explained_variance``: one more round,
+    every site's noisy Rayleigh quotients and trace of its centred rows (DPS-PCA's server
+    holds no noisy matrix to read them from)."""
 
     mechanism = DPS_MECHANISM
