@@ -243,6 +243,21 @@ def test_a_run_that_cannot_finish_is_refused_before_its_first_release(tmp_path, 
     ledger.for_run(run("b")).charge(release)  # its first release alone would have passed
 
 
+def test_the_runs_now_count_the_daily_ceiling_the_lifetime_count_ignores(tmp_path):
+    clock = Clock(MONDAY + HOUR)
+    ledger = windowed(tmp_path / "l.sqlite", clock, daily=2.0, epsilon=8.0)
+    planned = [GAUSSIAN, GAUSSIAN]
+    lifetime, now = ledger.runs_remaining(planned), ledger.runs_now(planned)
+    assert lifetime > now >= 1  # the daily ceiling allows fewer runs today
+    for number in range(now):  # the runs it counts are the runs the ledger accepts today
+        charged = ledger.for_run(run(f"run-{number}", max_releases=2))
+        for release in planned:
+            charged.charge(release)
+    assert ledger.runs_now(planned) == 0 < ledger.runs_remaining(planned)
+    clock.now += 86_400  # the next day: room again
+    assert ledger.runs_now(planned) >= 1
+
+
 def test_the_runs_remaining_are_the_runs_the_ledger_then_accepts(tmp_path):
     ledger = new_ledger(tmp_path / "l.sqlite", "patients", 3.0, DELTA)
     ledger.for_run(run("spent")).charge(DISCRETE)  # a release already charged counts

@@ -173,10 +173,12 @@ def test_site_init_then_ledger_as_table_and_json(tmp_path, capsys, monkeypatch):
     assert summary["rows"][0]["sigma"] == 5.0 and summary["rows"][0]["shape"] == "[4, 4]"
     # the runs of each allowed algorithm the remaining lifetime still allows, as site check
     # counts them, in the table and the JSON
-    assert set(summary["runs_left"]) == set(policy.algorithms)
+    assert set(summary["runs_left"]) == set(policy.algorithms) == set(summary["runs_now"])
     assert all(isinstance(n, int) and n >= 1 for n in summary["runs_left"].values())
     for algorithm, runs in summary["runs_left"].items():
-        assert f"runs left, {algorithm}: {runs}" in table
+        now = summary["runs_now"][algorithm]
+        assert 0 <= now <= runs
+        assert f"runs left, {algorithm}: {runs} ({now} now, within the spending windows)" in table
 
 
 def test_site_init_writes_the_data_path_the_operator_typed_relative_to_the_policy(

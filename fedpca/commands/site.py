@@ -199,6 +199,7 @@ def _show_ledger(policy: SitePolicyFile, ledger: SiteLedger, as_json: bool) -> N
     witness = policy.witness()
     record = witness.read()
     summary = {**ledger.summary(), "runs_left": runs_left(policy, ledger),
+               "runs_now": runs_left(policy, ledger, now=True),
                "identity": {"identity": record.identity, "file": str(witness.path),
                             "history": list(record.history)}}
     print(json.dumps(summary, indent=2) if as_json else format_ledger(summary))

@@ -19,7 +19,7 @@ from fedpca.data.tables import read_table
 from fedpca.errors import FedPCAError
 from fedpca.privacy.ledger_identity import utc
 from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.site_ledger import MAX_RUNS_COUNTED, SiteLedger
+from fedpca.privacy.site_ledger import MAX_RUNS_COUNTED, SiteLedger, counted_runs
 from fedpca.privacy.site_policy import SitePolicyFile
 
 
@@ -143,25 +143,32 @@ def _check_ledger(policy: SitePolicyFile, report: SiteCheck) -> None:
     for window in summary["windows"]:
         report.add(f"{window['window']:<12} remaining {window['epsilon_remaining']:.4f} of "
                    f"{window['epsilon_ceiling']:g}")
+    now = runs_left(policy, ledger, now=True)
     for algorithm, runs in runs_left(policy, ledger).items():
         if isinstance(runs, str):
             report.problem(f"{algorithm} cannot be calibrated: {runs}")
             continue
-        counted = f"at least {runs}" if runs >= MAX_RUNS_COUNTED else str(runs)
-        report.add(f"runs left    {algorithm}: {counted} full runs of "
+        report.add(f"runs left    {algorithm}: {counted_runs(runs)} full runs of "
                    f"{policy.releases_per_run(algorithm)} releases at run-epsilon "
-                   f"{policy.run_epsilon:g} fit the remaining lifetime budget")
+                   f"{policy.run_epsilon:g} fit the remaining lifetime budget, "
+                   f"{counted_runs(now[algorithm])} of them now (the spending windows)")
         if not runs:
             report.problem(f"no full run of {algorithm} fits the remaining lifetime budget")
+        elif not now[algorithm]:
+            report.add(f"             {algorithm}: no full run fits a spending window now; "
+                       "it has room again when its older releases leave it")
 
 
-def runs_left(policy: SitePolicyFile, ledger: SiteLedger) -> dict[str, int | str]:
+def runs_left(policy: SitePolicyFile, ledger: SiteLedger, now: bool = False
+              ) -> dict[str, int | str]:
     """Per allowed algorithm, how many full runs as calibrated fit the remaining lifetime
-    budget (at most :data:`MAX_RUNS_COUNTED`), or why it cannot be calibrated."""
+    budget (with ``now``: if they all landed now, within the spending windows too; at most
+    :data:`MAX_RUNS_COUNTED`), or why it cannot be calibrated."""
+    count = ledger.runs_now if now else ledger.runs_remaining
     left: dict[str, int | str] = {}
     for algorithm in policy.algorithms:
         try:
-            left[algorithm] = ledger.runs_remaining(policy.planned_run(algorithm))
+            left[algorithm] = count(policy.planned_run(algorithm))
         except FedPCAError as exc:
             left[algorithm] = str(exc)
     return left

@@ -402,18 +402,14 @@ class SiteLedger:
         spent = [_accounted(r) for r in self.rows()]
         planned = [_accounted_release(release) for release in run]
         secure = any(release.sites_in_sum for release in run)
+        return _most_runs(lambda runs: self._lifetime_refusal(
+            spent + planned * runs, secure, "them") is None, most)
 
-        def fits(runs: int) -> bool:
-            return self._lifetime_refusal(spent + planned * runs, secure, "them") is None
-
-        fitting, failing = 0, 1  # fits(fitting); fits(failing) unknown until the search
-        while failing <= most and fits(failing):
-            fitting, failing = failing, 2 * failing
-        failing = min(failing, most + 1)
-        while failing - fitting > 1:  # bisection: more runs never spend less
-            middle = (fitting + failing) // 2
-            fitting, failing = (middle, failing) if fits(middle) else (fitting, middle)
-        return fitting
+    def runs_now(self, run: list[Release], most: int = MAX_RUNS_COUNTED) -> int:
+        """How many more runs of ``run``'s releases fit if they all landed now: the lifetime
+        budget and every spending window's ceiling (:meth:`run_refusal`); counted up to
+        ``most``. At most :meth:`runs_remaining`; fewer while a window is nearly spent."""
+        return _most_runs(lambda runs: self.run_refusal(list(run) * runs) is None, most)
 
     def run_refusal(self, planned: Sequence[Release]) -> str | None:
         """Why the ``planned`` releases (what is left of a run as the site calibrates it,
@@ -727,7 +723,8 @@ def format_ledger(summary: dict[str, Any]) -> str:
         f"in {summary['releases']} releases",
     ]
     lines += [_window_line(window) for window in summary["windows"]]
-    lines += [f"runs left, {algorithm}: {_runs_left(runs)}"
+    now = summary.get("runs_now", {})
+    lines += [f"runs left, {algorithm}: {_runs_left(runs, now.get(algorithm))}"
               for algorithm, runs in summary.get("runs_left", {}).items()]
     if "identity" in summary:
         identity = summary["identity"]
@@ -763,11 +760,31 @@ def format_ledger(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _runs_left(runs: int | str) -> str:
-    """How many more full runs fit the lifetime budget, or why that is unknown."""
+def _most_runs(fits: Callable[[int], bool], most: int) -> int:
+    """The most runs ``r <= most`` with ``fits(r)`` (``fits`` monotone: more runs never
+    spend less), by doubling then bisection."""
+    fitting, failing = 0, 1  # fits(fitting); fits(failing) unknown until the search
+    while failing <= most and fits(failing):
+        fitting, failing = failing, 2 * failing
+    failing = min(failing, most + 1)
+    while failing - fitting > 1:
+        middle = (fitting + failing) // 2
+        fitting, failing = (middle, failing) if fits(middle) else (fitting, middle)
+    return fitting
+
+
+def counted_runs(runs: int) -> str:
+    """A run count as printed: ``at least N`` at :data:`MAX_RUNS_COUNTED`."""
+    return f"at least {runs}" if runs >= MAX_RUNS_COUNTED else str(runs)
+
+
+def _runs_left(runs: int | str, now: int | None) -> str:
+    """How many more full runs fit the lifetime budget and how many of them fit now (the
+    spending windows), or why that is unknown."""
     if isinstance(runs, str):
         return f"unknown ({runs})"
-    return f"at least {runs}" if runs >= MAX_RUNS_COUNTED else str(runs)
+    today = "" if now is None else f" ({counted_runs(now)} now, within the spending windows)"
+    return counted_runs(runs) + today
 
 
 def _window_line(window: dict[str, Any]) -> str:
