@@ -377,6 +377,8 @@ def test_deploy_local_runs_centred_runs_of_three_algorithms_from_each_sites_tabl
         assert record["columns"] == list(contract.output_columns)
         assert record["epsilon"] == policy.run_epsilon and record["delta"] == policy.delta
     assert (records["dpdis-pca"]["rounds"], records["dpdis-pca"]["flower_rounds"]) == (1, 2)
+    run_ids = [record["config"]["run_id"] for record in records.values()]
+    assert len(set(run_ids)) == 3  # three runs, each named as the ledgers name it
     assert "local" in records["ldp-pca"]["privacy"]["trust_model"]
     assert len(records["sulq-kplane"]["bases"]) == 2
     assert records["sulq-kplane"]["scale"] == [1.0] * contract.bounds.dim  # centred only
@@ -384,6 +386,8 @@ def test_deploy_local_runs_centred_runs_of_three_algorithms_from_each_sites_tabl
         loaded = load_site_policy(path)
         rows = SiteLedger(loaded.ledger, loaded.population, loaded.epsilon,
                           loaded.delta).rows()
+        assert [row["run_id"] for row in rows] == [run_ids[0]] * 2 + [run_ids[1]] * 2 + [
+            run_ids[2]] * 2
         assert [(row["algorithm"], row["mechanism"].split("+")[0]) for row in rows] == [
             ("dpdis-pca+standardize", "centring/column-moments"),
             ("dpdis-pca+standardize", "dpdis-pca/second-moment"),

@@ -105,6 +105,7 @@ def test_flwr_run_gives_the_reference_basis(flwr_env, tmp_path):
     assert raw["history"][-1]["epsilon_spent"] == pytest.approx(SCENARIO.epsilon, rel=1e-3)
     # the CLI's record (tests/test_flower_simulation.py checks the same key set)
     assert set(raw) == record_keys("dps-pca")
+    assert raw["config"]["run_id"].isdigit()  # as the sites' ledgers name the run
     assert (raw["sites"], raw["samples"], raw["dim"], raw["k"], raw["seed"]) == (3, 1500, 40, 2, 21)
     assert raw["rounds"] == 2 and raw["flower_rounds"] == 3  # the initialisation, then T
     assert raw["distances"] == pytest.approx([h["distance"] for h in reference.history], abs=1e-8)

@@ -152,8 +152,10 @@ def server_scenario(
     """The ServerApp's scenario and run_config: the run_config's parameters over the sites
     connected when the run starts (at least :func:`least_sites`), so that ``min-sites = 0``
     means all of them, as in ``fedpca simulate``. The server holds no data: it only
-    validates the shared parameters (and rebuilds public synthetic data to evaluate)."""
-    config = dict(context.run_config)
+    validates the shared parameters (and rebuilds public synthetic data to evaluate). The
+    config gains the run's id (``run_id``, as the sites' ledgers and stored results name
+    the run)."""
+    config = {**context.run_config, "run_id": str(context.run_id)}
     sites = least_sites(config, len(list(grid.get_node_ids())))
     return scenario_cls.from_run_config(config, sites=sites), config
 
