@@ -78,6 +78,8 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+from scipy.optimize import brentq  # noqa: E402
+from scipy.special import logsumexp  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -261,10 +263,11 @@ def opendp_fit(dp: Any, X: np.ndarray, widths: np.ndarray, standardize: bool,
     return pca.fit(rows).components_.T
 
 
-def opendp_exact_eigenvector(seed: int) -> Callable[..., Any]:
+def opendp_exact_eigenvector(seed: int, drawn: list[np.ndarray]) -> Callable[..., Any]:
     """OpenDP's ``make_private_eigenvector`` with an exact draw: the same ``A`` from the
     same scaled matrix, the same privacy map, the density ``exp(-u'Au)`` drawn by
-    :func:`fedpca.linalg.bingham.sample_vector_bingham` from a stream seeded by ``seed``."""
+    :func:`fedpca.linalg.bingham.sample_vector_bingham` from a stream seeded by ``seed``;
+    every ``A`` it draws from is appended to ``drawn``."""
     import opendp.prelude as dp
     from opendp._internal import _make_measurement
 
@@ -277,6 +280,7 @@ def opendp_exact_eigenvector(seed: int) -> Callable[..., Any]:
         def function(C: np.ndarray) -> np.ndarray:
             C = C / desc.norm**2
             A = unit_epsilon / 4 * (np.linalg.eigvalsh(C).max() * np.eye(d) - C)
+            drawn.append(A)
             return sample_vector_bingham(-A, rng=rng)
 
         return _make_measurement(input_domain, input_metric, dp.max_divergence(), function,
@@ -286,19 +290,43 @@ def opendp_exact_eigenvector(seed: int) -> Callable[..., Any]:
 
 
 def opendp_exact_fit(dp: Any, X: np.ndarray, widths: np.ndarray, standardize: bool,
-                     eps: float, seed: int) -> np.ndarray:
+                     eps: float, seed: int, drawn: list[np.ndarray]) -> np.ndarray:
     """:func:`opendp_fit` with OpenDP's eigenvector measurement replaced by
     :func:`opendp_exact_eigenvector` for this fit only."""
     from opendp.extras._utilities import to_then
     from opendp.extras.sklearn import _make_eigenvector as module
 
     shipped = module.make_private_eigenvector, module.then_private_eigenvector
-    module.make_private_eigenvector = opendp_exact_eigenvector(seed)
+    module.make_private_eigenvector = opendp_exact_eigenvector(seed, drawn)
     module.then_private_eigenvector = to_then(module.make_private_eigenvector)
     try:
         return opendp_fit(dp, X, widths, standardize, eps)
     finally:
         module.make_private_eigenvector, module.then_private_eigenvector = shipped
+
+
+#: Proposals drawn to estimate the peers' sampler's acceptance rate.
+ACCEPTANCE_DRAWS = 100_000
+
+
+def sampler_acceptance(A: np.ndarray, draws: int = ACCEPTANCE_DRAWS) -> dict[str, float]:
+    """log10 of the mean probability that the peers' rejection sampler accepts a proposal
+    when drawing from ``exp(-u'Au)``, with its envelope (Kent, Ganeiber and Mardia's
+    angular central Gaussian: ``b``, ``Omega``, ``M`` as OpenDP sets them): ``shipped``
+    divides by ``(u' Omega u)^(d/2)`` (diffprivlib 0.6.6, OpenDP 0.16), ``correct``
+    multiplies by it (the sampler's own rule), over ``draws`` proposals."""
+    d = len(A)
+    values = np.linalg.eigvalsh(A)
+    b = brentq(lambda b: float(np.sum(1 / (b + 2 * values))) - 1, 1e-9, float(d))
+    omega = np.eye(d) + 2 * A / b
+    log_m = -(d - b) / 2 + d / 2 * np.log(d / b)
+    z = np.random.default_rng(0).multivariate_normal(np.zeros(d), np.linalg.inv(omega),
+                                                     size=draws)
+    u = z / np.linalg.norm(z, axis=1, keepdims=True)
+    energy = np.einsum("ij,jk,ik->i", u, A, u)
+    spread = d / 2 * np.log(np.einsum("ij,jk,ik->i", u, omega, u))
+    return {name: float((logsumexp(-energy - log_m + sign * spread) - np.log(draws))
+                        / np.log(10)) for name, sign in (("shipped", -1), ("correct", 1))}
 
 
 def fedpca_runs(contract: Any, X: np.ndarray, columns: tuple[str, ...], standardize: bool,
@@ -342,7 +370,7 @@ def peer_runs(peers: dict[str, Any], contract: Any, X: np.ndarray, standardize: 
         if isinstance(peer, str):
             out[name] = {"scores": [], "why": peer}
             continue
-        scores, seconds, why = [], [], None
+        scores, seconds, why, drawn = [], [], None, []
         for seed in seeds:
             start = time.perf_counter()
             if name.startswith("diffprivlib"):
@@ -351,7 +379,7 @@ def peer_runs(peers: dict[str, Any], contract: Any, X: np.ndarray, standardize: 
                     peer, X, widths, standardize, clip, eps, seed))
             elif name.endswith("exact"):
                 basis = with_time_limit(lambda: opendp_exact_fit(
-                    peer, X, widths, standardize, eps, seed))
+                    peer, X, widths, standardize, eps, seed, drawn))
             else:
                 basis = with_time_limit(lambda: opendp_fit(peer, X, widths, standardize, eps))
             if basis is None:
@@ -361,6 +389,8 @@ def peer_runs(peers: dict[str, Any], contract: Any, X: np.ndarray, standardize: 
             seconds.append(time.perf_counter() - start)
             scores.append(captured(Xc, best, basis))
         out[name] = {"scores": scores, "why": why, "seconds": mean(seconds) if seconds else None}
+        if drawn:  # the first eigenvector's draw of the first fit
+            out[name]["acceptance_log10"] = sampler_acceptance(drawn[0])
         if scores:
             progress(f"  {name}: {mean(scores):.4f} +- {std(scores):.4f} over {len(scores)} "
                      f"seeds ({mean(seconds):.1f} s per fit)")
@@ -493,6 +523,18 @@ def markdown(doc: dict[str, Any]) -> str:
                            "rows clipped (secure-sum)",
                            "explained variance ratio (central, seed 0)",
                            "secure-sum s per run"], rows))
+    lines += ["", "## The peers' Bingham sampler: acceptance per proposal", "",
+              "log10 of the mean acceptance probability of a proposal from the sampler's "
+              "envelope, for OpenDP's first eigenvector of the first seed (its matrix `A`; "
+              f"{ACCEPTANCE_DRAWS:,} proposals): as diffprivlib 0.6.6 and OpenDP 0.16 ship it, "
+              "dividing by `(u' Omega u)^(d/2)`, and with the sampler's own rule, "
+              "multiplying by it.", ""]
+    rows = [[cell["table"], cell["scaling"], f"{cell['epsilon']:g}",
+             *(f"{cell['opendp-exact']['acceptance_log10'][rule]:.1f}"
+               for rule in ("shipped", "correct"))]
+            for cell in doc["cells"] if "acceptance_log10" in cell["opendp-exact"]]
+    lines.append(md_table(["table", "scaling", "eps", "log10 acceptance, shipped",
+                           "log10 acceptance, correct rule"], rows))
     lines += ["", "## Analyze Gauss, standardised, under other moments shares and clip "
               "norms", "", "Mean captured variance; the defaults are share 0.3 and clip "
               "factor 1 (C = sqrt(d)).", ""]
