@@ -232,6 +232,32 @@ def test_a_site_policy_sets_the_release_and_the_coordinator_cannot(tmp_path):
     assert "explained-variance" not in agreed.privacy_config("dpdis-pca")
 
 
+@pytest.mark.parametrize("agreed", [False, True])
+def test_a_site_refuses_a_variance_release_it_does_not_make_in_the_budget_round(tmp_path,
+                                                                                  agreed):
+    from flwr.common import Context, RecordDict
+
+    from fedpca.apps.real_site import real_site_budget
+    from fedpca.privacy.ledger_lifecycle import create_site_ledger
+
+    np.save(tmp_path / "records.npy", X)
+    path = write_policy_template(tmp_path / "policy.toml", "a", "records.npy")
+    if agreed:
+        path.write_text(path.read_text().replace("# explained-variance = true",
+                                                 "explained-variance = true"))
+    path.chmod(0o600)
+    policy = load_site_policy(path)
+    create_site_ledger(policy.witness())
+    node = Context(run_id=3, node_id=1, node_config={"policy": str(path)}, state=RecordDict(),
+                   run_config={"algorithm": "dps-pca", "explained-variance": True})
+    if agreed:
+        assert real_site_budget(node, "dps-pca") == "a"
+    else:  # the run would fail at its last round: refused now, before any release
+        with pytest.raises(InvalidRequestError, match="does not make"):
+            real_site_budget(node, "dps-pca")
+    assert policy.open_ledger().rows() == []
+
+
 def test_dpdis_pca_keeps_the_fewest_components_that_explain_the_target():
     policy = DPdisPCAPolicy(epsilon=HUGE)
     target = float(np.cumsum(EXACT)[2] / EXACT.sum()) - 0.01  # three components reach it

@@ -32,6 +32,8 @@ untrusted. What a hostile coordinator could try, and what happens:
 * **start a run the site cannot finish**, so that the others spend and nobody gets a
   result: at the run's first request (and in the budget round before it), the whole run as
   the site calibrates it must fit the ledger, or the site refuses before reading its data;
+  a DPS-PCA run whose run_config asks for the explained-variance release the site's policy
+  does not make is refused at every request, the budget round's included;
 * **ask for an answer too large to compute** (400,000 k-plane clusters, a ``d x d`` basis at
   large ``d``): refused before anything is allocated, by the limits of the site's policy
   (:mod:`fedpca.algorithms.site_limits`);
@@ -65,6 +67,8 @@ from fedpca.privacy.ledger_identity import LedgerIdentityError, refused_run
 from fedpca.privacy.moments import ColumnBounds
 from fedpca.privacy.site_ledger import RunCharge, RunLedger, SiteLedger
 from fedpca.privacy.site_policy import (
+    DPS_PCA,
+    EXPLAINED_VARIANCE,
     PRIVACY_KEYS,
     PolicyError,
     SitePolicyFile,
@@ -237,7 +241,21 @@ def _requested_policy(context: Context, algorithm: str) -> SitePolicyFile:
     policy.require_algorithm(algorithm)
     _refuse_other_contract(policy, context.run_config.get("contract", ""))
     _refuse_seed(policy, context.run_config.get("seed", NO_SEED))
+    _refuse_unagreed_variance(policy, context.run_config.get(EXPLAINED_VARIANCE), algorithm)
     return policy
+
+
+def _refuse_unagreed_variance(policy: SitePolicyFile, asked: object, algorithm: str) -> None:
+    """Refuse, before anything is spent, a DPS-PCA run whose run_config asks for the
+    explained-variance release when this site's policy does not make it: the run would
+    fail at its last round, after the site had paid for every other release."""
+    if algorithm != DPS_PCA or asked not in (True, "true"):
+        return
+    if not policy.privacy_config(algorithm)[EXPLAINED_VARIANCE]:
+        raise InvalidRequestError(
+            f"{policy.name}: refused: this run asks for DPS-PCA's explained-variance release "
+            f"(run_config {EXPLAINED_VARIANCE}=true), which this site's policy does not make "
+            f"({EXPLAINED_VARIANCE} = false under [algorithms.{DPS_PCA}]); nothing was released")
 
 
 def _open_ledger(policy: SitePolicyFile) -> SiteLedger:
