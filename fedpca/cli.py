@@ -23,6 +23,7 @@ single_thread_env()  # before numpy is imported: a multi-threaded BLAS can deadl
 
 import argparse
 import logging
+import os
 import sys
 
 from fedpca.algorithms.specs import load
@@ -50,6 +51,8 @@ COMMANDS = {
 
 #: How fedpca's commands (and a site's pinned ClientApp) format their log lines.
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+#: The exit code of a command whose output pipe closed early (128 + SIGPIPE, as a shell's).
+BROKEN_PIPE = 141
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -74,10 +77,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     try:  # building the chosen command imports it: a missing extra is an error too
         args = build_parser(argv).parse_args(argv)
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # inside the try: a closed pipe fails here, not at exit
+        return code
     except FedPCAError as exc:
         print(f"fedpca: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (``fedpca contract show ... | head``)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return BROKEN_PIPE
 
 
 if __name__ == "__main__":

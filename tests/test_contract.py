@@ -277,3 +277,16 @@ def test_a_template_lists_every_text_level_and_flags_free_text():
     assert template.warnings == ("column 'note' has 30 distinct texts: free text or an "
                                  "identifier? leave it out of the contract and the export",)
     assert 'missing = "indicator"' in template.text
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
+    # `fedpca contract show contract.toml | head -1`: the pipe closes before the output ends
+    import subprocess
+    import sys
+
+    (tmp_path / "contract.toml").write_text(CONTRACT)
+    shown = subprocess.run(
+        f"{sys.executable} -m fedpca.cli contract show {tmp_path / 'contract.toml'} | head -1",
+        shell=True, capture_output=True, text=True, check=False)
+    assert shown.stdout.startswith("contract ") and shown.stdout.count("\n") == 1
+    assert "Traceback" not in shown.stderr and "BrokenPipe" not in shown.stderr
