@@ -106,6 +106,7 @@ from fedpca.algorithms.ldp_pca import LDPCovarianceServer, LDPCovarianceSite
 from fedpca.algorithms.ppca import ALGORITHM as PPCA
 from fedpca.algorithms.ppca import DEFAULT_BURN_IN, run_ppca
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, public_seed
+from fedpca.algorithms.site import PrivateSite
 from fedpca.clustering.result import CentredClusteringResult, ClusteringResult
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.basic_composition import BasicSplit, basic_split
@@ -233,7 +234,7 @@ def run_centred_kplane(
     answer_rounds(server, algorithm, secure)
     config = {"clusters": clusters, "subspace_dim": subspace_dim,
               "rounds": policy.algorithm_releases, "sites": len(sites), "seed": seed,
-              **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm)),
+              **_outcome(moments, centring, _clipped(algorithm)),
               "wall_seconds": time.perf_counter() - start}
     result = server.result(centred_privacy(policy, bounds, KPLANE_MECHANISM), config)
     return centred_result(result, moments, columns)
@@ -279,9 +280,14 @@ def run_centred_ldp(
                                  record_sigma=privacy["sigma"])
     server.receive([s.answer(s.release_covariance()) for s in algorithm])
     config = {"k": k, "sparse": sparse, "lam": lam, "sites": len(sites), "seed": seed,
-              **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm)),
+              **_outcome(moments, centring, _clipped(algorithm)),
               "wall_seconds": time.perf_counter() - start}
     return centred_result(server.result(privacy, config), moments, columns)
+
+
+def _clipped(sites: Sequence[PrivateSite]) -> int:
+    """The rows the algorithm's sites clipped to ``C``, all sites together."""
+    return sum(s.clip_report.clipped_rows for s in sites)
 
 
 def _outcome(moments: ColumnMoments, centring: Sequence[CentringSite],
@@ -318,7 +324,7 @@ def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: Ce
         privacy["epsilon_worst_case"] = max(s.ledger.worst_case_spent() for s in centring)
     config = {"k": server.k, "variance": variance, "r": server.r, "variant": variant,
               "weighting": weighting, "sites": len(sites), "seed": seed,
-              **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm))}
+              **_outcome(moments, centring, _clipped(algorithm))}
     return centred_result(server.result(privacy, config), moments)
 
 
@@ -356,7 +362,7 @@ def _dps(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: Cent
                           explained_variance=policy.explained_variance)
     answer_dps_rounds(server, algorithm, secure)
     config = {"k": k, "s_hat": s_hat, "rounds": rounds, "sites": len(sites), "seed": seed,
-              **_outcome(moments, centring, sum(s.clip_report.clipped_rows for s in algorithm))}
+              **_outcome(moments, centring, _clipped(algorithm))}
     result = server.result(centred_privacy(policy, bounds, DPS_MECHANISM), config)
     return centred_result(result, moments)
 
