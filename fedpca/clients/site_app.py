@@ -64,6 +64,7 @@ from fedpca.clients.result_message import (
 from fedpca.clients.secure_aggregation import is_secagg_plus_stage, secure_aggregation_mod
 from fedpca.clients.secure_protocol import IdentityFn, answer_protocol, is_protocol_message
 from fedpca.errors import FedPCAError, InvalidRequestError
+from fedpca.site.ready import SiteReady
 
 logger = logging.getLogger(__name__)
 
@@ -74,21 +75,23 @@ SITE_FAILURE = "the site could not answer; its operator has the details in its l
 #: ``context -> Client``: a site's client for the current message (e.g.
 #: :func:`fedpca.clients.dps_pca.client_for_site` with the site's data and policy bound).
 ClientFn = Callable[[Context], Client]
-#: ``context -> site name``: the site's answer to the budget round when it can afford the
-#: whole run; raises a :class:`~fedpca.errors.FedPCAError` saying why it cannot.
-BudgetFn = Callable[[Context], str]
+#: ``context -> SiteReady``: the site's answer to the budget (readiness) round when it is
+#: ready for the whole run (:class:`~fedpca.site.ready.SiteReady`, or just its name); raises a
+#: :class:`~fedpca.errors.FedPCAError` saying why it is not.
+BudgetFn = Callable[[Context], "SiteReady | str"]
 #: ``(context, content) -> site name``: the site takes the run's released result from a
 #: result message's untrusted ``content`` (:mod:`fedpca.clients.result_message`), or raises
 #: a :class:`~fedpca.errors.FedPCAError` saying why it refuses it.
 ResultFn = Callable[[Context, RecordDict], str]
 
 
-def client_budget(client_fn: ClientFn, context: Context) -> str:
+def client_budget(client_fn: ClientFn, context: Context) -> SiteReady:
     """The budget round's answer of the site ``client_fn`` builds: its ``get_properties``
     (:meth:`~fedpca.clients.base.PrivateSiteClient.get_properties`: from the site's policy
-    and the run's ledger)."""
+    and the run's ledger); it states nothing beyond its name (it runs with the run_config's
+    settings)."""
     properties = client_fn(context).get_properties(GetPropertiesIns(config={})).properties
-    return str(properties[SITE])
+    return SiteReady(str(properties[SITE]))
 
 
 def client_result(client_fn: ClientFn, context: Context, content: RecordDict) -> str:
@@ -166,7 +169,9 @@ def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
                 return Message(result_answer(take_result(context, message.content)),
                                reply_to=message)
             read_budget_question(message.content)
-            return Message(budget_answer(budget(context)), reply_to=message)
+            ready = budget(context)
+            ready = SiteReady(ready) if isinstance(ready, str) else ready
+            return Message(budget_answer(ready), reply_to=message)
 
         return guarded(message, reply)
 

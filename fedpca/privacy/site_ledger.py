@@ -54,13 +54,13 @@ import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fedpca.errors import BudgetExceededError
+from fedpca.errors import BudgetExceededError, ConfigurationError
 from fedpca.privacy.calibration import check_privacy_parameters
 from fedpca.privacy.file_modes import create_owner_only
 from fedpca.privacy.ledger import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
@@ -310,14 +310,16 @@ def window_starts(now: float) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class RunCharge:
-    """One run's releases: its id (the coordinator's), algorithm, data fingerprint, and the
+    """One run's releases: its id (the coordinator's), algorithm, data fingerprint, the
     releases its calibration assumed (``max_releases``: a cap per run, not a privacy bound,
-    since the coordinator picks run ids; the site's spending windows and lifetime are)."""
+    since the coordinator picks run ids; the site's spending windows and lifetime are), and
+    public facts about the run as the site planned it (``description``)."""
 
     run_id: str
     algorithm: str
     fingerprint: str
     max_releases: int
+    description: Mapping[str, Any] = field(default_factory=dict)
 
 
 class SiteLedger:
@@ -374,9 +376,10 @@ class SiteLedger:
         self.witness.verify(record, found)
         return found
 
-    def for_run(self, charge: RunCharge) -> RunLedger:
-        """The ledger a site charges during one run."""
-        return RunLedger(self, charge)
+    def for_run(self, charge: RunCharge, plan: Sequence[Release] | None = None) -> RunLedger:
+        """The ledger a site charges during one run (``plan``: the run's releases as the
+        site planned them, which every later check reads)."""
+        return RunLedger(self, charge, plan)
 
     def rows(self) -> list[dict[str, Any]]:
         """Every release of this population, oldest first."""
@@ -632,9 +635,11 @@ class RunLedger:
     (``charge``, ``count``, ``epsilon_spent``) and writes through to the database at once.
     """
 
-    def __init__(self, ledger: SiteLedger, charge: RunCharge) -> None:
+    def __init__(self, ledger: SiteLedger, charge: RunCharge,
+                 plan: Sequence[Release] | None = None) -> None:
         self.ledger = ledger
         self.run = charge
+        self.plan = None if plan is None else tuple(plan)
         self._count = ledger.run_releases(charge.run_id)
 
     @property
@@ -648,7 +653,16 @@ class RunLedger:
 
     def require_run(self, planned: Sequence[Release]) -> None:
         """Refuse the run unless the ``planned`` releases left of it fit
-        (:meth:`SiteLedger.require_run`); nothing is recorded."""
+        (:meth:`SiteLedger.require_run`); nothing is recorded. With the site's plan of the
+        run (:class:`~fedpca.site.plan.RunPlan`), ``planned`` (the answering algorithm's own
+        count) must be the rest of that plan: two counts of one run that disagree are a
+        fault, refused before anything is charged."""
+        if self.plan is not None and not _same_releases(planned, self.plan[self._count:]):
+            raise ConfigurationError(
+                f"{self.ledger.site}: refused: the algorithm plans {len(planned)} more "
+                f"releases for run {self.run.run_id!r}, the site's plan of the run "
+                f"{len(self.plan) - self._count}, or at another calibration; nothing was "
+                "released (a fault in fedpca: report it)")
         self.ledger.require_run(planned, self.run.algorithm)
 
     def epsilon_spent(self) -> float:
@@ -661,6 +675,14 @@ class RunLedger:
 
     def _run_rows(self) -> list[dict[str, Any]]:
         return [r for r in self.ledger.rows() if r["run_id"] == self.run.run_id]
+
+
+def _same_releases(one: Sequence[Release], other: Sequence[Release]) -> bool:
+    """Whether two lists of releases are accounted alike (their labels aside)."""
+    return len(one) == len(other) and all(
+        math.isclose(a, b, rel_tol=1e-12)
+        for x, y in zip(one, other)
+        for a, b in zip(_accounted_release(x), _accounted_release(y)))
 
 
 def _grouped(rows: list[dict[str, Any]], key: str, delta: float) -> list[dict[str, Any]]:

@@ -58,6 +58,10 @@ POLICY_ALGORITHMS = tuple(SPECS)
 MAX_DELTA_TIMES_N = 0.1
 #: Rounds a site calibrates a multi-round algorithm for when its policy does not say.
 DEFAULT_DPS_ROUNDS = 10
+#: Seconds a site may take to answer one request unless its ``[limits] answer-seconds``
+#: says otherwise (a secure round at d = 20,000 takes seconds; loopback tests on a loaded
+#: 2-core machine took up to a few minutes per message).
+DEFAULT_ANSWER_SECONDS = 600.0
 #: Address space (MiB) of each process ``fedpca site supernode|superexec`` starts, unless the
 #: policy's ``[limits] memory-mib`` says otherwise; the least a policy may set (0: no limit).
 DEFAULT_MEMORY_MIB, MIN_MEMORY_MIB = 4096, 512
@@ -121,6 +125,9 @@ memory-mib = {memory_mib}               # address space of each site process sta
                                 # the ClientApps): a FAB or request that inflates fails there,
                                 # not the host; >= {min_memory_mib}, or 0 to leave it to the OS
                                 # (systemd MemoryMax=, prlimit, a container's limit)
+answer-seconds = {answer_seconds:g}           # the longest this site may take to answer one request:
+                                # stated in each run's readiness round, the coordinator's
+                                # fedpca ServerApp waits that long before giving up on it
 
 # One table per algorithm this site takes part in; a request for any other is refused.
 [algorithms.dps-pca]
@@ -175,6 +182,9 @@ class SitePolicyFile:
             coordinator asks.
         memory_mib: address space limit (MiB) of the site's processes, 0 for none
             (:mod:`fedpca.deployment.memory_limit` applies it).
+        answer_seconds: the longest this site may take to answer one request (``[limits]
+            answer-seconds``): it states it in the readiness round, and the coordinator's
+            fedpca ServerApp waits that long for every answer (a slow site is not dropped).
         moments_share: the share of a centred run's budget its moments release takes
             (``[data] moments-share``; ``None``: :class:`~fedpca.algorithms.centring.CentredPolicy`'s
             default, 0.1, or 0.3 when standardising).
@@ -203,6 +213,7 @@ class SitePolicyFile:
     memory_mib: int = DEFAULT_MEMORY_MIB
     contract: Path | None = None
     moments_share: float | None = None
+    answer_seconds: float = DEFAULT_ANSWER_SECONDS
 
     def witness(self) -> LedgerWitness:
         """The identity file beside this policy, of the ledger it names."""
@@ -226,11 +237,17 @@ class SitePolicyFile:
             )
         return self.algorithms[algorithm]
 
+    def rounds(self, algorithm: str) -> int:
+        """The rounds this site calibrates a run of ``algorithm`` for (its table's
+        ``rounds``; a single-release algorithm ignores it)."""
+        return int(self.require_algorithm(algorithm).get("rounds", DEFAULT_DPS_ROUNDS))
+
     def releases_per_run(self, algorithm: str) -> int:
-        """The most releases one run of ``algorithm`` may make at this site."""
-        settings = self.require_algorithm(algorithm)
-        rounds = int(settings.get("rounds", DEFAULT_DPS_ROUNDS))
-        return SPECS[algorithm].releases_per_run(rounds) + int(_explains(settings))
+        """The most releases one run of ``algorithm`` may make at this site (its
+        algorithm's releases; a centred run adds its moments release:
+        :class:`~fedpca.site.plan.RunPlan`)."""
+        return (SPECS[algorithm].releases_per_run(self.rounds(algorithm))
+                + int(_explains(self.require_algorithm(algorithm))))
 
     def centred_policy(self, algorithm: str, standardize: bool) -> CentredPolicy:
         """The site's :class:`~fedpca.algorithms.centring.CentredPolicy` for a centred run of
@@ -271,7 +288,7 @@ class SitePolicyFile:
             "noise-sampler": EXACT,  # never float at a real site: its low bits could leak
         }
         if SPECS[algorithm].extra_releases is not None:  # a multi-round algorithm
-            config["rounds"] = int(settings.get("rounds", DEFAULT_DPS_ROUNDS))
+            config["rounds"] = self.rounds(algorithm)
         if algorithm == DPS_PCA:
             config[EXPLAINED_VARIANCE] = _explains(settings)
         return config
@@ -421,6 +438,7 @@ def write_policy_template(
         worst_case_table=_worst_case_lines(cases, TEMPLATE_RUN_EPSILON),
         suggestion=math.ceil(cases[0].lifetime_epsilon),
         memory_mib=DEFAULT_MEMORY_MIB, min_memory_mib=MIN_MEMORY_MIB,
+        answer_seconds=DEFAULT_ANSWER_SECONDS,
     )
     create_owner_only(target, text.encode("utf-8"))
     create_site_ledger(load_site_policy(target).witness())  # what init writes must load
@@ -507,6 +525,8 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         colluders=colluders,
         limits=reader.limits(),
         memory_mib=reader.memory_mib(),
+        answer_seconds=reader.positive(reader.table("limits", required=False), "limits",
+                                       "answer-seconds", default=DEFAULT_ANSWER_SECONDS),
         contract=contract,
         moments_share=reader.share(reader.table("data", required=False), "data",
                                    "moments-share"),
@@ -595,7 +615,7 @@ class _Reader:
     def limits(self) -> SiteLimits:
         """The table ``[limits]`` (absent keys: the public defaults)."""
         table = self.table("limits", required=False)
-        known = {*LIMIT_KEYS.values(), "memory-mib"}
+        known = {*LIMIT_KEYS.values(), "memory-mib", "answer-seconds"}
         unknown = sorted(set(table) - known)
         if unknown:
             raise self.error(f"unknown keys {unknown} in [limits]; known: {sorted(known)}")

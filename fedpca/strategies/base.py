@@ -30,7 +30,7 @@ from fedpca.errors import RunFailedError
 from fedpca.privacy.guarantee import SiteGuarantee
 from fedpca.progress import RoundEvent, RoundObserver
 from fedpca.site_results import ReleasedResult
-from fedpca.strategies.budget_round import ask_budget
+from fedpca.strategies.budget_round import Readiness, ask_budget
 from fedpca.strategies.result_delivery import deliver
 
 logger = logging.getLogger(__name__)
@@ -60,6 +60,30 @@ class RoundFailedError(RunFailedError):
 class BudgetRoundError(RoundFailedError):
     """Fewer than ``min_sites`` sites can afford the whole run
     (:mod:`fedpca.strategies.budget_round`); the run stopped before any release."""
+
+
+def connected_nodes(grid: Grid, wanted: int) -> list[int]:
+    """Every node connected to ``grid``, once at least ``wanted`` are."""
+    while len(nodes := sorted(grid.get_node_ids())) < wanted:
+        logger.info("waiting for sites: %d connected, %d wanted", len(nodes), wanted)
+        time.sleep(POLL_SECONDS)
+    return nodes
+
+
+def require_ready(readiness: Readiness, min_sites: int, label: str = "fedpca") -> None:
+    """Log the budget round's outcome; raise :class:`BudgetRoundError`, quoting each
+    declining site's reason, when fewer than ``min_sites`` sites are ready (nothing has been
+    released yet)."""
+    for reason in readiness.declined.values():
+        logger.warning("%s budget round: a site declined: %s", label, reason)
+    ready, asked = len(readiness.ready), len(readiness.ready) + len(readiness.declined)
+    if ready < min_sites:
+        reasons = list(readiness.declined.values())
+        logger.error(WARNING_TOO_FEW_AFFORD, label, ready, min_sites, reasons)
+        raise BudgetRoundError(
+            f"budget round: {ready} site(s) can afford this run, need {min_sites}; nothing "
+            f"was released; declined: {reasons}", failures=reasons)
+    logger.info("%s budget round: %d of %d site(s) can afford the run", label, ready, asked)
 
 
 class SiteRoundStrategy:
@@ -111,6 +135,9 @@ class SiteRoundStrategy:
         self.declined: dict[int, str] = {}
         #: Whether the budget round ran (:meth:`budget_round`).
         self.budget_asked = False
+        #: The budget round's answers, if the ServerApp asked before building the strategy
+        #: (:func:`fedpca.apps.common.server_scenario`) or once :meth:`budget_round` ran.
+        self.readiness: Readiness | None = None
         #: The number of releases each site last reported (its ledger's count).
         self.site_releases: dict[str, int] = {}
         #: Each answering site's record count (public under replace-one neighbouring).
@@ -215,38 +242,21 @@ class SiteRoundStrategy:
 
     def connected_sites(self, grid: Grid) -> list[int]:
         """Every connected node, once at least ``wait_for_sites`` are."""
-        while len(nodes := sorted(grid.get_node_ids())) < self.wait_for_sites:
-            logger.info("waiting for sites: %d connected, %d wanted", len(nodes),
-                        self.wait_for_sites)
-            time.sleep(POLL_SECONDS)
-        return nodes
+        return connected_nodes(grid, self.wait_for_sites)
 
     def budget_round(self, grid: Grid) -> list[int]:
-        """Before round 1, ask every connected site whether it can afford the whole run
-        (:mod:`fedpca.strategies.budget_round`); return the node ids of those that can and
-        remember the others, which are not asked for releases. Raises
-        :class:`BudgetRoundError`, before any release, quoting each declining site's
-        reason, when fewer than ``min_sites`` can."""
-        nodes = self.connected_sites(grid)
-        declined = ask_budget(grid, nodes)
+        """Before round 1, ask every connected site whether it is ready for the whole run
+        (:mod:`fedpca.strategies.budget_round`), unless the ServerApp asked already
+        (:attr:`readiness`); return the node ids of those that are and remember the others,
+        which are not asked for releases. Raises :class:`BudgetRoundError`, before any
+        release, quoting each declining site's reason, when fewer than ``min_sites`` are."""
+        if self.readiness is None:
+            self.readiness = ask_budget(grid, self.connected_sites(grid))
         self.budget_asked = True
-        for reason in declined.values():
-            logger.warning("%s budget round: a site declined: %s", self.label, reason)
-        self.declined.update(declined)
-        self.failures.extend(declined.values())
-        affording = [node for node in nodes if node not in declined]
-        if len(affording) < self.min_sites:
-            reasons = list(declined.values())
-            logger.error(WARNING_TOO_FEW_AFFORD, self.label, len(affording), self.min_sites,
-                         reasons)
-            raise BudgetRoundError(
-                f"budget round: {len(affording)} site(s) can afford this run, need "
-                f"{self.min_sites}; nothing was released; declined: {reasons}",
-                failures=reasons,
-            )
-        logger.info("%s budget round: %d of %d site(s) can afford the run", self.label,
-                    len(affording), len(nodes))
-        return affording
+        self.declined.update(self.readiness.declined)
+        self.failures.extend(self.readiness.declined.values())
+        require_ready(self.readiness, self.min_sites, self.label)
+        return sorted(self.readiness.ready)
 
     def request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """What every site is asked in ``server_round``: the algorithm's request and, if
