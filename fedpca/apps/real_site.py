@@ -63,6 +63,7 @@ from flwr.common import Context
 from fedpca.algorithms.centring import CentredPolicy
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.clients.result_message import read_result_message
+from fedpca.clients.run_end import FAILED
 from fedpca.data.files import file_fingerprint
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.privacy.ledger_identity import LedgerIdentityError, refused_run
@@ -87,6 +88,8 @@ logger = logging.getLogger(__name__)
 POLICY_KEY = "policy"
 #: node_config keys that mark a real site (a simulation partition has neither).
 REAL_SITE_KEYS = (POLICY_KEY, "data-path")
+#: The ledger's word for a run whose released result the site received.
+COMPLETE = "complete"
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,8 @@ def real_site_result(context: Context, content: RecordDict) -> str:
     compute scores with, one made under another data contract, or one of a run that made no
     release here (so a coordinator cannot fill the site's disk with runs it never took part
     in); store it in ``results/`` beside the policy (:func:`fedpca.site_results.store_result`,
-    0600) and answer with the site's name. Costs no budget."""
+    0600), record the run as complete in the ledger and answer with the site's name. Costs
+    no budget."""
     policy = _policy(context)
     run_id = str(context.run_id)
     if not _open_ledger(policy).run_releases(run_id):
@@ -191,6 +195,19 @@ def real_site_result(context: Context, content: RecordDict) -> str:
             f"and came in run {run_id!r}; nothing was stored"
         )
     store_result(policy.path, result, policy.name)
+    _open_ledger(policy).end_run(run_id, COMPLETE)
+    return policy.name
+
+
+def real_site_run_failed(context: Context, reason: str) -> str:
+    """Take the coordinator's word (UNTRUSTED, :mod:`fedpca.clients.run_end`) that the
+    current run failed for ``reason``: the site's ledger records the run as failed (its
+    releases stay charged; a run the site released nothing in is not recorded) and the site
+    answers with its name. Costs no budget and changes no budget."""
+    policy = _policy(context)
+    if _open_ledger(policy).end_run(str(context.run_id), FAILED, reason):
+        logger.warning("%s: run %s failed (the coordinator says: %s); its releases here stay "
+                       "spent", policy.name, context.run_id, reason)
     return policy.name
 
 

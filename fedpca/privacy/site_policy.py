@@ -120,6 +120,9 @@ discrete = false                # true: distributed discrete Gaussian residues (
 [limits]                        # what one answer may hold, whatever the coordinator asks
 max-answer-mb = 512             # the answer's size (DPS-PCA: d x k; k-plane: clusters x d^2/2)
 max-clusters = 100              # SuLQ k-plane clusters one request may ask for
+max-noise-draws = 256           # exact discrete Gaussian draws per coordinate of one secure-sum
+                                # release (wide statistics need more: d = 20,000 about 64,
+                                # d = 100,000 about 256); each costs ~0.07 us per coordinate
 memory-mib = {memory_mib}               # address space of each site process started by fedpca
                                 # site supernode / superexec (Linux RLIMIT_AS, inherited by
                                 # the ClientApps): a FAB or request that inflates fails there,

@@ -27,11 +27,11 @@ from flwr.serverapp import Grid
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import RunFailedError
-from fedpca.privacy.guarantee import SiteGuarantee
+from fedpca.privacy.guarantee import SiteGuarantee, as_guaranteed
 from fedpca.progress import RoundEvent, RoundObserver
 from fedpca.site_results import ReleasedResult
 from fedpca.strategies.budget_round import Readiness, ask_budget
-from fedpca.strategies.result_delivery import deliver
+from fedpca.strategies.result_delivery import DELIVERY_TIMEOUT, announce_failure, deliver
 
 logger = logging.getLogger(__name__)
 
@@ -173,16 +173,20 @@ class SiteRoundStrategy:
                                  event.entry.get("round"))
 
     def result(self, config: dict[str, Any] | None = None) -> Any:
-        """The run's final result (from the server), with the sites' configured privacy.
+        """The run's final result (from the server), its privacy record stating what the
+        sites guaranteed (:func:`~fedpca.privacy.guarantee.as_guaranteed`: a real site
+        calibrates with its own policy, whatever the run asked).
 
-        The config gains ``site_records`` (each answering site's record count),
+        The config gains ``request`` (the privacy the run was asked for: never a
+        guarantee), ``site_records`` (each answering site's record count),
         ``site_guarantees`` (each answering site's own guarantee) and, unless the caller
         measured it, ``wall_seconds`` since the run started.
         """
-        config = {**(config or {}), **self.result_config()}
+        config = {**(config or {}), **self.result_config(), "request": dict(self.privacy)}
         if self.started is not None:
             config.setdefault("wall_seconds", time.perf_counter() - self.started)
-        return self.server.result(self.privacy, config)
+        return self.server.result(as_guaranteed(self.privacy, self.site_guarantees.values()),
+                                  config)
 
     def result_config(self) -> dict[str, Any]:
         """What the strategy adds to the result's config (subclasses may add more)."""
@@ -208,6 +212,16 @@ class SiteRoundStrategy:
             columns=None if columns is None else tuple(columns), contract=self.contract,
         )
 
+    def announce_failure(self, grid: Grid, error: BaseException) -> None:
+        """After a failure past the budget round (releases may have been made): tell every
+        site that was asked that the run failed, and why
+        (:func:`~fedpca.strategies.result_delivery.announce_failure`), so that its ledger
+        says so. Never raises."""
+        if self.readiness is None:
+            return
+        reason = str(error) or type(error).__name__
+        announce_failure(grid, sorted(self.readiness.ready), reason)
+
     def deliver_result(self, grid: Grid) -> None:
         """The run's last step: send the released result of the grid's run (under the data
         contract :attr:`contract`) to every connected site
@@ -223,7 +237,9 @@ class SiteRoundStrategy:
             logger.info("%s: the result has no single basis; nothing is sent to the sites",
                         self.label)
             return
-        self.delivered = deliver(grid, sorted(grid.get_node_ids()), released)
+        timeout = (DELIVERY_TIMEOUT if self.readiness is None
+                   else self.readiness.answer_seconds(DELIVERY_TIMEOUT))
+        self.delivered = deliver(grid, sorted(grid.get_node_ids()), released, timeout)
 
     def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """The algorithm's arrays and config for every site in ``server_round``

@@ -214,5 +214,9 @@ in its ``start``, a legacy one here). The result is ``strategy.result()``.
         context=context, strategy=strategy, config=ServerConfig(num_rounds=num_rounds)
     )
     workflow = DefaultWorkflow(fit_workflow=secure.workflow()) if secure else DefaultWorkflow()
-    workflow(grid, legacy)
+    try:
+        workflow(grid, legacy)
+    except Exception as error:
+        strategy.announce_failure(grid, error)
+        raise
     strategy.deliver_result(grid)  # the Message API's start does it
