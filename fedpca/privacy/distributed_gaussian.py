@@ -335,7 +335,7 @@ class DDGCalibration:
         own share, :meth:`Release.own_share`)."""
         summands = self.sites * self.draws
         return Release(mechanism, self.grid_sensitivity, math.sqrt(summands * self.sigma_sq),
-                       (self.padded,), summands, self.padded, self.sites)
+                       (self.padded,), summands, self.padded, self.sites, self.gamma)
 
     def worst_case_epsilon(self) -> float:
         """Epsilon at ``delta`` of :attr:`releases` releases seen through one site's own

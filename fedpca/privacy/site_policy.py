@@ -27,6 +27,7 @@ declares a new ``population`` here, never the coordinator.
 
 from __future__ import annotations
 
+import logging
 import math
 import tomllib
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ from fedpca.privacy.ledger_identity import LedgerWitness
 from fedpca.privacy.ledger_lifecycle import create_site_ledger
 from fedpca.privacy.mechanisms import Release, planned_run
 from fedpca.privacy.site_ledger import SiteLedger
+
+logger = logging.getLogger(__name__)
 
 #: The federated algorithms a site may allow (tables ``[algorithms.NAME]``).
 POLICY_ALGORITHMS = tuple(SPECS)
@@ -225,11 +228,58 @@ class SitePolicyFile:
     def open_ledger(self) -> SiteLedger:
         """The site's lifetime ledger, bounding both guarantees this policy sets, checked
         against its identity file (raises LedgerIdentityError, creating nothing, when it is
-        missing, replaced, emptied or older than the site's last recorded release)."""
-        return SiteLedger(self.ledger, self.population, self.epsilon, self.delta,
-                          site=self.name, worst_case_epsilon=self.worst_case_epsilon,
-                          daily_epsilon=self.daily_epsilon, weekly_epsilon=self.weekly_epsilon,
-                          witness=self.witness())
+        missing, replaced, emptied or older than the site's last recorded release); then
+        this policy's :meth:`ledger_settings` are recorded in it, dated, when they differ
+        from the last recorded (:meth:`~fedpca.privacy.site_ledger.SiteLedger.note_policy`),
+        so that every change of the site's own policy shows in its ledger's report."""
+        ledger = SiteLedger(self.ledger, self.population, self.epsilon, self.delta,
+                            site=self.name, worst_case_epsilon=self.worst_case_epsilon,
+                            daily_epsilon=self.daily_epsilon,
+                            weekly_epsilon=self.weekly_epsilon, witness=self.witness())
+        self._note_policy(ledger)
+        return ledger
+
+    def ledger_settings(self) -> dict[str, Any]:
+        """The settings of this policy that decide what the site spends and releases, by
+        their keys in the policy file, as its ledger records them: the budget, the clip
+        norm and moments share, the secure sums, every algorithm allowed or not (with its
+        settings), the population, the data file and the contract's hash (``none``
+        without one). Raises ContractError when the contract cannot be read."""
+        settings: dict[str, Any] = {
+            "site.population": self.population,
+            "site.data": str(self.data),
+            "site.contract": self.contract_hash() or None,
+            "budget.epsilon": self.epsilon,
+            "budget.delta": self.delta,
+            "budget.daily-epsilon": self.daily_epsilon,
+            "budget.weekly-epsilon": self.weekly_epsilon,
+            "budget.run-epsilon": self.run_epsilon,
+            "budget.worst-case-epsilon": self.worst_case_epsilon,
+            "budget.accounting": self.accounting,
+            "data.clip-norm": self.clip_norm,
+            "data.moments-share": self.moments_share,
+            "secure-aggregation.min-sites": self.secure_min_sites or 0,
+            "secure-aggregation.colluders": self.colluders,
+            "secure-aggregation.discrete": self.discrete,
+        }
+        for algorithm in POLICY_ALGORITHMS:
+            allowed = self.algorithms.get(algorithm)
+            settings[f"algorithms.{algorithm}"] = _allowed(allowed)
+        return settings
+
+    def _note_policy(self, ledger: SiteLedger) -> None:
+        """Record :meth:`ledger_settings` in ``ledger`` (logging what changed); a contract
+        that cannot be read is logged and recorded at the next opening that reads it (the
+        run, or ``fedpca site check``, reports it)."""
+        try:
+            settings = self.ledger_settings()
+        except ConfigurationError as exc:
+            logger.warning("%s: the policy's settings are not recorded in the ledger this "
+                           "time: %s", self.name, exc)
+            return
+        for change in ledger.note_policy(settings):
+            logger.info("%s: policy change recorded in the ledger %s: %s", self.name,
+                        self.ledger, change)
 
     def require_algorithm(self, algorithm: str) -> dict[str, Any]:
         """The site's settings for ``algorithm``; raises unless the policy allows it."""
@@ -343,6 +393,15 @@ PRIVACY_KEYS = ("epsilon", "delta", "rounds", "accounting", "clip-norm", "secure
                 "discrete", "noise-sampler", "explained-variance")
 #: DPS-PCA's setting (``[algorithms.dps-pca]``): one more release, the explained variance.
 DPS_PCA, EXPLAINED_VARIANCE = "dps-pca", "explained-variance"
+
+
+def _allowed(settings: dict[str, Any] | None) -> str:
+    """An algorithm's entry as a ledger records it: ``not allowed``, ``allowed`` or
+    ``allowed (rounds=10, explained-variance=True)``."""
+    if settings is None:
+        return "not allowed"
+    chosen = ", ".join(f"{key}={value}" for key, value in sorted(settings.items()))
+    return f"allowed ({chosen})" if chosen else "allowed"
 
 
 def _explains(settings: dict[str, Any]) -> bool:
