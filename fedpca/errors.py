@@ -64,6 +64,19 @@ class KeywordNames:
         return f"{parameter}={value!r}" if isinstance(value, str) else f"{parameter}={value}"
 
 
+class RunConfigNames(KeywordNames):
+    """Parameters as Flower run_config keys (``s-hat=300``): what a coordinator writes after
+    ``flwr run ... --run-config``."""
+
+    def name(self, parameter: str) -> str:
+        """The run_config key: the keyword with dashes."""
+        return parameter.replace("_", "-")
+
+    def assignment(self, parameter: str, value: object) -> str:
+        """``key=value`` (strings quoted, as TOML writes them)."""
+        return super().assignment(self.name(parameter), value)
+
+
 class ParameterError(ConfigurationError):
     """A run parameter, or a combination of parameters, is out of range.
 

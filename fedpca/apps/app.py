@@ -27,6 +27,7 @@ from fedpca.apps.common import (
 )
 from fedpca.apps.real_site import is_real_site, real_site_result, real_site_run_failed
 from fedpca.blas import single_thread_blas
+from fedpca.errors import ConfigurationError, ParameterError, RunConfigNames
 from fedpca.clients.site_app import client_result, client_run_end, site_client_app
 from fedpca.run_record import failure_recorded
 from fedpca.secure.identity import SecureIdentity
@@ -80,6 +81,9 @@ server_app = ServerApp()
 def main(grid: Grid, context: Context) -> None:
     """Run the configured algorithm. A run that fails (e.g. fewer than ``min-sites`` sites
     can afford it) writes a failure record to run_config ``output`` and raises, so Flower
-    marks the run failed."""
+    marks the run failed; a parameter error names the run_config keys to change."""
     with failure_recorded(_algorithm(context), record_path(dict(context.run_config))):
-        load(_spec(context).server_main)(grid, context)
+        try:
+            load(_spec(context).server_main)(grid, context)
+        except ParameterError as error:  # named as the coordinator writes them
+            raise ConfigurationError(error.render(RunConfigNames())) from None

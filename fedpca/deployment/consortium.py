@@ -32,11 +32,11 @@ DELTA = 1e-7
 
 def write_consortium(
     folder: str | Path, names: Sequence[str], data: Sequence[str | Path], *, min_sites: int,
-    discrete: bool = True, colluders: int = 0, consortium: str = "demo-consortium",
+    colluders: int = 0, consortium: str = "demo-consortium",
     contract: str | Path | None = None,
 ) -> list[Path]:
     """One policy per site (``folder/NAME/policy.toml``: the template of ``fedpca site init``
-    with ``min-sites``, ``discrete``, ``colluders``, its own key and the shared roster, and
+    with ``min-sites`` (its secure sums are distributed discrete Gaussian residues), ``colluders``, its own key and the shared roster, and
     a worst-case epsilon of the template's lifetime at that ``M``, rounded up; a
     demonstration runs several times a day, so its daily and weekly ceilings are the
     lifetime budget; ``contract``: the consortium's data contract every site's table is
@@ -59,7 +59,6 @@ def write_consortium(
                                        weekly_epsilon=TEMPLATE_EPSILON)
         text = (policy.read_text()
                 .replace("min-sites = 0", f"min-sites = {min_sites}")
-                .replace("discrete = false", f"discrete = {str(discrete).lower()}")
                 .replace('# roster = "roster.toml"', f'roster = "{roster.resolve()}"')
                 .replace('# signing-key = "secagg.pem"', f'signing-key = "{keys[name][0]}"')
                 .replace("# colluders = 0", f"colluders = {colluders}"))

@@ -111,9 +111,9 @@ clip-norm = 1.0                 # public bound C: every row is scaled to norm <=
 
 [secure-aggregation]
 min-sites = 0                   # M >= 2: answer only inside secure sums of >= M honest
-                                # sites (each site then adds sigma/sqrt(M)); 0: per-site noise
-discrete = false                # true: distributed discrete Gaussian residues (exact
-                                # guarantee for every sum of >= M sites; needs min-sites)
+                                # sites (each site then adds sigma/sqrt(M)), always as
+                                # distributed discrete Gaussian residues (an exact guarantee
+                                # for every sum of >= M sites); 0: per-site noise
 # With min-sites, the site joins fedpca's verifiable secure aggregation only:
 # roster = "roster.toml"        # the consortium's members and public keys (from the
                                 # consortium, never from the coordinator)
@@ -171,9 +171,9 @@ class SitePolicyFile:
             run spends at most this (at ``delta``); not a ceiling.
         accounting: ``"pld"`` or ``"paper"``.
         clip_norm: public row-norm bound ``C``.
-        discrete: with ``secure_min_sites``, the site sends distributed discrete Gaussian
-            residues (an exact guarantee for every sum of at least ``M`` sites) instead of
-            continuous shares (DPS-PCA; DPdisPCA's secure sums are always discrete).
+        discrete: whether the site sends distributed discrete Gaussian residues (an exact
+            guarantee for every sum of at least ``M`` sites): exactly when it sets
+            ``secure_min_sites`` (the verifiable secure aggregation carries nothing else).
         secure_min_sites: ``M`` (>= 2) when the site answers only inside secure sums of at
             least ``M`` sites, else ``None``.
         algorithms: allowed algorithm -> its settings (``rounds`` and
@@ -534,11 +534,13 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
     minimum = secure.get("min-sites", 0)
     if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 0 or minimum == 1:
         raise reader.error(f"secure-aggregation.min-sites={minimum!r} must be 0 or an integer >= 2")
-    discrete = secure.get("discrete", False)
-    if not isinstance(discrete, bool) or (discrete and not minimum):
+    discrete = secure.get("discrete", bool(minimum))
+    if not isinstance(discrete, bool) or discrete != bool(minimum):
         raise reader.error(
-            f"secure-aggregation.discrete={discrete!r} must be true or false, and true needs "
-            "secure-aggregation.min-sites >= 2"
+            f"secure-aggregation.discrete={discrete!r} with min-sites={minimum}: a real site "
+            "answers secure sums only through fedpca's verifiable secure aggregation, which "
+            "carries distributed discrete Gaussian residues, so discrete follows min-sites; "
+            "remove the discrete line"
         )
     worst_case = None
     if "worst-case-epsilon" in budget or minimum:

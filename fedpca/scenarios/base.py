@@ -22,6 +22,17 @@ S = TypeVar("S", bound="Scenario")
 
 #: ``run_config`` value meaning "no seed" (run_config cannot hold None).
 NO_SEED = -1
+#: run_config ``dataset`` of a run at real sites: every site reads its own data file (its
+#: policy's); the server holds no data, so it evaluates nothing.
+SITE_FILES = "files"
+
+
+def no_site_files(site: int) -> ConfigurationError:
+    """The error for a simulated partition asked for ``dataset = "files"``."""
+    return ConfigurationError(
+        f"partition {site}: dataset {SITE_FILES!r} means every site reads its own data file "
+        "(a real site's policy names it); a simulated partition holds none: use dataset "
+        "'synthetic' or a public data set")
 
 
 def flag(help: str, *, none: Any = None, **argparse_options: Any) -> dict[str, Any]:

@@ -53,14 +53,17 @@ from fedpca.scenarios.base import (
     SAMPLES,
     SECURE_MIN_SITES,
     K,
+    SITE_FILES,
     Scenario,
     flag,
+    no_site_files,
     parameter,
 )
 
 SYNTHETIC = "synthetic"
-#: ``"synthetic"`` and the names :func:`fedpca.data.datasets.load_dataset` knows.
-DATASETS = (SYNTHETIC, *DATASET_NAMES)
+#: ``"synthetic"``, ``"files"`` (real sites, each its own file) and the names
+#: :func:`fedpca.data.datasets.load_dataset` knows.
+DATASETS = (SYNTHETIC, SITE_FILES, *DATASET_NAMES)
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,7 @@ class DPdisPCAScenario(Scenario):
                 "{variant} secure-sum and {secure_min_sites} go together: a site sends its "
                 "secure-sum message only inside sums of at least M sites",
                 {"variant": self.variant, "secure_min_sites": self.secure_min_sites},
-                hint="use both --variant secure-sum and --secure-aggregation [M], or neither",
+                hint="use both {variant} secure-sum and {secure_min_sites} M, or neither",
             )
         self.policy()
         if self.variant == VARIANT_SECURE:
@@ -151,8 +154,8 @@ class DPdisPCAScenario(Scenario):
     def for_dataset(cls, dataset: str, **options: Any) -> DPdisPCAScenario:
         """A scenario over every record of ``dataset``: ``dim`` and ``samples`` from the data."""
         require_choice(dataset, "dataset", DATASETS)
-        if dataset == SYNTHETIC:
-            return cls(**options)
+        if dataset in (SYNTHETIC, SITE_FILES):
+            return cls(dataset=dataset, **options)
         X = dataset_pooled(dataset)
         return cls(dataset=dataset, dim=int(X.shape[1]), samples=int(X.shape[0]), **options)
 
@@ -160,7 +163,7 @@ class DPdisPCAScenario(Scenario):
     def from_flags(cls, values: dict[str, Any]) -> DPdisPCAScenario:
         """As :meth:`Scenario.from_flags`; a data set brings its own ``dim`` and
         ``samples``."""
-        if values.get("dataset", SYNTHETIC) == SYNTHETIC:
+        if values.get("dataset", SYNTHETIC) in (SYNTHETIC, SITE_FILES):
             return super().from_flags(values)
         options = {k: v for k, v in cls.with_data_seed(values).items()
                    if k not in ("dataset", "dim", "samples")}
@@ -245,6 +248,8 @@ class DPdisPCAScenario(Scenario):
     def prepared_site(self, site: int) -> SiteData:
         """Site ``site``'s validated, clipped records, cached per process."""
         self.check_site(site)
+        if self.dataset == SITE_FILES:
+            raise no_site_files(site)
         if self.dataset == SYNTHETIC:
             return _synthetic_site(self.model(), self.samples, self.sites, site, self.clip_norm)
         data = dataset_site(
@@ -276,7 +281,10 @@ class DPdisPCAScenario(Scenario):
     def holds_sites(self, site_records: Mapping[str, int]) -> bool:
         """Whether ``site_records`` (each answering site's name and record count) are
         exactly this scenario's partitions ``"0" .. "sites-1"``: then the sites answered from
-        data this process can rebuild (synthetic or public), and an evaluation is valid."""
+        data this process can rebuild (synthetic or public), and an evaluation is valid; never
+        with real sites' own files."""
+        if self.dataset == SITE_FILES:
+            return False
         expected = {str(i): self.prepared_site(i).X.shape[0] for i in range(self.sites)}
         return dict(site_records) == expected
 

@@ -30,8 +30,10 @@ from fedpca.scenarios.base import (
     EPSILON,
     SAMPLES,
     K,
+    SITE_FILES,
     Scenario,
     flag,
+    no_site_files,
     parameter,
 )
 
@@ -46,7 +48,7 @@ def dataset_names() -> tuple[str, ...]:
         raise ConfigurationError(
             f"named datasets are unavailable ({exc}); use dataset={SYNTHETIC!r}"
         ) from exc
-    return (SYNTHETIC, *DATASET_NAMES)
+    return (SYNTHETIC, SITE_FILES, *DATASET_NAMES)
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,8 @@ class LDPScenario(Scenario):
     def prepared_site(self, site: int) -> SiteData:
         """Site ``site``'s validated, clipped records, cached per process."""
         self.check_site(site)
+        if self.dataset == SITE_FILES:
+            raise no_site_files(site)
         if self.synthetic:
             return _prepared_site(self.model(), self.samples, self.sites, site, self.clip_norm)
         from fedpca.data.federated import dataset_site
