@@ -131,3 +131,87 @@ def test_bad_released_moments_are_refused():
         column_moments(np.array([np.nan, 1.0]), 10, ColumnBounds((1.0, 1.0)), False)
     with pytest.raises(ConfigurationError, match="at least one record"):
         column_moments(np.zeros(2), 0, ColumnBounds((1.0, 1.0)), False)
+
+
+# --- public scales ---------------------------------------------------------------------------
+
+#: :data:`BOUNDS` with public scales for free columns 0 and 2 and the 3-level group: the
+#: squares of columns 1 and the 2-level group only are released.
+PUBLIC = ColumnBounds(widths=BOUNDS.widths, groups=BOUNDS.groups,
+                      scales=(1.0, None, 0.4, 0.3, 0.5, 0.2, None, None))
+#: Every scale public: the standardised release is the centring one.
+ALL_PUBLIC = ColumnBounds(widths=BOUNDS.widths, groups=BOUNDS.groups,
+                          scales=(1.0, 0.1, 0.4, 0.3, 0.5, 0.2, 0.5, 0.5))
+
+
+@pytest.mark.parametrize("bounds", [PUBLIC, ALL_PUBLIC], ids=["some public", "all public"])
+def test_with_public_scales_the_sensitivity_of_what_is_released_holds_and_is_attained(bounds):
+    """Only the squares of the columns without a public scale are released: an adversarial
+    search (random and corner records, then every corner of the free columns against every
+    pair of levels) never moves the statistic further than the bound, and the extreme pair
+    reaches it."""
+    squared = bounds.squared()
+    assert squared == ((1, 6, 7) if bounds is PUBLIC else ())
+    rng = np.random.default_rng(8)
+    bound = bounds.moments_sensitivity(True)
+    worst = 0.0
+    for corners in (False, True):
+        x = random_records(bounds, 20_000, rng, corners)
+        y = random_records(bounds, 20_000, rng, corners)
+        moved = (moment_statistic(x[:, None, :], True, squared)
+                 - moment_statistic(y[:, None, :], True, squared))
+        assert moved.shape == (20_000, bounds.statistic_dim(True))
+        worst = max(worst, float(np.max(np.linalg.norm(moved, axis=1))))
+    assert worst <= bound * (1 + 1e-12)
+    assert worst > 0.9 * bound
+    x, y = extreme_pair(bounds)
+    attained = np.linalg.norm(moment_statistic(x[None], True, squared)
+                              - moment_statistic(y[None], True, squared))
+    assert attained == pytest.approx(bound, rel=1e-12)
+    # column 1 (width 0.5) is the only free squared column, plus one squared group
+    expected = math.sqrt(0.5**4 + 2) if bounds is PUBLIC else 0.0
+    assert bounds.square_sum_sensitivity() == pytest.approx(expected)
+    if bounds is ALL_PUBLIC:  # no squares: the centring statistic and its sensitivity
+        assert bound == bounds.sum_sensitivity() == BOUNDS.sum_sensitivity()
+        assert bounds.statistic_dim(True) == bounds.dim
+        assert bounds.record_norm(True) == bounds.row_norm()
+
+
+def test_public_scales_are_used_as_stated_and_never_floored():
+    records = 100
+    sums = np.array([150.0, 30.0, 40.0, 20.0, 30.0, 50.0, 60.0, 40.0])
+    squares = np.array([0.05 * records, 50.0, 40.0])  # columns 1, 6, 7
+    moments = column_moments(np.concatenate([sums, squares]), records, PUBLIC, True,
+                             floor=0.01)
+    assert moments.public_scales == (0, 2, 3, 4, 5)
+    np.testing.assert_array_equal(moments.scale[[0, 2, 3, 4, 5]], [1.0, 0.4, 0.3, 0.5, 0.2])
+    # column 1: 0.05 - 0.3^2 < 0, floored; the 2-level group: 0.5 - 0.6^2, 0.4 - 0.4^2
+    assert moments.floored_variances == (1,)
+    assert moments.scale[[1, 6, 7]] == pytest.approx([0.1, math.sqrt(0.14), math.sqrt(0.24)])
+    with pytest.raises(ConfigurationError, match="11 finite values"):
+        column_moments(np.zeros(2 * PUBLIC.dim), records, PUBLIC, True)
+    assert column_moments(sums, records, ALL_PUBLIC, True).floored_variances == ()
+
+
+def test_public_scales_travel_through_width_units_exactly():
+    widths = (3.7, 0.3, 1.0)
+    bounds = ColumnBounds(widths=widths, scales=(0.9, None, 0.5))
+    unit = bounds.unit()
+    assert unit.widths == (1.0, 1.0, 1.0) and unit.scales[0] == pytest.approx(0.9 / 3.7)
+    noisy = np.array([1.0, 0.5, 0.5, 0.5])  # sums in width units, the square of column 1
+    moments = column_moments(noisy, 2, unit, True).rescaled(bounds)
+    assert moments.scale[0] == 0.9 and moments.scale[2] == 0.5  # exactly as stated
+    assert moments.scale[1] == pytest.approx(math.sqrt(0.5 / 2 - 0.25**2) * 0.3)
+    assert moments.mean == pytest.approx(np.array([0.5, 0.25, 0.25]) * widths)
+
+
+@pytest.mark.parametrize("scales, says", [
+    ((1.0, None), "2 public scales for 3 columns"),
+    ((3.0, None, None), r"must lie in \[1e-06 w, w / 2\]"),
+    ((0.0, None, None), r"must lie in"),
+    ((math.nan, None, None), r"must lie in"),
+    ((None, 0.5, None), "give every level a public scale, or none"),
+])
+def test_bad_public_scales_are_refused(scales, says):
+    with pytest.raises(ConfigurationError, match=says):
+        ColumnBounds(widths=(4.0, 1.0, 1.0), groups=((1, 2),), scales=scales)

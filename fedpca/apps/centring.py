@@ -58,8 +58,9 @@ def run_centred(grid: Grid, context: Context, scenario_cls: type[Scenario],
     contract = server_contract(config)
     scenario = scenario_cls.from_run_config(config, sites=scenario.sites,
                                             dim=contract.bounds.dim)
-    plan = CentredPlan(scenario, requested_policy(scenario, bool(standardize)),
-                       contract.bounds, contract.output_columns,
+    policy = requested_policy(scenario, bool(standardize),
+                              public_scales=contract.bounds.all_public)
+    plan = CentredPlan(scenario, policy, contract.bounds, contract.output_columns,
                        secure_max_records(scenario, config))
     strategy = build(plan)
     run_strategy(grid, context, strategy, secure=secure_aggregation(scenario, strategy, 1.0))
