@@ -392,3 +392,15 @@ def test_an_id_column_takes_nothing_but_its_name_and_there_is_one(old, new, prob
     only_id = '[contract]\nname = "x"\n[[column]]\nname = "pid"\nkind = "id"\n'
     with pytest.raises(ContractError, match="no column but its id"):
         contract(only_id)
+
+
+def test_contract_show_names_the_public_scales_and_the_id_column(tmp_path, capsys):
+    (tmp_path / "c.toml").write_text(SCALED.replace(
+        "[[column]]", '[[column]]\nname = "pid"\nkind = "id"\n\n[[column]]', 1))
+    assert cli_main(["contract", "show", str(tmp_path / "c.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "pid              id           -> never sent (the ids)" in out
+    assert "bili [0, 5.704] scale 0.9" in out and "age [0, 110] scale 27.5" in out
+    assert ("8 output columns, 6 with a public scale; replace-one L2 sensitivity of a site's "
+            "column sums 110.3, of its sums of squares (of the 2 columns without a public "
+            "scale) 25.02") in out  # sqrt(5^4 + 1): alb and its indicator
