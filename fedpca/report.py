@@ -106,7 +106,7 @@ def guarantee_lines(record: dict[str, Any]) -> list[str]:
     for text, sites in groups.items():
         named = ", ".join(sites[:NAMED_SITES]) + (", ..." if len(sites) > NAMED_SITES else "")
         lines.append(f"  {len(sites)} site(s) ({named}): {text}")
-    lines.append(f"requested (not a guarantee): {_guarantee(record.get('requested') or {})}")
+    lines.append(f"request (not a guarantee): {_guarantee(record.get('request') or {})}")
     return lines
 
 

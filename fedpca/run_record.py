@@ -10,9 +10,11 @@ which :meth:`fedpca.results.PCAResult.load` reads back. A metric the run could n
 
 The headline guarantee is what the sites guaranteed, never what the coordinator asked: each
 site's answers carry its own guarantee (``site_guarantees``,
-:mod:`fedpca.privacy.guarantee`) and the headline is the weakest of them; the run's
-configuration, which a real site replaces with its policy, is ``requested``. A run without
-Flower (the reference runs) has no site guarantees: its sites all used that configuration.
+:mod:`fedpca.privacy.guarantee`) and the headline is the weakest of them, as is the full
+result's ``privacy`` (:func:`fedpca.privacy.guarantee.as_guaranteed`: no block of the record
+states a privacy the sites did not give); the run's configuration, which a real site
+replaces with its policy, is ``request``, never read as a guarantee. A run without Flower
+(the reference runs) has no site guarantees: its sites all used that configuration.
 
 A run that stops before its result (too few sites could afford it, or answered a round)
 writes :func:`failure_record` instead, to the same path: ``status`` ``"failed"``, the error
@@ -44,7 +46,7 @@ COMPLETE, FAILED = "complete", "failed"
 #: Phases that are not the algorithm's rounds: DPS-PCA's initialisation and
 #: explained-variance releases, a centred run's moments round.
 EXTRA_PHASES = ("init", "variance", MOMENTS_PHASE)
-#: The request's privacy keys the record repeats under ``requested``.
+#: The request's privacy keys the record repeats under ``request``.
 REQUESTED_KEYS = (
     "epsilon", "delta", "accounting", "noise_multiplier", "sigma", "epsilon_achieved",
     "epsilon_worst_case", "clip_norm", "secure_min_sites", "noise_sampler",
@@ -133,13 +135,19 @@ def guaranteed_privacy(result: RunResult) -> dict[str, Any]:
     return weakest(sites.values()) if sites else requested_privacy(result.privacy)
 
 
+def request_of(result: RunResult) -> dict[str, Any]:
+    """The privacy the run was asked for (the strategy keeps it in the config as
+    ``request``; a run without one was configured with its result's privacy)."""
+    return dict(_config(result.config, "request") or result.privacy)
+
+
 def headline(result: RunResult) -> dict[str, Any]:
     """The fields every algorithm's record starts with: the run's shape and its privacy (what
-    the sites guaranteed, and the request)."""
+    the sites guaranteed, and the request apart, under ``request``)."""
     privacy, config, history = result.privacy, result.config, result.history
     records = _config(config, "site_records") or {}
     sites = site_guarantees(config)
-    requested = requested_privacy(privacy)
+    requested = requested_privacy(request_of(result))
     guaranteed = guaranteed_privacy(result)
     seed = _config(config, "seed")
     return {
@@ -158,7 +166,7 @@ def headline(result: RunResult) -> dict[str, Any]:
         "epsilon_achieved": guaranteed["epsilon_achieved"],
         "epsilon_worst_case": guaranteed["epsilon_worst_case"],
         "site_guarantees": {site: g.to_dict() for site, g in sites.items()} or None,
-        "requested": requested,
+        "request": requested,
         "trust_model": privacy.get("trust_model"),
         "seed": None if seed in (None, NO_SEED) else int(seed),
         "rounds": sum(1 for entry in history if entry.get("phase") not in EXTRA_PHASES),

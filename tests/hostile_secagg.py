@@ -160,7 +160,7 @@ def forged(names: list[str], request: SetupRequest, prefix: str = "") -> list[Ad
 
 def dpdis_strategy(grid: Grid, context: Context) -> DPdisPCA:
     """The run's DPdisPCA strategy, as the App's ServerApp builds it."""
-    scenario, config = server_scenario(DPdisPCAScenario, grid, context)
+    scenario, config, _ = server_scenario(DPdisPCAScenario, grid, context)
     secure = scenario.secure_sum(secure_max_records(scenario, config) or None)
     return DPdisPCA(dim=scenario.dim, k=scenario.k, r=scenario.r, weighting=scenario.weighting,
                     variant=scenario.variant, min_sites=scenario.required_sites(),

@@ -4,7 +4,7 @@
 HEADLINE = {
     "algorithm", "status", "sites", "samples", "dim", "k", "epsilon", "delta", "accounting",
     "noise_multiplier", "noise_sampler", "sigma", "epsilon_achieved", "epsilon_worst_case", "site_guarantees",
-    "requested", "trust_model", "seed", "rounds",
+    "request", "trust_model", "seed", "rounds",
     "flower_rounds", "epsilon_spent", "wall_seconds",
 }
 ALGORITHM = {

@@ -119,12 +119,12 @@ def test_the_sites_that_can_afford_the_run_go_on_without_the_one_that_cannot(fed
 
 def test_the_legacy_strategy_has_the_same_budget_round(federation, tmp_path):
     policies, grid = federation
-    context = server_context(tmp_path, min_sites=3)
-    scenario, _ = server_scenario(DPSPCAScenario, grid, context)
+    context = server_context(tmp_path, min_sites=2)  # the ServerApp's round lets it go on
+    scenario, _, readiness = server_scenario(DPSPCAScenario, grid, context)
     strategy = DPSPCAStrategy(dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat,
                               rounds=scenario.rounds, min_sites=3)
     with pytest.raises(BudgetRoundError, match="0: refused this run of dps-pca"):
-        run_strategy(grid, context, strategy)  # stops before Flower's workflow starts
+        run_strategy(grid, context, strategy, readiness=readiness)  # before Flower's workflow
     assert grid.types == [MessageType.QUERY] * 3
     assert strategy.failures == list(strategy.declined.values()) and list(strategy.declined) == [1]
 

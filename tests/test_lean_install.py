@@ -78,3 +78,19 @@ def test_a_plot_or_a_simulation_without_its_extra_names_the_extra(tmp_path):
     assert 'a Flower simulation (Ray runs its virtual sites) needs ray' in child.stderr
     assert 'pip install "fedpca[simulation]"' in child.stderr
     assert not (tmp_path / "run.png").exists()
+
+
+def test_the_ledger_page_without_matplotlib_names_the_extra(tmp_path):
+    import numpy as np
+
+    np.save(tmp_path / "records.npy", np.eye(4))
+    child = run_without_extras("""
+        from fedpca.cli import main
+        assert main(["site", "init", "--policy", "site.toml", "--name", "h", "--data",
+                     "records.npy"]) == 0
+        assert main(["site", "ledger", "--policy", "site.toml", "--html", "ledger.html"]) == 2
+    """, tmp_path)
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert "the ledger's page (fedpca site ledger --html) needs matplotlib" in child.stderr
+    assert 'pip install "fedpca[plots]"' in child.stderr
+    assert not (tmp_path / "ledger.html").exists()

@@ -232,3 +232,30 @@ def test_a_secure_kplane_site_refuses_a_request_outside_its_sum_before_any_charg
     assert site.ledger.count == 0
     message = site.release_clusters(bases, secure=public)
     assert message.dtype == np.int64 and site.ledger.count == 1
+
+
+def test_a_secure_sum_at_genomics_width_runs_within_a_sites_default_draw_limit():
+    """DPS-PCA's power step at d = 20,000 (k = 2): the grid needs more draws than the old
+    fixed limit of 16, within a site's default limit, and a site whose policy allows fewer
+    refuses it naming the key it can set."""
+    from fedpca.algorithms.site_limits import DEFAULT_MAX_NOISE_DRAWS, SiteLimits
+    from fedpca.privacy.mechanisms import power_step_sensitivity
+
+    secure = SecureSum(sensitivity=power_step_sensitivity(1.0), max_records=10_000,
+                       norm_per_record=1.0, dimension=20_000 * 2, sites_in_sum=10,
+                       rotation_seed=0)
+    cal = secure.grid(1.0, 1e-6, 11, 10).calibration
+    assert 16 < cal.draws <= DEFAULT_MAX_NOISE_DRAWS and cal.epsilon <= 1.0
+    SiteLimits().require_draws(cal.draws, cal.padded, "site")
+    with pytest.raises(InvalidRequestError, match=r"needs \d+ exact discrete Gaussian draws.*"
+                                                  r"raises limits.max-noise-draws"):
+        SiteLimits(max_noise_draws=16).require_draws(cal.draws, cal.padded, "site")
+
+
+def test_the_grid_does_not_depend_on_the_draw_cap_when_a_smaller_one_serves():
+    from fedpca.privacy.distributed_gaussian import choose_grid
+
+    common = {"releases": 3, "sensitivity": math.sqrt(2), "norm_bound": 400.0,
+              "dimension": 300, "sites": 3}
+    grids = [choose_grid(1.0, 1e-6, **common, max_draws=cap) for cap in (16, 64, 1024)]
+    assert len({(g.gamma, g.calibration.sigma_sq, g.calibration.draws) for g in grids}) == 1

@@ -74,9 +74,9 @@ def test_the_record_holds_each_sites_own_guarantee(record):
     assert record["accounting"] == "paper/pld" and record["noise_multiplier"] == weakest
     assert record["sigma"] is None  # no site used the request's noise
     # real sites draw exact noise whatever the request says (a simulation's float default)
-    assert record["noise_sampler"] == "exact" and record["requested"]["noise_sampler"] == "float"
-    assert record["requested"]["epsilon"] == 1.0 and record["requested"]["delta"] == 1e-5
-    assert record["requested"]["noise_multiplier"] == SCENARIO.privacy()["noise_multiplier"]
+    assert record["noise_sampler"] == "exact" and record["request"]["noise_sampler"] == "float"
+    assert record["request"]["epsilon"] == 1.0 and record["request"]["delta"] == 1e-5
+    assert record["request"]["noise_multiplier"] == SCENARIO.privacy()["noise_multiplier"]
 
 
 def test_show_prints_the_sites_guarantees_and_labels_the_request(record, tmp_path, capsys):
@@ -88,8 +88,8 @@ def test_show_prints_the_sites_guarantees_and_labels_the_request(record, tmp_pat
     assert "guaranteed by the sites (each by its own policy):" in out
     assert "1 site(s) (1): (eps=3.0, delta=1e-07)-DP [pld, noise multiplier" in out
     assert "1 site(s) (2): (eps=2.0, delta=1e-07)-DP [paper, noise multiplier" in out
-    assert "requested (not a guarantee): (eps=1.0, delta=1e-05)-DP [pld" in out
+    assert "request (not a guarantee): (eps=1.0, delta=1e-05)-DP [pld" in out
     site_lines = [line for line in out.splitlines() if " site(s) (" in line]
     assert site_lines and all(line.endswith("exact noise]") for line in site_lines)
-    assert "float noise]" in out.split("requested (not a guarantee)")[1]
+    assert "float noise]" in out.split("request (not a guarantee)")[1]
     assert "(eps=3.0, delta=1e-07)-DP per record per site [paper/pld" in out

@@ -12,7 +12,12 @@ A ledger is never created by opening it: a deleted, emptied, truncated, replaced
 ledger, or one whose identity file is lost, is refused by the check, by a run (with a fixed
 reason for the coordinator) and at a charge; a backup restored is the same ledger, an older
 one only with a reason, recorded with the releases lost; a new ledger and the adoption of an
-older fedpca's ledger are explicit and recorded."""
+older fedpca's ledger are explicit and recorded.
+
+For the privacy officer, a run's first charge records the run (when, what it planned) in the
+same transaction; a run's end is recorded only for a run that released here, once, with a
+short printable reason, and changes no budget; every change of the site's own policy
+(its contract's hash included) is one dated row."""
 
 import re
 import shutil
@@ -25,13 +30,16 @@ import pytest
 from flwr.common import Context, RecordDict
 
 from fedpca.apps.real_site import open_real_site
+from liver_contract import CONTRACT, liver_table
 from fedpca.cli import main as cli_main
 from fedpca.errors import BudgetExceededError, ConfigurationError
 from fedpca.privacy.distributed_gaussian import calibrate_ddg
 from fedpca.privacy.ledger import PrivacyLedger
 from fedpca.privacy.ledger_identity import RUN_REFUSAL, LedgerIdentityError, LedgerState, Mark
+from fedpca.privacy import site_ledger
 from fedpca.privacy.mechanisms import Release
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger, format_ledger
+from fedpca.privacy.ledger_report import format_ledger
+from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger
 from fedpca.privacy.site_policy import load_site_policy, write_policy_template
 
 DELTA = 1e-6
@@ -317,7 +325,7 @@ def test_the_ledger_reads_run_by_run_for_a_privacy_officer(tmp_path):
     summary = ledger.summary()
     runs = {r["run_id"]: r for r in summary["runs"]}
     assert [runs[r]["status"] for r in ("run-1", "run-2", "run-3")] == [
-        "complete", "complete", "incomplete"]
+        "complete", "complete", "stopped"]
     after = [runs[r]["lifetime_epsilon_after"] for r in ("run-1", "run-2", "run-3")]
     # each run's own epsilon is its three releases composed; the lifetime after run 2 is
     # the six composed, less than twice run 1 (PLD composition), and the last is the total
@@ -326,7 +334,7 @@ def test_the_ledger_reads_run_by_run_for_a_privacy_officer(tmp_path):
     assert after[1] < after[2]
     assert after[2] == pytest.approx(summary["epsilon_spent"])
     table = format_ledger(summary)
-    assert "3/3" in table and "1/3" in table and "incomplete" in table
+    assert "3/3" in table and "1/3" in table and "stopped" in table
     assert "less than the sum of the runs' epsilons" in table
 
 
@@ -517,3 +525,139 @@ def test_a_ledger_an_older_fedpca_wrote_is_adopted_on_purpose(tmp_path, capsys):
     assert [r["run_id"] for r in policy.open_ledger().rows()] == ["old"]
     assert ledger_command(policy, "--adopt", "--reason", "again") == 2
     assert "already has an identity file" in capsys.readouterr().err
+
+
+# --- what the ledger keeps for its privacy officer: runs, their ends, the policy's changes ----
+DESCRIBED = {"algorithm": "dpdis-pca", "k": 2, "contract": "c0" * 32, "centring": "centre",
+             "releases": 2}
+
+
+def described(run_id: str, max_releases: int = 2, description=DESCRIBED) -> RunCharge:
+    return RunCharge(run_id, "dpdis-pca", "sha-of-the-file", max_releases, description)
+
+
+def test_a_runs_first_charge_records_the_run_in_the_same_transaction(tmp_path):
+    clock = Clock(MONDAY)
+    ledger = windowed(tmp_path / "l.sqlite", clock, epsilon=FIVE)
+    charges = ledger.for_run(described("r"))
+    charges.charge(GAUSSIAN)
+    clock.now += HOUR
+    charges.charge(GAUSSIAN)  # a later charge leaves the run's row as it was
+    assert ledger.run_records() == {"r": {
+        "population": "patients", "run_id": "r", "started": MONDAY, "planned": 2,
+        "description": DESCRIBED, "status": None, "reason": None, "ended": None}}
+    # a refused charge writes no run either
+    for _ in range(3):  # five releases in all: the lifetime budget
+        ledger.for_run(described("s", 5)).charge(GAUSSIAN)
+    with pytest.raises(BudgetExceededError, match="lifetime budget"):
+        ledger.for_run(described("refused")).charge(GAUSSIAN)
+    assert set(ledger.run_records()) == {"r", "s"}
+    # the run's row and its first release are one transaction: when the row cannot be
+    # written, the release is not recorded either
+    roomy = new_ledger(tmp_path / "roomy.sqlite", "patients", 50.0, DELTA)
+    with closing(sqlite3.connect(roomy.path)) as conn, conn:
+        conn.execute("CREATE TRIGGER no_run BEFORE INSERT ON runs "
+                     "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    with pytest.raises(sqlite3.DatabaseError, match="disk full"):
+        roomy.for_run(described("t")).charge(GAUSSIAN)
+    assert roomy.rows() == []
+
+
+def test_a_runs_description_is_kept_as_short_printable_json_scalars(tmp_path):
+    ledger = new_ledger(tmp_path / "l.sqlite", "patients", 10.0, DELTA)
+    hostile = {"k": 3, "note": "x\x1b[2J" + "y" * 500, "shape": (8, 2), "bad": float("nan"),
+               **{f"key-{i}": i for i in range(40)}}
+    ledger.for_run(described("r", description=hostile)).charge(GAUSSIAN)
+    kept = ledger.run_records()["r"]["description"]
+    assert len(kept) == 32 and kept["k"] == 3
+    assert kept["note"] == "x?[2J" + "y" * 195
+    assert kept["shape"] == "(8, 2)" and kept["bad"] == "nan"
+
+
+def test_a_run_ends_once_only_if_it_released_here_and_no_budget_changes(tmp_path):
+    clock = Clock(MONDAY)
+    ledger = windowed(tmp_path / "l.sqlite", clock)
+    ledger.for_run(described("r")).charge(GAUSSIAN)
+    other = new_ledger(tmp_path / "o.sqlite", "patients", 50.0, DELTA)
+    spent, left = ledger.epsilon_spent(), ledger.runs_remaining([GAUSSIAN] * 2)
+    before = ledger.run_records()
+    # a run that made no release of this population here: nothing is written
+    assert not ledger.end_run("never-here", "failed", "x" * 10_000)
+    assert not other.end_run("r", "complete")
+    assert ledger.run_records() == before and other.run_records() == {}
+    clock.now += HOUR
+    assert ledger.end_run("r", "failed", "hospital-b:\x00 no file\n" + "z" * 500)
+    recorded = ledger.run_records()["r"]
+    assert recorded["status"] == "failed" and recorded["ended"] == MONDAY + HOUR
+    assert recorded["reason"] == "hospital-b:? no file?" + "z" * 179  # 200 printable
+    assert not ledger.end_run("r", "complete")  # the first end stands
+    assert ledger.run_records()["r"] == recorded
+    assert ledger.epsilon_spent() == spent and ledger.runs_remaining([GAUSSIAN] * 2) == left
+    with pytest.raises(ConfigurationError, match="a run ends complete or failed, not 'done'"):
+        ledger.end_run("r", "done")
+
+
+def test_an_older_ledgers_runs_are_reported_from_their_releases_and_can_end(tmp_path):
+    path = tmp_path / "old.sqlite"
+    write_old_ledger(path)
+    ledger = SiteLedger(path, "patients", 3.0, DELTA)
+    assert ledger.run_records() == {} and ledger.policy_events() == []  # tables added
+    assert [r["grid_step"] for r in ledger.rows()] == [0.0]
+    [old] = ledger.summary()["runs"]
+    assert (old["run_id"], old["status"], old["description"]) == ("old", "unknown", {})
+    assert ledger.end_run("old", "complete")
+    assert ledger.run_records()["old"]["started"] == 1.0  # its first release
+    assert ledger.summary()["runs"][0]["status"] == "complete"
+
+
+def test_a_policy_change_is_recorded_once_with_its_date(tmp_path, monkeypatch):
+    now = [MONDAY]
+    monkeypatch.setattr(site_ledger, "utc_now", lambda: now[0])
+    np.save(tmp_path / "records.npy", np.eye(4))
+    path = write_policy_template(tmp_path / "site.toml", "h", "records.npy")
+    policy = load_site_policy(path)
+    policy.open_ledger()
+    now[0] += HOUR
+    policy.open_ledger()  # the same policy again: no row
+    load_site_policy(path).open_ledger()
+    [first] = policy.open_ledger().policy_events()
+    assert first["time"] == MONDAY and first["changes"] == []
+    assert first["policy"]["budget.daily-epsilon"] == 1.0
+    assert first["policy"]["algorithms.dps-pca"] == "allowed (rounds=10)"
+    assert first["policy"]["site.contract"] is None
+    # the site's officer raises the daily ceiling: one dated row, old -> new
+    path.write_text(path.read_text().replace("daily-epsilon = 1.0", "daily-epsilon = 1.5"))
+    now[0] += HOUR
+    edited = load_site_policy(path)
+    ledger = edited.open_ledger()
+    edited.open_ledger()
+    events = ledger.policy_events()
+    assert len(events) == 2
+    assert events[1]["time"] == MONDAY + 2 * HOUR
+    assert events[1]["changes"] == [["budget.daily-epsilon", "1", "1.5"]]
+    assert ledger.note_policy(edited.ledger_settings()) == []
+    # the sentences note_policy returns, and its first recording's
+    lowered = {**edited.ledger_settings(), "budget.epsilon": 3.0}
+    assert ledger.note_policy(lowered) == ["budget.epsilon 4 -> 3"]
+    fresh = new_ledger(tmp_path / "fresh.sqlite", "h", 4.0, DELTA)
+    [recorded] = fresh.note_policy({"budget.epsilon": 4.0, "secure-aggregation.discrete": False})
+    assert recorded == "policy recorded: budget.epsilon 4; secure-aggregation.discrete false"
+
+
+def test_a_replaced_contract_is_a_policy_change_and_an_unreadable_one_is_not_guessed(
+        tmp_path, caplog):
+    (tmp_path / "table.csv").write_text(liver_table(20))
+    (tmp_path / "contract.toml").write_text(CONTRACT)
+    path = write_policy_template(tmp_path / "site.toml", "clinic", "table.csv",
+                                 contract="contract.toml", delta=1e-7)
+    policy = load_site_policy(path)
+    first = policy.contract_hash()
+    assert policy.open_ledger().policy_events()[0]["policy"]["site.contract"] == first
+    (tmp_path / "contract.toml").write_text(CONTRACT.replace("[0, 110]", "[0, 120]"))
+    [_, replaced] = policy.open_ledger().policy_events()
+    assert replaced["changes"] == [["site.contract", first, policy.contract_hash()]]
+    # a contract that cannot be read: the ledger still opens (the run and site check say
+    # what is wrong) and records nothing until it can be read again
+    (tmp_path / "contract.toml").write_text("not a contract")
+    assert len(policy.open_ledger().policy_events()) == 2
+    assert "the policy's settings are not recorded in the ledger this time" in caplog.text

@@ -21,7 +21,8 @@ from fedpca.privacy.distributed_gaussian import (
 )
 from fedpca.privacy.ledger import PrivacyLedger, composed_epsilon
 from fedpca.privacy.mechanisms import Release
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger, format_ledger
+from fedpca.privacy.ledger_report import format_ledger
+from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger
 from fedpca.privacy.site_policy import worst_cases
 
 DELTA = 1e-7

@@ -417,6 +417,7 @@ class PrivateSite:
         secure.check_site(self.n, m, self.site, own)
         grid = secure.grid_for(self.policy)
         cal = grid.calibration
+        self.limits.require_draws(cal.draws, cal.padded, self.site)
         residues = self.publish(cal.release(mechanism + f"+ddg(m={m})"), lambda index: encode_site(
             statistic, gamma=grid.gamma, rotation=secure.rotation(), sigma_sq=cal.sigma_sq,
             modulus=grid.modulus, draws=cal.draws, rng=self.noise.generator(index)))

@@ -25,9 +25,9 @@ from fedpca.apps.common import (
     site_client_for,
     site_identity_for,
 )
-from fedpca.apps.real_site import is_real_site, real_site_result
+from fedpca.apps.real_site import is_real_site, real_site_result, real_site_run_failed
 from fedpca.blas import single_thread_blas
-from fedpca.clients.site_app import client_result, site_client_app
+from fedpca.clients.site_app import client_result, client_run_end, site_client_app
 from fedpca.run_record import failure_recorded
 from fedpca.secure.identity import SecureIdentity
 
@@ -64,7 +64,15 @@ def result_fn(context: Context, content: RecordDict) -> str:
     return client_result(client_fn, context, content)
 
 
-client_app = site_client_app(client_fn, identity_fn, budget_fn, result_fn)
+def end_fn(context: Context, reason: str) -> str:
+    """This node's taking of the news that the run failed: a real site's ledger records it
+    (:func:`~fedpca.apps.real_site.real_site_run_failed`), a simulated one logs it."""
+    if is_real_site(context):
+        return real_site_run_failed(context, reason)
+    return client_run_end(client_fn, context, reason)
+
+
+client_app = site_client_app(client_fn, identity_fn, budget_fn, result_fn, end_fn)
 server_app = ServerApp()
 
 

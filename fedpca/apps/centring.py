@@ -22,7 +22,7 @@ from fedpca.apps.common import finish, secure_max_records, server_scenario
 from fedpca.data.contract import Contract, load_contract
 from fedpca.errors import ConfigurationError
 from fedpca.scenarios.base import Scenario
-from fedpca.scenarios.tables import requested_policy
+from fedpca.scenarios.tables import WIDTH_CAPPED, requested_policy
 from fedpca.strategies.centred_plan import CentredPlan
 from fedpca.strategies.centring import CentredRounds
 from fedpca.strategies.workflow import run_strategy, secure_aggregation
@@ -53,15 +53,18 @@ def run_centred(grid: Grid, context: Context, scenario_cls: type[Scenario],
                 build: Callable[[CentredPlan], CentredRounds]) -> None:
     """Run ``build``'s centred strategy for the run_config's scenario over the connected
     sites; write the result if asked."""
-    scenario, config = server_scenario(scenario_cls, grid, context)
+    scenario, config, readiness = server_scenario(scenario_cls, grid, context)
     standardize = requested_scaling(config["centring"], "the ServerApp")
     contract = server_contract(config)
-    scenario = scenario_cls.from_run_config(config, sites=scenario.sites,
-                                            dim=contract.bounds.dim)
+    dim = contract.bounds.dim
+    capped = {key: min(getattr(scenario, key), dim) for key in WIDTH_CAPPED
+              if hasattr(scenario, key)}  # the synthetic model's sizes, for a narrow table
+    scenario = scenario_cls.from_run_config(config, sites=scenario.sites, dim=dim, **capped)
     policy = requested_policy(scenario, bool(standardize),
                               public_scales=contract.bounds.all_public)
     plan = CentredPlan(scenario, policy, contract.bounds, contract.output_columns,
                        secure_max_records(scenario, config))
     strategy = build(plan)
-    run_strategy(grid, context, strategy, secure=secure_aggregation(scenario, strategy, 1.0))
+    run_strategy(grid, context, strategy, readiness=readiness,
+                 secure=secure_aggregation(scenario, strategy, 1.0))
     finish(strategy.result(config), config)

@@ -30,11 +30,16 @@ from fedpca.results import PCAResult
 from fedpca.run_record import RunResult, run_record, save_run_record
 from fedpca.scenarios.base import S, Scenario
 from fedpca.secure.identity import SecureIdentity, simulation_identity
+from fedpca.site.ready import SiteReady
+from fedpca.strategies.base import connected_nodes, require_ready
+from fedpca.strategies.budget_round import Readiness, ask_budget
 
 logger = logging.getLogger(__name__)
 
 #: The fewest sites a ServerApp waits for (a "federation" of one site is its own curator).
 DEFAULT_MIN_SITES = 2
+#: run_config keys: secure sums' public bound on a site's record count; their minimum M.
+MAX_WEIGHT, SECURE_MIN_SITES = "secagg-max-weight", "secure-min-sites"
 
 
 def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
@@ -58,7 +63,7 @@ def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
     return partition_client(client_for_site, partition_scenario(scenario_cls, context), context)
 
 
-def site_budget_for(context: Context, spec: AlgorithmSpec) -> str:
+def site_budget_for(context: Context, spec: AlgorithmSpec) -> SiteReady | str:
     """This node's answer to the budget round for algorithm ``spec``: a real site's from its
     policy and lifetime ledger (:func:`~fedpca.apps.real_site.real_site_budget`), a
     simulated partition's from the run's in-memory ledger (:func:`partition_budget`)."""
@@ -148,27 +153,75 @@ def least_sites(config: dict[str, Any], connected: int = 0) -> int:
 
 def server_scenario(
     scenario_cls: type[S], grid: Grid, context: Context
-) -> tuple[S, dict[str, Any]]:
-    """The ServerApp's scenario and run_config: the run_config's parameters over the sites
-    connected when the run starts (at least :func:`least_sites`), so that ``min-sites = 0``
-    means all of them, as in ``fedpca simulate``. The server holds no data: it only
-    validates the shared parameters (and rebuilds public synthetic data to evaluate). The
-    config gains the run's id (``run_id``, as the sites' ledgers and stored results name
-    the run)."""
+) -> tuple[S, dict[str, Any], Readiness]:
+    """The ServerApp's scenario, run_config and readiness round, before any release.
+
+    Once at least :func:`least_sites` sites are connected, every connected site is asked
+    whether it is ready for the whole run (:mod:`fedpca.strategies.budget_round`); the run
+    stops (:class:`~fedpca.strategies.base.BudgetRoundError`) when fewer than the run's
+    ``min-sites`` are (``0``: all of them). The run_config then takes the privacy settings
+    the ready sites state (:func:`with_site_settings`), and the scenario is built over the
+    connected sites. The server holds no data: it only validates the shared parameters
+    (and rebuilds public synthetic data to evaluate). The config gains the run's id
+    (``run_id``, as the sites' ledgers and stored results name the run)."""
     config = {**context.run_config, "run_id": str(context.run_id)}
-    sites = least_sites(config, len(list(grid.get_node_ids())))
-    return scenario_cls.from_run_config(config, sites=sites), config
+    nodes = connected_nodes(grid, least_sites(config))
+    readiness = ask_budget(grid, nodes)
+    require_ready(readiness, int(config.get("min-sites", 0)) or len(nodes), "ServerApp")
+    config = with_site_settings(config, readiness)
+    sites = least_sites(config, len(nodes))
+    return scenario_cls.from_run_config(config, sites=sites), config, readiness
+
+
+def with_site_settings(config: dict[str, Any], readiness: Readiness) -> dict[str, Any]:
+    """``config`` with the privacy settings the ready sites state
+    (:class:`~fedpca.site.ready.SiteReady`) in a run of secure sums or a centred run: a
+    real site calibrates with its own policy whatever the run_config says, so the server
+    derives its side of such a run (a secure sum's grid, a centred run's budget split and
+    variance floor) from what the sites use (a run of per-site noise needs none of it). A
+    setting on which the sites differ keeps the run_config's value (logged), except in a
+    run of secure sums, whose grid every site and the server must share: refused, naming
+    each site's value. A secure run without ``secagg-max-weight`` takes the largest record
+    count a site states (record counts are public)."""
+    stated = {r.site: r for r in readiness.ready.values() if r.settings}
+    secure = any(r.settings.get(SECURE_MIN_SITES) for r in stated.values())
+    if not (secure or config.get("centring")):
+        return config  # each site calibrates its own answers; the server needs none of it
+    merged = dict(config)
+    for key in sorted({key for r in stated.values() for key in r.settings}):
+        values = {site: r.settings.get(key) for site, r in stated.items()}
+        distinct = set(values.values())
+        if len(distinct) == 1:
+            (merged[key],) = distinct
+            if key in config and config[key] != merged[key]:
+                logger.info("run_config %s=%r replaced by the sites' own %r", key, config[key],
+                            merged[key])
+        elif secure:
+            raise ConfigurationError(
+                f"the ready sites' policies set different {key} ({values}); a secure sum "
+                "needs one value at every site (the sites and the server derive its grid "
+                f"from it): the sites' privacy officers set the same {key} in their policies")
+        else:
+            logger.warning("the ready sites' policies set different %s (%s); the run_config's "
+                           "%r is recorded, each site calibrates with its own", key, values,
+                           config.get(key))
+    records = [r.records for r in stated.values() if r.records is not None]
+    if secure and not int(config.get(MAX_WEIGHT, 0)) and records:
+        merged[MAX_WEIGHT] = max(records)
+    return merged
 
 
 def secure_max_records(scenario: Scenario, config: dict[str, Any]) -> int:
     """run_config ``secagg-max-weight``: a public bound on every site's record count, which
     a secure-aggregation run needs (continuous shares are weighted by it; a site refuses a
-    sum of residues whose bound it exceeds); 0 without secure aggregation."""
-    max_weight = int(config.get("secagg-max-weight", 0))
+    sum of residues whose bound it exceeds); by default the largest record count a ready
+    site stated (:func:`with_site_settings`); 0 without secure aggregation."""
+    max_weight = int(config.get(MAX_WEIGHT, 0))
     if getattr(scenario, "secure_min_sites", None) is not None and max_weight <= 0:
         raise ConfigurationError(
-            "secure aggregation needs run_config secagg-max-weight: a public upper bound "
-            "on every site's record count"
+            f"secure aggregation needs run_config {MAX_WEIGHT}: a public upper bound on every "
+            "site's record count (real sites state theirs in the budget round; simulated "
+            f"partitions do not: set {MAX_WEIGHT}=N, N at least the largest site's records)"
         )
     return max_weight
 

@@ -35,14 +35,15 @@ def server_main(grid: Grid, context: Context) -> None:
     if is_centred(dict(context.run_config)):
         run_centred(grid, context, DPdisPCAScenario, centred_dpdis)
         return
-    scenario, config = server_scenario(DPdisPCAScenario, grid, context)
+    scenario, config, readiness = server_scenario(DPdisPCAScenario, grid, context)
     secure = scenario.secure_sum(secure_max_records(scenario, config) or None)
     strategy = DPdisPCA(
         dim=scenario.dim, k=scenario.k, r=scenario.r, weighting=scenario.weighting,
         variant=scenario.variant, min_sites=scenario.required_sites(), secure=secure,
         variance=scenario.variance,
     )
-    run_strategy(grid, context, strategy, secure=secure_aggregation(scenario, strategy, 1.0))
+    run_strategy(grid, context, strategy, readiness=readiness,
+                 secure=secure_aggregation(scenario, strategy, 1.0))
     strategy.privacy = (
         privacy_record(scenario.policy(), list(strategy.site_sizes.values()))
         if secure is None else scenario.privacy(secure)

@@ -30,7 +30,7 @@ def server_main(grid: Grid, context: Context) -> None:
     if is_centred(dict(context.run_config)):
         run_centred(grid, context, DPSPCAScenario, centred_dps)
         return
-    scenario, config = server_scenario(DPSPCAScenario, grid, context)
+    scenario, config, readiness = server_scenario(DPSPCAScenario, grid, context)
     max_records = secure_max_records(scenario, config)
     sums = scenario.secure_sums(max_records)
     strategy = (DPSPCAStrategy if scenario.secagg_plus else DPSPCA)(
@@ -40,6 +40,6 @@ def server_main(grid: Grid, context: Context) -> None:
         secure=sums, privacy=privacy_record(scenario.policy(), sums),
         explained_variance=scenario.explained_variance,
     )
-    run_strategy(grid, context, strategy,
+    run_strategy(grid, context, strategy, readiness=readiness,
                  secure=secure_aggregation(scenario, strategy, max_records))
     finish(strategy.result(config), config)

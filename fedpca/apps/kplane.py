@@ -28,7 +28,7 @@ def server_main(grid: Grid, context: Context) -> None:
     if is_centred(dict(context.run_config)):
         run_centred(grid, context, KPlaneScenario, centred_kplane)
         return
-    scenario, config = server_scenario(KPlaneScenario, grid, context)
+    scenario, config, readiness = server_scenario(KPlaneScenario, grid, context)
     secure = scenario.secure_sum(secure_max_records(scenario, config) or None)
     strategy = SuLQKPlane(
         dim=scenario.dim, clusters=scenario.clusters, subspace_dim=scenario.subspace_dim,
@@ -37,5 +37,6 @@ def server_main(grid: Grid, context: Context) -> None:
         evaluate_fn=scenario.evaluate if config.get("dataset") == "synthetic" else None,
         secure=secure, privacy=scenario.privacy(secure),
     )
-    run_strategy(grid, context, strategy, secure=secure_aggregation(scenario, strategy, 1.0))
+    run_strategy(grid, context, strategy, readiness=readiness,
+                 secure=secure_aggregation(scenario, strategy, 1.0))
     finish(strategy.result(config), config)

@@ -21,10 +21,10 @@ def server_main(grid: Grid, context: Context) -> None:
     if is_centred(dict(context.run_config)):
         run_centred(grid, context, LDPScenario, centred_ldp)
         return
-    scenario, config = server_scenario(LDPScenario, grid, context)
+    scenario, config, readiness = server_scenario(LDPScenario, grid, context)
     strategy = LDPCovariance(
         dim=scenario.dim, k=scenario.k, sparse=scenario.sparse, lam=scenario.lam,
         min_sites=scenario.required_sites(), privacy=scenario.privacy(),
     )
-    run_strategy(grid, context, strategy)
+    run_strategy(grid, context, strategy, readiness=readiness)
     finish(strategy.result(config), config)

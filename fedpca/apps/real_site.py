@@ -30,10 +30,12 @@ untrusted. What a hostile coordinator could try, and what happens:
   created again by a run (:mod:`fedpca.privacy.ledger_identity`); the coordinator is told
   only that the ledger failed its check;
 * **start a run the site cannot finish**, so that the others spend and nobody gets a
-  result: at the run's first request (and in the budget round before it), the whole run as
-  the site calibrates it must fit the ledger, or the site refuses before reading its data;
-  a DPS-PCA run whose run_config asks for the explained-variance release the site's policy
-  does not make is refused at every request, the budget round's included;
+  result: the site plans the run once (:class:`~fedpca.site.plan.RunPlan`: its releases, a
+  centred run's moments release included, and its rounds) and every check reads that plan;
+  at the run's first request (and in the readiness round before it), the whole plan must
+  fit the ledger, or the site refuses before reading its data; the readiness round also
+  reads the site's table through its contract, so a site whose file cannot be used says so
+  (in fixed, data-free words) before any site spends anything;
 * **ask for an answer too large to compute** (400,000 k-plane clusters, a ``d x d`` basis at
   large ``d``): refused before anything is allocated, by the limits of the site's policy
   (:mod:`fedpca.algorithms.site_limits`);
@@ -58,17 +60,16 @@ import numpy as np
 from flwr.app import RecordDict
 from flwr.common import Context
 
-from fedpca.algorithms.centring import CentredPolicy, requested_scaling
+from fedpca.algorithms.centring import CentredPolicy
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.clients.result_message import read_result_message
+from fedpca.clients.run_end import FAILED
 from fedpca.data.files import file_fingerprint
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.privacy.ledger_identity import LedgerIdentityError, refused_run
 from fedpca.privacy.moments import ColumnBounds
-from fedpca.privacy.site_ledger import RunCharge, RunLedger, SiteLedger
+from fedpca.privacy.site_ledger import RunLedger, SiteLedger
 from fedpca.privacy.site_policy import (
-    DPS_PCA,
-    EXPLAINED_VARIANCE,
     PRIVACY_KEYS,
     PolicyError,
     SitePolicyFile,
@@ -77,6 +78,8 @@ from fedpca.privacy.site_policy import (
 from fedpca.scenarios.base import NO_SEED
 from fedpca.secure.identity import SecureIdentity
 from fedpca.secure.roster import load_roster, load_signing_key
+from fedpca.site.plan import RunPlan, plan_run, require_contract
+from fedpca.site.ready import SiteReady
 from fedpca.site_results import store_result
 
 logger = logging.getLogger(__name__)
@@ -85,21 +88,28 @@ logger = logging.getLogger(__name__)
 POLICY_KEY = "policy"
 #: node_config keys that mark a real site (a simulation partition has neither).
 REAL_SITE_KEYS = (POLICY_KEY, "data-path")
+#: The ledger's word for a run whose released result the site received.
+COMPLETE = "complete"
 
 
 @dataclass(frozen=True)
 class RealSite:
     """What a real site answers one run with: its records, the run's configuration with the
-    site's own privacy keys, the run's view of its lifetime ledger and its policy's limits
-    on one answer."""
+    site's own privacy keys, the run's view of its lifetime ledger, its policy's limits on
+    one answer and its plan of the run."""
 
     name: str
     records: np.ndarray
     config: dict[str, Any]
     ledger: RunLedger
     limits: SiteLimits
-    centred: CentredPolicy | None = None
+    plan: RunPlan
     bounds: ColumnBounds | None = None
+
+    @property
+    def centred(self) -> CentredPolicy | None:
+        """The site's policy for a centred run (``None``: the run is not centred)."""
+        return self.plan.centred
 
 
 def is_real_site(context: Context) -> bool:
@@ -107,12 +117,19 @@ def is_real_site(context: Context) -> bool:
     return any(key in context.node_config for key in REAL_SITE_KEYS)
 
 
+def site_plan(context: Context, algorithm: str) -> tuple[SitePolicyFile, RunPlan]:
+    """The site's policy and its plan of the current run of ``algorithm``
+    (:func:`~fedpca.site.plan.plan_run`: refused, nothing read or charged, when the policy
+    does not allow the request)."""
+    policy = _policy(context)
+    return policy, plan_run(policy, str(context.run_id), algorithm, context.run_config)
+
+
 def open_real_site(context: Context, algorithm: str) -> RealSite:
-    """Load the site's policy, check the coordinator's request against it and, at the run's
-    first request here, that the whole run fits its ledger (:func:`require_affordable`);
-    then open its data and its lifetime ledger for this run. Raises (nothing charged) when
-    the site refuses."""
-    policy = _requested_policy(context, algorithm)
+    """Plan the run (:func:`site_plan`), check at the run's first request here that the
+    whole plan fits the ledger (:func:`require_affordable`), then open the site's data and
+    its lifetime ledger for this run. Raises (nothing charged) when the site refuses."""
+    policy, plan = site_plan(context, algorithm)
     untrusted = dict(context.run_config)
     own = policy.privacy_config(algorithm)
     overridden = sorted(k for k in PRIVACY_KEYS if k in untrusted and untrusted[k] != own.get(k))
@@ -121,42 +138,35 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
             "%s: run_config %s ignored: this site's policy %s sets its privacy",
             policy.name, ", ".join(f"{k}={untrusted[k]!r}" for k in overridden), policy.path,
         )
-    centred = _centred_policy(policy, context, algorithm)
     ledger = _open_ledger(policy)
-    require_affordable(policy, ledger, algorithm, str(context.run_id), centred)
+    require_affordable(ledger, plan)
     records = _records(policy)
     policy.check_records(records.shape[0])
-    charge = RunCharge(
-        run_id=str(context.run_id), algorithm=charged_algorithm(algorithm, centred),
-        fingerprint=file_fingerprint(policy.data),
-        max_releases=policy.releases_per_run(algorithm) + (centred is not None),
-    )
     config = {**untrusted, **own, "seed": NO_SEED}
     logger.info("%s: noise sampler %s (grid points plus exact discrete Gaussian noise)",
                 policy.name, own["noise-sampler"])
-    bounds = None if centred is None else policy.load_contract().bounds
-    return RealSite(policy.name, records, config, ledger.for_run(charge), policy.limits,
-                    centred, bounds)
+    bounds = None if plan.centred is None else policy.load_contract().bounds
+    run = ledger.for_run(plan.charge(file_fingerprint(policy.data)), plan.releases)
+    return RealSite(policy.name, records, config, run, policy.limits, plan, bounds)
 
 
-def charged_algorithm(algorithm: str, centred: CentredPolicy | None) -> str:
-    """What the ledger records as a release's algorithm: ``algorithm``, and for a centred run
-    how it was centred (``dpdis-pca+standardize``), so that one run cannot mix plans whose
-    calibrations assume different budget splits (the ledger refuses it)."""
-    if centred is None:
-        return algorithm
-    return f"{algorithm}+{'standardize' if centred.standardize else 'centre'}"
-
-
-def real_site_budget(context: Context, algorithm: str) -> str:
-    """The site's answer to the budget round (:mod:`fedpca.strategies.budget_round`): its
-    name when its policy allows ``algorithm``, the request carries no seed and the whole
-    run fits its ledger (:func:`require_affordable`); raises its refusal otherwise. Reads
-    its policy and its ledger, never its data, so the answer depends on no record."""
-    policy = _requested_policy(context, algorithm)
-    centred = _centred_policy(policy, context, algorithm)
-    require_affordable(policy, _open_ledger(policy), algorithm, str(context.run_id), centred)
-    return policy.name
+def real_site_budget(context: Context, algorithm: str) -> SiteReady:
+    """The site's answer to the readiness (budget) round
+    (:mod:`fedpca.strategies.budget_round`) when its policy allows the request
+    (:func:`site_plan`), the whole planned run fits its ledger (:func:`require_affordable`)
+    and its data file can be read through its contract with enough records for its delta:
+    its name, record count, its policy's privacy settings for the run and its answer
+    deadline (:class:`~fedpca.site.ready.SiteReady`); raises its refusal otherwise. Nothing
+    is charged or written. A refusal about the data is the fixed text of :func:`_records`
+    (its reason, which may quote the records, goes to the site's log only): whether the
+    site's file is usable is what its first request would reveal anyway; its record count
+    is public under replace-one and travels with every answer."""
+    policy, plan = site_plan(context, algorithm)
+    require_affordable(_open_ledger(policy), plan)
+    records = _records(policy).shape[0]
+    policy.check_records(records)
+    return SiteReady(policy.name, records, policy.privacy_config(algorithm),
+                     policy.answer_seconds)
 
 
 def real_site_result(context: Context, content: RecordDict) -> str:
@@ -165,7 +175,8 @@ def real_site_result(context: Context, content: RecordDict) -> str:
     compute scores with, one made under another data contract, or one of a run that made no
     release here (so a coordinator cannot fill the site's disk with runs it never took part
     in); store it in ``results/`` beside the policy (:func:`fedpca.site_results.store_result`,
-    0600) and answer with the site's name. Costs no budget."""
+    0600), record the run as complete in the ledger and answer with the site's name. Costs
+    no budget."""
     policy = _policy(context)
     run_id = str(context.run_id)
     if not _open_ledger(policy).run_releases(run_id):
@@ -177,49 +188,52 @@ def real_site_result(context: Context, content: RecordDict) -> str:
     columns = None if contract is None else tuple(contract.output_columns)
     dim = len(columns) if columns is not None else _records(policy).shape[1]
     result = read_result_message(content, dim, policy.limits, columns)
-    _refuse_other_contract(policy, result.contract)
+    require_contract(policy, result.contract)
     if result.run_id != run_id:
         raise InvalidRequestError(
             f"{policy.name}: refused the released result: it names run {result.run_id!r} "
             f"and came in run {run_id!r}; nothing was stored"
         )
     store_result(policy.path, result, policy.name)
+    _open_ledger(policy).end_run(run_id, COMPLETE)
     return policy.name
 
 
-def require_affordable(policy: SitePolicyFile, ledger: SiteLedger, algorithm: str,
-                       run_id: str, centred: CentredPolicy | None = None) -> None:
-    """Before run ``run_id``'s first release at this site, refuse the run unless all of it,
-    as the site's policy calibrates it (:meth:`SitePolicyFile.planned_run`, or a centred
-    run's moments release and the algorithm's, :meth:`CentredPolicy.plan`), fits the
-    ledger's lifetime budget, worst-case bound and daily and weekly ceilings
+def real_site_run_failed(context: Context, reason: str) -> str:
+    """Take the coordinator's word (UNTRUSTED, :mod:`fedpca.clients.run_end`) that the
+    current run failed for ``reason``: the site's ledger records the run as failed (its
+    releases stay charged; a run the site released nothing in is not recorded) and the site
+    answers with its name. Costs no budget and changes no budget."""
+    policy = _policy(context)
+    if _open_ledger(policy).end_run(str(context.run_id), FAILED, reason):
+        logger.warning("%s: run %s failed (the coordinator says: %s); its releases here stay "
+                       "spent", policy.name, context.run_id, reason)
+    return policy.name
+
+
+def require_affordable(ledger: SiteLedger, plan: RunPlan) -> None:
+    """Before run ``plan.run_id``'s first release at this site, refuse the run unless all of
+    its planned releases (:attr:`~fedpca.site.plan.RunPlan.releases`) fit the ledger's
+    lifetime budget, worst-case bound and daily and weekly ceilings
     (:meth:`SiteLedger.require_run`): whichever ServerApp the coordinator runs, the site
     spends nothing on a run it cannot finish. A run that has made releases here is past
     that point: each of its releases is checked as it is charged."""
-    if not ledger.run_releases(run_id):
-        plan = policy.planned_run(algorithm) if centred is None else centred.plan()
-        ledger.require_run(plan, algorithm)
-
-
-def _centred_policy(policy: SitePolicyFile, context: Context,
-                    algorithm: str) -> CentredPolicy | None:
-    """The site's policy for a centred run when run_config ``centring`` (UNTRUSTED) asks for
-    one (:func:`~fedpca.algorithms.centring.requested_scaling`), else ``None``."""
-    standardize = requested_scaling(context.run_config.get("centring", ""), policy.name)
-    return None if standardize is None else policy.centred_policy(algorithm, standardize)
+    if not ledger.run_releases(plan.run_id):
+        ledger.require_run(plan.releases, plan.charged_algorithm)
 
 
 def real_site_identity(context: Context, algorithm: str) -> SecureIdentity | None:
     """The site's identity in fedpca's verifiable secure aggregation, from its policy
-    (``None`` when it sets no ``min-sites``); a real site joins no other secure sum."""
-    policy = _policy(context)
+    (``None`` when it sets no ``min-sites``); it agrees to as many secure rounds as its plan
+    of the run has releases (a centred run's moments round included). A real site joins no
+    other secure sum."""
+    policy, plan = site_plan(context, algorithm)
     if policy.secure_min_sites is None:
         return None
     return SecureIdentity(
         member=policy.name, signing_key=load_signing_key(policy.signing_key),
         roster=load_roster(policy.roster), min_sites=policy.secure_min_sites,
-        colluders=policy.colluders, max_rounds=policy.releases_per_run(algorithm),
-        verified_only=True,
+        colluders=policy.colluders, max_rounds=plan.count, verified_only=True,
     )
 
 
@@ -234,30 +248,6 @@ def _policy(context: Context) -> SitePolicyFile:
     return load_site_policy(str(node[POLICY_KEY]))
 
 
-def _requested_policy(context: Context, algorithm: str) -> SitePolicyFile:
-    """The site's policy, refusing an algorithm it does not allow, a request under another
-    data contract and a seeded request."""
-    policy = _policy(context)
-    policy.require_algorithm(algorithm)
-    _refuse_other_contract(policy, context.run_config.get("contract", ""))
-    _refuse_seed(policy, context.run_config.get("seed", NO_SEED))
-    _refuse_unagreed_variance(policy, context.run_config.get(EXPLAINED_VARIANCE), algorithm)
-    return policy
-
-
-def _refuse_unagreed_variance(policy: SitePolicyFile, asked: object, algorithm: str) -> None:
-    """Refuse, before anything is spent, a DPS-PCA run whose run_config asks for the
-    explained-variance release when this site's policy does not make it: the run would
-    fail at its last round, after the site had paid for every other release."""
-    if algorithm != DPS_PCA or asked not in (True, "true"):
-        return
-    if not policy.privacy_config(algorithm)[EXPLAINED_VARIANCE]:
-        raise InvalidRequestError(
-            f"{policy.name}: refused: this run asks for DPS-PCA's explained-variance release "
-            f"(run_config {EXPLAINED_VARIANCE}=true), which this site's policy does not make "
-            f"({EXPLAINED_VARIANCE} = false under [algorithms.{DPS_PCA}]); nothing was released")
-
-
 def _open_ledger(policy: SitePolicyFile) -> SiteLedger:
     """The site's ledger once it passes its identity check; a refusal that tells the
     coordinator only that it failed (its counts and paths stay in the site's log)."""
@@ -265,33 +255,6 @@ def _open_ledger(policy: SitePolicyFile) -> SiteLedger:
         return policy.open_ledger()
     except LedgerIdentityError as error:
         raise refused_run(policy.name, error) from None
-
-
-def _refuse_seed(policy: SitePolicyFile, seed: object) -> None:
-    if seed in (NO_SEED, None, ""):
-        return
-    raise InvalidRequestError(
-        f"{policy.name}: refused: run_config seed={seed!r}. A real site draws its noise from "
-        "the operating system; a seed would let whoever knows it remove the noise. Seeds are "
-        "for simulations only: run with seed=-1"
-    )
-
-
-def _refuse_other_contract(policy: SitePolicyFile, requested: object) -> None:
-    """Refuse a run named under a data contract (untrusted run_config ``contract``: a hash)
-    other than the site's own (``""`` for none)."""
-    contract = policy.load_contract()
-    own = "" if contract is None else contract.hash
-    if requested == own:
-        return
-    held = ("no contract (its data file is a numeric matrix): run with contract=\"\""
-            if contract is None else
-            f"contract {contract.name!r}: run with contract=\"{contract.hash}\"")
-    logger.error("%s: refused a run under contract %r: this site's policy %s names %s",
-                 policy.name, requested, policy.path, held)
-    raise InvalidRequestError(
-        f"{policy.name}: refused: the run names data contract {str(requested) or 'none'!r}; "
-        f"this site holds its data under {held}")
 
 
 def _records(policy: SitePolicyFile) -> np.ndarray:
@@ -303,5 +266,6 @@ def _records(policy: SitePolicyFile) -> np.ndarray:
         logger.error("%s: the data file %s cannot be used: %s", policy.name, policy.data, exc)
         raise InvalidDataError(
             f"{policy.name}: refused: the site's data file cannot be used; the site's operator "
-            "finds the reason in the site's log"
+            "finds the reason in the site's log (fedpca site check --policy ... says what to "
+            "fix); nothing was released"
         ) from None

@@ -8,9 +8,10 @@ sites' ClientApp (:mod:`fedpca.clients.app`) reads requests and builds answers w
   ``FitRes``; the site's name, epsilon spent and release count travel in its metrics.
 * The budget round (before round 1, :mod:`fedpca.strategies.budget_round`), in either
   API: a QUERY :class:`~flwr.app.Message` whose content is the ConfigRecord ``"budget"``
-  (:func:`budget_question`); a site that can afford the whole run answers with the
-  ConfigRecord ``"budget"`` holding its name and ``affords = True``, one that cannot with an
-  error, its refusal.
+  (:func:`budget_question`); a site that is ready for the whole run answers with the
+  ConfigRecord ``"budget"`` holding its name, ``affords = True`` and what it states about
+  the run (:class:`~fedpca.site.ready.SiteReady`: its record count, its policy's settings
+  as ``setting.KEY``, its answer deadline), one that is not with an error, its refusal.
 * Message API (``flwr.serverapp.strategy`` strategies): the request is a train
   :class:`~flwr.app.Message` whose content is exactly an :class:`~flwr.app.ArrayRecord`
   ``"arrays"`` and a :class:`~flwr.app.ConfigRecord` ``"config"``; the answer carries the
@@ -38,6 +39,7 @@ from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFI
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import FedPCAError, InvalidRequestError
 from fedpca.privacy.guarantee import PREFIX as GUARANTEE, SiteGuarantee
+from fedpca.site.ready import SiteReady
 
 #: Message API: the request's and the answer's arrays.
 ARRAYS = "arrays"
@@ -55,6 +57,8 @@ RECORDS = "records"
 LEGACY_CONFIG = "fitins.config"
 #: The budget round: the question's and the answer's ConfigRecord, and the answer's yes.
 BUDGET, AFFORDS = "budget", "affords"
+#: The budget answer's key of a site's answer deadline, and the prefix of its settings.
+ANSWER_SECONDS, SETTING = "answer-seconds", "setting."
 
 
 def budget_question() -> RecordDict:
@@ -73,21 +77,37 @@ def read_budget_question(content: RecordDict) -> None:
         )
 
 
-def budget_answer(site: str) -> RecordDict:
-    """Site ``site``'s yes to the budget round (a no is the reply's error: the site's
-    refusal)."""
-    return RecordDict({BUDGET: ConfigRecord({SITE: site, AFFORDS: True})})
+def budget_answer(ready: SiteReady) -> RecordDict:
+    """A site's yes to the budget (readiness) round, with what it states about the run
+    (:class:`~fedpca.site.ready.SiteReady`); a no is the reply's error: the site's
+    refusal."""
+    stated: dict[str, Scalar] = {SITE: ready.site, AFFORDS: True}
+    if ready.records is not None:
+        stated[RECORDS] = int(ready.records)
+    if ready.answer_seconds is not None:
+        stated[ANSWER_SECONDS] = float(ready.answer_seconds)
+    stated.update({SETTING + key: value for key, value in ready.settings.items()})
+    return RecordDict({BUDGET: ConfigRecord(stated)})
 
 
-def read_budget_answer(content: RecordDict, node: str) -> str:
-    """The name of the site that said yes in a budget answer; raises unless it is one."""
+def read_budget_answer(content: RecordDict, node: str) -> SiteReady:
+    """What the site that said yes in a budget answer states; raises unless it is one
+    (every value is the site's word: the server only uses it to configure its own side)."""
     answer = content.config_records.get(BUDGET)
     if answer is None or answer.get(AFFORDS) is not True:
         raise FedPCAError(
             f"node {node} answered the budget round with records {sorted(content)}, not "
             f"{BUDGET!r}; is it running fedpca's ClientApp (fedpca.clients.site_client_app)?"
         )
-    return str(answer.get(SITE, node))
+    records, seconds = answer.get(RECORDS), answer.get(ANSWER_SECONDS)
+    return SiteReady(
+        site=str(answer.get(SITE, node)),
+        records=int(records) if isinstance(records, int) and records >= 0 else None,
+        settings={key[len(SETTING):]: value for key, value in answer.items()
+                  if key.startswith(SETTING)},
+        answer_seconds=(float(seconds) if isinstance(seconds, (int, float)) and seconds > 0
+                        else None),
+    )
 
 
 def is_legacy_request(content: RecordDict) -> bool:

@@ -21,6 +21,8 @@ train handler that looks at each request's format
   :mod:`fedpca.strategies.result_delivery`) goes to the site's ``result_fn``, which checks
   it as hostile input and, at a real site, stores it beside its policy
   (:mod:`fedpca.site_results`); the answer is the site's name, and no budget is spent;
+* the news that the run failed (a QUERY message, :mod:`fedpca.clients.run_end`) goes to the
+  site's ``end_fn``: a real site's ledger then says so; no budget is spent or given back;
 * a stage of fedpca's verifiable secure aggregation (:mod:`fedpca.clients.secure_protocol`)
   goes to the site's session; its input stage answers through :func:`answer_content` inside
   the protocol's masking. A site whose identity is ``verified_only`` (a real site) refuses
@@ -61,9 +63,11 @@ from fedpca.clients.result_message import (
     read_result_message,
     result_answer,
 )
+from fedpca.clients.run_end import is_run_end_message, read_run_end, run_end_answer
 from fedpca.clients.secure_aggregation import is_secagg_plus_stage, secure_aggregation_mod
 from fedpca.clients.secure_protocol import IdentityFn, answer_protocol, is_protocol_message
 from fedpca.errors import FedPCAError, InvalidRequestError
+from fedpca.site.ready import SiteReady
 
 logger = logging.getLogger(__name__)
 
@@ -74,21 +78,36 @@ SITE_FAILURE = "the site could not answer; its operator has the details in its l
 #: ``context -> Client``: a site's client for the current message (e.g.
 #: :func:`fedpca.clients.dps_pca.client_for_site` with the site's data and policy bound).
 ClientFn = Callable[[Context], Client]
-#: ``context -> site name``: the site's answer to the budget round when it can afford the
-#: whole run; raises a :class:`~fedpca.errors.FedPCAError` saying why it cannot.
-BudgetFn = Callable[[Context], str]
+#: ``context -> SiteReady``: the site's answer to the budget (readiness) round when it is
+#: ready for the whole run (:class:`~fedpca.site.ready.SiteReady`, or just its name); raises a
+#: :class:`~fedpca.errors.FedPCAError` saying why it is not.
+BudgetFn = Callable[[Context], "SiteReady | str"]
+#: ``(context, reason) -> site name``: the site takes the coordinator's word (UNTRUSTED) that
+#: the run failed for ``reason`` (:mod:`fedpca.clients.run_end`).
+EndFn = Callable[[Context, str], str]
 #: ``(context, content) -> site name``: the site takes the run's released result from a
 #: result message's untrusted ``content`` (:mod:`fedpca.clients.result_message`), or raises
 #: a :class:`~fedpca.errors.FedPCAError` saying why it refuses it.
 ResultFn = Callable[[Context, RecordDict], str]
 
 
-def client_budget(client_fn: ClientFn, context: Context) -> str:
+def client_budget(client_fn: ClientFn, context: Context) -> SiteReady:
     """The budget round's answer of the site ``client_fn`` builds: its ``get_properties``
     (:meth:`~fedpca.clients.base.PrivateSiteClient.get_properties`: from the site's policy
-    and the run's ledger)."""
+    and the run's ledger); it states nothing beyond its name (it runs with the run_config's
+    settings)."""
     properties = client_fn(context).get_properties(GetPropertiesIns(config={})).properties
-    return str(properties[SITE])
+    return SiteReady(str(properties[SITE]))
+
+
+def client_run_end(client_fn: ClientFn, context: Context, reason: str) -> str:
+    """A simulated site's taking of the news that its run failed (:mod:`fedpca.clients.run_end`):
+    logged; its in-memory ledger ends with the run."""
+    client = client_fn(context)
+    site = getattr(client, "numpy_client", client).site
+    logger.warning("%s: the coordinator says run %s failed: %s", site.site, context.run_id,
+                   reason)
+    return site.site
 
 
 def client_result(client_fn: ClientFn, context: Context, content: RecordDict) -> str:
@@ -119,7 +138,8 @@ def error_reply(message: Message, reason: str) -> Message:
 
 def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
                     budget_fn: BudgetFn | None = None,
-                    result_fn: ResultFn | None = None) -> ClientApp:
+                    result_fn: ResultFn | None = None,
+                    end_fn: EndFn | None = None) -> ClientApp:
     """A ClientApp answering fedpca's Message-API strategies (``DPSPCA``, ..., with or
     without verified secure aggregation) and its legacy strategies (``DPSPCAStrategy``, ...,
     with or without SecAgg+) from ``client_fn``, and their budget round (a query).
@@ -135,11 +155,14 @@ def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
         result_fn: ``(context, content) -> site name``, the site's taking of the run's
             released result (the run's last message; costs no budget, the answer is the
             site's name only); default: :func:`client_result` of ``client_fn``.
+        end_fn: ``(context, reason) -> site name``, the site's taking of the news that its
+            run failed (costs no budget); default: :func:`client_run_end` of ``client_fn``.
     """
     legacy = ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])
     app = ClientApp()
     budget = budget_fn or functools.partial(client_budget, client_fn)
     take_result = result_fn or functools.partial(client_result, client_fn)
+    take_end = end_fn or functools.partial(client_run_end, client_fn)
 
     def answer(content: RecordDict, context: Context) -> RecordDict:
         return answer_content(client_fn, content, context)
@@ -165,8 +188,13 @@ def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
             if is_result_message(message.content):
                 return Message(result_answer(take_result(context, message.content)),
                                reply_to=message)
+            if is_run_end_message(message.content):
+                return Message(run_end_answer(take_end(context, read_run_end(message.content))),
+                               reply_to=message)
             read_budget_question(message.content)
-            return Message(budget_answer(budget(context)), reply_to=message)
+            ready = budget(context)
+            ready = SiteReady(ready) if isinstance(ready, str) else ready
+            return Message(budget_answer(ready), reply_to=message)
 
         return guarded(message, reply)
 

@@ -9,10 +9,13 @@ next to its SuperNode.
   in the site's table, its records loaded as a run loads them (n, d, the delta rule, the
   share of rows clipped), whether its ledger passes its identity check, its spending and the
   runs of each allowed algorithm that still fit; creates nothing; exit code 1 on any problem;
-* ``ledger --policy FILE [--json | --backup FILE]``: the site's spending (lifetime, in the
-  current UTC day and the last 7 x 24 hours, per run, per data file, remaining), read from
-  its own ledger once it passes its identity check (creates nothing); or a copy of the
-  ledger (SQLite's online backup, safe during a run);
+* ``ledger --policy FILE [--json | --html FILE | --backup FILE]``: the site's spending
+  (lifetime, in the current UTC day and the last 7 x 24 hours, per run with its status and
+  what it released, per data file, remaining) and its policy's recorded changes, read from
+  its own ledger once it passes its identity check (creates no ledger; opening it records a
+  changed policy, :mod:`fedpca.privacy.ledger_report`); as JSON; as one HTML page with a plot
+  of the spending over time (:mod:`fedpca.privacy.ledger_page`, the ``plots`` extra); or a
+  copy of the ledger (SQLite's online backup, safe during a run);
 * ``ledger --policy FILE --restore FILE [--reason TEXT] | --new --reason TEXT | --adopt
   --reason TEXT``: put a backup back (an older one only with a reason), start a new empty
   ledger, or make an existing ledger the site's; each recorded, dated, in the identity
@@ -67,7 +70,12 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
     ledger = actions.add_parser("ledger", help="show the site's lifetime privacy spending")
     ledger.add_argument("--policy", type=Path, required=True, help="the site's policy file")
     shown = ledger.add_mutually_exclusive_group()
-    shown.add_argument("--json", action="store_true", help="every release, as JSON")
+    shown.add_argument("--json", action="store_true",
+                       help="every release, as JSON (ISO 8601 times, noise in the data's units)")
+    shown.add_argument("--html", type=Path, metavar="FILE",
+                       help="write one HTML page (0600) with the runs, the policy's changes "
+                            "and a plot of the spending over time against the budgets "
+                            "(needs matplotlib: pip install \"fedpca[plots]\")")
     shown.add_argument("--backup", type=Path, metavar="FILE",
                        help="copy the ledger to a new FILE (0600) instead, safely during a run")
     shown.add_argument("--restore", type=Path, metavar="FILE",
@@ -176,7 +184,7 @@ def _ledger(args: argparse.Namespace) -> int:
               f"to restore it: fedpca site ledger --policy {policy.path} --restore "
               f"{args.backup} (deploy/README.md, Operations)")
         return 0
-    _show_ledger(policy, ledger, args.json)
+    _show_ledger(policy, ledger, args)
     return 0
 
 
@@ -192,18 +200,31 @@ def _change_ledger(args: argparse.Namespace, policy: SitePolicyFile) -> str:
     return adopt_ledger(witness, args.reason)
 
 
-def _show_ledger(policy: SitePolicyFile, ledger: SiteLedger, as_json: bool) -> None:
-    """Print the ledger's spending, the runs left and its identity's history."""
+def _show_ledger(policy: SitePolicyFile, ledger: SiteLedger, args: argparse.Namespace) -> None:
+    """Print the ledger's spending, the runs left and its identity's history (``--json``:
+    as JSON), or write them with a plot as one page (``--html FILE``)."""
+    from fedpca.privacy.ledger_report import format_ledger, ledger_json, spending_series
     from fedpca.privacy.site_check import runs_left
-    from fedpca.privacy.site_ledger import format_ledger
 
+    if args.html:
+        from fedpca.extras import PLOTS, require_extra
+
+        require_extra(PLOTS, "the ledger's page (fedpca site ledger --html)")
     witness = policy.witness()
     record = witness.read()
     summary = {**ledger.summary(), "runs_left": runs_left(policy, ledger),
                "runs_now": runs_left(policy, ledger, now=True),
                "identity": {"identity": record.identity, "file": str(witness.path),
                             "history": list(record.history)}}
-    print(json.dumps(summary, indent=2) if as_json else format_ledger(summary))
+    if args.html:
+        from fedpca.privacy.ledger_page import write_ledger_page
+
+        path = write_ledger_page(summary, spending_series(ledger, summary), args.html)
+        print(f"wrote {path} (0600): {len(summary['runs'])} runs, "
+              f"{len(summary['policy_events'])} dated policy rows, the spending after each "
+              f"of {summary['releases']} releases")
+        return
+    print(json.dumps(ledger_json(summary), indent=2) if args.json else format_ledger(summary))
 
 
 def _project(args: argparse.Namespace) -> int:

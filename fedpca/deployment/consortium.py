@@ -33,12 +33,14 @@ DELTA = 1e-7
 def write_consortium(
     folder: str | Path, names: Sequence[str], data: Sequence[str | Path], *, min_sites: int,
     discrete: bool = True, colluders: int = 0, consortium: str = "demo-consortium",
+    contract: str | Path | None = None,
 ) -> list[Path]:
     """One policy per site (``folder/NAME/policy.toml``: the template of ``fedpca site init``
     with ``min-sites``, ``discrete``, ``colluders``, its own key and the shared roster, and
     a worst-case epsilon of the template's lifetime at that ``M``, rounded up; a
     demonstration runs several times a day, so its daily and weekly ceilings are the
-    lifetime budget); returns the policy paths in ``names`` order."""
+    lifetime budget; ``contract``: the consortium's data contract every site's table is
+    read through); returns the policy paths in ``names`` order."""
     if len(names) != len(data) or len(set(names)) != len(names):
         raise ConfigurationError("write_consortium needs one distinct name per data file")
     folder = Path(folder)
@@ -51,6 +53,8 @@ def write_consortium(
     for name, records in zip(names, data):
         policy = write_policy_template(folder / name / "policy.toml", name,
                                        str(Path(records).resolve()), delta=DELTA,
+                                       contract=(None if contract is None
+                                                 else str(Path(contract).resolve())),
                                        daily_epsilon=TEMPLATE_EPSILON,
                                        weekly_epsilon=TEMPLATE_EPSILON)
         text = (policy.read_text()

@@ -23,7 +23,11 @@ A site can also fail on purpose: :meth:`LocalDeployment.kill_site` sends its Sup
 SIGKILL (no goodbye to the SuperLink, as when its machine dies), e.g. from the ``during``
 callback of :meth:`LocalDeployment.run` once a round has completed; the SuperLink then
 answers the messages addressed to it with "node unavailable" once its heartbeat is overdue
-(Flower 1.41: about a minute), and the run goes on if ``min-sites`` allows it.
+(Flower 1.41: about a minute), and the run goes on if ``min-sites`` allows it. A site
+whose SuperNode or SuperExec exits on its own during a run (its operator stopped it, its
+machine failed) is logged and left out: the federation, and the run if ``min-sites`` allows
+it, go on without it; only the SuperLink's exit stops everything. :meth:`LocalDeployment.start`
+returns once every site's SuperNode is connected, so a run started next asks all of them.
 
 On exit, even after an exception, every process it started and all their descendants are
 stopped by PID (SIGTERM, then SIGKILL); every one of them carries ``FEDPCA_DEPLOYMENT=<id>``
@@ -83,6 +87,9 @@ OUTPUT_GRACE = 5.0
 SUPEREXEC_POLL_ENV, SUPEREXEC_POLL_SECONDS = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.2"
 #: Log lines quoted in an error.
 LOG_TAIL_LINES = 30
+#: What Flower's SuperNode logs once the SuperLink has activated it, and how many seconds a
+#: site's SuperNode gets to get there (its start, TLS and authentication on a loaded machine).
+ONLINE_LINE, SITE_ONLINE_TIMEOUT = "SuperNode ID:", 120.0
 _POLL = 0.2
 
 ConfigValue = bool | int | float | str
@@ -284,7 +291,9 @@ class LocalDeployment:
         for key in self._files.sites:
             self.register(key.public, key.name)
         for site, key in zip(self.sites, self._files.sites):
-            self.start_site(site, key)
+            self.start_site(site, key, wait=False)
+        for processes in self.running.values():  # all start at once, then all are awaited
+            self._wait_online(processes.supernode)
         logger.info(
             "deployment up in %.1f s: SuperLink %s, %d SuperNodes",
             time.perf_counter() - started, self.address, len(self.sites),
@@ -297,10 +306,11 @@ class LocalDeployment:
             ["supernode", "register", str(public_key), self.federation, "--name", name],
         )
 
-    def start_site(self, site: Site, key: SiteKey) -> SiteProcesses:
+    def start_site(self, site: Site, key: SiteKey, wait: bool = True) -> SiteProcesses:
         """Start ``site``'s SuperNode (``--isolation process``, its policy in node_config)
         and its SuperExec running the pinned ClientApp; write a default policy first if the
-        site brings none."""
+        site brings none; unless ``wait`` is false, return once the SuperNode is connected
+        (:meth:`_wait_online`)."""
         policy = Path(site.policy) if site.policy is not None else self._default_policy(site)
         port = free_port()
         supernode = self._launch(
@@ -315,13 +325,50 @@ class LocalDeployment:
         )
         self._daemons += [supernode, superexec]
         self.running[site.name] = SiteProcesses(supernode, superexec, policy)
+        if wait:
+            self._wait_online(supernode)
         return self.running[site.name]
+
+    def _wait_online(self, supernode: Launched) -> None:
+        """Wait until ``supernode`` is connected to the SuperLink (Flower logs its node id
+        once the SuperLink activated it), so that a run started next asks it too: a run
+        asks the sites connected when it starts, and a site still connecting would be
+        left out of it (seen on a loaded 2-core machine: one site of three joined 10 s
+        late and an honest secure run went on with the other two)."""
+        deadline = time.monotonic() + max(self.startup_timeout, SITE_ONLINE_TIMEOUT)
+        while ONLINE_LINE not in supernode.tail(lines=10_000):
+            if supernode.process.poll() is not None:
+                raise supernode.failure(
+                    f"exited with code {supernode.process.returncode} before connecting")
+            if time.monotonic() > deadline:
+                raise supernode.failure("did not connect to the SuperLink in time")
+            time.sleep(_POLL)
 
     def stop_site(self, name: str) -> None:
         """Stop a site's SuperNode and SuperExec (e.g. to restart it); its ledger stays."""
+        processes = self._forget_site(name)
+        stop_processes({processes.supernode.process.pid, processes.superexec.process.pid},
+                       self.grace)
+
+    def _forget_site(self, name: str) -> SiteProcesses:
+        """Site ``name``'s processes, which no longer count as the federation's daemons."""
         processes = self.running.pop(name)
         for item in (processes.supernode, processes.superexec):
             self._daemons.remove(item)
+        return processes
+
+    def _site_of(self, daemon: Launched) -> str | None:
+        """The site whose SuperNode or SuperExec ``daemon`` is (``None``: the SuperLink)."""
+        return next((name for name, p in self.running.items()
+                     if daemon in (p.supernode, p.superexec)), None)
+
+    def _lost_site(self, name: str, daemon: Launched, what: str) -> None:
+        """A site stopped on its own (its operator stopped it, its machine failed): the
+        federation goes on without it, as real sites' would; its other process is stopped
+        and the run decides (``min-sites``) whether it can finish without the site."""
+        logger.warning("site %s: %s exited with code %s during %s; the federation goes on "
+                       "without it", name, daemon.name, daemon.process.returncode, what)
+        processes = self._forget_site(name)
         stop_processes({processes.supernode.process.pid, processes.superexec.process.pid},
                        self.grace)
 
@@ -332,9 +379,7 @@ class LocalDeployment:
         SuperExec, which has no SuperNode left to serve. Neither counts as a failed daemon
         any more (a run goes on without the site if ``min-sites`` allows it); its ledger
         stays. Returns the SuperNode's PID."""
-        processes = self.running.pop(name)
-        for item in (processes.supernode, processes.superexec):
-            self._daemons.remove(item)
+        processes = self._forget_site(name)
         pid = processes.supernode.process.pid
         signal_processes([pid], sig)
         try:
@@ -508,10 +553,14 @@ class LocalDeployment:
             if during is not None:
                 during(item)
             for daemon in list(self._daemons):
-                if daemon.process.poll() is not None:
+                if daemon.process.poll() is None:
+                    continue
+                stopped = self._site_of(daemon)
+                if stopped is None:  # the SuperLink: nothing runs without it
                     raise daemon.failure(
                         f"exited with code {daemon.process.returncode} during {what}"
                     )
+                self._lost_site(stopped, daemon, what)
             if time.monotonic() > deadline:
                 raise item.failure(f"{what} did not finish within {timeout:g} s")
             time.sleep(_POLL)

@@ -108,8 +108,10 @@ DEFAULT_WRAP_PROBABILITY = 1e-9
 #: Default largest rounding inflation ``sqrt(D) gamma / Delta`` of the sensitivity.
 DEFAULT_MAX_INFLATION = 0.02
 #: Most noise draws per site and coordinate that :func:`calibrate_ddg` will use.
-MAX_DRAWS = 64
-#: Most draws per site :func:`choose_grid` accepts for a finer grid (sampling time grows with it).
+MAX_DRAWS = 1024
+#: The draws per site :func:`choose_grid` first allows itself for a finer grid (sampling time
+#: grows with them); it doubles them, up to its ``max_draws``, only when no grid of its range
+#: qualifies with fewer (a wide statistic, whose grid step must be small).
 DEFAULT_MAX_DRAWS = 16
 #: :func:`choose_grid` searches inflations down to ``max_inflation / INFLATION_RANGE``; finer
 #: grids would reduce the noise by under 1.5% of its standard deviation.
@@ -333,7 +335,7 @@ class DDGCalibration:
         own share, :meth:`Release.own_share`)."""
         summands = self.sites * self.draws
         return Release(mechanism, self.grid_sensitivity, math.sqrt(summands * self.sigma_sq),
-                       (self.padded,), summands, self.padded, self.sites)
+                       (self.padded,), summands, self.padded, self.sites, self.gamma)
 
     def worst_case_epsilon(self) -> float:
         """Epsilon at ``delta`` of :attr:`releases` releases seen through one site's own
@@ -395,8 +397,11 @@ def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: f
     padded = next_power_of_two(dimension)
     grid_sens = rounded_sensitivity(sensitivity, gamma, padded, norm_bound)
 
-    draws = 1
-    while not _within(MAX_SIGMA_SQ, sites * draws, grid_sens, padded, releases, delta, epsilon):
+    def enough(count: int) -> bool:  # monotone: more draws are more noise
+        return _within(MAX_SIGMA_SQ, sites * count, grid_sens, padded, releases, delta, epsilon)
+
+    fewest, draws = 0, 1  # not enough(fewest) (0: none tried); enough(draws) once found
+    while not enough(draws):
         if draws >= max_draws:
             raise ConfigurationError(
                 f"the distributed discrete Gaussian needs more than {max_draws} draws of "
@@ -404,7 +409,10 @@ def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: f
                 f"delta={delta}, releases={releases}, sites={sites}, D={padded}, "
                 f"gamma={gamma:.4g}; use a coarser grid (larger gamma) or more sites per sum"
             )
-        draws += 1
+        fewest, draws = draws, min(2 * draws, max_draws)
+    while draws - fewest > 1:  # the fewest draws that are enough, by bisection
+        middle = (fewest + draws) // 2
+        fewest, draws = (fewest, middle) if enough(middle) else (middle, draws)
 
     def within(s2: int) -> bool:
         return _within(s2, sites * draws, grid_sens, padded, releases, delta, epsilon)
@@ -486,16 +494,40 @@ def choose_grid(epsilon: float, delta: float, *, releases: int, sensitivity: flo
                 modulus: int = DEFAULT_MODULUS,
                 max_wrap_probability: float = DEFAULT_WRAP_PROBABILITY,
                 max_inflation: float = DEFAULT_MAX_INFLATION,
-                max_draws: int = DEFAULT_MAX_DRAWS) -> GridChoice:
+                max_draws: int = MAX_DRAWS) -> GridChoice:
     """The finest grid (smallest rounding inflation ``sqrt(D) gamma / Delta``, between
     ``max_inflation / INFLATION_RANGE`` and ``max_inflation``) whose calibrated noise needs at
-    most ``max_draws`` draws per site and coordinate and whose modular sum of ``sites_in_sum``
-    (default ``sites``) messages wraps with probability at most ``max_wrap_probability``.
-    Every input is public; ``norm_bound`` must be guaranteed by clipping (e.g. ``n_i C^2``
-    for the upper triangle of ``X_i^T X_i``).
+    most ``cap`` draws per site and coordinate and whose modular sum of ``sites_in_sum``
+    (default ``sites``) messages wraps with probability at most ``max_wrap_probability``, for
+    the first ``cap`` of :data:`DEFAULT_MAX_DRAWS`, twice that, ... up to ``max_draws`` for
+    which one qualifies. The choice does not depend on ``max_draws`` when a smaller cap
+    serves, so every site and the server derive the same grid from the same public inputs
+    (a site then refuses a grid whose draws pass its own limit:
+    :meth:`~fedpca.algorithms.site_limits.SiteLimits.require_draws`). Every input is public;
+    ``norm_bound`` must be guaranteed by clipping (e.g. ``n_i C^2`` for the upper triangle
+    of ``X_i^T X_i``).
 
     Raises ParameterError, quoting only these public inputs, when no grid qualifies.
     """
+    cap = min(DEFAULT_MAX_DRAWS, max_draws)
+    while True:
+        try:
+            return _finest_grid(epsilon, delta, releases=releases, sensitivity=sensitivity,
+                                norm_bound=norm_bound, dimension=dimension, sites=sites,
+                                sites_in_sum=sites_in_sum, modulus=modulus,
+                                max_wrap_probability=max_wrap_probability,
+                                max_inflation=max_inflation, max_draws=cap)
+        except ParameterError:
+            if cap >= max_draws:
+                raise
+            cap = min(2 * cap, max_draws)
+
+
+def _finest_grid(epsilon: float, delta: float, *, releases: int, sensitivity: float,
+                 norm_bound: float, dimension: int, sites: int, sites_in_sum: int | None,
+                 modulus: int, max_wrap_probability: float, max_inflation: float,
+                 max_draws: int) -> GridChoice:
+    """:func:`choose_grid` for one cap ``max_draws``."""
     n_sum = sites if sites_in_sum is None else sites_in_sum
     if n_sum < sites:
         raise ConfigurationError(f"sites_in_sum={n_sum} must be >= sites={sites}")
@@ -535,24 +567,25 @@ def choose_grid(epsilon: float, delta: float, *, releases: int, sensitivity: flo
 def _refuse(best: GridChoice | None, epsilon, delta, releases, dimension, padded, sites, n_sum,
             modulus, max_wrap_probability, max_inflation, max_draws) -> None:
     values = {"epsilon": epsilon, "delta": delta, "releases": releases, "dimension": dimension,
-              "sites": sites, "sites_in_sum": n_sum, "modulus": modulus,
-              "max_wrap_probability": max_wrap_probability, "max_inflation": max_inflation,
-              "max_draws": max_draws}
+              "sites": sites, "sites_in_sum": n_sum, "modulus": modulus}
     if best is None:
         raise ParameterError(
-            f"even at the coarsest allowed grid the distributed discrete Gaussian needs more "
-            f"than {{max_draws}} draws of the sampler's largest variance {MAX_SIGMA_SQ} grid "
-            f"steps^2 per site (padded dimension {padded})", values,
-            hint="allow more rounding inflation ({max_inflation}) or more {max_draws}, more "
-                 "honest sites per sum "
-                 "({sites}), fewer {releases}, or a larger {epsilon}",
+            f"even at the coarsest allowed grid (rounding inflation {max_inflation:g}) the "
+            f"distributed discrete Gaussian needs more than {max_draws} draws of the "
+            f"sampler's largest variance {MAX_SIGMA_SQ} grid steps^2 per site (padded "
+            f"dimension {padded})", values,
+            hint="the sum needs more honest sites ({sites}: the sites' [secure-aggregation] "
+                 "min-sites), fewer {releases} (the policies' rounds), a larger {epsilon} (the "
+                 "policies' run-epsilon) or a shorter statistic ({dimension}: fewer columns, "
+                 "a smaller k)",
         )
     raise ParameterError(
         f"a modular sum can wrap: at the coarsest allowed grid the wrap bound is "
-        f"{best.wrap_probability:.3g} and needs a modulus of at least "
-        f"2^{int(math.log2(best.modulus_needed))} (padded dimension {padded})", values,
-        hint="sum fewer sites at once ({sites_in_sum}), use a larger {modulus}, split the "
-             "statistic into smaller blocks ({dimension}), bound each site's statistic more "
-             "tightly (normalise it), allow more {max_inflation} or a larger "
-             "{max_wrap_probability}",
+        f"{best.wrap_probability:.3g} (at most {max_wrap_probability:g} allowed) and needs a "
+        f"modulus of at least 2^{int(math.log2(best.modulus_needed))} (padded dimension "
+        f"{padded})", values,
+        hint="sum fewer sites at once ({sites_in_sum}), bound every site's records more "
+             "tightly (run_config secagg-max-weight: the largest site's record count) or "
+             "use a shorter statistic ({dimension}: fewer columns, a smaller k), or a larger "
+             "{modulus} (fedpca's protocol uses 2^31, the largest Flower's encoding passes)",
     )

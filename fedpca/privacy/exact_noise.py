@@ -152,9 +152,9 @@ class ExactGaussian:
 
     def release(self, mechanism: str, shape: tuple[int, ...]) -> Release:
         """What the ledger charges: one discrete Gaussian per coordinate (``summands = 1``)
-        of ``sigma`` grid steps, sensitivity ``grid_sensitivity``."""
+        of ``sigma`` grid steps of ``gamma``, sensitivity ``grid_sensitivity``."""
         return Release(mechanism + "+exact", self.grid_sensitivity, float(self.sigma), shape,
-                       summands=1, padded=self.coordinates)
+                       summands=1, padded=self.coordinates, grid_step=self.gamma)
 
     def noisy(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """``gamma (round(values / gamma) + Z)``, ``Z`` i.i.d. ``N_Z(0, sigma^2)``: grid

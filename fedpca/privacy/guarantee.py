@@ -5,7 +5,8 @@ coordinator's privacy keys (:mod:`fedpca.apps.real_site`). What the coordinator 
 therefore not what the sites guaranteed. Every answer carries its site's
 :class:`SiteGuarantee`; the strategy keeps each site's latest one and the run record reports
 them per site (``site_guarantees``), with :func:`weakest` as the run's headline: the
-guarantee every site gives at least.
+guarantee every site gives at least, which also replaces the request's values in the
+result's privacy record (:func:`as_guaranteed`); the request is kept apart, as a request.
 
 Nothing in a guarantee is derived from the records: epsilon, delta, accounting and clip norm
 are the policy's, the noise multiplier is its calibration's (for a distributed discrete
@@ -109,3 +110,29 @@ def weakest(guarantees: Iterable[SiteGuarantee]) -> dict[str, Any]:
         "noise_multiplier": min(g.noise_multiplier for g in sites),
         "noise_sampler": "/".join(sorted({g.noise_sampler for g in sites})),
     }
+
+
+#: The privacy record's keys that state a guarantee (the rest describe the mechanism).
+GUARANTEE_KEYS = ("epsilon", "epsilon_achieved", "epsilon_worst_case", "delta", "accounting",
+                  "noise_multiplier", "noise_sampler", "sigma", "clip_norm", "secure_min_sites")
+
+
+def as_guaranteed(privacy: Mapping[str, Any], guarantees: Iterable[SiteGuarantee]
+                  ) -> dict[str, Any]:
+    """The run's privacy record ``privacy`` (the request's, as the server calibrated it)
+    with what the sites guaranteed in place of what was asked: every key of
+    :data:`GUARANTEE_KEYS` is :func:`weakest`'s, or the sites' common clip norm and ``M``,
+    or the request's ``sigma`` when every site used the request's multiplier and clip norm
+    (``None`` where the sites differ); the mechanism's description is kept. Without
+    guarantees (a run whose sites stated none), ``privacy`` as it is."""
+    sites = list(guarantees)
+    if not sites:
+        return dict(privacy)
+    clip = {g.clip_norm for g in sites}
+    minimum = {g.secure_min_sites for g in sites}
+    as_asked = all((g.noise_multiplier, g.clip_norm)
+                   == (privacy.get("noise_multiplier"), privacy.get("clip_norm")) for g in sites)
+    return {**privacy, **weakest(sites),
+            "sigma": privacy.get("sigma") if as_asked else None,
+            "clip_norm": clip.pop() if len(clip) == 1 else None,
+            "secure_min_sites": minimum.pop() if len(minimum) == 1 else None}

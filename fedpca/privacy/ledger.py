@@ -162,15 +162,17 @@ class PrivacyLedger:
             "summands": [r.summands for r in self.releases],
             "padded": [r.padded for r in self.releases],
             "sites_in_sum": [r.sites_in_sum for r in self.releases],
+            "grid_step": [float(r.grid_step) for r in self.releases],
         }
 
     def restore(self, stored: dict[str, list]) -> None:
         """Load releases saved by :meth:`to_dict` (replacing the current list)."""
         self.releases = [
             Release(m, float(s), float(g), tuple(int(v) for v in sh.split(",") if v),
-                    int(k), int(p), int(n))
-            for m, s, g, sh, k, p, n in zip(
+                    int(k), int(p), int(n), float(step))
+            for m, s, g, sh, k, p, n, step in zip(
                 stored["mechanism"], stored["sensitivity"], stored["sigma"], stored["shape"],
-                stored["summands"], stored["padded"], stored["sites_in_sum"], strict=True,
+                stored["summands"], stored["padded"], stored["sites_in_sum"],
+                stored["grid_step"], strict=True,
             )
         ]

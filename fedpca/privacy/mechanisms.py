@@ -118,7 +118,11 @@ class Release:
     (:mod:`fedpca.privacy.distributed_gaussian`): then ``sensitivity`` and ``sigma`` are in
     grid units, ``sigma^2 = summands s^2`` is the noise variance of every revealed sum of
     ``summands`` i.i.d. ``N_Z(0, s^2)`` draws (at least ``M`` sites times the draws per
-    site), and ``padded`` is the rotated statistic's length.
+    site), ``padded`` is the rotated statistic's length and ``grid_step`` the grid's step
+    ``gamma`` (data units per grid unit: the noise in the data's units is ``sigma * gamma``).
+    A site's exact noise (:mod:`fedpca.privacy.exact_noise`) is such a release of one draw
+    per coordinate (``summands = 1``). The accounting never reads ``grid_step``: the
+    noise multiplier ``sigma / sensitivity`` is the same in either unit.
 
     A release inside a secure sum of at least ``M`` sites (``sites_in_sum = M``) has two
     guarantees (Bonawitz et al., "Practical Secure Aggregation for Privacy-Preserving
@@ -138,6 +142,8 @@ class Release:
         sites_in_sum: ``M`` when the release is revealed only inside secure sums of at least
             ``M`` sites, each adding ``1/M`` of the noise variance (0: the site's own
             noise, seen on its own).
+        grid_step: ``gamma`` of a release on a grid (``sensitivity`` and ``sigma`` in grid
+            units); 0: a continuous Gaussian, ``sensitivity`` and ``sigma`` in data units.
     """
 
     mechanism: str
@@ -147,6 +153,7 @@ class Release:
     summands: int = 0
     padded: int = 0
     sites_in_sum: int = 0
+    grid_step: float = 0.0
 
     def __post_init__(self) -> None:
         if self.sites_in_sum and self.summands % self.sites_in_sum:
@@ -163,7 +170,7 @@ class Release:
         return Release(
             self.mechanism + "/own-share", self.sensitivity,
             self.sigma / math.sqrt(self.sites_in_sum), self.shape,
-            self.summands // self.sites_in_sum, self.padded,
+            self.summands // self.sites_in_sum, self.padded, grid_step=self.grid_step,
         )
 
     @property

@@ -19,7 +19,8 @@ from fedpca.data.tables import read_table
 from fedpca.errors import FedPCAError
 from fedpca.privacy.ledger_identity import utc
 from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.site_ledger import MAX_RUNS_COUNTED, SiteLedger, counted_runs
+from fedpca.privacy.ledger_report import counted_runs
+from fedpca.privacy.site_ledger import MAX_RUNS_COUNTED, SiteLedger
 from fedpca.privacy.site_policy import SitePolicyFile
 
 
@@ -41,7 +42,9 @@ class SiteCheck:
 
 
 def check_site(policy: SitePolicyFile) -> SiteCheck:
-    """Check a loaded site ``policy`` as a run would use it; reads, never writes."""
+    """Check a loaded site ``policy`` as a run would use it; creates nothing (opening the
+    ledger records the policy's settings in it when they changed,
+    :meth:`~fedpca.privacy.site_policy.SitePolicyFile.open_ledger`)."""
     report = SiteCheck()
     _check_paths(policy, report)
     if _check_contract(policy, report):

@@ -34,9 +34,28 @@ writers. The database is in WAL mode, so ``fedpca site ledger`` can read it duri
 Each row records the mechanism, sensitivity, sigma, shape, run id, time, algorithm and the
 fingerprint (SHA-256) of the data file, for the site's auditors, for a distributed
 discrete Gaussian release its summands and padded dimension (columns added to older ledgers
-with 0, "continuous Gaussian", which every older row is), and for a release inside secure
-sums their minimum ``M`` (added to older ledgers from the ``+secagg(m=M)`` / ``+ddg(m=M)``
-its mechanism name carries). The coordinator never reads this file.
+with 0, "continuous Gaussian", which every older row is), for a release on a grid (those,
+and a site's exact noise) its grid step (0 in older rows: their grid is not known), and for
+a release inside secure sums their minimum ``M`` (added to older ledgers from the
+``+secagg(m=M)`` / ``+ddg(m=M)`` its mechanism name carries). The coordinator never reads
+this file.
+
+Beside the releases, for the site's privacy officer (:mod:`fedpca.privacy.ledger_report`
+reads them; the budget rules never do):
+
+* ``runs``: one row per run, written by the run's first charge in the same transaction (so
+  a refused charge writes none): when it started, the releases it planned and what the site
+  planned to release (:attr:`RunCharge.description`), and, once :meth:`SiteLedger.end_run`
+  records it, how it ended (complete, or failed with a reason). A coordinator can send an
+  end only for a run that released here, once, and at most :data:`MAX_REASON` printable
+  characters of reason; an end never changes a budget (what a failed run released stays
+  spent).
+* ``policy_events``: every change of the site's own policy, dated by the site's clock when
+  the ledger is opened under it (:meth:`SiteLedger.note_policy`): the settings before and
+  after. Only the site writes them (its policy file); a coordinator cannot.
+
+Older ledgers get both tables when opened; their runs without a ``runs`` row are reported
+from their releases.
 
 A ledger is created only on purpose (:func:`create_ledger`: ``fedpca site init``, ``fedpca
 site ledger --new``, a restore), with a random identity it keeps in its
@@ -54,13 +73,14 @@ import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fedpca.errors import BudgetExceededError
+from fedpca.errors import BudgetExceededError, ConfigurationError
+from fedpca.privacy import policy_changes
 from fedpca.privacy.calibration import check_privacy_parameters
 from fedpca.privacy.file_modes import create_owner_only
 from fedpca.privacy.ledger import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
@@ -100,9 +120,26 @@ CREATE TABLE IF NOT EXISTS releases (
 );
 CREATE INDEX IF NOT EXISTS releases_population ON releases (population, run_id);
 """
-#: Columns later versions added, with the value every older row has (continuous Gaussian).
+#: Columns later versions added, with the value every older row has (continuous Gaussian;
+#: ``planned`` and ``grid_step`` 0: not recorded).
 _ADDED_COLUMNS = ("summands INTEGER NOT NULL DEFAULT 0", "padded INTEGER NOT NULL DEFAULT 0",
-                  "sites_in_sum INTEGER NOT NULL DEFAULT 0", "planned INTEGER NOT NULL DEFAULT 0")
+                  "sites_in_sum INTEGER NOT NULL DEFAULT 0", "planned INTEGER NOT NULL DEFAULT 0",
+                  "grid_step REAL NOT NULL DEFAULT 0")
+#: Tables later versions added (created in older ledgers when they are opened).
+_ADDED_TABLES = {
+    "runs": "CREATE TABLE IF NOT EXISTS runs (population TEXT NOT NULL, run_id TEXT NOT NULL, "
+            "started REAL NOT NULL, planned INTEGER NOT NULL, description TEXT NOT NULL, "
+            "status TEXT, reason TEXT, ended REAL, PRIMARY KEY (population, run_id))",
+    "policy_events": "CREATE TABLE IF NOT EXISTS policy_events (id INTEGER PRIMARY KEY "
+                     "AUTOINCREMENT, time REAL NOT NULL, policy TEXT NOT NULL, "
+                     "changes TEXT NOT NULL)",
+}
+#: How a run ended (:meth:`SiteLedger.end_run`).
+RUN_ENDS = ("complete", "failed")
+#: The most characters of a run's end reason (untrusted: possibly the coordinator's) kept.
+MAX_REASON = 200
+#: The most keys of a run's description kept, and characters of each key and text value.
+MAX_DESCRIPTION_KEYS, MAX_DESCRIPTION_TEXT = 32, 200
 #: The columns the accounting reads, in :class:`Release`'s order.
 _ACCOUNTED = "sensitivity, sigma, summands, padded, sites_in_sum"
 #: How older versions named a release inside secure sums of at least ``M`` sites.
@@ -242,7 +279,12 @@ def copy_ledger(source: Path, target: Path, mark: Mark | None = None) -> LedgerS
 
 
 def _add_columns(conn: sqlite3.Connection) -> None:
-    """Bring a ledger written by an older version to the current columns."""
+    """Bring a ledger written by an older version to the current columns and tables
+    (writing nothing to a current one)."""
+    present_tables = _tables(conn)
+    for table, create in _ADDED_TABLES.items():
+        if table not in present_tables:
+            conn.execute(create)  # IF NOT EXISTS: another process may have added it first
     present = {row[1] for row in conn.execute("PRAGMA table_info(releases)")}
     for column in _ADDED_COLUMNS:
         if column.split()[0] not in present:
@@ -310,14 +352,39 @@ def window_starts(now: float) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class RunCharge:
-    """One run's releases: its id (the coordinator's), algorithm, data fingerprint, and the
+    """One run's releases: its id (the coordinator's), algorithm, data fingerprint, the
     releases its calibration assumed (``max_releases``: a cap per run, not a privacy bound,
-    since the coordinator picks run ids; the site's spending windows and lifetime are)."""
+    since the coordinator picks run ids; the site's spending windows and lifetime are), and
+    ``description``: public facts about the run as the site planned it, for the site's
+    privacy officer (e.g. ``{"algorithm": "dpdis-pca", "k": 2, "contract": "<sha256>",
+    "centring": "standardize", "releases": 3}``), recorded at the run's first charge
+    (:func:`clean_description`: JSON scalars, text cut to printable characters); the budget
+    rules never read it."""
 
     run_id: str
     algorithm: str
     fingerprint: str
     max_releases: int
+    description: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+
+def clean_text(text: Any, most: int = MAX_REASON) -> str:
+    """``text`` as at most ``most`` printable characters (others become ``?``): what the
+    ledger keeps of a text that may come from the coordinator."""
+    return "".join(c if c.isprintable() else "?" for c in str(text)[:most])
+
+
+def clean_description(description: Mapping[str, Any]) -> str:
+    """A run's ``description`` as the JSON the ledger stores: at most
+    :data:`MAX_DESCRIPTION_KEYS` keys, each value a number, a boolean, null or
+    :func:`clean_text` (anything else as its text), so that storing it never fails."""
+    kept: dict[str, Any] = {}
+    for key, value in list(description.items())[:MAX_DESCRIPTION_KEYS]:
+        finite = isinstance(value, (int, float)) and math.isfinite(value)
+        kept[clean_text(key, MAX_DESCRIPTION_TEXT)] = (
+            value if value is None or isinstance(value, bool) or finite
+            else clean_text(value, MAX_DESCRIPTION_TEXT))
+    return json.dumps(kept, sort_keys=True)
 
 
 class SiteLedger:
@@ -374,12 +441,14 @@ class SiteLedger:
         self.witness.verify(record, found)
         return found
 
-    def for_run(self, charge: RunCharge) -> RunLedger:
-        """The ledger a site charges during one run."""
-        return RunLedger(self, charge)
+    def for_run(self, charge: RunCharge, plan: Sequence[Release] | None = None) -> RunLedger:
+        """The ledger a site charges during one run (``plan``: the run's releases as the
+        site planned them, which every later check reads)."""
+        return RunLedger(self, charge, plan)
 
     def rows(self) -> list[dict[str, Any]]:
-        """Every release of this population, oldest first."""
+        """Every release of this population, oldest first (as stored: ``time`` in Unix
+        seconds, ``sensitivity`` and ``sigma`` in grid units when ``summands`` > 0)."""
         with closing(_open(self.path)) as conn:
             conn.row_factory = sqlite3.Row
             rows = conn.execute(
@@ -452,42 +521,129 @@ class SiteLedger:
         return copy_ledger(self.path, Path(target)).releases
 
     def summary(self) -> dict[str, Any]:
-        """Spending per run, per data set and in total, with what remains (for auditors)."""
-        rows = self.rows()
-        accounted = [_accounted(r) for r in rows]
-        spent = _epsilon(accounted, self.delta)
-        worst = _worst_case(accounted, self.delta)
-        bound = self.worst_case_epsilon
-        return {
-            "site": self.site,
-            "population": self.population,
-            "ledger": str(self.path),
-            "epsilon_budget": self.epsilon,
-            "delta": self.delta,
-            "epsilon_spent": spent,
-            "epsilon_remaining": max(0.0, self.epsilon - spent),
-            "worst_case_epsilon_budget": bound,
-            "worst_case_epsilon_spent": worst,
-            "worst_case_epsilon_remaining": None if bound is None else max(0.0, bound - worst),
-            "releases": len(rows),
-            "windows": self._windows(rows, self.clock()),
-            "runs": _runs(rows, self.delta),
-            "datasets": _grouped(rows, "data_fingerprint", self.delta),
-            "rows": rows,
-        }
+        """Spending per run, per data set and in total, with what remains, each run's status
+        and the policy's changes (for auditors: :func:`fedpca.privacy.ledger_report.summarize`)."""
+        from fedpca.privacy.ledger_report import summarize  # the report reads the ledger
 
-    def _windows(self, rows: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
-        """Each spending window at ``now``: its start, ceiling, epsilon spent and releases."""
+        return summarize(self)
+
+    def epsilon_of(self, rows: Sequence[Mapping[str, Any]]) -> float:
+        """The conditional epsilon at the ledger's delta of the releases of ``rows`` (rows of
+        :meth:`rows`), composed as a charge composes them."""
+        return _epsilon([_accounted(r) for r in rows], self.delta)
+
+    def worst_case_of(self, rows: Sequence[Mapping[str, Any]]) -> float:
+        """The unconditional epsilon at the ledger's delta of the releases of ``rows``."""
+        return _worst_case([_accounted(r) for r in rows], self.delta)
+
+    def windows(self, rows: Sequence[Mapping[str, Any]], now: float) -> list[dict[str, Any]]:
+        """Each spending window holding ``now``: its start, ceiling, and the epsilon spent and
+        releases of ``rows`` inside it."""
         windows = []
         for window, since in window_starts(now).items():
-            inside = [_accounted(r) for r in rows if r["time"] >= since]
-            spent, ceiling = _epsilon(inside, self.delta), self.ceilings[window]
+            inside = [r for r in rows if r["time"] >= since]
+            spent, ceiling = self.epsilon_of(inside), self.ceilings[window]
             windows.append({
                 "window": window, "since": since, "releases": len(inside),
                 "epsilon_ceiling": ceiling, "epsilon_spent": spent,
                 "epsilon_remaining": None if ceiling is None else max(0.0, ceiling - spent),
             })
         return windows
+
+    def run_records(self) -> dict[str, dict[str, Any]]:
+        """The ``runs`` rows of this population by run id: ``started``, ``planned``,
+        ``description`` (a dict), ``status``, ``reason``, ``ended`` (``None`` until
+        :meth:`end_run`). Runs of older ledgers may have none."""
+        with closing(_open(self.path)) as conn:
+            conn.row_factory = sqlite3.Row
+            rows = conn.execute("SELECT * FROM runs WHERE population = ?",
+                                (self.population,)).fetchall()
+        return {row["run_id"]: {**dict(row), "description": json.loads(row["description"])}
+                for row in rows}
+
+    def end_run(self, run_id: str, status: str, reason: str = "") -> bool:
+        """Record how run ``run_id`` ended (``"complete"`` or ``"failed"``, with ``reason``),
+        dated by the site's clock, in one ``BEGIN IMMEDIATE`` transaction; whether it was
+        recorded. Changes no budget: what a failed run released stays spent.
+
+        Untrusted input: ``run_id`` and ``reason`` may come from the coordinator. Only a run
+        that made a release of this population here, and only its first end, is recorded
+        (``False``, nothing written, otherwise): a coordinator cannot fill the ledger with
+        runs the site never took part in, nor rewrite an end; ``reason`` is kept as at most
+        :data:`MAX_REASON` printable characters (:func:`clean_text`). What a hostile
+        coordinator can still do: end one of its own runs here first, as failed with a
+        reason of its choosing, which the report shows as that run's status, with the
+        budget it spent; it cannot change a number."""
+        if status not in RUN_ENDS:
+            raise ConfigurationError(f"a run ends {' or '.join(RUN_ENDS)}, not {status!r}")
+        kept = clean_text(reason)
+        with closing(_open(self.path)) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                started, planned = conn.execute(
+                    "SELECT MIN(time), MAX(planned) FROM releases WHERE population = ? AND "
+                    "run_id = ?", (self.population, run_id)).fetchone()
+                if started is None:  # no release of this run here
+                    conn.execute("ROLLBACK")
+                    return False
+                conn.execute(  # a run an older ledger started has no row yet
+                    "INSERT OR IGNORE INTO runs (population, run_id, started, planned, "
+                    "description) VALUES (?,?,?,?,'{}')", (self.population, run_id, started,
+                                                           planned))
+                ended = conn.execute(
+                    "UPDATE runs SET status = ?, reason = ?, ended = ? WHERE population = ? "
+                    "AND run_id = ? AND ended IS NULL",
+                    (status, kept, self.clock(), self.population, run_id)).rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return bool(ended)
+
+    def note_policy(self, snapshot: Mapping[str, Any]) -> list[str]:
+        """Record the site's policy settings ``snapshot`` (plain JSON values by their keys in
+        the policy file) when they differ from the latest recorded, or none is: a row dated
+        by the site's clock with the settings and each change. The changes as sentences
+        (:func:`fedpca.privacy.policy_changes.sentences`: ``policy recorded: ...`` the first
+        time, ``KEY OLD -> NEW`` after); ``[]``, writing nothing, when nothing changed.
+        Only the site calls this (its own policy file); the budget rules never read it."""
+        settings = json.loads(json.dumps(dict(snapshot), sort_keys=True))
+        if self._latest_policy() == settings:  # the common case: no write lock taken
+            return []
+        with closing(_open(self.path)) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                before = self._latest_policy(conn)
+                if before == settings:  # another process recorded it meanwhile
+                    conn.execute("ROLLBACK")
+                    return []
+                conn.execute(
+                    "INSERT INTO policy_events (time, policy, changes) VALUES (?,?,?)",
+                    (self.clock(), json.dumps(settings, sort_keys=True),
+                     json.dumps(policy_changes.changes(before, settings))))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return policy_changes.sentences(before, settings)
+
+    def policy_events(self) -> list[dict[str, Any]]:
+        """Every recorded change of the site's policy, oldest first: ``time``, ``policy``
+        (the settings) and ``changes`` (``[key, old, new]``; empty for the first)."""
+        with closing(_open(self.path)) as conn:
+            rows = conn.execute(
+                "SELECT time, policy, changes FROM policy_events ORDER BY id").fetchall()
+        return [{"time": time_, "policy": json.loads(policy), "changes": json.loads(changes)}
+                for time_, policy, changes in rows]
+
+    def _latest_policy(self, conn: sqlite3.Connection | None = None) -> dict[str, Any] | None:
+        """The settings last recorded (``None``: none yet), through ``conn`` if given."""
+        if conn is None:
+            with closing(_open(self.path)) as own:
+                return self._latest_policy(own)
+        row = conn.execute(
+            "SELECT policy FROM policy_events ORDER BY id DESC LIMIT 1").fetchone()
+        return None if row is None else json.loads(row[0])
 
     def _charge(self, charge: RunCharge, release: Release) -> int:
         """Check and record ``release`` in one transaction; the run's release count after it."""
@@ -498,6 +654,7 @@ class SiteLedger:
                 "finite and > 0"
             )
         new = _accounted_release(release)
+        described = clean_description(charge.description)  # never fails in the transaction
         with closing(_open(self.path)) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -515,12 +672,19 @@ class SiteLedger:
                 conn.execute(
                     "INSERT INTO releases (time, population, run_id, algorithm, mechanism, "
                     "sensitivity, sigma, shape, data_fingerprint, summands, padded, "
-                    "sites_in_sum, planned) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "sites_in_sum, planned, grid_step) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (now, self.population, charge.run_id, charge.algorithm,
                      release.mechanism, release.sensitivity, release.sigma,
                      json.dumps(list(release.shape)), charge.fingerprint, release.summands,
-                     release.padded, release.sites_in_sum, charge.max_releases),
+                     release.padded, release.sites_in_sum, charge.max_releases,
+                     release.grid_step),
                 )
+                if run == 1:
+                    conn.execute(
+                        "INSERT OR IGNORE INTO runs (population, run_id, started, planned, "
+                        "description) VALUES (?,?,?,?,?)",
+                        (self.population, charge.run_id, now, charge.max_releases, described),
+                    )
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -632,9 +796,11 @@ class RunLedger:
     (``charge``, ``count``, ``epsilon_spent``) and writes through to the database at once.
     """
 
-    def __init__(self, ledger: SiteLedger, charge: RunCharge) -> None:
+    def __init__(self, ledger: SiteLedger, charge: RunCharge,
+                 plan: Sequence[Release] | None = None) -> None:
         self.ledger = ledger
         self.run = charge
+        self.plan = None if plan is None else tuple(plan)
         self._count = ledger.run_releases(charge.run_id)
 
     @property
@@ -648,7 +814,16 @@ class RunLedger:
 
     def require_run(self, planned: Sequence[Release]) -> None:
         """Refuse the run unless the ``planned`` releases left of it fit
-        (:meth:`SiteLedger.require_run`); nothing is recorded."""
+        (:meth:`SiteLedger.require_run`); nothing is recorded. With the site's plan of the
+        run (:class:`~fedpca.site.plan.RunPlan`), ``planned`` (the answering algorithm's own
+        count) must be the rest of that plan: two counts of one run that disagree are a
+        fault, refused before anything is charged."""
+        if self.plan is not None and not _same_releases(planned, self.plan[self._count:]):
+            raise ConfigurationError(
+                f"{self.ledger.site}: refused: the algorithm plans {len(planned)} more "
+                f"releases for run {self.run.run_id!r}, the site's plan of the run "
+                f"{len(self.plan) - self._count}, or at another calibration; nothing was "
+                "released (a fault in fedpca: report it)")
         self.ledger.require_run(planned, self.run.algorithm)
 
     def epsilon_spent(self) -> float:
@@ -663,101 +838,12 @@ class RunLedger:
         return [r for r in self.ledger.rows() if r["run_id"] == self.run.run_id]
 
 
-def _grouped(rows: list[dict[str, Any]], key: str, delta: float) -> list[dict[str, Any]]:
-    """Releases, epsilon (at ``delta``) and time span per value of ``key``."""
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        groups.setdefault(row[key], []).append(row)
-    return [
-        {
-            key: value,
-            "algorithms": sorted({r["algorithm"] for r in members}),
-            "releases": len(members),
-            "epsilon": _epsilon([_accounted(r) for r in members], delta),
-            "epsilon_worst_case": _worst_case([_accounted(r) for r in members], delta),
-            "first": min(r["time"] for r in members),
-            "last": max(r["time"] for r in members),
-        }
-        for value, members in groups.items()
-    ]
-
-
-def _runs(rows: list[dict[str, Any]], delta: float) -> list[dict[str, Any]]:
-    """:func:`_grouped` by run, each with the releases its calibration planned (0: an older
-    ledger did not record them), whether it made fewer (``incomplete``: refused or failed
-    part-way, or still running), and the lifetime epsilon of every release up to its last."""
-    runs = _grouped(rows, "run_id", delta)
-    for run in runs:
-        members = [r for r in rows if r["run_id"] == run["run_id"]]
-        last = max(r["id"] for r in members)
-        run["planned"] = max(r.get("planned", 0) for r in members)
-        run["status"] = ("unknown" if not run["planned"] else
-                         "complete" if run["releases"] >= run["planned"] else "incomplete")
-        run["lifetime_epsilon_after"] = _epsilon(
-            [_accounted(r) for r in rows if r["id"] <= last], delta)
-    return runs
-
-
-#: Why the lifetime epsilon is less than the sum of the runs' (printed under the runs).
-COMPOSITION_NOTE = (
-    "lifetime: every release of every run composed with the PLD accountant; Gaussian "
-    "releases compose roughly with the square root of their number, so the lifetime epsilon "
-    "is less than the sum of the runs' epsilons"
-)
-#: What the worst-case column means, printed under the ledger when it has secure releases.
-WORST_CASE_NOTE = (
-    "epsilon: if every secure sum held at least M honest sites' shares and the protocol was "
-    "followed; worst case: against a coordinator that bypasses the secure sum and sees this "
-    "site's own share"
-)
-
-
-def format_ledger(summary: dict[str, Any]) -> str:
-    """The ledger summary as tables a privacy officer can read (with the worst-case column
-    when any release was inside a secure sum)."""
-    secure = any(row["sites_in_sum"] for row in summary["rows"])
-    lines = [
-        f"site {summary['site']}, population {summary['population']} ({summary['ledger']})",
-        f"lifetime budget epsilon {summary['epsilon_budget']:g} at delta {summary['delta']:g}: "
-        f"spent {summary['epsilon_spent']:.4f}, remaining {summary['epsilon_remaining']:.4f} "
-        f"in {summary['releases']} releases",
-    ]
-    lines += [_window_line(window) for window in summary["windows"]]
-    now = summary.get("runs_now", {})
-    lines += [f"runs left, {algorithm}: {_runs_left(runs, now.get(algorithm))}"
-              for algorithm, runs in summary.get("runs_left", {}).items()]
-    if "identity" in summary:
-        identity = summary["identity"]
-        lines.append(f"ledger identity {identity['identity']}, recorded in {identity['file']}:")
-        lines += [f"  {line}" for line in identity["history"]]
-    if secure or summary["worst_case_epsilon_budget"] is not None:
-        bound = summary["worst_case_epsilon_budget"]
-        lines.append(
-            f"worst case (secure sums bypassed): budget "
-            f"{'none' if bound is None else f'{bound:g}'}, spent "
-            f"{summary['worst_case_epsilon_spent']:.4f}"
-            + ("" if bound is None else f", remaining {summary['worst_case_epsilon_remaining']:.4f}")
-        )
-    worst = f" {'worst case':>10}" if secure else ""
-    lines += ["", f"{'run':<24} {'algorithms':<20} {'releases':>9} {'epsilon':>9}{worst} "
-                  f"{'lifetime':>9}  {'status':<10}  last release (UTC)"]
-    for run in summary["runs"]:
-        worst = f" {run['epsilon_worst_case']:>10.4f}" if secure else ""
-        releases = f"{run['releases']}/{run['planned'] or '?'}"
-        lines.append(
-            f"{run['run_id']:<24} {','.join(run['algorithms']):<20} {releases:>9} "
-            f"{run['epsilon']:>9.4f}{worst} {run['lifetime_epsilon_after']:>9.4f}  "
-            f"{run['status']:<10}  {_utc(run['last'])}"
-        )
-    lines += ["", COMPOSITION_NOTE]
-    lines += ["", f"{'data file (SHA-256)':<24} {'releases':>8} {'epsilon':>9}"]
-    for data in summary["datasets"]:
-        lines.append(
-            f"{data['data_fingerprint'][:24]:<24} {data['releases']:>8} {data['epsilon']:>9.4f}"
-        )
-    if secure:
-        lines += ["", WORST_CASE_NOTE]
-    return "\n".join(lines)
+def _same_releases(one: Sequence[Release], other: Sequence[Release]) -> bool:
+    """Whether two lists of releases are accounted alike (their labels aside)."""
+    return len(one) == len(other) and all(
+        math.isclose(a, b, rel_tol=1e-12)
+        for x, y in zip(one, other)
+        for a, b in zip(_accounted_release(x), _accounted_release(y)))
 
 
 def _most_runs(fits: Callable[[int], bool], most: int) -> int:
@@ -771,32 +857,6 @@ def _most_runs(fits: Callable[[int], bool], most: int) -> int:
         middle = (fitting + failing) // 2
         fitting, failing = (middle, failing) if fits(middle) else (fitting, middle)
     return fitting
-
-
-def counted_runs(runs: int) -> str:
-    """A run count as printed: ``at least N`` at :data:`MAX_RUNS_COUNTED`."""
-    return f"at least {runs}" if runs >= MAX_RUNS_COUNTED else str(runs)
-
-
-def _runs_left(runs: int | str, now: int | None) -> str:
-    """How many more full runs fit the lifetime budget and how many of them fit now (the
-    spending windows), or why that is unknown."""
-    if isinstance(runs, str):
-        return f"unknown ({runs})"
-    today = "" if now is None else f" ({counted_runs(now)} now, within the spending windows)"
-    return counted_runs(runs) + today
-
-
-def _window_line(window: dict[str, Any]) -> str:
-    """One spending window of the summary: what it holds, its ceiling and its spending."""
-    ceiling = window["epsilon_ceiling"]
-    return (
-        f"{window['window']} ceiling {'none' if ceiling is None else f'{ceiling:g}'} over "
-        f"{WINDOWS[window['window']]}, from {_utc(window['since'])}: spent "
-        f"{window['epsilon_spent']:.4f}"
-        + ("" if ceiling is None else f", remaining {window['epsilon_remaining']:.4f}")
-        + f" in {window['releases']} releases"
-    )
 
 
 def _utc(seconds: float) -> str:

@@ -27,6 +27,7 @@ declares a new ``population`` here, never the coordinator.
 
 from __future__ import annotations
 
+import logging
 import math
 import tomllib
 from dataclasses import dataclass
@@ -51,6 +52,8 @@ from fedpca.privacy.ledger_lifecycle import create_site_ledger
 from fedpca.privacy.mechanisms import Release, planned_run
 from fedpca.privacy.site_ledger import SiteLedger
 
+logger = logging.getLogger(__name__)
+
 #: The federated algorithms a site may allow (tables ``[algorithms.NAME]``).
 POLICY_ALGORITHMS = tuple(SPECS)
 #: A site refuses a delta above this many times ``1/n``: delta must be well below ``1/n``,
@@ -58,6 +61,10 @@ POLICY_ALGORITHMS = tuple(SPECS)
 MAX_DELTA_TIMES_N = 0.1
 #: Rounds a site calibrates a multi-round algorithm for when its policy does not say.
 DEFAULT_DPS_ROUNDS = 10
+#: Seconds a site may take to answer one request unless its ``[limits] answer-seconds``
+#: says otherwise (a secure round at d = 20,000 takes seconds; loopback tests on a loaded
+#: 2-core machine took up to a few minutes per message).
+DEFAULT_ANSWER_SECONDS = 600.0
 #: Address space (MiB) of each process ``fedpca site supernode|superexec`` starts, unless the
 #: policy's ``[limits] memory-mib`` says otherwise; the least a policy may set (0: no limit).
 DEFAULT_MEMORY_MIB, MIN_MEMORY_MIB = 4096, 512
@@ -116,11 +123,17 @@ discrete = false                # true: distributed discrete Gaussian residues (
 [limits]                        # what one answer may hold, whatever the coordinator asks
 max-answer-mb = 512             # the answer's size (DPS-PCA: d x k; k-plane: clusters x d^2/2)
 max-clusters = 100              # SuLQ k-plane clusters one request may ask for
+max-noise-draws = 256           # exact discrete Gaussian draws per coordinate of one secure-sum
+                                # release (wide statistics need more: d = 20,000 about 64,
+                                # d = 100,000 about 256); each costs ~0.07 us per coordinate
 memory-mib = {memory_mib}               # address space of each site process started by fedpca
                                 # site supernode / superexec (Linux RLIMIT_AS, inherited by
                                 # the ClientApps): a FAB or request that inflates fails there,
                                 # not the host; >= {min_memory_mib}, or 0 to leave it to the OS
                                 # (systemd MemoryMax=, prlimit, a container's limit)
+answer-seconds = {answer_seconds:g}           # the longest this site may take to answer one request:
+                                # stated in each run's readiness round, the coordinator's
+                                # fedpca ServerApp waits that long before giving up on it
 
 # One table per algorithm this site takes part in; a request for any other is refused.
 [algorithms.dps-pca]
@@ -175,6 +188,9 @@ class SitePolicyFile:
             coordinator asks.
         memory_mib: address space limit (MiB) of the site's processes, 0 for none
             (:mod:`fedpca.deployment.memory_limit` applies it).
+        answer_seconds: the longest this site may take to answer one request (``[limits]
+            answer-seconds``): it states it in the readiness round, and the coordinator's
+            fedpca ServerApp waits that long for every answer (a slow site is not dropped).
         moments_share: the share of a centred run's budget its moments release takes
             (``[data] moments-share``; ``None``: :class:`~fedpca.algorithms.centring.CentredPolicy`'s
             default, 0.1, or 0.3 when standardising).
@@ -203,6 +219,7 @@ class SitePolicyFile:
     memory_mib: int = DEFAULT_MEMORY_MIB
     contract: Path | None = None
     moments_share: float | None = None
+    answer_seconds: float = DEFAULT_ANSWER_SECONDS
 
     def witness(self) -> LedgerWitness:
         """The identity file beside this policy, of the ledger it names."""
@@ -211,11 +228,58 @@ class SitePolicyFile:
     def open_ledger(self) -> SiteLedger:
         """The site's lifetime ledger, bounding both guarantees this policy sets, checked
         against its identity file (raises LedgerIdentityError, creating nothing, when it is
-        missing, replaced, emptied or older than the site's last recorded release)."""
-        return SiteLedger(self.ledger, self.population, self.epsilon, self.delta,
-                          site=self.name, worst_case_epsilon=self.worst_case_epsilon,
-                          daily_epsilon=self.daily_epsilon, weekly_epsilon=self.weekly_epsilon,
-                          witness=self.witness())
+        missing, replaced, emptied or older than the site's last recorded release); then
+        this policy's :meth:`ledger_settings` are recorded in it, dated, when they differ
+        from the last recorded (:meth:`~fedpca.privacy.site_ledger.SiteLedger.note_policy`),
+        so that every change of the site's own policy shows in its ledger's report."""
+        ledger = SiteLedger(self.ledger, self.population, self.epsilon, self.delta,
+                            site=self.name, worst_case_epsilon=self.worst_case_epsilon,
+                            daily_epsilon=self.daily_epsilon,
+                            weekly_epsilon=self.weekly_epsilon, witness=self.witness())
+        self._note_policy(ledger)
+        return ledger
+
+    def ledger_settings(self) -> dict[str, Any]:
+        """The settings of this policy that decide what the site spends and releases, by
+        their keys in the policy file, as its ledger records them: the budget, the clip
+        norm and moments share, the secure sums, every algorithm allowed or not (with its
+        settings), the population, the data file and the contract's hash (``none``
+        without one). Raises ContractError when the contract cannot be read."""
+        settings: dict[str, Any] = {
+            "site.population": self.population,
+            "site.data": str(self.data),
+            "site.contract": self.contract_hash() or None,
+            "budget.epsilon": self.epsilon,
+            "budget.delta": self.delta,
+            "budget.daily-epsilon": self.daily_epsilon,
+            "budget.weekly-epsilon": self.weekly_epsilon,
+            "budget.run-epsilon": self.run_epsilon,
+            "budget.worst-case-epsilon": self.worst_case_epsilon,
+            "budget.accounting": self.accounting,
+            "data.clip-norm": self.clip_norm,
+            "data.moments-share": self.moments_share,
+            "secure-aggregation.min-sites": self.secure_min_sites or 0,
+            "secure-aggregation.colluders": self.colluders,
+            "secure-aggregation.discrete": self.discrete,
+        }
+        for algorithm in POLICY_ALGORITHMS:
+            allowed = self.algorithms.get(algorithm)
+            settings[f"algorithms.{algorithm}"] = _allowed(allowed)
+        return settings
+
+    def _note_policy(self, ledger: SiteLedger) -> None:
+        """Record :meth:`ledger_settings` in ``ledger`` (logging what changed); a contract
+        that cannot be read is logged and recorded at the next opening that reads it (the
+        run, or ``fedpca site check``, reports it)."""
+        try:
+            settings = self.ledger_settings()
+        except ConfigurationError as exc:
+            logger.warning("%s: the policy's settings are not recorded in the ledger this "
+                           "time: %s", self.name, exc)
+            return
+        for change in ledger.note_policy(settings):
+            logger.info("%s: policy change recorded in the ledger %s: %s", self.name,
+                        self.ledger, change)
 
     def require_algorithm(self, algorithm: str) -> dict[str, Any]:
         """The site's settings for ``algorithm``; raises unless the policy allows it."""
@@ -226,11 +290,17 @@ class SitePolicyFile:
             )
         return self.algorithms[algorithm]
 
+    def rounds(self, algorithm: str) -> int:
+        """The rounds this site calibrates a run of ``algorithm`` for (its table's
+        ``rounds``; a single-release algorithm ignores it)."""
+        return int(self.require_algorithm(algorithm).get("rounds", DEFAULT_DPS_ROUNDS))
+
     def releases_per_run(self, algorithm: str) -> int:
-        """The most releases one run of ``algorithm`` may make at this site."""
-        settings = self.require_algorithm(algorithm)
-        rounds = int(settings.get("rounds", DEFAULT_DPS_ROUNDS))
-        return SPECS[algorithm].releases_per_run(rounds) + int(_explains(settings))
+        """The most releases one run of ``algorithm`` may make at this site (its
+        algorithm's releases; a centred run adds its moments release:
+        :class:`~fedpca.site.plan.RunPlan`)."""
+        return (SPECS[algorithm].releases_per_run(self.rounds(algorithm))
+                + int(_explains(self.require_algorithm(algorithm))))
 
     def centred_policy(self, algorithm: str, standardize: bool) -> CentredPolicy:
         """The site's :class:`~fedpca.algorithms.centring.CentredPolicy` for a centred run of
@@ -272,7 +342,7 @@ class SitePolicyFile:
             "noise-sampler": EXACT,  # never float at a real site: its low bits could leak
         }
         if SPECS[algorithm].extra_releases is not None:  # a multi-round algorithm
-            config["rounds"] = int(settings.get("rounds", DEFAULT_DPS_ROUNDS))
+            config["rounds"] = self.rounds(algorithm)
         if algorithm == DPS_PCA:
             config[EXPLAINED_VARIANCE] = _explains(settings)
         return config
@@ -324,6 +394,15 @@ PRIVACY_KEYS = ("epsilon", "delta", "rounds", "accounting", "clip-norm", "secure
                 "discrete", "noise-sampler", "explained-variance")
 #: DPS-PCA's setting (``[algorithms.dps-pca]``): one more release, the explained variance.
 DPS_PCA, EXPLAINED_VARIANCE = "dps-pca", "explained-variance"
+
+
+def _allowed(settings: dict[str, Any] | None) -> str:
+    """An algorithm's entry as a ledger records it: ``not allowed``, ``allowed`` or
+    ``allowed (rounds=10, explained-variance=True)``."""
+    if settings is None:
+        return "not allowed"
+    chosen = ", ".join(f"{key}={value}" for key, value in sorted(settings.items()))
+    return f"allowed ({chosen})" if chosen else "allowed"
 
 
 def _explains(settings: dict[str, Any]) -> bool:
@@ -422,6 +501,7 @@ def write_policy_template(
         worst_case_table=_worst_case_lines(cases, TEMPLATE_RUN_EPSILON),
         suggestion=math.ceil(cases[0].lifetime_epsilon),
         memory_mib=DEFAULT_MEMORY_MIB, min_memory_mib=MIN_MEMORY_MIB,
+        answer_seconds=DEFAULT_ANSWER_SECONDS,
     )
     create_owner_only(target, text.encode("utf-8"))
     create_site_ledger(load_site_policy(target).witness())  # what init writes must load
@@ -508,6 +588,8 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         colluders=colluders,
         limits=reader.limits(),
         memory_mib=reader.memory_mib(),
+        answer_seconds=reader.positive(reader.table("limits", required=False), "limits",
+                                       "answer-seconds", default=DEFAULT_ANSWER_SECONDS),
         contract=contract,
         moments_share=reader.share(reader.table("data", required=False), "data",
                                    "moments-share"),
@@ -596,7 +678,7 @@ class _Reader:
     def limits(self) -> SiteLimits:
         """The table ``[limits]`` (absent keys: the public defaults)."""
         table = self.table("limits", required=False)
-        known = {*LIMIT_KEYS.values(), "memory-mib"}
+        known = {*LIMIT_KEYS.values(), "memory-mib", "answer-seconds"}
         unknown = sorted(set(table) - known)
         if unknown:
             raise self.error(f"unknown keys {unknown} in [limits]; known: {sorted(known)}")

@@ -27,11 +27,11 @@ from flwr.serverapp import Grid
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import RunFailedError
-from fedpca.privacy.guarantee import SiteGuarantee
+from fedpca.privacy.guarantee import SiteGuarantee, as_guaranteed
 from fedpca.progress import RoundEvent, RoundObserver
 from fedpca.site_results import ReleasedResult
-from fedpca.strategies.budget_round import ask_budget
-from fedpca.strategies.result_delivery import deliver
+from fedpca.strategies.budget_round import Readiness, ask_budget
+from fedpca.strategies.result_delivery import DELIVERY_TIMEOUT, announce_failure, deliver
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,30 @@ class RoundFailedError(RunFailedError):
 class BudgetRoundError(RoundFailedError):
     """Fewer than ``min_sites`` sites can afford the whole run
     (:mod:`fedpca.strategies.budget_round`); the run stopped before any release."""
+
+
+def connected_nodes(grid: Grid, wanted: int) -> list[int]:
+    """Every node connected to ``grid``, once at least ``wanted`` are."""
+    while len(nodes := sorted(grid.get_node_ids())) < wanted:
+        logger.info("waiting for sites: %d connected, %d wanted", len(nodes), wanted)
+        time.sleep(POLL_SECONDS)
+    return nodes
+
+
+def require_ready(readiness: Readiness, min_sites: int, label: str = "fedpca") -> None:
+    """Log the budget round's outcome; raise :class:`BudgetRoundError`, quoting each
+    declining site's reason, when fewer than ``min_sites`` sites are ready (nothing has been
+    released yet)."""
+    for reason in readiness.declined.values():
+        logger.warning("%s budget round: a site declined: %s", label, reason)
+    ready, asked = len(readiness.ready), len(readiness.ready) + len(readiness.declined)
+    if ready < min_sites:
+        reasons = list(readiness.declined.values())
+        logger.error(WARNING_TOO_FEW_AFFORD, label, ready, min_sites, reasons)
+        raise BudgetRoundError(
+            f"budget round: {ready} site(s) can afford this run, need {min_sites}; nothing "
+            f"was released; declined: {reasons}", failures=reasons)
+    logger.info("%s budget round: %d of %d site(s) can afford the run", label, ready, asked)
 
 
 class SiteRoundStrategy:
@@ -111,6 +135,9 @@ class SiteRoundStrategy:
         self.declined: dict[int, str] = {}
         #: Whether the budget round ran (:meth:`budget_round`).
         self.budget_asked = False
+        #: The budget round's answers, if the ServerApp asked before building the strategy
+        #: (:func:`fedpca.apps.common.server_scenario`) or once :meth:`budget_round` ran.
+        self.readiness: Readiness | None = None
         #: The number of releases each site last reported (its ledger's count).
         self.site_releases: dict[str, int] = {}
         #: Each answering site's record count (public under replace-one neighbouring).
@@ -146,16 +173,20 @@ class SiteRoundStrategy:
                                  event.entry.get("round"))
 
     def result(self, config: dict[str, Any] | None = None) -> Any:
-        """The run's final result (from the server), with the sites' configured privacy.
+        """The run's final result (from the server), its privacy record stating what the
+        sites guaranteed (:func:`~fedpca.privacy.guarantee.as_guaranteed`: a real site
+        calibrates with its own policy, whatever the run asked).
 
-        The config gains ``site_records`` (each answering site's record count),
+        The config gains ``request`` (the privacy the run was asked for: never a
+        guarantee), ``site_records`` (each answering site's record count),
         ``site_guarantees`` (each answering site's own guarantee) and, unless the caller
         measured it, ``wall_seconds`` since the run started.
         """
-        config = {**(config or {}), **self.result_config()}
+        config = {**(config or {}), **self.result_config(), "request": dict(self.privacy)}
         if self.started is not None:
             config.setdefault("wall_seconds", time.perf_counter() - self.started)
-        return self.server.result(self.privacy, config)
+        return self.server.result(as_guaranteed(self.privacy, self.site_guarantees.values()),
+                                  config)
 
     def result_config(self) -> dict[str, Any]:
         """What the strategy adds to the result's config (subclasses may add more)."""
@@ -181,6 +212,16 @@ class SiteRoundStrategy:
             columns=None if columns is None else tuple(columns), contract=self.contract,
         )
 
+    def announce_failure(self, grid: Grid, error: BaseException) -> None:
+        """After a failure past the budget round (releases may have been made): tell every
+        site that was asked that the run failed, and why
+        (:func:`~fedpca.strategies.result_delivery.announce_failure`), so that its ledger
+        says so. Never raises."""
+        if self.readiness is None:
+            return
+        reason = str(error) or type(error).__name__
+        announce_failure(grid, sorted(self.readiness.ready), reason)
+
     def deliver_result(self, grid: Grid) -> None:
         """The run's last step: send the released result of the grid's run (under the data
         contract :attr:`contract`) to every connected site
@@ -196,7 +237,9 @@ class SiteRoundStrategy:
             logger.info("%s: the result has no single basis; nothing is sent to the sites",
                         self.label)
             return
-        self.delivered = deliver(grid, sorted(grid.get_node_ids()), released)
+        timeout = (DELIVERY_TIMEOUT if self.readiness is None
+                   else self.readiness.answer_seconds(DELIVERY_TIMEOUT))
+        self.delivered = deliver(grid, sorted(grid.get_node_ids()), released, timeout)
 
     def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """The algorithm's arrays and config for every site in ``server_round``
@@ -215,38 +258,21 @@ class SiteRoundStrategy:
 
     def connected_sites(self, grid: Grid) -> list[int]:
         """Every connected node, once at least ``wait_for_sites`` are."""
-        while len(nodes := sorted(grid.get_node_ids())) < self.wait_for_sites:
-            logger.info("waiting for sites: %d connected, %d wanted", len(nodes),
-                        self.wait_for_sites)
-            time.sleep(POLL_SECONDS)
-        return nodes
+        return connected_nodes(grid, self.wait_for_sites)
 
     def budget_round(self, grid: Grid) -> list[int]:
-        """Before round 1, ask every connected site whether it can afford the whole run
-        (:mod:`fedpca.strategies.budget_round`); return the node ids of those that can and
-        remember the others, which are not asked for releases. Raises
-        :class:`BudgetRoundError`, before any release, quoting each declining site's
-        reason, when fewer than ``min_sites`` can."""
-        nodes = self.connected_sites(grid)
-        declined = ask_budget(grid, nodes)
+        """Before round 1, ask every connected site whether it is ready for the whole run
+        (:mod:`fedpca.strategies.budget_round`), unless the ServerApp asked already
+        (:attr:`readiness`); return the node ids of those that are and remember the others,
+        which are not asked for releases. Raises :class:`BudgetRoundError`, before any
+        release, quoting each declining site's reason, when fewer than ``min_sites`` are."""
+        if self.readiness is None:
+            self.readiness = ask_budget(grid, self.connected_sites(grid))
         self.budget_asked = True
-        for reason in declined.values():
-            logger.warning("%s budget round: a site declined: %s", self.label, reason)
-        self.declined.update(declined)
-        self.failures.extend(declined.values())
-        affording = [node for node in nodes if node not in declined]
-        if len(affording) < self.min_sites:
-            reasons = list(declined.values())
-            logger.error(WARNING_TOO_FEW_AFFORD, self.label, len(affording), self.min_sites,
-                         reasons)
-            raise BudgetRoundError(
-                f"budget round: {len(affording)} site(s) can afford this run, need "
-                f"{self.min_sites}; nothing was released; declined: {reasons}",
-                failures=reasons,
-            )
-        logger.info("%s budget round: %d of %d site(s) can afford the run", self.label,
-                    len(affording), len(nodes))
-        return affording
+        self.declined.update(self.readiness.declined)
+        self.failures.extend(self.readiness.declined.values())
+        require_ready(self.readiness, self.min_sites, self.label)
+        return sorted(self.readiness.ready)
 
     def request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """What every site is asked in ``server_round``: the algorithm's request and, if

@@ -31,36 +31,52 @@ relies on the sites' own refusal.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from flwr.app import Message, MessageType
 from flwr.serverapp import Grid
 
 from fedpca.clients.messages import budget_question, read_budget_answer
 from fedpca.errors import FedPCAError
+from fedpca.site.ready import SiteReady
 
 #: Seconds the budget round waits for the sites' answers.
 BUDGET_TIMEOUT = 600.0
 
 
+@dataclass(frozen=True)
+class Readiness:
+    """The budget round's answers: each ready node's statement, each other node's reason."""
+
+    ready: dict[int, SiteReady] = field(default_factory=dict)
+    declined: dict[int, str] = field(default_factory=dict)
+
+    def answer_seconds(self, default: float) -> float:
+        """How long a request of this run may wait for its answers: the longest answer
+        deadline a ready site stated, ``default`` when none did."""
+        stated = [r.answer_seconds for r in self.ready.values() if r.answer_seconds]
+        return max(stated, default=default)
+
+
 def ask_budget(grid: Grid, nodes: Sequence[int], timeout: float = BUDGET_TIMEOUT
-               ) -> dict[int, str]:
-    """Ask every node of ``nodes`` the budget question; each node that cannot afford the
-    run, or sent no valid answer within ``timeout`` seconds, with its reason."""
+               ) -> Readiness:
+    """Ask every node of ``nodes`` the budget question: what each node that is ready for
+    the whole run states, and why each other node is not (it declined, or sent no valid
+    answer within ``timeout`` seconds)."""
     messages = [Message(budget_question(), message_type=MessageType.QUERY, dst_node_id=node)
                 for node in nodes]
+    ready: dict[int, SiteReady] = {}
     declined: dict[int, str] = {}
-    answered = set()
     for reply in grid.send_and_receive(messages, timeout=timeout):
         node = reply.metadata.src_node_id
-        answered.add(node)
         if reply.has_error():
             declined[node] = reply.error.reason or f"node {node}: error code {reply.error.code}"
             continue
         try:
-            read_budget_answer(reply.content, str(node))
+            ready[node] = read_budget_answer(reply.content, str(node))
         except FedPCAError as error:
             declined[node] = str(error)
     for node in nodes:
-        if node not in answered:
+        if node not in ready and node not in declined:
             declined[node] = f"node {node}: no answer within {timeout:g} s"
-    return declined
+    return Readiness(ready, declined)

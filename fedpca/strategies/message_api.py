@@ -78,9 +78,12 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         (:meth:`~fedpca.strategies.base.SiteRoundStrategy.budget_round`). Raises
         :class:`~fedpca.strategies.base.BudgetRoundError` when fewer than ``min_sites`` sites
         can afford the run, :class:`~fedpca.strategies.base.RoundFailedError` when a round
-        has fewer than ``min_sites`` answers. The last step sends the released result to
-        every site (:meth:`~fedpca.strategies.base.SiteRoundStrategy.deliver_result`; a
-        failed delivery is logged, never raised).
+        has fewer than ``min_sites`` answers, after telling every site that the run failed
+        (:meth:`~fedpca.strategies.base.SiteRoundStrategy.announce_failure`). Each wait for
+        the sites' answers lasts ``timeout`` seconds, or the longest answer deadline a ready
+        site stated (:class:`~fedpca.site.ready.SiteReady`). The last step sends the released
+        result to every site (:meth:`~fedpca.strategies.base.SiteRoundStrategy.deliver_result`;
+        a failed delivery is logged, never raised).
         """
         num_rounds = self.num_rounds if num_rounds is None else num_rounds
         if num_rounds != self.num_rounds:
@@ -95,11 +98,16 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
             )
         self.begin()
         sites = self.budget_round(grid)
-        if self.secure_protocol is not None:
-            self.secure_protocol.setup(grid, sites, num_rounds)
-        result = super().start(
-            grid, ArrayRecord(), num_rounds, timeout, train_config, evaluate_config, evaluate_fn
-        )
+        timeout = self.readiness.answer_seconds(timeout)
+        try:
+            if self.secure_protocol is not None:
+                self.secure_protocol.timeout = timeout
+                self.secure_protocol.setup(grid, sites, num_rounds)
+            result = super().start(grid, ArrayRecord(), num_rounds, timeout, train_config,
+                                   evaluate_config, evaluate_fn)
+        except Exception as error:
+            self.announce_failure(grid, error)
+            raise
         self.deliver_result(grid)
         return result
 

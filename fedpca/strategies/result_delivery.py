@@ -1,4 +1,5 @@
-"""The last step of a run: the released result goes to every site.
+"""The last step of a run: the released result goes to every site (or, when the run failed
+after releases, the news that it failed: :func:`announce_failure`).
 
 Until then only the coordinator's output file held the result. After the last round a fedpca
 strategy (:meth:`~fedpca.strategies.base.SiteRoundStrategy.deliver_result`, called by
@@ -24,6 +25,7 @@ from flwr.app import Message, MessageType
 from flwr.serverapp import Grid
 
 from fedpca.clients.result_message import read_result_answer, result_message
+from fedpca.clients.run_end import run_end_message
 from fedpca.errors import FedPCAError
 from fedpca.site_results import ReleasedResult
 
@@ -64,3 +66,21 @@ def deliver(grid: Grid, nodes: Sequence[int], result: ReleasedResult,
     logger.info("run %s: the released result (%s, k=%d) reached %d of %d site(s)",
                 result.run_id, result.algorithm, result.k, len(received), len(nodes))
     return sorted(received)
+
+
+def announce_failure(grid: Grid, nodes: Sequence[int], reason: str,
+                     timeout: float = DELIVERY_TIMEOUT) -> None:
+    """Tell every node of ``nodes`` that the grid's run failed for ``reason``
+    (:mod:`fedpca.clients.run_end`: each site's ledger then says so); the run has failed
+    already, so nothing here is raised: every failure is logged."""
+    messages = [Message(run_end_message(reason), message_type=MessageType.QUERY,
+                        dst_node_id=node) for node in nodes]
+    try:
+        replies = list(grid.send_and_receive(messages, timeout=timeout))
+    except Exception:  # the run failed already: telling the sites must not hide why
+        logger.exception("run %s: telling the sites that the run failed failed",
+                         grid.run.run_id)
+        return
+    told = sum(not reply.has_error() for reply in replies)
+    logger.info("run %s: %d of %d site(s) recorded that the run failed", grid.run.run_id,
+                told, len(nodes))

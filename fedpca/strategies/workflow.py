@@ -20,6 +20,7 @@ from fedpca.blas import single_thread_blas
 from fedpca.errors import ConfigurationError
 from fedpca.progress import log_round
 from fedpca.strategies.base import RoundFailedError, SiteRoundStrategy
+from fedpca.strategies.budget_round import Readiness
 from fedpca.strategies.legacy import failure_reason
 from fedpca.strategies.message_api import MessageSiteStrategy
 from fedpca.strategies.secure_protocol import VerifiedSecureAggregation
@@ -178,6 +179,7 @@ def run_strategy(
     strategy: SiteRoundStrategy,
     num_rounds: int | None = None,
     secure: SecAggSettings | None = None,
+    readiness: Readiness | None = None,
 ) -> None:
     """Drive ``strategy`` for ``num_rounds`` Flower rounds (default: the strategy's own);
     every aggregated round is logged (INFO, :func:`fedpca.progress.log_round`) as it ends.
@@ -187,7 +189,7 @@ def run_strategy(
     Flower's ``DefaultWorkflow``, with SecAgg+ fit rounds if ``secure`` (legacy only: Flower
     1.41 has no SecAgg+ for the Message API), after its budget round
     (:meth:`~fedpca.strategies.base.SiteRoundStrategy.budget_round`: a Message-API strategy
-    runs its own in ``start``). The last step sends the released result, under run_config
+    runs its own in ``start``; ``readiness``: its answers, when the ServerApp asked already). The last step sends the released result, under run_config
 ``contract``, to every site
 (:meth:`~fedpca.strategies.base.SiteRoundStrategy.deliver_result`: a Message-API strategy
 in its ``start``, a legacy one here). The result is ``strategy.result()``.
@@ -202,6 +204,8 @@ in its ``start``, a legacy one here). The result is ``strategy.result()``.
             "(use_secure_protocol), or its legacy twin (e.g. DPSPCAStrategy) for SecAgg+"
         )
     strategy.contract = str(context.run_config.get("contract", ""))
+    if readiness is not None:  # the ServerApp asked before it built the strategy
+        strategy.readiness = readiness
     if isinstance(strategy, MessageSiteStrategy):
         strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=num_rounds)
         return
@@ -210,5 +214,9 @@ in its ``start``, a legacy one here). The result is ``strategy.result()``.
         context=context, strategy=strategy, config=ServerConfig(num_rounds=num_rounds)
     )
     workflow = DefaultWorkflow(fit_workflow=secure.workflow()) if secure else DefaultWorkflow()
-    workflow(grid, legacy)
+    try:
+        workflow(grid, legacy)
+    except Exception as error:
+        strategy.announce_failure(grid, error)
+        raise
     strategy.deliver_result(grid)  # the Message API's start does it

@@ -1,0 +1,193 @@
+"""One run as a real site plans it, once: what it will release, in how many rounds, under
+which calibration.
+
+A site that counts a run's releases in two places will one day count them differently (a
+centred run's moments release counted by the budget check and not by the secure session:
+every secure run refused at its last round). So a site turns each request into one
+:class:`RunPlan` (:func:`plan_run`), from the coordinator's run_config (UNTRUSTED) and its own
+policy file, and every later step reads that plan: the readiness (budget) round's answer,
+the check before the run's first release, the release cap and description the ledger
+records (:meth:`RunPlan.charge`), the number of rounds its secure-aggregation session agrees
+to (:attr:`RunPlan.rounds`), and the guard in :class:`~fedpca.privacy.site_ledger.RunLedger`
+that refuses an algorithm whose own count disagrees with the plan.
+
+What a hostile coordinator controls here, and what it cannot do with it:
+
+* ``algorithm``: only one the site's policy allows; the policy's table for it sets the rounds
+  and the explained-variance release;
+* ``centring`` (``""``, ``"centre"``, ``"standardize"``): either scaling is planned under the
+  site's own budget split and clip norm (:class:`~fedpca.algorithms.centring.CentredPolicy`);
+  any other value, or centring without the site's contract, is refused;
+* ``contract``: must be the hash of the site's own copy (``""`` when it holds none);
+* ``seed``: refused (a real site's noise comes from the operating system);
+* ``explained-variance``: refused unless the site's policy makes that release;
+* the budget keys (``epsilon``, ``rounds``, ``clip-norm``, ``secure-min-sites``, ...): never
+  read: the plan's calibration is the policy's (:data:`~fedpca.privacy.site_policy.PRIVACY_KEYS`).
+
+Every refusal happens here, before the site reads its data or charges anything, and quotes
+public values only (the site's policy settings and the request's own values).
+
+Privacy guarantee (unit: one record of the site's population, replace-one): the plan's
+releases are the run's, each calibrated by the policy so that the whole run is
+(``run-epsilon``, ``delta``)-DP (the moments release and the algorithm's releases of a
+centred run by their budget split); the ledger charges each release as it is made and
+refuses any beyond :attr:`RunPlan.count`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fedpca.algorithms.centring import CentredPolicy, requested_scaling
+from fedpca.algorithms.specs import SPECS
+from fedpca.errors import InvalidRequestError
+from fedpca.privacy.mechanisms import Release
+from fedpca.privacy.site_ledger import RunCharge
+from fedpca.privacy.site_policy import (
+    DPS_PCA,
+    EXPLAINED_VARIANCE,
+    SitePolicyFile,
+)
+from fedpca.scenarios.base import NO_SEED
+
+logger = logging.getLogger(__name__)
+
+#: The run_config value of each centring mode (``CentredPolicy.standardize`` -> mode).
+CENTRING_NAMES = {None: "", False: "centre", True: "standardize"}
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One run at one site, planned once from the request and the site's own policy.
+
+    Attributes:
+        site: the site's name.
+        run_id: the coordinator's run id.
+        algorithm: the algorithm the run asks for (allowed by the policy).
+        centring: ``""`` (none), ``"centre"`` or ``"standardize"``.
+        contract: the hash of the site's data contract (``""``: none).
+        releases: every release of the run, in order, as the site calibrates it (what the
+            ledger must fit before the first one): a centred run's moments release first.
+        rounds: the algorithm's rounds the policy calibrates for (multi-round algorithms),
+            else ``None``.
+        explained_variance: the run ends with DPS-PCA's explained-variance release.
+        secure_min_sites: ``M`` when every release is revealed only inside secure sums of at
+            least ``M`` sites, else ``None``.
+        centred: the site's policy for a centred run (``None``: not centred).
+        k: the number of components the request asks for (public; for the ledger's
+            description only, never a calibration input).
+    """
+
+    site: str
+    run_id: str
+    algorithm: str
+    centring: str
+    contract: str
+    releases: tuple[Release, ...]
+    rounds: int | None
+    explained_variance: bool
+    secure_min_sites: int | None
+    centred: CentredPolicy | None = None
+    k: int | None = None
+
+    @property
+    def count(self) -> int:
+        """How many releases the run makes here (one per Flower round: also the rounds its
+        secure-aggregation session agrees to)."""
+        return len(self.releases)
+
+    @property
+    def charged_algorithm(self) -> str:
+        """What the ledger records as each release's algorithm: the algorithm, and for a
+        centred run how it was centred (``dpdis-pca+standardize``), so that one run cannot
+        mix plans whose calibrations assume different budget splits (the ledger refuses
+        it)."""
+        return self.algorithm if not self.centring else f"{self.algorithm}+{self.centring}"
+
+    def description(self) -> dict[str, Any]:
+        """What the ledger records about the run (public: the request's shape and the
+        site's own settings)."""
+        return {"algorithm": self.algorithm, "k": self.k, "contract": self.contract,
+                "centring": self.centring, "releases": self.count, "rounds": self.rounds,
+                "explained_variance": self.explained_variance,
+                "secure_min_sites": self.secure_min_sites}
+
+    def charge(self, fingerprint: str) -> RunCharge:
+        """The ledger's record of this run for releases computed from the data file of
+        SHA-256 ``fingerprint``: at most :attr:`count` releases."""
+        return RunCharge(run_id=self.run_id, algorithm=self.charged_algorithm,
+                         fingerprint=fingerprint, max_releases=self.count,
+                         description=self.description())
+
+
+def plan_run(policy: SitePolicyFile, run_id: str, algorithm: str,
+             request: Mapping[str, Any]) -> RunPlan:
+    """The site's plan for run ``run_id`` of ``algorithm`` under ``request`` (the run_config:
+    UNTRUSTED), refused (:class:`~fedpca.errors.FedPCAError`, nothing read or charged) when
+    the site's policy does not allow it (module docstring)."""
+    settings = policy.require_algorithm(algorithm)
+    require_contract(policy, request.get("contract", ""))
+    _refuse_seed(policy, request.get("seed", NO_SEED))
+    explains = bool(settings.get(EXPLAINED_VARIANCE, False))
+    _refuse_unagreed_variance(policy, request.get(EXPLAINED_VARIANCE), algorithm, explains)
+    standardize = requested_scaling(request.get("centring", ""), policy.name)
+    centred = (None if standardize is None
+               else policy.centred_policy(algorithm, standardize))
+    releases = policy.planned_run(algorithm) if centred is None else centred.plan()
+    multi_round = SPECS[algorithm].extra_releases is not None
+    return RunPlan(
+        site=policy.name, run_id=str(run_id), algorithm=algorithm,
+        centring=CENTRING_NAMES[standardize], contract=policy.contract_hash(),
+        releases=tuple(releases),
+        rounds=policy.rounds(algorithm) if multi_round else None,
+        explained_variance=explains and algorithm == DPS_PCA,
+        secure_min_sites=policy.secure_min_sites, centred=centred, k=_public_int(request.get("k")),
+    )
+
+
+def _public_int(value: object) -> int | None:
+    """An integer the request states (for the ledger's description), else ``None``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _refuse_seed(policy: SitePolicyFile, seed: object) -> None:
+    if seed in (NO_SEED, None, ""):
+        return
+    raise InvalidRequestError(
+        f"{policy.name}: refused: run_config seed={seed!r}. A real site draws its noise from "
+        "the operating system; a seed would let whoever knows it remove the noise. Seeds are "
+        f"for simulations only: run with seed={NO_SEED}"
+    )
+
+
+def _refuse_unagreed_variance(policy: SitePolicyFile, asked: object, algorithm: str,
+                              explains: bool) -> None:
+    """Refuse a DPS-PCA run whose run_config asks for the explained-variance release when
+    this site's policy does not make it: the run would fail at its last round, after the
+    site had paid for every other release."""
+    if algorithm != DPS_PCA or asked not in (True, "true") or explains:
+        return
+    raise InvalidRequestError(
+        f"{policy.name}: refused: this run asks for DPS-PCA's explained-variance release "
+        f"(run_config {EXPLAINED_VARIANCE}=true), which this site's policy does not make "
+        f"({EXPLAINED_VARIANCE} = false under [algorithms.{DPS_PCA}]); nothing was released")
+
+
+def require_contract(policy: SitePolicyFile, requested: object) -> None:
+    """Refuse a run, or a released result, named under a data contract (UNTRUSTED: a hash)
+    other than the site's own (``""`` for none)."""
+    contract = policy.load_contract()
+    own = "" if contract is None else contract.hash
+    if requested == own:
+        return
+    held = ("no contract (its data file is a numeric matrix): run with contract=\"\""
+            if contract is None else
+            f"contract {contract.name!r}: run with contract=\"{contract.hash}\"")
+    logger.error("%s: refused a run under contract %r: this site's policy %s names %s",
+                 policy.name, requested, policy.path, held)
+    raise InvalidRequestError(
+        f"{policy.name}: refused: the run names data contract {str(requested) or 'none'!r}; "
+        f"this site holds its data under {held}")
