@@ -75,6 +75,10 @@ def test_site_check_names_the_contract_and_what_is_wrong_with_the_table(
     assert "records      n=40 (sent to the coordinator with every answer), d=8" in out
     assert ("table        column 'bili': 4 values outside the range [0.1, 30] are clipped into "
             "it (shown here only, never sent)") in out
+    # every kind of run the site may be asked for, with the clip norm it uses
+    assert "clip norm    plain run: 1, clips 100.0% of the rows" in out
+    assert "centre the runs (run_config centring) or raise [data] clip-norm" in out
+    assert "clip norm    centred run: " in out and "clip norm    standardised run: 2.828" in out
     site_folder(tmp_path, policy_text, sex=("f", "m", "x-rare"))  # a level the contract lacks
     assert cli_main(["site", "check", "--policy", "site.toml"]) == 1
     out = capsys.readouterr().out

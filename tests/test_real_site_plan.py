@@ -127,3 +127,98 @@ def test_an_algorithm_count_that_disagrees_with_the_plan_is_refused_before_any_c
     with pytest.raises(ConfigurationError, match="the algorithm plans 2 more releases"):
         run.require_run(plan.releases[:2])
     assert isinstance(ledger, SiteLedger) and ledger.run_releases("8") == 0
+
+
+class StoppingGrid(LocalGrid):
+    """A local grid whose node ``stopped`` receives nothing after its first ``answers``
+    messages (its SuperNode stopped mid-run)."""
+
+    def __init__(self, app, contexts, stopped: int, answers: int):
+        super().__init__(app, contexts)
+        self.stopped, self.answers, self.received = stopped, answers, 0
+
+    def send_and_receive(self, messages, *, timeout=None):
+        kept = []
+        for message in messages:
+            if message.metadata.dst_node_id == self.stopped:
+                self.received += 1
+                if self.received > self.answers:
+                    continue
+            kept.append(message)
+        return super().send_and_receive(kept, timeout=timeout)
+
+
+def everything_in(policy) -> tuple:
+    """What a site's ledger holds: releases, runs and policy events."""
+    ledger = load_site_policy(policy).open_ledger()
+    return ledger.rows(), ledger.run_records(), ledger.policy_events()
+
+
+def test_a_site_that_stops_mid_run_fails_the_run_at_every_site_that_released(
+        consortium, tmp_path):
+    work, policies = consortium
+    config = {**app_config(), "algorithm": "dps-pca", "contract": load_contract(
+        work / "contract.toml").hash, "contract-file": str(work / "contract.toml"),
+        "centring": "centre", "rounds": ROUNDS, "s-hat": 6, "k": 2, "min-sites": 3,
+        "output": str(tmp_path / "run.json")}
+    run_id = 77
+    contexts = {node: Context(run_id=run_id, node_id=node, state=RecordDict(),
+                              run_config=config, node_config={"policy": str(policy)})
+                for node, policy in enumerate(policies, start=1)}
+    server = Context(run_id=run_id, node_id=0, state=RecordDict(), node_config={},
+                     run_config=config)
+    with pytest.MonkeyPatch.context() as patch:
+        set_run_identity(patch)
+        patch.setattr("local_grid.RUN_ID", run_id)
+        # hospital-c answers the readiness question, the key agreement (2 messages) and the
+        # first rounds' messages (it releases), then stops
+        with pytest.raises(Exception, match=r"round \d: 2 site\(s\) answered, need 3"):
+            from fedpca.apps.app import main
+            main(StoppingGrid(client_app, contexts, stopped=3, answers=6), server)
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["status"] == "failed"
+    assert any("no reply" in reason for reason in record["site_failures"])
+    for name, policy in zip(SITES, policies):
+        ledger = load_site_policy(policy).open_ledger()
+        run = ledger.run_records()[str(run_id)]
+        assert ledger.run_releases(str(run_id)) >= 1, name  # every site released the moments
+        # the sites still up are told the run failed; the stopped one heard nothing more
+        expected = "failed" if name != "hospital-c" else None
+        assert run["status"] == expected, (name, run)
+        assert ("2 site(s) answered, need 3" in (run["reason"] or "")) == (expected == "failed")
+
+
+def test_a_site_whose_table_fails_its_contract_stops_the_run_before_any_ledger_changes(
+        tmp_path):
+    (tmp_path / "contract.toml").write_text(CONTRACT)
+    data = []
+    for i, name in enumerate(SITES):
+        data.append(tmp_path / f"{name}.csv")
+        data[-1].write_text(liver_table(ROWS, seed=i))
+    policies = write_consortium(tmp_path / "sites", SITES, data, min_sites=2,
+                                contract=tmp_path / "contract.toml")
+    # one hospital's export renames a column
+    data[1].write_text(data[1].read_text().replace("bili", "bilirubin", 1))
+    before = [everything_in(p) for p in policies]
+    config = {**app_config(), "algorithm": "dpdis-pca", "variant": "secure-sum",
+              "centring": "standardize", "contract": load_contract(
+                  tmp_path / "contract.toml").hash,
+              "contract-file": str(tmp_path / "contract.toml"), "k": 2, "min-sites": 3,
+              "output": str(tmp_path / "run.json")}
+    contexts = {node: Context(run_id=9, node_id=node, state=RecordDict(), run_config=config,
+                              node_config={"policy": str(policy)})
+                for node, policy in enumerate(policies, start=1)}
+    server = Context(run_id=9, node_id=0, state=RecordDict(), node_config={},
+                     run_config=config)
+    grid = LocalGrid(client_app, contexts)
+    with pytest.MonkeyPatch.context() as patch:
+        set_run_identity(patch)
+        from fedpca.apps.app import main
+        with pytest.raises(Exception, match="budget round: 2 site"):
+            main(grid, server)
+    assert set(grid.types) == {"query"}  # nothing but the readiness question was sent
+    record = json.loads((tmp_path / "run.json").read_text())
+    (reason,) = record["site_failures"]
+    assert reason.startswith("hospital-b: refused: the site's data file cannot be used")
+    assert "bili" not in reason  # the reason stays in the site's log
+    assert [everything_in(p) for p in policies] == before

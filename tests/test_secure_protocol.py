@@ -370,7 +370,7 @@ def test_attack_split_view_fails_decryption(consortium):
     # tampering with one ciphertext is refused; the refusal changes nothing
     name = NAMES[1]
     relayed = {j: bundles[j].ciphertexts[name] for j in NAMES[1:] if j != name}
-    tampered = {**relayed, NAMES[2]: relayed[NAMES[2]][:-1] + b"\0"}
+    tampered = {**relayed, NAMES[2]: relayed[NAMES[2]][:-1] + bytes([relayed[NAMES[2]][-1] ^ 1])}
     with pytest.raises(ProtocolRefusal, match="do not decrypt"):
         sites[name].check_input(InputRequest(RUN, 1, LENGTH, NAMES[1:], tampered))
     sites[name].check_input(InputRequest(RUN, 1, LENGTH, NAMES[1:], relayed))

@@ -198,6 +198,11 @@ def test_site_init_writes_the_data_path_the_operator_typed_relative_to_the_polic
     assert cli_main(["site", "init", "--policy", "trial/abs.toml", "--name", "trial",
                      "--data", absolute, "--ledger", "abs.sqlite"]) == 0
     assert load_site_policy(tmp_path / "trial" / "abs.toml").data == Path(absolute).resolve()
+    # every path typed is read from the current folder, the ledger's too
+    assert load_site_policy(tmp_path / "trial" / "abs.toml").ledger == tmp_path / "abs.sqlite"
+    assert (tmp_path / "abs.sqlite").is_file()
+    assert load_site_policy(tmp_path / "trial" / "blank.toml").ledger == (
+        tmp_path / "trial" / "ledger.sqlite")
 
 
 def test_site_commands_report_a_missing_policy(tmp_path, capsys):

@@ -58,8 +58,9 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
     init.add_argument("--contract", default=None,
                       help="the consortium's data contract (docs/tables.md), relative to this "
                            "folder: the data file is then a table read through it")
-    init.add_argument("--ledger", default="ledger.sqlite",
-                      help="the lifetime ledger (relative to the policy file's folder)")
+    init.add_argument("--ledger", default=None,
+                      help="the lifetime ledger to create (relative to this folder, like every "
+                           "path here; default: ledger.sqlite beside the policy file)")
     init.set_defaults(func=_init)
 
     check = actions.add_parser(
@@ -134,9 +135,12 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
 def _init(args: argparse.Namespace) -> int:
     from fedpca.privacy.site_policy import load_site_policy, write_policy_template
 
+    if args.ledger is None:
+        args.ledger = str(args.policy.resolve().parent / "ledger.sqlite")
     data = _from_policy_folder(args.data, args.policy)
     contract = None if args.contract is None else _from_policy_folder(args.contract, args.policy)
-    path = write_policy_template(args.policy, args.name, data, args.ledger, contract)
+    ledger = _from_policy_folder(args.ledger, args.policy)
+    path = write_policy_template(args.policy, args.name, data, ledger, contract).resolve()
     policy = load_site_policy(path)
     print(f"wrote {path} (its ledger {policy.ledger}, identity file "
           f"{policy.witness().path}): read every line, set the budget with your privacy "

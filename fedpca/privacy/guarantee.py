@@ -121,7 +121,7 @@ def as_guaranteed(privacy: Mapping[str, Any], guarantees: Iterable[SiteGuarantee
                   ) -> dict[str, Any]:
     """The run's privacy record ``privacy`` (the request's, as the server calibrated it)
     with what the sites guaranteed in place of what was asked: every key of
-    :data:`GUARANTEE_KEYS` is :func:`weakest`'s, or the sites' common clip norm and ``M``,
+    :data:`GUARANTEE_KEYS` it holds is :func:`weakest`'s, or the sites' common clip norm and ``M``,
     or the request's ``sigma`` when every site used the request's multiplier and clip norm
     (``None`` where the sites differ); the mechanism's description is kept. Without
     guarantees (a run whose sites stated none), ``privacy`` as it is."""
@@ -132,7 +132,9 @@ def as_guaranteed(privacy: Mapping[str, Any], guarantees: Iterable[SiteGuarantee
     minimum = {g.secure_min_sites for g in sites}
     as_asked = all((g.noise_multiplier, g.clip_norm)
                    == (privacy.get("noise_multiplier"), privacy.get("clip_norm")) for g in sites)
-    return {**privacy, **weakest(sites),
-            "sigma": privacy.get("sigma") if as_asked else None,
-            "clip_norm": clip.pop() if len(clip) == 1 else None,
-            "secure_min_sites": minimum.pop() if len(minimum) == 1 else None}
+    guaranteed = {**weakest(sites),
+                  "sigma": privacy.get("sigma") if as_asked else None,
+                  "clip_norm": clip.pop() if len(clip) == 1 else None,
+                  "secure_min_sites": minimum.pop() if len(minimum) == 1 else None}
+    return {key: guaranteed[key] if key in GUARANTEE_KEYS else value
+            for key, value in privacy.items()}

@@ -1,7 +1,7 @@
 """What ``fedpca site check`` tells a site's operator before the first run, without creating
 anything: the paths its policy names, its data contract (name and hash) and what the contract
-finds in its table, its records as a run reads them, the delta rule, how much the clip norm
-clips, whether its ledger is the site's own and complete (its identity and high-water mark:
+finds in its table, its records as a run reads them, the delta rule, the clip norm each kind
+of run uses and how many rows it clips (plain, and with a contract centred and standardised), whether its ledger is the site's own and complete (its identity and high-water mark:
 :mod:`fedpca.privacy.ledger_identity`), what it has spent and how many runs of each allowed
 algorithm still fit.
 
@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from fedpca.algorithms.centring import default_clip_norm
 from fedpca.data.tables import read_table
 from fedpca.errors import FedPCAError
 from fedpca.privacy.ledger_identity import utc
@@ -120,9 +123,33 @@ def _check_records(policy: SitePolicyFile, report: SiteCheck) -> None:
         report.add(f"delta        {policy.delta:g} <= 0.1/n: ok")
     except FedPCAError as exc:
         report.problem(str(exc))
-    clipped = SiteData.prepare(records, policy.clip_norm, site=policy.name).clip
-    report.add(f"clip norm    {policy.clip_norm:g} clips {clipped.clipped_fraction:.1%} of the "
-               "rows (shown here only, never sent)")
+    for label, clip_norm, rows in _clipped_runs(policy, records):
+        share = SiteData.prepare(rows, clip_norm, site=policy.name).clip.clipped_fraction
+        advice = ("; most rows lose length: "
+                  + ("centre the runs (run_config centring) or raise [data] clip-norm"
+                     if label == "plain run" else "the contract's ranges are wide for these "
+                     "rows") if share > 0.5 else "")
+        report.add(f"clip norm    {label}: {clip_norm:.4g}, clips {share:.1%} of the rows "
+                   f"(shown here only, never sent){advice}")
+
+
+def _clipped_runs(policy: SitePolicyFile, records: np.ndarray
+                  ) -> list[tuple[str, float, np.ndarray]]:
+    """Each kind of run the site may be asked for, with the clip norm it uses and the rows
+    it clips: a plain run clips the rows as they are to the policy's ``[data] clip-norm``; a
+    centred (standardised) run clips the rows centred (and scaled) with the released mean
+    (and scale) to the contract's public norm, here approximated with this site's own mean
+    and standard deviation (computed here, never sent)."""
+    runs = [("plain run", policy.clip_norm, records)]
+    contract = policy.load_contract()
+    if contract is None:
+        return runs
+    mean, sd = records.mean(axis=0), records.std(axis=0)
+    for standardize, label in ((False, "centred run"), (True, "standardised run")):
+        scale = np.where(sd > 0, sd, 1.0) if standardize else 1.0
+        runs.append((label, default_clip_norm(contract.bounds, standardize),
+                     (records - mean) / scale))
+    return runs
 
 
 def _check_ledger(policy: SitePolicyFile, report: SiteCheck) -> None:

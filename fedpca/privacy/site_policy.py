@@ -504,7 +504,9 @@ def write_policy_template(
         answer_seconds=DEFAULT_ANSWER_SECONDS,
     )
     create_owner_only(target, text.encode("utf-8"))
-    create_site_ledger(load_site_policy(target).witness())  # what init writes must load
+    policy = load_site_policy(target)  # what init writes must load
+    create_site_ledger(policy.witness())
+    policy.open_ledger()  # records the policy as written: its later edits show as changes
     return target
 
 

@@ -154,6 +154,8 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         ]
         if len(replies) < self.asked:
             reasons.append(f"{self.asked - len(replies)} site(s) sent no reply in time")
+        if self.secure_protocol is not None:  # sites lost since the key agreement
+            reasons += self.secure_protocol.take_failures()
         summed = None
         if self.secure_protocol is not None and len(answered) >= self.min_sites:
             summed = self.secure_protocol.unmask(self.grid, server_round, answered)

@@ -67,6 +67,14 @@ class VerifiedSecureAggregation:
         self.session: ServerSession | None = None
         #: node id -> member name, for every site that advertised a key.
         self.members: dict[int, str] = {}
+        #: Why sites failed an exchange since the round's strategy last asked
+        #: (:meth:`take_failures`).
+        self.failures: list[str] = []
+
+    def take_failures(self) -> list[str]:
+        """The sites' failures in the exchanges since the last call (then forgotten)."""
+        failures, self.failures = self.failures, []
+        return failures
 
     def __repr__(self) -> str:
         return (f"VerifiedSecureAggregation(min_sites={self.min_sites}, "
@@ -144,6 +152,7 @@ class VerifiedSecureAggregation:
             reasons.append(f"{missing} site(s) sent no reply in time")
         for reason in reasons:
             logger.warning("secure aggregation, %s: a site failed: %s", stage, reason)
+        self.failures += [f"secure aggregation, {stage}: {reason}" for reason in reasons]
         if len(answered) < needed:
             raise RoundFailedError(
                 f"secure aggregation {stage}: {len(answered)} site(s) answered, below the "
