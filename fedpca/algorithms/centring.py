@@ -58,6 +58,15 @@ coordinate beyond :data:`MAX_REACH` (float64 would overflow on squaring). The ch
 only the coordinator's values and the public widths, never the rows, so a refusal reveals
 nothing about the records.
 
+**Public scales and a hostile coordinator.** Which columns have a public scale, and its
+value, come from the site's own contract (its hash is checked before anything else), never
+from the coordinator: the site releases the sums of squares of exactly the columns its
+contract leaves private, at the sensitivity of that statistic. A coordinator that sends
+other scales than the public ones is sending a scale like any other (above: utility only);
+one that describes the moments' secure sum with another dimension than the site's own
+statistic is refused before anything is drawn or charged
+(:meth:`~fedpca.algorithms.secure_sum.SecureSum.check_site`).
+
 **The clip norm** ``C`` is public: the site's policy value, or by default
 :data:`DEFAULT_CLIP_FACTOR` times a public bound on the root-mean-square norm of the
 transformed rows (:func:`default_clip_norm`): ``sqrt(d)`` after standardising (each column

@@ -105,7 +105,7 @@ def contract_template(table: Mapping[str, np.ndarray], name: str, source: str) -
 
 
 #: The template's lines for an identifier column, after its name.
-ID_LINE = ('kind = "id"                  # the site\'s own record ids: never sent nor '
+ID_LINE = ('kind = "id"                 # the site\'s own record ids: never sent nor '
            "preprocessed")
 
 
