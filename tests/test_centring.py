@@ -358,3 +358,12 @@ def test_a_ratio_over_floored_scales_is_flagged():
     centred = run_centred_pca(np.array_split(ROWS, 2), BOUNDS, 2, CentredPolicy(epsilon=0.05),
                               "analyze-gauss", seed=4)
     assert not centred.explained_variance_ratio_floored
+
+
+def test_an_estimator_standardises_with_the_contracts_public_scales():
+    from fedpca.estimators import AnalyzeGaussPCA
+
+    est = AnalyzeGaussPCA(n_components=2, epsilon=1.0, centring="standardize",
+                          bounds=ALL_BOUNDS, random_state=3).fit(ALL_ROWS)
+    assert est.scale_.tolist() == [s for s in ALL_BOUNDS.scales]
+    assert est.result_.privacy["moments_share"] == 0.1  # no squares: the centring share
