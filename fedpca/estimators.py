@@ -355,9 +355,15 @@ class _PrivateCentredPCA(_CentralPCA):
     _centred_method: ClassVar[str]
 
     def _centred_policy(self, standardize: bool) -> CentredPolicy:
-        """The run's budget (``epsilon``, ``delta``), its scaling and clip norm."""
+        """The run's budget (``epsilon``, ``delta``), its scaling and clip norm (the
+        contract's public scales, if every column has one, release no squares)."""
         return CentredPolicy(epsilon=self.epsilon, delta=self.delta, standardize=standardize,
-                             clip_norm=self.data_norm)
+                             clip_norm=self.data_norm, public_scales=self._public_scales)
+
+    @property
+    def _public_scales(self) -> bool:
+        """Whether ``bounds`` give every column a public scale."""
+        return self.bounds is not None and self.bounds.all_public
 
     def _centred_options(self) -> dict[str, Any]:
         """The method's own arguments to ``run_centred_pca``."""
@@ -454,7 +460,8 @@ class AnalyzeGaussPCA(_GaussianNoisePCA):
 
     def _centred_policy(self, standardize: bool) -> CentredPolicy:
         return CentredPolicy(epsilon=self.epsilon, delta=self.delta, standardize=standardize,
-                             clip_norm=self.data_norm, accounting=self.accounting)
+                             clip_norm=self.data_norm, accounting=self.accounting,
+                             public_scales=self._public_scales)
 
     def _fit_uncentred(self, X: object) -> PCAResult:
         return run_analyze_gauss(

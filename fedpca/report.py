@@ -1,5 +1,8 @@
 """Human-readable views of a result: the per-round table (also printed live, one line per
-round, by :mod:`fedpca.progress`) and a one-line summary."""
+round, by :mod:`fedpca.progress`), a one-line summary, and for a standardised run how many
+column scales sit at the noise floor (:func:`scaling_lines`: a warning naming the fix above
+a quarter of the columns; an explained-variance ratio over such a total is flagged by
+:func:`explained_summary`)."""
 
 from __future__ import annotations
 
@@ -142,11 +145,47 @@ def result_summary(result: RunResult) -> str:
 
 #: Components an explained-variance line lists before "...".
 LISTED_COMPONENTS = 10
+#: Above this share of a standardised run's columns with their scale at the noise floor,
+#: :func:`scaling_lines` warns.
+FLOOR_WARNING_SHARE = 0.25
+#: What lifts a scale off the noise floor, as the warning names it.
+FLOOR_FIX = (
+    "more epsilon; a larger moments share (a site's [data] moments-share, --moments-share in "
+    "a simulation); public scales in the contract (scale = \"range\" or a reference standard "
+    "deviation per column, docs/tables.md), which cost no budget; or centring only")
+#: What flags an explained-variance ratio over a total with floored scales.
+FLOORED_RATIO = ("flagged: over a total in which the columns whose scale sits at the noise "
+                 "floor count for almost nothing, so every ratio reads high")
 
 
-def explained_summary(values: Any, ratio: Any) -> str | None:
+def floor_lines(floored: int, dim: int, public: int = 0) -> list[str]:
+    """How many of a standardised run's ``dim`` column scales sit at the noise floor (and how
+    many are the contract's ``public`` ones, never floored), with a warning naming the fix
+    when more than :data:`FLOOR_WARNING_SHARE` of the columns do."""
+    line = f"scales: {floored} of {dim} columns at the noise floor"
+    lines = [line + (f", {public} public (the contract's)" if public else "")]
+    if floored > FLOOR_WARNING_SHARE * dim:
+        lines.append(
+            f"warning: standardising failed for {floored} of {dim} columns: their variance is "
+            "below the noise of the released sums of squares, so their scale is the floor's "
+            "and they weigh almost nothing in the components (an explained-variance ratio "
+            f"reads high); fix: {FLOOR_FIX}")
+    return lines
+
+
+def scaling_lines(privacy: dict[str, Any], config: dict[str, Any], dim: int) -> list[str]:
+    """:func:`floor_lines` of a result's (or run record's) ``privacy`` and ``config`` when
+    it standardised; nothing otherwise."""
+    if not privacy.get("standardize"):
+        return []
+    return floor_lines(len(config.get("floored_variances") or []), dim,
+                       len(privacy.get("public_scales") or []))
+
+
+def explained_summary(values: Any, ratio: Any, floored: bool = False) -> str | None:
     """``DP explained variance: 0.0677, 0.0650; ratio 0.357, 0.342 (cumulative 0.699)``, or
-    None when the run released none."""
+    None when the run released none; ``floored``: the ratio is over a total with scales at
+    the noise floor (:data:`FLOORED_RATIO` says so)."""
     if values is None:
         return None
 
@@ -157,4 +196,5 @@ def explained_summary(values: Any, ratio: Any) -> str | None:
     line = f"DP explained variance per record: {listed(values, 4)}"
     if ratio is not None:
         line += f"; ratio {listed(ratio, 3)} (cumulative {sum(map(float, ratio)):.3f})"
+        line += f" ({FLOORED_RATIO})" if floored else ""
     return line

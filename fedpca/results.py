@@ -193,11 +193,18 @@ class CentredPCAResult(PCAResult):
     every one released or public):
         mean: the released column means (contract units: each column shifted to
             ``[0, w_j]``).
-        scale: the released column standard deviations (ones when only centred).
+        scale: the released column standard deviations (ones when only centred; a column
+            with a public scale in the contract has that one, ``privacy["public_scales"]``).
+        explained_variance_ratio_floored: the explained-variance ratio is over a total in
+            which some columns' scales sit at the noise floor (``config["floored_variances"]``:
+            a variance the moments' noise hid, rounded up; those columns then weigh almost
+            nothing, the total is too small and every ratio reads high). ``False`` when the
+            run released no ratio or floored no scale.
     """
 
     mean: np.ndarray | None = None
     scale: np.ndarray | None = None
+    explained_variance_ratio_floored: bool = False
 
     READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
         **PCAResult.READERS, "mean": float_array, "scale": float_array,
@@ -212,6 +219,12 @@ class CentredPCAResult(PCAResult):
     def scale_(self) -> np.ndarray:
         """The released column scales (scikit-learn's ``StandardScaler`` name)."""
         return self.scale
+
+    @property
+    def floored_scales(self) -> list[int]:
+        """The columns whose released scale sits at the noise floor (their variance was
+        below the moments' noise); empty when the run did not standardise."""
+        return list(self.config.get("floored_variances") or [])
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """Scores of rows ``X`` (preprocessed by the contract, ``m x d``): centred and

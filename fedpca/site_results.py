@@ -2,11 +2,14 @@
 back to compute its own records' scores.
 
 The last step of every run sends the released basis (and the released column ``mean`` and
-``scale`` of a centred run) to every site
-(:mod:`fedpca.strategies.result_delivery`); a real site keeps it, one JSON file per run, in
-``results/`` beside its policy file (mode 0600, like its ledger), and ``fedpca site
-project`` computes ``(rows - mean) / scale @ basis`` for its own records, which never leave
-the site.
+``scale`` of a centred run, with the columns whose scale sits at the noise floor) to every
+site (:mod:`fedpca.strategies.result_delivery`); a real site keeps it, one JSON file per
+run, in ``results/`` beside its policy file (mode 0600, like its ledger), logs a warning
+when more than a quarter of the scales sit at the floor (:func:`fedpca.report.floor_lines`),
+and ``fedpca site project`` computes ``(rows - mean) / scale @ basis`` for its own records,
+which never leave the site, and writes them beside each record's id when its contract has an
+id column (:func:`site_scores`): the ids are read from the site's own table at that moment
+and go nowhere else (no message, no log line, no exception text).
 
 Privacy: receiving a result costs no budget and the site answers with its name only, so the
 message's content can change nothing the site releases. What a hostile coordinator can do
@@ -15,6 +18,9 @@ with it, and what stops it:
 * **send a wrong basis, mean or scale**: the site's scores are then wrong (the operator
   sees the run id and algorithm in the stored file), but nothing leaks: the site sends
   nothing back but its name and uses the result only for scores it keeps;
+* **lie about the floored scales** (claim none, or all): only what the operator reads about
+  the result's quality changes; a list that is not distinct column indices of a centred
+  result is refused;
 * **send something the site cannot compute with** (a wrong shape, NaN or infinite values,
   a basis whose columns are not orthonormal, a scale that is not ``> 0``, column names
   other than its contract's): refused by :meth:`ReleasedResult.check`, nothing stored;
@@ -38,8 +44,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fedpca.data.contract import cell_text
+from fedpca.data.tables import read_table
 from fedpca.errors import InvalidDataError, InvalidRequestError
 from fedpca.privacy.file_modes import replace_owner_only
+from fedpca.report import floor_lines
 from fedpca.results import scores as centred_scores
 
 if TYPE_CHECKING:
@@ -71,6 +80,9 @@ class ReleasedResult:
         scale: the released column scales (``None``: the run did not scale; scores use 1).
         columns: the names of the ``d`` columns (a contract's output columns), if known.
         contract: the hash of the data contract the run was made under (``""``: none).
+        floored_scales: the columns whose released scale sits at the noise floor (their
+            variance was below the moments' noise), for a standardised run; ``None``:
+            not said (an unscaled run, or an older coordinator).
     """
 
     run_id: str
@@ -80,6 +92,7 @@ class ReleasedResult:
     scale: np.ndarray | None = None
     columns: tuple[str, ...] | None = None
     contract: str = ""
+    floored_scales: tuple[int, ...] | None = None
 
     @property
     def dim(self) -> int:
@@ -114,9 +127,23 @@ class ReleasedResult:
         if columns is not None and self.columns is not None and self.columns != columns:
             raise refused_result(
                 "its column names are not this site's contract's output columns")
+        floored = self.floored_scales
+        if floored is not None and (
+                self.scale is None or len(set(floored)) != len(floored)
+                or not all(type(j) is int and 0 <= j < dim for j in floored)):
+            raise refused_result(f"its floored scales must be distinct column indices below "
+                                 f"{dim}, of a result with a scale")
         for name in (self.run_id, self.algorithm, self.contract, *(self.columns or ())):
             if len(name) > MAX_NAME:
                 raise refused_result(f"a name in it is longer than {MAX_NAME} characters")
+
+    def scaling_lines(self) -> list[str]:
+        """How many of its scales sit at the noise floor, with a warning naming the fix
+        above a quarter of the columns (:func:`~fedpca.report.floor_lines`); nothing when
+        the result does not say."""
+        if self.floored_scales is None:
+            return []
+        return floor_lines(len(self.floored_scales), self.dim)
 
     def scores(self, rows: np.ndarray) -> np.ndarray:
         """The scores ``(rows - mean) / scale @ basis`` of rows (``m x d``, preprocessed as
@@ -139,6 +166,8 @@ class ReleasedResult:
             "mean": None if self.mean is None else self.mean.tolist(),
             "scale": None if self.scale is None else self.scale.tolist(),
             "columns": None if self.columns is None else list(self.columns),
+            "floored_scales": (None if self.floored_scales is None
+                               else list(self.floored_scales)),
         }
 
     @classmethod
@@ -153,6 +182,10 @@ class ReleasedResult:
                 "simulate --output or the App's output)"
             )
         config = raw.get("config") or {}
+        floored = raw.get("floored_scales")
+        if floored is None and raw.get("scale") is not None and (
+                raw.get("privacy") or {}).get("standardize"):  # a coordinator's run record
+            floored = config.get("floored_variances")
         try:
             return cls(
                 run_id=str(raw.get("run_id", config.get("run_id", ""))),
@@ -162,6 +195,7 @@ class ReleasedResult:
                 scale=None if raw.get("scale") is None else _array(raw["scale"]),
                 columns=None if raw.get("columns") is None else tuple(map(str, raw["columns"])),
                 contract=str(raw.get("contract", config.get("contract", ""))),
+                floored_scales=None if floored is None else tuple(map(int, floored)),
             )
         except (TypeError, ValueError) as error:
             raise InvalidDataError(f"{source} is not a fedpca result: {error}") from None
@@ -193,6 +227,9 @@ def store_result(policy_path: Path, result: ReleasedResult, site: str) -> Path:
     replace_owner_only(path, json.dumps(record, indent=1).encode())
     logger.info("%s: stored the released result of run %s (%s, k=%d) in %s", site,
                 result.run_id, result.algorithm, result.k, path)
+    for line in result.scaling_lines():
+        (logger.warning if line.startswith("warning") else logger.info)(
+            "%s: run %s: %s", site, result.run_id, line)
     return path
 
 
@@ -219,11 +256,39 @@ def load_result(path: Path) -> ReleasedResult:
 
 
 
-def site_scores(policy: SitePolicyFile, result: ReleasedResult) -> np.ndarray:
+@dataclass(frozen=True)
+class SiteScores:
+    """A site's own records' scores (``values``, ``m x k``, in the table's row order) and,
+    when its contract has an id column, that column's name (``id_column``) and values
+    (``ids``): for the site's own scores file only, never sent nor logged."""
+
+    values: np.ndarray
+    id_column: str | None = None
+    ids: np.ndarray | None = None
+
+    def write(self, path: Path) -> None:
+        """Write the scores as CSV, readable by the site's operator only (0600): the header
+        ``[ID,] PC1..PCk``, one row per record, each record's id first (whole numbers
+        without a decimal point) and every score at full precision."""
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        names = [f"PC{j + 1}" for j in range(self.values.shape[1])]
+        rows = [[repr(float(v)) for v in row] for row in self.values]
+        if self.ids is not None:
+            names.insert(0, str(self.id_column))
+            rows = [[cell_text(i), *row] for i, row in zip(self.ids, rows)]
+        writer.writerow(names)
+        writer.writerows(rows)
+        replace_owner_only(Path(path), text.getvalue().encode())
+
+
+def site_scores(policy: SitePolicyFile, result: ReleasedResult) -> SiteScores:
     """The scores of the site's own records on ``result``: its records as a run reads them
     (its data file, preprocessed by its contract when it has one), ``(rows - mean) / scale
-    @ basis``. Refuses a result made under another data contract or for another width
-    ``d``. Computed at the site; nothing is sent."""
+    @ basis``, with each record's id when the contract has an id column (the same reading
+    of the table: rows are never dropped, so row ``i``'s id is record ``i``'s). Refuses a
+    result made under another data contract or for another width ``d``. Computed at the
+    site; nothing is sent."""
     own = policy.contract_hash()
     if result.contract != own:
         raise InvalidDataError(
@@ -232,16 +297,11 @@ def site_scores(policy: SitePolicyFile, result: ReleasedResult) -> np.ndarray:
             f"under {own or 'none'!r}: its scores would mix two preprocessings"
         )
     contract = policy.load_contract()
-    records = policy.load_records()
+    if contract is None:
+        records, ids = policy.load_records(), None
+    else:
+        table = read_table(policy.data, site=policy.name)
+        records, ids = contract.preprocess(table, site=policy.name).matrix, contract.ids(table)
     result.check(records.shape[1], None if contract is None else tuple(contract.output_columns))
-    return result.scores(records)
-
-
-def write_scores(path: Path, scores: np.ndarray) -> None:
-    """Write ``scores`` (``m x k``) as CSV with the header ``PC1..PCk``, one row per record
-    and every float at full precision, readable by the site's operator only (0600)."""
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow([f"PC{j + 1}" for j in range(scores.shape[1])])
-    writer.writerows([repr(float(v)) for v in row] for row in scores)
-    replace_owner_only(Path(path), text.getvalue().encode())
+    return SiteScores(result.scores(records), None if contract is None else contract.id_column,
+                      ids)

@@ -36,6 +36,19 @@ name = "smoker"
 kind = "binary"
 missing = "refuse"
 """
+#: :data:`CONTRACT` with public scales: bili's in log units, age's by the range rule, the
+#: sex group's per output column (its blank's included), smoker's; alb and its indicator
+#: keep theirs private.
+SCALED = (CONTRACT
+          .replace('transform = "log"', 'transform = "log"\nscale = 0.9')
+          .replace("range = [0, 110]", 'range = [0, 110]\nscale = "range"')
+          .replace('levels = ["f", "m"]', 'levels = ["f", "m"]\nscale = [0.5, 0.5, 0.2]')
+          .replace('kind = "binary"', 'kind = "binary"\nscale = 0.45'))
+#: :data:`SCALED` with alb imputed (no indicator) and its scale public too: every column's.
+ALL_SCALED = SCALED.replace('range = [1, 6]', 'range = [1, 6]\nmissing = "impute"\nimpute = '
+                            '3.5\nscale = 0.6')
+#: :data:`CONTRACT` with the site's own record ids in column ``pid``.
+WITH_ID = CONTRACT.replace("[[column]]", '[[column]]\nname = "pid"\nkind = "id"\n\n[[column]]', 1)
 
 
 def liver_table(rows: int = 40, sex=("f", "m", None), seed: int = 3) -> str:

@@ -33,6 +33,8 @@ PCA_RESULT = {
 }
 #: A centred run's (over tables and a contract) too.
 CENTRED = {"mean", "scale"}
+#: A centred PCA run's: whether its explained-variance ratio is over floored scales.
+CENTRED_PCA = CENTRED | {"explained_variance_ratio_floored"}
 #: A centred clustering's too (a PCA result has its columns already).
 CENTRED_CLUSTERING = CENTRED | {"columns"}
 #: The record of a run that stopped before its result.
@@ -45,12 +47,12 @@ def record_keys(algorithm: str, sparse: bool = False, centred: bool = False) -> 
     ``centred``: a centred run over tables)."""
     clustering = algorithm == "sulq-kplane"
     result = CLUSTERING_RESULT if clustering else PCA_RESULT
-    scaling = CENTRED_CLUSTERING if clustering else CENTRED
+    scaling = CENTRED_CLUSTERING if clustering else CENTRED_PCA
     return (HEADLINE | ALGORITHM[algorithm] | result | (LDP_SPARSE if sparse else set())
             | (scaling if centred else set()))
 
 
 def all_documented_keys() -> set[str]:
     """Every key any record can have."""
-    return (HEADLINE | LDP_SPARSE | PCA_RESULT | CLUSTERING_RESULT | FAILURE | CENTRED
-            | set().union(*ALGORITHM.values()))
+    return (HEADLINE | LDP_SPARSE | PCA_RESULT | CLUSTERING_RESULT | FAILURE | CENTRED_PCA
+            | CENTRED_CLUSTERING | set().union(*ALGORITHM.values()))

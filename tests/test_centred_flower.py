@@ -36,11 +36,12 @@ from fedpca.privacy.ledger import PrivacyLedger
 from fedpca.privacy.site_ledger import SiteLedger
 from fedpca.privacy.site_policy import PolicyError, load_site_policy
 from fedpca.run_record import run_record
+from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.scenarios.tables import TableRun
-from fedpca.simulations.tables import simulate_dps_tables
+from fedpca.simulations.tables import simulate_dpdis_tables, simulate_dps_tables
 from fedpca.strategies.dpdis_pca import CentredDPdisPCA
-from liver_contract import CONTRACT, liver_table
+from liver_contract import CONTRACT, SCALED, liver_table
 from test_contract_site import context, policy_text, site_folder, write_policy  # noqa: F401
 
 POLICY = CentredPolicy(epsilon=2.0, delta=1e-5, standardize=True)
@@ -259,6 +260,36 @@ def test_a_centred_dps_run_through_flower_equals_the_reference(tmp_path):
         np.testing.assert_allclose(getattr(result, key), getattr(reference, key), rtol=0,
                                    atol=1e-12)
     assert result.config["site_guarantees"]["0"]["epsilon"] == 3.0
+
+
+@pytest.mark.federation
+def test_public_scales_through_flower_equal_the_reference_in_secure_sums(tmp_path):
+    """A standardised secure-sum run under a contract with public scales for all columns
+    but alb and its indicator: the moments' secure sum has d + 2 entries at the server and
+    every site, the result equals the reference run's and its public scales are as stated;
+    every site receives the floored scales with the result."""
+    (tmp_path / "scaled.toml").write_text(SCALED)
+    tables = []
+    for i in range(3):
+        tables.append(tmp_path / f"site-{i}.csv")
+        tables[-1].write_text(liver_table(60 + 10 * i, seed=i))
+    options = {"k": 2, "variant": "secure-sum", "secure_min_sites": 3, "epsilon": 0.3,
+               "seed": 4}
+    run = TableRun.build(DPdisPCAScenario, tables, tmp_path / "scaled.toml", options,
+                         standardize=True)
+    bounds = run.loaded_contract.bounds
+    assert bounds.squared() == (5, 6) and not run.policy().public_scales
+    result = simulate_dpdis_tables(run)
+    reference = run_centred_pca([run.site_rows(i) for i in range(3)], bounds, 2, run.policy(),
+                                variant="secure-sum", seed=4)
+    for key in ("basis", "mean", "scale", "explained_variance", "explained_variance_ratio"):
+        np.testing.assert_allclose(getattr(result, key), getattr(reference, key), rtol=0,
+                                   atol=1e-12)
+    assert [result.scale[j] for j in bounds.public] == [bounds.scales[j] for j in bounds.public]
+    assert result.floored_scales == reference.floored_scales != []  # sent to every site
+    assert result.explained_variance_ratio_floored == bool(reference.floored_scales)
+    assert result.config["result_delivered"] == ["0", "1", "2"]
+    assert result.privacy["public_scales"] == list(bounds.public)
 
 
 def real_site_fit(policy, arrays, config, **run_config):

@@ -4,6 +4,7 @@ scale, whatever they are, leave every later release's sensitivity intact or are 
 before anything is spent; the reference run recovers the non-private centred PCA at a huge
 epsilon and its explained variance is a proper ratio."""
 
+import dataclasses
 import math
 import tomllib
 
@@ -18,6 +19,7 @@ from fedpca.algorithms.centring import (
     CentringSite,
     MomentsServer,
     default_clip_norm,
+    moments_sum,
 )
 from fedpca.algorithms.dpdis_pca import DPdisPCASite, second_moment_sensitivity
 from fedpca.data.contract import parse_contract
@@ -30,7 +32,7 @@ from fedpca.privacy.mechanisms import upper_triangle_sensitivity
 from fedpca.privacy.moments import moment_statistic
 from fedpca.results import CentredPCAResult
 from chi_square import ALPHA
-from liver_contract import CONTRACT
+from liver_contract import ALL_SCALED, CONTRACT, SCALED
 
 
 def contract_rows(count: int, seed: int = 0) -> tuple[np.ndarray, object, tuple[str, ...]]:
@@ -255,3 +257,113 @@ def test_explained_variance_clamps_negative_eigenvalues_and_sums_to_at_most_one(
     assert ratio.tolist() == [0.75, 0.25, 0.0]
     assert explained_variance(np.array([-1.0, -2.0]), 1, whole=True)[1] is None
     assert explained_variance(np.array([2.0, 1.0]), 1, whole=False)[1] is None
+
+
+# --- public scales (issue 32) ----------------------------------------------------------------
+
+def scaled_rows(text: str, count: int = 400) -> tuple[np.ndarray, object]:
+    """:func:`contract_rows`' table preprocessed by the contract ``text`` (public scales)."""
+    contract = parse_contract(tomllib.loads(text), "liver.toml")
+    rng = np.random.default_rng(0)
+    table = {"bili": np.exp(rng.normal(0, 1, count)), "age": rng.uniform(20, 90, count),
+             "sex": np.array([("f", "m", None)[i] for i in rng.integers(0, 3, count)],
+                             dtype=object),
+             "alb": np.where(rng.random(count) < 0.1, np.nan, rng.uniform(2, 5, count)),
+             "smoker": (rng.random(count) < 0.3).astype(float)}
+    return contract.preprocess(table).matrix, contract.bounds
+
+
+SCALED_ROWS, SCALED_BOUNDS = scaled_rows(SCALED)
+ALL_ROWS, ALL_BOUNDS = scaled_rows(ALL_SCALED)
+
+
+def test_with_every_scale_public_standardising_takes_the_centring_share_and_statistic():
+    policy = CentredPolicy(epsilon=1.0, standardize=True, public_scales=True)
+    assert policy.share == CentredPolicy().share == 0.1
+    assert CentredPolicy(standardize=True, public_scales=True, moments_share=0.4).share == 0.4
+    site = CentringSite(ALL_ROWS, ALL_BOUNDS, policy, site="a", seed=2)
+    released = site.release_moments()
+    assert released.shape == (ALL_BOUNDS.dim,)  # the sums only: no variance is released
+    charged = site.ledger.releases[0]
+    assert charged.sensitivity == pytest.approx(ALL_BOUNDS.unit().sum_sensitivity())
+    moments = MomentsServer(ALL_BOUNDS, True).receive([site.answer(released)])
+    assert moments.scale.tolist() == [0.9, 27.5, 0.5, 0.5, 0.2, 0.6, 0.45]  # as stated
+    assert moments.floored_variances == ()
+
+
+def test_a_policy_whose_public_scales_are_not_the_contracts_is_refused():
+    for bounds, public in ((ALL_BOUNDS, False), (SCALED_BOUNDS, True), (BOUNDS, True)):
+        policy = CentredPolicy(standardize=True, public_scales=public)
+        with pytest.raises(ConfigurationError, match="public_scales=bounds.all_public"):
+            CentringSite(ALL_ROWS if bounds is ALL_BOUNDS else ROWS[:, :bounds.dim], bounds,
+                         policy)
+    CentringSite(ALL_ROWS, ALL_BOUNDS, CentredPolicy(public_scales=False))  # centring only
+
+
+def test_the_moments_release_with_some_public_scales_has_its_calibrated_noise():
+    """As above, for a contract whose squares are released for alb and its indicator only:
+    the statistic has d + 2 entries and the noise the sensitivity of what is released."""
+    policy = CentredPolicy(epsilon=1.0, standardize=True)
+    rows = SCALED_ROWS[:30]
+    unit = SCALED_BOUNDS.unit()
+    statistic = moment_statistic(rows / np.asarray(SCALED_BOUNDS.widths), True, unit.squared())
+    assert statistic.shape == (SCALED_BOUNDS.dim + 2,)
+    sigma = policy.split().moments_multiplier * unit.moments_sensitivity(True)
+    assert unit.moments_sensitivity(True) < BOUNDS.unit().moments_sensitivity(True)
+    errors = []
+    for seed in range(250):
+        site = CentringSite(rows, SCALED_BOUNDS, policy, site="a", seed=seed)
+        errors.append((site.release_moments() - statistic) / sigma)
+        assert site.ledger.releases[-1].sigma == pytest.approx(sigma, rel=1e-12)
+    errors = np.asarray(errors)
+    value, dof = float(np.sum(errors**2)), errors.size
+    assert 2 * min(stats.chi2.cdf(value, dof), stats.chi2.sf(value, dof)) > ALPHA
+
+
+@pytest.mark.parametrize("rows, bounds, public", [(SCALED_ROWS, SCALED_BOUNDS, False),
+                                                  (ALL_ROWS, ALL_BOUNDS, True)])
+def test_the_secure_sum_has_the_released_statistics_dimension_at_site_and_server(
+        rows, bounds, public):
+    policy = CentredPolicy(epsilon=2.0, standardize=True, secure_min_sites=4, discrete=True,
+                           public_scales=public)
+    secure, _ = moments_sum(policy, bounds, 200, 4, rotation_seed=3)
+    assert secure.dimension == bounds.statistic_dim(True) == bounds.dim + len(bounds.squared())
+    result = run_centred_pca(np.array_split(rows, 4), bounds, 2, policy, "dpdis-pca",
+                             "secure-sum", seed=5)
+    for j in bounds.public:
+        assert result.scale[j] == bounds.scales[j]
+    assert set(result.config["floored_variances"]) <= set(bounds.squared())
+    assert result.config["epsilon_spent"] <= 2.0
+    assert result.privacy["public_scales"] == list(bounds.public)
+    # a coordinator that describes the sum of a statistic of another length is refused
+    wrong = dataclasses.replace(secure, dimension=2 * bounds.dim)
+    site = CentringSite(rows[:100], bounds, policy, site="a", seed=1)
+    with pytest.raises(InvalidRequestError):
+        site.release_moments(wrong)
+    assert site.ledger.count == 0
+
+
+def test_a_ratio_over_floored_scales_is_flagged():
+    """At eps 0.05 on 400 rows the private variances of several columns sit at the floor:
+    the ratio over their total is flagged; public scales are never floored."""
+    private = run_centred_pca(np.array_split(ROWS, 2), BOUNDS, 2,
+                              CentredPolicy(epsilon=0.05, standardize=True), "analyze-gauss",
+                              seed=4)
+    assert private.floored_scales and private.explained_variance_ratio_floored
+    public = run_centred_pca(np.array_split(ALL_ROWS, 2), ALL_BOUNDS, 2,
+                             CentredPolicy(epsilon=0.05, standardize=True, public_scales=True),
+                             "analyze-gauss", seed=4)
+    assert public.floored_scales == [] and not public.explained_variance_ratio_floored
+    assert public.explained_variance_ratio is not None
+    centred = run_centred_pca(np.array_split(ROWS, 2), BOUNDS, 2, CentredPolicy(epsilon=0.05),
+                              "analyze-gauss", seed=4)
+    assert not centred.explained_variance_ratio_floored
+
+
+def test_an_estimator_standardises_with_the_contracts_public_scales():
+    from fedpca.estimators import AnalyzeGaussPCA
+
+    est = AnalyzeGaussPCA(n_components=2, epsilon=1.0, centring="standardize",
+                          bounds=ALL_BOUNDS, random_state=3).fit(ALL_ROWS)
+    assert est.scale_.tolist() == [s for s in ALL_BOUNDS.scales]
+    assert est.result_.privacy["moments_share"] == 0.1  # no squares: the centring share

@@ -13,7 +13,7 @@ from fedpca.cli import main as cli_main
 from fedpca.data.contract import ContractError, load_contract, parse_contract
 from fedpca.data.contract_template import contract_template
 from fedpca.errors import InvalidDataError
-from liver_contract import CONTRACT
+from liver_contract import CONTRACT, SCALED, WITH_ID
 
 #: The same contract: other comments, layout and key order, defaults spelled out.
 REWRITTEN = """\
@@ -169,9 +169,10 @@ def test_notes_count_what_preprocessing_does_and_rules_relax_refusals():
 # --- parsing ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("old,new,problem", [
-    ('range = [0, 110]', 'range = []', r"column 'age': range is not filled in: write range = "
-                                       r"\[low, high\] from public knowledge"),
-    ('range = [0, 110]', '', r"column 'age': range is not filled in"),
+    ('range = [0, 110]', 'range = []', r"range is not filled in for 1 numeric column\(s\) "
+                                       r"\['age'\]: write range = \[low, high\] from public "
+                                       r"knowledge"),
+    ('range = [0, 110]', '', r"range is not filled in for 1 numeric column\(s\) \['age'\]"),
     ('range = [0, 110]', 'range = [110, 0]', r"range = \[110, 0\] must have low < high"),
     ('range = [0, 110]', 'range = [0, inf]', r"must be \[low, high\], two finite numbers"),
     ('range = [0.1, 30.0]', 'range = [0, 30.0]',
@@ -200,9 +201,17 @@ def test_every_problem_is_listed_at_once_and_a_file_is_named(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text(CONTRACT.replace("range = [0, 110]", "range = []")
                     .replace("range = [1, 6]", "range = []"))
-    with pytest.raises(ContractError, match=rf"contract {path}: column 'age': range is not "
-                                            r"filled in.*; column 'alb': range is not filled"):
+    path.write_text(CONTRACT.replace("range = [0, 110]", "range = []")
+                    .replace("range = [1, 6]", "range = []")
+                    .replace('kind = "binary"', 'kind = "boolean"'))
+    with pytest.raises(ContractError) as error:
         load_contract(path)
+    # one sentence for every range to fill in, after the other problems
+    assert re.fullmatch(rf"contract {path}: column 'smoker': kind = 'boolean' must be one of "
+                        r".*; range is not filled in for 2 numeric column\(s\) \['age', "
+                        r"'alb'\]: write range = \[low, high\] from public knowledge \(.*\), "
+                        r"never from the data", str(error.value))
+    assert str(error.value).count("public knowledge") == 1
     path.write_text("[contract\n")
     with pytest.raises(ContractError, match=rf"contract {path} cannot be read: "):
         load_contract(path)
@@ -251,32 +260,44 @@ def test_contract_init_writes_a_template_that_parses_with_guessed_kinds_and_no_r
     text = (tmp_path / "contract.toml").read_text()
     raw = tomllib.loads(text)
     assert raw["contract"]["name"] == "site-v1"
-    kinds = {c["name"]: (c["kind"], c.get("levels"), c["missing"]) for c in raw["column"]}
-    assert kinds == {"id": ("numeric", None, "refuse"), "weight": ("numeric", None, "refuse"),
+    kinds = {c["name"]: (c["kind"], c.get("levels"), c.get("missing")) for c in raw["column"]}
+    assert kinds == {"id": ("id", None, None), "weight": ("numeric", None, "refuse"),
                      "smoker": ("binary", None, "refuse"),
                      "stage": ("categorical", ["I", "II", "III"], "refuse"),
                      "crp": ("numeric", None, "indicator")}
     assert "84.5" not in text and "3.25" not in text  # no observed value in the contract
     assert "weight: 60.5 .. 84.5" in out and "NOT public" in out  # the operator's terminal
-    assert "column 'id' has a different whole number in every row: an identifier?" in out
-    assert "range is not filled in" in out
-    with pytest.raises(ContractError, match="column 'id': range is not filled in.*column "
-                                            "'weight'.*column 'crp'"):
+    assert ("column 'id' has a different value in every row: an identifier? proposed as kind "
+            '= "id"') in out
+    assert "range is not filled in for 2 numeric column(s) ['weight', 'crp']" in out
+    assert out.count("never from the data") == 1  # one sentence, not one per column
+    with pytest.raises(ContractError, match=r"\['weight', 'crp'\]"):
         load_contract("contract.toml")
-    filled = iter(["[0, 1e6]", "[20, 300]", "[0.1, 500]"])
+    filled = iter(["[20, 300]", "[0.1, 500]"])
     text = re.sub(r"range = \[\]", lambda _: f"range = {next(filled)}", text)
     (tmp_path / "contract.toml").write_text(text)
-    assert load_contract("contract.toml").output_columns == (
-        "id", "weight", "smoker", "stage=I", "stage=II", "stage=III", "crp", "crp:missing")
+    loaded = load_contract("contract.toml")
+    assert loaded.output_columns == (
+        "weight", "smoker", "stage=I", "stage=II", "stage=III", "crp", "crp:missing")
+    assert loaded.id_column == "id"
     assert cli_main(["contract", "init", "--from", "site.csv"]) == 2  # never overwritten
 
 
 def test_a_template_lists_every_text_level_and_flags_free_text():
-    values = np.array([f"note {i}" for i in range(30)] + [None], dtype=object)
+    values = np.array([f"note {i % 25}" for i in range(30)] + [None], dtype=object)
     template = contract_template({"note": values}, "x", "notes.csv")
-    assert template.warnings == ("column 'note' has 30 distinct texts: free text or an "
+    assert template.warnings == ("column 'note' has 25 distinct texts: free text or an "
                                  "identifier? leave it out of the contract and the export",)
     assert 'missing = "indicator"' in template.text
+
+
+def test_a_template_proposes_kind_id_for_text_ids_and_writes_none_of_them():
+    ids = np.array([f"P{i:04d}" for i in range(30)], dtype=object)
+    template = contract_template({"pid": ids, "x": np.arange(30.0) % 3}, "x", "t.csv")
+    raw = tomllib.loads(template.text)
+    assert raw["column"][0] == {"name": "pid", "kind": "id"}
+    assert "P0007" not in template.text
+    assert template.warnings[0].startswith("column 'pid' has a different value in every row")
 
 
 def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
@@ -290,3 +311,96 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
         shell=True, capture_output=True, text=True, check=False)
     assert shown.stdout.startswith("contract ") and shown.stdout.count("\n") == 1
     assert "Traceback" not in shown.stderr and "BrokenPipe" not in shown.stderr
+
+
+# --- public scales ---------------------------------------------------------------------------
+
+def test_public_scales_are_parsed_in_the_columns_units_and_make_the_bounds():
+    parsed = contract(SCALED)
+    assert parsed.bounds.scales == (0.9, 110 / 4, 0.5, 0.5, 0.2, None, None, 0.45)
+    assert parsed.bounds.squared() == (5, 6)  # alb and alb:missing
+    assert parsed.columns[1].scale == "range" and parsed.columns[0].scale == 0.9
+    # a scale does not change the preprocessing, only what a standardised run releases
+    assert parsed.preprocess(table()).matrix.tolist() == contract().preprocess(
+        table()).matrix.tolist()
+    assert contract().bounds.scales == ()  # none given: every scale private, as before
+
+
+def test_a_public_scale_is_part_of_the_hash_and_spelling_does_not_matter():
+    hashes = {contract(SCALED).hash, contract(SCALED.replace("scale = 0.9", "scale = 0.8")).hash,
+              contract(SCALED.replace('scale = "range"', "scale = 27.5")).hash, HASH}
+    assert len(hashes) == 4  # "range" is the rule, not the number it gives today
+    assert contract(SCALED.replace("scale = 0.45", "scale = 4.5e-1")).hash == \
+        contract(SCALED).hash
+
+
+@pytest.mark.parametrize("old,new,problem", [
+    ('transform = "log"', 'transform = "log"\nscale = 4.0',
+     r"column 'bili': scale = 4.0 must lie in \[1e-06 w, w / 2\] = \[5.7e-06, 2.852\] for its "
+     r"width w = 5.704; it is a standard deviation of the natural log of the value"),
+    ('kind = "binary"', 'kind = "binary"\nscale = "range"',
+     r"column 'smoker': scale = 'range' must be a number: the column's public standard"),
+    ('kind = "binary"', 'kind = "binary"\nscale = 0.6', r"sqrt\(p \(1 - p\)\) for a public "
+                                                        r"prevalence p"),
+    ('levels = ["f", "m"]', 'levels = ["f", "m"]\nscale = [0.5, 0.5]',
+     r"column 'sex': scale = \[0.5, 0.5\] must be a list of 3 numbers, one standard deviation "
+     r"per output column \['sex=f', 'sex=m', 'sex:missing'\]"),
+    ("range = [0, 110]", 'range = [0, 110]\nscale = "wide"',
+     r"scale = 'wide' must be a number or \"range\""),
+])
+def test_a_bad_public_scale_is_refused_with_its_units(old, new, problem):
+    with pytest.raises(ContractError, match=problem):
+        contract(CONTRACT.replace(old, new, 1))
+
+
+# --- the id column ---------------------------------------------------------------------------
+
+def test_the_id_column_is_never_an_output_nor_in_any_bound():
+    parsed = contract(WITH_ID)
+    assert parsed.id_column == "pid" and contract().id_column is None
+    assert parsed.output_columns == contract().output_columns
+    assert parsed.bounds == contract().bounds
+    assert parsed.hash != HASH  # the consortium agreed on it: part of the contract
+    ids = np.array(["a7", "b2", "c9", "d1"], dtype=object)
+    matrix, _ = parsed.preprocess(table(pid=ids))
+    np.testing.assert_array_equal(matrix, contract().preprocess(table()).matrix)
+    assert parsed.ids(table(pid=ids)).tolist() == ["a7", "b2", "c9", "d1"]
+    assert contract(WITH_ID.replace('kind = "id"', 'kind = "id"  # ours')) == parsed
+
+
+@pytest.mark.parametrize("ids, problem", [
+    (np.array(["a7", None, "c9", None], dtype=object), "id column 'pid' has 2 blank cells"),
+    (np.array([1017.0, 1017.0, 1017.0, 2.0]), "id column 'pid' has 2 cells repeating an id"),
+    (np.array([1.0, np.nan, 1.0, 2.0]), "id column 'pid' has 1 blank cells"),
+])
+def test_a_blank_or_repeated_id_is_a_problem_counted_never_quoted(ids, problem):
+    report = contract(WITH_ID).check(table(pid=ids))
+    assert not report.ok and any(p.startswith(problem) for p in report.problems)
+    text = " ".join(report.problems + report.notes)
+    assert "1017" not in text and "a7" not in text and "c9" not in text
+
+
+@pytest.mark.parametrize("old,new,problem", [
+    ('kind = "id"', 'kind = "id"\nmissing = "refuse"', "missing does not apply to an id column"),
+    ('name = "pid"\nkind = "id"', 'name = "pid"\nkind = "id"\n\n[[column]]\nname = "mrn"\n'
+                                  'kind = "id"', r"columns \['pid', 'mrn'\] are all kind = "
+                                                 r"\"id\": a contract has at most one"),
+])
+def test_an_id_column_takes_nothing_but_its_name_and_there_is_one(old, new, problem):
+    with pytest.raises(ContractError, match=problem):
+        contract(WITH_ID.replace(old, new, 1))
+    only_id = '[contract]\nname = "x"\n[[column]]\nname = "pid"\nkind = "id"\n'
+    with pytest.raises(ContractError, match="no column but its id"):
+        contract(only_id)
+
+
+def test_contract_show_names_the_public_scales_and_the_id_column(tmp_path, capsys):
+    (tmp_path / "c.toml").write_text(SCALED.replace(
+        "[[column]]", '[[column]]\nname = "pid"\nkind = "id"\n\n[[column]]', 1))
+    assert cli_main(["contract", "show", str(tmp_path / "c.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "pid              id           -> never sent (the ids)" in out
+    assert "bili [0, 5.704] scale 0.9" in out and "age [0, 110] scale 27.5" in out
+    assert ("8 output columns, 6 with a public scale; replace-one L2 sensitivity of a site's "
+            "column sums 110.3, of its sums of squares (of the 2 columns without a public "
+            "scale) 25.02") in out  # sqrt(5^4 + 1): alb and its indicator

@@ -15,7 +15,7 @@ from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.privacy.ledger_lifecycle import create_site_ledger
 from fedpca.privacy.site_ledger import SiteLedger
 from fedpca.privacy.site_policy import SitePolicyFile, load_site_policy, write_policy_template
-from liver_contract import CONTRACT, liver_table
+from liver_contract import ALL_SCALED, CONTRACT, SCALED, liver_table
 
 ROWS = 40
 
@@ -134,3 +134,21 @@ def test_a_contract_others_may_change_is_refused(tmp_path, policy_text):
     with pytest.raises(ConfigurationError, match=r"data contract .*contract.toml has mode 0666: "
                                                  r"group or others may write it; run chmod 600"):
         load_site_policy(policy)
+
+
+def test_a_sites_centred_policy_takes_its_share_from_its_contracts_public_scales(
+        tmp_path, policy_text):
+    """Every scale public: a standardised run releases no squares, so the site's own policy
+    takes the centring share; some private: the standardising share. A real site answering
+    a standardised run under such a contract releases the sums only."""
+    policy = site_folder(tmp_path, policy_text)
+    (tmp_path / "contract.toml").write_text(ALL_SCALED)
+    loaded = load_site_policy(policy)
+    centred = loaded.centred_policy("dpdis-pca", standardize=True)
+    assert centred.public_scales and centred.share == 0.1
+    bounds = loaded.load_contract().bounds
+    assert centred.record(bounds)["moments_sensitivity"] == pytest.approx(
+        bounds.unit().sum_sensitivity())
+    (tmp_path / "contract.toml").write_text(SCALED)
+    centred = load_site_policy(policy).centred_policy("dpdis-pca", standardize=True)
+    assert not centred.public_scales and centred.share == 0.3

@@ -389,3 +389,46 @@ def test_a_centred_table_run_keeps_the_fewest_components_with_their_column_names
         with pytest.raises(ConfigurationError, match="factor variant"):
             run_centred_pca(np.array_split(ROWS, 4), BOUNDS, 2, policy, method, "factor",
                             COLUMNS, seed=2, variance=0.6)
+
+
+def test_show_says_how_many_scales_sit_at_the_noise_floor_and_flags_the_ratio(tmp_path):
+    """A standardised run at eps 0.05 on 400 rows floors several private scales: the record
+    flags its ratio, ``fedpca show`` counts them and warns above a quarter of the columns,
+    naming the fix."""
+    from cli_runs import run_cli
+    from test_centring import BOUNDS, ROWS
+
+    from fedpca.algorithms.centred_run import run_centred_pca
+    from fedpca.algorithms.centring import CentredPolicy
+    from fedpca.results import CentredPCAResult
+    from fedpca.run_record import save_run_record
+
+    result = run_centred_pca(np.array_split(ROWS, 2), BOUNDS, 2,
+                             CentredPolicy(epsilon=0.05, standardize=True), "analyze-gauss",
+                             seed=4)
+    floored = len(result.floored_scales)
+    assert floored > BOUNDS.dim / 4 and result.explained_variance_ratio_floored
+    save_run_record(result, tmp_path / "run.json")
+    assert CentredPCAResult.load(tmp_path / "run.json").explained_variance_ratio_floored
+    code, printed = run_cli(["show", str(tmp_path / "run.json")])
+    assert code == 0
+    assert f"scales: {floored} of {BOUNDS.dim} columns at the noise floor" in printed
+    assert f"warning: standardising failed for {floored} of {BOUNDS.dim} columns" in printed
+    for fix in ("more epsilon", "[data] moments-share", "public scales in the contract",
+                "centring only"):
+        assert fix in printed
+    assert "every ratio reads high" in printed
+
+
+def test_the_floor_warning_starts_above_a_quarter_of_the_columns():
+    from fedpca.report import explained_summary, floor_lines
+
+    assert floor_lines(2, 8) == ["scales: 2 of 8 columns at the noise floor"]
+    assert floor_lines(0, 8, public=5) == [
+        "scales: 0 of 8 columns at the noise floor, 5 public (the contract's)"]
+    assert len(floor_lines(3, 8)) == 2 and floor_lines(3, 8)[1].startswith("warning: ")
+    flagged = explained_summary([2.0, 1.0], [0.5, 0.25], floored=True)
+    assert flagged.endswith("(cumulative 0.750) (flagged: over a total in which the columns "
+                            "whose scale sits at the noise floor count for almost nothing, so "
+                            "every ratio reads high)")
+    assert "flagged" not in explained_summary([2.0, 1.0], [0.5, 0.25])

@@ -2,6 +2,7 @@
 an adversarial search and are attained; the post-processing clamps what noise pushes out of
 the public bounds and says so; a federation's noisy means have the calibrated variance."""
 
+import itertools
 import math
 
 import numpy as np
@@ -35,25 +36,56 @@ def random_records(bounds: ColumnBounds, count: int, rng: np.random.Generator,
     return rows
 
 
+def every_corner(bounds: ColumnBounds) -> np.ndarray:
+    """Every record at a corner of ``bounds``: each free column at 0 or ``w_j``, one level
+    per one-hot group."""
+    grouped = {j for group in bounds.groups for j in group}
+    free = [j for j in range(bounds.dim) if j not in grouped]
+    rows = []
+    for ends in itertools.product((0.0, 1.0), repeat=len(free)):
+        for levels in itertools.product(*bounds.groups):
+            row = np.zeros(bounds.dim)
+            row[free] = np.asarray(ends) * np.asarray(bounds.widths)[free]
+            row[list(levels)] = 1.0
+            rows.append(row)
+    return np.array(rows)
+
+
+def worst_move(bounds: ColumnBounds, standardize: bool, seed: int) -> float:
+    """The largest move of the released statistic (its squares of the squared columns only)
+    an adversarial search finds: random and corner records, then every pair of corner
+    records, where the largest move lies (each coordinate of ``x - y`` and ``x^2 - y^2``
+    moves furthest with ``x`` and ``y`` at its ends)."""
+    rng, squared = np.random.default_rng(seed), bounds.squared()
+
+    def moved(x: np.ndarray, y: np.ndarray) -> float:
+        assert bounds.contains(x) and bounds.contains(y)
+        change = (moment_statistic(x[:, None, :], standardize, squared)
+                  - moment_statistic(y[:, None, :], standardize, squared))
+        assert change.shape == (len(x), bounds.statistic_dim(standardize))
+        return float(np.max(np.linalg.norm(change, axis=1)))
+
+    searched = [moved(random_records(bounds, 20_000, rng, corners),
+                      random_records(bounds, 20_000, rng, corners)) for corners in (False, True)]
+    corners = every_corner(bounds)
+    i, j = (index.ravel() for index in np.meshgrid(*[np.arange(len(corners))] * 2))
+    return max(*searched, moved(corners[i], corners[j]))
+
+
+def attained(bounds: ColumnBounds, standardize: bool) -> float:
+    """How far :func:`extreme_pair` moves the released statistic."""
+    x, y = extreme_pair(bounds)
+    assert bounds.contains(x) and bounds.contains(y)
+    squared = bounds.squared()
+    return float(np.linalg.norm(moment_statistic(x[None], standardize, squared)
+                                - moment_statistic(y[None], standardize, squared)))
+
+
 @pytest.mark.parametrize("standardize", [False, True])
 def test_the_sensitivity_holds_against_a_search_and_is_attained(standardize):
-    rng = np.random.default_rng(5)
     bound = BOUNDS.moments_sensitivity(standardize)
-    worst = 0.0
-    for corners in (False, True):
-        x = random_records(BOUNDS, 20_000, rng, corners)
-        y = random_records(BOUNDS, 20_000, rng, corners)
-        assert BOUNDS.contains(x) and BOUNDS.contains(y)
-        moved = moment_statistic(x[:, None, :], standardize) - moment_statistic(
-            y[:, None, :], standardize)
-        worst = max(worst, float(np.max(np.linalg.norm(moved, axis=1))))
-    assert worst <= bound * (1 + 1e-12)
-    x, y = extreme_pair(BOUNDS)
-    assert BOUNDS.contains(x) and BOUNDS.contains(y)
-    attained = np.linalg.norm(moment_statistic(x[None], standardize)
-                              - moment_statistic(y[None], standardize))
-    assert attained == pytest.approx(bound, rel=1e-12)
-    assert worst > 0.9 * bound  # the search reached the extremes it is meant to probe
+    assert worst_move(BOUNDS, standardize, seed=5) == pytest.approx(bound, rel=1e-12)
+    assert attained(BOUNDS, standardize) == pytest.approx(bound, rel=1e-12)
 
 
 def test_a_one_hot_group_counts_sqrt_2_once_whatever_its_levels():
@@ -131,3 +163,73 @@ def test_bad_released_moments_are_refused():
         column_moments(np.array([np.nan, 1.0]), 10, ColumnBounds((1.0, 1.0)), False)
     with pytest.raises(ConfigurationError, match="at least one record"):
         column_moments(np.zeros(2), 0, ColumnBounds((1.0, 1.0)), False)
+
+
+# --- public scales ---------------------------------------------------------------------------
+
+#: :data:`BOUNDS` with public scales for free columns 0 and 2 and the 3-level group: the
+#: squares of columns 1 and the 2-level group only are released.
+PUBLIC = ColumnBounds(widths=BOUNDS.widths, groups=BOUNDS.groups,
+                      scales=(1.0, None, 0.4, 0.3, 0.5, 0.2, None, None))
+#: Every scale public: the standardised release is the centring one.
+ALL_PUBLIC = ColumnBounds(widths=BOUNDS.widths, groups=BOUNDS.groups,
+                          scales=(1.0, 0.1, 0.4, 0.3, 0.5, 0.2, 0.5, 0.5))
+
+
+@pytest.mark.parametrize("bounds", [PUBLIC, ALL_PUBLIC], ids=["some public", "all public"])
+def test_with_public_scales_the_sensitivity_of_what_is_released_holds_and_is_attained(bounds):
+    """Only the squares of the columns without a public scale are released: an adversarial
+    search (random and corner records, then every pair of corner records) never moves the
+    statistic further than the bound, and the extreme pair reaches it."""
+    assert bounds.squared() == ((1, 6, 7) if bounds is PUBLIC else ())
+    bound = bounds.moments_sensitivity(True)
+    assert bound < BOUNDS.moments_sensitivity(True)
+    assert worst_move(bounds, True, seed=8) == pytest.approx(bound, rel=1e-12)
+    assert attained(bounds, True) == pytest.approx(bound, rel=1e-12)
+    # column 1 (width 0.5) is the only free squared column, plus one squared group
+    expected = math.sqrt(0.5**4 + 2) if bounds is PUBLIC else 0.0
+    assert bounds.square_sum_sensitivity() == pytest.approx(expected)
+    if bounds is ALL_PUBLIC:  # no squares: the centring statistic and its sensitivity
+        assert bound == bounds.sum_sensitivity() == BOUNDS.sum_sensitivity()
+        assert bounds.statistic_dim(True) == bounds.dim
+        assert bounds.record_norm(True) == bounds.row_norm()
+
+
+def test_public_scales_are_used_as_stated_and_never_floored():
+    records = 100
+    sums = np.array([150.0, 30.0, 40.0, 20.0, 30.0, 50.0, 60.0, 40.0])
+    squares = np.array([0.05 * records, 50.0, 40.0])  # columns 1, 6, 7
+    moments = column_moments(np.concatenate([sums, squares]), records, PUBLIC, True,
+                             floor=0.01)
+    assert moments.public_scales == (0, 2, 3, 4, 5)
+    np.testing.assert_array_equal(moments.scale[[0, 2, 3, 4, 5]], [1.0, 0.4, 0.3, 0.5, 0.2])
+    # column 1: 0.05 - 0.3^2 < 0, floored; the 2-level group: 0.5 - 0.6^2, 0.4 - 0.4^2
+    assert moments.floored_variances == (1,)
+    assert moments.scale[[1, 6, 7]] == pytest.approx([0.1, math.sqrt(0.14), math.sqrt(0.24)])
+    with pytest.raises(ConfigurationError, match="11 finite values"):
+        column_moments(np.zeros(2 * PUBLIC.dim), records, PUBLIC, True)
+    assert column_moments(sums, records, ALL_PUBLIC, True).floored_variances == ()
+
+
+def test_public_scales_travel_through_width_units_exactly():
+    widths = (3.7, 0.3, 1.0)
+    bounds = ColumnBounds(widths=widths, scales=(0.9, None, 0.5))
+    unit = bounds.unit()
+    assert unit.widths == (1.0, 1.0, 1.0) and unit.scales[0] == pytest.approx(0.9 / 3.7)
+    noisy = np.array([1.0, 0.5, 0.5, 0.5])  # sums in width units, the square of column 1
+    moments = column_moments(noisy, 2, unit, True).rescaled(bounds)
+    assert moments.scale[0] == 0.9 and moments.scale[2] == 0.5  # exactly as stated
+    assert moments.scale[1] == pytest.approx(math.sqrt(0.5 / 2 - 0.25**2) * 0.3)
+    assert moments.mean == pytest.approx(np.array([0.5, 0.25, 0.25]) * widths)
+
+
+@pytest.mark.parametrize("scales, says", [
+    ((1.0, None), "2 public scales for 3 columns"),
+    ((3.0, None, None), r"must lie in \[1e-06 w, w / 2\]"),
+    ((0.0, None, None), r"must lie in"),
+    ((math.nan, None, None), r"must lie in"),
+    ((None, 0.5, None), "give every level a public scale, or none"),
+])
+def test_bad_public_scales_are_refused(scales, says):
+    with pytest.raises(ConfigurationError, match=says):
+        ColumnBounds(widths=(4.0, 1.0, 1.0), groups=((1, 2),), scales=scales)

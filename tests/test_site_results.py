@@ -7,6 +7,7 @@ simulated ones.)"""
 
 import csv
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -26,8 +27,8 @@ from fedpca.errors import InvalidRequestError
 from fedpca.privacy.ledger_lifecycle import create_site_ledger
 from fedpca.privacy.site_ledger import RunCharge
 from fedpca.privacy.site_policy import load_site_policy, write_policy_template
-from fedpca.site_results import ReleasedResult, results_folder, store_result
-from liver_contract import CONTRACT, liver_table
+from fedpca.site_results import ReleasedResult, load_result, results_folder, store_result
+from liver_contract import CONTRACT, WITH_ID, liver_table
 
 pytestmark = pytest.mark.usefixtures("run_identity")
 
@@ -52,10 +53,11 @@ def plain_site(folder, policy_text):
     return released_in_run(write_policy(folder / "site.toml", policy_text))
 
 
-def contract_site(folder, policy_text):
-    """A site whose policy names the liver contract and whose data file is its table."""
-    (folder / "table.csv").write_text(liver_table(40))
-    (folder / "contract.toml").write_text(CONTRACT)
+def contract_site(folder, policy_text, contract=CONTRACT, table=None):
+    """A site whose policy names the liver contract (or ``contract``) and whose data file is
+    its table (or ``table``)."""
+    (folder / "table.csv").write_text(table or liver_table(40))
+    (folder / "contract.toml").write_text(contract)
     text = policy_text.replace('data = "data.npy"',
                                'data = "table.csv"\ncontract = "contract.toml"')
     return released_in_run(write_policy(folder / "site.toml", text))
@@ -142,8 +144,16 @@ def send(policy, content: RecordDict) -> Message:
     return client_app(message, context)
 
 
-def released(basis=BASIS, mean=None, scale=None, run_id=str(RUN_ID)) -> RecordDict:
-    return result_message(ReleasedResult(run_id, "dps-pca", basis, mean, scale))
+def released(basis=BASIS, mean=None, scale=None, run_id=str(RUN_ID),
+             floored=None) -> RecordDict:
+    return result_message(ReleasedResult(run_id, "dps-pca", basis, mean, scale,
+                                         floored_scales=floored))
+
+
+def with_config(key: str, value: object) -> RecordDict:
+    content = released(mean=MEAN, scale=SCALE)
+    content["result"] = ConfigRecord({**content["result"], key: value})
+    return content
 
 
 def with_array(name: str, array: Array) -> RecordDict:
@@ -169,6 +179,13 @@ HOSTILE = {
     "another array": (with_array("rows", Array(np.zeros(D))), "unknown or missing keys"),
     "another record": (RecordDict({**released(), "extra": ConfigRecord({})}), "exactly a"),
     "another run": (released(run_id="other"), "it names run 'other' and came in run '5'"),
+    "a floored scale twice": (released(mean=MEAN, scale=SCALE, floored=(1, 1)),
+                              "its floored scales must be distinct column indices below 8"),
+    "a floored scale past d": (released(mean=MEAN, scale=SCALE, floored=(D,)),
+                               "its floored scales must be distinct column indices"),
+    "floored scales without a scale": (released(floored=(0,)), "of a result with a scale"),
+    "floored scales not a list": (with_config("floored-scales", "all"),
+                                  "its floored-scales must be a list of at most 8"),
 }
 
 
@@ -237,3 +254,73 @@ def test_a_real_site_refuses_the_result_of_a_run_it_released_nothing_in(tmp_path
     reply = send(policy, released())
     assert reply.has_error() and "made no release in run '5'" in reply.error.reason
     assert not results_folder(policy.path).exists()
+
+
+# --- scales at the noise floor, and ids (issue 32) -------------------------------------------
+
+def test_a_site_stores_and_says_how_many_scales_sit_at_the_noise_floor(
+        tmp_path, policy_text, caplog, capsys):
+    policy = plain_site(tmp_path, policy_text)
+    with caplog.at_level(logging.INFO, logger="fedpca.site_results"):
+        reply = send(policy, released(mean=MEAN, scale=SCALE, floored=(0, 3, 5)))
+    assert not reply.has_error()
+    (path,) = results_folder(policy.path).iterdir()
+    assert json.loads(path.read_text())["floored_scales"] == [0, 3, 5]
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "standardising failed for 3 of 8 columns" in warned[0]
+    assert "[data] moments-share" in warned[0] and "public scales in the contract" in warned[0]
+    assert project(policy, "--out", tmp_path / "scores.csv") == 0
+    out = capsys.readouterr().out
+    assert "scales: 3 of 8 columns at the noise floor" in out and "warning:" in out
+
+
+def test_a_coordinators_run_record_says_its_floored_scales_to_the_site(tmp_path):
+    record = {"algorithm": "dpdis-pca", "basis": BASIS.tolist(), "mean": MEAN.tolist(),
+              "scale": SCALE.tolist(), "privacy": {"standardize": True},
+              "config": {"floored_variances": [2]}}
+    (tmp_path / "run.json").write_text(json.dumps(record))
+    loaded = load_result(tmp_path / "run.json")
+    assert loaded.floored_scales == (2,)
+    assert loaded.scaling_lines() == ["scales: 1 of 8 columns at the noise floor"]
+    record["privacy"]["standardize"] = False
+    (tmp_path / "run.json").write_text(json.dumps(record))
+    assert load_result(tmp_path / "run.json").floored_scales is None
+
+
+def with_ids(text: str, ids: list[str]) -> str:
+    """The CSV ``text`` with a first column ``pid`` holding ``ids``."""
+    header, *rows = text.splitlines()
+    return "\n".join([f"pid,{header}", *(f"{i},{row}" for i, row in zip(ids, rows))]) + "\n"
+
+
+def test_site_project_writes_each_records_id_first_and_logs_none(tmp_path, policy_text, caplog):
+    ids = [f"{1000 + 7 * i}" for i in range(40)]
+    policy = contract_site(tmp_path, policy_text, WITH_ID, with_ids(liver_table(40), ids))
+    contract = load_contract(tmp_path / "contract.toml")
+    assert contract.id_column == "pid"
+    store_result(policy.path, ReleasedResult(
+        str(RUN_ID), "dpdis-pca", BASIS, MEAN, SCALE, contract.output_columns, contract.hash,
+    ), "clinic")
+    with caplog.at_level(logging.DEBUG):
+        assert project(policy, "--out", tmp_path / "scores.csv") == 0
+    with open(tmp_path / "scores.csv", newline="") as handle:
+        header, *rows = list(csv.reader(handle))
+    assert header == ["pid", "PC1", "PC2"]
+    assert [row[0] for row in rows] == ids  # whole numbers without ".0", in row order
+    table = read_table(tmp_path / "table.csv")
+    expected = (contract.preprocess(table).matrix - MEAN) / SCALE @ BASIS
+    np.testing.assert_allclose(np.array([r[1:] for r in rows], float), expected, atol=1e-12)
+    assert not any(i in record.getMessage() for record in caplog.records for i in ids[1:])
+
+
+def test_a_site_whose_ids_repeat_refuses_its_table_without_quoting_an_id(
+        tmp_path, policy_text, capsys):
+    ids = ["A17"] * 3 + [f"B{i}" for i in range(37)]
+    policy = contract_site(tmp_path, policy_text, WITH_ID, with_ids(liver_table(40), ids))
+    contract = load_contract(tmp_path / "contract.toml")
+    store_result(policy.path, ReleasedResult(
+        str(RUN_ID), "dpdis-pca", BASIS, MEAN, SCALE, contract.output_columns, contract.hash,
+    ), "clinic")
+    assert project(policy, "--out", tmp_path / "scores.csv") == 2
+    error = capsys.readouterr().err
+    assert "id column 'pid' has 2 cells repeating an id" in error and "A17" not in error

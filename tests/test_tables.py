@@ -2,6 +2,7 @@
 over sites (``fedpca data split``) read back and validated by the contracts fedpca ships."""
 
 import gzip
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -84,3 +85,25 @@ def test_a_split_clinical_table_round_trips_and_meets_its_shipped_contract(
         assert (matrix >= 0).all() and (matrix <= contract.widths).all()
     assert cli_main(["contract", "check", str(tmp_path / f"{name}.toml"),
                      *map(str, files)]) == 0
+
+
+@pytest.mark.parametrize("separator, named", [(";", "semicolon"), ("\t", "tab"), ("|", "vertical bar")])
+def test_a_csv_with_another_delimiter_gets_a_hint_naming_it(tmp_path, capsys, separator, named):
+    lines = [separator.join(["age", "name", "crp"]), separator.join(["31", "Smith", "0,5"])]
+    path = tmp_path / "site.csv"
+    path.write_text("\n".join(lines) + "\n")
+    for read in (read_table, load_site_file):
+        with pytest.raises(InvalidDataError, match=rf"clinic: {path} reads as one column: its "
+                                                   rf"header holds 2 {named}\(s\) .* seems "
+                                                   rf"separated by {re.escape(repr(separator))}") as error:
+            read(path, site="clinic")
+        assert "Smith" not in str(error.value) and "age" not in str(error.value)
+    (tmp_path / "contract.toml").write_text(
+        '[contract]\nname = "c"\n[[column]]\nname = "age"\nkind = "numeric"\nrange = [0, 1]\n')
+    assert cli_main(["contract", "check", str(tmp_path / "contract.toml"), str(path)]) == 2
+    assert f"separated by {separator!r}" in capsys.readouterr().err
+
+
+def test_a_one_column_csv_without_another_delimiter_is_read(tmp_path):
+    (tmp_path / "site.csv").write_text("age\n31\n70\n")
+    np.testing.assert_array_equal(read_table(tmp_path / "site.csv")["age"], [31.0, 70.0])

@@ -53,7 +53,9 @@ variance, that same noisy matrix's trace, so the ratios lie in ``[0, 1]`` and su
 most 1.
 DPdisPCA's factor variant has no whole noisy matrix at the server (only each site's ``R``
 leading directions): its explained variance is that of the merged ``A_c`` and it has no
-ratio.
+ratio. A standardised run whose moments floored some columns' scales (their variance was
+below the noise) flags its ratio (``explained_variance_ratio_floored``): those columns
+weigh almost nothing, so the total is too small and every ratio reads high.
 """
 
 from __future__ import annotations
@@ -419,8 +421,17 @@ def centred_result(base: PCAResult | ClusteringResult, moments: ColumnMoments,
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
     if columns is not None:
         fields["columns"] = list(columns)
-    centred = CentredClusteringResult if isinstance(base, ClusteringResult) else CentredPCAResult
-    return centred(**fields, mean=moments.mean, scale=moments.scale)
+    if isinstance(base, ClusteringResult):
+        return CentredClusteringResult(**fields, mean=moments.mean, scale=moments.scale)
+    return CentredPCAResult(**fields, mean=moments.mean, scale=moments.scale,
+                            explained_variance_ratio_floored=floored_total(
+                                moments, base.explained_variance_ratio))
+
+
+def floored_total(moments: ColumnMoments, ratio: np.ndarray | None) -> bool:
+    """Whether an explained-variance ``ratio`` is over a total in which ``moments`` floored
+    some column's scale (so every ratio reads high)."""
+    return ratio is not None and bool(moments.floored_variances)
 
 
 def _central(method: str, sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int,
@@ -469,7 +480,8 @@ def _central(method: str, sites: Sequence[np.ndarray], bounds: ColumnBounds, k: 
     privacy = _central_privacy(method, curator_policy, bounds, composed, algorithm)
     return CentredPCAResult(method, basis, privacy, [], config, [[CURATOR]],
                             mean=moments.mean, scale=moments.scale,
-                            explained_variance=values, explained_variance_ratio=ratio)
+                            explained_variance=values, explained_variance_ratio=ratio,
+                            explained_variance_ratio_floored=floored_total(moments, ratio))
 
 
 def _noisy_components(release: CentralRelease, k: int, variance: float | None

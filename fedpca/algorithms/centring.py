@@ -6,6 +6,10 @@ A centred run has two steps per site:
 1. **Moments.** The site releases the column sums of its preprocessed rows (and, to
    standardise, their sums of squares: :func:`~fedpca.privacy.moments.moment_statistic`)
    with Gaussian noise, per-site or inside a secure sum (:meth:`CentringSite.release_moments`).
+   A column whose scale the contract states (public knowledge) has no square released: its
+   scale is the stated one; when every column's is, a standardised run's moments are the
+   centring statistic alone, with its sensitivity, its dimension ``d`` (the secure sum's
+   too) and the centring share of the budget (:attr:`CentredPolicy.public_scales`).
    Its rows are a data contract's output, so every column lies in ``[0, w_j]`` and the
    sensitivity comes from the contract alone. The sums are taken of the rows divided by the
    public widths (every column in ``[0, 1]``,
@@ -53,6 +57,15 @@ wrong shape, a non-finite value, a scale that is not ``> 0``, or values that wou
 coordinate beyond :data:`MAX_REACH` (float64 would overflow on squaring). The checks read
 only the coordinator's values and the public widths, never the rows, so a refusal reveals
 nothing about the records.
+
+**Public scales and a hostile coordinator.** Which columns have a public scale, and its
+value, come from the site's own contract (its hash is checked before anything else), never
+from the coordinator: the site releases the sums of squares of exactly the columns its
+contract leaves private, at the sensitivity of that statistic. A coordinator that sends
+other scales than the public ones is sending a scale like any other (above: utility only);
+one that describes the moments' secure sum with another dimension than the site's own
+statistic is refused before anything is drawn or charged
+(:meth:`~fedpca.algorithms.secure_sum.SecureSum.check_site`).
 
 **The clip norm** ``C`` is public: the site's policy value, or by default
 :data:`DEFAULT_CLIP_FACTOR` times a public bound on the root-mean-square norm of the
@@ -190,10 +203,16 @@ class CentredPolicy:
         epsilon, delta: the whole run's budget (moments and algorithm).
         moments_share: the moments' share of the run's ``1/z^2``; ``None``:
             :data:`~fedpca.privacy.budget_split.DEFAULT_MOMENTS_SHARE` (0.1) when centring
-            only, :data:`~fedpca.privacy.budget_split.STANDARDIZE_MOMENTS_SHARE` (0.3) when
-            standardising (why: :mod:`fedpca.privacy.budget_split`).
-        standardize: release the sums of squares too and scale every column to unit
-            variance (else: centre only).
+            only (or standardising with public scales only),
+            :data:`~fedpca.privacy.budget_split.STANDARDIZE_MOMENTS_SHARE` (0.3) when
+            standardising releases sums of squares (why: :mod:`fedpca.privacy.budget_split`).
+        standardize: release the sums of squares too (of the columns without a public
+            scale) and scale every column to unit variance (else: centre only).
+        public_scales: the contract gives every column a public scale
+            (:attr:`~fedpca.privacy.moments.ColumnBounds.all_public`): standardising then
+            releases no squares, and the default share is the centring one. Must agree
+            with the bounds the policy is used with when standardising
+            (:meth:`require_bounds`).
         clip_norm: the public norm ``C`` the transformed rows are clipped to; ``None``:
             :func:`default_clip_norm` of the contract's bounds.
         accounting: ``"pld"`` (default) or ``"rdp"``.
@@ -222,6 +241,7 @@ class CentredPolicy:
     algorithm_releases: int = 1
     local: bool = False
     explained_variance: bool = False
+    public_scales: bool = False
 
     def __post_init__(self) -> None:
         require_choice(self.noise_sampler, "noise_sampler", NOISE_SAMPLERS)
@@ -246,10 +266,22 @@ class CentredPolicy:
 
     @property
     def share(self) -> float:
-        """The moments' share of the run's budget (the default for its scaling if unset)."""
+        """The moments' share of the run's budget (the default for its scaling if unset:
+        the standardising share only when sums of squares are released)."""
         if self.moments_share is not None:
             return self.moments_share
-        return STANDARDIZE_MOMENTS_SHARE if self.standardize else DEFAULT_MOMENTS_SHARE
+        squares = self.standardize and not self.public_scales
+        return STANDARDIZE_MOMENTS_SHARE if squares else DEFAULT_MOMENTS_SHARE
+
+    def require_bounds(self, bounds: ColumnBounds) -> None:
+        """Refuse to standardise with ``bounds`` whose public scales are not what
+        :attr:`public_scales` says (the split would be that of another release)."""
+        if self.standardize and self.public_scales != bounds.all_public:
+            raise ConfigurationError(
+                f"the policy says public_scales={self.public_scales}, but the contract gives "
+                f"{len(bounds.public)} of its {bounds.dim} columns a public scale: build the "
+                "policy with public_scales=bounds.all_public (every column public: the moments "
+                "carry no squares and take the centring share)")
 
     def split(self) -> BudgetSplit:
         """The run's multipliers (:func:`~fedpca.privacy.budget_split.split_budget`)."""
@@ -269,7 +301,9 @@ class CentredPolicy:
 
     def moments_policy(self, bounds: ColumnBounds) -> SharePolicy:
         """The moments release's policy: its multiplier; rows within ``bounds`` need no
-        clipping (their norm is at most :meth:`~ColumnBounds.row_norm`)."""
+        clipping (their norm is at most :meth:`~ColumnBounds.row_norm`). Refused when the
+        policy's public scales are not ``bounds``' (:meth:`require_bounds`)."""
+        self.require_bounds(bounds)
         return self._share(MOMENTS, 1, bounds.row_norm())
 
     def algorithm_policy(self, bounds: ColumnBounds) -> SharePolicy:
@@ -291,8 +325,10 @@ class CentredPolicy:
                               split.algorithm_multiplier, m))
 
     def record(self, bounds: ColumnBounds) -> dict[str, Any]:
-        """The run's privacy record: the split, and what the moments release is."""
-        return {
+        """The run's privacy record: the split, and what the moments release is (with the
+        columns whose scale is the contract's, ``public_scales``, when a standardised run
+        has any: their squares are not released)."""
+        record = {
             **self.split().record(),
             "unit": ("one record, replace-one (its own views, local model)" if self.local
                      else "one record at one site (replace-one)"),
@@ -301,6 +337,9 @@ class CentredPolicy:
             "clip_norm": self.clip_norm_for(bounds),
             "noise_sampler": self.noise_sampler,
         }
+        if self.standardize and bounds.public:
+            record["public_scales"] = list(bounds.public)
+        return record
 
 
 def bounded_rows(rows: np.ndarray, bounds: ColumnBounds, site: str = "site") -> SiteData:
@@ -385,7 +424,8 @@ class CentringSite(PrivateSite):
         does not describe this site's statistic.
 
         Privacy guarantee: one Gaussian release of multiplier ``z_m`` at the replace-one
-        sensitivity :meth:`~ColumnBounds.moments_sensitivity` of the unit bounds (float
+        sensitivity :meth:`~ColumnBounds.moments_sensitivity` of the unit bounds (the squares
+        of the :meth:`~ColumnBounds.squared` columns only; float
         error bounded for exact noise: every row's statistic has norm ``<= record_norm``;
         a division, a square and the sum: ``n + 2`` rounded terms). With a ``local``
         policy, every record's own view has that guarantee (unit: one record, local): the
@@ -393,7 +433,8 @@ class CentringSite(PrivateSite):
         """
         self.require_run()
         standardize, unit = self.centred.standardize, self.bounds.unit()
-        statistic = moment_statistic(self.X / np.asarray(self.bounds.widths), standardize)
+        statistic = moment_statistic(self.X / np.asarray(self.bounds.widths), standardize,
+                                     unit.squared())
         self.require_answer_size(statistic.shape)
         sensitivity = unit.moments_sensitivity(standardize)
         norm = unit.record_norm(standardize)
@@ -431,12 +472,14 @@ class CentringSite(PrivateSite):
 def moments_sum(policy: CentredPolicy, bounds: ColumnBounds, max_records: int,
                 sites_in_sum: int, rotation_seed: int) -> tuple[SecureSum, GridChoice]:
     """The public parameters of the secure sum of ``sites_in_sum`` sites' moment statistics
-    (each of at most ``max_records`` records) and the grid a site with ``policy`` derives."""
+    (each of at most ``max_records`` records; of the released statistic's own dimension,
+    :meth:`~ColumnBounds.statistic_dim`, which a site checks against its own) and the grid a
+    site with ``policy`` derives."""
     standardize, unit = policy.standardize, bounds.unit()
     secure = SecureSum(
         sensitivity=unit.moments_sensitivity(standardize), max_records=max_records,
         norm_per_record=unit.record_norm(standardize),
-        dimension=bounds.dim * (2 if standardize else 1), sites_in_sum=sites_in_sum,
+        dimension=bounds.statistic_dim(standardize), sites_in_sum=sites_in_sum,
         rotation_seed=rotation_seed,
     )
     return secure, secure.grid_for(policy.moments_policy(bounds))
@@ -462,6 +505,7 @@ def moments_server(policy: CentredPolicy, bounds: ColumnBounds, sites: int,
                    secure: tuple[SecureSum, GridChoice] | None = None) -> MomentsServer:
     """The moments round's aggregator for ``sites`` sites under ``policy`` (its secure sum
     ``secure``, if any), with the noise level of its variance floor."""
+    policy.require_bounds(bounds)
     return MomentsServer(bounds, policy.standardize, secure,
                          moments_noise(policy, bounds, sites, secure), per_record=policy.local)
 
@@ -504,7 +548,7 @@ class MomentsServer:
         """Shape every site's answer must have."""
         if self.secure is not None:
             return (self.secure[1].calibration.padded,)
-        return (self.bounds.dim * (2 if self.standardize else 1),)
+        return (self.bounds.statistic_dim(self.standardize),)
 
     def request(self) -> dict[str, Any]:
         """What every site is asked: the secure sum's parameters, if any."""
@@ -521,7 +565,7 @@ class MomentsServer:
         records = sum(a.n for a in ordered)
         unit_moments = column_moments(total, records, self.bounds.unit(), self.standardize,
                                       floor=self.variance_floor(records))
-        self.moments = unit_moments.rescaled(np.asarray(self.bounds.widths))
+        self.moments = unit_moments.rescaled(self.bounds)
         if self.moments.clamped_means or self.moments.floored_variances:
             logger.info("centring: noise clamped the means of columns %s and floored the "
                         "variances of columns %s", list(self.moments.clamped_means),

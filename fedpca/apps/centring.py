@@ -60,8 +60,9 @@ def run_centred(grid: Grid, context: Context, scenario_cls: type[Scenario],
     capped = {key: min(getattr(scenario, key), dim) for key in WIDTH_CAPPED
               if hasattr(scenario, key)}  # the synthetic model's sizes, for a narrow table
     scenario = scenario_cls.from_run_config(config, sites=scenario.sites, dim=dim, **capped)
-    plan = CentredPlan(scenario, requested_policy(scenario, bool(standardize)),
-                       contract.bounds, contract.output_columns,
+    policy = requested_policy(scenario, bool(standardize),
+                              public_scales=contract.bounds.all_public)
+    plan = CentredPlan(scenario, policy, contract.bounds, contract.output_columns,
                        secure_max_records(scenario, config))
     strategy = build(plan)
     run_strategy(grid, context, strategy, readiness=readiness,

@@ -2,7 +2,9 @@
 
 After the last round the coordinator sends every site one QUERY message
 (:mod:`fedpca.strategies.result_delivery`) whose content is the ConfigRecord ``"result"``
-(``run-id``, ``algorithm``, ``contract``; ``columns`` when the run knows them) and the
+(``run-id``, ``algorithm``, ``contract``; ``columns`` when the run knows them,
+``floored-scales`` when it standardised: the columns whose scale sits at the noise floor) and
+the
 ArrayRecord ``"result-arrays"`` (``basis``, ``d x k``; ``mean`` and ``scale``, ``d`` each, only
 when the run centred and scaled: their absence means 0 and 1). A site answers with the
 ConfigRecord ``"result"`` holding its name only.
@@ -27,7 +29,7 @@ RESULT, RESULT_ARRAYS = "result", "result-arrays"
 #: The answer's key for the site's name.
 SITE = "site"
 #: The ConfigRecord's keys (``columns`` optional).
-CONFIG_KEYS = frozenset({"run-id", "algorithm", "contract", "columns"})
+CONFIG_KEYS = frozenset({"run-id", "algorithm", "contract", "columns", "floored-scales"})
 #: The arrays (``mean`` and ``scale`` optional).
 ARRAY_KEYS = frozenset({"basis", "mean", "scale"})
 #: Bytes a serialised array may hold beyond its entries (numpy's ``.npy`` header).
@@ -46,6 +48,8 @@ def result_message(result: ReleasedResult) -> RecordDict:
                     "contract": result.contract}
     if result.columns is not None:
         config["columns"] = list(result.columns)
+    if result.floored_scales is not None:
+        config["floored-scales"] = list(result.floored_scales)
     arrays = {"basis": result.basis, "mean": result.mean, "scale": result.scale}
     return RecordDict({
         RESULT: ConfigRecord(config),
@@ -72,6 +76,10 @@ def read_result_message(content: RecordDict, dim: int, limits: SiteLimits,
     names = config.get("columns")
     if names is not None and (not isinstance(names, list) or len(names) != dim):
         raise refused_result(f"its columns must be a list of {dim} names")
+    floored = config.get("floored-scales")
+    if floored is not None and (not isinstance(floored, list) or len(floored) > dim):
+        raise refused_result(f"its floored-scales must be a list of at most {dim} column "
+                             "indices")
     text = {key: config.get(key, "") for key in ("run-id", "algorithm", "contract")}
     if not all(isinstance(value, str) for value in text.values()):
         raise refused_result("its run-id, algorithm and contract must be text")
@@ -81,6 +89,7 @@ def read_result_message(content: RecordDict, dim: int, limits: SiteLimits,
         mean=arrays["mean"].numpy() if "mean" in arrays else None,
         scale=arrays["scale"].numpy() if "scale" in arrays else None,
         columns=None if names is None else tuple(map(str, names)),
+        floored_scales=None if floored is None else tuple(floored),
     )
     result.check(dim, columns)
     return result

@@ -4,7 +4,8 @@
   a CSV or Parquet table and a guessed kind, numeric ranges left blank for people to fill in
   from public knowledge; the observed ranges are printed to this terminal only;
 * ``show CONTRACT``: its name, hash (what a run names with run_config ``contract``), output
-  columns with their public widths and the sensitivities they imply;
+  columns with their public widths and scales, its id column, and the sensitivities they
+  imply (the sums of squares of the columns without a public scale);
 * ``check CONTRACT TABLE...``: what is wrong with each table under the contract, and what
   preprocessing would do to it (counts, never a value; this terminal only); exit code 1 on
   any problem.
@@ -80,11 +81,16 @@ def _show(args: argparse.Namespace) -> int:
     contract = load_contract(args.contract)
     print(f"contract     {contract.name}\nhash         {contract.hash}  (run_config contract)")
     for rule in contract.columns:
-        outputs = ", ".join(f"{name} [0, {w:.4g}]" for name, w in zip(rule.outputs, rule.widths))
-        print(f"  {rule.name:<16} {rule.kind:<12} -> {outputs}")
-    print(f"{len(contract.output_columns)} output columns; replace-one L2 sensitivity of a "
-          f"site's column sums {contract.bounds.sum_sensitivity():.4g}, of its sums of "
-          f"squares {contract.bounds.square_sum_sensitivity():.4g}")
+        outputs = ", ".join(
+            f"{name} [0, {w:.4g}]" + ("" if scale is None else f" scale {scale:.4g}")
+            for name, w, scale in zip(rule.outputs, rule.widths, rule.scales))
+        print(f"  {rule.name:<16} {rule.kind:<12} -> {outputs or 'never sent (the ids)'}")
+    bounds = contract.bounds
+    print(f"{len(contract.output_columns)} output columns, {len(bounds.public)} with a public "
+          f"scale; replace-one L2 sensitivity of a site's column sums "
+          f"{bounds.sum_sensitivity():.4g}, of its sums of squares (of the "
+          f"{len(bounds.squared())} columns without a public scale) "
+          f"{bounds.square_sum_sensitivity():.4g}")
     return 0
 
 

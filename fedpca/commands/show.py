@@ -1,4 +1,6 @@
-"""``fedpca show RESULT.json [--plot FILE.png]``: the table, summary and picture of a saved run.
+"""``fedpca show RESULT.json [--plot FILE.png]``: the table, summary and picture of a saved run
+(a standardised run's scales at the noise floor, with a warning above a quarter of its
+columns, and its explained-variance ratio flagged when it is over such a total).
 
 It reads any run record (:mod:`fedpca.run_record`): ``fedpca simulate ... --output`` and the
 Flower App's run_config ``output`` write the same schema (a failed run's record: its error
@@ -19,6 +21,7 @@ from fedpca.report import (
     history_table,
     record_header,
     record_summary,
+    scaling_lines,
 )
 from fedpca.run_record import FAILED
 
@@ -75,8 +78,12 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(guarantee_lines(record)))
     print(history_table(record["algorithm"], record["history"]))
     print(record_summary(record))
+    for line in scaling_lines(record.get("privacy") or {}, record.get("config") or {},
+                              int(record.get("dim") or 0)):
+        print(line)
     explained = explained_summary(record.get("explained_variance"),
-                                  record.get("explained_variance_ratio"))
+                                  record.get("explained_variance_ratio"),
+                                  bool(record.get("explained_variance_ratio_floored")))
     if explained is not None:
         print(explained)
     if record.get("wall_seconds") is not None:

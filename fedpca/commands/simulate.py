@@ -127,7 +127,8 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     for line in planned.report(result):
         print(line)
     explained = explained_summary(getattr(result, "explained_variance", None),
-                                  getattr(result, "explained_variance_ratio", None))
+                                  getattr(result, "explained_variance_ratio", None),
+                                  getattr(result, "explained_variance_ratio_floored", False))
     if explained is not None:
         print(explained)
     print(f"wall time {result.config['wall_seconds']:.1f} s")

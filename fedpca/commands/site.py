@@ -21,7 +21,7 @@ next to its SuperNode.
   ledger, or make an existing ledger the site's; each recorded, dated, in the identity
   file's history and the log (:mod:`fedpca.privacy.ledger_lifecycle`);
 * ``project --policy FILE [--result FILE] --out FILE``: the site's own records' scores
-  (``PC1..PCk``) on a run's released components, with its contract's preprocessing and the
+  (``PC1..PCk``, after its contract's id column when it has one) on a run's released components, with its contract's preprocessing and the
   released mean and scale, from the latest result the site received (or a given result or
   run record); written at the site, sent nowhere (:mod:`fedpca.site_results`);
 * ``supernode --policy FILE -- FLOWER_SUPERNODE_ARGS``: Flower's SuperNode with the policy
@@ -100,7 +100,8 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
                          help="the result to use (default: the latest one the site received, "
                               "in results/ beside its policy); also a coordinator's run record")
     project.add_argument("--out", type=Path, required=True,
-                         help="the CSV to write (columns PC1..PCk, one row per record; 0600)")
+                         help="the CSV to write (columns PC1..PCk, after the contract's id "
+                              "column if it has one; one row per record; 0600)")
     project.set_defaults(func=_project)
 
     supernode = actions.add_parser(
@@ -232,15 +233,17 @@ def _show_ledger(policy: SitePolicyFile, ledger: SiteLedger, args: argparse.Name
 
 def _project(args: argparse.Namespace) -> int:
     from fedpca.privacy.site_policy import load_site_policy
-    from fedpca.site_results import latest_result, load_result, site_scores, write_scores
+    from fedpca.site_results import latest_result, load_result, site_scores
 
     policy = load_site_policy(args.policy)
     path = args.result or latest_result(policy.path)
     result = load_result(path)
     scores = site_scores(policy, result)
-    write_scores(args.out, scores)
-    print(f"wrote {args.out}: {scores.shape[0]} records x {result.k} components "
+    scores.write(args.out)
+    print(f"wrote {args.out}: {scores.values.shape[0]} records x {result.k} components "
           f"({result.algorithm}, run {result.run_id or '?'}, from {path}); it stays here")
+    for line in result.scaling_lines():
+        print(line)
     return 0
 
 

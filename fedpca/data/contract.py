@@ -12,7 +12,31 @@ A contract fixes, column by column, how a site's table becomes the rows the algo
    units), transformed (``none``, ``log``, ``log1p``: ``T``) and shifted so that the column
    lies in ``[0, w]``, ``w = T(hi) - T(lo)``;
 3. a binary column becomes one 0/1 column, a categorical column one 0/1 column ``NAME=LEVEL``
-   per public level (one-hot).
+   per public level (one-hot);
+4. an ``id`` column (at most one: the site's own record ids) becomes no column at all: it
+   is never preprocessed, released or part of any sensitivity; the rows keep their order,
+   so ``fedpca site project`` writes each record's scores beside its id
+   (:func:`fedpca.site_results.site_scores`). A blank or repeated id is a problem of the
+   table (counted, never quoted: an id is for the site's own scores file only).
+
+**Public scales** (``scale``, optional): a consortium that knows a column's spread from
+public knowledge (a reference interval, a population's published standard deviation, a
+study's design) states it, and a standardised run then spends no budget on that column's
+variance (:mod:`fedpca.privacy.moments`): the released sums of squares skip it and its scale
+is the stated one, never noisy, never floored. A numeric column takes ``scale = NUMBER``, a
+reference standard deviation in the units the column is shifted in: the file's units for
+``transform = "none"``, the natural log of the value for ``"log"`` (a reference interval
+``[a, b]`` holding 95% of a log-normal value gives ``(ln b - ln a) / 3.92``), of the value
+plus one for ``"log1p"``; or ``scale = "range"``: a quarter of the transformed width ``w``
+(:data:`RANGE_RULE`; the range rule of thumb: a bell-shaped variable holds about 95% of its
+values within two standard deviations of its mean, so a range meant to hold nearly every
+value spans about four; a uniform variable's is ``w / 3.46``, one at both ends ``w / 2``). A
+binary column takes ``scale = NUMBER`` (``sqrt(p (1 - p))`` for a public prevalence ``p``;
+at most 0.5), a categorical column ``scale = [NUMBER, ...]``, one per output column (its
+levels, then its blank's column with ``missing = "indicator"``); an indicator column
+``NAME:missing`` has none. Every scale lies in ``[1e-6 w, w / 2]`` (no variable in ``[0, w]``
+spreads more than ``w / 2``: a larger value is a unit error, e.g. a log column's scale in
+file units).
 
 Privacy (unit: one record, replace-one). After preprocessing, output column ``j`` lies in
 ``[0, w_j]`` (:attr:`Contract.widths`) whatever the records, and the output columns fall in
@@ -22,7 +46,8 @@ in a binary or indicator column and ``sqrt(2)`` in a one-hot group (two of its c
 counted once per group, not per level: the replace-one L2 sensitivities of a site's column
 sums and sums of squares (:class:`fedpca.privacy.moments.ColumnBounds`) come from the
 contract alone. A range read off
-the data would disclose the records' extremes: ranges come from public knowledge.
+the data would disclose the records' extremes: ranges come from public knowledge. So do
+public scales: a scale read off the data would disclose the records' spread.
 
 Rows are never dropped: ``missing = "drop"`` would make a site's record count depend on the
 records (a replaced record can turn a complete row into a dropped one) while record counts
@@ -32,7 +57,9 @@ travel in plaintext; it is refused until the noisy count it needs is built.
 of the file's bytes: comments, layout, key order and spelled-out defaults do not change it;
 the column order does, since it is the output order). Every request names the contract it is
 made under, and a real site refuses any other (:mod:`fedpca.apps.real_site`): the coordinator
-cannot change a range, a column or a level, which would change the sensitivity.
+cannot change a range, a column, a level or a public scale, which would change the
+sensitivity or the released statistic. A contract without ``scale`` keys hashes as it did
+before they existed.
 
 A *table* here is a mapping from column name to a 1-D numpy array: float64 with NaN for a
 blank (numbers), or object holding ``str`` and ``None`` for a blank (text);
@@ -55,13 +82,15 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fedpca.errors import ConfigurationError, InvalidDataError
-from fedpca.privacy.moments import ColumnBounds
+from fedpca.privacy.moments import MIN_SCALE, ColumnBounds
 
 logger = logging.getLogger(__name__)
 
 #: The canonical serialisation's version: part of every hash.
 FORMAT = "fedpca-contract/1"
-KINDS = ("numeric", "binary", "categorical")
+KINDS = ("numeric", "binary", "categorical", "id")
+#: The kind of the column holding the site's own record ids (never an output column).
+ID = "id"
 #: A numeric column's transform ``T``, applied to the value clipped into its range.
 TRANSFORMS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "none": np.asarray, "log": np.log, "log1p": np.log1p}
@@ -77,7 +106,10 @@ EXTRA_COLUMN_RULES = ("refuse", "ignore")
 #: The suffix of an indicator column's name, and of a categorical column's blank level.
 MISSING_SUFFIX = ":missing"
 #: The keys a ``[[column]]`` table and the ``[contract]`` table may hold.
-COLUMN_KEYS = ("name", "kind", "range", "transform", "missing", "impute", "levels", "unknown")
+COLUMN_KEYS = ("name", "kind", "range", "transform", "missing", "impute", "levels", "unknown",
+               "scale")
+#: ``scale = "range"``: a quarter of the transformed width (the range rule of thumb).
+RANGE_SCALE, RANGE_RULE = "range", 4.0
 CONTRACT_KEYS = ("name", "extra-columns")
 #: Why ``missing = "drop"`` is refused (ALGORITHMS: dropping rows makes the count private).
 DROP_REFUSED = (
@@ -89,6 +121,9 @@ DROP_REFUSED = (
 )
 #: Which levels a binary column without ``levels`` holds.
 BINARY_VALUES = ("0", "1")
+#: Why a range must be filled in (said once for every column that lacks one).
+RANGE_FILL = ("write range = [low, high] from public knowledge (a reference range, an "
+              "instrument's limits, the study's design), never from the data")
 
 
 class ContractError(ConfigurationError):
@@ -111,6 +146,9 @@ class ColumnRule:
         levels: a categorical column's public levels (one-hot, in this order), or a binary
             column's ``(level of 0, level of 1)`` (``("0", "1")`` when it holds numbers).
         unknown: what a value outside ``levels`` is (binary, categorical).
+        scale: the column's public scale (module docstring): ``"range"`` or a number
+            (numeric), a number (binary), one number per output column (categorical);
+            ``None``: released privately when a run standardises.
     """
 
     name: str
@@ -121,6 +159,7 @@ class ColumnRule:
     transform: str = "none"
     levels: tuple[str, ...] = ()
     unknown: str = "refuse"
+    scale: float | str | tuple[float, ...] | None = None
 
     @property
     def indicator(self) -> str:
@@ -135,7 +174,9 @@ class ColumnRule:
 
     @property
     def outputs(self) -> tuple[str, ...]:
-        """The output columns, in order."""
+        """The output columns, in order (none for the id column)."""
+        if self.kind == ID:
+            return ()
         flag = (self.indicator,) if self.missing == "indicator" else ()
         if self.kind == "categorical":
             return (*(f"{self.name}={level}" for level in self.levels), *flag)
@@ -148,19 +189,35 @@ class ColumnRule:
             return (self.width, *(1.0,) * (len(self.outputs) - 1))
         return (1.0,) * len(self.outputs)
 
+    @property
+    def scales(self) -> tuple[float | None, ...]:
+        """Each output column's public scale in its ``[0, w]`` units (``None``: released
+        privately; an indicator column's always)."""
+        if self.scale is None or self.kind == "categorical":
+            return self.scale or (None,) * len(self.outputs)
+        value = self.width / RANGE_RULE if self.scale == RANGE_SCALE else float(self.scale)
+        return (value, *(None,) * (len(self.outputs) - 1))
+
     def canonical(self) -> dict[str, Any]:
-        """The rule as the hash sees it: every value normalised, defaults spelled out."""
+        """The rule as the hash sees it: every value normalised, defaults spelled out (a
+        ``scale`` only when given, so contracts without one hash as before)."""
+        if self.kind == ID:
+            return {"name": self.name, "kind": self.kind}
         rule: dict[str, Any] = {"name": self.name, "kind": self.kind, "missing": self.missing,
                                 "impute": self.impute}
         if self.kind == "numeric":
             rule.update(range=list(self.range), transform=self.transform)
         else:
             rule.update(levels=list(self.levels), unknown=self.unknown)
+        if self.scale is not None:
+            rule["scale"] = list(self.scale) if isinstance(self.scale, tuple) else self.scale
         return rule
 
     def inspect(self, values: np.ndarray) -> tuple[list[str], list[str]]:
         """``(problems, notes)`` about this column of a site's table: what makes it unusable,
         and what preprocessing will do to it (counts, never a value)."""
+        if self.kind == ID:
+            return self._inspect_ids(values), []
         if self.kind != "numeric":
             return self._inspect_levels(values)
         if values.dtype.kind != "f":
@@ -177,6 +234,21 @@ class ColumnRule:
             notes.append(f"column {self.name!r}: {outside} values outside the range "
                          f"[{lo:g}, {hi:g}] are clipped into it")
         return problems, notes
+
+    def _inspect_ids(self, values: np.ndarray) -> list[str]:
+        """Blank and repeated ids (counts only: an id is never quoted)."""
+        blank = _blank(values)
+        present = values[~blank].tolist()
+        repeated = len(present) - len(set(present))
+        problems = []
+        if blank.any():
+            problems.append(f"id column {self.name!r} has {int(blank.sum())} blank cells: "
+                            "every record needs its own id (its scores are written by it); "
+                            "fix the export")
+        if repeated:
+            problems.append(f"id column {self.name!r} has {repeated} cells repeating an id "
+                            "of another row: every record needs its own id; fix the export")
+        return problems
 
     def _inspect_levels(self, values: np.ndarray) -> tuple[list[str], list[str]]:
         codes = self.codes(values)
@@ -209,7 +281,7 @@ class ColumnRule:
         codes = np.full(len(values), BLANK, dtype=np.int64)
         present, inverse = np.unique(values[~blank], return_inverse=True)
         index = {level: i for i, level in enumerate(self.levels)}
-        lookup = np.array([index.get(_level_key(v), UNKNOWN) for v in present], dtype=np.int64)
+        lookup = np.array([index.get(cell_text(v), UNKNOWN) for v in present], dtype=np.int64)
         codes[~blank] = lookup[inverse]
         return codes
 
@@ -264,7 +336,7 @@ def _blank(values: np.ndarray) -> np.ndarray:
     return np.array([v is None for v in values], dtype=bool)
 
 
-def _level_key(value: object) -> str:
+def cell_text(value: object) -> str:
     """A cell's level as text: integral numbers without a decimal point (``2.0`` -> ``2``)."""
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
         return str(int(value))
@@ -324,17 +396,25 @@ class Contract:
         """Each output column's public width ``w_j``: its values lie in ``[0, w_j]``."""
         return np.array([w for rule in self.columns for w in rule.widths])
 
+    @property
+    def id_column(self) -> str | None:
+        """The name of the column holding the site's own record ids, if the contract has
+        one (never an output column)."""
+        return next((rule.name for rule in self.columns if rule.kind == ID), None)
+
     @cached_property
     def bounds(self) -> ColumnBounds:
-        """The preprocessed columns' public bounds: widths and one-hot groups (the
-        sensitivities of a site's column sums and sums of squares,
-        :mod:`fedpca.privacy.moments`)."""
+        """The preprocessed columns' public bounds: widths, one-hot groups and public scales
+        (the sensitivities of a site's column sums and sums of squares, and which squares a
+        standardised run releases: :mod:`fedpca.privacy.moments`)."""
         groups, start = [], 0
         for rule in self.columns:
             if rule.kind == "categorical":
                 groups.append(tuple(range(start, start + len(rule.outputs))))
             start += len(rule.outputs)
-        return ColumnBounds(widths=tuple(float(w) for w in self.widths), groups=tuple(groups))
+        scales = tuple(s for rule in self.columns for s in rule.scales)
+        return ColumnBounds(widths=tuple(float(w) for w in self.widths), groups=tuple(groups),
+                            scales=scales if any(s is not None for s in scales) else ())
 
     def canonical(self) -> str:
         """The serialisation the hash is taken of: sorted-key JSON of the normalised rules."""
@@ -381,8 +461,15 @@ class Contract:
                 f"{site}: the table does not meet contract {self.name!r}: {report.describe()}")
         for note in report.notes:
             logger.info("%s: %s", site, note)
-        blocks = [rule.encode(np.asarray(table[rule.name])) for rule in self.columns]
+        blocks = [rule.encode(np.asarray(table[rule.name])) for rule in self.columns
+                  if rule.outputs]
         return Preprocessed(np.ascontiguousarray(np.hstack(blocks)), self.output_columns)
+
+    def ids(self, table: Mapping[str, np.ndarray]) -> np.ndarray | None:
+        """The id column of ``table`` (a table :meth:`check` finds no problem in), in row
+        order, or ``None`` without an id column. For the site's own scores file only."""
+        name = self.id_column
+        return None if name is None else np.asarray(table[name])
 
 
 def load_contract(path: str | Path) -> Contract:
@@ -421,16 +508,39 @@ def parse_contract(raw: Mapping[str, Any], source: str = "<contract>") -> Contra
         problems.append('no [[column]] tables: list every column, e.g. [[column]] name = "age" '
                         'kind = "numeric" range = [0, 110]')
         columns = []
-    rules = []
+    rules, unfilled = [], []
     for index, table in enumerate(columns, start=1):
         rule, found = _column(table, index)
+        if found == [UNFILLED]:
+            unfilled.append(table["name"])
+            continue
         problems += found
         if rule is not None:
             rules.append(rule)
-    problems += _name_clashes(rules)
+    if unfilled:
+        problems.append(f"range is not filled in for {len(unfilled)} numeric column(s) "
+                        f"{unfilled}: {RANGE_FILL}")
+    problems += _name_clashes(rules) + _id_columns(rules)
     if problems:
         raise ContractError(f"contract {source}: " + "; ".join(problems))
     return Contract(str(name), tuple(rules), str(extra), source)
+
+
+#: :func:`_column`'s only problem for a numeric column whose range is blank (the template's):
+#: :func:`parse_contract` names all such columns in one sentence.
+UNFILLED = "range is not filled in"
+
+
+def _id_columns(rules: list[ColumnRule]) -> list[str]:
+    """More than one id column, or nothing but an id."""
+    ids = [rule.name for rule in rules if rule.kind == ID]
+    problems = []
+    if len(ids) > 1:
+        problems.append(f"columns {ids} are all kind = \"id\": a contract has at most one id "
+                        "column (the site's own record ids); leave the others out")
+    if ids and len(ids) == len(rules):
+        problems.append("the contract has no column but its id: list the columns a run reads")
+    return problems
 
 
 def _unknown_keys(table: Mapping[str, Any], known: tuple[str, ...], where: str) -> list[str]:
@@ -472,18 +582,23 @@ def _column(table: object, index: int) -> tuple[ColumnRule | None, list[str]]:
     elif missing not in MISSING_RULES:
         problems.append(f"{where}: missing = {missing!r} must be one of {list(MISSING_RULES)}")
     not_for_kind = {"numeric": ("levels", "unknown"), "binary": ("range", "transform"),
-                    "categorical": ("range", "transform")}[kind]
-    problems += [f"{where}: {key} does not apply to a {kind} column; remove it"
-                 for key in not_for_kind if key in table]
+                    "categorical": ("range", "transform"),
+                    ID: tuple(key for key in COLUMN_KEYS if key not in ("name", "kind"))}[kind]
+    problems += [f"{where}: {key} does not apply to {'an' if kind == ID else 'a'} {kind} "
+                 "column; remove it" for key in not_for_kind if key in table]
     if problems:
         return None, problems
+    if kind == ID:
+        return ColumnRule(name, kind), []
     fields: dict[str, Any] = {"name": name, "kind": kind, "missing": missing}
     if kind == "numeric":
+        if table.get("range") in (None, []):
+            return None, [UNFILLED]
         problems += _numeric(table, where, fields)
     else:
         problems += _levels(table, where, kind, fields)
     if not problems:
-        problems += _impute(table, where, fields)
+        problems += _impute(table, where, fields) + _scale(table, where, fields)
     return (None, problems) if problems else (ColumnRule(**fields), [])
 
 
@@ -493,13 +608,10 @@ def _numeric(table: dict, where: str, fields: dict[str, Any]) -> list[str]:
     if transform not in TRANSFORMS:
         return [f"{where}: transform = {transform!r} must be one of {list(TRANSFORMS)}"]
     bounds = table.get("range")
-    fill = ("write range = [low, high] from public knowledge (a reference range, an "
-            "instrument's limits, the study's design), never from the data")
-    if bounds is None or bounds == []:
-        return [f"{where}: range is not filled in: {fill}"]
     if (not isinstance(bounds, list) or len(bounds) != 2
             or not all(_is_number(b) and math.isfinite(b) for b in bounds)):
-        return [f"{where}: range = {bounds!r} must be [low, high], two finite numbers; {fill}"]
+        return [f"{where}: range = {bounds!r} must be [low, high], two finite numbers; "
+                f"{RANGE_FILL}"]
     lo, hi = float(bounds[0]), float(bounds[1])
     if not lo < hi:
         return [f"{where}: range = [{lo:g}, {hi:g}] must have low < high"]
@@ -556,11 +668,53 @@ def _impute(table: dict, where: str, fields: dict[str, Any]) -> list[str]:
         fields["impute"] = float(value)
         return []
     levels = fields["levels"]
-    level = _level_key(value) if not isinstance(value, bool) else None
+    level = cell_text(value) if not isinstance(value, bool) else None
     if level not in levels:
         return [f"{where}: impute = {value!r} must be one of its levels {list(levels)}"]
     fields["impute"] = level if kind == "categorical" else float(levels.index(level))
     return []
+
+
+def _scale(table: dict, where: str, fields: dict[str, Any]) -> list[str]:
+    """``scale``: a public scale (module docstring) within ``[MIN_SCALE w, w / 2]`` of each
+    output column's width ``w``; optional."""
+    value, kind = table.get("scale"), fields["kind"]
+    if value is None:
+        return []
+    rule = ColumnRule(**fields)
+    if kind == "categorical":
+        outputs = rule.outputs
+        if (not isinstance(value, list) or len(value) != len(outputs)
+                or not all(_is_number(v) for v in value)):
+            return [f"{where}: scale = {value!r} must be a list of {len(outputs)} numbers, one "
+                    f"standard deviation per output column {list(outputs)}"]
+        scales = tuple(float(v) for v in value)
+    elif value == RANGE_SCALE and kind == "numeric":
+        scales = (rule.width / RANGE_RULE,)
+    elif _is_number(value):
+        scales = (float(value),)
+    else:
+        allowed = 'a number or "range"' if kind == "numeric" else "a number"
+        return [f"{where}: scale = {value!r} must be {allowed}: the column's public standard "
+                "deviation"]
+    width, units = rule.width, _SCALE_UNITS[rule.transform if kind == "numeric" else kind]
+    if not all(math.isfinite(s) and MIN_SCALE * width <= s <= width / 2 for s in scales):
+        return [f"{where}: scale = {value!r} must lie in [{MIN_SCALE:g} w, w / 2] = "
+                f"[{MIN_SCALE * width:.3g}, {width / 2:.4g}] for its width w = {width:.4g}; "
+                f"it is a standard deviation {units}"]
+    fields["scale"] = (tuple(scales) if kind == "categorical"
+                       else RANGE_SCALE if value == RANGE_SCALE else scales[0])
+    return []
+
+
+#: The units a public scale is stated in, by transform (numeric) or kind.
+_SCALE_UNITS = {
+    "none": "in the file's units",
+    "log": "of the natural log of the value (not in the file's units)",
+    "log1p": "of the natural log of the value plus one (not in the file's units)",
+    "binary": "of a 0/1 column: sqrt(p (1 - p)) for a public prevalence p",
+    "categorical": "of each 0/1 column: sqrt(p (1 - p)) for each level's public prevalence p",
+}
 
 
 def _is_number(value: object) -> bool:

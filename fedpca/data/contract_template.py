@@ -2,12 +2,14 @@
 site's table with a guessed kind, numeric ranges left for people to fill in from public
 knowledge.
 
-What the template takes from the table: the column names, a guessed kind (numbers that are
-all 0 or 1: binary; other numbers: numeric; text: categorical with the levels seen), and
+What the template takes from the table: the column names, a guessed kind (a different
+value in every row, whole numbers or text: ``id``, the site's own record ids; numbers that
+are all 0 or 1: binary; other numbers: numeric; text: categorical with the levels seen), and
 whether the column has blanks (``missing = "indicator"``; else ``"refuse"``). It never writes
-a range: a range read off the records discloses their extremes. The observed minimum and
-maximum of each numeric column are returned apart (:attr:`ContractTemplate.observed`), for
-the operator's own terminal only.
+a range, a scale or an id: a range read off the records discloses their extremes, and an id
+column's values are the site's alone. The observed minimum and maximum of each numeric
+column are returned apart (:attr:`ContractTemplate.observed`), for the operator's own
+terminal only.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ HEADER = """\
 #   remove any that is not public knowledge (a rare code seen only here reveals a record).
 # * missing: "indicator" (a public value and a 0/1 column flagging the blank), "impute" (with
 #   impute = VALUE) or "refuse" (a site whose file has a blank refuses the run).
+# * scale (optional): a column's PUBLIC standard deviation, so that a standardised run spends
+#   no budget on its variance: "range" (a quarter of the range) or a reference value from
+#   public knowledge (docs/tables.md), never from the data.
+# * kind = "id": the site's own record ids (at most one column): never sent nor preprocessed;
+#   `fedpca site project` writes them beside the scores.
 # Columns are matched by name in each site's header; their order here is the order of the
 # preprocessed columns.
 
@@ -67,6 +74,13 @@ def contract_template(table: Mapping[str, np.ndarray], name: str, source: str) -
         blank = np.array([v is None for v in values], bool) if text else np.isnan(values)
         present = values[~blank]
         lines = [f"name = {_toml(column)}"]
+        if _identifier(present, text):
+            warnings.append(f"column {column!r} has a different value in every row: an "
+                            'identifier? proposed as kind = "id" (never sent; `fedpca site '
+                            "project` writes it beside the scores); a contract keeps at most "
+                            "one: leave any other out of the contract and the export")
+            blocks.append("[[column]]\n" + "\n".join([*lines, ID_LINE]) + "\n")
+            continue
         if text:
             levels = sorted(set(present))
             lines += ['kind = "categorical"',
@@ -83,9 +97,6 @@ def contract_template(table: Mapping[str, np.ndarray], name: str, source: str) -
                       'transform = "none"          # none | log | log1p']
             if present.size:
                 observed.append(f"{column}: {present.min():g} .. {present.max():g}")
-            if _identifier(present):
-                warnings.append(f"column {column!r} has a different whole number in every "
-                                "row: an identifier? leave it out of the contract and the export")
         lines.append('missing = "indicator"       # blanks in this file' if blank.any() else
                      'missing = "refuse"          # no blanks in this file; "indicator" if a '
                      "site may have some")
@@ -93,9 +104,16 @@ def contract_template(table: Mapping[str, np.ndarray], name: str, source: str) -
     return ContractTemplate("\n".join(blocks), tuple(observed), tuple(warnings))
 
 
-def _identifier(present: np.ndarray) -> bool:
-    return (present.size >= IDENTIFIER_MIN_ROWS and np.all(present == np.round(present))
-            and np.unique(present).size == present.size)
+#: The template's lines for an identifier column, after its name.
+ID_LINE = ('kind = "id"                 # the site\'s own record ids: never sent nor '
+           "preprocessed")
+
+
+def _identifier(present: np.ndarray, text: bool) -> bool:
+    """A different value in every row (whole numbers, or text), over enough rows."""
+    whole = text or bool(np.all(present == np.round(present)))
+    return (present.size >= IDENTIFIER_MIN_ROWS and whole
+            and len(set(present.tolist())) == present.size)
 
 
 def _toml(text: str) -> str:

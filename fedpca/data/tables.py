@@ -11,7 +11,10 @@ Parquet (``.parquet``), and NumPy's ``.npy`` for a plain numeric matrix.
 * :func:`write_table`: a pyarrow table to ``.csv`` or ``.parquet``.
 
 Errors name the file and the column, never a cell's value: pyarrow's own messages quote rows,
-and a row is a record.
+and a row is a record. A CSV file must be comma-separated: one whose header reads as a single
+column holding another usual delimiter (``;`` as a European spreadsheet or R's
+``write.csv2`` writes, a tab, ``|``) is refused with a hint naming that delimiter
+(:func:`delimiter_hint`), where it would otherwise read as one column of text.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ CSV_SUFFIXES, PARQUET_SUFFIXES, NPY_SUFFIXES = (".csv", ".csv.gz"), (".parquet",
 TABLE_SUFFIXES = (*CSV_SUFFIXES, *PARQUET_SUFFIXES)
 #: pyarrow's words for a row with the wrong number of cells (the row's text follows them).
 _FIELD_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
+#: Delimiters other than the comma a CSV export may use, by name.
+OTHER_DELIMITERS = {";": "semicolon", "\t": "tab", "|": "vertical bar"}
 
 
 def read_table(path: str | Path, site: str = "site") -> dict[str, np.ndarray]:
@@ -88,14 +93,51 @@ def _read_arrow(path: Path, site: str, header: bool, suffixes: tuple[str, ...]) 
     """The file as a pyarrow table (one thread: this runs inside a site's processes)."""
     _require_file(path, site, suffixes)
     try:
-        if _is_csv(path):
-            return pa_csv.read_csv(
-                path, read_options=pa_csv.ReadOptions(use_threads=False,
-                                                      autogenerate_column_names=not header),
-                convert_options=pa_csv.ConvertOptions(strings_can_be_null=True))
-        return pq.read_table(path, use_threads=False)
+        if not _is_csv(path):
+            return pq.read_table(path, use_threads=False)
+        arrow = pa_csv.read_csv(
+            path, read_options=pa_csv.ReadOptions(use_threads=False,
+                                                  autogenerate_column_names=not header),
+            convert_options=pa_csv.ConvertOptions(strings_can_be_null=True))
     except (pa.ArrowException, OSError) as exc:
-        raise InvalidDataError(f"{site}: {path} cannot be read: {_arrow_problem(exc)}") from None
+        hint = delimiter_hint(_first_line(path))  # e.g. decimal commas after a ';' header
+        raise InvalidDataError(f"{site}: {path} {hint}" if hint is not None else
+                               f"{site}: {path} cannot be read: {_arrow_problem(exc)}") from None
+    hint = delimiter_hint(arrow.column_names) if header else None
+    if hint is not None:
+        raise InvalidDataError(f"{site}: {path} {hint}")
+    return arrow
+
+
+#: Bytes read to find a CSV file's first line (its header) when pyarrow cannot read it.
+HEADER_BYTES = 1 << 16
+
+
+def _first_line(path: Path) -> list[str]:
+    """A CSV file's first line as pyarrow would split it at commas (empty when unreadable):
+    the header's names, never a record."""
+    try:
+        with pa.input_stream(str(path), compression="detect") as stream:
+            head = stream.read(HEADER_BYTES).decode("utf-8", errors="replace")
+    except (pa.ArrowException, OSError):
+        return []
+    return head.splitlines()[0].split(",") if head else []
+
+
+def delimiter_hint(header: list[str]) -> str | None:
+    """What is wrong with a CSV file whose header ``header`` reads as one column holding
+    another delimiter than the comma (the delimiter named and counted, no name quoted), or
+    ``None``."""
+    if len(header) != 1:
+        return None
+    found = [(header[0].count(mark), mark) for mark in OTHER_DELIMITERS if mark in header[0]]
+    if not found:
+        return None
+    count, mark = max(found)
+    return (f"reads as one column: its header holds {count} {OTHER_DELIMITERS[mark]}(s) "
+            f"({mark!r}) and no comma, so the file seems separated by {mark!r}; fedpca reads "
+            "comma-separated CSV: export it with commas (R: write.csv, not write.csv2; a "
+            "spreadsheet: \"CSV (comma delimited)\") or as Parquet")
 
 
 def _require_file(path: Path, site: str, suffixes: tuple[str, ...]) -> None:

@@ -85,7 +85,7 @@ def register_deploy_command(commands: argparse._SubParsersAction) -> None:
     local.add_argument("--workdir", type=Path, required=True,
                        help="folder for certificates, logs, FLWR_HOME and the result")
     local.add_argument("--data", type=Path, nargs="+", required=True,
-                       help="one .npy or .csv file per site (site i is named i)")
+                       help="one .npy, .csv or .parquet file per site (site i is named i)")
     local.add_argument("--policy", type=Path, nargs="+", default=None,
                        help="one site policy file per --data file (default: fedpca site "
                             "init's defaults, written into WORKDIR/sites/NAME/)")

@@ -103,8 +103,8 @@ class DeploymentError(FedPCAError, RuntimeError):
 
 @dataclass(frozen=True)
 class Site:
-    """One site: its ``name`` (its key file's name), its records (``data_path``, ``.npy`` or
-    ``.csv``) and its ``policy`` file (``None``: the deployment writes ``fedpca site
+    """One site: its ``name`` (its key file's name), its records (``data_path``, ``.npy``,
+    ``.csv`` or ``.parquet``) and its ``policy`` file (``None``: the deployment writes ``fedpca site
     init``'s defaults for it, with a ledger in the site's folder)."""
 
     name: str

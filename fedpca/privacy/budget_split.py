@@ -37,7 +37,9 @@ variance is under-estimated by a factor ``a`` weighs ``a`` times too much), with
 error ``~ z_m Delta(Q) / (n var)``, large for a column whose spread is small beside its
 public range; 0.3 costs the algorithm 20% more noise. ``benchmarks/tables.py`` measures
 Analyze Gauss's captured variance on two public clinical tables at shares 0.1 to 0.5: 0.1
-lost up to 0.06 against 0.3 at eps 1, 0.5 gained up to 0.013.
+lost up to 0.06 against 0.3 at eps 1, 0.5 gained up to 0.013. Standardising with a public
+scale for every column (the contract's) releases no squares, only the sums: the centring
+share, 0.1 (:class:`fedpca.algorithms.centring.CentredPolicy` with ``public_scales``).
 """
 
 from __future__ import annotations

@@ -325,7 +325,8 @@ class SitePolicyFile:
             secure_min_sites=self.secure_min_sites, discrete=self.discrete,
             algorithm_releases=self.releases_per_run(algorithm),
             local=SPECS[algorithm].local_dp,
-            explained_variance=_explains(self.require_algorithm(algorithm)))
+            explained_variance=_explains(self.require_algorithm(algorithm)),
+            public_scales=self.load_contract().bounds.all_public)
 
     def privacy_config(self, algorithm: str) -> dict[str, Any]:
         """The run_config privacy keys as this site sets them for one run of ``algorithm``

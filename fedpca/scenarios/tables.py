@@ -25,6 +25,7 @@ from fedpca.data.contract import Contract, load_contract
 from fedpca.data.tables import read_table
 from fedpca.errors import ConfigurationError
 from fedpca.loadings import top_loadings
+from fedpca.report import scaling_lines
 from fedpca.scenarios.base import Scenario
 
 
@@ -135,8 +136,11 @@ class TableRun:
 
     def report(self, result: Any) -> list[str]:
         """The lines printed after the run: each component's largest loadings by column
-        name (:func:`~fedpca.loadings.top_loadings`); none for a clustering."""
-        return top_loadings(result) if self.scenario.HAS_LOADINGS else []
+        name (:func:`~fedpca.loadings.top_loadings`; none for a clustering), then, when it
+        standardised, how many column scales sit at the noise floor
+        (:func:`~fedpca.report.scaling_lines`: a warning naming the fix above a quarter)."""
+        loadings = top_loadings(result) if self.scenario.HAS_LOADINGS else []
+        return loadings + scaling_lines(result.privacy, result.config, result.dim)
 
     def site_rows(self, site: int) -> np.ndarray:
         """Site ``site``'s preprocessed rows."""
@@ -148,18 +152,21 @@ class TableRun:
         return [self.site_rows(i).shape[0] for i in range(self.sites)]
 
     def policy(self) -> CentredPolicy:
-        """Every site's policy (:func:`requested_policy` with this run's centring)."""
+        """Every site's policy (:func:`requested_policy` with this run's centring and its
+        contract's public scales)."""
         return requested_policy(self.scenario, self.standardize, self.moments_share,
-                                self.clip_norm)
+                                self.clip_norm, self.loaded_contract.bounds.all_public)
 
 
 def requested_policy(scenario: Scenario, standardize: bool, moments_share: float | None = None,
-                     clip_norm: float | None = None) -> CentredPolicy:
+                     clip_norm: float | None = None,
+                     public_scales: bool = False) -> CentredPolicy:
     """The centred policy a run of ``scenario`` asks for: its privacy settings and its
     algorithm's releases (:meth:`~fedpca.algorithms.specs.AlgorithmSpec.releases_per_run`,
     and DPS-PCA's explained variance if the scenario asks for it);
     secure sums are of discrete Gaussian residues; a local-DP algorithm's (LDP-PCA's) moments
-    are every record's own views. A real site replaces it with its own
+    are every record's own views; ``public_scales``: the contract gives every column a
+    public scale (``Contract.bounds.all_public``). A real site replaces it with its own
     (:meth:`~fedpca.privacy.site_policy.SitePolicyFile.centred_policy`)."""
     secure_min_sites = getattr(scenario, "secure_min_sites", None)
     explains = bool(getattr(scenario, "explained_variance", False))
@@ -171,5 +178,5 @@ def requested_policy(scenario: Scenario, standardize: bool, moments_share: float
         local=spec(scenario.ALGORITHM).local_dp,
         algorithm_releases=spec(scenario.ALGORITHM).releases_per_run(
             getattr(scenario, "rounds", 1)) + int(explains),
-        explained_variance=explains)
+        explained_variance=explains, public_scales=public_scales)
 

@@ -18,11 +18,14 @@ the site and only move which rows are clipped to the site's own ``C``.
 
 The history gains the moments round as round 0 (phase :data:`~fedpca.algorithms.centring.MOMENTS_PHASE`); the result is a
 :class:`~fedpca.results.CentredPCAResult` (columns, mean, scale, explained variance where
-the algorithm's server holds a whole noisy matrix).
+the algorithm's server holds a whole noisy matrix). The released result every site receives
+at the end names the columns whose scale sits at the noise floor
+(:attr:`~fedpca.site_results.ReleasedResult.floored_scales`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +38,7 @@ from fedpca.algorithms.site import SiteAnswer
 from fedpca.clients.centring import CENTRED_STEP, CENTRING, MOMENTS_STEP
 from fedpca.errors import ConfigurationError
 from fedpca.results import CentredPCAResult
+from fedpca.site_results import ReleasedResult
 from fedpca.strategies.base import SiteRoundStrategy
 
 #: The history's round number of the moments round (before the algorithm's round 1).
@@ -103,3 +107,12 @@ class CentredRounds(SiteRoundStrategy):
                  "floored_variances": list(moments.floored_variances)}
         return centred_result(super().result({**(config or {}), **extra}), moments,
                               self.columns)
+
+    def released_result(self, run_id: str) -> ReleasedResult | None:
+        """What every site receives: the algorithm's released result, with the columns
+        whose released scale sits at the noise floor when the run standardised."""
+        released = super().released_result(run_id)
+        moments = self.centring.moments
+        if released is None or moments is None or not moments.standardized:
+            return released
+        return dataclasses.replace(released, floored_scales=moments.floored_variances)
