@@ -396,7 +396,9 @@ def centred_privacy(policy: CentredPolicy, bounds: ColumnBounds,
     return {
         **policy.record(bounds),
         "noise_multiplier": policy.split().algorithm_multiplier,
-        "mechanism": mechanism,
+        "mechanism": (mechanism if not policy.discrete else
+                      f"{mechanism}, every release a secure sum of distributed discrete "
+                      "Gaussian messages"),
         "trust_model": (VERIFIED_TRUST.format(m=policy.secure_min_sites) if policy.discrete
                         else "per-site noise"),
     }

@@ -482,8 +482,15 @@ class LocalDeployment:
         return load_run_result(output)
 
     def close(self) -> None:
-        """Stop every process started here and their descendants; reap them."""
-        stopped = stop_processes(set(self.pids) | self.leftovers(), self.grace)
+        """Stop every process started here and their descendants, in the order a clean
+        shutdown needs: runs and tools first, then the sites (each SuperNode says goodbye
+        to the SuperLink), then the SuperLink; reap them."""
+        sites = {p.process.pid for s in self.running.values()
+                 for p in (s.supernode, s.superexec)}
+        superlinks = {d.process.pid for d in self._daemons} - sites
+        stopped = stop_processes(set(self.pids) - sites - superlinks, self.grace)
+        stopped += stop_processes(sites, self.grace)
+        stopped += stop_processes(superlinks | self.leftovers(), self.grace)
         late = self.leftovers()  # started while the others stopped, orphaned at once
         if late:
             stopped += stop_processes(late, self.grace)

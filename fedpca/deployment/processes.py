@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 PROC = Path("/proc")
 #: Seconds a process gets to exit after SIGTERM before it is sent SIGKILL.
-DEFAULT_GRACE = 5.0
+DEFAULT_GRACE = 10.0
 _POLL = 0.1
 
 

@@ -139,14 +139,19 @@ def _clipped_runs(policy: SitePolicyFile, records: np.ndarray
     it clips: a plain run clips the rows as they are to the policy's ``[data] clip-norm``; a
     centred (standardised) run clips the rows centred (and scaled) with the released mean
     (and scale) to the contract's public norm, here approximated with this site's own mean
-    and standard deviation (computed here, never sent)."""
+    and standard deviation (computed here, never sent), or the contract's public scale where
+    it states one."""
     runs = [("plain run", policy.clip_norm, records)]
     contract = policy.load_contract()
     if contract is None:
         return runs
     mean, sd = records.mean(axis=0), records.std(axis=0)
+    bounds = contract.bounds
+    public = np.array([np.nan if s is None else s for s in bounds.scales] or [np.nan] * len(sd))
     for standardize, label in ((False, "centred run"), (True, "standardised run")):
-        scale = np.where(sd > 0, sd, 1.0) if standardize else 1.0
+        # a standardised run divides by the contract's public scales where it states them
+        scale = np.where(np.isnan(public), np.where(sd > 0, sd, 1.0), public) if (
+            standardize) else 1.0
         runs.append((label, default_clip_norm(contract.bounds, standardize),
                      (records - mean) / scale))
     return runs
