@@ -12,6 +12,7 @@ plan's releases.
 """
 
 import json
+from pathlib import Path
 
 import pytest
 from flwr.app import Context, RecordDict
@@ -20,8 +21,7 @@ from local_grid import RUN_ID, LocalGrid, set_run_identity
 
 from fedpca.algorithms.specs import app_config
 from fedpca.apps.app import client_app
-from fedpca.apps.dpdis_pca import server_main as dpdis_main
-from fedpca.apps.dps_pca import server_main as dps_main
+from fedpca.apps.app import main as app_main
 from fedpca.apps.real_site import site_plan
 from fedpca.data.contract import load_contract
 from fedpca.deployment.consortium import write_consortium
@@ -36,54 +36,75 @@ ROWS = 150
 ROUNDS = 2
 
 
-@pytest.fixture(scope="module")
-def consortium(tmp_path_factory):
-    """Three sites' tables, the contract and their secure policies (M = 2)."""
-    work = tmp_path_factory.mktemp("consortium")
+def hospitals(work: Path) -> tuple[list[Path], list[Path]]:
+    """Three sites' tables in ``work``, the contract and their secure policies (M = 2)."""
     (work / "contract.toml").write_text(CONTRACT)
-    data = []
-    for i, name in enumerate(SITES):
-        data.append(work / f"{name}.csv")
-        data[-1].write_text(liver_table(ROWS, seed=i))
+    data = [work / f"{name}.csv" for name in SITES]
+    for i, path in enumerate(data):
+        path.write_text(liver_table(ROWS, seed=i))
     policies = write_consortium(work / "sites", SITES, data, min_sites=2,
                                 contract=work / "contract.toml")
     for policy in policies:
         policy.write_text(policy.read_text().replace("rounds = 10", f"rounds = {ROUNDS}"))
-    return work, policies
+    return data, policies
 
 
-def run(consortium, main, run_id, **request):
-    """One run of ``main`` over the three sites; the run record and each site's rows of it."""
-    work, policies = consortium
-    contract = load_contract(work / "contract.toml")
-    config = {**app_config(), "contract": contract.hash,
-              "contract-file": str(work / "contract.toml"), "k": 2, "min-sites": 3,
-              "output": str(work / f"run-{run_id}.json"), **request}
+@pytest.fixture(scope="module")
+def consortium(tmp_path_factory):
+    """:func:`hospitals`, once for the module."""
+    work = tmp_path_factory.mktemp("consortium")
+    return work, hospitals(work)[1]
+
+
+def request_for(work: Path, **request) -> dict:
+    """The coordinator's run_config for a centred run under ``work``'s contract."""
+    return {**app_config(), "contract": load_contract(work / "contract.toml").hash,
+            "contract-file": str(work / "contract.toml"), "k": 2, "min-sites": 3, **request}
+
+
+def federation(policies, config: dict, run_id: int, grid_cls=LocalGrid, **grid_options):
+    """The grid of the real sites of ``policies`` (node ``i`` the ``i``-th) answering in
+    this process, the server's context and each site's."""
     contexts = {node: Context(run_id=run_id, node_id=node, state=RecordDict(),
                               run_config=config, node_config={"policy": str(policy)})
                 for node, policy in enumerate(policies, start=1)}
     server = Context(run_id=run_id, node_id=0, state=RecordDict(), node_config={},
                      run_config=config)
+    grid = grid_cls(client_app, contexts, **grid_options)
+    grid.run.run_id = run_id
+    return grid, server, contexts
+
+
+def run_app(grid, server: Context) -> None:
+    """The App's ServerApp over ``grid`` (run ``server.run_id``)."""
     with pytest.MonkeyPatch.context() as patch:
         set_run_identity(patch)
-        patch.setattr("local_grid.RUN_ID", run_id)
-        main(LocalGrid(client_app, contexts), server)
-    record = json.loads((work / f"run-{run_id}.json").read_text())
+        patch.setattr("local_grid.RUN_ID", server.run_id)
+        app_main(grid, server)
+
+
+def run(consortium, run_id, **request):
+    """One run over the three sites; the run record and each site's rows of it."""
+    work, policies = consortium
+    output = work / f"run-{run_id}.json"
+    grid, server, contexts = federation(
+        policies, request_for(work, output=str(output), **request), run_id)
+    run_app(grid, server)
     rows = {name: [r for r in load_site_policy(p).open_ledger().rows()
                    if r["run_id"] == str(run_id)] for name, p in zip(SITES, policies)}
-    return record, rows, contexts
+    return json.loads(output.read_text()), rows, contexts
 
 
-@pytest.mark.parametrize("main, request_, releases", [
-    (dpdis_main, {"algorithm": "dpdis-pca", "variant": "secure-sum", "centring": "standardize"},
+@pytest.mark.parametrize("request_, releases", [
+    ({"algorithm": "dpdis-pca", "variant": "secure-sum", "centring": "standardize"},
      2),  # the moments, then one DPdisPCA release
-    (dps_main, {"algorithm": "dps-pca", "centring": "centre", "rounds": ROUNDS, "s-hat": 6},
+    ({"algorithm": "dps-pca", "centring": "centre", "rounds": ROUNDS, "s-hat": 6},
      ROUNDS + 2),  # the moments, the initialisation, the power rounds
 ], ids=["dpdis-standardize", "dps-centre"])
 def test_a_centred_secure_run_completes_at_real_sites_with_the_plans_releases(
-        consortium, main, request_, releases):
+        consortium, request_, releases):
     run_id = 40 + releases
-    record, rows, contexts = run(consortium, main, run_id, **request_)
+    record, rows, contexts = run(consortium, run_id, **request_)
     assert record["status"] == "complete"
     assert all(answered == list(SITES) for answered in record["sites_answered"])
     assert record["flower_rounds"] == releases
@@ -157,24 +178,14 @@ def everything_in(policy) -> tuple:
 def test_a_site_that_stops_mid_run_fails_the_run_at_every_site_that_released(
         consortium, tmp_path):
     work, policies = consortium
-    config = {**app_config(), "algorithm": "dps-pca", "contract": load_contract(
-        work / "contract.toml").hash, "contract-file": str(work / "contract.toml"),
-        "centring": "centre", "rounds": ROUNDS, "s-hat": 6, "k": 2, "min-sites": 3,
-        "output": str(tmp_path / "run.json")}
+    config = request_for(work, algorithm="dps-pca", centring="centre", rounds=ROUNDS,
+                         output=str(tmp_path / "run.json"), **{"s-hat": 6})
     run_id = 77
-    contexts = {node: Context(run_id=run_id, node_id=node, state=RecordDict(),
-                              run_config=config, node_config={"policy": str(policy)})
-                for node, policy in enumerate(policies, start=1)}
-    server = Context(run_id=run_id, node_id=0, state=RecordDict(), node_config={},
-                     run_config=config)
-    with pytest.MonkeyPatch.context() as patch:
-        set_run_identity(patch)
-        patch.setattr("local_grid.RUN_ID", run_id)
-        # hospital-c answers the readiness question, the key agreement (2 messages) and the
-        # first rounds' messages (it releases), then stops
-        with pytest.raises(Exception, match=r"round \d: 2 site\(s\) answered, need 3"):
-            from fedpca.apps.app import main
-            main(StoppingGrid(client_app, contexts, stopped=3, answers=6), server)
+    # hospital-c answers the readiness question, the key agreement (2 messages) and the
+    # first rounds' messages (it releases), then stops
+    grid, server, _ = federation(policies, config, run_id, StoppingGrid, stopped=3, answers=6)
+    with pytest.raises(Exception, match=r"round \d: 2 site\(s\) answered, need 3"):
+        run_app(grid, server)
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["status"] == "failed"
     assert any("no reply" in reason for reason in record["site_failures"])
@@ -190,32 +201,15 @@ def test_a_site_that_stops_mid_run_fails_the_run_at_every_site_that_released(
 
 def test_a_site_whose_table_fails_its_contract_stops_the_run_before_any_ledger_changes(
         tmp_path):
-    (tmp_path / "contract.toml").write_text(CONTRACT)
-    data = []
-    for i, name in enumerate(SITES):
-        data.append(tmp_path / f"{name}.csv")
-        data[-1].write_text(liver_table(ROWS, seed=i))
-    policies = write_consortium(tmp_path / "sites", SITES, data, min_sites=2,
-                                contract=tmp_path / "contract.toml")
+    data, policies = hospitals(tmp_path)
     # one hospital's export renames a column
     data[1].write_text(data[1].read_text().replace("bili", "bilirubin", 1))
     before = [everything_in(p) for p in policies]
-    config = {**app_config(), "algorithm": "dpdis-pca", "variant": "secure-sum",
-              "centring": "standardize", "contract": load_contract(
-                  tmp_path / "contract.toml").hash,
-              "contract-file": str(tmp_path / "contract.toml"), "k": 2, "min-sites": 3,
-              "output": str(tmp_path / "run.json")}
-    contexts = {node: Context(run_id=9, node_id=node, state=RecordDict(), run_config=config,
-                              node_config={"policy": str(policy)})
-                for node, policy in enumerate(policies, start=1)}
-    server = Context(run_id=9, node_id=0, state=RecordDict(), node_config={},
-                     run_config=config)
-    grid = LocalGrid(client_app, contexts)
-    with pytest.MonkeyPatch.context() as patch:
-        set_run_identity(patch)
-        from fedpca.apps.app import main
-        with pytest.raises(Exception, match="budget round: 2 site"):
-            main(grid, server)
+    config = request_for(tmp_path, algorithm="dpdis-pca", variant="secure-sum",
+                         centring="standardize", output=str(tmp_path / "run.json"))
+    grid, server, _ = federation(policies, config, 9)
+    with pytest.raises(Exception, match="budget round: 2 site"):
+        run_app(grid, server)
     assert set(grid.types) == {"query"}  # nothing but the readiness question was sent
     record = json.loads((tmp_path / "run.json").read_text())
     (reason,) = record["site_failures"]
