@@ -11,6 +11,7 @@ so a centred secure run (a moments round before the algorithm's) completes with 
 plan's releases.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -45,7 +46,8 @@ def hospitals(work: Path) -> tuple[list[Path], list[Path]]:
     policies = write_consortium(work / "sites", SITES, data, min_sites=2,
                                 contract=work / "contract.toml")
     for policy in policies:
-        policy.write_text(policy.read_text().replace("rounds = 10", f"rounds = {ROUNDS}"))
+        policy.write_text(policy.read_text().replace("rounds = 10", f"rounds = {ROUNDS}")
+                          + f"\n[algorithms.sulq-kplane]\nrounds = {ROUNDS}\n")
     return data, policies
 
 
@@ -100,13 +102,15 @@ def run(consortium, run_id, **request):
      2),  # the moments, then one DPdisPCA release
     ({"algorithm": "dps-pca", "centring": "centre", "rounds": ROUNDS, "s-hat": 6},
      ROUNDS + 2),  # the moments, the initialisation, the power rounds
-], ids=["dpdis-standardize", "dps-centre"])
+    ({"algorithm": "sulq-kplane", "centring": "standardize", "rounds": ROUNDS, "clusters": 2,
+      "subspace-dim": 2}, ROUNDS + 1),  # the moments, then one release a round
+], ids=["dpdis-standardize", "dps-centre", "kplane-standardize"])
 def test_a_centred_secure_run_completes_at_real_sites_with_the_plans_releases(
         consortium, request_, releases):
     run_id = 40 + releases
     record, rows, contexts = run(consortium, run_id, **request_)
     assert record["status"] == "complete"
-    assert all(answered == list(SITES) for answered in record["sites_answered"])
+    assert [entry["sites"] for entry in record["history"]] == [len(SITES)] * releases
     assert record["flower_rounds"] == releases
     for (name, site_rows), context in zip(rows.items(), contexts.values()):
         _, plan = site_plan(context, request_["algorithm"])
@@ -129,8 +133,9 @@ def test_the_plan_counts_the_moments_release_and_refuses_what_the_policy_does_no
     assert isinstance(charge, RunCharge) and charge.max_releases == centred.count
     assert charge.description["releases"] == centred.count
     assert charge.description["contract"] == contract
+    only_dps = dataclasses.replace(policy, algorithms={"dps-pca": policy.algorithms["dps-pca"]})
     with pytest.raises(PolicyError, match="not allowed"):
-        plan_run(policy, "7", "sulq-kplane", {"contract": contract})
+        plan_run(only_dps, "7", "sulq-kplane", {"contract": contract})
     with pytest.raises(InvalidRequestError, match="seed=3"):
         plan_run(policy, "7", "dps-pca", {"contract": contract, "seed": 3})
     with pytest.raises(InvalidRequestError, match="centring='both'"):
