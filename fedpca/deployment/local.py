@@ -560,8 +560,8 @@ class LocalDeployment:
             if during is not None:
                 during(item)
             for daemon in list(self._daemons):
-                if daemon.process.poll() is None:
-                    continue
+                if daemon not in self._daemons or daemon.process.poll() is None:
+                    continue  # running, or its site was left out a moment ago
                 stopped = self._site_of(daemon)
                 if stopped is None:  # the SuperLink: nothing runs without it
                     raise daemon.failure(
