@@ -41,7 +41,7 @@ from fedpca.algorithms.site_limits import POLICY_KEYS as LIMIT_KEYS
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.algorithms.specs import SPECS
 from fedpca.data.contract import Contract, load_contract
-from fedpca.data.files import load_site_file
+from fedpca.data.files import file_fingerprint, load_site_file
 from fedpca.data.tables import read_table
 from fedpca.errors import ConfigurationError
 from fedpca.privacy.calibration import ACCOUNTING_MODES, calibrate_gaussian, pld_epsilon
@@ -242,9 +242,10 @@ class SitePolicyFile:
     def ledger_settings(self) -> dict[str, Any]:
         """The settings of this policy that decide what the site spends and releases, by
         their keys in the policy file, as its ledger records them: the budget, the clip
-        norm and moments share, the secure sums, every algorithm allowed or not (with its
-        settings), the population, the data file and the contract's hash (``none``
-        without one). Raises ContractError when the contract cannot be read."""
+        norm and moments share, the secure sums (the roster by its SHA-256: a new member is a
+        change; the signing key by its path), the noise-draw limit, every algorithm allowed
+        or not (with its settings), the population, the data file and the contract's hash
+        (``none`` without one). Raises ContractError when the contract cannot be read."""
         settings: dict[str, Any] = {
             "site.population": self.population,
             "site.data": str(self.data),
@@ -261,6 +262,12 @@ class SitePolicyFile:
             "secure-aggregation.min-sites": self.secure_min_sites or 0,
             "secure-aggregation.colluders": self.colluders,
             "secure-aggregation.discrete": self.discrete,
+            # who may be in a secure sum: the roster's content (a new member changes it)
+            "secure-aggregation.roster": (None if self.roster is None or not self.roster.is_file()
+                                          else file_fingerprint(self.roster)),
+            "secure-aggregation.signing-key": None if self.signing_key is None else str(
+                self.signing_key),
+            "limits.max-noise-draws": self.limits.max_noise_draws,
         }
         for algorithm in POLICY_ALGORITHMS:
             allowed = self.algorithms.get(algorithm)
