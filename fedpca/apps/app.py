@@ -30,6 +30,7 @@ from fedpca.blas import single_thread_blas
 from fedpca.errors import ConfigurationError, ParameterError, RunConfigNames
 from fedpca.clients.site_app import client_result, client_run_end, site_client_app
 from fedpca.run_record import failure_recorded
+from fedpca.strategies.prompt_grid import prompt
 from fedpca.secure.identity import SecureIdentity
 
 
@@ -84,6 +85,6 @@ def main(grid: Grid, context: Context) -> None:
     marks the run failed; a parameter error names the run_config keys to change."""
     with failure_recorded(_algorithm(context), record_path(dict(context.run_config))):
         try:
-            load(_spec(context).server_main)(grid, context)
+            load(_spec(context).server_main)(prompt(grid), context)
         except ParameterError as error:  # named as the coordinator writes them
             raise ConfigurationError(error.render(RunConfigNames())) from None

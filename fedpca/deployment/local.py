@@ -67,6 +67,7 @@ from fedpca.deployment.processes import (
     signal_processes,
     stop_processes,
 )
+from fedpca.deployment.site_runtime import POLL_ENV
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.privacy.site_policy import write_policy_template
 from fedpca.run_record import FAILED, RunResult, load_run_result
@@ -601,6 +602,7 @@ class LocalDeployment:
         # SuperExecs (the SuperLink's and each site's) look for new tasks every second by
         # default; on loopback a shorter poll cuts the latency of every round.
         env.setdefault(SUPEREXEC_POLL_ENV, SUPEREXEC_POLL_SECONDS)
+        env.setdefault(POLL_ENV, SUPEREXEC_POLL_SECONDS)  # the sites' SuperNodes, likewise
         env.update(
             FLWR_HOME=str(self.flwr_home),
             PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",

@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -131,8 +133,33 @@ def run_site_supernode(policy: SitePolicyFile, flower_args: Sequence[str]) -> No
     start_client_internal.get_fused_config_from_fab = checked_fab_config(
         start_client_internal.get_fused_config_from_fab
     )
+    poll = os.environ.get(POLL_ENV)
+    if poll:
+        start_client_internal.time = _ShorterWaits(float(poll))
     sys.argv = ["flower-supernode", *flower_args, "--node-config", f'policy="{policy.path}"']
     flower_supernode()
+
+
+#: Environment variable: the most seconds a site's SuperNode waits before it looks for the
+#: next message (Flower 1.41-1.42 wait 3 s when none came; ``fedpca deploy local`` sets 0.2
+#: on loopback). Unset: Flower's own waits.
+POLL_ENV = "FEDPCA_SUPERNODE_POLL_SECONDS"
+
+
+class _ShorterWaits:
+    """The ``time`` module Flower's SuperNode loop uses, with every wait at most ``most``
+    seconds (its other functions are the module's own)."""
+
+    def __init__(self, most: float) -> None:
+        if not 0 < most <= 3:
+            raise ConfigurationError(f"{POLL_ENV}={most:g} must be in (0, 3] seconds")
+        self.most = most
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(min(seconds, self.most))
 
 
 def run_site_superexec(
