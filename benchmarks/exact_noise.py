@@ -5,11 +5,11 @@ float sampler?
 
 One release's noise, float and exact side by side in one run, each timed as the site makes it
 from its computed statistic: **float** ``statistic + sigma * standard_normal`` (DPS-PCA's
-power step, :meth:`fedpca.privacy.mechanisms.NoiseSource.gaussian`) and the symmetric
-matrix of :meth:`~fedpca.privacy.mechanisms.NoiseSource.symmetric` (Analyze Gauss, drawn in
-row blocks and mirrored); **exact** :class:`fedpca.privacy.exact_noise.ExactGaussian`: the
+power step, :meth:`fedpca.dp.mechanisms.NoiseSource.gaussian`) and the symmetric
+matrix of :meth:`~fedpca.dp.mechanisms.NoiseSource.symmetric` (Analyze Gauss, drawn in
+row blocks and mirrored); **exact** :class:`fedpca.dp.exact_noise.ExactGaussian`: the
 grid, the statistic rounded to it, exact discrete Gaussian noise
-(:mod:`fedpca.privacy.discrete_gaussian_fast`), grid points released. Cases: DPS-PCA power
+(:mod:`fedpca.dp.discrete_gaussian_fast`), grid points released. Cases: DPS-PCA power
 steps ``d x k`` = 200 x 3 and 20,000 x 10 (noise multiplier of T = 10 rounds at eps = 1,
 delta = 1e-5), Analyze Gauss ``d x d`` = 1,000 and 6,830 (one release at eps = 1, delta =
 1e-5), and a site's whole power step (``X^T (X Q)`` of :data:`SITE_RECORDS` records, then
@@ -45,9 +45,9 @@ sys.path.insert(0, str(HERE))
 
 from common import machine_info, md_table, progress, quick_option  # noqa: E402
 
-from fedpca.privacy.calibration import calibrate_gaussian  # noqa: E402
-from fedpca.privacy.exact_noise import ExactGaussian, symmetric_coordinates  # noqa: E402
-from fedpca.privacy.mechanisms import (  # noqa: E402
+from fedpca.dp.calibration import calibrate_gaussian  # noqa: E402
+from fedpca.dp.exact_noise import ExactGaussian, symmetric_coordinates  # noqa: E402
+from fedpca.dp.mechanisms import (  # noqa: E402
     NoiseSource,
     power_step_sensitivity,
     upper_triangle_sensitivity,

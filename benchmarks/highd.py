@@ -117,7 +117,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite, run_dpdis_pca
     from fedpca.estimators import PPCA, AnalyzeGaussPCA, NonPrivatePCA
     from fedpca.linalg import subspace
-    from fedpca.privacy import mechanisms
+    from fedpca.dp import mechanisms
 
     steps: list[int] = []
 

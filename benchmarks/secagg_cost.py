@@ -57,8 +57,8 @@ from flwr.supercore.primitives.asymmetric import (  # noqa: E402
 from secagg import STAGES, flower_run  # noqa: E402
 
 import fedpca.strategies.workflow as workflow  # noqa: E402
-from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS  # noqa: E402
-from fedpca.privacy.hadamard import next_power_of_two  # noqa: E402
+from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS  # noqa: E402
+from fedpca.dp.hadamard import next_power_of_two  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 FULL = {"sites": (100, 300), "dim": 200, "k": 3, "power_rounds": 2, "rows": 200,

@@ -43,7 +43,7 @@ from common import machine_info, md_table, median, progress  # noqa: E402
 from flower_round import _scenario  # noqa: E402
 
 import fedpca.simulations.dps_pca as simulation  # noqa: E402
-from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS  # noqa: E402
+from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS  # noqa: E402
 from fedpca.secure.conditions import smallest_threshold  # noqa: E402
 from fedpca.secure.identity import simulation_key, simulation_roster  # noqa: E402
 from fedpca.secure.protocol import ServerSession, SiteSession  # noqa: E402

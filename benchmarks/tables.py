@@ -121,7 +121,7 @@ from fedpca.data.contract import load_contract  # noqa: E402
 from fedpca.data.partition import partition_iid  # noqa: E402
 from fedpca.data.tables import read_table, write_table  # noqa: E402
 from fedpca.linalg.bingham import sample_vector_bingham  # noqa: E402
-from fedpca.privacy.moments import ColumnBounds  # noqa: E402
+from fedpca.dp.moments import ColumnBounds  # noqa: E402
 
 TABLES = ("flchain", "rotterdam")
 EPSILONS = (1.0, 4.0)

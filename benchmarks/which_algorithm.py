@@ -20,7 +20,7 @@ fedpca ships (as ``benchmarks/tables.py``), split over 4 sites (public random sp
 share 0.3 of the run's budget) and every method runs on the same centred, standardised rows
 clipped to ``C = sqrt(d)``: the comparison is of the algorithms, not of their centring.
 Each method gets the part of the budget left after the moments
-(:func:`fedpca.privacy.budget_split.split_budget` for its own number of releases ``T_m``):
+(:func:`fedpca.dp.budget_split.split_budget` for its own number of releases ``T_m``):
 it is run at the epsilon its ``T_m`` releases have alone, which calibrates them to the
 split's multiplier ``z_a`` (recorded). The moments release uses the split of a one-release
 run; a method with more releases would give the moments a multiplier larger by the
@@ -85,7 +85,7 @@ from fedpca.data.partition import partition_iid  # noqa: E402
 from fedpca.data.synthetic import SparseSpikedModel, site_data  # noqa: E402
 from fedpca.errors import FedPCAError  # noqa: E402
 from fedpca.linalg.fantope import ADMMSettings  # noqa: E402
-from fedpca.privacy.budget_split import ALGORITHM, split_budget  # noqa: E402
+from fedpca.dp.budget_split import ALGORITHM, split_budget  # noqa: E402
 from fedpca.results import PCAResult  # noqa: E402
 
 EPSILONS = (1.0, 4.0)

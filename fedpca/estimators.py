@@ -79,8 +79,8 @@ from fedpca.algorithms.ppca import ALGORITHM as PPCA_ALGORITHM
 from fedpca.algorithms.ppca import DEFAULT_BURN_IN, run_ppca_chain
 from fedpca.errors import ConfigurationError, InvalidDataError
 from fedpca.linalg.bingham import ChainDiagnostics
-from fedpca.privacy.moments import ColumnBounds
-from fedpca.privacy.validation import validate_site_data
+from fedpca.dp.moments import ColumnBounds
+from fedpca.dp.validation import validate_site_data
 from fedpca.results import PCAResult
 
 try:  # optional: with scikit-learn the estimators are scikit-learn estimators
@@ -417,7 +417,7 @@ _CENTRING_ARGS = """
             centred (standardised) rows, clipped to ``data_norm``; the same
             (epsilon, delta) covers both
             (:func:`~fedpca.algorithms.centred_run.run_centred_pca`).
-        bounds: the contract's public :class:`~fedpca.privacy.moments.ColumnBounds`
+        bounds: the contract's public :class:`~fedpca.dp.moments.ColumnBounds`
             (``Contract.bounds``), required when centring: ``X`` must then be the
             contract's preprocessed matrix, every column within them (they set the mean's
             sensitivity).
@@ -430,7 +430,7 @@ class AnalyzeGaussPCA(_GaussianNoisePCA):
     Privacy guarantee: (epsilon, delta)-DP per record of ``X`` (replace-one) for each fit,
     analytic Gaussian calibration for the L2 sensitivity ``sqrt(2) data_norm^2``; when
     centring, the moments release and Analyze Gauss split the same (epsilon, delta)
-    (:mod:`fedpca.privacy.budget_split`: Gaussian releases compose exactly).
+    (:mod:`fedpca.dp.budget_split`: Gaussian releases compose exactly).
 
     Args:
         n_components: number of components ``k`` (``1 <= k <= d``).
@@ -478,7 +478,7 @@ class ModSulqPCA(_GaussianNoisePCA):
     by the paper's Theorem 1 (rows of norm ``<= 1``: applied to ``X / data_norm``); when
     centring, the Gaussian moments release is (eps_m, delta / 2)-DP and MOD-SuLQ gets
     (epsilon - eps_m, delta / 2), basic composition
-    (:mod:`fedpca.privacy.basic_composition`).
+    (:mod:`fedpca.dp.basic_composition`).
 
     Args:
         n_components: number of components ``k`` (``1 <= k <= d``).
@@ -505,7 +505,7 @@ class PPCA(_PrivateCentredPCA):
     exact sampling. When centring, the moments release is Gaussian: it is
     (eps_m, moments_delta)-DP and PPCA gets epsilon - eps_m, pure, so the fit is
     (epsilon, moments_delta)-DP by basic composition
-    (:mod:`fedpca.privacy.basic_composition`; :attr:`delta` says which). Only the subspace
+    (:mod:`fedpca.dp.basic_composition`; :attr:`delta` says which). Only the subspace
     is released: ``explained_variance_`` does not exist. ``diagnostics_`` (the chain's
     mixing diagnostics, uncentred fits) is computed from the data and is NOT private.
 

@@ -10,8 +10,8 @@ which :meth:`fedpca.results.PCAResult.load` reads back. A metric the run could n
 
 The headline guarantee is what the sites guaranteed, never what the coordinator asked: each
 site's answers carry its own guarantee (``site_guarantees``,
-:mod:`fedpca.privacy.guarantee`) and the headline is the weakest of them, as is the full
-result's ``privacy`` (:func:`fedpca.privacy.guarantee.as_guaranteed`: no block of the record
+:mod:`fedpca.dp.guarantee`) and the headline is the weakest of them, as is the full
+result's ``privacy`` (:func:`fedpca.dp.guarantee.as_guaranteed`: no block of the record
 states a privacy the sites did not give); the run's configuration, which a real site
 replaces with its policy, is ``request``, never read as a guarantee. A run without Flower
 (the reference runs) has no site guarantees: its sites all used that configuration.
@@ -35,7 +35,7 @@ from fedpca.algorithms.centring import MOMENTS_PHASE
 from fedpca.algorithms.dpdis_pca import message_bytes
 from fedpca.errors import RunFailedError
 from fedpca.loadings import loadings
-from fedpca.privacy.guarantee import SiteGuarantee, weakest
+from fedpca.dp.guarantee import SiteGuarantee, weakest
 from fedpca.results import PCAResult
 from fedpca.scenarios.base import NO_SEED
 

@@ -36,7 +36,7 @@ from flwr.serverapp import Grid, ServerApp
 from fedpca.apps.common import secure_max_records, server_scenario
 from fedpca.clients.messages import request_content
 from fedpca.clients.secure_protocol import PROTOCOL_RECORD
-from fedpca.privacy.hadamard import next_power_of_two
+from fedpca.dp.hadamard import next_power_of_two
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.secure.protocol import (
     Advertisement,

@@ -45,9 +45,9 @@ from fedpca.audit.attack import (
 from fedpca.audit.targets import MECHANISMS, AuditSettings, audit_target, upper_triangle
 from fedpca.commands.audit import register_audit_command
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.calibration import pld_epsilon
-from fedpca.privacy.exact_noise import EXACT, ExactGaussian, grid_step
-from fedpca.privacy.mechanisms import (
+from fedpca.dp.calibration import pld_epsilon
+from fedpca.dp.exact_noise import EXACT, ExactGaussian, grid_step
+from fedpca.dp.mechanisms import (
     NoiseSource,
     diagonal_sensitivity,
     power_step_sensitivity,

@@ -5,7 +5,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from fedpca.blas import one_blas_thread
 from fedpca.linalg.subspace import GramPlusSymmetric, lanczos_top_eigenpairs
-from fedpca.privacy.mechanisms import symmetric_gaussian
+from fedpca.dp.mechanisms import symmetric_gaussian
 
 
 def blas_threads() -> list[int]:

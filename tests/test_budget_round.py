@@ -20,10 +20,10 @@ from fedpca.apps.common import server_scenario
 from fedpca.clients import dps_pca as dps_clients
 from fedpca.clients import site_client_app
 from fedpca.clients.messages import budget_question, request_content
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger
-from fedpca.privacy.site_policy import load_site_policy, write_policy_template
+from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
+from fedpca.site.policy import load_site_policy, write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.site_results import load_result, results_folder
+from fedpca.site.results import load_result, results_folder
 from fedpca.strategies.base import BudgetRoundError
 from fedpca.strategies.dps_pca import DPSPCAStrategy
 from fedpca.strategies.workflow import run_strategy

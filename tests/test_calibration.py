@@ -6,7 +6,7 @@ import pytest
 from scipy.stats import norm
 
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.calibration import calibrate_gaussian, pld_epsilon, rdp_epsilon
+from fedpca.dp.calibration import calibrate_gaussian, pld_epsilon, rdp_epsilon
 
 
 def exact_gaussian_delta(epsilon: float, mu: float) -> float:

@@ -22,8 +22,8 @@ from fedpca.data.synthetic import SparseSpikedModel
 from fedpca.errors import ConfigurationError, InvalidDataError
 from fedpca.linalg.bingham import sample_vector_bingham
 from fedpca.linalg.subspace import subspace_distance, top_eigenvectors
-from fedpca.privacy.calibration import calibrate_gaussian, pld_epsilon
-from fedpca.privacy.mechanisms import upper_triangle_sensitivity
+from fedpca.dp.calibration import calibrate_gaussian, pld_epsilon
+from fedpca.dp.mechanisms import upper_triangle_sensitivity
 from fedpca.results import PCAResult
 
 #: False-alarm probability of each statistical check.

@@ -13,8 +13,8 @@ from fedpca.algorithms.centring import CentredPolicy
 from fedpca.errors import ConfigurationError, InvalidDataError
 from fedpca.estimators import PPCA, AnalyzeGaussPCA, ModSulqPCA, NonPrivatePCA
 from fedpca.linalg.subspace import subspace_distance
-from fedpca.privacy.budget_split import gaussian_epsilon
-from fedpca.privacy.calibration import pld_epsilon
+from fedpca.dp.budget_split import gaussian_epsilon
+from fedpca.dp.calibration import pld_epsilon
 from test_centring import BOUNDS, COLUMNS, ROWS, centred_reference, contract_rows
 
 HUGE_ROWS = contract_rows(4000, seed=1)[0]

@@ -31,10 +31,10 @@ from fedpca.data.contract import load_contract
 from fedpca.data.tables import read_table
 from fedpca.errors import BudgetExceededError, ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import subspace_distance
-from fedpca.privacy.guarantee import PREFIX
-from fedpca.privacy.ledger import PrivacyLedger
-from fedpca.privacy.site_ledger import SiteLedger
-from fedpca.privacy.site_policy import PolicyError, load_site_policy
+from fedpca.dp.guarantee import PREFIX
+from fedpca.dp.ledger import PrivacyLedger
+from fedpca.site.ledger import SiteLedger
+from fedpca.site.policy import PolicyError, load_site_policy
 from fedpca.run_record import run_record
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario

@@ -22,9 +22,9 @@ from fedpca.clustering.result import CentredClusteringResult
 from fedpca.data.contract import load_contract
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import subspace_distance
-from fedpca.privacy.site_ledger import SiteLedger
-from fedpca.privacy.site_policy import load_site_policy
-from fedpca.privacy.moments import moment_statistic
+from fedpca.site.ledger import SiteLedger
+from fedpca.site.policy import load_site_policy
+from fedpca.dp.moments import moment_statistic
 from fedpca.run_record import run_record, save_run_record
 from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.scenarios.ldp_pca import LDPScenario

@@ -25,11 +25,11 @@ from fedpca.algorithms.dpdis_pca import DPdisPCASite, second_moment_sensitivity
 from fedpca.data.contract import parse_contract
 from fedpca.errors import BudgetExceededError, ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import subspace_distance
-from fedpca.privacy.budget_split import ALGORITHM, MOMENTS, split_budget
-from fedpca.privacy.calibration import pld_epsilon
-from fedpca.privacy.ledger import PrivacyLedger
-from fedpca.privacy.mechanisms import upper_triangle_sensitivity
-from fedpca.privacy.moments import moment_statistic
+from fedpca.dp.budget_split import ALGORITHM, MOMENTS, split_budget
+from fedpca.dp.calibration import pld_epsilon
+from fedpca.dp.ledger import PrivacyLedger
+from fedpca.dp.mechanisms import upper_triangle_sensitivity
+from fedpca.dp.moments import moment_statistic
 from fedpca.results import CentredPCAResult
 from chi_square import ALPHA
 from liver_contract import ALL_SCALED, CONTRACT, SCALED

@@ -118,7 +118,7 @@ def test_integer_and_boolean_data_is_refused(dtype):
 
 def test_prepared_data_must_match_the_policy_clip_norm():
     from fedpca.errors import ConfigurationError
-    from fedpca.privacy.site_data import SiteData
+    from fedpca.dp.site_data import SiteData
 
     data = SiteData.prepare(np.eye(3), clip_norm=0.5, site="s")
     assert data.clip.clipped_rows == 3
@@ -129,7 +129,7 @@ def test_prepared_data_must_match_the_policy_clip_norm():
 
 
 def test_clipping_leaves_the_input_untouched():
-    from fedpca.privacy.clipping import clip_rows
+    from fedpca.dp.clipping import clip_rows
 
     X = np.array([[3.0, 4.0], [0.1, 0.1]])
     before = X.copy()

@@ -12,9 +12,9 @@ from fedpca.apps.real_site import open_real_site
 from fedpca.cli import main as cli_main
 from fedpca.data.contract import load_contract
 from fedpca.errors import ConfigurationError, InvalidRequestError
-from fedpca.privacy.ledger_lifecycle import create_site_ledger
-from fedpca.privacy.site_ledger import SiteLedger
-from fedpca.privacy.site_policy import SitePolicyFile, load_site_policy, write_policy_template
+from fedpca.site.ledger_lifecycle import create_site_ledger
+from fedpca.site.ledger import SiteLedger
+from fedpca.site.policy import SitePolicyFile, load_site_policy, write_policy_template
 from liver_contract import ALL_SCALED, CONTRACT, SCALED, liver_table
 
 ROWS = 40

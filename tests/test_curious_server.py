@@ -12,7 +12,7 @@ from fedpca.clients.dps_pca import DPSPCAClient
 from fedpca.clients.ldp_pca import LDPCovarianceClient
 from fedpca.errors import InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
-from fedpca.privacy.guarantee import SiteGuarantee
+from fedpca.dp.guarantee import SiteGuarantee
 
 D = 8
 Q = thin_qr(np.random.default_rng(0).standard_normal((D, 2)))

@@ -42,11 +42,11 @@ from fedpca.deployment.processes import (
     stop_processes,
 )
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.calibration import calibrate_gaussian
-from fedpca.privacy.site_ledger import SiteLedger
-from fedpca.privacy.site_policy import load_site_policy, write_policy_template
+from fedpca.dp.calibration import calibrate_gaussian
+from fedpca.site.ledger import SiteLedger
+from fedpca.site.policy import load_site_policy, write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.site_results import load_result, results_folder
+from fedpca.site.results import load_result, results_folder
 
 pytestmark = pytest.mark.federation
 

@@ -9,13 +9,13 @@ import pytest
 from chi_square import ALPHA, chi_square_p
 
 from fedpca.errors import ConfigurationError
-from fedpca.privacy import discrete_gaussian_fast as fast
-from fedpca.privacy.discrete_gaussian import (
+from fedpca.dp import discrete_gaussian_fast as fast
+from fedpca.dp.discrete_gaussian import (
     MAX_SIGMA_SQ,
     discrete_gaussian_pmf,
     discrete_gaussian_variance,
 )
-from fedpca.privacy.discrete_gaussian_fast import discrete_gaussian
+from fedpca.dp.discrete_gaussian_fast import discrete_gaussian
 
 
 @pytest.mark.parametrize("sigma_sq", [1, 2, 7, 100, 2500])

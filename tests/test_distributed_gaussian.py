@@ -10,19 +10,19 @@ import pytest
 from scipy import linalg, optimize, special, stats
 
 from fedpca.errors import ConfigurationError, ParameterError
-from fedpca.privacy.ddg_encoding import (
+from fedpca.dp.ddg_encoding import (
     centre,
     decode_sum,
     encode_site,
     modular_sum,
     randomized_round,
 )
-from fedpca.privacy.discrete_gaussian import (
+from fedpca.dp.discrete_gaussian import (
     MAX_SIGMA_SQ,
     discrete_gaussian_pmf,
     discrete_gaussian_variance,
 )
-from fedpca.privacy.distributed_gaussian import (
+from fedpca.dp.distributed_gaussian import (
     INFLATION_RANGE,
     calibrate_ddg,
     choose_grid,
@@ -39,7 +39,7 @@ from fedpca.privacy.distributed_gaussian import (
     wrap_probability,
     zcdp_epsilon,
 )
-from fedpca.privacy.hadamard import RandomizedHadamard, fwht, next_power_of_two
+from fedpca.dp.hadamard import RandomizedHadamard, fwht, next_power_of_two
 
 SQRT2 = math.sqrt(2.0)
 

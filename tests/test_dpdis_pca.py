@@ -30,7 +30,7 @@ from fedpca.errors import (
     InvalidRequestError,
 )
 from fedpca.linalg.subspace import energy_ratio, top_eigenvectors
-from fedpca.privacy.calibration import calibrate_gaussian
+from fedpca.dp.calibration import calibrate_gaussian
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 
 POLICY = DPdisPCAPolicy(epsilon=1.0, delta=1e-5)

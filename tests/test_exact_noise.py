@@ -16,18 +16,18 @@ from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite, LDPPolicy
 from fedpca.errors import BudgetExceededError, ConfigurationError
 from fedpca.linalg.subspace import thin_qr
-from fedpca.privacy import discrete_gaussian_fast as fast
-from fedpca.privacy.discrete_gaussian import discrete_gaussian_pmf
-from fedpca.privacy.distributed_gaussian import ddg_gaussian_multiplier, ddg_pld_slack, ddg_rdp
-from fedpca.privacy.exact_noise import (
+from fedpca.dp import discrete_gaussian_fast as fast
+from fedpca.dp.discrete_gaussian import discrete_gaussian_pmf
+from fedpca.dp.distributed_gaussian import ddg_gaussian_multiplier, ddg_pld_slack, ddg_rdp
+from fedpca.dp.exact_noise import (
     GRID_INFLATION,
     ExactGaussian,
     float_error,
     grid_step,
     rounded_sensitivity,
 )
-from fedpca.privacy.ledger import composed_epsilon
-from fedpca.privacy.mechanisms import power_step_sensitivity
+from fedpca.dp.ledger import composed_epsilon
+from fedpca.dp.mechanisms import power_step_sensitivity
 
 # --- the sampler ---------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from fedpca.clients.dps_pca import DPSPCAClient
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.loadings import write_loadings
-from fedpca.privacy.site_policy import load_site_policy, write_policy_template
+from fedpca.site.policy import load_site_policy, write_policy_template
 from fedpca.results import PCAResult
 from fedpca.run_record import run_record
 from fedpca.scenarios.base import AUTO_K
@@ -238,7 +238,7 @@ def test_a_site_refuses_a_variance_release_it_does_not_make_in_the_budget_round(
     from flwr.common import Context, RecordDict
 
     from fedpca.apps.real_site import real_site_budget
-    from fedpca.privacy.ledger_lifecycle import create_site_ledger
+    from fedpca.site.ledger_lifecycle import create_site_ledger
 
     np.save(tmp_path / "records.npy", X)
     path = write_policy_template(tmp_path / "policy.toml", "a", "records.npy")

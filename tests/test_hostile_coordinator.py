@@ -31,12 +31,12 @@ from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
 from fedpca.clients.secure_aggregation import SecAggMasking
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
-from fedpca.privacy.calibration import calibrate_gaussian, pld_epsilon
-from fedpca.privacy.exact_noise import ExactGaussian, float_error
-from fedpca.privacy.mechanisms import Release
-from fedpca.privacy import site_ledger
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger
-from fedpca.privacy.site_policy import (
+from fedpca.dp.calibration import calibrate_gaussian, pld_epsilon
+from fedpca.dp.exact_noise import ExactGaussian, float_error
+from fedpca.dp.mechanisms import Release
+from fedpca.site import ledger as site_ledger
+from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
+from fedpca.site.policy import (
     PolicyError,
     load_site_policy,
     write_policy_template,

@@ -39,7 +39,7 @@ from fedpca.linalg.subspace import (
     subspace_distance,
     top_eigenpairs,
 )
-from fedpca.privacy.mechanisms import (
+from fedpca.dp.mechanisms import (
     NoiseSource,
     symmetric_gaussian,
     symmetric_gaussian_in_blocks,

@@ -18,7 +18,7 @@ from fedpca.clients.kplane import KPlaneClient
 from fedpca.clustering.result import ClusteringResult
 from fedpca.errors import BudgetExceededError, InvalidRequestError
 from fedpca.linalg.subspace import random_subspaces
-from fedpca.privacy.guarantee import SiteGuarantee
+from fedpca.dp.guarantee import SiteGuarantee
 from fedpca.run_record import run_record
 from fedpca.scenarios.kplane import KPlaneScenario
 

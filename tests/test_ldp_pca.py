@@ -25,7 +25,7 @@ from fedpca.errors import (
     InvalidRequestError,
 )
 from fedpca.linalg.subspace import subspace_distance, thin_qr
-from fedpca.privacy.mechanisms import symmetric_gaussian
+from fedpca.dp.mechanisms import symmetric_gaussian
 from fedpca.scenarios.ldp_pca import LDPScenario
 
 POLICY = LDPPolicy(epsilon=1.0, delta=1e-5)

@@ -3,9 +3,9 @@
 import pytest
 
 from fedpca.errors import BudgetExceededError, ConfigurationError
-from fedpca.privacy.calibration import calibrate_gaussian
-from fedpca.privacy.ledger import PrivacyLedger
-from fedpca.privacy.mechanisms import Release
+from fedpca.dp.calibration import calibrate_gaussian
+from fedpca.dp.ledger import PrivacyLedger
+from fedpca.dp.mechanisms import Release
 
 
 def release(sigma: float) -> Release:

@@ -16,21 +16,21 @@ import pytest
 
 from fedpca.cli import main as cli_main
 from fedpca.errors import BudgetExceededError
-from fedpca.privacy import site_ledger
-from fedpca.privacy.distributed_gaussian import calibrate_ddg
-from fedpca.privacy.exact_noise import ExactGaussian
-from fedpca.privacy.ledger import PrivacyLedger
-from fedpca.privacy.ledger_page import DATA_ID
-from fedpca.privacy.ledger_report import (
+from fedpca.site import ledger as site_ledger
+from fedpca.dp.distributed_gaussian import calibrate_ddg
+from fedpca.dp.exact_noise import ExactGaussian
+from fedpca.dp.ledger import PrivacyLedger
+from fedpca.site.ledger_page import DATA_ID
+from fedpca.site.ledger_report import (
     RUNNING_SECONDS,
     format_ledger,
     iso_utc,
     ledger_json,
     release_noise,
 )
-from fedpca.privacy.mechanisms import Release
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger
-from fedpca.privacy.site_policy import load_site_policy, write_policy_template
+from fedpca.dp.mechanisms import Release
+from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
+from fedpca.site.policy import load_site_policy, write_policy_template
 
 DELTA = 1e-6
 #: Monday 3 March 2025, 00:00:00 UTC.

@@ -1,4 +1,4 @@
-"""Private column means and scales (fedpca.privacy.moments): the sensitivities hold against
+"""Private column means and scales (fedpca.dp.moments): the sensitivities hold against
 an adversarial search and are attained; the post-processing clamps what noise pushes out of
 the public bounds and says so; a federation's noisy means have the calibrated variance."""
 
@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.moments import (
+from fedpca.dp.moments import (
     ColumnBounds,
     column_moments,
     extreme_pair,

@@ -9,7 +9,7 @@ from scipy import stats
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.clients.dps_pca import DPSPCAClient
 from fedpca.linalg.subspace import thin_qr
-from fedpca.privacy.mechanisms import power_step_sensitivity
+from fedpca.dp.mechanisms import power_step_sensitivity
 
 POLICY = SitePolicy(epsilon=1.0, delta=1e-5, rounds=60, clip_norm=1.0)
 

@@ -27,8 +27,8 @@ from fedpca.apps.real_site import site_plan
 from fedpca.data.contract import load_contract
 from fedpca.deployment.consortium import write_consortium
 from fedpca.errors import ConfigurationError, InvalidRequestError
-from fedpca.privacy.site_policy import PolicyError, load_site_policy
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger
+from fedpca.site.policy import PolicyError, load_site_policy
+from fedpca.site.ledger import RunCharge, SiteLedger
 from fedpca.site.plan import plan_run
 
 SITES = ("hospital-a", "hospital-b", "hospital-c")

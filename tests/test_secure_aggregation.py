@@ -12,7 +12,7 @@ from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
 from fedpca.clients.secure_aggregation import SecAggMasking
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
-from fedpca.privacy.mechanisms import power_step_sensitivity
+from fedpca.dp.mechanisms import power_step_sensitivity
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.simulations.launcher import run_federation
 from fedpca.strategies.base import RoundFailedError

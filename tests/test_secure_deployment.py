@@ -51,7 +51,7 @@ from fedpca.deployment.fab_check import config_only_pyproject
 from fedpca.deployment.local import LocalDeployment, Site
 from fedpca.deployment.processes import processes_naming
 from fedpca.linalg.subspace import subspace_distance
-from fedpca.privacy.site_policy import load_site_policy
+from fedpca.site.policy import load_site_policy
 from fedpca.results import PCAResult
 from hostile_secagg import CONSORTIUM, report_path
 

@@ -13,7 +13,7 @@ from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.clients.dps_pca import DPSPCAClient
 from fedpca.clients.secure_aggregation import SecAggMasking
 from fedpca.errors import InvalidRequestError
-from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
+from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 
 EMBEDDING = SecAggPlusEmbedding(DEFAULT_MODULUS)

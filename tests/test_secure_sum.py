@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-import fedpca.privacy.ddg_encoding as ddg_encoding
+import fedpca.dp.ddg_encoding as ddg_encoding
 from fedpca.algorithms.central import run_analyze_gauss
 from fedpca.algorithms.dpdis_pca import (
     VARIANT_FULL,
@@ -238,8 +238,8 @@ def test_a_secure_sum_at_genomics_width_runs_within_a_sites_default_draw_limit()
     """DPS-PCA's power step at d = 20,000 (k = 2): the grid needs more draws than the old
     fixed limit of 16, within a site's default limit, and a site whose policy allows fewer
     refuses it naming the key it can set."""
-    from fedpca.algorithms.site_limits import DEFAULT_MAX_NOISE_DRAWS, SiteLimits
-    from fedpca.privacy.mechanisms import power_step_sensitivity
+    from fedpca.site.limits import DEFAULT_MAX_NOISE_DRAWS, SiteLimits
+    from fedpca.dp.mechanisms import power_step_sensitivity
 
     secure = SecureSum(sensitivity=power_step_sensitivity(1.0), max_records=10_000,
                        norm_per_record=1.0, dimension=20_000 * 2, sites_in_sum=10,
@@ -253,7 +253,7 @@ def test_a_secure_sum_at_genomics_width_runs_within_a_sites_default_draw_limit()
 
 
 def test_the_grid_does_not_depend_on_the_draw_cap_when_a_smaller_one_serves():
-    from fedpca.privacy.distributed_gaussian import choose_grid
+    from fedpca.dp.distributed_gaussian import choose_grid
 
     common = {"releases": 3, "sensitivity": math.sqrt(2), "norm_bound": 400.0,
               "dimension": 300, "sites": 3}

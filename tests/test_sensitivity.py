@@ -5,7 +5,7 @@ import pytest
 from scipy.optimize import minimize
 
 from fedpca.linalg.subspace import thin_qr
-from fedpca.privacy.mechanisms import diagonal_sensitivity, power_step_sensitivity
+from fedpca.dp.mechanisms import diagonal_sensitivity, power_step_sensitivity
 
 C = 1.7  # a non-unit clip norm, so the C^2 scaling is exercised too
 

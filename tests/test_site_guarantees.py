@@ -15,8 +15,8 @@ from fedpca.algorithms.specs import app_config
 from fedpca.apps.app import client_app
 from fedpca.apps.dps_pca import server_main
 from fedpca.cli import main as cli_main
-from fedpca.privacy.calibration import calibrate_gaussian
-from fedpca.privacy.site_policy import write_policy_template
+from fedpca.dp.calibration import calibrate_gaussian
+from fedpca.site.policy import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 
 #: What the coordinator asks for (privacy keys included: a real site ignores them).

@@ -22,7 +22,7 @@ from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite, LDPPolicy
-from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.site.limits import SiteLimits
 from fedpca.apps.app import client_fn
 from fedpca.clients import dps_pca as dps_clients
 from fedpca.clients import site_client_app
@@ -30,9 +30,9 @@ from fedpca.clients.ledger_state import LEDGER_RECORD
 from fedpca.clients.site_app import SITE_FAILURE
 from fedpca.errors import InvalidRequestError, ParameterError
 from fedpca.linalg.subspace import thin_qr
-from fedpca.privacy import mechanisms
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger
-from fedpca.privacy.site_policy import load_site_policy, write_policy_template
+from fedpca.dp import mechanisms
+from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
+from fedpca.site.policy import load_site_policy, write_policy_template
 
 D, K = 8, 2
 X = np.random.default_rng(0).uniform(-0.2, 0.2, size=(30, D))

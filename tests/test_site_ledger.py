@@ -33,14 +33,14 @@ from fedpca.apps.real_site import open_real_site
 from liver_contract import CONTRACT, liver_table
 from fedpca.cli import main as cli_main
 from fedpca.errors import BudgetExceededError, ConfigurationError
-from fedpca.privacy.distributed_gaussian import calibrate_ddg
-from fedpca.privacy.ledger import PrivacyLedger
-from fedpca.privacy.ledger_identity import RUN_REFUSAL, LedgerIdentityError, LedgerState, Mark
-from fedpca.privacy import site_ledger
-from fedpca.privacy.mechanisms import Release
-from fedpca.privacy.ledger_report import format_ledger
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger
-from fedpca.privacy.site_policy import load_site_policy, write_policy_template
+from fedpca.dp.distributed_gaussian import calibrate_ddg
+from fedpca.dp.ledger import PrivacyLedger
+from fedpca.site.ledger_identity import RUN_REFUSAL, LedgerIdentityError, LedgerState, Mark
+from fedpca.site import ledger as site_ledger
+from fedpca.dp.mechanisms import Release
+from fedpca.site.ledger_report import format_ledger
+from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
+from fedpca.site.policy import load_site_policy, write_policy_template
 
 DELTA = 1e-6
 CAL = calibrate_ddg(1.0, DELTA, releases=3, sensitivity=1.0, dimension=40, sites=4,

@@ -15,7 +15,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, Message
 from local_grid import RUN_ID, run_identity  # noqa: F401 (a fixture)
 
 from fedpca.algorithms.dps_pca import SitePolicy
-from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.site.limits import SiteLimits
 from fedpca.apps.app import client_app
 from fedpca.cli import main as cli_main
 from fedpca.clients import dps_pca as dps_clients
@@ -24,10 +24,10 @@ from fedpca.clients.result_message import RESULT_ARRAYS, read_result_message, re
 from fedpca.data.contract import load_contract
 from fedpca.data.tables import read_table
 from fedpca.errors import InvalidRequestError
-from fedpca.privacy.ledger_lifecycle import create_site_ledger
-from fedpca.privacy.site_ledger import RunCharge
-from fedpca.privacy.site_policy import load_site_policy, write_policy_template
-from fedpca.site_results import ReleasedResult, load_result, results_folder, store_result
+from fedpca.site.ledger_lifecycle import create_site_ledger
+from fedpca.site.ledger import RunCharge
+from fedpca.site.policy import load_site_policy, write_policy_template
+from fedpca.site.results import ReleasedResult, load_result, results_folder, store_result
 from liver_contract import CONTRACT, WITH_ID, liver_table
 
 pytestmark = pytest.mark.usefixtures("run_identity")
@@ -261,7 +261,7 @@ def test_a_real_site_refuses_the_result_of_a_run_it_released_nothing_in(tmp_path
 def test_a_site_stores_and_says_how_many_scales_sit_at_the_noise_floor(
         tmp_path, policy_text, caplog, capsys):
     policy = plain_site(tmp_path, policy_text)
-    with caplog.at_level(logging.INFO, logger="fedpca.site_results"):
+    with caplog.at_level(logging.INFO, logger="fedpca.site.results"):
         reply = send(policy, released(mean=MEAN, scale=SCALE, floored=(0, 3, 5)))
     assert not reply.has_error()
     (path,) = results_folder(policy.path).iterdir()

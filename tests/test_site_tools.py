@@ -27,9 +27,9 @@ from fedpca.deployment.fab_check import (
 )
 from fedpca.deployment.site_runtime import checked_fab_config
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.mechanisms import Release
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger
-from fedpca.privacy.site_policy import load_site_policy, write_policy_template
+from fedpca.dp.mechanisms import Release
+from fedpca.site.ledger import RunCharge, SiteLedger
+from fedpca.site.policy import load_site_policy, write_policy_template
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from fedpca.audit.targets import MECHANISMS
 from fedpca.cli import COMMANDS, build_parser
 from fedpca.cli import main as cli_main
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.site_policy import POLICY_ALGORITHMS
+from fedpca.site.policy import POLICY_ALGORITHMS
 from fedpca.scenarios.base import Scenario
 
 

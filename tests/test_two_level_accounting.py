@@ -12,18 +12,18 @@ from dp_accounting import pld
 from fedpca.algorithms.dps_pca import SitePolicy, privacy_record, secure_sums
 from fedpca.algorithms.site import RoundsPolicy
 from fedpca.errors import BudgetExceededError
-from fedpca.privacy.calibration import calibrate_gaussian
-from fedpca.privacy.distributed_gaussian import (
+from fedpca.dp.calibration import calibrate_gaussian
+from fedpca.dp.distributed_gaussian import (
     RDP_ORDERS,
     calibrate_ddg,
     ddg_pld_epsilon,
     rdp_to_epsilon,
 )
-from fedpca.privacy.ledger import PrivacyLedger, composed_epsilon
-from fedpca.privacy.mechanisms import Release
-from fedpca.privacy.ledger_report import format_ledger
-from fedpca.privacy.site_ledger import RunCharge, SiteLedger, create_ledger
-from fedpca.privacy.site_policy import worst_cases
+from fedpca.dp.ledger import PrivacyLedger, composed_epsilon
+from fedpca.dp.mechanisms import Release
+from fedpca.site.ledger_report import format_ledger
+from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
+from fedpca.site.policy import worst_cases
 
 DELTA = 1e-7
 SENSITIVITY = math.sqrt(2.0)

@@ -20,10 +20,10 @@ from fedpca.apps.app import client_app
 from fedpca.clients.messages import request_content
 from fedpca.clients.secure_protocol import PROTOCOL_RECORD, read_masked_input
 from fedpca.linalg.subspace import triangle_size
-from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
-from fedpca.privacy.hadamard import next_power_of_two
-from fedpca.privacy.mechanisms import upper_triangle_sensitivity
-from fedpca.privacy.site_policy import load_site_policy, write_policy_template
+from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
+from fedpca.dp.hadamard import next_power_of_two
+from fedpca.dp.mechanisms import upper_triangle_sensitivity
+from fedpca.site.policy import load_site_policy, write_policy_template
 from fedpca.secure.protocol import (
     Advertisement,
     Endorsement,

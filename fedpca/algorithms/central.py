@@ -10,7 +10,7 @@
   symmetric with its upper triangle (diagonal included) i.i.d. ``N(0, sigma^2)``,
   ``sigma = z sqrt(2) C^2``: ``sqrt(2) C^2`` is the replace-one L2 sensitivity of that upper
   triangle, ``z`` the analytic Gaussian multiplier of one release
-  (:func:`fedpca.privacy.calibration.calibrate_gaussian`, PLD accountant; ``accounting="paper"`` is
+  (:func:`fedpca.dp.calibration.calibrate_gaussian`, PLD accountant; ``accounting="paper"`` is
   the classic ``sqrt(2 ln(1.25/delta)) / eps``, eps < 1 only).
 * ``run_mod_sulq``: MOD-SuLQ (Chaudhuri, Sarwate, Sinha, "Near-optimal differentially
   private principal components", NIPS 2012, Alg. 1): top-``k`` eigenvectors of ``A + N``,
@@ -37,7 +37,7 @@ eigenpairs are computed: by the thin SVD of ``X`` for the non-private baselines 
 ``n < d``, by Lanczos on ``v -> X^T (X v) / divisor + E v`` for the noisy matrices when
 ``d >= 1000`` and ``k`` is small (:func:`fedpca.linalg.subspace.eigensolver_for`), by a dense
 ``eigh`` otherwise. ``E`` is drawn in blocks of rows, bit for bit the matrix the dense
-:func:`fedpca.privacy.mechanisms.symmetric_gaussian` gives for the same generator. Either way the
+:func:`fedpca.dp.mechanisms.symmetric_gaussian` gives for the same generator. Either way the
 components are the top eigenvectors of the same noisy matrix, to the solver's tolerance
 (:data:`fedpca.linalg.subspace.LANCZOS_TOL`): post-processing of the release.
 """
@@ -57,15 +57,15 @@ import numpy as np
 from fedpca.algorithms.explained_variance import along_basis
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import GramPlusSymmetric
-from fedpca.privacy.calibration import (
+from fedpca.dp.calibration import (
     Calibration,
     calibrate_gaussian,
     check_privacy_parameters,
     pld_epsilon,
 )
-from fedpca.privacy.mechanisms import NoiseSource, Release, upper_triangle_sensitivity
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import require_positive_int, validate_site_data
+from fedpca.dp.mechanisms import NoiseSource, Release, upper_triangle_sensitivity
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import require_positive_int, validate_site_data
 from fedpca.results import PCAResult
 
 logger = logging.getLogger(__name__)
@@ -236,7 +236,7 @@ def calibrated_analyze_gauss(
     seed: int | None = None,
 ) -> CentralRelease:
     """``X^T X + E`` with the noise multiplier of ``cal`` (e.g. one part of a run's split
-    budget, :mod:`fedpca.privacy.budget_split`).
+    budget, :mod:`fedpca.dp.budget_split`).
 
     Privacy guarantee: one Gaussian release of multiplier ``cal.noise_multiplier`` at the
     replace-one sensitivity ``sqrt(2) C^2`` (central trust model); its privacy record

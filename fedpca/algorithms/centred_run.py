@@ -31,7 +31,7 @@ the centred (standardised) rows, clipped to the public norm ``C``.
   PPCA (:func:`~fedpca.algorithms.ppca.run_ppca`, the exponential mechanism, pure epsilon)
   on the centred clipped rows with the rest of the budget. Neither is a Gaussian of a
   multiplier the Gaussian split can compose, so the two parts compose by basic composition
-  (:mod:`fedpca.privacy.basic_composition`): the moments keep their multiplier ``z_m`` and
+  (:mod:`fedpca.dp.basic_composition`): the moments keep their multiplier ``z_m`` and
   are (eps_m, delta_m)-DP with ``eps_m`` read off the Gaussian's exact curve; the algorithm
   gets ``eps - eps_m`` at ``delta - delta_m`` (PPCA: ``delta_m = delta``, the algorithm pure;
   MOD-SuLQ: ``delta / 2`` each). The ledger holds the moments release and MOD-SuLQ's (a
@@ -42,8 +42,8 @@ the centred (standardised) rows, clipped to the public norm ``C``.
 
 Privacy guarantee (unit: one record at one site, replace-one; the curator's pooled data
 for the central methods): each site's (the curator's) releases compose to the policy's
-(epsilon, delta) by its split (:mod:`fedpca.privacy.budget_split`; MOD-SuLQ and PPCA:
-:mod:`fedpca.privacy.basic_composition`), charged to one ledger per site.
+(epsilon, delta) by its split (:mod:`fedpca.dp.budget_split`; MOD-SuLQ and PPCA:
+:mod:`fedpca.dp.basic_composition`), charged to one ledger per site.
 
 Explained variance (post-processing of the releases,
 :mod:`fedpca.algorithms.explained_variance`): the top-``k`` eigenvalues of the noisy centred
@@ -111,11 +111,11 @@ from fedpca.algorithms.secure_sum import VERIFIED_TRUST, public_seed
 from fedpca.algorithms.site import PrivateSite
 from fedpca.clustering.result import CentredClusteringResult, ClusteringResult
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.basic_composition import BasicSplit, basic_split
-from fedpca.privacy.budget_split import ALGORITHM
-from fedpca.privacy.mechanisms import Release, upper_triangle_sensitivity
-from fedpca.privacy.moments import ColumnBounds, ColumnMoments
-from fedpca.privacy.validation import (
+from fedpca.dp.basic_composition import BasicSplit, basic_split
+from fedpca.dp.budget_split import ALGORITHM
+from fedpca.dp.mechanisms import Release, upper_triangle_sensitivity
+from fedpca.dp.moments import ColumnBounds, ColumnMoments
+from fedpca.dp.validation import (
     require_choice,
     require_positive_int,
     validate_site_data,

@@ -4,7 +4,7 @@ site's centred rows (no Flower import; a strategy calls the same functions).
 A centred run has two steps per site:
 
 1. **Moments.** The site releases the column sums of its preprocessed rows (and, to
-   standardise, their sums of squares: :func:`~fedpca.privacy.moments.moment_statistic`)
+   standardise, their sums of squares: :func:`~fedpca.dp.moments.moment_statistic`)
    with Gaussian noise, per-site or inside a secure sum (:meth:`CentringSite.release_moments`).
    A column whose scale the contract states (public knowledge) has no square released: its
    scale is the stated one; when every column's is, a standardised run's moments are the
@@ -13,13 +13,13 @@ A centred run has two steps per site:
    Its rows are a data contract's output, so every column lies in ``[0, w_j]`` and the
    sensitivity comes from the contract alone. The sums are taken of the rows divided by the
    public widths (every column in ``[0, 1]``,
-   :meth:`~fedpca.privacy.moments.ColumnBounds.unit`): each column's noise is then in
+   :meth:`~fedpca.dp.moments.ColumnBounds.unit`): each column's noise is then in
    proportion to its width, where with the raw rows the widest column (a follow-up time in
    days next to 0/1 flags) would set the noise of every column. The server adds the sites'
    releases (or decodes their secure sum) and post-processes the total into a mean and a
    scale in the contract's units (:class:`MomentsServer`,
-   :func:`~fedpca.privacy.moments.column_moments`,
-   :meth:`~fedpca.privacy.moments.ColumnMoments.rescaled`).
+   :func:`~fedpca.dp.moments.column_moments`,
+   :meth:`~fedpca.dp.moments.ColumnMoments.rescaled`).
 2. **Centred rows.** The server sends the mean and scale back; the site centres (and
    scales) its rows with them and clips every row to its own public norm ``C``
    (:meth:`CentringSite.centre`); every later release of the run (the algorithm's) reads
@@ -37,7 +37,7 @@ delta) on their own (unit: one record, local; replace-one).
 
 Privacy guarantee (unit: one record at one site, replace-one): the moments release has the
 noise multiplier ``z_m`` of the site's budget split and the algorithm's releases ``z_a``
-(:mod:`fedpca.privacy.budget_split`, :class:`CentredPolicy`); all are charged to the same
+(:mod:`fedpca.dp.budget_split`, :class:`CentredPolicy`); all are charged to the same
 ledger (its budget the run's (epsilon, delta), ``1 + T`` releases), so the whole run is
 (epsilon, delta)-DP whatever the server does. A site refuses, before its first release, a
 run whose planned releases do not fit its ledger (:meth:`CentredPolicy.plan`).
@@ -72,7 +72,7 @@ statistic is refused before anything is drawn or charged
 transformed rows (:func:`default_clip_norm`): ``sqrt(d)`` after standardising (each column
 then has unit variance), ``sqrt(sum_j w_j^2 / 4)`` after centring only (a column in
 ``[0, w_j]`` has variance at most ``w_j^2 / 4``). The box bound
-(:meth:`~fedpca.privacy.moments.ColumnMoments.box_norm`) never clips but is loose: a larger
+(:meth:`~fedpca.dp.moments.ColumnMoments.box_norm`) never clips but is loose: a larger
 ``C`` means more noise on everything (the second moment's sensitivity is ``sqrt(2) C^2``).
 How many rows the chosen ``C`` clips is logged at the site only.
 """
@@ -90,9 +90,9 @@ import numpy as np
 from fedpca.algorithms.secure_sum import SecureSum
 from fedpca.algorithms.server import ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, SiteAnswer, SiteLedgerLike
-from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.site.limits import SiteLimits
 from fedpca.errors import ConfigurationError, InvalidDataError, InvalidRequestError
-from fedpca.privacy.budget_split import (
+from fedpca.dp.budget_split import (
     ALGORITHM,
     DEFAULT_MOMENTS_SHARE,
     MOMENTS,
@@ -100,21 +100,21 @@ from fedpca.privacy.budget_split import (
     BudgetSplit,
     split_budget,
 )
-from fedpca.privacy.calibration import Calibration
-from fedpca.privacy.clipping import ClipReport
-from fedpca.privacy.distributed_gaussian import GridChoice
-from fedpca.privacy.exact_noise import FLOAT, NOISE_SAMPLERS, float_error
-from fedpca.privacy.ledger import PrivacyLedger
-from fedpca.privacy.mechanisms import Release, planned_run
-from fedpca.privacy.moments import (
+from fedpca.dp.calibration import Calibration
+from fedpca.dp.clipping import ClipReport
+from fedpca.dp.distributed_gaussian import GridChoice
+from fedpca.dp.exact_noise import FLOAT, NOISE_SAMPLERS, float_error
+from fedpca.dp.ledger import PrivacyLedger
+from fedpca.dp.mechanisms import Release, planned_run
+from fedpca.dp.moments import (
     VARIANCE_FLOOR,
     ColumnBounds,
     ColumnMoments,
     column_moments,
     moment_statistic,
 )
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import (
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import (
     require_choice,
     require_finite_positive,
     require_positive_int,
@@ -202,14 +202,14 @@ class CentredPolicy:
     Attributes:
         epsilon, delta: the whole run's budget (moments and algorithm).
         moments_share: the moments' share of the run's ``1/z^2``; ``None``:
-            :data:`~fedpca.privacy.budget_split.DEFAULT_MOMENTS_SHARE` (0.1) when centring
+            :data:`~fedpca.dp.budget_split.DEFAULT_MOMENTS_SHARE` (0.1) when centring
             only (or standardising with public scales only),
-            :data:`~fedpca.privacy.budget_split.STANDARDIZE_MOMENTS_SHARE` (0.3) when
-            standardising releases sums of squares (why: :mod:`fedpca.privacy.budget_split`).
+            :data:`~fedpca.dp.budget_split.STANDARDIZE_MOMENTS_SHARE` (0.3) when
+            standardising releases sums of squares (why: :mod:`fedpca.dp.budget_split`).
         standardize: release the sums of squares too (of the columns without a public
             scale) and scale every column to unit variance (else: centre only).
         public_scales: the contract gives every column a public scale
-            (:attr:`~fedpca.privacy.moments.ColumnBounds.all_public`): standardising then
+            (:attr:`~fedpca.dp.moments.ColumnBounds.all_public`): standardising then
             releases no squares, and the default share is the centring one. Must agree
             with the bounds the policy is used with when standardising
             (:meth:`require_bounds`).
@@ -284,7 +284,7 @@ class CentredPolicy:
                 "carry no squares and take the centring share)")
 
     def split(self) -> BudgetSplit:
-        """The run's multipliers (:func:`~fedpca.privacy.budget_split.split_budget`)."""
+        """The run's multipliers (:func:`~fedpca.dp.budget_split.split_budget`)."""
         return split_budget(self.algorithm_releases, self.epsilon, self.delta, self.share,
                             self.accounting)
 
@@ -537,7 +537,7 @@ class MomentsServer:
     def variance_floor(self, records: int) -> float:
         """The smallest variance kept, in width units: :data:`NOISE_FLOOR` times the noise's
         standard deviation on a released second moment (the sum's noise over ``records``),
-        at least :data:`~fedpca.privacy.moments.VARIANCE_FLOOR` of the largest. A variance
+        at least :data:`~fedpca.dp.moments.VARIANCE_FLOOR` of the largest. A variance
         below the noise is not told apart from it; rounding it *up* only shrinks that
         column in the PCA, where rounding it down would blow the column up."""
         sigma = self.noise_sigma * (math.sqrt(records) if self.per_record else 1.0)

@@ -20,14 +20,14 @@ Privacy guarantee (per site, unit: one record at one site, replace-one): a site 
 one release, the upper triangle of ``A_s`` plus Gaussian noise of standard deviation
 ``tau = z * sqrt(2) C^2 / N_s`` (the replace-one L2 sensitivity of that upper triangle; the
 slides' ``1/N_s`` is the add/remove-one figure and under-states it by ``sqrt(2)``), with
-``z`` from :func:`fedpca.privacy.calibration.calibrate_gaussian` for one release: the analytic
+``z`` from :func:`fedpca.dp.calibration.calibrate_gaussian` for one release: the analytic
 Gaussian mechanism (PLD accountant) by default, the classic ``sqrt(2 ln(1.25/delta)) / eps``
 (eps < 1 only) in ``"paper"`` mode. It is (epsilon, delta)-DP; ``P_s`` and everything the
 server computes are post-processing. ``N_s`` is public.
 
 Computation (changes no law, no guarantee): a site never eigendecomposes the whole
 ``d x d`` ``A^_s`` to keep ``R`` pairs. It draws ``E`` in blocks of rows (bit for bit the
-matrix of :func:`fedpca.privacy.mechanisms.symmetric_gaussian`), keeps ``A^_s`` factored as
+matrix of :func:`fedpca.dp.mechanisms.symmetric_gaussian`), keeps ``A^_s`` factored as
 ``X_s^T X_s / N_s + E`` and takes its top ``R`` eigenpairs by Lanczos on
 ``v -> X_s^T (X_s v) / N_s + E v`` when ``d >= 1000`` and ``R`` is small, by a dense ``eigh``
 otherwise (:func:`fedpca.linalg.subspace.eigensolver_for`; tolerance
@@ -64,11 +64,11 @@ from fedpca.linalg.subspace import (
     triangle_size,
     unpack_symmetric,
 )
-from fedpca.privacy.distributed_gaussian import GridChoice
-from fedpca.privacy.exact_noise import float_error
-from fedpca.privacy.mechanisms import Release, upper_triangle_sensitivity
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import (
+from fedpca.dp.distributed_gaussian import GridChoice
+from fedpca.dp.exact_noise import float_error
+from fedpca.dp.mechanisms import Release, upper_triangle_sensitivity
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import (
     require_choice,
     require_ordered,
     require_positive_int,

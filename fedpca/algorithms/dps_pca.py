@@ -20,7 +20,7 @@ follows:
 Privacy guarantee (per site, unit: one record, replace-one): the ``T + 1`` releases of a site
 (``T + 2`` with ``explained_variance``) are (epsilon, delta)-DP together; every release has
 sensitivity ``sqrt(2) C^2`` and noise ``sigma = z sqrt(2) C^2`` with ``z`` from
-:func:`fedpca.privacy.calibration.calibrate_gaussian` (``releases = T + 1``, or ``T + 2``).
+:func:`fedpca.dp.calibration.calibrate_gaussian` (``releases = T + 1``, or ``T + 2``).
 A site never forms its ``d x d`` covariance.
 """
 
@@ -45,15 +45,15 @@ from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import gram_product, thin_qr, threshold_rows, top_coordinates
-from fedpca.privacy.distributed_gaussian import GridChoice
-from fedpca.privacy.exact_noise import float_error
-from fedpca.privacy.ledger import worst_case_epsilon
-from fedpca.privacy.mechanisms import (
+from fedpca.dp.distributed_gaussian import GridChoice
+from fedpca.dp.exact_noise import float_error
+from fedpca.dp.ledger import worst_case_epsilon
+from fedpca.dp.mechanisms import (
     Release,
     diagonal_sensitivity,
     power_step_sensitivity,
 )
-from fedpca.privacy.validation import (
+from fedpca.dp.validation import (
     require_positive_int,
     validate_basis,
 )
@@ -151,7 +151,7 @@ class DPSPCASite(PrivateSite):
         ``discrete`` policy, the secure-sum message of ``X^T X Q`` for ``secure``.
 
         ``Q``'s shape (the coordinator's ``k``) is bounded by the site's limits, then ``Q``
-        is checked and made exact (:func:`~fedpca.privacy.validation.validate_basis`), all
+        is checked and made exact (:func:`~fedpca.dp.validation.validate_basis`), all
         before anything is allocated for the answer or charged."""
         self.require_answer_size(np.shape(Q))
         Q = validate_basis(Q, self.dim, site=self.site)

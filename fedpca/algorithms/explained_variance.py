@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.mechanisms import SQRT2
+from fedpca.dp.mechanisms import SQRT2
 
 
 def explained_variance(spectrum: np.ndarray, k: int,

@@ -25,7 +25,7 @@ changes the whole array by at most ``D = 2 C^2`` in L2 norm
 (:func:`cluster_moments_sensitivity`): ``sqrt(2) C^2`` if ``a = b`` (one upper triangle
 changes), else ``sqrt(||x||^4 + ||y||^4 + (C^2)^2 + (C^2)^2) <= 2 C^2`` (two triangles and
 two counts), attained by ``x = C e_1``, ``y = C e_2`` in different clusters. Each of the ``T``
-releases adds ``sigma = z D`` with ``z`` from :func:`fedpca.privacy.calibration.calibrate_gaussian`
+releases adds ``sigma = z D`` with ``z`` from :func:`fedpca.dp.calibration.calibrate_gaussian`
 (``releases = T``), so a site's whole transcript is (epsilon, delta)-DP. Assignments never
 leave the site; the public initialisation and everything the server computes are
 post-processing.
@@ -69,10 +69,10 @@ from fedpca.linalg.subspace import (
     triangle_size,
     unpack_symmetric,
 )
-from fedpca.privacy.distributed_gaussian import GridChoice
-from fedpca.privacy.exact_noise import float_error
-from fedpca.privacy.mechanisms import upper_triangle_sensitivity
-from fedpca.privacy.validation import (
+from fedpca.dp.distributed_gaussian import GridChoice
+from fedpca.dp.exact_noise import float_error
+from fedpca.dp.mechanisms import upper_triangle_sensitivity
+from fedpca.dp.validation import (
     require_finite_positive,
     require_positive_int,
     validate_basis,

@@ -15,7 +15,7 @@ IJCAI 2019 / TCS 2020 (https://arxiv.org/abs/1908.11090), read as follows:
 
 Privacy guarantee (unit: one record, replace-one; local model): each record's view is
 (epsilon, delta)-DP on its own, whoever sees it. ``sigma_1 = z sqrt(2) C^2`` with ``z`` from
-:func:`fedpca.privacy.calibration.calibrate_gaussian` for ONE release of replace-one sensitivity
+:func:`fedpca.dp.calibration.calibrate_gaussian` for ONE release of replace-one sensitivity
 ``sqrt(2) C^2`` (the upper triangle of ``x x^T``; the paper's
 ``sigma_1^2 = 2 ln(1.25/delta) / eps^2`` is the add/remove figure and under-states it by
 ``sqrt(2)``; ``accounting="paper"`` keeps the paper's classic formula with the corrected
@@ -52,10 +52,10 @@ from fedpca.linalg.fantope import (
     validate_symmetric,
 )
 from fedpca.linalg.subspace import top_eigenvectors
-from fedpca.privacy.exact_noise import float_error
-from fedpca.privacy.mechanisms import upper_triangle_sensitivity
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import require_positive_int
+from fedpca.dp.exact_noise import float_error
+from fedpca.dp.mechanisms import upper_triangle_sensitivity
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import require_positive_int
 from fedpca.results import PCAResult
 
 logger = logging.getLogger(__name__)

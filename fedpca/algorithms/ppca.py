@@ -43,9 +43,9 @@ from fedpca.algorithms.central import (
     prepare_central,
 )
 from fedpca.linalg.bingham import ChainDiagnostics, sample_matrix_bingham
-from fedpca.privacy.mechanisms import NoiseSource
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import require_finite_positive, require_positive_int
+from fedpca.dp.mechanisms import NoiseSource
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import require_finite_positive, require_positive_int
 from fedpca.results import PCAResult
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ Privacy guarantee (unit: one record of one site, replace-one; trust model
 worst-case epsilon): a site's message is its statistic rounded on the grid, rotated,
 plus discrete Gaussian noise calibrated so that every sum of at least ``M`` messages is
 (epsilon, delta)-DP for the site's records over its policy's releases
-(:mod:`fedpca.privacy.distributed_gaussian`, Kairouz, Liu, Steinke, "The Distributed
+(:mod:`fedpca.dp.distributed_gaussian`, Kairouz, Liu, Steinke, "The Distributed
 Discrete Gaussian Mechanism for Federated Learning with Secure Aggregation"). The grid, the
 noise and the modulus are computed by the site from public quantities and its own policy;
 the coordinator only proposes the public quantities (a site refuses one that does not fit).
@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from fedpca.errors import InvalidRequestError
-from fedpca.privacy.ddg_encoding import decode_sum, modular_sum
-from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS, GridChoice, choose_grid
-from fedpca.privacy.hadamard import RandomizedHadamard
+from fedpca.dp.ddg_encoding import decode_sum, modular_sum
+from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS, GridChoice, choose_grid
+from fedpca.dp.hadamard import RandomizedHadamard
 
 #: The trust model of every distributed discrete Gaussian secure sum (``{m}``: the sites' M).
 VERIFIED_TRUST = (

@@ -6,13 +6,13 @@ goes through :meth:`PrivateSite.publish`, which charges the site's ledger and re
 site's own calibration, raised but never lowered by a server request.
 
 Work before charge, charge before send: a site first bounds every size the request chose
-(:mod:`fedpca.algorithms.site_limits`), then computes its whole noisy answer in memory, then
+(:mod:`fedpca.site.limits`), then computes its whole noisy answer in memory, then
 commits the charge, and only then returns the answer. Whatever can fail (an allocation, a
 solver, an encoding) fails before the charge: nothing spent, nothing sent. A crash after the
 charge leaves the budget spent, never unspent.
 
 The noise sampler is the policy's too (``noise_sampler``): ``"exact"`` releases grid points with
-exact discrete Gaussian noise (:mod:`fedpca.privacy.exact_noise`; what a real site always
+exact discrete Gaussian noise (:mod:`fedpca.dp.exact_noise`; what a real site always
 draws), ``"float"`` numpy's float Gaussians (simulation only: their low bits can leak).
 """
 
@@ -26,24 +26,24 @@ from typing import ClassVar, Protocol
 import numpy as np
 
 from fedpca.algorithms.secure_sum import SecureSum
-from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.site.limits import SiteLimits
 from fedpca.errors import ConfigurationError, InvalidRequestError
-from fedpca.privacy.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
-from fedpca.privacy.ddg_encoding import encode_site
-from fedpca.privacy.distributed_gaussian import DDGCalibration
-from fedpca.privacy.guarantee import SiteGuarantee
-from fedpca.privacy.exact_noise import (
+from fedpca.dp.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
+from fedpca.dp.ddg_encoding import encode_site
+from fedpca.dp.distributed_gaussian import DDGCalibration
+from fedpca.dp.guarantee import SiteGuarantee
+from fedpca.dp.exact_noise import (
     EXACT,
     FLOAT,
     NOISE_SAMPLERS,
     ExactGaussian,
     symmetric_coordinates,
 )
-from fedpca.privacy.hadamard import next_power_of_two
-from fedpca.privacy.ledger import PrivacyLedger
-from fedpca.privacy.mechanisms import NoiseSource, Release, planned_run
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import (
+from fedpca.dp.hadamard import next_power_of_two
+from fedpca.dp.ledger import PrivacyLedger
+from fedpca.dp.mechanisms import NoiseSource, Release, planned_run
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import (
     require_choice,
     require_finite_positive,
     require_positive_int,
@@ -69,8 +69,8 @@ class SitePrivacyPolicy(Protocol):
 
 
 class SiteLedgerLike(Protocol):
-    """What a site charges: the in-memory :class:`~fedpca.privacy.ledger.PrivacyLedger` of a
-    simulation or the durable :class:`~fedpca.privacy.site_ledger.RunLedger` of a real site."""
+    """What a site charges: the in-memory :class:`~fedpca.dp.ledger.PrivacyLedger` of a
+    simulation or the durable :class:`~fedpca.site.ledger.RunLedger` of a real site."""
 
     @property
     def count(self) -> int: ...
@@ -103,7 +103,7 @@ class EqualReleases:
     """A policy whose run is ``releases`` releases at its calibration's multiplier."""
 
     def plan(self) -> list[Release]:
-        """The run's releases as calibrated (:func:`~fedpca.privacy.mechanisms.planned_run`),
+        """The run's releases as calibrated (:func:`~fedpca.dp.mechanisms.planned_run`),
         inside secure sums of ``secure_min_sites`` when set."""
         return planned_run("run", self.releases, self.calibration().noise_multiplier,
                            self.secure_min_sites or 0)
@@ -165,7 +165,7 @@ class RoundsPolicy(EqualReleases):
 
     #: Releases beyond one per round (DPS-PCA's initialisation: 1).
     EXTRA_RELEASES: ClassVar[int] = 0
-    #: What ``accounting="paper"`` means (see :func:`~fedpca.privacy.calibration.calibrate_gaussian`).
+    #: What ``accounting="paper"`` means (see :func:`~fedpca.dp.calibration.calibrate_gaussian`).
     PAPER_RULE: ClassVar[str] = "dps-pca"
 
     epsilon: float = 1.0
@@ -220,13 +220,13 @@ class PrivateSite:
             m`` the site's answers are only revealed summed with those of at least ``m``
             sites (secure aggregation): it then adds noise of standard deviation
             ``sigma / sqrt(m)`` so the sum carries ``sigma``; the ledger records both
-            guarantees (:meth:`~fedpca.privacy.mechanisms.Release.own_share`).
+            guarantees (:meth:`~fedpca.dp.mechanisms.Release.own_share`).
         site: the site's name (messages, and with ``seed`` its noise stream).
         seed: seed for reproducible simulation only; ``None`` draws OS randomness.
         ledger: the ledger to charge: a real site's durable lifetime ledger for this run,
             or ``None`` for a fresh in-memory one sized by the policy (simulation).
         limits: the most one answer may hold (a real site's policy sets them; ``None``:
-            the public defaults of :class:`~fedpca.algorithms.site_limits.SiteLimits`).
+            the public defaults of :class:`~fedpca.site.limits.SiteLimits`).
     """
 
     def __init__(
@@ -296,7 +296,7 @@ class PrivateSite:
     def require_answer_size(self, shape: tuple[int, ...]) -> None:
         """Refuse, before anything is allocated for it, a request whose answer has ``shape``
         (the statistic's; a discrete-noise site sends it padded to a power of two) and is
-        larger than the site's :class:`~fedpca.algorithms.site_limits.SiteLimits`."""
+        larger than the site's :class:`~fedpca.site.limits.SiteLimits`."""
         entries = math.prod(shape)
         if self.discrete:
             entries = next_power_of_two(entries)
@@ -325,9 +325,9 @@ class PrivateSite:
 
         ``sensitivity`` (replace-one, L2) and ``error`` (a bound on the floating-point error
         of the computed ``statistic``,
-        :func:`~fedpca.privacy.exact_noise.float_error`) describe the statistic. The noise
+        :func:`~fedpca.dp.exact_noise.float_error`) describe the statistic. The noise
         is the site's ``sigma`` (possibly raised by the server). Exact noise: grid points,
-        charged as their discrete Gaussian (:mod:`fedpca.privacy.exact_noise`). Float
+        charged as their discrete Gaussian (:mod:`fedpca.dp.exact_noise`). Float
         noise: charged as the Gaussian of ``sigma``; under secure aggregation the site's
         own share is ``sigma / sqrt(m)``, and the ledger records that too (the guarantee
         against a coordinator that bypasses the secure sum). ``scale >= 1``: the noise drawn
@@ -430,7 +430,7 @@ class PrivateSite:
         require_rest_of_run(self.policy, self.ledger)
 
     def guarantee(self) -> SiteGuarantee:
-        """This site's public guarantee for the run (:mod:`fedpca.privacy.guarantee`): its
+        """This site's public guarantee for the run (:mod:`fedpca.dp.guarantee`): its
         policy's calibration, or that of the last secure sum of discrete Gaussian residues
         it answered; with secure sums, the worst case of its releases in the run."""
         cal = self.sum_calibration or self.calibration

@@ -15,7 +15,7 @@ untrusted. What a hostile coordinator could try, and what happens:
 * **start run after run, a new run id for every request, or wait for a restart**: every
   release of every run is charged to the population's lifetime ledger on the site's disk,
   dated by the site's clock, so the release that would pass the site's daily, weekly or
-  lifetime ceiling is refused (:mod:`fedpca.privacy.site_ledger`);
+  lifetime ceiling is refused (:mod:`fedpca.site.ledger`);
 * **change the data contract** (:mod:`fedpca.data.contract`): widen or narrow a range,
   drop a transform, add a column or a level, turn ``refuse`` into ``indicator``. The ranges
   set every sensitivity: a narrower range than the site's would make it add too little
@@ -27,7 +27,7 @@ untrusted. What a hostile coordinator could try, and what happens:
   (logged at the site). Its preprocessing and sensitivities come from its own copy only;
 * **hope for a lost ledger**: a ledger that is missing, another one, emptied or older than
   the site's last recorded release is refused before anything is charged, and never
-  created again by a run (:mod:`fedpca.privacy.ledger_identity`); the coordinator is told
+  created again by a run (:mod:`fedpca.site.ledger_identity`); the coordinator is told
   only that the ledger failed its check;
 * **start a run the site cannot finish**, so that the others spend and nobody gets a
   result: the site plans the run once (:class:`~fedpca.site.plan.RunPlan`: its releases, a
@@ -38,13 +38,13 @@ untrusted. What a hostile coordinator could try, and what happens:
   (in fixed, data-free words) before any site spends anything;
 * **ask for an answer too large to compute** (400,000 k-plane clusters, a ``d x d`` basis at
   large ``d``): refused before anything is allocated, by the limits of the site's policy
-  (:mod:`fedpca.algorithms.site_limits`);
+  (:mod:`fedpca.site.limits`);
 * **send a wrong released result** at the end of a run (:func:`real_site_result`): a basis
   of another shape, values that are not finite, columns that are not orthonormal, another
   contract, or a run the site released nothing in, is refused and not stored; a wrong but
   well-formed one makes the site's own scores wrong (``fedpca site project``) and leaks
   nothing: the site answers with its name only, spends nothing, sends no score
-  (:mod:`fedpca.site_results`).
+  (:mod:`fedpca.site.results`).
 
 Refusals happen before anything is charged, and their text carries no number derived from
 the records (a data file that fails validation is reported only in the site's own log).
@@ -61,15 +61,15 @@ from flwr.app import RecordDict
 from flwr.common import Context
 
 from fedpca.algorithms.centring import CentredPolicy
-from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.site.limits import SiteLimits
 from fedpca.clients.result_message import read_result_message
 from fedpca.clients.run_end import FAILED
 from fedpca.data.files import file_fingerprint
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
-from fedpca.privacy.ledger_identity import LedgerIdentityError, refused_run
-from fedpca.privacy.moments import ColumnBounds
-from fedpca.privacy.site_ledger import RunLedger, SiteLedger
-from fedpca.privacy.site_policy import (
+from fedpca.site.ledger_identity import LedgerIdentityError, refused_run
+from fedpca.dp.moments import ColumnBounds
+from fedpca.site.ledger import RunLedger, SiteLedger
+from fedpca.site.policy import (
     PRIVACY_KEYS,
     PolicyError,
     SitePolicyFile,
@@ -80,7 +80,7 @@ from fedpca.secure.identity import SecureIdentity
 from fedpca.secure.roster import load_roster, load_signing_key
 from fedpca.site.plan import RunPlan, plan_run, require_contract
 from fedpca.site.ready import SiteReady
-from fedpca.site_results import store_result
+from fedpca.site.results import store_result
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def real_site_result(context: Context, content: RecordDict) -> str:
     :func:`~fedpca.clients.result_message.read_result_message`): refuse one the site cannot
     compute scores with, one made under another data contract, or one of a run that made no
     release here (so a coordinator cannot fill the site's disk with runs it never took part
-    in); store it in ``results/`` beside the policy (:func:`fedpca.site_results.store_result`,
+    in); store it in ``results/`` beside the policy (:func:`fedpca.site.results.store_result`,
     0600), record the run as complete in the ledger and answer with the site's name. Costs
     no budget."""
     policy = _policy(context)

@@ -49,8 +49,8 @@ import numpy as np
 from scipy import stats
 
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.calibration import check_privacy_parameters
-from fedpca.privacy.validation import require_finite_positive, require_positive_int
+from fedpca.dp.calibration import check_privacy_parameters
+from fedpca.dp.validation import require_finite_positive, require_positive_int
 
 logger = logging.getLogger(__name__)
 

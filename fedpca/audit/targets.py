@@ -77,9 +77,9 @@ from fedpca.clients import DPdisPCAClient, DPSPCAClient, LDPCovarianceClient
 from fedpca.clients.base import PrivateSiteClient
 from fedpca.clients.kplane import KPlaneClient
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.distributed_gaussian import GridChoice
-from fedpca.privacy.exact_noise import EXACT
-from fedpca.privacy.site_data import SiteData
+from fedpca.dp.distributed_gaussian import GridChoice
+from fedpca.dp.exact_noise import EXACT
+from fedpca.dp.site_data import SiteData
 
 #: The audited site's name (its errors and its noise stream).
 SITE = "audit"

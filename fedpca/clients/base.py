@@ -4,8 +4,8 @@ A :class:`PrivateSiteClient` wraps a Flower-free :class:`~fedpca.algorithms.site
 Subclasses say which config keys they accept and implement :meth:`release`; everything a
 client returns is the site's noisy release, its public record count and plaintext metrics
 that are public under the site's policy (site name, epsilon spent, releases made, the
-guarantee its policy gives: :mod:`fedpca.privacy.guarantee`), nothing else. In particular the number of clipped rows is data-dependent and not DP: it is logged
-for the site's own operator (see :class:`~fedpca.privacy.site_data.SiteData`) and never sent.
+guarantee its policy gives: :mod:`fedpca.dp.guarantee`), nothing else. In particular the number of clipped rows is data-dependent and not DP: it is logged
+for the site's own operator (see :class:`~fedpca.dp.site_data.SiteData`) and never sent.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from flwr.common import Context, Scalar
 
 from fedpca.algorithms.secure_sum import SUM_KEYS, SecAggPlusEmbedding, SecureSum
 from fedpca.algorithms.site import PrivateSite, SiteLedgerLike, SitePrivacyPolicy
-from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.site.limits import SiteLimits
 from fedpca.clients.ledger_state import load_ledger, store_ledger
 from fedpca.clients.messages import RECORDS, SITE
 from fedpca.clients.secure_aggregation import ProtocolMasking, SecAggMasking, masked_settings
 from fedpca.errors import InvalidRequestError
-from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
-from fedpca.privacy.ledger import PrivacyLedger
-from fedpca.privacy.site_data import SiteData
+from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
+from fedpca.dp.ledger import PrivacyLedger
+from fedpca.dp.site_data import SiteData
 
 #: ``(context, data, policy, site name, seed=..., ledger=..., limits=...) -> Client``: each
 #: algorithm's factory (see :func:`client_factory`).
@@ -94,7 +94,7 @@ class PrivateSiteClient(NumPyClient):
         """Check the request, make the release (computed in memory, then charged), persist
         the ledger, answer. What follows the charge (the SecAgg+ encoding, Flower's
         serialisation) handles an answer whose size the site bounded before any work
-        (:mod:`fedpca.algorithms.site_limits`); should it fail, the budget stays spent and
+        (:mod:`fedpca.site.limits`); should it fail, the budget stays spent and
         nothing is sent."""
         unknown = set(config) - self.config_keys - (SUM_KEYS if self.site.discrete else set())
         if unknown:
@@ -135,7 +135,7 @@ class PrivateSiteClient(NumPyClient):
     def answer_bound(self, config: dict) -> float | None:
         """A bound on ``max |answer|`` from public quantities only (clip norm, record count,
         the site's sigma), exceeded with probability at most
-        :data:`~fedpca.privacy.mechanisms.TAIL_PROBABILITY`; ``None`` when the algorithm has no
+        :data:`~fedpca.dp.mechanisms.TAIL_PROBABILITY`; ``None`` when the algorithm has no
         secure-aggregation mode (subclasses that have one override it)."""
         return None
 
@@ -196,7 +196,7 @@ def site_client(
 
     A site with an in-memory :class:`PrivacyLedger` (simulation) keeps it in
     ``context.state``, which Flower keeps for the run; a site with a durable ledger (a real
-    site's :class:`~fedpca.privacy.site_ledger.RunLedger`) has every charge on its disk already.
+    site's :class:`~fedpca.site.ledger.RunLedger`) has every charge on its disk already.
     """
     return client_cls(site, **client_options(context, site)).to_client()
 

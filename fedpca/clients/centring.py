@@ -34,7 +34,7 @@ from fedpca.algorithms.centring import CentringSite
 from fedpca.algorithms.site import PrivateSite
 from fedpca.clients.base import PrivateSiteClient, client_options
 from fedpca.errors import InvalidRequestError
-from fedpca.privacy.guarantee import SiteGuarantee
+from fedpca.dp.guarantee import SiteGuarantee
 
 #: The request's config key naming a centred run's step.
 CENTRING = "centring"

@@ -15,7 +15,7 @@ import numpy as np
 
 from fedpca.algorithms.dps_pca import PHASE_INIT, PHASE_POWER, PHASE_VARIANCE, DPSPCASite
 from fedpca.clients.base import PrivateSiteClient, client_factory
-from fedpca.privacy.mechanisms import gaussian_tail_bound, power_step_sensitivity
+from fedpca.dp.mechanisms import gaussian_tail_bound, power_step_sensitivity
 
 
 class DPSPCAClient(PrivateSiteClient):
@@ -54,7 +54,7 @@ class DPSPCAClient(PrivateSiteClient):
         ``sigma / sqrt(m) / n`` per entry, bounded by its tail over the ``d x k`` (at most
         ``d x d``) entries."""
         site = self.site
-        # Every release has sensitivity sqrt(2) C^2 (see fedpca.privacy.mechanisms).
+        # Every release has sensitivity sqrt(2) C^2 (see fedpca.dp.mechanisms).
         share = site.sigma(power_step_sensitivity(site.clip_norm), config.get("min_noise_multiplier"))
         if site.secure_min_sites is not None:
             share /= math.sqrt(site.secure_min_sites)

@@ -11,9 +11,9 @@ import json
 
 from flwr.common import ConfigRecord, Context
 
-from fedpca.privacy.ledger import PrivacyLedger
+from fedpca.dp.ledger import PrivacyLedger
 
-LEDGER_RECORD = "fedpca.privacy.ledger"
+LEDGER_RECORD = "fedpca.dp.ledger"
 
 
 def load_ledger(context: Context, ledger: PrivacyLedger) -> PrivacyLedger:

@@ -17,7 +17,7 @@ sites' ClientApp (:mod:`fedpca.clients.app`) reads requests and builds answers w
   ``"arrays"`` and a :class:`~flwr.app.ConfigRecord` ``"config"``; the answer carries the
   release as the ArrayRecord ``"arrays"``, the public numbers (record count
   ``"num-examples"``, ``"epsilon_spent"``, ``"releases"``) as the MetricRecord ``"metrics"``
-  and the site's name and guarantee (:class:`~fedpca.privacy.guarantee.SiteGuarantee`, keys
+  and the site's name and guarantee (:class:`~fedpca.dp.guarantee.SiteGuarantee`, keys
   ``guarantee.*``: its accounting is text) in the ConfigRecord ``"site"``. The same
   :class:`SiteAnswer` comes out of either format.
 
@@ -38,7 +38,7 @@ from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFI
 
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import FedPCAError, InvalidRequestError
-from fedpca.privacy.guarantee import PREFIX as GUARANTEE, SiteGuarantee
+from fedpca.dp.guarantee import PREFIX as GUARANTEE, SiteGuarantee
 from fedpca.site.ready import SiteReady
 
 #: Message API: the request's and the answer's arrays.

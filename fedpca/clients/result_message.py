@@ -11,18 +11,18 @@ ConfigRecord ``"result"`` holding its name only.
 
 Every field is untrusted (:func:`read_result_message`): the arrays' shapes, types and byte
 counts are checked against the site's width ``d`` and its policy's answer limit before numpy
-allocates them, then the values (:meth:`fedpca.site_results.ReleasedResult.check`).
+allocates them, then the values (:meth:`fedpca.site.results.ReleasedResult.check`).
 Receiving a result costs no budget and changes nothing the site releases; see
-:mod:`fedpca.site_results` for what a hostile coordinator can do with it.
+:mod:`fedpca.site.results` for what a hostile coordinator can do with it.
 """
 
 from __future__ import annotations
 
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
-from fedpca.algorithms.site_limits import ENTRY_BYTES, POLICY_KEYS, SiteLimits
+from fedpca.site.limits import ENTRY_BYTES, POLICY_KEYS, SiteLimits
 from fedpca.errors import FedPCAError
-from fedpca.site_results import ReleasedResult, refused_result
+from fedpca.site.results import ReleasedResult, refused_result
 
 #: The message's and the answer's ConfigRecord, and the message's ArrayRecord.
 RESULT, RESULT_ARRAYS = "result", "result-arrays"

@@ -20,7 +20,7 @@ What a hostile coordinator could try here, and what stops it:
 * **a run id or stage out of order**: refused; a refused message leaves the session as it was.
 
 Privacy guarantee: unchanged by this module; the site's release is charged to its ledger
-with both guarantees (:class:`~fedpca.privacy.mechanisms.Release`) before the masked vector
+with both guarantees (:class:`~fedpca.dp.mechanisms.Release`) before the masked vector
 is sent.
 """
 
@@ -37,7 +37,7 @@ from fedpca.algorithms.secure_sum import SUM_PREFIX
 from fedpca.clients.messages import ARRAYS, CONFIG
 from fedpca.clients.secure_aggregation import PROTOCOL_MASKED_RECORD
 from fedpca.errors import InvalidRequestError
-from fedpca.privacy.hadamard import next_power_of_two
+from fedpca.dp.hadamard import next_power_of_two
 from fedpca.secure.conditions import ProtocolRefusal
 from fedpca.secure.identity import SecureIdentity
 from fedpca.secure.protocol import (

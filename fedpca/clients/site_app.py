@@ -20,7 +20,7 @@ train handler that looks at each request's format
 * the run's released result (a QUERY message, after the last round:
   :mod:`fedpca.strategies.result_delivery`) goes to the site's ``result_fn``, which checks
   it as hostile input and, at a real site, stores it beside its policy
-  (:mod:`fedpca.site_results`); the answer is the site's name, and no budget is spent;
+  (:mod:`fedpca.site.results`); the answer is the site's name, and no budget is spent;
 * the news that the run failed (a QUERY message, :mod:`fedpca.clients.run_end`) goes to the
   site's ``end_fn``: a real site's ledger then says so; no budget is spent or given back;
 * a stage of fedpca's verifiable secure aggregation (:mod:`fedpca.clients.secure_protocol`)

@@ -61,9 +61,9 @@ from fedpca.clustering.result import ClusteringResult
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.bingham import sample_matrix_bingham
 from fedpca.linalg.subspace import random_subspaces
-from fedpca.privacy.mechanisms import NoiseSource
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import require_finite_positive, require_positive_int
+from fedpca.dp.mechanisms import NoiseSource
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import require_finite_positive, require_positive_int
 
 logger = logging.getLogger(__name__)
 

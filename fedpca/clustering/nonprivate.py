@@ -32,8 +32,8 @@ from fedpca.clustering.metrics import kmeans_subspace_cost, squared_distances
 from fedpca.clustering.result import ClusteringResult
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import random_subspaces, top_eigenvectors
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import require_positive_int
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import require_positive_int
 
 logger = logging.getLogger(__name__)
 

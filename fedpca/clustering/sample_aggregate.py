@@ -78,10 +78,10 @@ from fedpca.clustering.result import ClusteringResult
 from fedpca.clustering.tsc import default_neighbours, tsc_subspaces
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import top_eigenvectors, triangle_size, unpack_symmetric
-from fedpca.privacy.calibration import check_privacy_parameters
-from fedpca.privacy.mechanisms import NoiseSource
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import require_positive_int
+from fedpca.dp.calibration import check_privacy_parameters
+from fedpca.dp.mechanisms import NoiseSource
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import require_positive_int
 
 logger = logging.getLogger(__name__)
 

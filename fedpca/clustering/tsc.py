@@ -39,8 +39,8 @@ from fedpca.clustering.nonprivate import NO_PRIVACY, check_problem, fit_subspace
 from fedpca.clustering.result import ClusteringResult
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import top_eigenvectors
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import require_positive_int
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import require_positive_int
 
 logger = logging.getLogger(__name__)
 

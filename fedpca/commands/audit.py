@@ -25,7 +25,7 @@ from fedpca.audit.attack import AuditResult, Interval, run_audit
 from fedpca.audit.targets import MECHANISMS, AuditSettings, audit_target
 from fedpca.commands.common import seeded_notice
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.exact_noise import NOISE_SAMPLERS
+from fedpca.dp.exact_noise import NOISE_SAMPLERS
 
 ALL = "all"
 DEFAULT_TRIALS = 4000

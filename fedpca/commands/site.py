@@ -13,17 +13,17 @@ next to its SuperNode.
   (lifetime, in the current UTC day and the last 7 x 24 hours, per run with its status and
   what it released, per data file, remaining) and its policy's recorded changes, read from
   its own ledger once it passes its identity check (creates no ledger; opening it records a
-  changed policy, :mod:`fedpca.privacy.ledger_report`); as JSON; as one HTML page with a plot
-  of the spending over time (:mod:`fedpca.privacy.ledger_page`, the ``plots`` extra); or a
+  changed policy, :mod:`fedpca.site.ledger_report`); as JSON; as one HTML page with a plot
+  of the spending over time (:mod:`fedpca.site.ledger_page`, the ``plots`` extra); or a
   copy of the ledger (SQLite's online backup, safe during a run);
 * ``ledger --policy FILE --restore FILE [--reason TEXT] | --new --reason TEXT | --adopt
   --reason TEXT``: put a backup back (an older one only with a reason), start a new empty
   ledger, or make an existing ledger the site's; each recorded, dated, in the identity
-  file's history and the log (:mod:`fedpca.privacy.ledger_lifecycle`);
+  file's history and the log (:mod:`fedpca.site.ledger_lifecycle`);
 * ``project --policy FILE [--result FILE] --out FILE``: the site's own records' scores
   (``PC1..PCk``, after its contract's id column when it has one) on a run's released components, with its contract's preprocessing and the
   released mean and scale, from the latest result the site received (or a given result or
-  run record); written at the site, sent nowhere (:mod:`fedpca.site_results`);
+  run record); written at the site, sent nowhere (:mod:`fedpca.site.results`);
 * ``supernode --policy FILE -- FLOWER_SUPERNODE_ARGS``: Flower's SuperNode with the policy
   named in its node_config, every FAB checked before Flower parses it, and the policy's
   memory limit (``[limits] memory-mib``, Linux ``RLIMIT_AS``) on it;
@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fedpca.privacy.site_ledger import SiteLedger
-    from fedpca.privacy.site_policy import SitePolicyFile
+    from fedpca.site.ledger import SiteLedger
+    from fedpca.site.policy import SitePolicyFile
 
 
 def register_site_command(commands: argparse._SubParsersAction) -> None:
@@ -133,7 +133,7 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from fedpca.privacy.site_policy import load_site_policy, write_policy_template
+    from fedpca.site.policy import load_site_policy, write_policy_template
 
     if args.ledger is None:
         args.ledger = str(args.policy.resolve().parent / "ledger.sqlite")
@@ -149,14 +149,14 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from fedpca.privacy.site_policy import load_site_policy
+    from fedpca.site.policy import load_site_policy
 
     return _report(load_site_policy(args.policy))
 
 
 def _report(policy: SitePolicyFile) -> int:
-    """Print :func:`~fedpca.privacy.site_check.check_site`'s report; 1 on any problem."""
-    from fedpca.privacy.site_check import check_site, report_text
+    """Print :func:`~fedpca.site.check.check_site`'s report; 1 on any problem."""
+    from fedpca.site.check import check_site, report_text
 
     report = check_site(policy)
     print(report_text(report))
@@ -173,7 +173,7 @@ def _from_policy_folder(path: str, policy: Path) -> str:
 
 def _ledger(args: argparse.Namespace) -> int:
     from fedpca.errors import ConfigurationError
-    from fedpca.privacy.site_policy import load_site_policy
+    from fedpca.site.policy import load_site_policy
 
     policy = load_site_policy(args.policy)
     if args.reason is not None and not (args.restore or args.new or args.adopt):
@@ -194,7 +194,7 @@ def _ledger(args: argparse.Namespace) -> int:
 
 def _change_ledger(args: argparse.Namespace, policy: SitePolicyFile) -> str:
     """``--restore``, ``--new`` or ``--adopt``: the dated line each records."""
-    from fedpca.privacy.ledger_lifecycle import adopt_ledger, restore_ledger, start_new_ledger
+    from fedpca.site.ledger_lifecycle import adopt_ledger, restore_ledger, start_new_ledger
 
     witness = policy.witness()
     if args.restore:
@@ -207,8 +207,8 @@ def _change_ledger(args: argparse.Namespace, policy: SitePolicyFile) -> str:
 def _show_ledger(policy: SitePolicyFile, ledger: SiteLedger, args: argparse.Namespace) -> None:
     """Print the ledger's spending, the runs left and its identity's history (``--json``:
     as JSON), or write them with a plot as one page (``--html FILE``)."""
-    from fedpca.privacy.ledger_report import format_ledger, ledger_json, spending_series
-    from fedpca.privacy.site_check import runs_left
+    from fedpca.site.ledger_report import format_ledger, ledger_json, spending_series
+    from fedpca.site.check import runs_left
 
     if args.html:
         from fedpca.extras import PLOTS, require_extra
@@ -221,7 +221,7 @@ def _show_ledger(policy: SitePolicyFile, ledger: SiteLedger, args: argparse.Name
                "identity": {"identity": record.identity, "file": str(witness.path),
                             "history": list(record.history)}}
     if args.html:
-        from fedpca.privacy.ledger_page import write_ledger_page
+        from fedpca.site.ledger_page import write_ledger_page
 
         path = write_ledger_page(summary, spending_series(ledger, summary), args.html)
         print(f"wrote {path} (0600): {len(summary['runs'])} runs, "
@@ -232,8 +232,8 @@ def _show_ledger(policy: SitePolicyFile, ledger: SiteLedger, args: argparse.Name
 
 
 def _project(args: argparse.Namespace) -> int:
-    from fedpca.privacy.site_policy import load_site_policy
-    from fedpca.site_results import latest_result, load_result, site_scores
+    from fedpca.site.policy import load_site_policy
+    from fedpca.site.results import latest_result, load_result, site_scores
 
     policy = load_site_policy(args.policy)
     path = args.result or latest_result(policy.path)
@@ -249,7 +249,7 @@ def _project(args: argparse.Namespace) -> int:
 
 def _supernode(args: argparse.Namespace) -> int:
     from fedpca.deployment.site_runtime import run_site_supernode
-    from fedpca.privacy.site_policy import load_site_policy
+    from fedpca.site.policy import load_site_policy
 
     flower_args = args.flower_args[1:] if args.flower_args[:1] == ["--"] else args.flower_args
     run_site_supernode(load_site_policy(args.policy), flower_args)
@@ -258,7 +258,7 @@ def _supernode(args: argparse.Namespace) -> int:
 
 def _superexec(args: argparse.Namespace) -> int:
     from fedpca.deployment.site_runtime import run_site_superexec
-    from fedpca.privacy.site_policy import load_site_policy
+    from fedpca.site.policy import load_site_policy
 
     run_site_superexec(args.runtime_api_address, args.insecure, args.root_certificates,
                        load_site_policy(args.policy).memory_mib)

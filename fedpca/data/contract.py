@@ -16,13 +16,13 @@ A contract fixes, column by column, how a site's table becomes the rows the algo
 4. an ``id`` column (at most one: the site's own record ids) becomes no column at all: it
    is never preprocessed, released or part of any sensitivity; the rows keep their order,
    so ``fedpca site project`` writes each record's scores beside its id
-   (:func:`fedpca.site_results.site_scores`). A blank or repeated id is a problem of the
+   (:func:`fedpca.site.results.site_scores`). A blank or repeated id is a problem of the
    table (counted, never quoted: an id is for the site's own scores file only).
 
 **Public scales** (``scale``, optional): a consortium that knows a column's spread from
 public knowledge (a reference interval, a population's published standard deviation, a
 study's design) states it, and a standardised run then spends no budget on that column's
-variance (:mod:`fedpca.privacy.moments`): the released sums of squares skip it and its scale
+variance (:mod:`fedpca.dp.moments`): the released sums of squares skip it and its scale
 is the stated one, never noisy, never floored. A numeric column takes ``scale = NUMBER``, a
 reference standard deviation in the units the column is shifted in: the file's units for
 ``transform = "none"``, the natural log of the value for ``"log"`` (a reference interval
@@ -44,7 +44,7 @@ one-hot groups (a categorical column's levels, its blank included: exactly one 1
 :attr:`Contract.bounds`). Two records' rows differ by at most ``w_j`` in a numeric column, 1
 in a binary or indicator column and ``sqrt(2)`` in a one-hot group (two of its columns),
 counted once per group, not per level: the replace-one L2 sensitivities of a site's column
-sums and sums of squares (:class:`fedpca.privacy.moments.ColumnBounds`) come from the
+sums and sums of squares (:class:`fedpca.dp.moments.ColumnBounds`) come from the
 contract alone. A range read off
 the data would disclose the records' extremes: ranges come from public knowledge. So do
 public scales: a scale read off the data would disclose the records' spread.
@@ -82,7 +82,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fedpca.errors import ConfigurationError, InvalidDataError
-from fedpca.privacy.moments import MIN_SCALE, ColumnBounds
+from fedpca.dp.moments import MIN_SCALE, ColumnBounds
 
 logger = logging.getLogger(__name__)
 
@@ -406,7 +406,7 @@ class Contract:
     def bounds(self) -> ColumnBounds:
         """The preprocessed columns' public bounds: widths, one-hot groups and public scales
         (the sensitivities of a site's column sums and sums of squares, and which squares a
-        standardised run releases: :mod:`fedpca.privacy.moments`)."""
+        standardised run releases: :mod:`fedpca.dp.moments`)."""
         groups, start = [], 0
         for rule in self.columns:
             if rule.kind == "categorical":

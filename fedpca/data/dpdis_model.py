@@ -18,7 +18,7 @@ import numpy as np
 
 from fedpca.data.synthetic import public_row_scale
 from fedpca.linalg.subspace import thin_qr
-from fedpca.privacy.validation import require_finite_positive, require_positive_int
+from fedpca.dp.validation import require_finite_positive, require_positive_int
 
 #: Stream keys that keep the model's randomness apart from every site's samples.
 MODEL_STREAM = 0xD1D15

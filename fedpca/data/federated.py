@@ -14,8 +14,8 @@ import numpy as np
 from fedpca.data.datasets import DATASET_NAMES, Dataset, load_dataset
 from fedpca.data.partition import partition_dirichlet, partition_iid
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import require_finite_positive, require_positive_int
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import require_finite_positive, require_positive_int
 
 
 def dataset_site(

@@ -10,7 +10,7 @@ import numpy as np
 
 from fedpca.data.tables import read_matrix
 from fedpca.errors import InvalidDataError
-from fedpca.privacy.validation import validate_site_data
+from fedpca.dp.validation import validate_site_data
 
 
 def load_site_file(path: str | Path, site: str = "site") -> np.ndarray:

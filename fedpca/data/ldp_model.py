@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedpca.linalg.subspace import thin_qr
-from fedpca.privacy.validation import (
+from fedpca.dp.validation import (
     require_finite_positive,
     require_ordered,
     require_positive_int,

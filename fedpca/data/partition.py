@@ -17,7 +17,7 @@ import numpy as np
 
 from fedpca.data.synthetic import split_sizes
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.validation import require_finite_positive, require_positive_int
+from fedpca.dp.validation import require_finite_positive, require_positive_int
 
 #: Stream key that keeps the partition's randomness apart from noise drawn with the same seed.
 PARTITION_STREAM = 0x9A27

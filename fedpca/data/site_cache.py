@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable
 
 from fedpca.data.site_store import current_store
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.site_data import SiteData
+from fedpca.dp.site_data import SiteData
 
 logger = logging.getLogger(__name__)
 

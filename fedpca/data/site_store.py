@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.clipping import ClipReport
-from fedpca.privacy.site_data import SiteData
+from fedpca.dp.clipping import ClipReport
+from fedpca.dp.site_data import SiteData
 
 logger = logging.getLogger(__name__)
 

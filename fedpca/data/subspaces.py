@@ -22,8 +22,8 @@ import numpy as np
 
 from fedpca.errors import ParameterError
 from fedpca.linalg.subspace import random_subspaces
-from fedpca.privacy.clipping import clip_rows
-from fedpca.privacy.validation import require_ordered, require_positive_int
+from fedpca.dp.clipping import clip_rows
+from fedpca.dp.validation import require_ordered, require_positive_int
 
 #: Standard deviations of ``||w||`` above ``sqrt(dim) noise`` the public scale allows for.
 NORM_SIGMAS = 6.0

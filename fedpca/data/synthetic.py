@@ -17,7 +17,7 @@ import numpy as np
 
 from fedpca.errors import ParameterError
 from fedpca.linalg.subspace import thin_qr
-from fedpca.privacy.validation import require_ordered, require_positive_int
+from fedpca.dp.validation import require_ordered, require_positive_int
 
 #: Stream keys that keep the model's randomness apart from every site's samples.
 MODEL_STREAM = 0x30DE1

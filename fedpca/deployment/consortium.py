@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fedpca.algorithms.specs import SPECS
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.site_policy import (
+from fedpca.site.policy import (
     DEFAULT_DPS_ROUNDS,
     TEMPLATE_EPSILON,
     TEMPLATE_RUN_EPSILON,

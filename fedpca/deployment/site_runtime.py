@@ -40,7 +40,7 @@ from typing import Any
 from fedpca.deployment.fab_check import FabRefusedError, check_fab
 from fedpca.deployment.memory_limit import apply_memory_limit
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.site_policy import SitePolicyFile
+from fedpca.site.policy import SitePolicyFile
 
 logger = logging.getLogger(__name__)
 

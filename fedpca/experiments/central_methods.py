@@ -21,7 +21,7 @@ import numpy as np
 
 from fedpca.algorithms.central import prepare_central, run_analyze_gauss, run_mod_sulq
 from fedpca.algorithms.ppca import run_ppca
-from fedpca.privacy.site_data import SiteData
+from fedpca.dp.site_data import SiteData
 
 #: Public row-norm bound every experiment uses (rows are scaled to it beforehand).
 CLIP_NORM = 1.0

@@ -53,7 +53,7 @@ from fedpca.experiments.sweeps import (
     summarize,
 )
 from fedpca.linalg.subspace import random_subspaces, top_eigenvectors
-from fedpca.privacy.calibration import paper_dps_pca_multiplier
+from fedpca.dp.calibration import paper_dps_pca_multiplier
 
 NAME = "subspace-clustering"
 METHOD_LABELS = {

@@ -82,7 +82,7 @@ import numpy as np
 from scipy.linalg import lapack
 
 from fedpca.errors import ConfigurationError, InvalidDataError
-from fedpca.privacy.validation import require_positive_int
+from fedpca.dp.validation import require_positive_int
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import numpy as np
 import scipy.linalg
 
 from fedpca.errors import ConfigurationError, InvalidDataError
-from fedpca.privacy.validation import require_finite_positive, require_positive_int
+from fedpca.dp.validation import require_finite_positive, require_positive_int
 
 logger = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any, ClassVar, Self, TypeVar
 
 from fedpca.errors import ConfigurationError, ParameterError
-from fedpca.privacy.calibration import ACCOUNTING_MODES
-from fedpca.privacy.exact_noise import EXACT, FLOAT, NOISE_SAMPLERS
-from fedpca.privacy.validation import require_site_count
+from fedpca.dp.calibration import ACCOUNTING_MODES
+from fedpca.dp.exact_noise import EXACT, FLOAT, NOISE_SAMPLERS
+from fedpca.dp.validation import require_site_count
 
 S = TypeVar("S", bound="Scenario")
 

@@ -38,9 +38,9 @@ from fedpca.data.federated import dataset_pooled, dataset_site
 from fedpca.data.site_cache import bounded_site_cache
 from fedpca.data.synthetic import require_split, site_size
 from fedpca.errors import InvalidDataError, ParameterError
-from fedpca.privacy.distributed_gaussian import GridChoice
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import (
+from fedpca.dp.distributed_gaussian import GridChoice
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import (
     require_choice,
     require_finite_positive,
     require_ordered,

@@ -22,8 +22,8 @@ from fedpca.data.site_cache import bounded_site_cache
 from fedpca.data.synthetic import SparseSpikedModel, require_split, site_data, site_size
 from fedpca.errors import ParameterError
 from fedpca.linalg.subspace import subspace_distance
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import (
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import (
     require_ordered,
     require_positive_int,
     require_site_count,

@@ -21,8 +21,8 @@ from fedpca.data.synthetic import require_split, site_data
 from fedpca.errors import ConfigurationError, ParameterError
 from fedpca.linalg.fantope import require_penalty
 from fedpca.linalg.subspace import energy_ratio, subspace_distance, top_eigenvectors
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.validation import require_finite_positive, require_positive_int
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import require_finite_positive, require_positive_int
 from fedpca.results import PCAResult
 from fedpca.scenarios.base import (
     DELTA,

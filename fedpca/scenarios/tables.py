@@ -167,7 +167,7 @@ def requested_policy(scenario: Scenario, standardize: bool, moments_share: float
     secure sums are of discrete Gaussian residues; a local-DP algorithm's (LDP-PCA's) moments
     are every record's own views; ``public_scales``: the contract gives every column a
     public scale (``Contract.bounds.all_public``). A real site replaces it with its own
-    (:meth:`~fedpca.privacy.site_policy.SitePolicyFile.centred_policy`)."""
+    (:meth:`~fedpca.site.policy.SitePolicyFile.centred_policy`)."""
     secure_min_sites = getattr(scenario, "secure_min_sites", None)
     explains = bool(getattr(scenario, "explained_variance", False))
     return CentredPolicy(

@@ -13,7 +13,7 @@ from fedpca.algorithms.dps_pca import privacy_record
 from fedpca.apps.common import partition_budget, partition_client, partition_identity
 from fedpca.clients.dps_pca import client_for_site
 from fedpca.errors import FedPCAError
-from fedpca.privacy.validation import require_site_count
+from fedpca.dp.validation import require_site_count
 from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
 from fedpca.scenarios.dps_pca import DPSPCAScenario

@@ -8,7 +8,7 @@ every secure run refused at its last round). So a site turns each request into o
 policy file, and every later step reads that plan: the readiness (budget) round's answer,
 the check before the run's first release, the release cap and description the ledger
 records (:meth:`RunPlan.charge`), the number of rounds its secure-aggregation session agrees
-to (:attr:`RunPlan.rounds`), and the guard in :class:`~fedpca.privacy.site_ledger.RunLedger`
+to (:attr:`RunPlan.rounds`), and the guard in :class:`~fedpca.site.ledger.RunLedger`
 that refuses an algorithm whose own count disagrees with the plan.
 
 What a hostile coordinator controls here, and what it cannot do with it:
@@ -22,7 +22,7 @@ What a hostile coordinator controls here, and what it cannot do with it:
 * ``seed``: refused (a real site's noise comes from the operating system);
 * ``explained-variance``: refused unless the site's policy makes that release;
 * the budget keys (``epsilon``, ``rounds``, ``clip-norm``, ``secure-min-sites``, ...): never
-  read: the plan's calibration is the policy's (:data:`~fedpca.privacy.site_policy.PRIVACY_KEYS`).
+  read: the plan's calibration is the policy's (:data:`~fedpca.site.policy.PRIVACY_KEYS`).
 
 Every refusal happens here, before the site reads its data or charges anything, and quotes
 public values only (the site's policy settings and the request's own values).
@@ -44,9 +44,9 @@ from typing import Any
 from fedpca.algorithms.centring import CentredPolicy, requested_scaling
 from fedpca.algorithms.specs import SPECS
 from fedpca.errors import InvalidRequestError
-from fedpca.privacy.mechanisms import Release
-from fedpca.privacy.site_ledger import RunCharge
-from fedpca.privacy.site_policy import (
+from fedpca.dp.mechanisms import Release
+from fedpca.site.ledger import RunCharge
+from fedpca.site.policy import (
     DPS_PCA,
     EXPLAINED_VARIANCE,
     SitePolicyFile,

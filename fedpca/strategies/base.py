@@ -27,9 +27,9 @@ from flwr.serverapp import Grid
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import RunFailedError
-from fedpca.privacy.guarantee import SiteGuarantee, as_guaranteed
+from fedpca.dp.guarantee import SiteGuarantee, as_guaranteed
 from fedpca.progress import RoundEvent, RoundObserver
-from fedpca.site_results import ReleasedResult
+from fedpca.site.results import ReleasedResult
 from fedpca.strategies.budget_round import Readiness, ask_budget
 from fedpca.strategies.result_delivery import DELIVERY_TIMEOUT, announce_failure, deliver
 
@@ -174,7 +174,7 @@ class SiteRoundStrategy:
 
     def result(self, config: dict[str, Any] | None = None) -> Any:
         """The run's final result (from the server), its privacy record stating what the
-        sites guaranteed (:func:`~fedpca.privacy.guarantee.as_guaranteed`: a real site
+        sites guaranteed (:func:`~fedpca.dp.guarantee.as_guaranteed`: a real site
         calibrates with its own policy, whatever the run asked).
 
         The config gains ``request`` (the privacy the run was asked for: never a

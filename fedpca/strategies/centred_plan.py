@@ -20,7 +20,7 @@ from fedpca.algorithms.dpdis_pca import VARIANT_SECURE, secure_sum_for
 from fedpca.algorithms.dps_pca import secure_sums
 from fedpca.algorithms.kplane import secure_sum_for as kplane_secure_sum
 from fedpca.algorithms.secure_sum import public_seed
-from fedpca.privacy.moments import ColumnBounds
+from fedpca.dp.moments import ColumnBounds
 from fedpca.scenarios.base import Scenario
 from fedpca.strategies.dpdis_pca import CentredDPdisPCA
 from fedpca.strategies.dps_pca import CentredDPSPCA

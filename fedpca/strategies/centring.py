@@ -20,7 +20,7 @@ The history gains the moments round as round 0 (phase :data:`~fedpca.algorithms.
 :class:`~fedpca.results.CentredPCAResult` (columns, mean, scale, explained variance where
 the algorithm's server holds a whole noisy matrix). The released result every site receives
 at the end names the columns whose scale sits at the noise floor
-(:attr:`~fedpca.site_results.ReleasedResult.floored_scales`).
+(:attr:`~fedpca.site.results.ReleasedResult.floored_scales`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from fedpca.algorithms.site import SiteAnswer
 from fedpca.clients.centring import CENTRED_STEP, CENTRING, MOMENTS_STEP
 from fedpca.errors import ConfigurationError
 from fedpca.results import CentredPCAResult
-from fedpca.site_results import ReleasedResult
+from fedpca.site.results import ReleasedResult
 from fedpca.strategies.base import SiteRoundStrategy
 
 #: The history's round number of the moments round (before the algorithm's round 1).

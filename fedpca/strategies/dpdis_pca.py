@@ -26,7 +26,7 @@ from fedpca.algorithms.dpdis_pca import (
 from fedpca.algorithms.centred_run import DPDIS_MECHANISM
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding, SecureSum
 from fedpca.algorithms.site import SiteAnswer
-from fedpca.privacy.distributed_gaussian import GridChoice
+from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.strategies.base import SiteRoundStrategy
 from fedpca.strategies.centring import CentredRounds
 from fedpca.strategies.legacy import LegacySiteStrategy

@@ -23,7 +23,7 @@ from fedpca.algorithms.centred_run import KPLANE_MECHANISM
 from fedpca.algorithms.kplane import KPlaneServer
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding, SecureSum
 from fedpca.algorithms.site import SiteAnswer
-from fedpca.privacy.distributed_gaussian import GridChoice
+from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.strategies.base import SiteRoundStrategy
 from fedpca.strategies.centring import CentredRounds
 from fedpca.strategies.legacy import LegacySiteStrategy

@@ -7,7 +7,7 @@ strategy (:meth:`~fedpca.strategies.base.SiteRoundStrategy.deliver_result`, call
 connected site one QUERY message with the released basis, the released column mean and
 scale of a centred run, the algorithm, the column names when known, the run's id and its
 data contract's hash (:mod:`fedpca.clients.result_message`). A real site checks it as
-hostile input and stores it beside its policy (:mod:`fedpca.site_results`), so that
+hostile input and stores it beside its policy (:mod:`fedpca.site.results`), so that
 ``fedpca site project`` computes its records' scores without any file from the coordinator;
 a simulated site checks it and logs it.
 
@@ -27,7 +27,7 @@ from flwr.serverapp import Grid
 from fedpca.clients.result_message import read_result_answer, result_message
 from fedpca.clients.run_end import run_end_message
 from fedpca.errors import FedPCAError
-from fedpca.site_results import ReleasedResult
+from fedpca.site.results import ReleasedResult
 
 logger = logging.getLogger(__name__)
 

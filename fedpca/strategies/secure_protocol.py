@@ -31,8 +31,8 @@ from fedpca.clients.secure_protocol import (
     is_protocol_message,
     read_masked_input,
 )
-from fedpca.privacy.distributed_gaussian import DEFAULT_MODULUS
-from fedpca.privacy.hadamard import next_power_of_two
+from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
+from fedpca.dp.hadamard import next_power_of_two
 from fedpca.secure.conditions import smallest_threshold
 from fedpca.secure.protocol import (
     Advertisement,

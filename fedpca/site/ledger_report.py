@@ -1,6 +1,6 @@
 """A site's lifetime ledger as its privacy officer reads it: spending, runs, policy changes.
 
-:func:`summarize` reads a :class:`~fedpca.privacy.site_ledger.SiteLedger` (its releases, runs
+:func:`summarize` reads a :class:`~fedpca.site.ledger.SiteLedger` (its releases, runs
 and policy events; it writes nothing) into one dict: what the site has spent and has left
 over its lifetime and each spending window, and for each run (oldest first) who asked for it
 (the coordinator's run id), what it released (algorithm, ``k``, contract hash, centring, as
@@ -18,12 +18,12 @@ lifetime epsilon after it and how it ended:
 :func:`format_ledger` prints it (``fedpca site ledger``); :func:`ledger_json` is its JSON
 (``--json``: times in ISO 8601 UTC beside their Unix seconds, every release's noise in the
 data's units); :func:`spending_series` is the spending after every release, composed as the
-ledger composes it, for the page :mod:`fedpca.privacy.ledger_page` draws (``--html``).
+ledger composes it, for the page :mod:`fedpca.site.ledger_page` draws (``--html``).
 
 Every epsilon here is at the ledger's delta and composed by the accountant that charges
-(:mod:`fedpca.privacy.site_ledger`); a report never changes a budget. Texts a coordinator
+(:mod:`fedpca.site.ledger`); a report never changes a budget. Texts a coordinator
 may have chosen (run ids, a failed run's reason) are kept printable and short by the ledger
-(:func:`~fedpca.privacy.site_ledger.clean_text`) and escaped by the page.
+(:func:`~fedpca.site.ledger.clean_text`) and escaped by the page.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fedpca.privacy import policy_changes
-from fedpca.privacy.site_ledger import MAX_RUNS_COUNTED, WINDOWS, SiteLedger, window_starts
+from fedpca.site import policy_changes
+from fedpca.site.ledger import MAX_RUNS_COUNTED, WINDOWS, SiteLedger, window_starts
 
 #: A stopped run whose last release is younger than this (seconds) may still be running.
 RUNNING_SECONDS = 3600.0
@@ -262,7 +262,7 @@ def _policy_lines(events: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def event_sentences(event: Mapping[str, Any]) -> list[str]:
-    """What one recorded policy event says (:func:`fedpca.privacy.policy_changes.sentences`
+    """What one recorded policy event says (:func:`fedpca.site.policy_changes.sentences`
     for the first recording, one sentence per change after)."""
     if not event["changes"]:
         return policy_changes.sentences(None, event["policy"])

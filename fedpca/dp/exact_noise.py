@@ -10,7 +10,7 @@ Differential Privacy Systems", S&P 2022). Here every released value is a grid po
 sensitivity ``Delta``): the site computes ``v`` in float64, rounds ``v / gamma`` to the
 nearest integers ``R`` (``gamma`` a power of two, so ``v / gamma`` and the rounding are exact),
 adds ``D`` i.i.d. exact ``N_Z(0, s^2)`` draws ``Z`` (an integer ``s``,
-:mod:`fedpca.privacy.discrete_gaussian_fast`) and releases ``gamma (R + Z)`` (exact in
+:mod:`fedpca.dp.discrete_gaussian_fast`) and releases ``gamma (R + Z)`` (exact in
 float64: ``|R + Z| < 2^53``). A symmetric matrix is the same mechanism on its upper triangle
 (diagonal included), mirrored.
 
@@ -34,11 +34,11 @@ with ``gamma sqrt(D) <= 2^-10 Delta`` (:data:`GRID_INFLATION`): the rounding add
 sensitivity ``Delta_Z`` (the bound above): by Canonne, Kamath and Steinke, "The Discrete
 Gaussian for Differential Privacy" (NeurIPS 2020), it is ``Delta_Z^2 / (2 s^2)``-zCDP (Renyi
 divergence ``alpha Delta_Z^2 / (2 s^2)``, no worse than the continuous Gaussian of the same
-``s``). The ledger charges it as a :class:`~fedpca.privacy.mechanisms.Release` with
+``s``). The ledger charges it as a :class:`~fedpca.dp.mechanisms.Release` with
 ``summands = 1`` (one discrete Gaussian per coordinate; no secure sum): the accountant then
 takes the smaller of that Renyi bound and the Gaussian privacy loss distribution of
 multiplier ``sqrt(s^2 - t^2) / Delta_Z`` plus a pointwise slack below ``1e-25``
-(:mod:`fedpca.privacy.distributed_gaussian`, bound B). :meth:`ExactGaussian.for_release`
+(:mod:`fedpca.dp.distributed_gaussian`, bound B). :meth:`ExactGaussian.for_release`
 chooses ``s = ceil(sqrt((z Delta_Z)^2 + t^2))`` for the site's multiplier ``z``: the exact
 release is charged no more than the continuous one it replaces (up to that slack), so the
 site's calibration and budget are unchanged.
@@ -53,9 +53,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.discrete_gaussian_fast import discrete_gaussian_scale
-from fedpca.privacy.distributed_gaussian import SMOOTHING_VARIANCE
-from fedpca.privacy.mechanisms import Release, block_rows, mirror_upper_triangle
+from fedpca.dp.discrete_gaussian_fast import discrete_gaussian_scale
+from fedpca.dp.distributed_gaussian import SMOOTHING_VARIANCE
+from fedpca.dp.mechanisms import Release, block_rows, mirror_upper_triangle
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 ``P(Y = y)`` proportional to ``exp(-y^2 / (2 sigma^2))`` for every integer ``y`` (Canonne,
 Kamath and Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020). Its exact
 samplers, for an integer ``sigma`` or an integer ``sigma^2``, are in
-:mod:`fedpca.privacy.discrete_gaussian_fast`; this module holds its probability mass function
+:mod:`fedpca.dp.discrete_gaussian_fast`; this module holds its probability mass function
 and variance (for tests and calibration) and the largest ``sigma^2`` the calibration uses.
 """
 

@@ -5,7 +5,7 @@ power of two) -> randomised rounding ``floor(y + U)`` -> add ``k`` i.i.d. ``N_Z(
 per coordinate (exact sampler) -> reduce modulo ``m``. Server (:func:`modular_sum`, :func:`decode_sum`): sum the
 residues modulo ``m`` -> map to the centred range ``[-m/2, m/2)`` -> un-rotate -> times
 ``gamma`` -> unpad. Privacy and the choice of ``gamma``, ``s^2`` and ``m`` are in
-``fedpca.privacy.distributed_gaussian`` (Kairouz, Liu and Steinke, "The Distributed Discrete
+``fedpca.dp.distributed_gaussian`` (Kairouz, Liu and Steinke, "The Distributed Discrete
 Gaussian Mechanism for Federated Learning with Secure Aggregation", ICML 2021).
 
 Randomness: the rounding uniforms and the noise come from one ``numpy.random.Generator``, by
@@ -37,8 +37,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.discrete_gaussian_fast import discrete_gaussian
-from fedpca.privacy.hadamard import RandomizedHadamard
+from fedpca.dp.discrete_gaussian_fast import discrete_gaussian
+from fedpca.dp.hadamard import RandomizedHadamard
 
 
 def _check_modulus(modulus: int) -> int:
@@ -61,7 +61,7 @@ def encode_site(vector: np.ndarray, *, gamma: float, rotation: RandomizedHadamar
     ``vector`` is the site's statistic (float, length ``rotation.dimension``); the noise is the
     sum of ``draws`` independent ``N_Z(0, sigma_sq)`` per coordinate. ``gamma``, ``sigma_sq``,
     ``draws`` and ``modulus`` come from the site's own calibration
-    (``fedpca.privacy.distributed_gaussian.choose_grid``), never from the coordinator.
+    (``fedpca.dp.distributed_gaussian.choose_grid``), never from the coordinator.
     """
     modulus = _check_modulus(modulus)
     v = np.asarray(vector, dtype=np.float64)
@@ -101,7 +101,7 @@ def decode_sum(residue_sum: np.ndarray, *, gamma: float, rotation: RandomizedHad
                modulus: int) -> np.ndarray:
     """The noisy sum of the sites' statistics (float64, length ``rotation.dimension``) from the
     modular sum of their messages. Correct whenever no coordinate wrapped (see
-    ``fedpca.privacy.distributed_gaussian.wrap_probability``)."""
+    ``fedpca.dp.distributed_gaussian.wrap_probability``)."""
     residue_sum = np.asarray(residue_sum)
     if residue_sum.shape != (rotation.padded,):
         raise ConfigurationError(

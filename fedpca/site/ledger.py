@@ -3,7 +3,7 @@
 Privacy guarantee enforced (unit: one record of the site's population, replace-one): the
 composition of *all* releases ever charged to a population (PLD; with distributed discrete
 Gaussian releases among them, the smaller of their two valid bounds,
-:func:`fedpca.privacy.ledger.composed_epsilon`) stays within the lifetime
+:func:`fedpca.dp.ledger.composed_epsilon`) stays within the lifetime
 ``(epsilon, delta)`` of the site's policy; the composition, by the same accountant at the
 same delta, of the releases charged in the current calendar day (UTC) stays within
 ``daily_epsilon``, and of those charged in the last 7 x 24 hours within ``weekly_epsilon``.
@@ -18,7 +18,7 @@ are each tested against what the other has charged so far; the per-release check
 whichever of them runs out.)
 
 A release inside a secure sum of at least ``M`` sites has two guarantees, both composed over
-the lifetime with the same accountant (:class:`~fedpca.privacy.mechanisms.Release`): the
+the lifetime with the same accountant (:class:`~fedpca.dp.mechanisms.Release`): the
 *conditional* one (the sum's noise; it holds when every sum holds at least ``M`` honest
 sites' shares and the protocol is followed) is bounded by the lifetime ``epsilon``; the
 *unconditional* one (the site's own share alone: what a coordinator that bypasses the
@@ -40,7 +40,7 @@ a release inside secure sums their minimum ``M`` (added to older ledgers from th
 ``+secagg(m=M)`` / ``+ddg(m=M)`` its mechanism name carries). The coordinator never reads
 this file.
 
-Beside the releases, for the site's privacy officer (:mod:`fedpca.privacy.ledger_report`
+Beside the releases, for the site's privacy officer (:mod:`fedpca.site.ledger_report`
 reads them; the budget rules never do):
 
 * ``runs``: one row per run, written by the run's first charge in the same transaction (so
@@ -60,9 +60,9 @@ from their releases.
 A ledger is created only on purpose (:func:`create_ledger`: ``fedpca site init``, ``fedpca
 site ledger --new``, a restore), with a random identity it keeps in its
 ``ledger_identity`` table; opening one never creates a file, and a ledger opened with its
-site's identity file (:class:`~fedpca.privacy.ledger_identity.LedgerWitness`) is checked
+site's identity file (:class:`~fedpca.site.ledger_identity.LedgerWitness`) is checked
 against it when it is opened and at every charge, which then moves the file's high-water
-mark (why, and what this stops: :mod:`fedpca.privacy.ledger_identity`).
+mark (why, and what this stops: :mod:`fedpca.site.ledger_identity`).
 """
 
 from __future__ import annotations
@@ -80,18 +80,18 @@ from pathlib import Path
 from typing import Any
 
 from fedpca.errors import BudgetExceededError, ConfigurationError
-from fedpca.privacy import policy_changes
-from fedpca.privacy.calibration import check_privacy_parameters
-from fedpca.privacy.file_modes import create_owner_only
-from fedpca.privacy.ledger import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
-from fedpca.privacy.ledger_identity import (
+from fedpca.site import policy_changes
+from fedpca.dp.calibration import check_privacy_parameters
+from fedpca.site.file_modes import create_owner_only
+from fedpca.dp.ledger import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
+from fedpca.site.ledger_identity import (
     LedgerIdentityError,
     LedgerState,
     LedgerWitness,
     Mark,
     refused_run,
 )
-from fedpca.privacy.mechanisms import Release
+from fedpca.dp.mechanisms import Release
 
 #: Seconds a charge waits for another process's charge to commit.
 LOCK_TIMEOUT = 60.0
@@ -482,7 +482,7 @@ class SiteLedger:
 
     def run_refusal(self, planned: Sequence[Release]) -> str | None:
         """Why the ``planned`` releases (what is left of a run as the site calibrates it,
-        e.g. :meth:`~fedpca.privacy.site_policy.SitePolicyFile.planned_run`) would not all
+        e.g. :meth:`~fedpca.site.policy.SitePolicyFile.planned_run`) would not all
         fit after every release charged so far, all of them assumed to land now: the
         lifetime budget, the worst-case bound (when they are inside secure sums) or a
         spending window's ceiling they would pass; ``None`` when they fit. Public numbers
@@ -522,8 +522,8 @@ class SiteLedger:
 
     def summary(self) -> dict[str, Any]:
         """Spending per run, per data set and in total, with what remains, each run's status
-        and the policy's changes (for auditors: :func:`fedpca.privacy.ledger_report.summarize`)."""
-        from fedpca.privacy.ledger_report import summarize  # the report reads the ledger
+        and the policy's changes (for auditors: :func:`fedpca.site.ledger_report.summarize`)."""
+        from fedpca.site.ledger_report import summarize  # the report reads the ledger
 
         return summarize(self)
 
@@ -604,7 +604,7 @@ class SiteLedger:
         """Record the site's policy settings ``snapshot`` (plain JSON values by their keys in
         the policy file) when they differ from the latest recorded, or none is: a row dated
         by the site's clock with the settings and each change. The changes as sentences
-        (:func:`fedpca.privacy.policy_changes.sentences`: ``policy recorded: ...`` the first
+        (:func:`fedpca.site.policy_changes.sentences`: ``policy recorded: ...`` the first
         time, ``KEY OLD -> NEW`` after); ``[]``, writing nothing, when nothing changed.
         Only the site calls this (its own policy file); the budget rules never read it."""
         settings = json.loads(json.dumps(dict(snapshot), sort_keys=True))

@@ -4,7 +4,7 @@ A Gaussian release with L2 sensitivity ``D`` and noise standard deviation ``sigm
 described, for privacy accounting, by its noise multiplier ``z = sigma / D``: its privacy loss
 distribution is that of ``N(0, z^2)`` against ``N(1, z^2)`` whatever the neighbouring relation
 that produced ``D``. fedpca computes ``D`` for the *replace-one* relation itself (see
-``fedpca.privacy.mechanisms``) and hands ``z`` to ``dp-accounting`` as a ``GaussianDpEvent``; the
+``fedpca.dp.mechanisms``) and hands ``z`` to ``dp-accounting`` as a ``GaussianDpEvent``; the
 accountant's add/remove-one relation then means exactly "a shift of one sensitivity unit".
 
 Accounting modes (``accounting=``):
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fedpca.errors import ConfigurationError, ParameterError
-from fedpca.privacy.validation import require_choice
+from fedpca.dp.validation import require_choice
 
 if TYPE_CHECKING:  # dp-accounting (with scipy.signal) takes ~0.4 s to import: only when used
     import dp_accounting

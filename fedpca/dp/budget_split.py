@@ -13,9 +13,9 @@ delta), and the split is exact:
 * each of the algorithm's ``T`` releases ``(1 - f) / T`` of it: ``1/z_a^2 = (1 - f) / (T z^2)``.
 
 Calibration: ``z`` is the analytic multiplier of one release at (epsilon, delta)
-(:func:`~fedpca.privacy.calibration.calibrate_gaussian`); then the composition of *these*
+(:func:`~fedpca.dp.calibration.calibrate_gaussian`); then the composition of *these*
 releases, with their different multipliers, is evaluated by the accountant
-(:func:`~fedpca.privacy.calibration.pld_epsilon`; RDP with ``accounting="rdp"``), and when
+(:func:`~fedpca.dp.calibration.pld_epsilon`; RDP with ``accounting="rdp"``), and when
 its discretisation puts it above epsilon every multiplier is raised by the same factor
 (:data:`SPLIT_STEP` at a time) until it does not: the share is kept exactly and the run
 meets (epsilon, delta) as the site's ledger will evaluate it. The papers' closed forms
@@ -49,14 +49,14 @@ import math
 from dataclasses import dataclass
 
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.calibration import (
+from fedpca.dp.calibration import (
     Calibration,
     calibrate_gaussian,
     check_privacy_parameters,
     pld_epsilon,
     rdp_epsilon,
 )
-from fedpca.privacy.distributed_gaussian import ddg_pld_epsilon
+from fedpca.dp.distributed_gaussian import ddg_pld_epsilon
 
 #: The share of a run's budget (of its ``1/z^2``) spent on the column means by default.
 DEFAULT_MOMENTS_SHARE = 0.1
@@ -108,7 +108,7 @@ class BudgetSplit:
 
     def part(self, name: str) -> Calibration:
         """One part (:data:`MOMENTS` or :data:`ALGORITHM`) as a
-        :class:`~fedpca.privacy.calibration.Calibration`: its multiplier and releases, and as
+        :class:`~fedpca.dp.calibration.Calibration`: its multiplier and releases, and as
         its epsilon and target the epsilon its releases have *alone* at ``delta`` (exact
         Gaussian curve). A secure sum's grid calibrated to that target has at least the
         part's noise, so the split's composition still holds."""

@@ -1,9 +1,9 @@
 """What changed between two recordings of a site's policy, in sentences a privacy officer reads.
 
 A site's ledger records the settings of its policy that decide what it spends and releases
-(:meth:`~fedpca.privacy.site_policy.SitePolicyFile.ledger_settings`: plain JSON values by
+(:meth:`~fedpca.site.policy.SitePolicyFile.ledger_settings`: plain JSON values by
 their keys in the policy file, such as ``budget.daily-epsilon``) whenever they differ from
-the last ones recorded (:meth:`~fedpca.privacy.site_ledger.SiteLedger.note_policy`). This
+the last ones recorded (:meth:`~fedpca.site.ledger.SiteLedger.note_policy`). This
 module compares two such recordings and says what changed: ``budget.daily-epsilon 1 -> 2``.
 It reads nothing and writes nothing.
 """

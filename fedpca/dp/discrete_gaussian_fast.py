@@ -55,7 +55,7 @@ from fractions import Fraction
 import numpy as np
 
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.discrete_gaussian import MAX_SIGMA_SQ
+from fedpca.dp.discrete_gaussian import MAX_SIGMA_SQ
 
 #: Relative margin on float32 ``exp(-r)``, ``r <= 64``, in the acceptance test (the float32
 #: argument costs ``64 * 2^-24 = 2^-18``, the ``exp`` at most ``2^-20``).
@@ -82,7 +82,7 @@ def discrete_gaussian_scale(sigma: int, size: int | tuple[int, ...],
     """``size`` i.i.d. exact draws (int64) from ``N_Z(0, sigma^2)``, ``sigma`` a positive
     integer up to :data:`MAX_SIGMA`. Their variance is ``sigma^2`` within a relative
     ``1e-8`` once ``sigma >= 2``
-    (:func:`fedpca.privacy.discrete_gaussian.discrete_gaussian_variance`)."""
+    (:func:`fedpca.dp.discrete_gaussian.discrete_gaussian_variance`)."""
     sigma = _checked(sigma, "sigma", MAX_SIGMA, "a standard deviation")
     return _draws(_Proposal(sigma, 1, sigma, 2 * sigma * sigma), size, rng)
 
@@ -90,10 +90,10 @@ def discrete_gaussian_scale(sigma: int, size: int | tuple[int, ...],
 def discrete_gaussian(sigma_sq: int, size: int | tuple[int, ...],
                       rng: np.random.Generator | None = None) -> np.ndarray:
     """``size`` i.i.d. exact draws (int64) from ``N_Z(0, sigma_sq)``, ``sigma_sq`` a positive
-    integer up to :data:`~fedpca.privacy.discrete_gaussian.MAX_SIGMA_SQ` (a caller rounds its
+    integer up to :data:`~fedpca.dp.discrete_gaussian.MAX_SIGMA_SQ` (a caller rounds its
     variance *up*, which only adds noise). ``rng``: by default seeded from the operating
     system for this call. Its variance is slightly below ``sigma_sq``
-    (:func:`~fedpca.privacy.discrete_gaussian.discrete_gaussian_variance`)."""
+    (:func:`~fedpca.dp.discrete_gaussian.discrete_gaussian_variance`)."""
     s = _checked(sigma_sq, "sigma_sq", MAX_SIGMA_SQ, "a variance")
     rng = rng if rng is not None else np.random.default_rng()
     root = math.isqrt(s)

@@ -2,7 +2,7 @@
 algorithm whose guarantee is not a Gaussian mechanism's: MOD-SuLQ (the paper's own
 calibration, (alpha, delta) by its Theorem 1) and PPCA (the exponential mechanism, pure).
 
-The Gaussian split (:mod:`fedpca.privacy.budget_split`) composes releases through their
+The Gaussian split (:mod:`fedpca.dp.budget_split`) composes releases through their
 ``1/z^2``; these two algorithms have no noise multiplier to add there, so the run is
 composed by *basic composition* (Dwork and Roth, "The Algorithmic Foundations of
 Differential Privacy", Theorem 3.16): an (eps_m, delta_m)-DP release followed by an
@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.budget_split import BudgetSplit, gaussian_epsilon
+from fedpca.dp.budget_split import BudgetSplit, gaussian_epsilon
 
 #: How the parts compose, as the privacy record states it.
 BASIC_COMPOSITION = "basic (Dwork and Roth, Theorem 3.16): epsilons and deltas add"

@@ -9,7 +9,7 @@ noise or *fewer* releases.
 
 Privacy guarantee (unit: one record of the site's population, replace-one): every release
 of every run of every algorithm is charged to the site's lifetime ledger
-(:mod:`fedpca.privacy.site_ledger`) and the composition of all of them (PLD) stays within the
+(:mod:`fedpca.site.ledger`) and the composition of all of them (PLD) stays within the
 lifetime ``(epsilon, delta)`` below, what the site spends in a calendar day (UTC) within
 ``daily-epsilon`` and in any 7 x 24 hours within ``weekly-epsilon`` (same delta, same
 accountant). Those windows run on the site's clock: unlike a run id, which the coordinator
@@ -37,20 +37,20 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.centring import CentredPolicy
-from fedpca.algorithms.site_limits import POLICY_KEYS as LIMIT_KEYS
-from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.site.limits import POLICY_KEYS as LIMIT_KEYS
+from fedpca.site.limits import SiteLimits
 from fedpca.algorithms.specs import SPECS
 from fedpca.data.contract import Contract, load_contract
 from fedpca.data.files import file_fingerprint, load_site_file
 from fedpca.data.tables import read_table
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.calibration import ACCOUNTING_MODES, calibrate_gaussian, pld_epsilon
-from fedpca.privacy.exact_noise import EXACT
-from fedpca.privacy.file_modes import SHARED_ANY, create_owner_only, refuse_shared
-from fedpca.privacy.ledger_identity import LedgerWitness
-from fedpca.privacy.ledger_lifecycle import create_site_ledger
-from fedpca.privacy.mechanisms import Release, planned_run
-from fedpca.privacy.site_ledger import SiteLedger
+from fedpca.dp.calibration import ACCOUNTING_MODES, calibrate_gaussian, pld_epsilon
+from fedpca.dp.exact_noise import EXACT
+from fedpca.site.file_modes import SHARED_ANY, create_owner_only, refuse_shared
+from fedpca.site.ledger_identity import LedgerWitness
+from fedpca.site.ledger_lifecycle import create_site_ledger
+from fedpca.dp.mechanisms import Release, planned_run
+from fedpca.site.ledger import SiteLedger
 
 logger = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ class SitePolicyFile:
         against its identity file (raises LedgerIdentityError, creating nothing, when it is
         missing, replaced, emptied or older than the site's last recorded release); then
         this policy's :meth:`ledger_settings` are recorded in it, dated, when they differ
-        from the last recorded (:meth:`~fedpca.privacy.site_ledger.SiteLedger.note_policy`),
+        from the last recorded (:meth:`~fedpca.site.ledger.SiteLedger.note_policy`),
         so that every change of the site's own policy shows in its ledger's report."""
         ledger = SiteLedger(self.ledger, self.population, self.epsilon, self.delta,
                             site=self.name, worst_case_epsilon=self.worst_case_epsilon,
@@ -356,10 +356,10 @@ class SitePolicyFile:
 
     def planned_run(self, algorithm: str) -> list[Release]:
         """The releases of one full run of ``algorithm`` as this site calibrates it (what
-        its ledger would charge, :func:`~fedpca.privacy.mechanisms.planned_run`), inside
+        its ledger would charge, :func:`~fedpca.dp.mechanisms.planned_run`), inside
         secure sums of ``min-sites`` when the policy sets it. A site's exact noise is
         charged as the discrete Gaussian replacing each of them, within its grid's rounding
-        (:mod:`fedpca.privacy.exact_noise`)."""
+        (:mod:`fedpca.dp.exact_noise`)."""
         releases = self.releases_per_run(algorithm)
         # accounting="paper": the classic formula for one release, else paper 000's
         # (:class:`~fedpca.algorithms.site.SingleReleasePolicy`, ``RoundsPolicy``)
@@ -490,7 +490,7 @@ def write_policy_template(
     """Write a commented policy file to ``path`` (refuses to overwrite one), with what the
     worst case of secure sums costs at its budget (:func:`worst_cases`), and its empty
     ledger with the identity file beside the policy when neither exists yet
-    (:func:`~fedpca.privacy.ledger_lifecycle.create_site_ledger`). Its spending windows
+    (:func:`~fedpca.site.ledger_lifecycle.create_site_ledger`). Its spending windows
     are ``daily_epsilon`` and ``weekly_epsilon`` (a demonstration that runs several times a
     day raises them, up to the lifetime :data:`TEMPLATE_EPSILON`). ``contract`` names the
     consortium's data contract (relative to the policy's folder)."""

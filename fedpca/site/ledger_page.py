@@ -6,7 +6,7 @@ recorded changes, and a plot (a PNG drawn with matplotlib, embedded as a ``data:
 the spending after every release: the lifetime epsilon against the lifetime budget, and
 the epsilon of the UTC day and of the last 7 x 24 hours against their ceilings, each as the
 ledger composed it when it charged that release
-(:func:`~fedpca.privacy.ledger_report.spending_series`). Every run is marked and numbered
+(:func:`~fedpca.site.ledger_report.spending_series`). Every run is marked and numbered
 on the plot as in the table; the plotted points are embedded too, as JSON in
 ``<script type="application/json" id="fedpca-ledger-data">``, so that a program can check the
 page against the ledger.
@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from fedpca.extras import PLOTS, missing_extra
-from fedpca.privacy.file_modes import replace_owner_only
-from fedpca.privacy.ledger_report import (
+from fedpca.site.file_modes import replace_owner_only
+from fedpca.site.ledger_report import (
     COMPOSITION_NOTE,
     STATUS_NOTE,
     event_sentences,
@@ -60,9 +60,9 @@ STATUS_COLOURS = {"complete": "tab:green", "failed": "tab:red", "stopped": "tab:
 
 def write_ledger_page(summary: Mapping[str, Any], series: Mapping[str, Any],
                       path: str | Path) -> Path:
-    """Write the page of ``summary`` (:func:`~fedpca.privacy.ledger_report.summarize`,
+    """Write the page of ``summary`` (:func:`~fedpca.site.ledger_report.summarize`,
     with the command's additions) and its ``series``
-    (:func:`~fedpca.privacy.ledger_report.spending_series`) to ``path`` (0600, replacing a
+    (:func:`~fedpca.site.ledger_report.spending_series`) to ``path`` (0600, replacing a
     file there); the path."""
     target = Path(path)
     replace_owner_only(target, ledger_page(summary, series).encode("utf-8"))

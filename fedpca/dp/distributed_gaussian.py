@@ -5,10 +5,10 @@ Learning with Secure Aggregation" (ICML 2021), called KLS below; the sampler and
 sub-Gaussian tail of ``N_Z(0, s^2)`` are from Canonne, Kamath and Steinke, "The Discrete
 Gaussian for Differential Privacy" (NeurIPS 2020), called CKS.
 
-Pipeline (encoding in ``fedpca.privacy.ddg_encoding``): a site with statistic ``v`` (public
+Pipeline (encoding in ``fedpca.dp.ddg_encoding``): a site with statistic ``v`` (public
 replace-one L2 sensitivity ``Delta``, public norm bound ``||v|| <= B``) sends
 ``(floor(R(v / gamma) + U) + noise) mod m``: ``R`` the public randomised Hadamard rotation
-(``fedpca.privacy.hadamard``, padded dimension ``D``), ``U`` uniform on ``[0, 1)^D``, noise
+(``fedpca.dp.hadamard``, padded dimension ``D``), ``U`` uniform on ``[0, 1)^D``, noise
 the sum of ``k`` i.i.d. ``N_Z(0, s^2)`` per coordinate with an integer ``s^2``. The server decodes the modular
 sum of at least ``M`` such messages.
 
@@ -95,9 +95,9 @@ from typing import Any
 import numpy as np
 
 from fedpca.errors import ConfigurationError, ParameterError
-from fedpca.privacy.discrete_gaussian import MAX_SIGMA_SQ
-from fedpca.privacy.hadamard import next_power_of_two
-from fedpca.privacy.mechanisms import Release
+from fedpca.dp.discrete_gaussian import MAX_SIGMA_SQ
+from fedpca.dp.hadamard import next_power_of_two
+from fedpca.dp.mechanisms import Release
 
 #: RDP orders for the conversion to (epsilon, delta): dense and geometric on (1.01, 10^4].
 RDP_ORDERS = tuple(float(a) for a in 1.0 + np.geomspace(0.011, 1e4, 600))
@@ -340,7 +340,7 @@ class DDGCalibration:
     def worst_case_epsilon(self) -> float:
         """Epsilon at ``delta`` of :attr:`releases` releases seen through one site's own
         share (the unconditional guarantee, against a coordinator that bypasses the sum)."""
-        from fedpca.privacy.ledger import worst_case_epsilon
+        from fedpca.dp.ledger import worst_case_epsilon
 
         return worst_case_epsilon([self.release("")] * self.releases, self.delta)
 
@@ -385,7 +385,7 @@ def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: f
         sites: ``M``; gamma: grid step; norm_bound: public ``B >= ||v||`` (float slack).
     Raises ConfigurationError if even ``max_draws`` draws of ``MAX_SIGMA_SQ`` are not enough.
     """
-    from fedpca.privacy.calibration import check_privacy_parameters
+    from fedpca.dp.calibration import check_privacy_parameters
 
     check_privacy_parameters(epsilon, delta)
     for name, value in (("releases", releases), ("sites", sites), ("dimension", dimension)):
@@ -503,7 +503,7 @@ def choose_grid(epsilon: float, delta: float, *, releases: int, sensitivity: flo
     which one qualifies. The choice does not depend on ``max_draws`` when a smaller cap
     serves, so every site and the server derive the same grid from the same public inputs
     (a site then refuses a grid whose draws pass its own limit:
-    :meth:`~fedpca.algorithms.site_limits.SiteLimits.require_draws`). Every input is public;
+    :meth:`~fedpca.site.limits.SiteLimits.require_draws`). Every input is public;
     ``norm_bound`` must be guaranteed by clipping (e.g. ``n_i C^2`` for the upper triangle
     of ``X_i^T X_i``).
 

@@ -1,7 +1,7 @@
 """A site's ledger has an identity and the site remembers how far it got: a missing,
 replaced, emptied or rolled-back ledger is refused, never silently started again.
 
-Why. The lifetime ledger (:mod:`fedpca.privacy.site_ledger`) is the site's only memory of
+Why. The lifetime ledger (:mod:`fedpca.site.ledger`) is the site's only memory of
 what it has spent for its population. A ledger that is lost and created afresh, or swapped
 for an older copy, gives the population back what it had spent: every guarantee the site
 made over its lifetime would be void without anyone having decided so.
@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from fedpca.errors import ConfigurationError
-from fedpca.privacy.file_modes import refuse_shared
+from fedpca.site.file_modes import refuse_shared
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 anything: the paths its policy names, its data contract (name and hash) and what the contract
 finds in its table, its records as a run reads them, the delta rule, the clip norm each kind
 of run uses and how many rows it clips (plain, and with a contract centred and standardised), whether its ledger is the site's own and complete (its identity and high-water mark:
-:mod:`fedpca.privacy.ledger_identity`), what it has spent and how many runs of each allowed
+:mod:`fedpca.site.ledger_identity`), what it has spent and how many runs of each allowed
 algorithm still fit.
 
 A problem found here would otherwise show up in the middle of a run, after the other sites
@@ -20,11 +20,11 @@ import numpy as np
 from fedpca.algorithms.centring import default_clip_norm
 from fedpca.data.tables import read_table
 from fedpca.errors import FedPCAError
-from fedpca.privacy.ledger_identity import utc
-from fedpca.privacy.site_data import SiteData
-from fedpca.privacy.ledger_report import counted_runs
-from fedpca.privacy.site_ledger import MAX_RUNS_COUNTED, SiteLedger
-from fedpca.privacy.site_policy import SitePolicyFile
+from fedpca.site.ledger_identity import utc
+from fedpca.dp.site_data import SiteData
+from fedpca.site.ledger_report import counted_runs
+from fedpca.site.ledger import MAX_RUNS_COUNTED, SiteLedger
+from fedpca.site.policy import SitePolicyFile
 
 
 @dataclass
@@ -47,7 +47,7 @@ class SiteCheck:
 def check_site(policy: SitePolicyFile) -> SiteCheck:
     """Check a loaded site ``policy`` as a run would use it; creates nothing (opening the
     ledger records the policy's settings in it when they changed,
-    :meth:`~fedpca.privacy.site_policy.SitePolicyFile.open_ledger`)."""
+    :meth:`~fedpca.site.policy.SitePolicyFile.open_ledger`)."""
     report = SiteCheck()
     _check_paths(policy, report)
     if _check_contract(policy, report):

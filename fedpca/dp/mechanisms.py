@@ -115,12 +115,12 @@ class Release:
     """One release a site made: all the ledger needs to account for it.
 
     A continuous Gaussian release (``summands = 0``) or a distributed discrete Gaussian one
-    (:mod:`fedpca.privacy.distributed_gaussian`): then ``sensitivity`` and ``sigma`` are in
+    (:mod:`fedpca.dp.distributed_gaussian`): then ``sensitivity`` and ``sigma`` are in
     grid units, ``sigma^2 = summands s^2`` is the noise variance of every revealed sum of
     ``summands`` i.i.d. ``N_Z(0, s^2)`` draws (at least ``M`` sites times the draws per
     site), ``padded`` is the rotated statistic's length and ``grid_step`` the grid's step
     ``gamma`` (data units per grid unit: the noise in the data's units is ``sigma * gamma``).
-    A site's exact noise (:mod:`fedpca.privacy.exact_noise`) is such a release of one draw
+    A site's exact noise (:mod:`fedpca.dp.exact_noise`) is such a release of one draw
     per coordinate (``summands = 1``). The accounting never reads ``grid_step``: the
     noise multiplier ``sigma / sensitivity`` is the same in either unit.
 
@@ -183,7 +183,7 @@ class Release:
         Gaussian, the Kairouz-Liu-Steinke bound for a sum of discrete Gaussians."""
         if not self.discrete:
             return np.asarray(orders, dtype=np.float64) / (2 * self.noise_multiplier**2)
-        from fedpca.privacy.distributed_gaussian import ddg_rdp
+        from fedpca.dp.distributed_gaussian import ddg_rdp
 
         sigma_sq = round(self.sigma**2 / self.summands)
         return ddg_rdp(sigma_sq, self.summands, self.sensitivity, self.padded, 1, orders)
@@ -197,10 +197,10 @@ class Release:
         """``(z, H)``: this release is, up to a pointwise factor ``exp(+-H)`` on every
         outcome's probability, a post-processing of a Gaussian release with multiplier ``z``
         (``H = 0`` for a continuous Gaussian; the bound of
-        :mod:`fedpca.privacy.distributed_gaussian` for a discrete one)."""
+        :mod:`fedpca.dp.distributed_gaussian` for a discrete one)."""
         if not self.discrete:
             return self.noise_multiplier, 0.0
-        from fedpca.privacy.distributed_gaussian import (
+        from fedpca.dp.distributed_gaussian import (
             ddg_gaussian_multiplier,
             ddg_pld_slack,
         )

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedpca.privacy.clipping import ClipReport, clip_rows
-from fedpca.privacy.validation import validate_site_data
+from fedpca.dp.clipping import ClipReport, clip_rows
+from fedpca.dp.validation import validate_site_data
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """How a site's ledger comes to be, is started again, put back or adopted: each is an
 operator's explicit command, and each leaves a dated line in the identity file's history and
-in the site's log (why a ledger is never created silently: :mod:`fedpca.privacy.ledger_identity`).
+in the site's log (why a ledger is never created silently: :mod:`fedpca.site.ledger_identity`).
 
 * :func:`create_site_ledger` (``fedpca site init``): a policy's first ledger and identity
   file, when it has neither;
@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from fedpca.privacy.ledger_identity import (
+from fedpca.site.ledger_identity import (
     LedgerIdentityError,
     LedgerState,
     LedgerWitness,
@@ -32,7 +32,7 @@ from fedpca.privacy.ledger_identity import (
     behind,
     is_behind,
 )
-from fedpca.privacy.site_ledger import (
+from fedpca.site.ledger import (
     WAL_FILES,
     copy_ledger,
     create_ledger,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedpca.privacy.validation import require_finite_positive
+from fedpca.dp.validation import require_finite_positive
 
 logger = logging.getLogger(__name__)
 

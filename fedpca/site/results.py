@@ -25,7 +25,7 @@ with it, and what stops it:
   a basis whose columns are not orthonormal, a scale that is not ``> 0``, column names
   other than its contract's): refused by :meth:`ReleasedResult.check`, nothing stored;
 * **flood the site**: the message's arrays are checked against the site's width ``d`` and
-  its policy's answer limit (:class:`~fedpca.algorithms.site_limits.SiteLimits`) before
+  its policy's answer limit (:class:`~fedpca.site.limits.SiteLimits`) before
   numpy allocates them (Flower's gRPC has already bounded the message at 2 GB), and a real
   site stores a result only for a run it released in (its ledger says so): one file per
   run, replaced by a later delivery of the same run.
@@ -47,12 +47,12 @@ import numpy as np
 from fedpca.data.contract import cell_text
 from fedpca.data.tables import read_table
 from fedpca.errors import InvalidDataError, InvalidRequestError
-from fedpca.privacy.file_modes import replace_owner_only
+from fedpca.site.file_modes import replace_owner_only
 from fedpca.report import floor_lines
 from fedpca.results import scores as centred_scores
 
 if TYPE_CHECKING:
-    from fedpca.privacy.site_policy import SitePolicyFile
+    from fedpca.site.policy import SitePolicyFile
 
 logger = logging.getLogger(__name__)
 

@@ -1,1 +1,0 @@
-"""Privacy: calibration, accounting and ledgers, mechanisms, clipping, validation; no Flower import."""
