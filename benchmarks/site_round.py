@@ -32,7 +32,8 @@ from common import md_table, median, progress, target, timed
 from fedpca.algorithms.dps_pca import POWER_MECHANISM, DPSPCASite, SitePolicy
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.calibration import pld_epsilon
-from fedpca.dp.mechanisms import Release, power_step_sensitivity
+from fedpca.dp.events import Release
+from fedpca.dp.mechanisms import power_step_sensitivity
 from fedpca.dp.validation import validate_basis
 
 FULL = dict(dim=20_000, n=2_000, k=10, repetitions=15, warmup=2)

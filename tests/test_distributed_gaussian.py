@@ -22,22 +22,24 @@ from fedpca.dp.discrete_gaussian import (
     discrete_gaussian_pmf,
     discrete_gaussian_variance,
 )
-from fedpca.dp.distributed_gaussian import (
-    INFLATION_RANGE,
-    calibrate_ddg,
-    choose_grid,
+from fedpca.dp.ddg_accounting import (
     ddg_gaussian_multiplier,
     ddg_pld_epsilon,
     ddg_pld_within,
     ddg_pld_slack,
     ddg_rdp,
     ddg_tau,
-    minimum_modulus,
     rdp_to_delta,
     rdp_to_epsilon,
     rounded_sensitivity,
-    wrap_probability,
     zcdp_epsilon,
+)
+from fedpca.dp.distributed_gaussian import (
+    INFLATION_RANGE,
+    calibrate_ddg,
+    choose_grid,
+    minimum_modulus,
+    wrap_probability,
 )
 from fedpca.dp.hadamard import RandomizedHadamard, fwht, next_power_of_two
 

@@ -18,7 +18,7 @@ from fedpca.errors import BudgetExceededError, ConfigurationError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp import discrete_gaussian_fast as fast
 from fedpca.dp.discrete_gaussian import discrete_gaussian_pmf
-from fedpca.dp.distributed_gaussian import ddg_gaussian_multiplier, ddg_pld_slack, ddg_rdp
+from fedpca.dp.ddg_accounting import ddg_gaussian_multiplier, ddg_pld_slack, ddg_rdp
 from fedpca.dp.exact_noise import (
     GRID_INFLATION,
     ExactGaussian,
@@ -26,7 +26,7 @@ from fedpca.dp.exact_noise import (
     grid_step,
     rounded_sensitivity,
 )
-from fedpca.dp.ledger import composed_epsilon
+from fedpca.dp.accountant import composed_epsilon
 from fedpca.dp.mechanisms import power_step_sensitivity
 
 # --- the sampler ---------------------------------------------------------------------------

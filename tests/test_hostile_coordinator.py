@@ -33,7 +33,7 @@ from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestE
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.calibration import calibrate_gaussian, pld_epsilon
 from fedpca.dp.exact_noise import ExactGaussian, float_error
-from fedpca.dp.mechanisms import Release
+from fedpca.dp.events import Release
 from fedpca.site import ledger as site_ledger
 from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
 from fedpca.site.policy import (

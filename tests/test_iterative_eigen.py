@@ -39,11 +39,7 @@ from fedpca.linalg.subspace import (
     subspace_distance,
     top_eigenpairs,
 )
-from fedpca.dp.mechanisms import (
-    NoiseSource,
-    symmetric_gaussian,
-    symmetric_gaussian_in_blocks,
-)
+from fedpca.dp.mechanisms import NoiseSource, symmetric_gaussian, symmetric_gaussian_in_blocks
 
 #: Subspace distance the iterative and dense paths must agree to (the brief's 1e-8).
 AGREE = 1e-8

@@ -5,7 +5,7 @@ import pytest
 from fedpca.errors import BudgetExceededError, ConfigurationError
 from fedpca.dp.calibration import calibrate_gaussian
 from fedpca.dp.ledger import PrivacyLedger
-from fedpca.dp.mechanisms import Release
+from fedpca.dp.events import Release
 
 
 def release(sigma: float) -> Release:

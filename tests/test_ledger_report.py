@@ -25,10 +25,9 @@ from fedpca.site.ledger_report import (
     RUNNING_SECONDS,
     format_ledger,
     iso_utc,
-    ledger_json,
     release_noise,
 )
-from fedpca.dp.mechanisms import Release
+from fedpca.dp.events import Release
 from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
 from fedpca.site.policy import load_site_policy, write_policy_template
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from flwr.app import Context, RecordDict
 from liver_contract import CONTRACT, liver_table
-from local_grid import RUN_ID, LocalGrid, set_run_identity
+from local_grid import LocalGrid, set_run_identity
 
 from fedpca.algorithms.specs import app_config
 from fedpca.apps.app import client_app

@@ -37,7 +37,7 @@ from fedpca.dp.distributed_gaussian import calibrate_ddg
 from fedpca.dp.ledger import PrivacyLedger
 from fedpca.site.ledger_identity import RUN_REFUSAL, LedgerIdentityError, LedgerState, Mark
 from fedpca.site import ledger as site_ledger
-from fedpca.dp.mechanisms import Release
+from fedpca.dp.events import Release
 from fedpca.site.ledger_report import format_ledger
 from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
 from fedpca.site.policy import load_site_policy, write_policy_template

@@ -27,7 +27,7 @@ from fedpca.deployment.fab_check import (
 )
 from fedpca.deployment.site_runtime import checked_fab_config
 from fedpca.errors import ConfigurationError
-from fedpca.dp.mechanisms import Release
+from fedpca.dp.events import Release
 from fedpca.site.ledger import RunCharge, SiteLedger
 from fedpca.site.policy import load_site_policy, write_policy_template
 

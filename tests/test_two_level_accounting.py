@@ -13,14 +13,11 @@ from fedpca.algorithms.dps_pca import SitePolicy, privacy_record, secure_sums
 from fedpca.algorithms.site import RoundsPolicy
 from fedpca.errors import BudgetExceededError
 from fedpca.dp.calibration import calibrate_gaussian
-from fedpca.dp.distributed_gaussian import (
-    RDP_ORDERS,
-    calibrate_ddg,
-    ddg_pld_epsilon,
-    rdp_to_epsilon,
-)
-from fedpca.dp.ledger import PrivacyLedger, composed_epsilon
-from fedpca.dp.mechanisms import Release
+from fedpca.dp.ddg_accounting import RDP_ORDERS, ddg_pld_epsilon, rdp_to_epsilon
+from fedpca.dp.distributed_gaussian import calibrate_ddg
+from fedpca.dp.accountant import composed_epsilon
+from fedpca.dp.ledger import PrivacyLedger
+from fedpca.dp.events import Release
 from fedpca.site.ledger_report import format_ledger
 from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
 from fedpca.site.policy import worst_cases

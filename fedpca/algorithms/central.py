@@ -63,7 +63,8 @@ from fedpca.dp.calibration import (
     check_privacy_parameters,
     pld_epsilon,
 )
-from fedpca.dp.mechanisms import NoiseSource, Release, upper_triangle_sensitivity
+from fedpca.dp.events import Release
+from fedpca.dp.mechanisms import NoiseSource, upper_triangle_sensitivity
 from fedpca.dp.site_data import SiteData
 from fedpca.dp.validation import require_positive_int, validate_site_data
 from fedpca.results import PCAResult

@@ -113,7 +113,8 @@ from fedpca.clustering.result import CentredClusteringResult, ClusteringResult
 from fedpca.errors import ConfigurationError
 from fedpca.dp.basic_composition import BasicSplit, basic_split
 from fedpca.dp.budget_split import ALGORITHM
-from fedpca.dp.mechanisms import Release, upper_triangle_sensitivity
+from fedpca.dp.events import Release
+from fedpca.dp.mechanisms import upper_triangle_sensitivity
 from fedpca.dp.moments import ColumnBounds, ColumnMoments
 from fedpca.dp.validation import (
     require_choice,

@@ -105,7 +105,8 @@ from fedpca.dp.clipping import ClipReport
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import FLOAT, NOISE_SAMPLERS, float_error
 from fedpca.dp.ledger import PrivacyLedger
-from fedpca.dp.mechanisms import Release, planned_run
+from fedpca.dp.events import Release
+from fedpca.dp.mechanisms import planned_run
 from fedpca.dp.moments import (
     VARIANCE_FLOOR,
     ColumnBounds,

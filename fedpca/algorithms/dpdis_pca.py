@@ -66,7 +66,8 @@ from fedpca.linalg.subspace import (
 )
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import float_error
-from fedpca.dp.mechanisms import Release, upper_triangle_sensitivity
+from fedpca.dp.events import Release
+from fedpca.dp.mechanisms import upper_triangle_sensitivity
 from fedpca.dp.site_data import SiteData
 from fedpca.dp.validation import (
     require_choice,

@@ -47,12 +47,9 @@ from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import gram_product, thin_qr, threshold_rows, top_coordinates
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import float_error
-from fedpca.dp.ledger import worst_case_epsilon
-from fedpca.dp.mechanisms import (
-    Release,
-    diagonal_sensitivity,
-    power_step_sensitivity,
-)
+from fedpca.dp.accountant import worst_case_epsilon
+from fedpca.dp.events import Release
+from fedpca.dp.mechanisms import diagonal_sensitivity, power_step_sensitivity
 from fedpca.dp.validation import (
     require_positive_int,
     validate_basis,

@@ -41,7 +41,8 @@ from fedpca.dp.exact_noise import (
 )
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.dp.ledger import PrivacyLedger
-from fedpca.dp.mechanisms import NoiseSource, Release, planned_run
+from fedpca.dp.events import Release
+from fedpca.dp.mechanisms import NoiseSource, planned_run
 from fedpca.dp.site_data import SiteData
 from fedpca.dp.validation import (
     require_choice,
@@ -220,7 +221,7 @@ class PrivateSite:
             m`` the site's answers are only revealed summed with those of at least ``m``
             sites (secure aggregation): it then adds noise of standard deviation
             ``sigma / sqrt(m)`` so the sum carries ``sigma``; the ledger records both
-            guarantees (:meth:`~fedpca.dp.mechanisms.Release.own_share`).
+            guarantees (:meth:`~fedpca.dp.events.Release.own_share`).
         site: the site's name (messages, and with ``seed`` its noise stream).
         seed: seed for reproducible simulation only; ``None`` draws OS randomness.
         ledger: the ledger to charge: a real site's durable lifetime ledger for this run,

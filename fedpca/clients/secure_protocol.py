@@ -20,7 +20,7 @@ What a hostile coordinator could try here, and what stops it:
 * **a run id or stage out of order**: refused; a refused message leaves the session as it was.
 
 Privacy guarantee: unchanged by this module; the site's release is charged to its ledger
-with both guarantees (:class:`~fedpca.dp.mechanisms.Release`) before the masked vector
+with both guarantees (:class:`~fedpca.dp.events.Release`) before the masked vector
 is sent.
 """
 

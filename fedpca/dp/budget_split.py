@@ -56,7 +56,7 @@ from fedpca.dp.calibration import (
     pld_epsilon,
     rdp_epsilon,
 )
-from fedpca.dp.distributed_gaussian import ddg_pld_epsilon
+from fedpca.dp.ddg_accounting import ddg_pld_epsilon
 
 #: The share of a run's budget (of its ``1/z^2``) spent on the column means by default.
 DEFAULT_MOMENTS_SHARE = 0.1

@@ -34,7 +34,7 @@ with ``gamma sqrt(D) <= 2^-10 Delta`` (:data:`GRID_INFLATION`): the rounding add
 sensitivity ``Delta_Z`` (the bound above): by Canonne, Kamath and Steinke, "The Discrete
 Gaussian for Differential Privacy" (NeurIPS 2020), it is ``Delta_Z^2 / (2 s^2)``-zCDP (Renyi
 divergence ``alpha Delta_Z^2 / (2 s^2)``, no worse than the continuous Gaussian of the same
-``s``). The ledger charges it as a :class:`~fedpca.dp.mechanisms.Release` with
+``s``). The ledger charges it as a :class:`~fedpca.dp.events.Release` with
 ``summands = 1`` (one discrete Gaussian per coordinate; no secure sum): the accountant then
 takes the smaller of that Renyi bound and the Gaussian privacy loss distribution of
 multiplier ``sqrt(s^2 - t^2) / Delta_Z`` plus a pointwise slack below ``1e-25``
@@ -54,8 +54,9 @@ import numpy as np
 
 from fedpca.errors import ConfigurationError
 from fedpca.dp.discrete_gaussian_fast import discrete_gaussian_scale
-from fedpca.dp.distributed_gaussian import SMOOTHING_VARIANCE
-from fedpca.dp.mechanisms import Release, block_rows, mirror_upper_triangle
+from fedpca.dp.ddg_accounting import SMOOTHING_VARIANCE
+from fedpca.dp.events import Release
+from fedpca.dp.mechanisms import block_rows, mirror_upper_triangle
 
 logger = logging.getLogger(__name__)
 

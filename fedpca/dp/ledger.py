@@ -5,7 +5,7 @@ delta)-DP per record of the site (PLD accountant; for distributed discrete Gauss
 releases also their Renyi-DP bound, whichever is smaller), and no more than ``max_releases`` releases
 are made. A refused release leaves the ledger unchanged and nothing is released.
 
-Releases inside secure sums have two guarantees (:class:`~fedpca.dp.mechanisms.Release`):
+Releases inside secure sums have two guarantees (:class:`~fedpca.dp.events.Release`):
 ``epsilon`` bounds the conditional one (every sum holds at least ``M`` honest sites' shares),
 ``worst_case_epsilon``, when set, the unconditional one (the sites' own shares alone, what a
 coordinator that bypasses the protocol sees), both at ``delta``.
@@ -14,48 +14,14 @@ coordinator that bypasses the protocol sees), both at ``delta``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from fedpca.dp.accountant import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
+from fedpca.dp.calibration import check_privacy_parameters
+from fedpca.dp.events import Release
 from fedpca.errors import BudgetExceededError, ConfigurationError
-from fedpca.dp.calibration import check_privacy_parameters, pld_epsilon
-from fedpca.dp.mechanisms import Release
-
-#: Relative slack when comparing spent epsilon with the budget (floating-point noise only).
-EPSILON_SLACK = 1e-6
-
-
-def composed_epsilon(releases: list[Release], delta: float) -> float:
-    """Epsilon at ``delta`` of all ``releases`` composed: the PLD accountant when every one
-    is a continuous Gaussian; with distributed discrete Gaussian releases among them, the
-    smaller of two valid bounds: their Renyi-DP curves added and converted by dp-accounting,
-    and the PLD of the Gaussians they post-process plus their pointwise slack
-    (:func:`fedpca.dp.distributed_gaussian.ddg_pld_epsilon`)."""
-    if not any(r.discrete for r in releases):
-        return pld_epsilon(tuple(r.noise_multiplier for r in releases), delta)
-    return _discrete_epsilon(tuple(releases), delta)
-
-
-def worst_case_epsilon(releases: list[Release], delta: float) -> float:
-    """Epsilon at ``delta`` of ``releases`` against a coordinator that sees every site's own
-    share (:meth:`~fedpca.dp.mechanisms.Release.own_share`): the unconditional
-    guarantee, equal to :func:`composed_epsilon` when no release is inside a secure sum."""
-    return composed_epsilon([r.own_share() for r in releases], delta)
-
-
-@functools.lru_cache(maxsize=4096)
-def _discrete_epsilon(releases: tuple[Release, ...], delta: float) -> float:
-    from fedpca.dp.distributed_gaussian import (
-        RDP_ORDERS,
-        ddg_pld_epsilon,
-        rdp_to_epsilon,
-    )
-
-    rdp = rdp_to_epsilon(sum(r.rdp(RDP_ORDERS) for r in releases), delta)
-    return min(rdp, ddg_pld_epsilon([r.gaussian_view() for r in releases], delta))
-
 
 @dataclass
 class PrivacyLedger:

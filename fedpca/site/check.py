@@ -23,7 +23,7 @@ from fedpca.errors import FedPCAError
 from fedpca.site.ledger_identity import utc
 from fedpca.dp.site_data import SiteData
 from fedpca.site.ledger_report import counted_runs
-from fedpca.site.ledger import MAX_RUNS_COUNTED, SiteLedger
+from fedpca.site.ledger import SiteLedger
 from fedpca.site.policy import SitePolicyFile
 
 

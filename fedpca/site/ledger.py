@@ -3,7 +3,7 @@
 Privacy guarantee enforced (unit: one record of the site's population, replace-one): the
 composition of *all* releases ever charged to a population (PLD; with distributed discrete
 Gaussian releases among them, the smaller of their two valid bounds,
-:func:`fedpca.dp.ledger.composed_epsilon`) stays within the lifetime
+:func:`fedpca.dp.accountant.composed_epsilon`) stays within the lifetime
 ``(epsilon, delta)`` of the site's policy; the composition, by the same accountant at the
 same delta, of the releases charged in the current calendar day (UTC) stays within
 ``daily_epsilon``, and of those charged in the last 7 x 24 hours within ``weekly_epsilon``.
@@ -18,7 +18,7 @@ are each tested against what the other has charged so far; the per-release check
 whichever of them runs out.)
 
 A release inside a secure sum of at least ``M`` sites has two guarantees, both composed over
-the lifetime with the same accountant (:class:`~fedpca.dp.mechanisms.Release`): the
+the lifetime with the same accountant (:class:`~fedpca.dp.events.Release`): the
 *conditional* one (the sum's noise; it holds when every sum holds at least ``M`` honest
 sites' shares and the protocol is followed) is bounded by the lifetime ``epsilon``; the
 *unconditional* one (the site's own share alone: what a coordinator that bypasses the
@@ -83,7 +83,7 @@ from fedpca.errors import BudgetExceededError, ConfigurationError
 from fedpca.site import policy_changes
 from fedpca.dp.calibration import check_privacy_parameters
 from fedpca.site.file_modes import create_owner_only
-from fedpca.dp.ledger import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
+from fedpca.dp.accountant import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
 from fedpca.site.ledger_identity import (
     LedgerIdentityError,
     LedgerState,
@@ -91,7 +91,7 @@ from fedpca.site.ledger_identity import (
     Mark,
     refused_run,
 )
-from fedpca.dp.mechanisms import Release
+from fedpca.dp.events import Release
 
 #: Seconds a charge waits for another process's charge to commit.
 LOCK_TIMEOUT = 60.0

@@ -44,7 +44,7 @@ from typing import Any
 from fedpca.algorithms.centring import CentredPolicy, requested_scaling
 from fedpca.algorithms.specs import SPECS
 from fedpca.errors import InvalidRequestError
-from fedpca.dp.mechanisms import Release
+from fedpca.dp.events import Release
 from fedpca.site.ledger import RunCharge
 from fedpca.site.policy import (
     DPS_PCA,

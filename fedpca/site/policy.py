@@ -49,7 +49,8 @@ from fedpca.dp.exact_noise import EXACT
 from fedpca.site.file_modes import SHARED_ANY, create_owner_only, refuse_shared
 from fedpca.site.ledger_identity import LedgerWitness
 from fedpca.site.ledger_lifecycle import create_site_ledger
-from fedpca.dp.mechanisms import Release, planned_run
+from fedpca.dp.events import Release
+from fedpca.dp.mechanisms import planned_run
 from fedpca.site.ledger import SiteLedger
 
 logger = logging.getLogger(__name__)
