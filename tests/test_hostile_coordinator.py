@@ -36,6 +36,7 @@ from fedpca.dp.exact_noise import ExactGaussian, float_error
 from fedpca.dp.events import Release
 from fedpca.site import ledger as site_ledger
 from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
+from fedpca.site.ledger_report import summarize
 from fedpca.site.policy import (
     PolicyError,
     load_site_policy,
@@ -184,7 +185,7 @@ def test_runs_compose_over_the_lifetime_and_the_tenth_is_refused(tmp_path):
     rows = ledger_rows(policy)
     assert [r["run_id"] for r in rows] == [str(r) for r in range(1, 10)]
     p = load_site_policy(policy)
-    summary = SiteLedger(p.ledger, p.population, p.epsilon, p.delta).summary()
+    summary = summarize(SiteLedger(p.ledger, p.population, p.epsilon, p.delta))
     # the exact releases' Gaussian view composes in closed form: at most the PLD figure
     assert lifetime * (1 - 1e-4) <= summary["epsilon_spent"] <= lifetime
     assert len(summary["runs"]) == 9 and len(summary["datasets"]) == 1
@@ -216,7 +217,7 @@ def test_a_fresh_run_id_per_request_is_stopped_by_the_daily_ceiling(tmp_path, mo
     now[0] += 14 * 3600  # Tuesday 00:00 UTC: a new day
     ask(policy, GREEDY, run_id=per_day + 2)
     assert [r["time"] for r in ledger_rows(policy)][-1] == now[0]
-    summary = load_site_policy(policy).open_ledger().summary()
+    summary = summarize(load_site_policy(policy).open_ledger())
     windows = {w["window"]: w for w in summary["windows"]}
     assert windows["daily"]["releases"] == 1 and windows["weekly"]["releases"] == per_day + 1
 

@@ -26,6 +26,7 @@ from fedpca.site.ledger_report import (
     format_ledger,
     iso_utc,
     release_noise,
+    summarize,
 )
 from fedpca.dp.events import Release
 from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
@@ -83,7 +84,7 @@ def test_each_run_reads_complete_failed_or_stopped_with_what_it_released(tmp_pat
     ledger = SiteLedger(tmp_path / "l.sqlite", "patients", 50.0, DELTA, clock=clock)
     four_runs(ledger, clock)
     charge(ledger, "105", 1, clock=clock)  # its last release ten minutes ago
-    summary = ledger.summary()
+    summary = summarize(ledger)
     runs = {run["run_id"]: run for run in summary["runs"]}
     assert [(runs[r]["status"], runs[r]["may_be_running"]) for r in sorted(runs)] == [
         ("complete", False), ("complete", False), ("failed", False), ("stopped", False),
@@ -115,14 +116,14 @@ def test_the_worst_case_line_says_what_it_means(tmp_path):
     create_ledger(tmp_path / "l.sqlite")
     bounded = SiteLedger(tmp_path / "l.sqlite", "patients", 50.0, DELTA, worst_case_epsilon=20.0)
     charge(bounded, "secure", 2, release=SECURE)
-    text = format_ledger(bounded.summary())
+    text = format_ledger(summarize(bounded))
     line = next(i for i, line in enumerate(text.splitlines()) if line.startswith("worst case"))
     assert text.splitlines()[line + 1].startswith(
         "  (what every release of this site, composed over its lifetime, reveals to a "
         "coordinator that bypasses the secure sums")
     # the same ledger under a policy without the bound: what "budget none" means
     unbounded = SiteLedger(tmp_path / "l.sqlite", "patients", 50.0, DELTA)
-    text = format_ledger(unbounded.summary())
+    text = format_ledger(summarize(unbounded))
     assert re.search(r"worst case \(secure sums bypassed\): budget none, spent \d\.\d{4}\n  "
                      r"\(budget none: this policy sets no \[budget\] worst-case-epsilon, so this "
                      r"site refuses every release inside a secure sum", text)
@@ -227,7 +228,7 @@ def test_site_ledger_html_is_one_page_whose_plot_shows_every_run(tmp_path, capsy
     assert out.stat().st_mode & 0o077 == 0
     page, data, rows, image = read_page(out)
     ledger = load_site_policy(policy).open_ledger()
-    run_ids = [run["run_id"] for run in ledger.summary()["runs"]]
+    run_ids = [run["run_id"] for run in summarize(ledger)["runs"]]
     assert run_ids == ["101", "102", "103", "104"]
     # every run of the ledger is plotted, with a point per release, and is in the table
     assert [run["run_id"] for run in data["runs"]] == run_ids

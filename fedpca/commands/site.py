@@ -207,7 +207,12 @@ def _change_ledger(args: argparse.Namespace, policy: SitePolicyFile) -> str:
 def _show_ledger(policy: SitePolicyFile, ledger: SiteLedger, args: argparse.Namespace) -> None:
     """Print the ledger's spending, the runs left and its identity's history (``--json``:
     as JSON), or write them with a plot as one page (``--html FILE``)."""
-    from fedpca.site.ledger_report import format_ledger, ledger_json, spending_series
+    from fedpca.site.ledger_report import (
+        format_ledger,
+        ledger_json,
+        spending_series,
+        summarize,
+    )
     from fedpca.site.check import runs_left
 
     if args.html:
@@ -216,7 +221,7 @@ def _show_ledger(policy: SitePolicyFile, ledger: SiteLedger, args: argparse.Name
         require_extra(PLOTS, "the ledger's page (fedpca site ledger --html)")
     witness = policy.witness()
     record = witness.read()
-    summary = {**ledger.summary(), "runs_left": runs_left(policy, ledger),
+    summary = {**summarize(ledger), "runs_left": runs_left(policy, ledger),
                "runs_now": runs_left(policy, ledger, now=True),
                "identity": {"identity": record.identity, "file": str(witness.path),
                             "history": list(record.history)}}

@@ -22,7 +22,7 @@ from fedpca.data.tables import read_table
 from fedpca.errors import FedPCAError
 from fedpca.site.ledger_identity import utc
 from fedpca.dp.site_data import SiteData
-from fedpca.site.ledger_report import counted_runs
+from fedpca.site.ledger_report import counted_runs, summarize
 from fedpca.site.ledger import SiteLedger
 from fedpca.site.policy import SitePolicyFile
 
@@ -171,7 +171,7 @@ def _check_ledger(policy: SitePolicyFile, report: SiteCheck) -> None:
         f"newest release {utc(state.newest.time)}")
     report.add(f"ledger id    {state.identity}: as recorded beside the policy, no recorded "
                f"release missing ({newest})")
-    summary = ledger.summary()
+    summary = summarize(ledger)
     report.add(f"lifetime     epsilon {summary['epsilon_budget']:g} at delta "
                f"{summary['delta']:g}: spent {summary['epsilon_spent']:.4f} in "
                f"{summary['releases']} releases, remaining {summary['epsilon_remaining']:.4f}")

@@ -520,13 +520,6 @@ class SiteLedger:
         returns the copy's releases of every population."""
         return copy_ledger(self.path, Path(target)).releases
 
-    def summary(self) -> dict[str, Any]:
-        """Spending per run, per data set and in total, with what remains, each run's status
-        and the policy's changes (for auditors: :func:`fedpca.site.ledger_report.summarize`)."""
-        from fedpca.site.ledger_report import summarize  # the report reads the ledger
-
-        return summarize(self)
-
     def epsilon_of(self, rows: Sequence[Mapping[str, Any]]) -> float:
         """The conditional epsilon at the ledger's delta of the releases of ``rows`` (rows of
         :meth:`rows`), composed as a charge composes them."""
