@@ -25,8 +25,8 @@ from fedpca.algorithms.specs import spec
 from fedpca.apps.common import site_client_for
 from fedpca.apps.real_site import real_site_budget
 from fedpca.cli import main as cli_main
-from fedpca.clients.centring import CENTRED_STEP, CENTRING, MOMENTS_STEP, CentredSiteClient
-from fedpca.clients.dpdis_pca import DPdisPCAClient
+from fedpca.algorithms.centred_rounds import CENTRED_STEP, CENTRING, MOMENTS_STEP
+from fedpca.clients.centring import CentredSiteClient
 from fedpca.data.contract import load_contract
 from fedpca.data.tables import read_table
 from fedpca.errors import BudgetExceededError, ConfigurationError, InvalidRequestError
@@ -52,7 +52,7 @@ FULL = {"variant": "full", "dim": D}
 def centred_client(ledger=None, rows=ROWS, policy=POLICY) -> CentredSiteClient:
     """A centred DPdisPCA site over the liver contract's rows, outside Flower."""
     site = CentringSite(rows, BOUNDS, policy, site="s", seed=5, ledger=ledger)
-    return CentredSiteClient(site, DPdisPCAClient, DPdisPCASite,
+    return CentredSiteClient(site, DPdisPCASite,
                              {"on_release": None, "masking": None})
 
 
@@ -124,9 +124,9 @@ def test_the_strategy_asks_for_the_moments_first_then_sends_mean_and_scale():
         strategy.request(2)
     sites = [CentringSite(rows, BOUNDS, POLICY, site=str(i), seed=i)
              for i, rows in enumerate(np.array_split(ROWS, 2))]
-    strategy.combine(1, [s.answer(s.release_moments()) for s in sites])
+    strategy.server.round_result(1, [s.answer(s.release_moments()) for s in sites])
     arrays, config = strategy.request(2)
-    moments = strategy.centring.moments
+    moments = strategy.server.centring.moments
     assert config == {CENTRING: CENTRED_STEP, **FULL}
     np.testing.assert_array_equal(arrays[0], moments.mean)
     np.testing.assert_array_equal(arrays[1], moments.scale)

@@ -17,7 +17,7 @@ from fedpca.algorithms.centred_run import run_centred_kplane, run_centred_ldp
 from fedpca.algorithms.centring import MOMENTS_MECHANISM, CentredPolicy, CentringSite
 from fedpca.algorithms.specs import spec
 from fedpca.apps.common import site_client_for
-from fedpca.clients.centring import CENTRED_STEP, CENTRING, MOMENTS_STEP
+from fedpca.algorithms.centred_rounds import CENTRED_STEP, CENTRING, MOMENTS_STEP
 from fedpca.clustering.result import CentredClusteringResult
 from fedpca.data.contract import load_contract
 from fedpca.errors import ConfigurationError

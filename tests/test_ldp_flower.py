@@ -111,7 +111,7 @@ def test_strategy_asks_once_and_combines_like_the_server():
         min_noise_multiplier=3.0,
     )
     assert strategy.num_rounds == 1
-    assert strategy.fit_request(1) == ([], {"phase": "covariance", "dim": 4})
+    assert strategy.request(1) == ([], {"phase": "covariance", "dim": 4})
     with pytest.raises(ConfigurationError, match="single round"):
         strategy.fit_request(2)
     # The default lam follows the noise the sites were asked for (raised, never lowered).

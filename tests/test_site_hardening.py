@@ -76,7 +76,7 @@ def test_a_foreign_exception_reaches_the_coordinator_only_as_the_fixed_message(
     def fail(self, parameters, config):
         raise error
 
-    monkeypatch.setattr(dps_clients.DPSPCAClient, "release", fail)
+    monkeypatch.setattr(DPSPCASite, "respond", fail)
     app = site_client_app(lambda context: dps_clients.client_for_site(
         context, X, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2), "clinic", seed=4))
     context = new_context()

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -208,6 +208,17 @@ class DPdisPCASite(PrivateSite):
     Constructed like :class:`~fedpca.algorithms.site.PrivateSite`, with a
     :class:`DPdisPCAPolicy`.
     """
+
+    CONFIG_KEYS = frozenset({"variant", "dim", "r", "min_noise_multiplier"})
+
+    def respond(self, arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
+        """The one request (no arrays; its ``d`` must be this site's; the site checks ``r``):
+        ``P_s``, ``A^_s`` or the secure-sum message (:meth:`release`)."""
+        if arrays:
+            raise self.refuse(f"the request must carry no arrays, got {len(arrays)}")
+        self.require_dim(config.get("dim"))
+        return self.release(config.get("variant"), config.get("r"),
+                            config.get("min_noise_multiplier"), secure=self.requested_sum(config))
 
     def release(
         self, variant: str, r: object = None, min_noise_multiplier: float | None = None,
@@ -382,6 +393,32 @@ class DPdisPCAServer(ServerRecord):
         if self.secure is not None:
             return self.answer_shape[0] * FLOAT_BYTES
         return message_bytes(self.dim, self.r)
+
+    label = "DPdisPCA"
+
+    def round_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Any]]:
+        """The one round: no arrays; the variant, ``d`` and ``r`` (and the secure sum)."""
+        return [], self.request()
+
+    def round_result(self, server_round: int, answers: Sequence[SiteAnswer]
+                     ) -> tuple[np.ndarray, dict[str, Any]]:
+        """The top-``K`` basis of ``A_c``."""
+        basis = self.receive(answers)
+        return basis, {k: v for k, v in self.history[-1].items() if k != "phase"}
+
+    @property
+    def secure_modulus(self) -> int | None:
+        """The residues' modulus of the secure-sum variant."""
+        return None if self.secure is None else self.secure[1].modulus
+
+    def result_extras(self) -> dict[str, Any]:
+        """The ``r`` sites were asked for and the bytes each one sent."""
+        return {"r": self.r, "bytes_per_site": self.bytes_per_site}
+
+    def describe(self) -> str:
+        """``dim``, ``k``, ``r``, the weighting and the variant."""
+        return (f"dim={self.dim}, k={self.k}, r={self.r}, weighting={self.weighting!r}, "
+                f"variant={self.variant!r}")
 
     def request(self) -> dict[str, Any]:
         """What every site is asked: the variant, ``d`` (to check) and ``r`` (factor only)."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -49,7 +49,11 @@ from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import float_error
 from fedpca.dp.accountant import worst_case_epsilon
 from fedpca.dp.events import Release
-from fedpca.dp.mechanisms import diagonal_sensitivity, power_step_sensitivity
+from fedpca.dp.mechanisms import (
+    diagonal_sensitivity,
+    gaussian_tail_bound,
+    power_step_sensitivity,
+)
 from fedpca.dp.validation import (
     require_positive_int,
     validate_basis,
@@ -117,6 +121,39 @@ class DPSPCASite(PrivateSite):
     Constructed like :class:`~fedpca.algorithms.site.PrivateSite`, with a
     :class:`SitePolicy`.
     """
+
+    CONFIG_KEYS = frozenset({"phase", "round", "min_noise_multiplier"})
+
+    def respond(self, arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
+        """The noisy diagonal (``phase=init``, no arrays), ``H_i`` (``phase=power``, one
+        basis ``Q``) or the Rayleigh quotients (``phase=variance``, the final ``Q``)."""
+        phase = config.get("phase")
+        floor = config.get("min_noise_multiplier")
+        if phase == PHASE_INIT:
+            if arrays:
+                raise self.refuse(f"the init request must carry no arrays, got {len(arrays)}")
+            return self.release_diagonal(floor, secure=self.requested_sum(config))
+        if phase not in (PHASE_POWER, PHASE_VARIANCE):
+            raise self.refuse(f"unknown phase {phase!r}; expected {PHASE_INIT!r}, "
+                              f"{PHASE_POWER!r} or {PHASE_VARIANCE!r}")
+        if len(arrays) != 1:
+            raise self.refuse(
+                f"a {phase} request carries exactly one basis Q, got {len(arrays)} arrays")
+        if phase == PHASE_VARIANCE:
+            return self.release_rayleigh(arrays[0], floor)
+        return self.release_power(arrays[0], floor, secure=self.requested_sum(config))
+
+    def answer_bound(self, config: Mapping[str, Any]) -> float:
+        """Every entry of ``diag(X^T X) / n``, of ``X^T X Q / n`` (orthonormal ``Q``) and of
+        the Rayleigh quotients and trace over ``n`` is at most ``C^2``; the noise adds
+        ``sigma / sqrt(m) / n`` per entry, bounded by its tail over the ``d x k`` (at most
+        ``d x d``) entries."""
+        # Every release has sensitivity sqrt(2) C^2 (see fedpca.dp.mechanisms).
+        share = self.sigma(power_step_sensitivity(self.clip_norm),
+                           config.get("min_noise_multiplier"))
+        if self.secure_min_sites is not None:
+            share /= math.sqrt(self.secure_min_sites)
+        return self.clip_norm**2 + gaussian_tail_bound(share / self.n, self.dim * self.dim)
 
     def release_diagonal(
         self, min_noise_multiplier: float | None = None, secure: SecureSum | None = None
@@ -270,6 +307,46 @@ class DPSPCAServer(ServerRecord):
         if self.needs_init:
             return (PHASE_INIT, 0) if server_round == 1 else (PHASE_POWER, server_round - 1)
         return PHASE_POWER, server_round
+
+    label = "DPS-PCA"
+
+    @property
+    def num_rounds(self) -> int:
+        """Rounds of the run: ``T``, one more for the initialisation and for the explained
+        variance."""
+        return self.total_rounds
+
+    def round_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Any]]:
+        """Init: no arrays; power round ``t`` and the explained variance: the current
+        basis ``Q``; with secure sums, the sum the sites' residues go into."""
+        phase, t = self.phase(server_round)
+        arrays = [] if phase == PHASE_INIT else [self.basis]
+        config: dict[str, Any] = {"phase": phase, "round": t}
+        if self.secure is not None:
+            config.update(self.secure[phase != PHASE_INIT][0].to_config())
+        return arrays, config
+
+    def round_result(self, server_round: int, answers: Sequence[SiteAnswer]
+                     ) -> tuple[np.ndarray, dict[str, Any]]:
+        """The initial support, one power step or the explained variance."""
+        phase, t = self.phase(server_round)
+        if phase == PHASE_INIT:
+            basis = self.receive_diagonal(answers)
+        elif phase == PHASE_VARIANCE:
+            basis = self.receive_rayleigh(t, answers)
+        else:
+            basis = self.receive_power(t, answers)
+        return basis, {k: v for k, v in self.history[-1].items() if k != "phase"}
+
+    @property
+    def secure_modulus(self) -> int | None:
+        """The power steps' residues' modulus with secure sums."""
+        return None if self.secure is None else self.secure[1][1].modulus
+
+    def describe(self) -> str:
+        """``dim``, ``k``, ``s_hat``, ``rounds`` and how it starts."""
+        return (f"dim={self.dim}, k={self.k}, s_hat={self.s_hat}, rounds={self.rounds}, "
+                f"init={'private' if self.needs_init else 'given'}")
 
     def receive_diagonal(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
         """Sum the noisy diagonals, pick ``s_hat`` coordinates, set ``Q(0)``."""

@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -191,6 +191,21 @@ class KPlaneSite(PrivateSite):
     the policy's clip norm alone); the records' clusters are computed here and never leave.
     """
 
+    CONFIG_KEYS = frozenset({"round", "dim", "clusters", "min_noise_multiplier"})
+
+    def respond(self, arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
+        """The noisy ``(k, d (d+1)/2 + 1)`` message for the ``k`` bases in ``arrays``
+        (``config["clusters"] = k``, ``config["dim"] = d``)."""
+        self.require_dim(config.get("dim"))
+        clusters = config.get("clusters")
+        if isinstance(clusters, bool) or not isinstance(clusters, int) or clusters < 1:
+            raise self.refuse(f"config 'clusters' must be a positive integer, got {clusters!r}")
+        if len(arrays) != clusters:
+            raise self.refuse(
+                f"the request announces {clusters} clusters but carries {len(arrays)} bases")
+        return self.release_clusters(arrays, config.get("min_noise_multiplier"),
+                                     secure=self.requested_sum(config))
+
     def release_clusters(
         self, bases: Sequence[np.ndarray], min_noise_multiplier: float | None = None,
         secure: SecureSum | None = None,
@@ -277,6 +292,32 @@ class KPlaneServer(ServerRecord):
     def expected_rounds(self) -> int:
         """The ``T`` k-plane rounds."""
         return self.rounds
+
+    label = "SuLQ k-plane"
+
+    def round_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Any]]:
+        """The ``k`` current bases, with the announced ``d`` and ``k`` (and the secure sum
+        the sites' residues go into)."""
+        config: dict[str, Any] = {"round": server_round, "dim": self.dim,
+                                  "clusters": self.clusters}
+        if self.secure is not None:
+            config.update(self.secure[0].to_config())
+        return list(self.bases), config
+
+    def round_result(self, server_round: int, answers: Sequence[SiteAnswer]
+                     ) -> tuple[np.ndarray, dict[str, Any]]:
+        """One k-plane update; the new bases stacked ``k x d x q``."""
+        return np.stack(self.receive(server_round, answers)), self.round_metrics()
+
+    @property
+    def secure_modulus(self) -> int | None:
+        """The rounds' residues' modulus with secure sums."""
+        return None if self.secure is None else self.secure[1].modulus
+
+    def describe(self) -> str:
+        """``dim``, the clusters, their dimension and the rounds."""
+        return (f"dim={self.dim}, clusters={self.clusters}, subspace_dim={self.subspace_dim}, "
+                f"rounds={self.rounds}")
 
     def receive(self, t: int, answers: Sequence[SiteAnswer]) -> list[np.ndarray]:
         """Round ``t``: sum the sites' messages; each cluster's top-``q`` eigenvectors."""

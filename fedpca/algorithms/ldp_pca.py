@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -102,6 +102,18 @@ class LDPCovarianceSite(PrivateSite):
     :class:`~fedpca.algorithms.centring.CentredPolicy`: the sensitivity ``sqrt(2) C^2``
     comes from the policy's clip norm alone).
     """
+
+    CONFIG_KEYS = frozenset({"phase", "dim", "min_noise_multiplier"})
+
+    def respond(self, arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
+        """The sum of the site's private views (``phase=covariance``, ``dim``, no arrays)."""
+        phase = config.get("phase")
+        if phase != PHASE:
+            raise self.refuse(f"unknown phase {phase!r}; expected {PHASE!r}")
+        self.require_dim(config.get("dim"))
+        if arrays:
+            raise self.refuse(f"the covariance request must carry no arrays, got {len(arrays)}")
+        return self.release_covariance(config.get("min_noise_multiplier"))
 
     def release_covariance(self, min_noise_multiplier: float | None = None) -> np.ndarray:
         """``X^T X + Z_m``: the sum of the ``m`` records' views (the one accounted release).
@@ -192,6 +204,24 @@ class LDPCovarianceServer(ServerRecord):
         self.true_support = None if true_support is None else [int(j) for j in true_support]
         self.start_record()
         self.support: list[int] | None = None
+
+    label = "LDP-PCA"
+
+    def round_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Any]]:
+        """The one round: no arrays, ``phase=covariance`` and the expected ``dim``."""
+        if server_round != 1:
+            raise ConfigurationError(
+                f"LDP-PCA has a single round; round {server_round} was requested")
+        return [], {"phase": PHASE, "dim": self.dim}
+
+    def round_result(self, server_round: int, answers: Sequence[SiteAnswer]
+                     ) -> tuple[np.ndarray, dict[str, Any]]:
+        """``S~`` and its (sparse) principal subspace."""
+        return self.receive(answers), self.round_metrics()
+
+    def describe(self) -> str:
+        """``dim``, ``k``, whether sparse and its penalty."""
+        return f"dim={self.dim}, k={self.k}, sparse={self.sparse}, lam={self.lam}"
 
     def receive(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
         """``S~ = sum_i (X_i^T X_i + Z_i) / n``; its top-``k`` basis (dense or FPS)."""

@@ -19,11 +19,60 @@ class ServerRecord:
     and the list of answering sites per round, and the final result (a :class:`PCAResult`
     unless a subclass makes another).
 
-    Subclasses set :attr:`algorithm`, call :meth:`start_record` in ``__init__`` and override
-    :attr:`expected_rounds` when they run more than one round.
+    Every server speaks the same round protocol, whatever carries its messages (a Flower
+    strategy, a reference run): :attr:`num_rounds` rounds, each a request to every site
+    (:meth:`round_request`: arrays and config) and the combination of their answers
+    (:meth:`round_result`: the round's array and metrics); a site answers a request with
+    :meth:`~fedpca.algorithms.site.PrivateSite.respond`.
+
+    Subclasses set :attr:`algorithm` and :attr:`label`, call :meth:`start_record` in
+    ``__init__``, implement the protocol and override :attr:`expected_rounds` when they run
+    more than one round.
     """
 
     algorithm: ClassVar[str] = ""
+    #: Name used in logs and errors.
+    label: ClassVar[str] = "fedpca"
+
+    @property
+    def num_rounds(self) -> int:
+        """Rounds of the run (one request each)."""
+        return self.expected_rounds
+
+    def round_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Any]]:
+        """What every site is asked in round ``server_round`` (1-based). Subclasses."""
+        raise NotImplementedError
+
+    def round_result(self, server_round: int, answers: Sequence[SiteAnswer]
+                     ) -> tuple[np.ndarray, dict[str, Any]]:
+        """The round's array (e.g. the new basis) and metrics from the sites' answers.
+        Subclasses."""
+        raise NotImplementedError
+
+    def round_metrics(self) -> dict[str, Any]:
+        """The last history entry's plain numbers and words (the phase aside)."""
+        return {key: value for key, value in self.history[-1].items()
+                if isinstance(value, (bool, int, float, str)) and key != "phase"}
+
+    @property
+    def secure_modulus(self) -> int | None:
+        """The modulus of the sites' distributed discrete Gaussian residues when the run's
+        answers are secure sums, else ``None``."""
+        return None
+
+    def result_extras(self) -> dict[str, Any]:
+        """What the result's config gains beyond the strategy's fields (subclasses)."""
+        return {}
+
+    def describe(self) -> str:
+        """The configuration, for a strategy's ``repr``."""
+        return ""
+
+    def floored_scales(self) -> tuple[int, ...] | None:
+        """The columns whose released scale sits at the noise floor, for a centred run
+        that standardised (:class:`~fedpca.algorithms.centred_rounds.CentredServer`); else
+        ``None``."""
+        return None
 
     def start_record(self) -> None:
         """No basis, no history yet."""

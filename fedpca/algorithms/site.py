@@ -19,13 +19,13 @@ draws), ``"float"`` numpy's float Gaussians (simulation only: their low bits can
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from fedpca.algorithms.secure_sum import SecureSum
+from fedpca.algorithms.secure_sum import SUM_KEYS, SecureSum
 from fedpca.site.limits import SiteLimits
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.dp.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
@@ -215,6 +215,10 @@ class SiteAnswer:
 class PrivateSite:
     """One data holder: prepared data, its policy's calibration, ledger and noise source.
 
+    A round's request reaches it as :meth:`respond` (arrays and config, checked against
+    :attr:`CONFIG_KEYS` by :meth:`check_config`), whatever carried it: a Flower message, a
+    reference run in process.
+
     Args:
         data: the site's ``n_i x d`` records, raw or already a :class:`SiteData`.
         policy: the site's own :class:`SitePrivacyPolicy`. With ``policy.secure_min_sites =
@@ -229,6 +233,9 @@ class PrivateSite:
         limits: the most one answer may hold (a real site's policy sets them; ``None``:
             the public defaults of :class:`~fedpca.site.limits.SiteLimits`).
     """
+
+    #: The request config keys :meth:`respond` understands (each algorithm's).
+    CONFIG_KEYS: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self,
@@ -424,6 +431,45 @@ class PrivateSite:
             modulus=grid.modulus, draws=cal.draws, rng=self.noise.generator(index)))
         self.sum_calibration = cal
         return residues
+
+    def respond(self, arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
+        """The noisy array answering one round's request (``arrays`` and ``config``: the
+        coordinator's, UNTRUSTED: each algorithm checks them before anything is computed
+        or charged, and refuses with :meth:`refuse`). Subclasses."""
+        raise NotImplementedError
+
+    def answer_bound(self, config: Mapping[str, Any]) -> float | None:
+        """A bound on ``max |answer|`` from public quantities only (clip norm, record count,
+        the site's sigma), exceeded with probability at most
+        :data:`~fedpca.dp.mechanisms.TAIL_PROBABILITY`, for a secure sum of continuous
+        shares whose clipping range must hold it; ``None`` when the algorithm has no such
+        mode (subclasses that have one override it)."""
+        return None
+
+    def check_config(self, config: Mapping[str, Any]) -> None:
+        """Refuse a request whose config holds a key the algorithm does not know
+        (:attr:`CONFIG_KEYS`, and a secure sum's ``sum_*`` keys at a discrete-noise site)."""
+        unknown = set(config) - self.CONFIG_KEYS - (SUM_KEYS if self.discrete else set())
+        if unknown:
+            raise self.refuse(f"unknown config keys {sorted(unknown)}")
+
+    def requested_sum(self, config: Mapping[str, Any]) -> SecureSum | None:
+        """The secure sum a request to a discrete-noise site describes (its ``sum_*`` keys;
+        the site compares it with its own statistic before anything is charged), else
+        ``None``."""
+        return SecureSum.from_config(dict(config), self.site) if self.discrete else None
+
+    def require_dim(self, dim: object) -> None:
+        """Refuse a request made for ``dim`` features when this site holds another number."""
+        if dim != self.dim:
+            raise self.refuse(
+                f"the server expects d = {dim!r} features but this site holds "
+                f"{self.dim}; every site must use the same features in the same order"
+            )
+
+    def refuse(self, reason: str) -> InvalidRequestError:
+        """An error naming the site, to raise when a request is malformed."""
+        return InvalidRequestError(f"{self.site}: refused: {reason}")
 
     def require_run(self) -> None:
         """Raise unless what is left of this run fits the site's ledger

@@ -73,7 +73,7 @@ class AlgorithmSpec:
         """``(context, data, policy, site, seed=None, ledger=None) -> flwr Client``."""
         from fedpca.clients.base import client_factory
 
-        return client_factory(load(self.client), load(self.site))
+        return client_factory(load(self.site))
 
 
 SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (

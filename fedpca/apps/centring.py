@@ -24,7 +24,7 @@ from fedpca.errors import ConfigurationError
 from fedpca.scenarios.base import Scenario
 from fedpca.scenarios.tables import WIDTH_CAPPED, requested_policy
 from fedpca.strategies.centred_plan import CentredPlan
-from fedpca.strategies.centring import CentredRounds
+from fedpca.strategies.message_api import MessageSiteStrategy
 from fedpca.strategies.workflow import run_strategy, secure_aggregation
 
 
@@ -50,7 +50,7 @@ def server_contract(config: dict[str, Any]) -> Contract:
 
 
 def run_centred(grid: Grid, context: Context, scenario_cls: type[Scenario],
-                build: Callable[[CentredPlan], CentredRounds]) -> None:
+                build: Callable[[CentredPlan], MessageSiteStrategy]) -> None:
     """Run ``build``'s centred strategy for the run_config's scenario over the connected
     sites; write the result if asked."""
     scenario, config, readiness = server_scenario(scenario_cls, grid, context)

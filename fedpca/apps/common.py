@@ -56,7 +56,7 @@ def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
         if site.centred is not None:  # the moments round, then the algorithm's
             centring = CentringSite(site.records, site.bounds, site.centred, site=site.name,
                                     ledger=site.ledger, limits=site.limits)
-            return centred_client(context, load(spec.client), load(spec.site), centring)
+            return centred_client(context, load(spec.site), centring)
         scenario = scenario_cls.from_run_config(site.config, sites=least_sites(site.config))
         return client_for_site(context, site.records, scenario.policy(), site.name, seed=None,
                                ledger=site.ledger, limits=site.limits)

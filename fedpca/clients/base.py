@@ -1,7 +1,8 @@
 """The Flower side every fedpca site shares: request checks, ledger persistence, metrics.
 
-A :class:`PrivateSiteClient` wraps a Flower-free :class:`~fedpca.algorithms.site.PrivateSite`.
-Subclasses say which config keys they accept and implement :meth:`release`; everything a
+A :class:`PrivateSiteClient` wraps a Flower-free :class:`~fedpca.algorithms.site.PrivateSite`
+of any algorithm, whose :meth:`~fedpca.algorithms.site.PrivateSite.respond` checks the
+request and makes the release; everything a
 client returns is the site's noisy release, its public record count and plaintext metrics
 that are public under the site's policy (site name, epsilon spent, releases made, the
 guarantee its policy gives: :mod:`fedpca.dp.guarantee`), nothing else. In particular the number of clipped rows is data-dependent and not DP: it is logged
@@ -17,13 +18,12 @@ import numpy as np
 from flwr.client import Client, NumPyClient
 from flwr.common import Context, Scalar
 
-from fedpca.algorithms.secure_sum import SUM_KEYS, SecAggPlusEmbedding, SecureSum
+from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import PrivateSite, SiteLedgerLike, SitePrivacyPolicy
 from fedpca.site.limits import SiteLimits
 from fedpca.clients.ledger_state import load_ledger, store_ledger
 from fedpca.clients.messages import RECORDS, SITE
 from fedpca.clients.secure_aggregation import ProtocolMasking, SecAggMasking, masked_settings
-from fedpca.errors import InvalidRequestError
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.dp.ledger import PrivacyLedger
 from fedpca.dp.site_data import SiteData
@@ -34,7 +34,9 @@ ClientFactory = Callable[..., Client]
 
 
 class PrivateSiteClient(NumPyClient):
-    """Base NumPyClient of a private site.
+    """A private site as a Flower ``NumPyClient``, for any algorithm: every request is the
+    site's :meth:`~fedpca.algorithms.site.PrivateSite.respond` (the algorithm's checks and
+    release), wrapped in what the Flower transport needs checked.
 
     Args:
         site: the Flower-free site object (data, calibration, ledger, noise).
@@ -51,9 +53,6 @@ class PrivateSiteClient(NumPyClient):
             sending residues modulo the protocol's modulus answers. All before anything is
             charged.
     """
-
-    #: Fit-config keys this client understands; any other key is refused.
-    config_keys: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -94,19 +93,17 @@ class PrivateSiteClient(NumPyClient):
         """Check the request, make the release (computed in memory, then charged), persist
         the ledger, answer. What follows the charge (the SecAgg+ encoding, Flower's
         serialisation) handles an answer whose size the site bounded before any work
-        (:mod:`fedpca.site.limits`); should it fail, the budget stays spent and
-        nothing is sent."""
-        unknown = set(config) - self.config_keys - (SUM_KEYS if self.site.discrete else set())
-        if unknown:
-            raise self.refuse(f"unknown config keys {sorted(unknown)}")
+        (:mod:`fedpca.site.limits`); should it fail, the budget stays spent and nothing is
+        sent."""
+        self.site.check_config(config)
         if self.site.secure_min_sites is not None and not self.masked:
-            raise self.refuse(
+            raise self.site.refuse(
                 "this site answers only inside a secure sum over at least "
                 f"{self.site.secure_min_sites} sites, and this request is not masked"
             )
         if self.masked:
             self.check_masking(config)
-        value = self.release(parameters, config)
+        value = self.site.respond(parameters, config)
         if self.on_release is not None:
             self.on_release(self.site.ledger)
         metrics = {
@@ -122,30 +119,13 @@ class PrivateSiteClient(NumPyClient):
             return [self.embedding.encode(value)], self.embedding.weight, metrics
         return [value], self.site.n, metrics
 
-    def release(self, parameters: list[np.ndarray], config: dict) -> np.ndarray:
-        """The noisy array answering this request (subclasses); raise to refuse."""
-        raise NotImplementedError
-
-    def requested_sum(self, config: dict) -> SecureSum | None:
-        """The secure sum a request to a discrete-noise site describes (its ``sum_*`` keys;
-        the site compares it with its own statistic before anything is charged), else
-        ``None``."""
-        return SecureSum.from_config(config, self.site.site) if self.site.discrete else None
-
-    def answer_bound(self, config: dict) -> float | None:
-        """A bound on ``max |answer|`` from public quantities only (clip norm, record count,
-        the site's sigma), exceeded with probability at most
-        :data:`~fedpca.dp.mechanisms.TAIL_PROBABILITY`; ``None`` when the algorithm has no
-        secure-aggregation mode (subclasses that have one override it)."""
-        return None
-
     def check_masking(self, config: dict) -> None:
         """Refuse, before anything is charged, SecAgg+ parameters this site cannot answer
         under. The message quotes only public quantities."""
-        masking = self.masking
+        masking, refuse = self.masking, self.site.refuse
         if isinstance(masking, ProtocolMasking):
             if self.embedding is None or masking.modulus != self.embedding.modulus:
-                raise self.refuse(
+                raise refuse(
                     "fedpca's verifiable secure aggregation carries distributed discrete "
                     "Gaussian residues modulo the site's own modulus "
                     f"{DEFAULT_MODULUS}; this site's policy or the protocol's modulus "
@@ -155,7 +135,7 @@ class PrivateSiteClient(NumPyClient):
         if self.embedding is not None:
             if not self.embedding.matches(masking.clipping_range, masking.quantization_range,
                                           masking.modulus_range, masking.max_weight):
-                raise self.refuse(
+                raise refuse(
                     f"this site sends distributed discrete Gaussian residues and answers "
                     f"only under SecAgg+ settings {self.embedding.settings()} (the exact "
                     f"embedding of its residues), not clipping_range={masking.clipping_range:g}"
@@ -164,33 +144,19 @@ class PrivateSiteClient(NumPyClient):
                     "released"
                 )
             return
-        bound = self.answer_bound(config)
+        bound = self.site.answer_bound(config)
         if bound is None:
-            raise self.refuse("this algorithm has no secure-aggregation mode at this site")
+            raise refuse("this algorithm has no secure-aggregation mode at this site")
         if bound > masking.clipping_range:
-            raise self.refuse(
+            raise refuse(
                 f"SecAgg+ clipping_range={masking.clipping_range:g} is below the public bound "
                 f"{bound:.3g} on the values this site sends (C^2 plus the tail of its noise "
                 "over n); they would be clipped silently. Raise clipping_range; nothing was "
                 "released"
             )
 
-    def require_dim(self, dim: object) -> None:
-        """Refuse a request made for ``dim`` features when this site holds another number."""
-        if dim != self.site.dim:
-            raise self.refuse(
-                f"the server expects d = {dim!r} features but this site holds "
-                f"{self.site.dim}; every site must use the same features in the same order"
-            )
 
-    def refuse(self, reason: str) -> InvalidRequestError:
-        """An error naming the site, to raise when a request is malformed."""
-        return InvalidRequestError(f"{self.site.site}: refused: {reason}")
-
-
-def site_client(
-    context: Context, client_cls: type[PrivateSiteClient], site: PrivateSite
-) -> Client:
+def site_client(context: Context, site: PrivateSite) -> Client:
     """A Flower ``Client`` for ``site``, told whether the current request is masked by
     secure aggregation.
 
@@ -198,7 +164,7 @@ def site_client(
     ``context.state``, which Flower keeps for the run; a site with a durable ledger (a real
     site's :class:`~fedpca.site.ledger.RunLedger`) has every charge on its disk already.
     """
-    return client_cls(site, **client_options(context, site)).to_client()
+    return PrivateSiteClient(site, **client_options(context, site)).to_client()
 
 
 def client_options(context: Context, site: PrivateSite) -> dict:
@@ -212,12 +178,10 @@ def client_options(context: Context, site: PrivateSite) -> dict:
     return {"on_release": on_release, "masking": masked_settings(context)}
 
 
-def client_factory(
-    client_cls: type[PrivateSiteClient], site_cls: type[PrivateSite]
-) -> ClientFactory:
+def client_factory(site_cls: type[PrivateSite]) -> ClientFactory:
     """The ``client_for_site(context, data, policy, site, seed=None, ledger=None,
-    limits=None)`` of one algorithm: a ``client_cls`` answering for a ``site_cls`` built from
-    the site's data and its own policy (``ledger``: a durable ledger to charge instead of an
+    limits=None)`` of one algorithm: a client answering for a ``site_cls`` built from the
+    site's data and its own policy (``ledger``: a durable ledger to charge instead of an
     in-memory one; ``limits``: the most one answer may hold, else the public defaults)."""
 
     def client_for_site(
@@ -229,10 +193,8 @@ def client_factory(
         ledger: SiteLedgerLike | None = None,
         limits: SiteLimits | None = None,
     ) -> Client:
-        return site_client(context, client_cls, site_cls(
+        return site_client(context, site_cls(
             data, policy, site=site, seed=seed, ledger=ledger, limits=limits))
 
-    client_for_site.__doc__ = (
-        f"A Flower ``Client`` ({client_cls.__name__}) for one {site_cls.__name__}."
-    )
+    client_for_site.__doc__ = f"A Flower ``Client`` for one {site_cls.__name__}."
     return client_for_site

@@ -11,33 +11,13 @@ can raise the noise level (``min_noise_multiplier``) but never lower it. A malfo
 
 from __future__ import annotations
 
-import numpy as np
-
 from fedpca.algorithms.dpdis_pca import DPdisPCASite
 from fedpca.clients.base import PrivateSiteClient, client_factory
 
-
-class DPdisPCAClient(PrivateSiteClient):
-    """A DPdisPCA site behind Flower: answers the one request with ``P_s``, ``A^_s`` or (a
-    ``secure_min_sites`` site, inside SecAgg+ only) its secure-sum message of ``X_s^T X_s``.
-
-    Constructed like :class:`~fedpca.clients.base.PrivateSiteClient`, for a
-    :class:`DPdisPCASite`.
-    """
-
-    config_keys = frozenset({"variant", "dim", "r", "min_noise_multiplier"})
-
-    def release(self, parameters: list[np.ndarray], config: dict) -> np.ndarray:
-        """Check the request's ``d`` and arrays, then release (the site checks ``r``)."""
-        if parameters:
-            raise self.refuse(f"the request must carry no arrays, got {len(parameters)}")
-        self.require_dim(config.get("dim"))
-        return self.site.release(
-            config.get("variant"), config.get("r"), config.get("min_noise_multiplier"),
-            secure=self.requested_sum(config),
-        )
-
+#: DPdisPCA's site behind Flower: the one client of every algorithm, over a :class:`DPdisPCASite`
+#: (:meth:`~fedpca.algorithms.dpdis_pca.DPdisPCASite.respond` checks each request and releases).
+DPdisPCAClient = PrivateSiteClient
 
 #: ``client_for_site(context, data, policy, site, seed=None, ledger=None, limits=None)
 #: -> Client``.
-client_for_site = client_factory(DPdisPCAClient, DPdisPCASite)
+client_for_site = client_factory(DPdisPCASite)

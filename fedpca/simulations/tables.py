@@ -28,12 +28,7 @@ from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.algorithms.kplane import KPlaneSite
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite
 from fedpca.apps.common import site_partitions
-from fedpca.clients.base import PrivateSiteClient
 from fedpca.clients.centring import centred_client
-from fedpca.clients.dpdis_pca import DPdisPCAClient
-from fedpca.clients.dps_pca import DPSPCAClient
-from fedpca.clients.kplane import KPlaneClient
-from fedpca.clients.ldp_pca import LDPCovarianceClient
 from fedpca.clustering.result import CentredClusteringResult
 from fedpca.progress import RoundObserver
 from fedpca.results import CentredPCAResult
@@ -47,18 +42,17 @@ from fedpca.strategies.centred_plan import (
     centred_kplane,
     centred_ldp,
 )
-from fedpca.strategies.centring import CentredRounds
+from fedpca.strategies.message_api import MessageSiteStrategy
 from fedpca.strategies.workflow import secure_aggregation
 
 
-def table_client(client_cls: type[PrivateSiteClient], site_cls: type, run: TableRun,
-                 context: Context) -> Client:
+def table_client(site_cls: type, run: TableRun, context: Context) -> Client:
     """Virtual site ``partition-id``'s centred client over its own table, under the run's
     policy."""
     partition = int(context.node_config["partition-id"])
     centring = CentringSite(run.site_rows(partition), run.loaded_contract.bounds, run.policy(),
                             site=str(partition), seed=run.scenario.seed)
-    return centred_client(context, client_cls, site_cls, centring)
+    return centred_client(context, site_cls, centring)
 
 
 def table_identity(run: TableRun, rounds: int, context: Context) -> SecureIdentity | None:
@@ -80,16 +74,16 @@ def table_plan(run: TableRun) -> CentredPlan:
 
 
 def simulate_tables(
-    build: Callable[[CentredPlan], CentredRounds], client_cls: type[PrivateSiteClient],
-    site_cls: type, run: TableRun, verbose: bool = False,
+    build: Callable[[CentredPlan], MessageSiteStrategy], site_cls: type, run: TableRun,
+    verbose: bool = False,
     observer: RoundObserver | None = None, engine: Engine | None = None,
 ) -> CentredPCAResult | CentredClusteringResult:
     """Run ``build``'s centred strategy for ``run`` (:func:`table_plan`) against one virtual
-    site per table, each answering with ``client_cls`` over ``site_cls``; the result with
+    site per table, each answering with a ``site_cls`` over its centred rows; the result with
     the run's config."""
     start = time.perf_counter()
     scenario, strategy = run.scenario, build(table_plan(run))
-    run_federation(strategy, functools.partial(table_client, client_cls, site_cls, run),
+    run_federation(strategy, functools.partial(table_client, site_cls, run),
                    run.sites, verbose=verbose, observer=observer, engine=engine,
                    secure=secure_aggregation(scenario, strategy, 1.0),
                    identity_fn=functools.partial(table_identity, run, strategy.num_rounds))
@@ -102,10 +96,7 @@ def simulate_tables(
 #: Each algorithm's centred Flower simulation over tables,
 #: ``(run, verbose=False, observer=None, engine=None) -> result``: DPdisPCA (any variant),
 #: DPS-PCA, SuLQ k-plane (a clustering) and LDP-PCA (local moments).
-simulate_dpdis_tables = functools.partial(simulate_tables, centred_dpdis, DPdisPCAClient,
-                                          DPdisPCASite)
-simulate_dps_tables = functools.partial(simulate_tables, centred_dps, DPSPCAClient, DPSPCASite)
-simulate_kplane_tables = functools.partial(simulate_tables, centred_kplane, KPlaneClient,
-                                           KPlaneSite)
-simulate_ldp_tables = functools.partial(simulate_tables, centred_ldp, LDPCovarianceClient,
-                                        LDPCovarianceSite)
+simulate_dpdis_tables = functools.partial(simulate_tables, centred_dpdis, DPdisPCASite)
+simulate_dps_tables = functools.partial(simulate_tables, centred_dps, DPSPCASite)
+simulate_kplane_tables = functools.partial(simulate_tables, centred_kplane, KPlaneSite)
+simulate_ldp_tables = functools.partial(simulate_tables, centred_ldp, LDPCovarianceSite)

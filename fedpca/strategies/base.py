@@ -26,7 +26,7 @@ from flwr.serverapp import Grid
 
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import SiteAnswer
-from fedpca.errors import RunFailedError
+from fedpca.errors import ConfigurationError, RunFailedError
 from fedpca.dp.guarantee import SiteGuarantee, as_guaranteed
 from fedpca.progress import RoundEvent, RoundObserver
 from fedpca.site.results import ReleasedResult
@@ -87,9 +87,13 @@ def require_ready(readiness: Readiness, min_sites: int, label: str = "fedpca") -
 
 
 class SiteRoundStrategy:
-    """One release per site per round, combined by a Flower-free server.
+    """One release per site per round, combined by a Flower-free server of any algorithm.
 
     Args:
+        server: the algorithm's server (:class:`~fedpca.algorithms.server.ServerRecord`'s
+            round protocol: its requests, their combination, its history and result); a
+            centred run's is a :class:`~fedpca.algorithms.centred_rounds.CentredServer`.
+            Omitted, the class's :meth:`build` makes it from ``params``.
         min_sites (int, default 2): a round proceeds only if at least this many sites
             answer.
         wait_for_sites (int | None, default None): a round waits until this many sites are
@@ -100,14 +104,9 @@ class SiteRoundStrategy:
         privacy (dict | None, default None): the privacy the run was configured with
             (the coordinator's request: a real site replaces it with its own policy), copied
             into the result; what each site guaranteed comes with its answers.
+        **params: the algorithm's parameters, for :meth:`build`.
     """
 
-    #: Name used in logs and errors.
-    label = "fedpca"
-    #: The Flower-free server each subclass sets: it keeps the history and makes the result.
-    server: Any
-    #: Flower rounds the algorithm needs (each subclass defines it).
-    num_rounds: int
     #: Set when the sites send distributed discrete Gaussian residues through SecAgg+: every
     #: reply then carries SecAgg+'s decoded aggregate instead of the site's own message.
     secagg_embedding: SecAggPlusEmbedding | None = None
@@ -117,17 +116,23 @@ class SiteRoundStrategy:
 
     def __init__(
         self,
+        server: Any = None,
         *,
         min_sites: int = 2,
         wait_for_sites: int | None = None,
         min_noise_multiplier: float | None = None,
         privacy: dict[str, Any] | None = None,
+        **params: Any,
     ) -> None:
         super().__init__()
         self.min_sites = max(1, int(min_sites))
         self.wait_for_sites = max(self.min_sites, int(wait_for_sites or 0))
         self.min_noise_multiplier = min_noise_multiplier
         self.privacy = dict(privacy or {})
+        #: The Flower-free server: it plans the rounds, keeps the history, makes the result.
+        self.server = server if server is not None else self.build(**params)
+        if self.server.secure_modulus is not None:
+            self.secagg_embedding = SecAggPlusEmbedding(self.server.secure_modulus)
         #: Every failing site's reason, over the whole run.
         self.failures: list[str] = []
         #: The sites (node ids) that declined the run in the budget round, with their
@@ -152,6 +157,25 @@ class SiteRoundStrategy:
         self.observers: list[RoundObserver] = []
         #: The sites that received the released result (:meth:`deliver_result`).
         self.delivered: list[str] = []
+
+    def build(self, **params: Any) -> Any:
+        """The algorithm's server from its parameters (each algorithm's strategy class)."""
+        raise ConfigurationError(
+            f"{type(self).__name__} runs the server it is given: pass server=... (or use an "
+            "algorithm's strategy, e.g. DPSPCA, which builds its own from its parameters)")
+
+    @property
+    def label(self) -> str:
+        """The algorithm's name in logs and errors."""
+        return self.server.label
+
+    @property
+    def num_rounds(self) -> int:
+        """Flower rounds the run needs: the server's rounds."""
+        return self.server.num_rounds
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.server.describe()}, min_sites={self.min_sites})"
 
     def add_observer(self, observer: RoundObserver) -> None:
         """Call ``observer`` after every aggregated round (live progress, a server log)."""
@@ -189,8 +213,9 @@ class SiteRoundStrategy:
                                   config)
 
     def result_config(self) -> dict[str, Any]:
-        """What the strategy adds to the result's config (subclasses may add more)."""
+        """What the strategy adds to the result's config (and the server's own extras)."""
         return {
+            **self.server.result_extras(),
             "result_delivered": list(self.delivered),
             "site_records": dict(sorted(self.site_sizes.items())),
             "site_guarantees": {
@@ -210,6 +235,7 @@ class SiteRoundStrategy:
             run_id=run_id, algorithm=result.algorithm, basis=result.basis,
             mean=getattr(result, "mean", None), scale=getattr(result, "scale", None),
             columns=None if columns is None else tuple(columns), contract=self.contract,
+            floored_scales=self.server.floored_scales(),
         )
 
     def announce_failure(self, grid: Grid, error: BaseException) -> None:
@@ -241,16 +267,6 @@ class SiteRoundStrategy:
                    else self.readiness.answer_seconds(DELIVERY_TIMEOUT))
         self.delivered = deliver(grid, sorted(grid.get_node_ids()), released, timeout)
 
-    def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
-        """The algorithm's arrays and config for every site in ``server_round``
-        (subclasses)."""
-        raise NotImplementedError
-
-    def combine(
-        self, server_round: int, answers: list[SiteAnswer]
-    ) -> tuple[np.ndarray, dict[str, Scalar]]:
-        """The new global array and round metrics from the sites' answers (subclasses)."""
-        raise NotImplementedError
 
     def begin(self) -> None:
         """Start the run's clock (the result's ``wall_seconds``)."""
@@ -277,7 +293,7 @@ class SiteRoundStrategy:
     def request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
         """What every site is asked in ``server_round``: the algorithm's request and, if
         set, the noise floor ``min_noise_multiplier``."""
-        arrays, config = self.fit_request(server_round)
+        arrays, config = self.server.round_request(server_round)
         if self.min_noise_multiplier is not None:
             config["min_noise_multiplier"] = float(self.min_noise_multiplier)
         return arrays, config
@@ -312,7 +328,7 @@ class SiteRoundStrategy:
         self.site_releases.update({a.site: a.releases for a in answers})
         self.site_sizes.update({a.site: a.n for a in answers})
         self.site_guarantees.update({a.site: a.guarantee for a in answers if a.guarantee})
-        array, metrics = self.combine(server_round, answers)
+        array, metrics = self.server.round_result(server_round, answers)
         self.notify()
         return array, metrics
 

@@ -14,25 +14,32 @@ server only records what they report.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
-from flwr.common import Scalar
 
 from fedpca.algorithms.centred_run import KPLANE_MECHANISM
 from fedpca.algorithms.kplane import KPlaneServer
-from fedpca.algorithms.secure_sum import SecAggPlusEmbedding, SecureSum
-from fedpca.algorithms.site import SiteAnswer
+from fedpca.algorithms.secure_sum import SecureSum
 from fedpca.dp.distributed_gaussian import GridChoice
-from fedpca.strategies.base import SiteRoundStrategy
-from fedpca.strategies.centring import CentredRounds
+from fedpca.strategies.centring import centred
 from fedpca.strategies.legacy import LegacySiteStrategy
 from fedpca.strategies.message_api import MessageSiteStrategy
 
 
-class KPlaneRounds(SiteRoundStrategy):
-    """Federated SuLQ k-plane (noisy per-cluster second moments, top-``q`` eigenvectors):
-    the rounds' requests and their combination, for either Flower API.
+def kplane_server(
+    *,
+    dim: int,
+    clusters: int,
+    subspace_dim: int,
+    rounds: int,
+    clip_norm: float = 1.0,
+    seed: int | None = None,
+    initial_bases: Sequence[np.ndarray] | None = None,
+    evaluate_fn: Callable[[list[np.ndarray]], dict[str, float]] | None = None,
+    secure: tuple[SecureSum, GridChoice] | None = None,
+) -> KPlaneServer:
+    """Federated SuLQ k-plane's server (noisy per-cluster second moments, top-``q``
+    eigenvectors) from its strategies' parameters.
 
     Args:
         dim (int): number of features ``d`` every site holds.
@@ -46,83 +53,33 @@ class KPlaneRounds(SiteRoundStrategy):
         evaluate_fn (callable | None, default None): ``bases -> dict`` of metrics recorded in
             the history after every round (e.g. cost and distance to a known truth).
         secure (tuple | None, default None): every round's public secure sum and the sites'
-            grid (:func:`fedpca.algorithms.kplane.secure_sum_for`) when sites with
-            ``secure_min_sites`` send distributed discrete Gaussian residues through SecAgg+
-            (legacy strategy with :meth:`SecAggSettings.for_residues` only).
-        **options: :class:`~fedpca.strategies.base.SiteRoundStrategy`'s ``min_sites``,
-            ``wait_for_sites``, ``min_noise_multiplier`` and ``privacy``.
+            grid (:func:`fedpca.algorithms.kplane.secure_sum_for`).
     """
-
-    label = "SuLQ k-plane"
-
-    def __init__(
-        self,
-        *,
-        dim: int,
-        clusters: int,
-        subspace_dim: int,
-        rounds: int,
-        clip_norm: float = 1.0,
-        seed: int | None = None,
-        initial_bases: Sequence[np.ndarray] | None = None,
-        evaluate_fn: Callable[[list[np.ndarray]], dict[str, float]] | None = None,
-        secure: tuple[SecureSum, GridChoice] | None = None,
-        **options: Any,
-    ) -> None:
-        super().__init__(**options)
-        self.server = KPlaneServer(
-            dim, clusters, subspace_dim, rounds, clip_norm=clip_norm, seed=seed,
-            initial_bases=initial_bases, evaluate=evaluate_fn, secure=secure,
-        )
-        if secure is not None:
-            self.secagg_embedding = SecAggPlusEmbedding(secure[1].modulus)
-
-    def __repr__(self) -> str:
-        s = self.server
-        return (
-            f"{type(self).__name__}(dim={s.dim}, clusters={s.clusters}, "
-            f"subspace_dim={s.subspace_dim}, "
-            f"rounds={s.rounds}, min_sites={self.min_sites})"
-        )
-
-    @property
-    def num_rounds(self) -> int:
-        """Flower rounds this strategy needs: ``T``."""
-        return self.server.rounds
-
-    def fit_request(self, server_round: int) -> tuple[list[np.ndarray], dict[str, Scalar]]:
-        """The ``k`` current bases, with the announced ``d`` and ``k``."""
-        s = self.server
-        config: dict[str, Scalar] = {"round": server_round, "dim": s.dim, "clusters": s.clusters}
-        if s.secure is not None:  # the sum the sites' residues go into
-            config.update(s.secure[0].to_config())
-        return list(s.bases), config
-
-    def combine(
-        self, server_round: int, answers: list[SiteAnswer]
-    ) -> tuple[np.ndarray, dict[str, Scalar]]:
-        """One k-plane update by :class:`KPlaneServer`; the new bases stacked ``k x d x q``."""
-        bases = self.server.receive(server_round, answers)
-        metrics = {
-            k: v for k, v in self.server.history[-1].items()
-            if isinstance(v, (int, float, str, bool))
-        }
-        return np.stack(bases), metrics
+    return KPlaneServer(dim, clusters, subspace_dim, rounds, clip_norm=clip_norm, seed=seed,
+                        initial_bases=initial_bases, evaluate=evaluate_fn, secure=secure)
 
 
-class KPlaneStrategy(KPlaneRounds, LegacySiteStrategy):
-    """SuLQ k-plane on Flower's legacy strategy API; parameters: :class:`KPlaneRounds`."""
+class KPlaneStrategy(LegacySiteStrategy):
+    """SuLQ k-plane on Flower's legacy strategy API; parameters: :func:`kplane_server`'s and
+    :class:`~fedpca.strategies.base.SiteRoundStrategy`'s."""
+
+    build = staticmethod(kplane_server)
 
 
-class SuLQKPlane(KPlaneRounds, MessageSiteStrategy):
-    """SuLQ k-plane on Flower's Message API; parameters: :class:`KPlaneRounds`."""
+class SuLQKPlane(MessageSiteStrategy):
+    """SuLQ k-plane on Flower's Message API; parameters: :func:`kplane_server`'s and
+    :class:`~fedpca.strategies.base.SiteRoundStrategy`'s."""
+
+    build = staticmethod(kplane_server)
 
 
-class CentredKPlane(CentredRounds, SuLQKPlane):
+class CentredKPlane(MessageSiteStrategy):
     """SuLQ k-plane on the sites' centred (standardised) rows, on Flower's Message API: the
-    moments round, then k-plane's ``T`` rounds (parameters: :class:`CentredRounds`'s and
-    :class:`KPlaneRounds`'s; ``clip_norm``: the sites' ``C`` for the centred rows;
-    ``secure``: the rounds' secure sum, the moments' is the ``centring`` server's). The
-    result is a :class:`~fedpca.clustering.result.CentredClusteringResult`."""
+    moments round, then k-plane's ``T`` rounds (parameters: ``centring``, ``columns``
+    (:func:`~fedpca.strategies.centring.centred`) and :class:`SuLQKPlane`'s; ``clip_norm``:
+    the sites' ``C`` for the centred rows; ``secure``: the rounds' secure sum, the moments'
+    is the ``centring`` server's). The result is a
+    :class:`~fedpca.clustering.result.CentredClusteringResult`."""
 
     mechanism = KPLANE_MECHANISM
+    build = staticmethod(centred(kplane_server))
