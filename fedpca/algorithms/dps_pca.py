@@ -238,7 +238,7 @@ class DPSPCAServer(ServerRecord):
         rounds: power rounds ``T``.
         seed: seed of the public randomness for ``Q(0)`` (``None``: OS randomness).
         initial_basis: a user-supplied ``Q(0)``; skips the initialisation release.
-        evaluate: optional ``Q -> metrics`` called after every round (e.g. distance to a
+        evaluate_fn: optional ``Q -> metrics`` called after every round (e.g. distance to a
             known truth in simulation); its output goes into the history.
         secure: the initialisation's and the power steps' secure sums with their grids,
             when the sites send discrete Gaussian messages (see :func:`secure_sums`).
@@ -256,7 +256,7 @@ class DPSPCAServer(ServerRecord):
         rounds: int,
         seed: int | None = None,
         initial_basis: np.ndarray | None = None,
-        evaluate: Callable[[np.ndarray], dict[str, float]] | None = None,
+        evaluate_fn: Callable[[np.ndarray], dict[str, float]] | None = None,
         secure: DPSSecureSums | None = None,
         explained_variance: bool = False,
     ) -> None:
@@ -274,7 +274,7 @@ class DPSPCAServer(ServerRecord):
                 f"need k <= s_hat <= dim, got k={k}, s_hat={s_hat}, dim={dim}"
             )
         self.seed = seed
-        self.evaluate = evaluate
+        self.evaluate = evaluate_fn
         self.start_record()
         if initial_basis is not None:
             basis = validate_basis(initial_basis, self.dim, site="initial_basis")
@@ -513,7 +513,7 @@ def run_dps_pca(
                              len(site_objs), rotation_seed)
     server = DPSPCAServer(
         site_objs[0].dim, k, s_hat, policy.rounds, seed=seed,
-        initial_basis=initial_basis, evaluate=evaluate, secure=secure,
+        initial_basis=initial_basis, evaluate_fn=evaluate, secure=secure,
         explained_variance=policy.explained_variance,
     )
     answer_rounds(server, site_objs, secure)

@@ -247,7 +247,7 @@ class KPlaneServer(ServerRecord):
         clip_norm: the sites' public ``C`` (to turn the released ``C^2 n_l`` into counts).
         seed: seed of the public initialisation (``None``: OS randomness).
         initial_bases: ``k`` public orthonormal ``d x q`` bases to start from instead.
-        evaluate: optional ``bases -> metrics`` called after every round (e.g. cost and
+        evaluate_fn: optional ``bases -> metrics`` called after every round (e.g. cost and
             distance to a known truth in simulation); its output goes into the history.
         secure: the rounds' public secure sum and the sites' grid when they send
             distributed discrete Gaussian messages (:func:`secure_sum_for`).
@@ -264,7 +264,7 @@ class KPlaneServer(ServerRecord):
         clip_norm: float = 1.0,
         seed: int | None = None,
         initial_bases: Sequence[np.ndarray] | None = None,
-        evaluate: Callable[[list[np.ndarray]], dict[str, float]] | None = None,
+        evaluate_fn: Callable[[list[np.ndarray]], dict[str, float]] | None = None,
         secure: tuple[SecureSum, GridChoice] | None = None,
     ) -> None:
         self.secure = secure
@@ -273,7 +273,7 @@ class KPlaneServer(ServerRecord):
         self.subspace_dim = require_subspace_dim(subspace_dim, self.dim)
         self.rounds = require_positive_int(rounds, "rounds")
         self.clip_norm = require_finite_positive(clip_norm, "clip_norm")
-        self.evaluate = evaluate
+        self.evaluate = evaluate_fn
         #: k-plane rounds received (a centred run's history holds its moments round too).
         self.rounds_done = 0
         if initial_bases is None:
@@ -439,7 +439,7 @@ def run_sulq_kplane(
                                 seed if seed is not None else public_seed())
     server = KPlaneServer(
         site_objs[0].dim, clusters, subspace_dim, policy.rounds, clip_norm=policy.clip_norm,
-        seed=seed, initial_bases=initial_bases, evaluate=evaluate, secure=secure,
+        seed=seed, initial_bases=initial_bases, evaluate_fn=evaluate, secure=secure,
     )
     answer_rounds(server, site_objs, secure)
     config = {

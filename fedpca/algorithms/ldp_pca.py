@@ -167,7 +167,7 @@ class LDPCovarianceServer(ServerRecord):
         record_sigma: the per-record noise ``sigma_1`` the sites use (needed for the
             default ``lam``).
         admm: :class:`ADMMSettings` for the FPS solver.
-        evaluate: optional ``basis -> metrics`` recorded in the history (e.g. the distance
+        evaluate_fn: optional ``basis -> metrics`` recorded in the history (e.g. the distance
             to a known truth in simulation).
         true_support: the known row support (simulation only): adds support precision and
             recall to the history.
@@ -186,7 +186,7 @@ class LDPCovarianceServer(ServerRecord):
         lam: float | None = None,
         record_sigma: float | None = None,
         admm: ADMMSettings | None = None,
-        evaluate: Callable[[np.ndarray], dict[str, float]] | None = None,
+        evaluate_fn: Callable[[np.ndarray], dict[str, float]] | None = None,
         true_support: Sequence[int] | None = None,
     ) -> None:
         self.dim = require_positive_int(dim, "dim")
@@ -200,7 +200,7 @@ class LDPCovarianceServer(ServerRecord):
         self.lam = None if lam is None else require_penalty(lam)
         self.record_sigma = record_sigma
         self.admm = admm or ADMMSettings()
-        self.evaluate = evaluate
+        self.evaluate = evaluate_fn
         self.true_support = None if true_support is None else [int(j) for j in true_support]
         self.start_record()
         self.support: list[int] | None = None
@@ -308,7 +308,7 @@ def run_ldp_pca(
     site_objs = build_sites(LDPCovarianceSite, sites, policy, seed)
     server = LDPCovarianceServer(
         site_objs[0].dim, k, sparse=sparse, lam=lam, record_sigma=policy.record_sigma,
-        admm=admm, evaluate=evaluate, true_support=true_support,
+        admm=admm, evaluate_fn=evaluate, true_support=true_support,
     )
     server.receive([s.answer(s.release_covariance()) for s in site_objs])
     config = {

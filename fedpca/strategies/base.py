@@ -159,7 +159,8 @@ class SiteRoundStrategy:
         self.delivered: list[str] = []
 
     def build(self, **params: Any) -> Any:
-        """The algorithm's server from its parameters (each algorithm's strategy class)."""
+        """The algorithm's server from its parameters: each algorithm's strategy class sets
+        it to the server's class (or to a function of the strategy and the parameters)."""
         raise ConfigurationError(
             f"{type(self).__name__} runs the server it is given: pass server=... (or use an "
             "algorithm's strategy, e.g. DPSPCA, which builds its own from its parameters)")

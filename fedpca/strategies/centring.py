@@ -42,4 +42,4 @@ def centred(build: ServerBuilder) -> Callable[..., CentredServer]:
         return CentredServer(build(**params), centring, columns)
 
     centred_build.__doc__ = f"A centred run's server: the moments round, then {build.__name__}'s."
-    return centred_build
+    return staticmethod(centred_build)

@@ -13,55 +13,18 @@ and selection first. Every formula lives in :mod:`fedpca.algorithms.ldp_pca` and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
-
-import numpy as np
 
 from fedpca.algorithms.centred_run import LDP_MECHANISM
 from fedpca.algorithms.ldp_pca import LDPCovarianceServer
-from fedpca.linalg.fantope import ADMMSettings
 from fedpca.strategies.base import SiteRoundStrategy
 from fedpca.strategies.centring import centred
 from fedpca.strategies.legacy import LegacySiteStrategy
 from fedpca.strategies.message_api import MessageSiteStrategy
 
-
-def ldp_pca_server(
-    *,
-    dim: int,
-    k: int,
-    sparse: bool = False,
-    lam: float | None = None,
-    admm: ADMMSettings | None = None,
-    evaluate_fn: Callable[[np.ndarray], dict[str, float]] | None = None,
-    true_support: Sequence[int] | None = None,
-    record_sigma: float | None = None,
-) -> LDPCovarianceServer:
-    """Local-DP covariance aggregation's server (dense PCA, or sparse Fantope PCA) from its
-    strategies' parameters.
-
-    Args:
-        dim (int): number of features ``d`` every site holds.
-        k (int): number of principal components (``1 <= k <= d``).
-        sparse (bool, default False): solve Fantope projection and selection (Alg. 2).
-        lam (float | None, default None): FPS penalty; ``None`` derives it from the sites'
-            per-record noise (the strategy's ``privacy["sigma"]``, raised to its
-            ``min_noise_multiplier``: :func:`record_sigma`).
-        admm (ADMMSettings | None, default None): FPS solver settings.
-        evaluate_fn (callable | None, default None): ``basis -> dict`` of metrics recorded in
-            the history (e.g. the distance to a known truth in simulation).
-        true_support (sequence of int | None, default None): the known row support
-            (simulation only), for support precision and recall.
-        record_sigma (float | None): the per-record noise (set by the strategy).
-    """
-    return LDPCovarianceServer(dim, k, sparse=sparse, lam=lam, record_sigma=record_sigma,
-                               admm=admm, evaluate=evaluate_fn, true_support=true_support)
-
-
 def record_sigma(strategy: SiteRoundStrategy) -> float | None:
     """The sites' per-record noise: the strategy's configured ``sigma``, or more if it asks
-    for more (its ``min_noise_multiplier``)."""
+    for more (its ``min_noise_multiplier``); the sparse solver's default penalty reads it."""
     sigma = strategy.privacy.get("sigma")
     if sigma is None or strategy.min_noise_multiplier is None:
         return sigma
@@ -69,24 +32,26 @@ def record_sigma(strategy: SiteRoundStrategy) -> float | None:
 
 
 def build_ldp(strategy: SiteRoundStrategy, **params: Any) -> LDPCovarianceServer:
-    """An LDP-PCA strategy's server, with its per-record noise (:func:`record_sigma`)."""
-    return ldp_pca_server(record_sigma=record_sigma(strategy), **params)
+    """An LDP-PCA strategy's server (:class:`~fedpca.algorithms.ldp_pca.LDPCovarianceServer`'s
+    parameters: ``dim``, ``k``, ``sparse``, ``lam``, ``admm``, ``evaluate_fn``,
+    ``true_support``), with its per-record noise (:func:`record_sigma`)."""
+    return LDPCovarianceServer(record_sigma=record_sigma(strategy), **params)
 
 
 def build_centred_ldp(strategy: SiteRoundStrategy, **params: Any) -> Any:
     """A centred LDP-PCA strategy's server, with its per-record noise."""
-    return centred(ldp_pca_server)(record_sigma=record_sigma(strategy), **params)
+    return centred(LDPCovarianceServer)(record_sigma=record_sigma(strategy), **params)
 
 
 class LDPCovarianceStrategy(LegacySiteStrategy):
-    """LDP-PCA on Flower's legacy strategy API; parameters: :func:`ldp_pca_server`'s and
+    """LDP-PCA on Flower's legacy strategy API; parameters: :func:`build_ldp`'s and
     :class:`~fedpca.strategies.base.SiteRoundStrategy`'s."""
 
     build = build_ldp
 
 
 class LDPCovariance(MessageSiteStrategy):
-    """LDP-PCA on Flower's Message API; parameters: :func:`ldp_pca_server`'s and
+    """LDP-PCA on Flower's Message API; parameters: :func:`build_ldp`'s and
     :class:`~fedpca.strategies.base.SiteRoundStrategy`'s."""
 
     build = build_ldp
