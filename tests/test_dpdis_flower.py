@@ -112,7 +112,7 @@ def test_strategy_describes_itself_and_asks_for_one_round():
     assert repr(strategy) == (
         "DPdisPCAStrategy(dim=30, k=4, r=8, weighting='samples', variant='factor', min_sites=2)"
     )
-    assert strategy.fit_request(1) == ([], {"variant": "factor", "dim": 30, "r": 8})
+    assert strategy.server.round_request(1) == ([], {"variant": "factor", "dim": 30, "r": 8})
 
 
 @pytest.fixture(scope="module")

@@ -308,7 +308,7 @@ def test_the_public_answer_bound_holds_for_worst_case_records():
     X[:, 0] = 1.0
     Q = np.eye(D)[:, :2]
     client = secure_client(X, clipping_range=100.0)
-    bound = client.answer_bound({})
+    bound = client.site.answer_bound({})
     for _ in range(20):
         client.site.ledger.releases.clear()
         (H,), _, _ = client.fit([Q], {"phase": "power", "round": 1})

@@ -111,13 +111,13 @@ def test_strategy_asks_once_and_combines_like_the_server():
         min_noise_multiplier=3.0,
     )
     assert strategy.num_rounds == 1
-    assert strategy.request(1) == ([], {"phase": "covariance", "dim": 4})
+    assert strategy.server.round_request(1) == ([], {"phase": "covariance", "dim": 4})
     with pytest.raises(ConfigurationError, match="single round"):
-        strategy.fit_request(2)
+        strategy.server.round_request(2)
     # The default lam follows the noise the sites were asked for (raised, never lowered).
     assert strategy.server.record_sigma == pytest.approx(3.0 * math.sqrt(2))
     A = np.diag([4.0, 1.0, 0.5, 0.2]) * 100
-    basis, metrics = strategy.combine(1, [SiteAnswer("a", 100, A, 1.0)])
+    basis, metrics = strategy.server.round_result(1, [SiteAnswer("a", 100, A, 1.0)])
     assert abs(basis[0, 0]) == pytest.approx(1.0)
     assert metrics["support_size"] >= 1 and "support" not in metrics and "phase" not in metrics
     assert "sparse=True" in repr(strategy)
