@@ -1,7 +1,7 @@
 """(c) A Flower round of DPS-PCA against Flower's own FedAvg, same payload, same launcher.
 
-Both runs go through :func:`fedpca.simulations.launcher.launch` (Ray backend, one CPU per
-virtual site) and :func:`fedpca.strategies.workflow.run_strategy` (Flower's DefaultWorkflow), with
+Both runs go through :func:`fedpca.flower.simulation.launch` (Ray backend, one CPU per
+virtual site) and :func:`fedpca.flower.workflow.run_strategy` (Flower's DefaultWorkflow), with
 500 virtual sites exchanging one ``d x k`` float64 array each way per round (d=200, k=3).
 
 * DPS-PCA: the real ``simulate_dps_pca(DPSPCAScenario(sites=500, samples=500*200, ...))``.
@@ -37,7 +37,7 @@ from fedpca.blas import single_thread_blas
 from fedpca.clients.dps_pca import client_for_site
 from fedpca.linalg.subspace import thin_qr
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.simulations.launcher import launch
+from fedpca.flower.simulation import launch
 from fedpca.strategies.dps_pca import DPSPCAStrategy
 
 FULL = dict(sites=500, dim=200, k=3, rounds=5, rows_per_site=200, repeats=3)
@@ -252,7 +252,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     r0 = rows[0]
     head = (f"{r0['sites']} virtual sites, payload {r0['dim']} x {r0['k']} float64 per site, "
             f"{r0['runs']} run(s) per strategy in alternating order, Ray backend via "
-            "fedpca.simulations.launcher.launch; round time = configure_fit entry to "
+            "fedpca.flower.simulation.launch; round time = configure_fit entry to "
             "aggregate_fit exit, inside the ServerApp. Round 1 includes Ray actor start-up "
             "(and, for DPS-PCA, the initialisation release); the ratio uses rounds 2.. "
             "(DPS-PCA power rounds).")

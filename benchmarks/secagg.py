@@ -40,7 +40,7 @@ from fedpca.algorithms.dps_pca import DPSPCASite, run_dps_pca
 from fedpca.algorithms.server import weighted_sum
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.strategies.workflow import SecAggSettings
+from fedpca.flower.workflow import SecAggSettings
 
 PAPER = DPSPCAScenario(sites=100, dim=1000, samples=100_000, k=5, sparsity=10, s_hat=50,
                        rounds=10, epsilon=2.0, delta=0.01, seed=0, secure_min_sites=100)

@@ -56,7 +56,7 @@ from flwr.supercore.primitives.asymmetric import (  # noqa: E402
 )
 from secagg import STAGES, flower_run  # noqa: E402
 
-import fedpca.strategies.workflow as workflow  # noqa: E402
+import fedpca.flower.workflow as workflow  # noqa: E402
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS  # noqa: E402
 from fedpca.dp.hadamard import next_power_of_two  # noqa: E402
 

@@ -48,7 +48,7 @@ from fedpca.secure.conditions import smallest_threshold  # noqa: E402
 from fedpca.secure.identity import simulation_key, simulation_roster  # noqa: E402
 from fedpca.secure.protocol import ServerSession, SiteSession  # noqa: E402
 from fedpca.strategies.dps_pca import DPSPCA  # noqa: E402
-from fedpca.strategies.secure_protocol import VerifiedSecureAggregation  # noqa: E402
+from fedpca.flower.secure_server import VerifiedSecureAggregation  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 FULL = {"sites": (100, 300), "dim": 200, "k": 3, "power_rounds": 4, "rows": 200}

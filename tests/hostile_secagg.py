@@ -33,9 +33,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from fedpca.apps.common import secure_max_records, server_scenario
-from fedpca.clients.messages import request_content
-from fedpca.clients.secure_protocol import PROTOCOL_RECORD
+from fedpca.flower.app_sites import secure_max_records, server_scenario
+from fedpca.flower.wire import request_content
+from fedpca.flower.secure_site import PROTOCOL_RECORD
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.secure.protocol import (

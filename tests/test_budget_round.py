@@ -15,18 +15,18 @@ from local_grid import RUN_ID, LocalGrid, run_identity  # noqa: F401 (a fixture)
 
 from fedpca.algorithms.dps_pca import SitePolicy
 from fedpca.algorithms.specs import app_config
-from fedpca.apps.app import client_app, main
-from fedpca.apps.common import server_scenario
+from fedpca.flower.app import client_app, main
+from fedpca.flower.app_sites import server_scenario
 from fedpca.clients import dps_pca as dps_clients
 from fedpca.clients import site_client_app
-from fedpca.clients.messages import budget_question, request_content
+from fedpca.flower.wire import budget_question, request_content
 from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
 from fedpca.site.policy import load_site_policy, write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.results import load_result, results_folder
-from fedpca.strategies.base import BudgetRoundError
+from fedpca.flower.rounds import BudgetRoundError
 from fedpca.strategies.dps_pca import DPSPCAStrategy
-from fedpca.strategies.workflow import run_strategy
+from fedpca.flower.workflow import run_strategy
 
 pytestmark = pytest.mark.usefixtures("run_identity")
 

@@ -22,11 +22,11 @@ from fedpca.algorithms.centring import CentredPolicy, CentringSite, MomentsServe
 from fedpca.algorithms.dpdis_pca import DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.algorithms.specs import spec
-from fedpca.apps.common import site_client_for
-from fedpca.apps.real_site import real_site_budget
+from fedpca.flower.app_sites import site_client_for
+from fedpca.flower.real_site import real_site_budget
 from fedpca.cli import main as cli_main
 from fedpca.algorithms.centred_rounds import CENTRED_STEP, CENTRING, MOMENTS_STEP
-from fedpca.clients.centring import CentredSiteClient
+from fedpca.flower.centred_client import CentredSiteClient
 from fedpca.data.contract import load_contract
 from fedpca.data.tables import read_table
 from fedpca.errors import BudgetExceededError, ConfigurationError, InvalidRequestError
@@ -39,7 +39,7 @@ from fedpca.run_record import run_record
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.scenarios.tables import TableRun
-from fedpca.simulations.tables import simulate_dpdis_tables, simulate_dps_tables
+from fedpca.flower.table_simulation import simulate_dpdis_tables, simulate_dps_tables
 from fedpca.strategies.dpdis_pca import CentredDPdisPCA
 from liver_contract import CONTRACT, SCALED, liver_table
 from test_contract_site import context, policy_text, site_folder, write_policy  # noqa: F401

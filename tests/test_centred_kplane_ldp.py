@@ -16,7 +16,7 @@ from test_noise_statistics import variance_interval
 from fedpca.algorithms.centred_run import run_centred_kplane, run_centred_ldp
 from fedpca.algorithms.centring import MOMENTS_MECHANISM, CentredPolicy, CentringSite
 from fedpca.algorithms.specs import spec
-from fedpca.apps.common import site_client_for
+from fedpca.flower.app_sites import site_client_for
 from fedpca.algorithms.centred_rounds import CENTRED_STEP, CENTRING, MOMENTS_STEP
 from fedpca.clustering.result import CentredClusteringResult
 from fedpca.data.contract import load_contract
@@ -29,7 +29,7 @@ from fedpca.run_record import run_record, save_run_record
 from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.scenarios.ldp_pca import LDPScenario
 from fedpca.scenarios.tables import TableRun
-from fedpca.simulations.tables import simulate_kplane_tables, simulate_ldp_tables
+from fedpca.flower.table_simulation import simulate_kplane_tables, simulate_ldp_tables
 
 LOCAL = CentredPolicy(epsilon=2.0, standardize=True, local=True)
 

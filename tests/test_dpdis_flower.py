@@ -17,7 +17,7 @@ from record_schema import record_keys
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite, run_dpdis_pca
 from fedpca.cli import main as cli_main
 from fedpca.clients.dpdis_pca import DPdisPCAClient, client_for_site
-from fedpca.clients.ledger_state import load_ledger
+from fedpca.flower.ledger_state import load_ledger
 from fedpca.errors import BudgetExceededError, InvalidRequestError
 from fedpca.results import PCAResult
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario

@@ -5,10 +5,10 @@ from unittest import mock
 
 import pytest
 
-import fedpca.simulations.launcher as launcher
+import fedpca.flower.simulation as launcher
 from fedpca.cli import main as cli_main
 from fedpca.errors import ConfigurationError
-from fedpca.simulations.launcher import Engine
+from fedpca.flower.simulation import Engine
 
 
 def test_a_ray_address_and_per_site_resources_reach_the_backend():

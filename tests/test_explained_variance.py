@@ -237,7 +237,7 @@ def test_a_site_refuses_a_variance_release_it_does_not_make_in_the_budget_round(
                                                                                   agreed):
     from flwr.common import Context, RecordDict
 
-    from fedpca.apps.real_site import real_site_budget
+    from fedpca.flower.real_site import real_site_budget
     from fedpca.site.ledger_lifecycle import create_site_ledger
 
     np.save(tmp_path / "records.npy", X)
@@ -347,7 +347,7 @@ def test_the_estimators_expose_the_ratio_where_it_is_released():
 
 
 def test_the_flower_app_writes_the_loadings_next_to_its_record(tmp_path):
-    from fedpca.apps.common import finish
+    from fedpca.flower.app_sites import finish
 
     result = run_analyze_gauss(X, 2, 1.0, 1e-5, seed=1)
     finish(result, {"output": str(tmp_path / "run.json")})

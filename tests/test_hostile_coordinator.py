@@ -25,10 +25,10 @@ from flwr.common import (
 
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.algorithms.specs import app_config
-from fedpca.apps.app import client_fn
-from fedpca.apps.common import partition_client
+from fedpca.flower.app import client_fn
+from fedpca.flower.app_sites import partition_client
 from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
-from fedpca.clients.secure_aggregation import SecAggMasking
+from fedpca.flower.secagg_plus import SecAggMasking
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.calibration import calibrate_gaussian, pld_epsilon
@@ -43,10 +43,10 @@ from fedpca.site.policy import (
     write_policy_template,
 )
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.simulations.launcher import run_federation
-from fedpca.strategies.base import RoundFailedError
+from fedpca.flower.simulation import run_federation
+from fedpca.flower.rounds import RoundFailedError
 from fedpca.strategies.dps_pca import DPSPCAStrategy
-from fedpca.strategies.workflow import SecAggSettings
+from fedpca.flower.workflow import SecAggSettings
 
 pytestmark = pytest.mark.federation
 
@@ -104,7 +104,7 @@ def test_a_seeded_run_config_is_refused_at_a_real_site(tmp_path):
 
 
 def test_the_coordinators_budget_is_ignored_and_the_sites_own_applies(tmp_path, caplog):
-    caplog.set_level("INFO", logger="fedpca.apps.real_site")
+    caplog.set_level("INFO", logger="fedpca.flower.real_site")
     policy = make_site(tmp_path, run_epsilon=0.5)
     (value,), metrics = ask(policy, GREEDY)  # epsilon=1e6, delta=0.5: no crash, no effect
     rows = ledger_rows(policy)

@@ -39,20 +39,20 @@ from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import SitePolicy, privacy_record, run_dps_pca
 from fedpca.algorithms.kplane import run_sulq_kplane
 from fedpca.algorithms.ldp_pca import run_ldp_pca
-from fedpca.apps.common import partition_client
+from fedpca.flower.app_sites import partition_client
 from fedpca.clients import dpdis_pca as dpdis_clients
 from fedpca.clients import dps_pca as dps_clients
 from fedpca.clients import kplane as kplane_clients
 from fedpca.clients import ldp_pca as ldp_clients
 from fedpca.clients import site_client_app
-from fedpca.clients.ledger_state import LEDGER_RECORD
-from fedpca.clients.messages import is_legacy_request
+from fedpca.flower.ledger_state import LEDGER_RECORD
+from fedpca.flower.wire import is_legacy_request
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.scenarios.ldp_pca import LDPScenario
-from fedpca.simulations.launcher import launch
+from fedpca.flower.simulation import launch
 from fedpca.strategies import (
     DPSPCA,
     DPdisPCA,
@@ -63,8 +63,8 @@ from fedpca.strategies import (
     LDPCovarianceStrategy,
     SuLQKPlane,
 )
-from fedpca.strategies.base import RoundFailedError
-from fedpca.strategies.workflow import SecAggSettings, run_strategy
+from fedpca.flower.rounds import RoundFailedError
+from fedpca.flower.workflow import SecAggSettings, run_strategy
 
 pytestmark = pytest.mark.federation
 

@@ -21,9 +21,9 @@ from liver_contract import CONTRACT, liver_table
 from local_grid import LocalGrid, set_run_identity
 
 from fedpca.algorithms.specs import app_config
-from fedpca.apps.app import client_app
-from fedpca.apps.app import main as app_main
-from fedpca.apps.real_site import site_plan
+from fedpca.flower.app import client_app
+from fedpca.flower.app import main as app_main
+from fedpca.flower.real_site import site_plan
 from fedpca.data.contract import load_contract
 from fedpca.deployment.consortium import write_consortium
 from fedpca.errors import ConfigurationError, InvalidRequestError

@@ -7,17 +7,17 @@ import pytest
 from scipy import stats
 
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
-from fedpca.apps.common import partition_client
+from fedpca.flower.app_sites import partition_client
 from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
-from fedpca.clients.secure_aggregation import SecAggMasking
+from fedpca.flower.secagg_plus import SecAggMasking
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.mechanisms import power_step_sensitivity
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.simulations.launcher import run_federation
-from fedpca.strategies.base import RoundFailedError
+from fedpca.flower.simulation import run_federation
+from fedpca.flower.rounds import RoundFailedError
 from fedpca.strategies.dps_pca import DPSPCAStrategy
-from fedpca.strategies.workflow import SecAggSettings
+from fedpca.flower.workflow import SecAggSettings
 
 pytestmark = pytest.mark.federation
 

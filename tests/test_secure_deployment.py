@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedpca.apps.app_config import COMPONENTS
+from fedpca.flower.app_config import COMPONENTS
 from fedpca.deployment.consortium import write_consortium
 from fedpca.deployment.fab_check import config_only_pyproject
 from fedpca.deployment.local import LocalDeployment, Site

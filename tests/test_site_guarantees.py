@@ -12,7 +12,7 @@ from flwr.app import Context, RecordDict
 from local_grid import RUN_ID, LocalGrid, set_run_identity
 
 from fedpca.algorithms.specs import app_config
-from fedpca.apps.app import client_app
+from fedpca.flower.app import client_app
 from fedpca.apps.dps_pca import server_main
 from fedpca.cli import main as cli_main
 from fedpca.dp.calibration import calibrate_gaussian

@@ -23,11 +23,11 @@ from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite, LDPPolicy
 from fedpca.site.limits import SiteLimits
-from fedpca.apps.app import client_fn
+from fedpca.flower.app import client_fn
 from fedpca.clients import dps_pca as dps_clients
 from fedpca.clients import site_client_app
-from fedpca.clients.ledger_state import LEDGER_RECORD
-from fedpca.clients.site_app import SITE_FAILURE
+from fedpca.flower.ledger_state import LEDGER_RECORD
+from fedpca.flower.clientapp import SITE_FAILURE
 from fedpca.errors import InvalidRequestError, ParameterError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp import mechanisms
@@ -80,7 +80,7 @@ def test_a_foreign_exception_reaches_the_coordinator_only_as_the_fixed_message(
     app = site_client_app(lambda context: dps_clients.client_for_site(
         context, X, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2), "clinic", seed=4))
     context = new_context()
-    with caplog.at_level(logging.ERROR, logger="fedpca.clients.site_app"):
+    with caplog.at_level(logging.ERROR, logger="fedpca.flower.clientapp"):
         reply = app(request_for([BASIS], POWER), context)
     assert reply.has_error() and reply.error.reason == SITE_FAILURE
     assert str(error) in caplog.text and type(error).__name__ in caplog.text  # the site's log

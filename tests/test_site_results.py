@@ -16,11 +16,11 @@ from local_grid import RUN_ID, run_identity  # noqa: F401 (a fixture)
 
 from fedpca.algorithms.dps_pca import SitePolicy
 from fedpca.site.limits import SiteLimits
-from fedpca.apps.app import client_app
+from fedpca.flower.app import client_app
 from fedpca.cli import main as cli_main
 from fedpca.clients import dps_pca as dps_clients
 from fedpca.clients import site_client_app
-from fedpca.clients.result_message import RESULT_ARRAYS, read_result_message, result_message
+from fedpca.flower.result_wire import RESULT_ARRAYS, read_result_message, result_message
 from fedpca.data.contract import load_contract
 from fedpca.data.tables import read_table
 from fedpca.errors import InvalidRequestError

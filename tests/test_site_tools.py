@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from fedpca.algorithms.specs import app_config
-from fedpca.apps.app_config import COMPONENTS, PUBLISHER
+from fedpca.flower.app_config import COMPONENTS, PUBLISHER
 from fedpca.cli import main as cli_main
 from fedpca.deployment.fab_check import (
     MAX_MEMBER_BYTES,
@@ -124,11 +124,11 @@ def test_a_configuration_only_fab_is_accepted():
 
 
 @pytest.mark.parametrize("files,match", [
-    ({"pyproject.toml": config_only_pyproject(), "fedpca/clients/base.py": "leak()"},
-     r"carries 1 files besides its configuration \(fedpca/clients/base.py\)"),
+    ({"pyproject.toml": config_only_pyproject(), "fedpca/flower/site_client.py": "leak()"},
+     r"carries 1 files besides its configuration \(fedpca/flower/site_client.py\)"),
     ({"pyproject.toml": config_only_pyproject(), "evil.so": ""}, r"\(evil.so\)"),
     ({"pyproject.toml": config_only_pyproject().replace(
-        "fedpca.apps.app:client_app", "evil.app:client_app")}, "clientapp='evil.app:client_app'"),
+        "fedpca.flower.app:client_app", "evil.app:client_app")}, "clientapp='evil.app:client_app'"),
     ({".info/CONTENT": "no pyproject"}, "not a readable Flower App"),
 ])
 def test_a_fab_with_code_or_another_clientapp_is_refused(files, match):

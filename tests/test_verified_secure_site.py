@@ -16,9 +16,9 @@ from flwr.supercore.task_identity import TaskIdentity
 
 from fedpca.algorithms.dpdis_pca import VARIANT_SECURE
 from fedpca.algorithms.secure_sum import SecureSum
-from fedpca.apps.app import client_app
-from fedpca.clients.messages import request_content
-from fedpca.clients.secure_protocol import PROTOCOL_RECORD, read_masked_input
+from fedpca.flower.app import client_app
+from fedpca.flower.wire import request_content
+from fedpca.flower.secure_site import PROTOCOL_RECORD, read_masked_input
 from fedpca.linalg.subspace import triangle_size
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.dp.hadamard import next_power_of_two

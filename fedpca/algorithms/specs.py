@@ -71,7 +71,7 @@ class AlgorithmSpec:
 
     def client_for_site(self) -> Any:
         """``(context, data, policy, site, seed=None, ledger=None) -> flwr Client``."""
-        from fedpca.clients.base import client_factory
+        from fedpca.flower.site_client import client_factory
 
         return client_factory(load(self.site))
 
@@ -90,7 +90,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                ("dps-pca/power", "fedpca.audit.targets:dps_power"),
                ("dps-pca/variance", "fedpca.audit.targets:dps_variance")),
         extra_releases=1,
-        simulate_tables="fedpca.simulations.tables:simulate_dps_tables",
+        simulate_tables="fedpca.flower.table_simulation:simulate_dps_tables",
     ),
     AlgorithmSpec(
         name="dpdis-pca",
@@ -104,7 +104,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         server_main="fedpca.apps.dpdis_pca:server_main",
         audit=(("dpdis-pca", "fedpca.audit.targets:dpdis"),
                ("dpdis-pca/secure-sum", "fedpca.audit.targets:dpdis_secure")),
-        simulate_tables="fedpca.simulations.tables:simulate_dpdis_tables",
+        simulate_tables="fedpca.flower.table_simulation:simulate_dpdis_tables",
     ),
     AlgorithmSpec(
         name="ldp-pca",
@@ -117,7 +117,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         simulate="fedpca.simulations.ldp_pca:simulate_ldp_pca",
         server_main="fedpca.apps.ldp_pca:server_main",
         audit=(("ldp-pca", "fedpca.audit.targets:ldp"),),
-        simulate_tables="fedpca.simulations.tables:simulate_ldp_tables",
+        simulate_tables="fedpca.flower.table_simulation:simulate_ldp_tables",
         local_dp=True,
     ),
     AlgorithmSpec(
@@ -134,7 +134,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         audit=(("sulq-kplane", "fedpca.audit.targets:kplane"),
                ("sulq-kplane/secure-sum", "fedpca.audit.targets:kplane_secure")),
         extra_releases=0,
-        simulate_tables="fedpca.simulations.tables:simulate_kplane_tables",
+        simulate_tables="fedpca.flower.table_simulation:simulate_kplane_tables",
     ),
 )}
 #: The algorithm ``flwr run`` runs when run_config names none.
@@ -172,7 +172,7 @@ CLI_ONLY = frozenset({"sites", "failure_rate"})
 #: run_config keys of the App itself: SecAgg+'s public bound on a site's record count, the
 #: path the ServerApp writes its run record to ("": none), the hash of the data contract
 #: the run is made under ("": none; a real site refuses a run under another,
-#: :mod:`fedpca.apps.real_site`), a centred run's scaling (``centring``: "", "centre" or
+#: :mod:`fedpca.flower.real_site`), a centred run's scaling (``centring``: "", "centre" or
 #: "standardize") and the server's copy of the contract (``contract-file``: its public
 #: widths turn the moments into a mean and a scale).
 APP_KEYS: dict[str, Any] = {"secagg-max-weight": 0, "output": "", "contract": "",

@@ -19,18 +19,18 @@ from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.algorithms.dpdis_pca import privacy_record
-from fedpca.apps.centring import is_centred, run_centred
-from fedpca.apps.common import finish, secure_max_records, server_scenario
+from fedpca.flower.app_centring import is_centred, run_centred
+from fedpca.flower.app_sites import finish, secure_max_records, server_scenario
 from fedpca.errors import FedPCAError
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
-from fedpca.strategies.centred_plan import centred_dpdis
+from fedpca.flower.centred_plan import centred_dpdis
 from fedpca.strategies.dpdis_pca import DPdisPCA
-from fedpca.strategies.workflow import run_strategy, secure_aggregation
+from fedpca.flower.workflow import run_strategy, secure_aggregation
 
 
 def server_main(grid: Grid, context: Context) -> None:
     """Run one DPdisPCA round over the connected sites (a moments round first when
-    run_config ``centring`` asks, :mod:`fedpca.apps.centring`); write the result if
+    run_config ``centring`` asks, :mod:`fedpca.flower.app_centring`); write the result if
     asked."""
     if is_centred(dict(context.run_config)):
         run_centred(grid, context, DPdisPCAScenario, centred_dpdis)

@@ -6,7 +6,7 @@ counts (DP on their own, per-site noise; with ``secure-min-sites = M`` distribut
 Gaussian residues summed by SecAgg+, ``secagg-max-weight`` bounding every site's records). With the synthetic data (``dataset =
 "synthetic"``) the server records the cost and the distance to the planted subspaces, as
 ``fedpca simulate sulq-kplane`` does. With run_config ``centring``, a moments round first
-(:mod:`fedpca.apps.centring`).
+(:mod:`fedpca.flower.app_centring`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from __future__ import annotations
 from flwr.common import Context
 from flwr.server import Grid
 
-from fedpca.apps.centring import is_centred, run_centred
-from fedpca.apps.common import finish, secure_max_records, server_scenario
+from fedpca.flower.app_centring import is_centred, run_centred
+from fedpca.flower.app_sites import finish, secure_max_records, server_scenario
 from fedpca.scenarios.kplane import KPlaneScenario
-from fedpca.strategies.centred_plan import centred_kplane
+from fedpca.flower.centred_plan import centred_kplane
 from fedpca.strategies.kplane import SuLQKPlane
-from fedpca.strategies.workflow import run_strategy, secure_aggregation
+from fedpca.flower.workflow import run_strategy, secure_aggregation
 
 
 def server_main(grid: Grid, context: Context) -> None:

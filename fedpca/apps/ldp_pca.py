@@ -1,18 +1,18 @@
 """LDP covariance aggregation in the Flower App (``algorithm="ldp-pca"``, ``sparse`` for the
 Fantope solver on the server). One round; every record's view is DP on its own. With
-run_config ``centring``, a local moments round first (:mod:`fedpca.apps.centring`)."""
+run_config ``centring``, a local moments round first (:mod:`fedpca.flower.app_centring`)."""
 
 from __future__ import annotations
 
 from flwr.common import Context
 from flwr.server import Grid
 
-from fedpca.apps.centring import is_centred, run_centred
-from fedpca.apps.common import finish, server_scenario
+from fedpca.flower.app_centring import is_centred, run_centred
+from fedpca.flower.app_sites import finish, server_scenario
 from fedpca.scenarios.ldp_pca import LDPScenario
-from fedpca.strategies.centred_plan import centred_ldp
+from fedpca.flower.centred_plan import centred_ldp
 from fedpca.strategies.ldp_pca import LDPCovariance
-from fedpca.strategies.workflow import run_strategy
+from fedpca.flower.workflow import run_strategy
 
 
 def server_main(grid: Grid, context: Context) -> None:

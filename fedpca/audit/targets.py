@@ -74,7 +74,7 @@ from fedpca.audit.attack import (
     worst_case_neighbours,
 )
 from fedpca.clients import DPdisPCAClient, DPSPCAClient, LDPCovarianceClient
-from fedpca.clients.base import PrivateSiteClient
+from fedpca.flower.site_client import PrivateSiteClient
 from fedpca.clients.kplane import KPlaneClient
 from fedpca.errors import ConfigurationError
 from fedpca.dp.distributed_gaussian import GridChoice

@@ -8,7 +8,7 @@ from fedpca.clients.dpdis_pca import DPdisPCAClient
 from fedpca.clients.dps_pca import DPSPCAClient
 from fedpca.clients.kplane import KPlaneClient
 from fedpca.clients.ldp_pca import LDPCovarianceClient
-from fedpca.clients.site_app import site_client_app
+from fedpca.flower.clientapp import site_client_app
 
 __all__ = [
     "DPSPCAClient",

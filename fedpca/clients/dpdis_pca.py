@@ -12,7 +12,7 @@ can raise the noise level (``min_noise_multiplier``) but never lower it. A malfo
 from __future__ import annotations
 
 from fedpca.algorithms.dpdis_pca import DPdisPCASite
-from fedpca.clients.base import PrivateSiteClient, client_factory
+from fedpca.flower.site_client import PrivateSiteClient, client_factory
 
 #: DPdisPCA's site behind Flower: the one client of every algorithm, over a :class:`DPdisPCASite`
 #: (:meth:`~fedpca.algorithms.dpdis_pca.DPdisPCASite.respond` checks each request and releases).

@@ -10,7 +10,7 @@ would not allow, or that is malformed, is refused with an exception and nothing 
 from __future__ import annotations
 
 from fedpca.algorithms.dps_pca import DPSPCASite
-from fedpca.clients.base import PrivateSiteClient, client_factory
+from fedpca.flower.site_client import PrivateSiteClient, client_factory
 
 #: DPS-PCA's site behind Flower: the one client of every algorithm, over a :class:`DPSPCASite`
 #: (:meth:`~fedpca.algorithms.dps_pca.DPSPCASite.respond` checks each request and releases).

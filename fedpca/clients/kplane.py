@@ -12,7 +12,7 @@ refused with an exception and nothing is released. The records' clusters never l
 from __future__ import annotations
 
 from fedpca.algorithms.kplane import KPlaneSite
-from fedpca.clients.base import PrivateSiteClient, client_factory
+from fedpca.flower.site_client import PrivateSiteClient, client_factory
 
 #: SuLQ k-plane's site behind Flower: the one client of every algorithm, over a :class:`KPlaneSite`
 #: (:meth:`~fedpca.algorithms.kplane.KPlaneSite.respond` checks each request and releases).

@@ -11,7 +11,7 @@ and nothing is released. Rows clipped to the policy's norm are counted in the me
 from __future__ import annotations
 
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite
-from fedpca.clients.base import PrivateSiteClient, client_factory
+from fedpca.flower.site_client import PrivateSiteClient, client_factory
 
 #: LDP-PCA's site behind Flower: the one client of every algorithm, over a :class:`LDPCovarianceSite`
 #: (:meth:`~fedpca.algorithms.ldp_pca.LDPCovarianceSite.respond` checks each request and releases).

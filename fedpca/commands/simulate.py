@@ -105,7 +105,7 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     command exits non-zero) after writing its failure record to ``--output``."""
     from fedpca.report import explained_summary
     from fedpca.run_record import failure_recorded
-    from fedpca.simulations.launcher import Engine
+    from fedpca.flower.simulation import Engine
 
     engine = Engine(args.ray_address, args.cpus_per_site, args.memory_per_site)
     scenario_cls = spec.scenario_class()

@@ -28,7 +28,7 @@ import zipfile
 from pathlib import Path
 
 from fedpca.algorithms.specs import app_config
-from fedpca.apps.app_config import COMPONENTS, PUBLISHER
+from fedpca.flower.app_config import COMPONENTS, PUBLISHER
 from fedpca.errors import FedPCAError
 
 #: The only members a configuration-only FAB may hold.
@@ -52,7 +52,7 @@ class FabRefusedError(FedPCAError):
 
 def check_fab(content: bytes) -> None:
     """Raise :class:`FabRefusedError` unless ``content`` is a configuration-only fedpca FAB
-    whose ClientApp is the site's own pinned ``fedpca.apps.app:client_app``, within the
+    whose ClientApp is the site's own pinned ``fedpca.flower.app:client_app``, within the
     size limits of this module (checked before anything is decompressed)."""
     if len(content) > MAX_FAB_BYTES:
         raise FabRefusedError(

@@ -8,7 +8,7 @@ Flower's Runtime API unchanged (it *is* Flower's ``run_clientapp``) with two sub
 
 * the FAB is never installed: :func:`~fedpca.deployment.fab_check.check_fab` refuses any FAB
   that carries code or names another ClientApp, and the refusal is the task's error reply;
-* the ClientApp is always ``fedpca.apps.app.client_app`` of the installed package, imported
+* the ClientApp is always ``fedpca.flower.app.client_app`` of the installed package, imported
   from the site's environment (nothing of the FAB is on ``sys.path``); runtime dependency
   installation is off.
 
@@ -52,7 +52,7 @@ def _pinned_loader(**_: object) -> Callable[..., object]:
     """Flower's ``get_load_client_app_fn`` replacement: always the installed ClientApp."""
 
     def load(*_args: object) -> object:
-        from fedpca.apps.app import client_app
+        from fedpca.flower.app import client_app
 
         return client_app
 

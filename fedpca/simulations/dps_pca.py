@@ -10,16 +10,16 @@ from flwr.client import Client
 from flwr.common import Context
 
 from fedpca.algorithms.dps_pca import privacy_record
-from fedpca.apps.common import partition_budget, partition_client, partition_identity
+from fedpca.flower.app_sites import partition_budget, partition_client, partition_identity
 from fedpca.clients.dps_pca import client_for_site
 from fedpca.errors import FedPCAError
 from fedpca.dp.validation import require_site_count
 from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.simulations.launcher import Engine, run_federation
+from fedpca.flower.simulation import Engine, run_federation
 from fedpca.strategies.dps_pca import DPSPCA, DPSPCAStrategy
-from fedpca.strategies.workflow import secure_aggregation
+from fedpca.flower.workflow import secure_aggregation
 
 
 class SimulatedSiteFailure(FedPCAError):

@@ -5,14 +5,14 @@ from __future__ import annotations
 import functools
 import time
 
-from fedpca.apps.common import partition_budget, partition_client, partition_identity
+from fedpca.flower.app_sites import partition_budget, partition_client, partition_identity
 from fedpca.clients.kplane import client_for_site
 from fedpca.clustering.result import ClusteringResult
 from fedpca.progress import RoundObserver
 from fedpca.scenarios.kplane import KPlaneScenario
-from fedpca.simulations.launcher import Engine, run_federation
+from fedpca.flower.simulation import Engine, run_federation
 from fedpca.strategies.kplane import SuLQKPlane
-from fedpca.strategies.workflow import secure_aggregation
+from fedpca.flower.workflow import secure_aggregation
 
 
 def simulate_kplane(

@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 import time
 
-from fedpca.apps.common import partition_budget, partition_client
+from fedpca.flower.app_sites import partition_budget, partition_client
 from fedpca.clients.ldp_pca import client_for_site
 from fedpca.progress import RoundObserver
 from fedpca.results import PCAResult
 from fedpca.scenarios.ldp_pca import LDPScenario
-from fedpca.simulations.launcher import Engine, run_federation
+from fedpca.flower.simulation import Engine, run_federation
 from fedpca.strategies.ldp_pca import LDPCovariance
 
 

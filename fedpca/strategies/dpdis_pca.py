@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from fedpca.algorithms.centred_run import DPDIS_MECHANISM
 from fedpca.algorithms.dpdis_pca import DPdisPCAServer
-from fedpca.strategies.centring import centred
-from fedpca.strategies.legacy import LegacySiteStrategy
-from fedpca.strategies.message_api import MessageSiteStrategy
+from fedpca.flower.centring import centred
+from fedpca.flower.legacy_strategy import LegacySiteStrategy
+from fedpca.flower.strategy import MessageSiteStrategy
 
 class DPdisPCAStrategy(LegacySiteStrategy):
     """DPdisPCA on Flower's legacy strategy API; parameters:
     :class:`~fedpca.algorithms.dpdis_pca.DPdisPCAServer`'s and
-    :class:`~fedpca.strategies.base.SiteRoundStrategy`'s."""
+    :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
 
     build = DPdisPCAServer
 
@@ -31,7 +31,7 @@ class DPdisPCA(MessageSiteStrategy):
     """DPdisPCA on Flower's Message API; parameters:
     :class:`~fedpca.algorithms.dpdis_pca.DPdisPCAServer`'s (``dim``, ``k``, ``r``,
     ``weighting``, ``variant``, ``evaluation``, ``secure``, ``variance``) and
-    :class:`~fedpca.strategies.base.SiteRoundStrategy`'s."""
+    :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
 
     build = DPdisPCAServer
 
@@ -39,7 +39,7 @@ class DPdisPCA(MessageSiteStrategy):
 class CentredDPdisPCA(MessageSiteStrategy):
     """DPdisPCA on the sites' centred (standardised) rows, on Flower's Message API: the
     moments round, then DPdisPCA's (parameters: ``centring``, ``columns``
-    (:func:`~fedpca.strategies.centring.centred`) and :class:`DPdisPCA`'s; ``secure``: the
+    (:func:`~fedpca.flower.centring.centred`) and :class:`DPdisPCA`'s; ``secure``: the
     algorithm's secure sum, the moments' is the ``centring`` server's)."""
 
     mechanism = DPDIS_MECHANISM

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from fedpca.algorithms.centred_run import DPS_MECHANISM
 from fedpca.algorithms.dps_pca import DPSPCAServer
-from fedpca.strategies.centring import centred
-from fedpca.strategies.legacy import LegacySiteStrategy
-from fedpca.strategies.message_api import MessageSiteStrategy
+from fedpca.flower.centring import centred
+from fedpca.flower.legacy_strategy import LegacySiteStrategy
+from fedpca.flower.strategy import MessageSiteStrategy
 
 class DPSPCAStrategy(LegacySiteStrategy):
     """DPS-PCA on Flower's legacy strategy API (and SecAgg+); parameters:
     :class:`~fedpca.algorithms.dps_pca.DPSPCAServer`'s and
-    :class:`~fedpca.strategies.base.SiteRoundStrategy`'s."""
+    :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
 
     build = DPSPCAServer
 
@@ -33,7 +33,7 @@ class DPSPCA(MessageSiteStrategy):
     """DPS-PCA on Flower's Message API; parameters:
     :class:`~fedpca.algorithms.dps_pca.DPSPCAServer`'s (``dim``, ``k``, ``s_hat``,
     ``rounds``, ``seed``, ``initial_basis``, ``evaluate_fn``, ``secure``,
-    ``explained_variance``) and :class:`~fedpca.strategies.base.SiteRoundStrategy`'s."""
+    ``explained_variance``) and :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
 
     build = DPSPCAServer
 
@@ -41,7 +41,7 @@ class DPSPCA(MessageSiteStrategy):
 class CentredDPSPCA(MessageSiteStrategy):
     """DPS-PCA on the sites' centred (standardised) rows, on Flower's Message API: the
     moments round, then DPS-PCA's initialisation and power rounds (parameters: ``centring``,
-    ``columns`` (:func:`~fedpca.strategies.centring.centred`) and :class:`DPSPCA`'s;
+    ``columns`` (:func:`~fedpca.flower.centring.centred`) and :class:`DPSPCA`'s;
     ``secure``: the algorithm's secure sums, the moments' is the ``centring`` server's).
     ``explained_variance``: one more round, every site's noisy Rayleigh quotients and trace
     of its centred rows (DPS-PCA's server holds no noisy matrix to read them from)."""

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from fedpca.algorithms.centred_run import KPLANE_MECHANISM
 from fedpca.algorithms.kplane import KPlaneServer
-from fedpca.strategies.centring import centred
-from fedpca.strategies.legacy import LegacySiteStrategy
-from fedpca.strategies.message_api import MessageSiteStrategy
+from fedpca.flower.centring import centred
+from fedpca.flower.legacy_strategy import LegacySiteStrategy
+from fedpca.flower.strategy import MessageSiteStrategy
 
 class KPlaneStrategy(LegacySiteStrategy):
     """SuLQ k-plane on Flower's legacy strategy API; parameters:
     :class:`~fedpca.algorithms.kplane.KPlaneServer`'s and
-    :class:`~fedpca.strategies.base.SiteRoundStrategy`'s."""
+    :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
 
     build = KPlaneServer
 
@@ -31,7 +31,7 @@ class SuLQKPlane(MessageSiteStrategy):
     """SuLQ k-plane on Flower's Message API; parameters:
     :class:`~fedpca.algorithms.kplane.KPlaneServer`'s (``dim``, ``clusters``,
     ``subspace_dim``, ``rounds``, ``clip_norm``, ``seed``, ``initial_bases``,
-    ``evaluate_fn``, ``secure``) and :class:`~fedpca.strategies.base.SiteRoundStrategy`'s."""
+    ``evaluate_fn``, ``secure``) and :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
 
     build = KPlaneServer
 
@@ -39,7 +39,7 @@ class SuLQKPlane(MessageSiteStrategy):
 class CentredKPlane(MessageSiteStrategy):
     """SuLQ k-plane on the sites' centred (standardised) rows, on Flower's Message API: the
     moments round, then k-plane's ``T`` rounds (parameters: ``centring``, ``columns``
-    (:func:`~fedpca.strategies.centring.centred`) and :class:`SuLQKPlane`'s; ``clip_norm``:
+    (:func:`~fedpca.flower.centring.centred`) and :class:`SuLQKPlane`'s; ``clip_norm``:
     the sites' ``C`` for the centred rows; ``secure``: the rounds' secure sum, the moments'
     is the ``centring`` server's). The result is a
     :class:`~fedpca.clustering.result.CentredClusteringResult`."""

@@ -17,10 +17,10 @@ from typing import Any
 
 from fedpca.algorithms.centred_run import LDP_MECHANISM
 from fedpca.algorithms.ldp_pca import LDPCovarianceServer
-from fedpca.strategies.base import SiteRoundStrategy
-from fedpca.strategies.centring import centred
-from fedpca.strategies.legacy import LegacySiteStrategy
-from fedpca.strategies.message_api import MessageSiteStrategy
+from fedpca.flower.rounds import SiteRoundStrategy
+from fedpca.flower.centring import centred
+from fedpca.flower.legacy_strategy import LegacySiteStrategy
+from fedpca.flower.strategy import MessageSiteStrategy
 
 def record_sigma(strategy: SiteRoundStrategy) -> float | None:
     """The sites' per-record noise: the strategy's configured ``sigma``, or more if it asks
@@ -45,14 +45,14 @@ def build_centred_ldp(strategy: SiteRoundStrategy, **params: Any) -> Any:
 
 class LDPCovarianceStrategy(LegacySiteStrategy):
     """LDP-PCA on Flower's legacy strategy API; parameters: :func:`build_ldp`'s and
-    :class:`~fedpca.strategies.base.SiteRoundStrategy`'s."""
+    :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
 
     build = build_ldp
 
 
 class LDPCovariance(MessageSiteStrategy):
     """LDP-PCA on Flower's Message API; parameters: :func:`build_ldp`'s and
-    :class:`~fedpca.strategies.base.SiteRoundStrategy`'s."""
+    :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
 
     build = build_ldp
 
@@ -61,7 +61,7 @@ class CentredLDP(MessageSiteStrategy):
     """LDP-PCA on the sites' centred (standardised) rows, on Flower's Message API: the local
     moments round (every record's own view, sites under a local
     :class:`~fedpca.algorithms.centring.CentredPolicy`), then LDP-PCA's one round
-    (parameters: ``centring``, ``columns`` (:func:`~fedpca.strategies.centring.centred`)
+    (parameters: ``centring``, ``columns`` (:func:`~fedpca.flower.centring.centred`)
     and :class:`LDPCovariance`'s; ``privacy`` must carry the covariance view's per-record
     ``sigma`` for the sparse solver's default penalty,
     :func:`~fedpca.algorithms.centred_run.centred_ldp_privacy`)."""

@@ -1,7 +1,7 @@
 """The message that hands a run's released result to every site, and the site's answer.
 
 After the last round the coordinator sends every site one QUERY message
-(:mod:`fedpca.strategies.result_delivery`) whose content is the ConfigRecord ``"result"``
+(:mod:`fedpca.flower.delivery`) whose content is the ConfigRecord ``"result"``
 (``run-id``, ``algorithm``, ``contract``; ``columns`` when the run knows them,
 ``floored-scales`` when it standardised: the columns whose scale sits at the noise floor) and
 the

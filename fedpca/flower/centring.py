@@ -10,7 +10,7 @@ what arrives and clips them to its own public norm ``C`` before the algorithm's 
 
 Privacy guarantee: each site's (:mod:`fedpca.algorithms.centred_rounds`): its own policy
 splits the run's budget between the moments and the algorithm and is charged to one ledger;
-the budget round (:mod:`fedpca.strategies.budget_round`) asks whether the whole run, moments
+the budget round (:mod:`fedpca.flower.readiness`) asks whether the whole run, moments
 included, fits. Nothing here can change a site's noise: the mean and scale it sends are
 untrusted at the site and only move which rows are clipped to the site's own ``C``.
 

@@ -20,14 +20,14 @@ from flwr.server import Grid, ServerApp
 from flwr.simulation import run_simulation
 
 from fedpca.blas import single_thread_blas
-from fedpca.clients.secure_protocol import IdentityFn
-from fedpca.clients.site_app import BudgetFn, site_client_app
+from fedpca.flower.secure_site import IdentityFn
+from fedpca.flower.clientapp import BudgetFn, site_client_app
 from fedpca.data.site_store import StoreBound, store_enabled, temporary_store
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.extras import SIMULATION, require_extra
 from fedpca.progress import RoundObserver
-from fedpca.strategies.base import SiteRoundStrategy
-from fedpca.strategies.workflow import SecAggSettings, run_strategy
+from fedpca.flower.rounds import SiteRoundStrategy
+from fedpca.flower.workflow import SecAggSettings, run_strategy
 
 
 @dataclass(frozen=True)
@@ -135,8 +135,8 @@ def run_federation(
     in this process, after every aggregated round. Sites run on this machine share a
     store of prepared sites for the run (:func:`site_store_for`). ``identity_fn`` gives
     each site its identity in fedpca's verifiable secure aggregation (e.g.
-    :func:`fedpca.apps.common.partition_identity` of the scenario); ``budget_fn`` gives its
-    answer to the budget round (e.g. :func:`fedpca.apps.common.partition_budget` of the
+    :func:`fedpca.flower.app_sites.partition_identity` of the scenario); ``budget_fn`` gives its
+    answer to the budget round (e.g. :func:`fedpca.flower.app_sites.partition_budget` of the
     scenario: from the run's in-memory ledger, no data; default: its client's). A run that
     the strategy stops (:class:`~fedpca.errors.RunFailedError`, e.g. too few sites can
     afford it) raises that error here (Flower's ``run_simulation`` re-raises it)."""

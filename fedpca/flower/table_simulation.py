@@ -1,7 +1,7 @@
 """Simulate a centred run over tables with Flower: one virtual site per table, one contract.
 
 The moments round, then the algorithm's rounds on the centred (standardised) rows
-(:mod:`fedpca.strategies.centring`, :mod:`fedpca.clients.centring`); each virtual site
+(:mod:`fedpca.flower.centring`, :mod:`fedpca.flower.centred_client`); each virtual site
 reads and preprocesses its own table in its own process
 (:class:`~fedpca.scenarios.tables.TableRun`). With the same seeds, a centred DPdisPCA run
 gives the same result as the Flower-free reference run
@@ -27,23 +27,23 @@ from fedpca.algorithms.dpdis_pca import DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.algorithms.kplane import KPlaneSite
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite
-from fedpca.apps.common import site_partitions
-from fedpca.clients.centring import centred_client
+from fedpca.flower.app_sites import site_partitions
+from fedpca.flower.centred_client import centred_client
 from fedpca.clustering.result import CentredClusteringResult
 from fedpca.progress import RoundObserver
 from fedpca.results import CentredPCAResult
 from fedpca.scenarios.tables import TableRun
 from fedpca.secure.identity import SecureIdentity, simulation_identity
-from fedpca.simulations.launcher import Engine, run_federation
-from fedpca.strategies.centred_plan import (
+from fedpca.flower.simulation import Engine, run_federation
+from fedpca.flower.centred_plan import (
     CentredPlan,
     centred_dpdis,
     centred_dps,
     centred_kplane,
     centred_ldp,
 )
-from fedpca.strategies.message_api import MessageSiteStrategy
-from fedpca.strategies.workflow import secure_aggregation
+from fedpca.flower.strategy import MessageSiteStrategy
+from fedpca.flower.workflow import secure_aggregation
 
 
 def table_client(site_cls: type, run: TableRun, context: Context) -> Client:

@@ -21,9 +21,9 @@ from flwr.common import Context, Scalar
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import PrivateSite, SiteLedgerLike, SitePrivacyPolicy
 from fedpca.site.limits import SiteLimits
-from fedpca.clients.ledger_state import load_ledger, store_ledger
-from fedpca.clients.messages import RECORDS, SITE
-from fedpca.clients.secure_aggregation import ProtocolMasking, SecAggMasking, masked_settings
+from fedpca.flower.ledger_state import load_ledger, store_ledger
+from fedpca.flower.wire import RECORDS, SITE
+from fedpca.flower.secagg_plus import ProtocolMasking, SecAggMasking, masked_settings
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.dp.ledger import PrivacyLedger
 from fedpca.dp.site_data import SiteData

@@ -62,8 +62,8 @@ from flwr.common import Context
 
 from fedpca.algorithms.centring import CentredPolicy
 from fedpca.site.limits import SiteLimits
-from fedpca.clients.result_message import read_result_message
-from fedpca.clients.run_end import FAILED
+from fedpca.flower.result_wire import read_result_message
+from fedpca.flower.run_end import FAILED
 from fedpca.data.files import file_fingerprint
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.site.ledger_identity import LedgerIdentityError, refused_run
@@ -152,7 +152,7 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
 
 def real_site_budget(context: Context, algorithm: str) -> SiteReady:
     """The site's answer to the readiness (budget) round
-    (:mod:`fedpca.strategies.budget_round`) when its policy allows the request
+    (:mod:`fedpca.flower.readiness`) when its policy allows the request
     (:func:`site_plan`), the whole planned run fits its ledger (:func:`require_affordable`)
     and its data file can be read through its contract with enough records for its delta:
     its name, record count, its policy's privacy settings for the run and its answer
@@ -171,7 +171,7 @@ def real_site_budget(context: Context, algorithm: str) -> SiteReady:
 
 def real_site_result(context: Context, content: RecordDict) -> str:
     """Take the run's released result (untrusted ``content``,
-    :func:`~fedpca.clients.result_message.read_result_message`): refuse one the site cannot
+    :func:`~fedpca.flower.result_wire.read_result_message`): refuse one the site cannot
     compute scores with, one made under another data contract, or one of a run that made no
     release here (so a coordinator cannot fill the site's disk with runs it never took part
     in); store it in ``results/`` beside the policy (:func:`fedpca.site.results.store_result`,
@@ -200,7 +200,7 @@ def real_site_result(context: Context, content: RecordDict) -> str:
 
 
 def real_site_run_failed(context: Context, reason: str) -> str:
-    """Take the coordinator's word (UNTRUSTED, :mod:`fedpca.clients.run_end`) that the
+    """Take the coordinator's word (UNTRUSTED, :mod:`fedpca.flower.run_end`) that the
     current run failed for ``reason``: the site's ledger records the run as failed (its
     releases stay charged; a run the site released nothing in is not recorded) and the site
     answers with its name. Costs no budget and changes no budget."""

@@ -32,7 +32,7 @@ from flwr.common.secure_aggregation.secaggplus_constants import (
 #: Marks, in ``context.state``, that the current fit runs inside SecAgg+ masking.
 MASKED_RECORD = "fedpca.masked"
 #: Marks, in ``context.state``, that the current fit runs inside fedpca's verifiable secure
-#: aggregation (:mod:`fedpca.clients.secure_protocol`), with its modulus.
+#: aggregation (:mod:`fedpca.flower.secure_site`), with its modulus.
 PROTOCOL_MASKED_RECORD = "fedpca.protocol-masked"
 
 @dataclass(frozen=True)

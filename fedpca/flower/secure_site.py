@@ -4,7 +4,7 @@ The protocol itself is the Flower-free :class:`fedpca.secure.protocol.SiteSessio
 module only moves its messages: a request carries one protocol message in the ConfigRecord
 :data:`PROTOCOL_RECORD`, the site's session lives between messages in ``context.state``
 (the SuperNode's memory for this run; it never leaves the site), and the input stage wraps
-the site's ordinary answer (:func:`fedpca.clients.site_app.answer_request`).
+the site's ordinary answer (:func:`fedpca.flower.clientapp.answer_request`).
 
 What a hostile coordinator could try here, and what stops it:
 
@@ -34,8 +34,8 @@ import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 
 from fedpca.algorithms.secure_sum import SUM_PREFIX
-from fedpca.clients.messages import ARRAYS, CONFIG
-from fedpca.clients.secure_aggregation import PROTOCOL_MASKED_RECORD
+from fedpca.flower.wire import ARRAYS, CONFIG
+from fedpca.flower.secagg_plus import PROTOCOL_MASKED_RECORD
 from fedpca.errors import InvalidRequestError
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.secure.conditions import ProtocolRefusal

@@ -2,11 +2,11 @@
 after releases, the news that it failed: :func:`announce_failure`).
 
 Until then only the coordinator's output file held the result. After the last round a fedpca
-strategy (:meth:`~fedpca.strategies.base.SiteRoundStrategy.deliver_result`, called by
-:func:`fedpca.strategies.workflow.run_strategy` for both strategy APIs) sends every
+strategy (:meth:`~fedpca.flower.rounds.SiteRoundStrategy.deliver_result`, called by
+:func:`fedpca.flower.workflow.run_strategy` for both strategy APIs) sends every
 connected site one QUERY message with the released basis, the released column mean and
 scale of a centred run, the algorithm, the column names when known, the run's id and its
-data contract's hash (:mod:`fedpca.clients.result_message`). A real site checks it as
+data contract's hash (:mod:`fedpca.flower.result_wire`). A real site checks it as
 hostile input and stores it beside its policy (:mod:`fedpca.site.results`), so that
 ``fedpca site project`` computes its records' scores without any file from the coordinator;
 a simulated site checks it and logs it.
@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from flwr.app import Message, MessageType
 from flwr.serverapp import Grid
 
-from fedpca.clients.result_message import read_result_answer, result_message
-from fedpca.clients.run_end import run_end_message
+from fedpca.flower.result_wire import read_result_answer, result_message
+from fedpca.flower.run_end import run_end_message
 from fedpca.errors import FedPCAError
 from fedpca.site.results import ReleasedResult
 
@@ -71,7 +71,7 @@ def deliver(grid: Grid, nodes: Sequence[int], result: ReleasedResult,
 def announce_failure(grid: Grid, nodes: Sequence[int], reason: str,
                      timeout: float = DELIVERY_TIMEOUT) -> None:
     """Tell every node of ``nodes`` that the grid's run failed for ``reason``
-    (:mod:`fedpca.clients.run_end`: each site's ledger then says so); the run has failed
+    (:mod:`fedpca.flower.run_end`: each site's ledger then says so); the run has failed
     already, so nothing here is raised: every failure is logged."""
     messages = [Message(run_end_message(reason), message_type=MessageType.QUERY,
                         dst_node_id=node) for node in nodes]

@@ -2,24 +2,24 @@
 
 A run that one site cannot finish costs the other sites their budget for nothing: they pay
 for every release up to the round where that site refuses, and nobody gets a result. So
-before round 1 a fedpca strategy (:meth:`~fedpca.strategies.base.SiteRoundStrategy.budget_round`)
+before round 1 a fedpca strategy (:meth:`~fedpca.flower.rounds.SiteRoundStrategy.budget_round`)
 sends every connected site one QUERY message, "can you afford the whole of this run?"
-(:func:`~fedpca.clients.messages.budget_question`), which carries nothing a site uses. Each
+(:func:`~fedpca.flower.wire.budget_question`), which carries nothing a site uses. Each
 site answers from its own policy and ledger alone, never its data, so its answer depends on
 no record: a real site whether all of the run's releases, as its policy calibrates them, fit
 its lifetime budget, its worst-case bound and its daily and weekly ceilings
-(:func:`~fedpca.apps.real_site.real_site_budget`); a simulated site whether they fit the run's
+(:func:`~fedpca.flower.real_site.real_site_budget`); a simulated site whether they fit the run's
 in-memory ledger. A site that can says its name; one that cannot answers with its refusal
 (public numbers only: budgets and epsilons). When fewer than ``min_sites`` can, the run
 stops before any release with
-:class:`~fedpca.strategies.base.BudgetRoundError`, quoting each declining site's own words;
+:class:`~fedpca.flower.rounds.BudgetRoundError`, quoting each declining site's own words;
 otherwise the sites that declined are not asked for releases in the run.
 
 This round serves honest coordinators. A hostile one may skip it; what binds is each site's
-own check at the run's first request (:func:`~fedpca.apps.real_site.require_affordable`).
+own check at the run's first request (:func:`~fedpca.flower.real_site.require_affordable`).
 
 Both strategy APIs run it through the ServerApp's grid: a Message-API strategy in its
-``start``; a legacy one in :func:`fedpca.strategies.workflow.run_strategy`, before Flower's
+``start``; a legacy one in :func:`fedpca.flower.workflow.run_strategy`, before Flower's
 ``DefaultWorkflow`` (with or without SecAgg+). The legacy strategy API has no hook before
 round 1 that may exchange messages, and the legacy ``get_properties`` exchange
 (``GridClientProxy.get_properties``) uses a message type that a Message-API ClientApp (like
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from flwr.app import Message, MessageType
 from flwr.serverapp import Grid
 
-from fedpca.clients.messages import budget_question, read_budget_answer
+from fedpca.flower.wire import budget_question, read_budget_answer
 from fedpca.errors import FedPCAError
 from fedpca.site.ready import SiteReady
 

@@ -13,15 +13,15 @@ from flwr.server import Grid
 from fedpca.algorithms.centring import CentringSite
 from fedpca.algorithms.site import require_rest_of_run, run_ledger
 from fedpca.algorithms.specs import AlgorithmSpec, load
-from fedpca.apps.real_site import (
+from fedpca.flower.real_site import (
     is_real_site,
     open_real_site,
     real_site_budget,
     real_site_identity,
 )
-from fedpca.clients.base import ClientFactory
-from fedpca.clients.centring import centred_client
-from fedpca.clients.ledger_state import load_ledger
+from fedpca.flower.site_client import ClientFactory
+from fedpca.flower.centred_client import centred_client
+from fedpca.flower.ledger_state import load_ledger
 from fedpca.data.memory import require_simulation_memory
 from fedpca.errors import ConfigurationError
 from fedpca.loadings import loadings_path, write_loadings
@@ -31,8 +31,8 @@ from fedpca.run_record import RunResult, run_record, save_run_record
 from fedpca.scenarios.base import S, Scenario
 from fedpca.secure.identity import SecureIdentity, simulation_identity
 from fedpca.site.ready import SiteReady
-from fedpca.strategies.base import connected_nodes, require_ready
-from fedpca.strategies.budget_round import Readiness, ask_budget
+from fedpca.flower.rounds import connected_nodes, require_ready
+from fedpca.flower.readiness import Readiness, ask_budget
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
     """This node's client for algorithm ``spec``.
 
     A real site (node_config names its ``policy``) answers from its own data file with its
-    own budget, OS noise and lifetime ledger (:mod:`fedpca.apps.real_site`); the run_config
+    own budget, OS noise and lifetime ledger (:mod:`fedpca.flower.real_site`); the run_config
     supplies only the non-privacy parameters. A simulated site answers from partition
     ``partition-id`` of the scenario's data, with the run_config's policy and seed.
     """
@@ -65,7 +65,7 @@ def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
 
 def site_budget_for(context: Context, spec: AlgorithmSpec) -> SiteReady | str:
     """This node's answer to the budget round for algorithm ``spec``: a real site's from its
-    policy and lifetime ledger (:func:`~fedpca.apps.real_site.real_site_budget`), a
+    policy and lifetime ledger (:func:`~fedpca.flower.real_site.real_site_budget`), a
     simulated partition's from the run's in-memory ledger (:func:`partition_budget`)."""
     if is_real_site(context):
         return real_site_budget(context, spec.name)
@@ -157,8 +157,8 @@ def server_scenario(
     """The ServerApp's scenario, run_config and readiness round, before any release.
 
     Once at least :func:`least_sites` sites are connected, every connected site is asked
-    whether it is ready for the whole run (:mod:`fedpca.strategies.budget_round`); the run
-    stops (:class:`~fedpca.strategies.base.BudgetRoundError`) when fewer than the run's
+    whether it is ready for the whole run (:mod:`fedpca.flower.readiness`); the run
+    stops (:class:`~fedpca.flower.rounds.BudgetRoundError`) when fewer than the run's
     ``min-sites`` are (``0``: all of them). The run_config then takes the privacy settings
     the ready sites state (:func:`with_site_settings`), and the scenario is built over the
     connected sites. The server holds no data: it only validates the shared parameters

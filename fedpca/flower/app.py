@@ -2,11 +2,11 @@
 
 ``run_config["algorithm"]`` picks the algorithm (``dps-pca`` by default) among
 :data:`fedpca.algorithms.specs.SPECS`: the ClientApp answers with that algorithm's site
-(:func:`fedpca.apps.common.site_client_for`) in one ClientApp that serves the Message-API
+(:func:`fedpca.flower.app_sites.site_client_for`) in one ClientApp that serves the Message-API
 strategies and the legacy/SecAgg+ ones (:func:`fedpca.clients.site_client_app`); the
 ServerApp runs the algorithm's ``server_main``, on the Message API unless SecAgg+ is asked,
 each site answering its budget round from its policy and ledger
-(:func:`fedpca.apps.common.site_budget_for`) and taking the released result at the end
+(:func:`fedpca.flower.app_sites.site_budget_for`) and taking the released result at the end
 (:func:`result_fn`: a real site stores it beside its policy); a run that fails writes a
 failure record (:func:`fedpca.run_record.failure_recorded`).
 """
@@ -19,18 +19,18 @@ from flwr.common import Context
 from flwr.server import Grid, ServerApp
 
 from fedpca.algorithms.specs import DEFAULT_ALGORITHM, AlgorithmSpec, load, spec
-from fedpca.apps.common import (
+from fedpca.flower.app_sites import (
     record_path,
     site_budget_for,
     site_client_for,
     site_identity_for,
 )
-from fedpca.apps.real_site import is_real_site, real_site_result, real_site_run_failed
+from fedpca.flower.real_site import is_real_site, real_site_result, real_site_run_failed
 from fedpca.blas import single_thread_blas
 from fedpca.errors import ConfigurationError, ParameterError, RunConfigNames
-from fedpca.clients.site_app import client_result, client_run_end, site_client_app
+from fedpca.flower.clientapp import client_result, client_run_end, site_client_app
 from fedpca.run_record import failure_recorded
-from fedpca.strategies.prompt_grid import prompt
+from fedpca.flower.prompt_grid import prompt
 from fedpca.secure.identity import SecureIdentity
 
 
@@ -60,7 +60,7 @@ def budget_fn(context: Context) -> str:
 
 def result_fn(context: Context, content: RecordDict) -> str:
     """This node's taking of the run's released result: a real site checks and stores it
-    (:func:`~fedpca.apps.real_site.real_site_result`), a simulated one checks it."""
+    (:func:`~fedpca.flower.real_site.real_site_result`), a simulated one checks it."""
     if is_real_site(context):
         return real_site_result(context, content)
     return client_result(client_fn, context, content)
@@ -68,7 +68,7 @@ def result_fn(context: Context, content: RecordDict) -> str:
 
 def end_fn(context: Context, reason: str) -> str:
     """This node's taking of the news that the run failed: a real site's ledger records it
-    (:func:`~fedpca.apps.real_site.real_site_run_failed`), a simulated one logs it."""
+    (:func:`~fedpca.flower.real_site.real_site_run_failed`), a simulated one logs it."""
     if is_real_site(context):
         return real_site_run_failed(context, reason)
     return client_run_end(client_fn, context, reason)

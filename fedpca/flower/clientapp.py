@@ -4,26 +4,26 @@ Flower 1.41 cannot mix the two ways of writing a ClientApp: registering ``@app.t
 a ``ClientApp(client_fn=...)`` raises "Use either `@app.train()` or `client_fn`, but not
 both" (``flwr/clientapp/client_app.py``). :func:`site_client_app` therefore registers one
 train handler that looks at each request's format
-(:func:`~fedpca.clients.messages.is_legacy_request`), and one query handler:
+(:func:`~fedpca.flower.wire.is_legacy_request`), and one query handler:
 
 * a legacy ``FitIns``, or a stage of Flower's SecAgg+ protocol, goes to
   ``ClientApp(client_fn=client_fn, mods=[secure_aggregation_mod])``: exactly the ClientApp
   fedpca ran before, so the legacy strategies and SecAgg+ see no change;
 * a Message-API request is answered by :func:`answer_content`, which turns it into the same
   ``FitIns`` and calls the same ``Client.fit`` of the same
-  :class:`~fedpca.clients.base.PrivateSiteClient`: the same request checks, refusals before
+  :class:`~fedpca.flower.site_client.PrivateSiteClient`: the same request checks, refusals before
   any charge, ledger and metrics. It never passes through SecAgg+, so the site sees it as
   unmasked and a site whose policy relies on secure aggregation refuses it;
 * the budget round's question (a QUERY message, before round 1) is answered by the site's
   ``budget_fn``, from its policy and ledger alone: its name when it can afford the whole run
-  as it calibrates it, else its refusal (:mod:`fedpca.strategies.budget_round`);
+  as it calibrates it, else its refusal (:mod:`fedpca.flower.readiness`);
 * the run's released result (a QUERY message, after the last round:
-  :mod:`fedpca.strategies.result_delivery`) goes to the site's ``result_fn``, which checks
+  :mod:`fedpca.flower.delivery`) goes to the site's ``result_fn``, which checks
   it as hostile input and, at a real site, stores it beside its policy
   (:mod:`fedpca.site.results`); the answer is the site's name, and no budget is spent;
-* the news that the run failed (a QUERY message, :mod:`fedpca.clients.run_end`) goes to the
+* the news that the run failed (a QUERY message, :mod:`fedpca.flower.run_end`) goes to the
   site's ``end_fn``: a real site's ledger then says so; no budget is spent or given back;
-* a stage of fedpca's verifiable secure aggregation (:mod:`fedpca.clients.secure_protocol`)
+* a stage of fedpca's verifiable secure aggregation (:mod:`fedpca.flower.secure_site`)
   goes to the site's session; its input stage answers through :func:`answer_content` inside
   the protocol's masking. A site whose identity is ``verified_only`` (a real site) refuses
   Flower's SecAgg+, which holds only against an honest-but-curious coordinator.
@@ -50,7 +50,7 @@ from flwr.clientapp import ClientApp
 from flwr.common import FitIns, GetPropertiesIns, ndarrays_to_parameters
 from flwr.common.constant import ErrorCode
 
-from fedpca.clients.messages import (
+from fedpca.flower.wire import (
     SITE,
     budget_answer,
     is_legacy_request,
@@ -58,14 +58,14 @@ from fedpca.clients.messages import (
     read_request,
     reply_content,
 )
-from fedpca.clients.result_message import (
+from fedpca.flower.result_wire import (
     is_result_message,
     read_result_message,
     result_answer,
 )
-from fedpca.clients.run_end import is_run_end_message, read_run_end, run_end_answer
-from fedpca.clients.secure_aggregation import is_secagg_plus_stage, secure_aggregation_mod
-from fedpca.clients.secure_protocol import IdentityFn, answer_protocol, is_protocol_message
+from fedpca.flower.run_end import is_run_end_message, read_run_end, run_end_answer
+from fedpca.flower.secagg_plus import is_secagg_plus_stage, secure_aggregation_mod
+from fedpca.flower.secure_site import IdentityFn, answer_protocol, is_protocol_message
 from fedpca.errors import FedPCAError, InvalidRequestError
 from fedpca.site.ready import SiteReady
 
@@ -83,17 +83,17 @@ ClientFn = Callable[[Context], Client]
 #: :class:`~fedpca.errors.FedPCAError` saying why it is not.
 BudgetFn = Callable[[Context], "SiteReady | str"]
 #: ``(context, reason) -> site name``: the site takes the coordinator's word (UNTRUSTED) that
-#: the run failed for ``reason`` (:mod:`fedpca.clients.run_end`).
+#: the run failed for ``reason`` (:mod:`fedpca.flower.run_end`).
 EndFn = Callable[[Context, str], str]
 #: ``(context, content) -> site name``: the site takes the run's released result from a
-#: result message's untrusted ``content`` (:mod:`fedpca.clients.result_message`), or raises
+#: result message's untrusted ``content`` (:mod:`fedpca.flower.result_wire`), or raises
 #: a :class:`~fedpca.errors.FedPCAError` saying why it refuses it.
 ResultFn = Callable[[Context, RecordDict], str]
 
 
 def client_budget(client_fn: ClientFn, context: Context) -> SiteReady:
     """The budget round's answer of the site ``client_fn`` builds: its ``get_properties``
-    (:meth:`~fedpca.clients.base.PrivateSiteClient.get_properties`: from the site's policy
+    (:meth:`~fedpca.flower.site_client.PrivateSiteClient.get_properties`: from the site's policy
     and the run's ledger); it states nothing beyond its name (it runs with the run_config's
     settings)."""
     properties = client_fn(context).get_properties(GetPropertiesIns(config={})).properties
@@ -101,7 +101,7 @@ def client_budget(client_fn: ClientFn, context: Context) -> SiteReady:
 
 
 def client_run_end(client_fn: ClientFn, context: Context, reason: str) -> str:
-    """A simulated site's taking of the news that its run failed (:mod:`fedpca.clients.run_end`):
+    """A simulated site's taking of the news that its run failed (:mod:`fedpca.flower.run_end`):
     logged; its in-memory ledger ends with the run."""
     client = client_fn(context)
     site = getattr(client, "numpy_client", client).site
@@ -112,8 +112,8 @@ def client_run_end(client_fn: ClientFn, context: Context, reason: str) -> str:
 
 def client_result(client_fn: ClientFn, context: Context, content: RecordDict) -> str:
     """A simulated site's taking of the released result: checked against its client's width
-    and limits (:func:`~fedpca.clients.result_message.read_result_message`) and logged, not
-    stored (a real site stores it: :func:`fedpca.apps.real_site.receive_real_site_result`).
+    and limits (:func:`~fedpca.flower.result_wire.read_result_message`) and logged, not
+    stored (a real site stores it: :func:`fedpca.flower.real_site.receive_real_site_result`).
     Costs no budget."""
     client = client_fn(context)
     site = getattr(client, "numpy_client", client).site  # a NumPyClient's Client wrapper

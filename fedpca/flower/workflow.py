@@ -19,11 +19,11 @@ from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.blas import single_thread_blas
 from fedpca.errors import ConfigurationError
 from fedpca.progress import log_round
-from fedpca.strategies.base import RoundFailedError, SiteRoundStrategy
-from fedpca.strategies.budget_round import Readiness
-from fedpca.strategies.legacy import failure_reason
-from fedpca.strategies.message_api import MessageSiteStrategy
-from fedpca.strategies.secure_protocol import VerifiedSecureAggregation
+from fedpca.flower.rounds import RoundFailedError, SiteRoundStrategy
+from fedpca.flower.readiness import Readiness
+from fedpca.flower.legacy_strategy import failure_reason
+from fedpca.flower.strategy import MessageSiteStrategy
+from fedpca.flower.secure_server import VerifiedSecureAggregation
 
 logger = logging.getLogger(__name__)
 
@@ -188,10 +188,10 @@ def run_strategy(
     ``start``; a legacy one (e.g. :class:`~fedpca.strategies.dps_pca.DPSPCAStrategy`) through
     Flower's ``DefaultWorkflow``, with SecAgg+ fit rounds if ``secure`` (legacy only: Flower
     1.41 has no SecAgg+ for the Message API), after its budget round
-    (:meth:`~fedpca.strategies.base.SiteRoundStrategy.budget_round`: a Message-API strategy
+    (:meth:`~fedpca.flower.rounds.SiteRoundStrategy.budget_round`: a Message-API strategy
     runs its own in ``start``; ``readiness``: its answers, when the ServerApp asked already). The last step sends the released result, under run_config
 ``contract``, to every site
-(:meth:`~fedpca.strategies.base.SiteRoundStrategy.deliver_result`: a Message-API strategy
+(:meth:`~fedpca.flower.rounds.SiteRoundStrategy.deliver_result`: a Message-API strategy
 in its ``start``, a legacy one here). The result is ``strategy.result()``.
     """
     single_thread_blas()

@@ -1,10 +1,10 @@
 """A fedpca algorithm on Flower's legacy strategy API (``flwr.server.strategy.Strategy``).
 
 The legacy API is the only one Flower's SecAgg+ workflow drives
-(:func:`fedpca.strategies.workflow.run_strategy` with ``secure=...``). Everything the rounds
-do lives in :class:`~fedpca.strategies.base.SiteRoundStrategy`; this module only turns its
+(:func:`fedpca.flower.workflow.run_strategy` with ``secure=...``). Everything the rounds
+do lives in :class:`~fedpca.flower.rounds.SiteRoundStrategy`; this module only turns its
 requests into ``FitIns`` and the sites' ``FitRes`` into answers. Its budget round
-(:mod:`fedpca.strategies.budget_round`) is run by ``run_strategy`` before Flower's workflow
+(:mod:`fedpca.flower.readiness`) is run by ``run_strategy`` before Flower's workflow
 starts: the legacy API has no hook before round 1 that may exchange messages.
 """
 
@@ -26,14 +26,14 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
-from fedpca.clients.messages import read_fit_res
-from fedpca.strategies.base import SiteRoundStrategy
+from fedpca.flower.wire import read_fit_res
+from fedpca.flower.rounds import SiteRoundStrategy
 
 logger = logging.getLogger(__name__)
 
 WARNING_NO_BUDGET_ROUND = (
     "%s: no budget round before round 1 (run the strategy with "
-    "fedpca.strategies.workflow.run_strategy to have one): a site that cannot afford the "
+    "fedpca.flower.workflow.run_strategy to have one): a site that cannot afford the "
     "whole run refuses its first request, but the other sites may then spend on a run "
     "that does not finish"
 )

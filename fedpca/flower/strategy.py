@@ -7,17 +7,17 @@ Used like Flower's ``FedAvg`` in a ServerApp's ``main``::
     result = strategy.result()  # fedpca's PCAResult, with its history
 
 Before round 1, ``start`` asks every site whether it can afford the whole run (a QUERY
-message: :mod:`fedpca.strategies.budget_round`) and stops before any release when fewer than
+message: :mod:`fedpca.flower.readiness`) and stops before any release when fewer than
 ``min_sites`` can; after the last round it sends the released result to every site
-(:mod:`fedpca.strategies.result_delivery`). Everything the rounds do lives in
-:class:`~fedpca.strategies.base.SiteRoundStrategy`; this
+(:mod:`fedpca.flower.delivery`). Everything the rounds do lives in
+:class:`~fedpca.flower.rounds.SiteRoundStrategy`; this
 module only turns its requests into train ``Message`` objects
-(:func:`fedpca.clients.messages.request_content`) and the replies into answers. A reply that
+(:func:`fedpca.flower.wire.request_content`) and the replies into answers. A reply that
 carries an error is a failed site: its reason is ``msg.error.reason`` (the site's own refusal,
-see :mod:`fedpca.clients.site_app`). Sites answer through
+see :mod:`fedpca.flower.clientapp`). Sites answer through
 :func:`fedpca.clients.site_client_app`. Secure sums of distributed discrete Gaussian residues
 run through fedpca's verifiable secure aggregation (:meth:`MessageSiteStrategy.use_secure_protocol`,
-:mod:`fedpca.strategies.secure_protocol`); Flower's SecAgg+ (honest-but-curious only) exists in
+:mod:`fedpca.flower.secure_server`); Flower's SecAgg+ (honest-but-curious only) exists in
 Flower 1.41 only as a legacy workflow: the legacy twin (e.g. ``DPSPCAStrategy``) runs it.
 """
 
@@ -30,11 +30,11 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
-from fedpca.clients.messages import read_reply, request_content
-from fedpca.clients.secure_protocol import PROTOCOL_RECORD
+from fedpca.flower.wire import read_reply, request_content
+from fedpca.flower.secure_site import PROTOCOL_RECORD
 from fedpca.errors import ConfigurationError
-from fedpca.strategies.base import SiteRoundStrategy
-from fedpca.strategies.secure_protocol import VerifiedSecureAggregation
+from fedpca.flower.rounds import SiteRoundStrategy
+from fedpca.flower.secure_server import VerifiedSecureAggregation
 
 logger = logging.getLogger(__name__)
 
@@ -75,14 +75,14 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         are added to every request, and sites refuse keys they do not know. Flower's
         ``Result`` holds each round's aggregated array and metrics; fedpca's result is
         :meth:`result`. The budget round comes first
-        (:meth:`~fedpca.strategies.base.SiteRoundStrategy.budget_round`). Raises
-        :class:`~fedpca.strategies.base.BudgetRoundError` when fewer than ``min_sites`` sites
-        can afford the run, :class:`~fedpca.strategies.base.RoundFailedError` when a round
+        (:meth:`~fedpca.flower.rounds.SiteRoundStrategy.budget_round`). Raises
+        :class:`~fedpca.flower.rounds.BudgetRoundError` when fewer than ``min_sites`` sites
+        can afford the run, :class:`~fedpca.flower.rounds.RoundFailedError` when a round
         has fewer than ``min_sites`` answers, after telling every site that the run failed
-        (:meth:`~fedpca.strategies.base.SiteRoundStrategy.announce_failure`). Each wait for
+        (:meth:`~fedpca.flower.rounds.SiteRoundStrategy.announce_failure`). Each wait for
         the sites' answers lasts ``timeout`` seconds, or the longest answer deadline a ready
         site stated (:class:`~fedpca.site.ready.SiteReady`). The last step sends the released
-        result to every site (:meth:`~fedpca.strategies.base.SiteRoundStrategy.deliver_result`;
+        result to every site (:meth:`~fedpca.flower.rounds.SiteRoundStrategy.deliver_result`;
         a failed delivery is logged, never raised).
         """
         num_rounds = self.num_rounds if num_rounds is None else num_rounds

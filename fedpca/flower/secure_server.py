@@ -8,7 +8,7 @@ then per round the sites' masked answers, a consistency round and the unmasking 
 :meth:`ServerSession.endorsers`), after which the strategy receives exactly the sum of the
 survivors' residues. It is the honest server:
 nothing a site does depends on it being honest (every check is the site's,
-:mod:`fedpca.clients.secure_protocol`), so a hostile ServerApp gains nothing by replacing it.
+:mod:`fedpca.flower.secure_site`), so a hostile ServerApp gains nothing by replacing it.
 
 The threshold is the smallest that keeps at least ``min_sites`` honest members in any sum
 with ``colluders`` members colluding (:func:`fedpca.secure.conditions.smallest_threshold`);
@@ -26,7 +26,7 @@ from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 
 from fedpca.algorithms.secure_sum import SUM_PREFIX
-from fedpca.clients.secure_protocol import (
+from fedpca.flower.secure_site import (
     PROTOCOL_RECORD,
     is_protocol_message,
     read_masked_input,
@@ -41,7 +41,7 @@ from fedpca.secure.protocol import (
     ServerSession,
     ShareBundle,
 )
-from fedpca.strategies.base import RoundFailedError
+from fedpca.flower.rounds import RoundFailedError
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from flwr.common import Context
 from fedpca.algorithms.centred_rounds import CentredSite
 from fedpca.algorithms.centring import CentringSite
 from fedpca.algorithms.site import PrivateSite
-from fedpca.clients.base import PrivateSiteClient, client_options
+from fedpca.flower.site_client import PrivateSiteClient, client_options
 
 
 class CentredSiteClient(PrivateSiteClient):
@@ -43,7 +43,7 @@ class CentredSiteClient(PrivateSiteClient):
         centring: the site's rows, bounds, policy, seed and run ledger.
         site_cls: the algorithm's site (e.g. :class:`~fedpca.algorithms.dpdis_pca.DPdisPCASite`).
         options: the client's ``on_release`` and ``masking``
-            (:func:`~fedpca.clients.base.client_options`).
+            (:func:`~fedpca.flower.site_client.client_options`).
     """
 
     def __init__(self, centring: CentringSite, site_cls: type[PrivateSite],

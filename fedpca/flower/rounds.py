@@ -7,7 +7,7 @@ failing site's own reason), hands the decoded :class:`~fedpca.algorithms.site.Si
 objects to :meth:`~SiteRoundStrategy.combine` and tells its observers
 (:meth:`~SiteRoundStrategy.aggregate`). Each algorithm writes its request and its combination
 once, in a subclass of this class (e.g. :class:`fedpca.strategies.dps_pca.DPSPCARounds`);
-:mod:`fedpca.strategies.legacy` and :mod:`fedpca.strategies.message_api` only move its arrays
+:mod:`fedpca.flower.legacy_strategy` and :mod:`fedpca.flower.strategy` only move its arrays
 through Flower's legacy or Message API. The arithmetic stays in the Flower-free servers of
 :mod:`fedpca.algorithms`. No federated evaluation: sites release nothing else.
 """
@@ -30,8 +30,8 @@ from fedpca.errors import ConfigurationError, RunFailedError
 from fedpca.dp.guarantee import SiteGuarantee, as_guaranteed
 from fedpca.progress import RoundEvent, RoundObserver
 from fedpca.site.results import ReleasedResult
-from fedpca.strategies.budget_round import Readiness, ask_budget
-from fedpca.strategies.result_delivery import DELIVERY_TIMEOUT, announce_failure, deliver
+from fedpca.flower.readiness import Readiness, ask_budget
+from fedpca.flower.delivery import DELIVERY_TIMEOUT, announce_failure, deliver
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class RoundFailedError(RunFailedError):
 
 class BudgetRoundError(RoundFailedError):
     """Fewer than ``min_sites`` sites can afford the whole run
-    (:mod:`fedpca.strategies.budget_round`); the run stopped before any release."""
+    (:mod:`fedpca.flower.readiness`); the run stopped before any release."""
 
 
 def connected_nodes(grid: Grid, wanted: int) -> list[int]:
@@ -141,7 +141,7 @@ class SiteRoundStrategy:
         #: Whether the budget round ran (:meth:`budget_round`).
         self.budget_asked = False
         #: The budget round's answers, if the ServerApp asked before building the strategy
-        #: (:func:`fedpca.apps.common.server_scenario`) or once :meth:`budget_round` ran.
+        #: (:func:`fedpca.flower.app_sites.server_scenario`) or once :meth:`budget_round` ran.
         self.readiness: Readiness | None = None
         #: The number of releases each site last reported (its ledger's count).
         self.site_releases: dict[str, int] = {}
@@ -242,7 +242,7 @@ class SiteRoundStrategy:
     def announce_failure(self, grid: Grid, error: BaseException) -> None:
         """After a failure past the budget round (releases may have been made): tell every
         site that was asked that the run failed, and why
-        (:func:`~fedpca.strategies.result_delivery.announce_failure`), so that its ledger
+        (:func:`~fedpca.flower.delivery.announce_failure`), so that its ledger
         says so. Never raises."""
         if self.readiness is None:
             return
@@ -252,7 +252,7 @@ class SiteRoundStrategy:
     def deliver_result(self, grid: Grid) -> None:
         """The run's last step: send the released result of the grid's run (under the data
         contract :attr:`contract`) to every connected site
-        (:mod:`fedpca.strategies.result_delivery`); the sites that received it go to the
+        (:mod:`fedpca.flower.delivery`); the sites that received it go to the
         result's config (``result_delivered``). A failed delivery is logged, never
         raised."""
         if len(self.server.history) < self.num_rounds:
@@ -279,7 +279,7 @@ class SiteRoundStrategy:
 
     def budget_round(self, grid: Grid) -> list[int]:
         """Before round 1, ask every connected site whether it is ready for the whole run
-        (:mod:`fedpca.strategies.budget_round`), unless the ServerApp asked already
+        (:mod:`fedpca.flower.readiness`), unless the ServerApp asked already
         (:attr:`readiness`); return the node ids of those that are and remember the others,
         which are not asked for releases. Raises :class:`BudgetRoundError`, before any
         release, quoting each declining site's reason, when fewer than ``min_sites`` are."""

@@ -6,7 +6,7 @@ sites' ClientApp (:mod:`fedpca.clients.app`) reads requests and builds answers w
 * Legacy format (``flwr.server.strategy`` strategies, and Flower's SecAgg+ workflow): the
   request is a ``FitIns`` (records ``fitins.parameters`` / ``fitins.config``), the answer a
   ``FitRes``; the site's name, epsilon spent and release count travel in its metrics.
-* The budget round (before round 1, :mod:`fedpca.strategies.budget_round`), in either
+* The budget round (before round 1, :mod:`fedpca.flower.readiness`), in either
   API: a QUERY :class:`~flwr.app.Message` whose content is the ConfigRecord ``"budget"``
   (:func:`budget_question`); a site that is ready for the whole run answers with the
   ConfigRecord ``"budget"`` holding its name, ``affords = True`` and what it states about
@@ -136,7 +136,7 @@ def read_request(content: RecordDict) -> tuple[list[np.ndarray], dict[str, Scala
 
 
 def reply_content(res: FitRes) -> RecordDict:
-    """A site's ``FitRes`` (from :class:`~fedpca.clients.base.PrivateSiteClient`) as a
+    """A site's ``FitRes`` (from :class:`~fedpca.flower.site_client.PrivateSiteClient`) as a
     Message-API answer: the same arrays, record count and metrics."""
     described = {k: v for k, v in res.metrics.items() if k == SITE or k.startswith(GUARANTEE)}
     metrics = {k: v for k, v in res.metrics.items() if k not in described}

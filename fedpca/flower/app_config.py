@@ -11,6 +11,6 @@ from __future__ import annotations
 PUBLISHER = "fedpca"
 #: The App's components: the ServerApp and the ClientApp of the installed package.
 COMPONENTS = {
-    "serverapp": "fedpca.apps.app:server_app",
-    "clientapp": "fedpca.apps.app:client_app",
+    "serverapp": "fedpca.flower.app:server_app",
+    "clientapp": "fedpca.flower.app:client_app",
 }

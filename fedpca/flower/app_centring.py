@@ -1,10 +1,10 @@
 """A centred run in the Flower App: run_config ``centring = "centre"`` or ``"standardize"``.
 
 The ServerApp runs the moments round, then the algorithm's rounds on the centred
-(standardised) rows (:mod:`fedpca.strategies.centring`). It holds no data: it needs the
+(standardised) rows (:mod:`fedpca.flower.centring`). It holds no data: it needs the
 consortium's contract only for its public widths (run_config ``contract-file``, the
 server's copy, which must have the run's hash ``contract``). Real sites answer from their
-own table, contract and policy (:func:`fedpca.apps.real_site.open_real_site`); simulated
+own table, contract and policy (:func:`fedpca.flower.real_site.open_real_site`); simulated
 partitions have no table and refuse a centred run (``fedpca simulate ALGORITHM --tables``
 simulates one).
 """
@@ -18,14 +18,14 @@ from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.algorithms.centring import requested_scaling
-from fedpca.apps.common import finish, secure_max_records, server_scenario
+from fedpca.flower.app_sites import finish, secure_max_records, server_scenario
 from fedpca.data.contract import Contract, load_contract
 from fedpca.errors import ConfigurationError
 from fedpca.scenarios.base import Scenario
 from fedpca.scenarios.tables import WIDTH_CAPPED, requested_policy
-from fedpca.strategies.centred_plan import CentredPlan
-from fedpca.strategies.message_api import MessageSiteStrategy
-from fedpca.strategies.workflow import run_strategy, secure_aggregation
+from fedpca.flower.centred_plan import CentredPlan
+from fedpca.flower.strategy import MessageSiteStrategy
+from fedpca.flower.workflow import run_strategy, secure_aggregation
 
 
 def is_centred(config: dict[str, Any]) -> bool:
