@@ -38,18 +38,18 @@ from fedpca.clients.messages import request_content
 from fedpca.clients.secure_protocol import PROTOCOL_RECORD
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
-from fedpca.secure.protocol import (
+from fedpca.secure.messages import (
     Advertisement,
     ConsistencyRequest,
     Endorsement,
     KeyList,
-    ServerSession,
     SetupRequest,
     ShareBundle,
-    SiteSession,
     UnmaskRequest,
 )
 from fedpca.secure.roster import Roster, public_key_b64
+from fedpca.secure.server_session import ServerSession
+from fedpca.secure.site_session import SiteSession
 from fedpca.strategies.dpdis_pca import DPdisPCA
 
 #: The consortium of the test's roster (public: the coordinator knows it too).

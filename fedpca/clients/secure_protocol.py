@@ -40,16 +40,16 @@ from fedpca.errors import InvalidRequestError
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.secure.conditions import ProtocolRefusal
 from fedpca.secure.identity import SecureIdentity
-from fedpca.secure.protocol import (
+from fedpca.secure.messages import (
     ConsistencyRequest,
     InputRequest,
     KeyList,
     MaskedInput,
     SetupRequest,
-    SiteSession,
     UnmaskRequest,
     message_from_dict,
 )
+from fedpca.secure.site_session import SiteSession
 
 logger = logging.getLogger(__name__)
 

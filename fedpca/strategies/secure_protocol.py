@@ -34,13 +34,8 @@ from fedpca.clients.secure_protocol import (
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.secure.conditions import smallest_threshold
-from fedpca.secure.protocol import (
-    Advertisement,
-    Endorsement,
-    Reveal,
-    ServerSession,
-    ShareBundle,
-)
+from fedpca.secure.messages import Advertisement, Endorsement, Reveal, ShareBundle
+from fedpca.secure.server_session import ServerSession
 from fedpca.strategies.base import RoundFailedError
 
 logger = logging.getLogger(__name__)
