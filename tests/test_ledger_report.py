@@ -29,7 +29,8 @@ from fedpca.site.ledger_report import (
     summarize,
 )
 from fedpca.dp.events import Release
-from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
+from fedpca.site.ledger import RunCharge, SiteLedger
+from fedpca.site.ledger_store import create_ledger
 from fedpca.site.policy import load_site_policy, write_policy_template
 
 DELTA = 1e-6

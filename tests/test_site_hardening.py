@@ -31,7 +31,8 @@ from fedpca.clients.site_app import SITE_FAILURE
 from fedpca.errors import InvalidRequestError, ParameterError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp import mechanisms
-from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
+from fedpca.site.ledger import RunCharge, SiteLedger
+from fedpca.site.ledger_store import create_ledger
 from fedpca.site.policy import load_site_policy, write_policy_template
 
 D, K = 8, 2

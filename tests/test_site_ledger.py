@@ -39,7 +39,8 @@ from fedpca.site.ledger_identity import RUN_REFUSAL, LedgerIdentityError, Ledger
 from fedpca.site import ledger as site_ledger
 from fedpca.dp.events import Release
 from fedpca.site.ledger_report import format_ledger, summarize
-from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
+from fedpca.site.ledger import RunCharge, SiteLedger
+from fedpca.site.ledger_store import create_ledger
 from fedpca.site.policy import load_site_policy, write_policy_template
 
 DELTA = 1e-6
