@@ -152,7 +152,7 @@ class RunWatch:
 
 def _sites(work: Path, n: int, rounds: int):
     from fedpca.deployment.local import Site
-    from fedpca.site.policy import TEMPLATE_EPSILON, write_policy_template
+    from fedpca.site.policy_template import TEMPLATE_EPSILON, write_policy_template
     from fedpca.scenarios.dps_pca import DPSPCAScenario
 
     scenario = DPSPCAScenario.from_run_config(

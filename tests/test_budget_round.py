@@ -22,7 +22,8 @@ from fedpca.clients import site_client_app
 from fedpca.clients.messages import budget_question, request_content
 from fedpca.site.ledger import RunCharge, SiteLedger
 from fedpca.site.ledger_store import create_ledger
-from fedpca.site.policy import load_site_policy, write_policy_template
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.results import load_result, results_folder
 from fedpca.strategies.base import BudgetRoundError

@@ -44,7 +44,8 @@ from fedpca.deployment.processes import (
 from fedpca.errors import ConfigurationError
 from fedpca.dp.calibration import calibrate_gaussian
 from fedpca.site.ledger import SiteLedger
-from fedpca.site.policy import load_site_policy, write_policy_template
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.results import load_result, results_folder
 

@@ -38,11 +38,8 @@ from fedpca.site import ledger as site_ledger
 from fedpca.site.ledger import RunCharge, SiteLedger
 from fedpca.site.ledger_store import create_ledger
 from fedpca.site.ledger_report import summarize
-from fedpca.site.policy import (
-    PolicyError,
-    load_site_policy,
-    write_policy_template,
-)
+from fedpca.site.policy import PolicyError, load_site_policy
+from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.simulations.launcher import run_federation
 from fedpca.strategies.base import RoundFailedError

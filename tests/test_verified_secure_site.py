@@ -23,7 +23,8 @@ from fedpca.linalg.subspace import triangle_size
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.dp.mechanisms import upper_triangle_sensitivity
-from fedpca.site.policy import load_site_policy, write_policy_template
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
 from fedpca.secure.messages import (
     Advertisement,
     Endorsement,

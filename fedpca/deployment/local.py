@@ -69,7 +69,7 @@ from fedpca.deployment.processes import (
 )
 from fedpca.deployment.site_runtime import POLL_ENV
 from fedpca.errors import ConfigurationError, FedPCAError
-from fedpca.site.policy import write_policy_template
+from fedpca.site.policy_template import write_policy_template
 from fedpca.run_record import FAILED, RunResult, load_run_result
 
 logger = logging.getLogger(__name__)
