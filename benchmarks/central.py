@@ -1,7 +1,7 @@
 """(f) Central baselines: PPCA's Gibbs sampler, and paper 000's Table 1 as ratios to DPS-PCA.
 
-* **PPCA sampler**: 100 Gibbs sweeps of :func:`fedpca.linalg.bingham.sample_matrix_bingham` at
-  d = 200, k = 5, on ``B = (alpha/2) X^T X`` of 1e5 rows of paper 000's model (alpha = 1;
+* **PPCA sampler**: 100 Gibbs sweeps of :func:`fedpca.linalg.matrix_bingham.sample_matrix_bingham`
+  at d = 200, k = 5, on ``B = (alpha/2) X^T X`` of 1e5 rows of paper 000's model (alpha = 1;
   the eigendecomposition of B is included, forming ``X^T X`` is not), CPU seconds
   (``time.process_time``), median of the repetitions after one warm-up. Paper 000 reports
   9.82 s for the same count with R's ``rstiefel``. The end-to-end ``run_ppca`` time (with

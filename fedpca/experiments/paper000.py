@@ -53,7 +53,7 @@ from fedpca.experiments.sweeps import (
     plot_methods,
     summarize,
 )
-from fedpca.linalg.bingham import sample_matrix_bingham
+from fedpca.linalg.matrix_bingham import sample_matrix_bingham
 from fedpca.linalg.subspace import subspace_distance
 
 #: DPS-PCA's two calibrations: fedpca's default and the paper's closed form.
