@@ -176,7 +176,8 @@ def _sites(work: Path, n: int, rounds: int):
 def measure(n: int, rounds: int, kill: dict[str, int] | None = None) -> dict[str, Any]:
     """Start a deployment of ``n`` sites, run DPS-PCA once (and, with ``kill``, once more
     with a site killed after round 1), stop everything; return the figures."""
-    from fedpca.deployment.local import DeploymentError, LocalDeployment
+    from fedpca.deployment.launch import DeploymentError
+    from fedpca.deployment.local import LocalDeployment
 
     config = {**RUN_CONFIG, "rounds": rounds, "samples": RECORDS_PER_SITE * n, "min-sites": n}
     with tempfile.TemporaryDirectory(prefix=f"fedpca-supernodes-{n}-") as tmp:

@@ -34,7 +34,8 @@ from fedpca.cli import main as cli_main
 from fedpca.deployment import command
 from fedpca.deployment.certs import write_deployment_files, write_site_key
 from fedpca.deployment.fab_check import config_only_pyproject
-from fedpca.deployment.local import DeploymentError, LocalDeployment, Site, config_pairs
+from fedpca.deployment.launch import DeploymentError, config_pairs
+from fedpca.deployment.local import LocalDeployment, Site
 from fedpca.deployment.processes import (
     descendants,
     process_table,
