@@ -1,12 +1,12 @@
 """(f) Central baselines: PPCA's Gibbs sampler, and paper 000's Table 1 as ratios to DPS-PCA.
 
-* **PPCA sampler**: 100 Gibbs sweeps of :func:`fedpca.linalg.bingham.sample_matrix_bingham` at
-  d = 200, k = 5, on ``B = (alpha/2) X^T X`` of 1e5 rows of paper 000's model (alpha = 1;
+* **PPCA sampler**: 100 Gibbs sweeps of :func:`fedpca.linalg.matrix_bingham.sample_matrix_bingham`
+  at d = 200, k = 5, on ``B = (alpha/2) X^T X`` of 1e5 rows of paper 000's model (alpha = 1;
   the eigendecomposition of B is included, forming ``X^T X`` is not), CPU seconds
   (``time.process_time``), median of the repetitions after one warm-up. Paper 000 reports
   9.82 s for the same count with R's ``rstiefel``. The end-to-end ``run_ppca`` time (with
   ``X^T X``) comes from the Table 1 rows.
-* **Table 1**: :func:`fedpca.experiments.paper000.table1_runs`, the same code as
+* **Table 1**: :func:`fedpca.experiments.paper000_table1.table1_runs`, the same code as
   ``fedpca experiment dps-pca-table1``: CPU seconds of DPS-PCA (T = 10, PLD), MOD-SuLQ and
   PPCA (100 sweeps) from the raw records (n = 1e5, k = 5) at d = 200, 400, 800, interleaved
   in one run, median of the repeats, and their ratios to DPS-PCA beside the paper's.
@@ -20,7 +20,7 @@ from typing import Any
 
 from common import md_table, progress, target
 
-from fedpca.experiments.paper000 import (
+from fedpca.experiments.paper000_table1 import (
     PAPER_DIMS,
     PAPER_TABLE1,
     TABLE1,

@@ -44,7 +44,8 @@ sys.path.insert(0, str(HERE))
 from common import machine_info, md_table  # noqa: E402
 
 from fedpca.deployment.fab_check import config_only_pyproject  # noqa: E402
-from fedpca.deployment.local import DeploymentError, LocalDeployment, Site  # noqa: E402
+from fedpca.deployment.launch import DeploymentError  # noqa: E402
+from fedpca.deployment.local import LocalDeployment, Site  # noqa: E402
 from fedpca.deployment.processes import descendants, process_table  # noqa: E402
 
 RESULTS = HERE / "results"

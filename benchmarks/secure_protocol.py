@@ -46,7 +46,8 @@ import fedpca.simulations.dps_pca as simulation  # noqa: E402
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS  # noqa: E402
 from fedpca.secure.conditions import smallest_threshold  # noqa: E402
 from fedpca.secure.identity import simulation_key, simulation_roster  # noqa: E402
-from fedpca.secure.protocol import ServerSession, SiteSession  # noqa: E402
+from fedpca.secure.server_session import ServerSession  # noqa: E402
+from fedpca.secure.site_session import SiteSession  # noqa: E402
 from fedpca.strategies.dps_pca import DPSPCA  # noqa: E402
 from fedpca.flower.secure_server import VerifiedSecureAggregation  # noqa: E402
 

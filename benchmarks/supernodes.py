@@ -152,7 +152,7 @@ class RunWatch:
 
 def _sites(work: Path, n: int, rounds: int):
     from fedpca.deployment.local import Site
-    from fedpca.site.policy import TEMPLATE_EPSILON, write_policy_template
+    from fedpca.site.policy_template import TEMPLATE_EPSILON, write_policy_template
     from fedpca.scenarios.dps_pca import DPSPCAScenario
 
     scenario = DPSPCAScenario.from_run_config(
@@ -176,7 +176,8 @@ def _sites(work: Path, n: int, rounds: int):
 def measure(n: int, rounds: int, kill: dict[str, int] | None = None) -> dict[str, Any]:
     """Start a deployment of ``n`` sites, run DPS-PCA once (and, with ``kill``, once more
     with a site killed after round 1), stop everything; return the figures."""
-    from fedpca.deployment.local import DeploymentError, LocalDeployment
+    from fedpca.deployment.launch import DeploymentError
+    from fedpca.deployment.local import LocalDeployment
 
     config = {**RUN_CONFIG, "rounds": rounds, "samples": RECORDS_PER_SITE * n, "min-sites": n}
     with tempfile.TemporaryDirectory(prefix=f"fedpca-supernodes-{n}-") as tmp:

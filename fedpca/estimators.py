@@ -78,7 +78,7 @@ from fedpca.algorithms.centring import CentredPolicy
 from fedpca.algorithms.ppca import ALGORITHM as PPCA_ALGORITHM
 from fedpca.algorithms.ppca import DEFAULT_BURN_IN, run_ppca_chain
 from fedpca.errors import ConfigurationError, InvalidDataError
-from fedpca.linalg.bingham import ChainDiagnostics
+from fedpca.linalg.matrix_bingham import ChainDiagnostics
 from fedpca.dp.moments import ColumnBounds
 from fedpca.dp.validation import validate_site_data
 from fedpca.results import PCAResult

@@ -4,8 +4,8 @@ process (the test puts this folder on the ``PYTHONPATH`` of the coordinator's pr
 the SuperLink and the ``flwr`` CLI; the sites never import it).
 
 It attacks the three real sites of the test's consortium with messages of fedpca's verified
-secure aggregation (:mod:`fedpca.secure.protocol`, forged advertisements made with
-:class:`~fedpca.secure.protocol.SiteSession` objects holding the coordinator's own keys), sent
+secure aggregation (:mod:`fedpca.secure`, forged advertisements made with
+:class:`~fedpca.secure.site_session.SiteSession` objects holding the coordinator's own keys), sent
 as TRAIN messages carrying the ConfigRecord ``fedpca.secagg``, and records every site's reply
 (its message kind, or its refusal ``msg.error.reason``) in a JSON report next to the
 run_config ``output`` file (:func:`report_path`). It then raises with the sites' reasons, so
@@ -38,18 +38,18 @@ from fedpca.flower.wire import request_content
 from fedpca.flower.secure_site import PROTOCOL_RECORD
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
-from fedpca.secure.protocol import (
+from fedpca.secure.messages import (
     Advertisement,
     ConsistencyRequest,
     Endorsement,
     KeyList,
-    ServerSession,
     SetupRequest,
     ShareBundle,
-    SiteSession,
     UnmaskRequest,
 )
 from fedpca.secure.roster import Roster, public_key_b64
+from fedpca.secure.server_session import ServerSession
+from fedpca.secure.site_session import SiteSession
 from fedpca.strategies.dpdis_pca import DPdisPCA
 
 #: The consortium of the test's roster (public: the coordinator knows it too).

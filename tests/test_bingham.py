@@ -19,15 +19,10 @@ from scipy import integrate, special, stats
 
 from fedpca.errors import ConfigurationError, InvalidDataError
 from fedpca.linalg import bingham
-from fedpca.linalg.bingham import (
-    _count_above,
-    _eigen,
-    _lanczos_pair,
-    envelope_parameter,
-    integrated_autocorrelation_time,
-    sample_matrix_bingham,
-    sample_vector_bingham,
-)
+from fedpca.linalg.bingham import _eigen, envelope_parameter, sample_vector_bingham
+from fedpca.linalg.compressed_eigen import count_above as _count_above
+from fedpca.linalg.compressed_eigen import lanczos_pair as _lanczos_pair
+from fedpca.linalg.matrix_bingham import integrated_autocorrelation_time, sample_matrix_bingham
 from fedpca.linalg.subspace import thin_qr
 
 #: Per-test false-alarm probability of every statistical check in this file.

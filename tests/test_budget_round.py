@@ -20,8 +20,10 @@ from fedpca.flower.app_sites import server_scenario
 from fedpca.clients import dps_pca as dps_clients
 from fedpca.clients import site_client_app
 from fedpca.flower.wire import budget_question, request_content
-from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
-from fedpca.site.policy import load_site_policy, write_policy_template
+from fedpca.site.ledger import RunCharge, SiteLedger
+from fedpca.site.ledger_store import create_ledger
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.results import load_result, results_folder
 from fedpca.flower.rounds import BudgetRoundError

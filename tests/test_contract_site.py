@@ -14,7 +14,8 @@ from fedpca.data.contract import load_contract
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.site.ledger_lifecycle import create_site_ledger
 from fedpca.site.ledger import SiteLedger
-from fedpca.site.policy import SitePolicyFile, load_site_policy, write_policy_template
+from fedpca.site.policy import SitePolicyFile, load_site_policy
+from fedpca.site.policy_template import write_policy_template
 from liver_contract import ALL_SCALED, CONTRACT, SCALED, liver_table
 
 ROWS = 40

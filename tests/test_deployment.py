@@ -34,7 +34,8 @@ from fedpca.cli import main as cli_main
 from fedpca.deployment import command
 from fedpca.deployment.certs import write_deployment_files, write_site_key
 from fedpca.deployment.fab_check import config_only_pyproject
-from fedpca.deployment.local import DeploymentError, LocalDeployment, Site, config_pairs
+from fedpca.deployment.launch import DeploymentError, config_pairs
+from fedpca.deployment.local import LocalDeployment, Site
 from fedpca.deployment.processes import (
     descendants,
     process_table,
@@ -44,7 +45,8 @@ from fedpca.deployment.processes import (
 from fedpca.errors import ConfigurationError
 from fedpca.dp.calibration import calibrate_gaussian
 from fedpca.site.ledger import SiteLedger
-from fedpca.site.policy import load_site_policy, write_policy_template
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.results import load_result, results_folder
 

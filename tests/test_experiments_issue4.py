@@ -8,12 +8,10 @@ import numpy as np
 import pytest
 
 from fedpca.experiments.central_methods import random_subspace_distance
-from fedpca.experiments.paper000 import (
-    FIG3_QUICK,
-    FIG4B_QUICK,
-    METHOD_LABELS,
-    TIMING_LABELS,
-)
+from fedpca.experiments.paper000 import METHOD_LABELS
+from fedpca.experiments.paper000_fig3 import FIG3_QUICK
+from fedpca.experiments.paper000_fig4 import FIG4B_QUICK
+from fedpca.experiments.paper000_table1 import TIMING_LABELS
 from fedpca.experiments.registry import run_experiment
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

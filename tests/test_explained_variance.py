@@ -26,7 +26,8 @@ from fedpca.clients.dps_pca import DPSPCAClient
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.loadings import write_loadings
-from fedpca.site.policy import load_site_policy, write_policy_template
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
 from fedpca.results import PCAResult
 from fedpca.run_record import run_record
 from fedpca.scenarios.base import AUTO_K

@@ -24,7 +24,7 @@ from record_schema import record_keys
 
 from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import run_dps_pca
-from fedpca.deployment.local import free_port
+from fedpca.deployment.launch import free_port
 from fedpca.deployment.processes import processes_naming, stop_processes
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario

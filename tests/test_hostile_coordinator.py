@@ -35,13 +35,11 @@ from fedpca.dp.calibration import calibrate_gaussian, pld_epsilon
 from fedpca.dp.exact_noise import ExactGaussian, float_error
 from fedpca.dp.events import Release
 from fedpca.site import ledger as site_ledger
-from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
+from fedpca.site.ledger import RunCharge, SiteLedger
+from fedpca.site.ledger_store import create_ledger
 from fedpca.site.ledger_report import summarize
-from fedpca.site.policy import (
-    PolicyError,
-    load_site_policy,
-    write_policy_template,
-)
+from fedpca.site.policy import PolicyError, load_site_policy
+from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.flower.simulation import run_federation
 from fedpca.flower.rounds import RoundFailedError

@@ -29,8 +29,10 @@ from fedpca.site.ledger_report import (
     summarize,
 )
 from fedpca.dp.events import Release
-from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
-from fedpca.site.policy import load_site_policy, write_policy_template
+from fedpca.site.ledger import RunCharge, SiteLedger
+from fedpca.site.ledger_store import create_ledger
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
 
 DELTA = 1e-6
 #: Monday 3 March 2025, 00:00:00 UTC.

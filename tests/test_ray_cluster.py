@@ -25,7 +25,7 @@ import pytest
 
 from fedpca.algorithms.dps_pca import run_dps_pca
 from fedpca.algorithms.kplane import run_sulq_kplane
-from fedpca.deployment.local import free_port
+from fedpca.deployment.launch import free_port
 from fedpca.deployment.processes import process_table, processes_naming, stop_processes
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.scenarios.kplane import KPlaneScenario

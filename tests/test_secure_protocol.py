@@ -18,22 +18,17 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from fedpca.errors import ConfigurationError, InvalidDataError, InvalidRequestError
 from fedpca.secure import shamir
-from fedpca.secure.conditions import check_setup, smallest_threshold
-from fedpca.secure.keys import prg_sum, round_seed
-from fedpca.secure.protocol import (
-    MAX_LENGTH,
+from fedpca.secure.authenticated import advertisement_payload
+from fedpca.secure.conditions import ProtocolRefusal, check_setup, smallest_threshold
+from fedpca.secure.keys import MAX_LENGTH, prg_sum, round_seed
+from fedpca.secure.messages import (
     Advertisement,
     ConsistencyRequest,
     InputRequest,
     KeyList,
     MaskedInput,
-    ProtocolRefusal,
-    SecureAggregationError,
-    ServerSession,
     SetupRequest,
-    SiteSession,
     UnmaskRequest,
-    advertisement_payload,
     message_from_dict,
 )
 from fedpca.secure.roster import (
@@ -43,6 +38,8 @@ from fedpca.secure.roster import (
     write_roster,
     write_signing_key,
 )
+from fedpca.secure.server_session import SecureAggregationError, ServerSession
+from fedpca.secure.site_session import SiteSession
 
 NAMES = tuple(f"site-{letter}" for letter in "abcdef")
 COLLUDERS, MIN_SITES, ROUNDS, MODULUS, LENGTH = 1, 2, 3, 2**31, 16

@@ -16,7 +16,7 @@ from fedpca.flower.app import client_app
 from fedpca.apps.dps_pca import server_main
 from fedpca.cli import main as cli_main
 from fedpca.dp.calibration import calibrate_gaussian
-from fedpca.site.policy import write_policy_template
+from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 
 #: What the coordinator asks for (privacy keys included: a real site ignores them).

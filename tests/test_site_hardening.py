@@ -31,8 +31,10 @@ from fedpca.flower.clientapp import SITE_FAILURE
 from fedpca.errors import InvalidRequestError, ParameterError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp import mechanisms
-from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
-from fedpca.site.policy import load_site_policy, write_policy_template
+from fedpca.site.ledger import RunCharge, SiteLedger
+from fedpca.site.ledger_store import create_ledger
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
 
 D, K = 8, 2
 X = np.random.default_rng(0).uniform(-0.2, 0.2, size=(30, D))

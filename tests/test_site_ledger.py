@@ -39,8 +39,10 @@ from fedpca.site.ledger_identity import RUN_REFUSAL, LedgerIdentityError, Ledger
 from fedpca.site import ledger as site_ledger
 from fedpca.dp.events import Release
 from fedpca.site.ledger_report import format_ledger, summarize
-from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
-from fedpca.site.policy import load_site_policy, write_policy_template
+from fedpca.site.ledger import RunCharge, SiteLedger
+from fedpca.site.ledger_store import create_ledger
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
 
 DELTA = 1e-6
 CAL = calibrate_ddg(1.0, DELTA, releases=3, sensitivity=1.0, dimension=40, sites=4,

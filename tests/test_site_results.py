@@ -26,7 +26,8 @@ from fedpca.data.tables import read_table
 from fedpca.errors import InvalidRequestError
 from fedpca.site.ledger_lifecycle import create_site_ledger
 from fedpca.site.ledger import RunCharge
-from fedpca.site.policy import load_site_policy, write_policy_template
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
 from fedpca.site.results import ReleasedResult, load_result, results_folder, store_result
 from liver_contract import CONTRACT, WITH_ID, liver_table
 

@@ -29,7 +29,8 @@ from fedpca.deployment.site_runtime import checked_fab_config
 from fedpca.errors import ConfigurationError
 from fedpca.dp.events import Release
 from fedpca.site.ledger import RunCharge, SiteLedger
-from fedpca.site.policy import load_site_policy, write_policy_template
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
 
 ROOT = Path(__file__).resolve().parents[1]
 

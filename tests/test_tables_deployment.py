@@ -26,7 +26,8 @@ from liver_contract import CONTRACT, liver_table
 from fedpca.cli import main as cli_main
 from fedpca.data.contract import load_contract
 from fedpca.deployment.local import LocalDeployment, Site
-from fedpca.site.policy import load_site_policy, write_policy_template
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
 from fedpca.secure.roster import write_roster, write_signing_key
 
 pytestmark = pytest.mark.federation

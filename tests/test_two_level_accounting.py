@@ -19,8 +19,9 @@ from fedpca.dp.accountant import composed_epsilon
 from fedpca.dp.ledger import PrivacyLedger
 from fedpca.dp.events import Release
 from fedpca.site.ledger_report import format_ledger, summarize
-from fedpca.site.ledger import RunCharge, SiteLedger, create_ledger
-from fedpca.site.policy import worst_cases
+from fedpca.site.ledger import RunCharge, SiteLedger
+from fedpca.site.ledger_store import create_ledger
+from fedpca.site.policy_template import worst_cases
 
 DELTA = 1e-7
 SENSITIVITY = math.sqrt(2.0)

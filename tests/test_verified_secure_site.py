@@ -23,16 +23,15 @@ from fedpca.linalg.subspace import triangle_size
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.dp.mechanisms import upper_triangle_sensitivity
-from fedpca.site.policy import load_site_policy, write_policy_template
-from fedpca.secure.protocol import (
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
+from fedpca.secure.messages import (
     Advertisement,
     Endorsement,
     InputRequest,
-    Reveal,
     KeyList,
-    ServerSession,
+    Reveal,
     ShareBundle,
-    SiteSession,
 )
 from fedpca.secure.roster import (
     load_roster,
@@ -41,6 +40,8 @@ from fedpca.secure.roster import (
     write_roster,
     write_signing_key,
 )
+from fedpca.secure.server_session import ServerSession
+from fedpca.secure.site_session import SiteSession
 
 D, N = 8, 400
 SITE, PEERS = "hospital-a", ("hospital-b", "hospital-c")

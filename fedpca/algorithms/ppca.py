@@ -7,9 +7,10 @@ orthonormal ``V`` drawn with density ``~ exp(tr(V^T (n alpha / 2) A V))`` (unifo
 measure on the frames). For rows clipped to a public norm ``C`` fedpca uses
 ``B = (n alpha / 2) A / C^2 = alpha / (2 C^2) X^T X`` (the paper's ``B`` for ``X / C``).
 
-Sampling (:mod:`fedpca.linalg.bingham`): ``k = 1`` is one exact draw (Kent, Ganeiber & Mardia
-rejection with an ACG envelope, or a polar-chart envelope when the draw is concentrated);
-``k > 1`` is the state of Hoff's column-wise Gibbs sampler
+Sampling (:mod:`fedpca.linalg.matrix_bingham`): ``k = 1`` is one exact draw (Kent, Ganeiber &
+Mardia rejection with an ACG envelope, or a polar-chart envelope when the draw is
+concentrated: :mod:`fedpca.linalg.bingham`); ``k > 1`` is the state of Hoff's column-wise
+Gibbs sampler
 after ``burn_in`` sweeps from a uniformly random frame (chosen independently of the data).
 Unlike the noisy-matrix methods (:mod:`fedpca.algorithms.central`), PPCA stays dense,
 ``O(n d^2 + d^3)``: the sampler works in the eigenbasis of ``B`` and needs all ``d`` of its
@@ -42,7 +43,7 @@ from fedpca.algorithms.central import (
     check_components,
     prepare_central,
 )
-from fedpca.linalg.bingham import ChainDiagnostics, sample_matrix_bingham
+from fedpca.linalg.matrix_bingham import ChainDiagnostics, sample_matrix_bingham
 from fedpca.dp.mechanisms import NoiseSource
 from fedpca.dp.site_data import SiteData
 from fedpca.dp.validation import require_finite_positive, require_positive_int

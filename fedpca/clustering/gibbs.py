@@ -29,10 +29,11 @@ One sweep (every conditional is exact, so each sweep leaves eq. (10) invariant):
    ``P(z_i = l) ~ exp(-eps / (2 C^2) d^2(x_i, S_l))`` (Gumbel-max, vectorised over records);
 2. subspaces, eq. (12): ``S_l`` given ``z`` is the matrix Bingham
    ``exp(tr(U_l^T (eps / (2 C^2)) A_l U_l))``, ``A_l = sum_{z_i = l} x_i x_i^T``; one sweep of
-   Hoff's column-wise sampler (:func:`fedpca.linalg.bingham.sample_matrix_bingham`) from the current
-   ``U_l``: each column is an exact draw from its conditional, itself a conditional of
-   eq. (10). (The paper's own tweak of that sampler, its App. D.2, is not in the project's
-   copy of the paper.) An empty cluster's ``A_l = 0`` gives a uniformly random subspace.
+   Hoff's column-wise sampler (:func:`fedpca.linalg.matrix_bingham.sample_matrix_bingham`)
+   from the current ``U_l``: each column is an exact draw from its conditional, itself a
+   conditional of eq. (10). (The paper's own tweak of that sampler, its App. D.2, is not in
+   the project's copy of the paper.) An empty cluster's ``A_l = 0`` gives a uniformly random
+   subspace.
 
 Mixing diagnostic (paper Fig. 3): after every sweep the k-means subspace cost (eq. 3) of the
 current subspaces and the paper's test statistic
@@ -59,7 +60,7 @@ from fedpca.clustering.metrics import squared_distances
 from fedpca.clustering.nonprivate import check_problem, cluster_scatter, run_kplane
 from fedpca.clustering.result import ClusteringResult
 from fedpca.errors import ConfigurationError
-from fedpca.linalg.bingham import sample_matrix_bingham
+from fedpca.linalg.matrix_bingham import sample_matrix_bingham
 from fedpca.linalg.subspace import random_subspaces
 from fedpca.dp.mechanisms import NoiseSource
 from fedpca.dp.site_data import SiteData

@@ -133,7 +133,8 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from fedpca.site.policy import load_site_policy, write_policy_template
+    from fedpca.site.policy import load_site_policy
+    from fedpca.site.policy_template import write_policy_template
 
     if args.ledger is None:
         args.ledger = str(args.policy.resolve().parent / "ledger.sqlite")

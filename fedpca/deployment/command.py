@@ -30,7 +30,8 @@ from fedpca.deployment.certs import (
     write_site_key,
 )
 from fedpca.deployment.fab_check import write_config_only_app
-from fedpca.deployment.local import DEFAULT_RUN_TIMEOUT, ConfigValue, LocalDeployment, Site
+from fedpca.deployment.launch import ConfigValue
+from fedpca.deployment.local import DEFAULT_RUN_TIMEOUT, LocalDeployment, Site
 from fedpca.errors import ConfigurationError
 from fedpca.report import result_summary
 

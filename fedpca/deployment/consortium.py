@@ -17,8 +17,8 @@ from pathlib import Path
 
 from fedpca.algorithms.specs import SPECS
 from fedpca.errors import ConfigurationError
-from fedpca.site.policy import (
-    DEFAULT_DPS_ROUNDS,
+from fedpca.site.policy import DEFAULT_DPS_ROUNDS
+from fedpca.site.policy_template import (
     TEMPLATE_EPSILON,
     TEMPLATE_RUN_EPSILON,
     worst_cases,

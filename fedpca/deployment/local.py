@@ -31,22 +31,20 @@ returns once every site's SuperNode is connected, so a run started next asks all
 
 On exit, even after an exception, every process it started and all their descendants are
 stopped by PID (SIGTERM, then SIGKILL); every one of them carries ``FEDPCA_DEPLOYMENT=<id>``
-in its environment, so an orphan that lost its parent is found too.
+in its environment, so an orphan that lost its parent is found too. Each process is started
+and read back through :mod:`fedpca.deployment.launch`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import numbers
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import tomllib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,6 +59,15 @@ from fedpca.deployment.certs import (
     write_deployment_files,
 )
 from fedpca.deployment.fab_check import write_config_only_app
+from fedpca.deployment.launch import (
+    ConfigValue,
+    DeploymentError,
+    Launched,
+    app_config_keys,
+    config_pairs,
+    free_port,
+    listening,
+)
 from fedpca.deployment.processes import (
     DEFAULT_GRACE,
     processes_with_env,
@@ -68,8 +75,8 @@ from fedpca.deployment.processes import (
     stop_processes,
 )
 from fedpca.deployment.site_runtime import POLL_ENV
-from fedpca.errors import ConfigurationError, FedPCAError
-from fedpca.site.policy import write_policy_template
+from fedpca.errors import ConfigurationError
+from fedpca.site.policy_template import write_policy_template
 from fedpca.run_record import FAILED, RunResult, load_run_result
 
 logger = logging.getLogger(__name__)
@@ -86,20 +93,15 @@ DEFAULT_RUN_TIMEOUT = 600.0
 OUTPUT_GRACE = 5.0
 #: Flower's SuperExec task poll interval (environment variable, seconds).
 SUPEREXEC_POLL_ENV, SUPEREXEC_POLL_SECONDS = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.2"
-#: Log lines quoted in an error.
-LOG_TAIL_LINES = 30
 #: What Flower's SuperNode logs once the SuperLink has activated it, and how many seconds a
 #: site's SuperNode gets to get there (its start, TLS and authentication on a loaded machine).
 ONLINE_LINE, SITE_ONLINE_TIMEOUT = "SuperNode ID:", 120.0
 _POLL = 0.2
 
-ConfigValue = bool | int | float | str
 #: Called with the ``flwr run`` process while a run is under way (see :meth:`LocalDeployment.run`).
 RunWatcher = Callable[["Launched"], None]
 
 
-class DeploymentError(FedPCAError, RuntimeError):
-    """A Flower process did not start, exited, or a run did not deliver its result."""
 
 
 @dataclass(frozen=True)
@@ -122,65 +124,6 @@ class SiteProcesses:
     policy: Path
 
 
-@dataclass
-class Launched:
-    """A process this deployment started, with the log file holding its output."""
-
-    name: str
-    process: subprocess.Popen
-    log: Path
-
-    def tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        """The last ``lines`` lines of its log."""
-        try:
-            text = self.log.read_text(errors="replace")
-        except OSError:
-            return f"(no log at {self.log})"
-        return "\n".join(text.splitlines()[-lines:])
-
-    def failure(self, what: str) -> DeploymentError:
-        """An error saying ``what`` went wrong, with the end of the log."""
-        return DeploymentError(
-            f"{self.name} (pid {self.process.pid}): {what}; last lines of {self.log}:\n"
-            f"{self.tail()}"
-        )
-
-
-def config_pairs(values: Mapping[str, ConfigValue]) -> str:
-    """``key=value`` pairs as ``--run-config``/``--node-config`` take them (TOML values)."""
-    pairs = []
-    for key, value in values.items():
-        if not key or any(c.isspace() or c == "=" for c in key):
-            raise ConfigurationError(f"config key {key!r} must be a word without '='")
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, numbers.Integral):
-            text = str(int(value))
-        elif isinstance(value, numbers.Real):
-            text = repr(float(value))
-        elif isinstance(value, str) and not {'"', "\\"} & set(value):
-            text = f'"{value}"'
-        else:
-            raise ConfigurationError(
-                f"config value {key}={value!r} must be a bool, a number or a string "
-                "without quotes or backslashes"
-            )
-        pairs.append(f"{key}={text}")
-    return " ".join(pairs)
-
-
-def app_config_keys(app_dir: Path) -> set[str]:
-    """The run_config keys a Flower App declares (``[tool.flwr.app.config]``)."""
-    with (app_dir / "pyproject.toml").open("rb") as handle:
-        project = tomllib.load(handle)
-    return set(project.get("tool", {}).get("flwr", {}).get("app", {}).get("config", {}))
-
-
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
 
 
 class LocalDeployment:
@@ -525,7 +468,7 @@ class LocalDeployment:
         self._daemons.append(superlink)
         started = time.perf_counter()
         deadline = time.monotonic() + self.startup_timeout
-        while not _listening(self.port):
+        while not listening(self.port):
             if superlink.process.poll() is not None:
                 raise superlink.failure(
                     f"exited with code {superlink.process.returncode} before listening"
@@ -609,10 +552,3 @@ class LocalDeployment:
             **{MARKER_ENV: self.marker},
         )
         return env
-
-
-def _listening(port: int) -> bool:
-    """Whether something accepts TCP connections on loopback ``port``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex((LOOPBACK, port)) == 0

@@ -1,7 +1,7 @@
 """The server's side of fedpca's verifiable secure aggregation on Flower's Message API.
 
 :class:`VerifiedSecureAggregation` moves the messages of the Flower-free
-:class:`fedpca.secure.protocol.ServerSession` between a Message-API strategy and its sites:
+:class:`fedpca.secure.server_session.ServerSession` between a Message-API strategy and its sites:
 setup once per run (key advertisements, then the signed key list and the encrypted shares),
 then per round the sites' masked answers, a consistency round and the unmasking (of exactly
 ``t`` sites when nobody dropped out, again with every other survivor if one of them fails:
@@ -34,13 +34,8 @@ from fedpca.flower.secure_site import (
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.secure.conditions import smallest_threshold
-from fedpca.secure.protocol import (
-    Advertisement,
-    Endorsement,
-    Reveal,
-    ServerSession,
-    ShareBundle,
-)
+from fedpca.secure.messages import Advertisement, Endorsement, Reveal, ShareBundle
+from fedpca.secure.server_session import ServerSession
 from fedpca.flower.rounds import RoundFailedError
 
 logger = logging.getLogger(__name__)
@@ -111,7 +106,7 @@ class VerifiedSecureAggregation:
     def unmask(self, grid: Grid, server_round: int, replies: Sequence[Message]) -> np.ndarray:
         """The exact sum modulo the modulus of the masked answers in ``replies``, after the
         consistency round and the unmasking (repeated with more survivors when one asked
-        fails; :class:`~fedpca.secure.protocol.SecureAggregationError` when too few remain)."""
+        fails; :class:`~fedpca.secure.server_session.SecureAggregationError` when too few remain)."""
         for reply in replies:
             self.session.receive_masked_input(read_masked_input(reply.content))
         while not self.session.decodable(server_round):  # a retry only after a failure

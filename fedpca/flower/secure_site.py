@@ -1,6 +1,6 @@
 """A site's side of fedpca's verifiable secure aggregation, in its Flower ClientApp.
 
-The protocol itself is the Flower-free :class:`fedpca.secure.protocol.SiteSession`; this
+The protocol itself is the Flower-free :class:`fedpca.secure.site_session.SiteSession`; this
 module only moves its messages: a request carries one protocol message in the ConfigRecord
 :data:`PROTOCOL_RECORD`, the site's session lives between messages in ``context.state``
 (the SuperNode's memory for this run; it never leaves the site), and the input stage wraps
@@ -40,16 +40,16 @@ from fedpca.errors import InvalidRequestError
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.secure.conditions import ProtocolRefusal
 from fedpca.secure.identity import SecureIdentity
-from fedpca.secure.protocol import (
+from fedpca.secure.messages import (
     ConsistencyRequest,
     InputRequest,
     KeyList,
     MaskedInput,
     SetupRequest,
-    SiteSession,
     UnmaskRequest,
     message_from_dict,
 )
+from fedpca.secure.site_session import SiteSession
 
 logger = logging.getLogger(__name__)
 

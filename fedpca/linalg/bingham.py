@@ -1,4 +1,4 @@
-"""Bingham distributions on the sphere and on the Stiefel manifold, and how to sample them.
+"""The vector Bingham distribution on the sphere, and its exact sampler.
 
 * Vector Bingham ``p(v) ~ exp(v^T B v)`` on the unit sphere of ``R^q``: exact rejection
   sampler of Kent, Ganeiber & Mardia, "A new unified approach for the simulation of a wide
@@ -13,13 +13,12 @@
   eigenvalues of ``A``). Its acceptance rate falls like ``1/sqrt(q)`` when ``B`` is
   concentrated (the ACG has Cauchy-like tails), so concentrated targets use a second exact
   envelope, the *polar chart* below. Proposals are drawn and tested in vectorised batches.
-* Matrix Bingham ``p(V) ~ exp(tr(V^T B V))`` on the ``d x k`` orthonormal frames: Gibbs
-  sampler of Hoff, "Simulation of the matrix Bingham-von Mises-Fisher distribution", JCGS
-  18(2), 2009, Sec. 3. Column ``j`` given the others (``W``, ``d x m``, ``m = k - 1``) is a
-  vector Bingham on the unit sphere of the orthogonal complement of ``W``: with ``N`` an
-  orthonormal basis of it, ``v_j = N z`` and ``z ~ Bingham(N^T B N)``. Every column is drawn
-  *exactly* from that conditional by rejection, so each sweep leaves the matrix Bingham
-  invariant; the chain's law converges to it and is not it after finitely many sweeps.
+* The same on the unit sphere of the orthogonal complement of ``W`` (``d x m``,
+  orthonormal; :func:`sample_vector_bingham`'s ``orthogonal_to``): with ``N`` an orthonormal
+  basis of it, ``v = N z`` and ``z ~ Bingham(N^T B N)``. This is the conditional law of one
+  column of a matrix Bingham given the others, which Hoff's Gibbs sampler
+  (:mod:`fedpca.linalg.matrix_bingham`) draws every column from, exactly, through the
+  :class:`_ConditionalSampler` here.
 
 The polar chart (exact, for any pole). Take a unit pole ``p`` in the complement, close to
 the top eigenvector of the conditional, and write ``v = v_1 p + w`` with ``w`` orthogonal
@@ -49,9 +48,10 @@ factorisations per column; no ``d x d`` matrix), in the eigenbasis of ``B`` (des
   on a ``2m + 2`` dimensional subspace of the complement (shift-and-invert directions
   ``(Lambda - mu)^-1 W`` at the column's previous shift, the current column, the leading
   coordinates). Either value is a Rayleigh quotient, a lower bound on the conditional top
-  eigenvalue ``theta_1``.
-* The frame: the Householder factor ``Q = I - Y T Y^T`` of ``[W, p]``; ``Q[:, m]`` is the
-  pole and ``Q[:, m:]``, ``Q[:, m + 1:]`` span the complements of ``W`` and ``[W, p]``. The
+  eigenvalue ``theta_1`` (:mod:`fedpca.linalg.compressed_eigen`).
+* The frame (:mod:`fedpca.linalg.householder_frame`): the Householder factor
+  ``Q = I - Y T Y^T`` of ``[W, p]``; ``Q[:, m]`` is the pole and ``Q[:, m:]``,
+  ``Q[:, m + 1:]`` span the complements of ``W`` and ``[W, p]``. The
   compression of any diagonal matrix to them is that diagonal on the trailing coordinates
   plus a rank ``2m + 2`` term, whose square-root inverse costs ``O(d m^2)``; its positive
   definiteness is checked before every draw. For the chart, ``kappa = ||c||^2 / (a lower
@@ -67,7 +67,7 @@ factorisations per column; no ``d x d`` matrix), in the eigenbasis of ``B`` (des
   same shift (the chart certified ``A > 0`` on the complement, so the ACG is valid there).
 
 No privacy here: :mod:`fedpca.algorithms.ppca` uses these samplers for the exponential
-mechanism. The chain's diagnostics are computed from ``B``: they describe private data.
+mechanism.
 """
 
 from __future__ import annotations
@@ -75,33 +75,26 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import NoReturn
 
 import numpy as np
-from scipy.linalg import lapack
 
-from fedpca.errors import ConfigurationError, InvalidDataError
 from fedpca.dp.validation import require_positive_int
+from fedpca.errors import ConfigurationError, InvalidDataError
+from fedpca.linalg.compressed_eigen import bracket_top, lanczos_pair, ritz_pair
+from fedpca.linalg.householder_frame import CompressionRoot, HouseholderFrame
 
 logger = logging.getLogger(__name__)
 
 #: How far above ``theta_1`` (in units of the exponent) the shift may be: at most this
 #: fraction of the acceptance rate, about 10 %, is lost; the law is unaffected.
 THETA_TOLERANCE = 0.1
-#: Points at which the eigenvalue count is evaluated in one vectorised bracketing pass.
-SEARCH_POINTS = 24
 #: Proposals per batch, as a multiple of the expected number needed per accepted draw.
 BATCH_FACTOR = 1.2
 #: Largest batch of proposals drawn at once.
 MAX_BATCH = 4096
 #: Relative accuracy of the envelope parameter ``b`` (it only affects the acceptance rate).
 B_TOLERANCE = 1e-4
-#: Directions of the Ritz subspace whose Gram eigenvalue is below this fraction of the
-#: largest are dropped (they are numerically inside ``W``).
-RITZ_RANK_TOLERANCE = 1e-8
-#: Smallest eigenvalue of the normalised ``N^T Omega N`` accepted as positive definite.
-PD_TOLERANCE = 1e-12
 #: Relative cushion (of ``||Lambda p||^2``) added to the chart's ``||c||^2``, which is a
 #: difference of nearly equal numbers: it keeps the bound above rounding.
 KAPPA_CUSHION = 1e-13
@@ -123,15 +116,10 @@ LOG_MIN_CHART_EFFICIENCY = math.log(0.2)
 #: when its expected acceptance rate is at least this; otherwise the pole comes from the
 #: (costlier) Rayleigh-Ritz estimate.
 LOG_MIN_LANCZOS_EFFICIENCY = math.log(0.5)
-#: Smallest part of a column's previous pole that must lie outside the new ``W`` for the
-#: Lanczos refinement to start from it.
-MIN_START_IN_COMPLEMENT = 0.5
 #: Chart proposals per requested draw after which the ACG envelope takes over.
 CHART_MAX_PROPOSALS = 64
 #: Most draws of a column that skip the chart after it failed repeatedly (see envelope()).
 MAX_CHART_BACKOFF = 16
-#: Sweeps after burn-in below which the mixing diagnostic uses the second half of the trace.
-MIN_DIAGNOSTIC_SWEEPS = 20
 
 
 def envelope_parameter(gaps: np.ndarray, start: float | None = None) -> float:
@@ -159,105 +147,6 @@ def envelope_parameter(gaps: np.ndarray, start: float | None = None) -> float:
         b = new
 
 
-class _Root:
-    """``M = D^(1/2) (I + U diag(phi) U^T) D^(1/2)`` (``D`` diagonal, ``U`` orthonormal, ``q``
-    rows) and the square root of its inverse: ``apply(xi) = D^(-1/2) (I + U diag(coef) U^T) xi``
-    with ``coef = (1 + phi)^(-1/2) - 1`` maps ``N(0, I)`` to ``N(0, M^-1)``, and
-    ``apply(xi)^T M apply(xi) = ||xi||^2``."""
-
-    def __init__(
-        self, inv_sqrt_diag: np.ndarray, basis: np.ndarray, phi: np.ndarray, diag_min: float
-    ) -> None:
-        self.inv_sqrt_diag = inv_sqrt_diag
-        self.basis = basis
-        self.phi = phi
-        self.coef = 1.0 / np.sqrt(1.0 + phi) - 1.0
-        #: ``min(1, 1 + min phi)``: the smallest eigenvalue of ``I + U diag(phi) U^T``
-        self.low = min(1.0, 1.0 + float(phi[0]))
-        #: a lower bound on the smallest eigenvalue of ``M``
-        self.min_eig_bound = diag_min * self.low
-
-    @property
-    def dim(self) -> int:
-        return int(self.inv_sqrt_diag.size)
-
-    def apply(
-        self, xi: np.ndarray, inv_sqrt_diag: np.ndarray | None = None,
-        out: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """``M^(-1/2) xi`` for the columns of ``xi`` (with ``inv_sqrt_diag`` in place of
-        ``D^(-1/2)`` if given, e.g. scaled), into ``out`` if given."""
-        scale = self.inv_sqrt_diag if inv_sqrt_diag is None else inv_sqrt_diag
-        return np.multiply(xi + self.basis @ (self.coef[:, None] * (self.basis.T @ xi)),
-                           scale[:, None], out=out)
-
-    def inverse_trace_bound(self) -> float:
-        """An upper bound on ``tr(M^-1)``: ``tr(D^-1) / min(1, 1 + min phi)``."""
-        return float(self.inv_sqrt_diag @ self.inv_sqrt_diag) / self.low
-
-    def log_det(self) -> float:
-        """``log det M``."""
-        return float(np.log1p(self.phi).sum() - 2.0 * np.log(self.inv_sqrt_diag).sum())
-
-
-class _Frame:
-    """An orthonormal basis of ``R^d`` adapted to ``W`` (``d x m``) and a pole ``p``:
-    ``Q = I - Y T Y^T``, the Householder factor of ``[W, p]`` in compact WY form. ``Q[:, :m]``
-    spans ``W``, ``Q[:, m]`` is (up to sign) ``p``'s normalised part orthogonal to ``W``,
-    ``Q[:, m:]`` spans ``W``'s orthogonal complement and ``Q[:, m + 1:]`` that of ``[W, p]``."""
-
-    def __init__(self, W: np.ndarray, pole: np.ndarray) -> None:
-        self.w = W
-        self.m = m = W.shape[1]
-        M = np.empty((W.shape[0], m + 1), order="F")
-        M[:, :m] = W
-        M[:, m] = pole
-        self.Y, self.T, _ = lapack.dgeqrt(m + 1, M, overwrite_a=1)
-        # Above the diagonal dgeqrt leaves R, and Y's unit diagonal is implicit.
-        head = self.Y[: m + 1]
-        head[_upper_mask(m + 1)] = 0.0
-        np.fill_diagonal(head, 1.0)
-        #: ``Q[:, m]``: the unit pole, orthogonal to ``W``
-        self.pole = -(self.Y @ (self.T @ self.Y[m]))
-        self.pole[m] += 1.0
-
-    def embed(self, z: np.ndarray, start: int) -> np.ndarray:
-        """``Q[:, start:] z`` for the columns of ``z`` (``(d - start) x count``)."""
-        x = -(self.Y @ (self.T @ (self.Y[start:].T @ z)))
-        x[start:] += z
-        return x
-
-    def root(self, diag: np.ndarray, start: int) -> _Root | None:
-        """The trailing block ``(Q^T diag(diag) Q)[start:, start:]`` as a :class:`_Root`, or
-        None when it is not (numerically) positive definite.
-
-        The block is ``diag[start:] + [Y_s, (diag Y)_s] S [Y_s, (diag Y)_s]^T`` (``Y_s`` the
-        rows from ``start``) with ``S = [[T^T Y^T diag(diag) Y T, -T^T], [-T, 0]]``: a diagonal
-        plus a rank ``2 (m + 1)`` term, factored in ``O(d m^2)``.
-        """
-        tail = diag[start:]
-        diag_min = float(tail.min()) if tail.size else 0.0
-        if not diag_min > 0:
-            return None
-        root = np.sqrt(tail)
-        Y, T = self.Y, self.T
-        n = T.shape[0]
-        S = np.zeros((2 * n, 2 * n))
-        S[:n, :n] = T.T @ ((Y.T * diag) @ Y) @ T
-        S[:n, n:] = -T.T
-        S[n:, :n] = -T
-        rows = np.empty((2 * n, tail.size))  # K^T, so that K is Fortran-ordered for LAPACK
-        np.divide(Y[start:].T, root, out=rows[:n])
-        np.multiply(Y[start:].T, root, out=rows[n:])
-        K = rows.T
-        rank = min(K.shape)
-        packed, tau, _, _ = lapack.dgeqrf(K)
-        basis, _, _ = lapack.dorgqr(packed[:, :rank], tau[:rank])
-        R = basis.T @ K
-        phi, E, _ = lapack.dsyev(R @ S @ R.T)
-        if not 1.0 + phi[0] > PD_TOLERANCE:
-            return None
-        return _Root(1.0 / root, basis @ E, phi, diag_min)
 
 
 def _no_envelope(shift: float) -> NoReturn:
@@ -272,10 +161,6 @@ def _softplus(x: float) -> float:
     return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
 
 
-@lru_cache(maxsize=None)
-def _upper_mask(n: int) -> np.ndarray:
-    """Boolean ``n x n`` mask of the diagonal and everything above it."""
-    return np.triu(np.ones((n, n), dtype=bool))
 
 
 @dataclass(frozen=True)
@@ -287,11 +172,11 @@ class _ACGEnvelope:
     definite, which ``root`` certifies."""
 
     kind = "acg"
-    frame: _Frame
+    frame: HouseholderFrame
     lam: np.ndarray
     shift: float
     b: float
-    root: _Root
+    root: CompressionRoot
 
     def propose(self, rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
         """``count`` unit proposals (columns, ``d x count``) and their log acceptance ratios."""
@@ -314,8 +199,9 @@ class _ChartEnvelope:
 
     kind = "chart"
 
-    def __init__(self, frame: _Frame, lam: np.ndarray, shift: float, root: _Root, eta: float,
-                 rho: float, cap_share: float, cap_floor: float, log_efficiency: float) -> None:
+    def __init__(self, frame: HouseholderFrame, lam: np.ndarray, shift: float,
+                 root: CompressionRoot, eta: float, rho: float, cap_share: float,
+                 cap_floor: float, log_efficiency: float) -> None:
         self.frame = frame
         self.lam = lam
         self.shift = shift
@@ -354,88 +240,6 @@ class _ChartEnvelope:
         return x, log_ratio
 
 
-def _count_above(lam: np.ndarray, W: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """How many eigenvalues of ``diag(lam)`` compressed to ``W``'s complement exceed each point:
-    ``#{lambda_i > t} + n_+(W^T (t - Lambda)^-1 W) - m``; -1 where a point is an eigenvalue."""
-    m = W.shape[1]
-    diff = points[:, None] - lam[None, :]
-    hit = (diff == 0.0).any(axis=1)
-    diff[hit] = 1.0
-    weighted = W / diff[:, :, None]  # (points, d, m): (t - Lambda)^-1 W for every t
-    H = np.swapaxes(weighted, 1, 2) @ W
-    positive = np.array([(lapack.dsyev(h, compute_v=0)[0] > 0).sum() for h in H])
-    counts = (diff < 0).sum(axis=1) + positive - m
-    counts[hit] = -1
-    return counts
-
-
-def _bracket_top(lam: np.ndarray, W: np.ndarray, lo: float, hi: float, tol: float) -> float:
-    """An upper bound within ``tol`` of ``theta_1``, the top eigenvalue of ``diag(lam)``
-    compressed to ``W``'s complement, given ``lo <= theta_1 <= hi``."""
-    while hi - lo > tol:
-        points = np.linspace(lo, hi, SEARCH_POINTS + 2)[1:-1]
-        counts = _count_above(lam, W, points)
-        above = points[counts >= 1]
-        below = points[counts == 0]
-        if not (above.size or below.size):  # every point hit an eigenvalue of B
-            break
-        if above.size:
-            lo = float(above.max())
-        if below.size:
-            hi = float(below.min())
-    return hi
-
-
-def _ritz_pair(
-    lam: np.ndarray, W: np.ndarray, current: np.ndarray, mu: float, leading: np.ndarray
-) -> tuple[float, np.ndarray]:
-    """Rayleigh-Ritz estimate of the top eigenpair of ``diag(lam)`` compressed to ``W``'s
-    complement, from ``(Lambda - mu)^-1 W``, ``leading`` (``d x (m + 1)``, the leading
-    coordinate vectors) and the current column, all projected onto the complement. The value
-    is a lower bound on ``theta_1``."""
-    m = W.shape[1]
-    shifted = lam - mu
-    shifted[shifted == 0.0] = THETA_TOLERANCE
-    Z = np.empty((lam.size, 2 * m + 2))
-    np.divide(W, shifted[:, None], out=Z[:, :m])
-    Z[:, m:-1] = leading
-    Z[:, -1] = current
-    Z -= W @ (W.T @ Z)
-    gram = Z.T @ Z
-    norms = np.sqrt(np.diag(gram))
-    scale = 1.0 / np.where(norms > 0, norms, 1.0)
-    g, F, _ = lapack.dsyev(gram * scale * scale[:, None])
-    keep = g > RITZ_RANK_TOLERANCE * g[-1]
-    basis = Z @ (F[:, keep] * (scale[:, None] / np.sqrt(g[keep])))
-    ritz, E, _ = lapack.dsyev(basis.T @ (lam[:, None] * basis))
-    return float(ritz[-1]), basis @ E[:, -1]
-
-
-def _lanczos_pair(
-    lam: np.ndarray, W: np.ndarray, start: np.ndarray
-) -> tuple[float, np.ndarray] | None:
-    """One Lanczos step in ``W``'s complement from the unit vector ``start`` projected onto it
-    (``p``): the top Ritz pair of ``diag(lam)`` on ``span{p, P Lambda p}`` (``P`` the
-    projector onto the complement). The value is a lower bound on ``theta_1`` (the Rayleigh
-    quotient of the vector). None when less than ``MIN_START_IN_COMPLEMENT`` of ``start``'s
-    length lies in the complement."""
-    p = start - W @ (W.T @ start)
-    norm = math.sqrt(float(p @ p))
-    if norm < MIN_START_IN_COMPLEMENT:
-        return None
-    p /= norm
-    r = lam * p
-    r -= W @ (W.T @ r)
-    alpha = float(p @ r)
-    r -= alpha * p
-    beta = math.sqrt(float(r @ r))
-    if beta == 0.0:
-        return alpha, p
-    r /= beta
-    gamma = float(r @ (lam * r))
-    top = (alpha + gamma) / 2 + math.hypot((gamma - alpha) / 2, beta)
-    lift = top - alpha
-    return top, (beta * p + lift * r) / math.hypot(beta, lift)
 
 
 class _ConditionalSampler:
@@ -483,16 +287,16 @@ class _ConditionalSampler:
         if current is None:
             current = self.leading[:, 0]
         mu = self._shift.get(key, max(floor, float(lam @ (current * current))) + self.tol)
-        theta, pole = _ritz_pair(lam, W, current, mu, self.leading)
+        theta, pole = ritz_pair(lam, W, current, mu, self.leading, THETA_TOLERANCE)
         return max(floor, theta), pole
 
-    def _acg(self, frame: _Frame, shift: float, key: int | None) -> _ACGEnvelope | None:
+    def _acg(self, frame: HouseholderFrame, shift: float, key: int | None) -> _ACGEnvelope | None:
         b = envelope_parameter(np.concatenate([[0.0], shift - self.tail]), self._b.get(key))
         self._b[key] = b
         root = frame.root(1.0 + 2.0 * (shift - self.lam) / b, self.m)
         return None if root is None else _ACGEnvelope(frame, self.lam, shift, b, root)
 
-    def _chart(self, frame: _Frame, theta: float) -> _ChartEnvelope | None:
+    def _chart(self, frame: HouseholderFrame, theta: float) -> _ChartEnvelope | None:
         """The polar-chart envelope around the frame's pole, or None when it is not valid or
         its expected acceptance rate is below ``exp(LOG_MIN_CHART_EFFICIENCY)``.
 
@@ -561,14 +365,14 @@ class _ConditionalSampler:
         chart = self.q > 1 and not wait
         envelope = None
         previous = self._pole.get(key)
-        refined = None if previous is None or not chart else _lanczos_pair(self.lam, W, previous)
+        refined = None if previous is None or not chart else lanczos_pair(self.lam, W, previous)
         if refined is not None:
-            envelope = self._chart(_Frame(W, refined[1]), refined[0])
+            envelope = self._chart(HouseholderFrame(W, refined[1]), refined[0])
             if envelope is not None and envelope.log_efficiency < LOG_MIN_LANCZOS_EFFICIENCY:
                 envelope = None
         if envelope is None:
             theta, pole = self._ritz_pole(W, current, key)
-            frame = _Frame(W, pole)
+            frame = HouseholderFrame(W, pole)
             if chart:
                 envelope = self._chart(frame, theta)
         if chart:
@@ -578,7 +382,7 @@ class _ConditionalSampler:
             envelope = self._acg(frame, shift, key)
         if envelope is None:  # the shift is not above theta_1: bracket it
             logger.debug("Bingham: shift %.8g below the conditional top; bracketing", shift)
-            shift = _bracket_top(self.lam, W, theta, float(self.lam[0]), self.tol)
+            shift = bracket_top(self.lam, W, theta, float(self.lam[0]), self.tol)
             envelope = self._acg(frame, shift, key)
         if envelope is None:
             _no_envelope(shift)
@@ -688,149 +492,3 @@ def sample_vector_bingham(
     envelope = sampler.envelope(vecs.T @ W)
     draws = (vecs @ sampler.draw(envelope, rng, count)).T
     return draws[0] if size is None else draws
-
-
-def integrated_autocorrelation_time(trace: np.ndarray) -> float:
-    """Integrated autocorrelation time ``1 + 2 sum_t rho_t`` of a scalar chain.
-
-    Geyer's initial positive sequence estimator (sums of adjacent autocorrelation pairs
-    while positive). NaN for a constant trace or one shorter than 4.
-    """
-    x = np.asarray(trace, dtype=np.float64)
-    n = x.size
-    if n < 4:
-        return float("nan")
-    x = x - x.mean()
-    spectrum = np.fft.rfft(x, 2 * n)
-    acov = np.fft.irfft(spectrum * spectrum.conj())[:n]
-    if acov[0] <= 1e-14 * max(1.0, float(np.abs(trace).max()) ** 2) * n:
-        return float("nan")
-    pairs = (acov / acov[0])[: n - n % 2].reshape(-1, 2).sum(axis=1)
-    negative = np.flatnonzero(pairs <= 0)
-    pairs = pairs[: negative[0] if negative.size else pairs.size]
-    return float(max(1.0, -1.0 + 2.0 * pairs.sum()))
-
-
-@dataclass(frozen=True)
-class ChainDiagnostics:
-    """How well a Gibbs run mixed. Computed from ``B``: NOT private when ``B`` is.
-
-    Attributes:
-        energy: ``tr(V^T B V)`` after every sweep, burn-in included.
-        burn_in: sweeps before the first kept frame.
-        thin: sweeps between kept frames.
-        window_start: first sweep of the window the autocorrelation is measured on: the
-            sweeps after burn-in, or the second half of the trace when fewer than
-            ``MIN_DIAGNOSTIC_SWEEPS`` follow the burn-in.
-        autocorrelation_time: integrated autocorrelation time of ``energy`` in that window
-            (NaN if it is constant or shorter than 4 sweeps).
-        effective_sample_size: window length divided by the autocorrelation time.
-        proposals_per_draw: mean ACG proposals per exact column draw (1 / acceptance rate).
-    """
-
-    energy: np.ndarray
-    burn_in: int
-    thin: int
-    window_start: int
-    autocorrelation_time: float
-    effective_sample_size: float
-    proposals_per_draw: float
-
-
-@dataclass(frozen=True)
-class BinghamChain:
-    """Frames from a matrix Bingham Gibbs run and their mixing diagnostics.
-
-    Attributes:
-        samples: ``(n_samples, d, k)`` orthonormal frames, one every ``thin`` sweeps after
-            ``burn_in`` sweeps; ``samples[-1]`` is the state after the last sweep.
-        diagnostics: see :class:`ChainDiagnostics`.
-    """
-
-    samples: np.ndarray
-    diagnostics: ChainDiagnostics
-
-
-def _diagnostics(
-    energy: np.ndarray, burn_in: int, thin: int, sampler: _ConditionalSampler
-) -> ChainDiagnostics:
-    start = burn_in if energy.size - burn_in >= MIN_DIAGNOSTIC_SWEEPS else energy.size // 2
-    tau = integrated_autocorrelation_time(energy[start:])
-    return ChainDiagnostics(
-        energy=energy,
-        burn_in=burn_in,
-        thin=thin,
-        window_start=start,
-        autocorrelation_time=tau,
-        effective_sample_size=(energy.size - start) / tau,
-        proposals_per_draw=sampler.proposals / max(sampler.draws, 1),
-    )
-
-
-def _starting_frame(
-    initial: np.ndarray | None, vecs: np.ndarray, k: int, rng: np.random.Generator
-) -> np.ndarray:
-    """The first state in ``B``'s eigenbasis: ``initial`` or a uniform (Haar) frame."""
-    d = vecs.shape[0]
-    if initial is None:
-        Q, R = np.linalg.qr(rng.standard_normal((d, k)))
-        return Q * np.sign(np.diag(R))
-    V = _frame(initial, d, "initial")
-    if V.shape[1] != k:
-        raise ConfigurationError(f"initial has {V.shape[1]} columns, expected k={k}")
-    return vecs.T @ V
-
-
-def sample_matrix_bingham(
-    B: np.ndarray,
-    k: int,
-    n_samples: int = 1,
-    burn_in: int = 100,
-    thin: int = 1,
-    initial: np.ndarray | None = None,
-    rng: np.random.Generator | None = None,
-) -> BinghamChain:
-    """Hoff's Gibbs sampler for the matrix Bingham ``p(V) ~ exp(tr(V^T B V))``.
-
-    Each sweep redraws every column, in order, exactly from its conditional vector Bingham
-    on the orthogonal complement of the other columns. The chain starts from ``initial`` or
-    from a uniformly random frame (independent of ``B``); its law approaches the matrix
-    Bingham as the sweeps grow but is not exactly it. With ``k = 1`` every sweep is an
-    independent exact draw.
-
-    Args:
-        B: symmetric ``d x d`` matrix.
-        k: columns of ``V`` (``1 <= k <= d``).
-        n_samples: frames to keep.
-        burn_in: sweeps before the first kept frame (>= 0).
-        thin: sweeps between kept frames (>= 1).
-        initial: a ``d x k`` orthonormal starting frame.
-        rng: the random generator (``None``: a fresh OS-seeded one).
-
-    Returns:
-        A :class:`BinghamChain` with the kept frames and the mixing diagnostics.
-    """
-    lam, vecs = _eigen(B)
-    d = lam.size
-    k = require_positive_int(k, "k")
-    if k > d:
-        raise ConfigurationError(f"k={k} exceeds the dimension d={d}; choose k <= {d}")
-    n_samples = require_positive_int(n_samples, "n_samples")
-    burn_in = require_positive_int(burn_in, "burn_in", minimum=0)
-    thin = require_positive_int(thin, "thin")
-    rng = np.random.default_rng() if rng is None else rng
-    V = _starting_frame(initial, vecs, k, rng)
-    sampler = _ConditionalSampler(lam, k - 1)
-    others = [[i for i in range(k) if i != j] for j in range(k)]
-    sweeps = burn_in + (n_samples - 1) * thin + 1
-    energy = np.empty(sweeps)
-    samples = np.empty((n_samples, d, k))
-    for sweep in range(sweeps):
-        for j in range(k):
-            envelope = sampler.envelope(V[:, others[j]], V[:, j], key=j)
-            V[:, j] = sampler.draw(envelope, rng)[:, 0]
-        energy[sweep] = lam @ np.einsum("ij,ij->i", V, V)
-        kept, offset = divmod(sweep - burn_in, thin)
-        if sweep >= burn_in and offset == 0:
-            samples[kept] = vecs @ V
-    return BinghamChain(samples, _diagnostics(energy, burn_in, thin, sampler))

@@ -1,7 +1,7 @@
 """Who a site is in fedpca's secure aggregation: its roster name, signing key and the
 limits of its own policy, for a real site (its files) or a simulation's virtual site.
 
-A :class:`SecureIdentity` is everything a :class:`~fedpca.secure.protocol.SiteSession` needs
+A :class:`SecureIdentity` is everything a :class:`~fedpca.secure.site_session.SiteSession` needs
 besides the coordinator's messages; none of it comes from the coordinator.
 
 Simulation identities (:func:`simulation_identity`) derive every virtual site's key from a

@@ -18,7 +18,8 @@ different keys, and their ciphertexts and MACs do not verify.
 :func:`prg_sum` expands each 32-byte seed with ChaCha20 (key = seed, all-zero nonce: every
 seed keys exactly one stream; the keystream is taken as ChaCha20-Poly1305's encryption of
 zeros, the cheapest call for it) into words reduced modulo a power of two by masking, which
-is exactly uniform.
+is exactly uniform. Of a pair, the member whose name sorts first adds the pair's mask and the
+other subtracts it (:func:`mask_sign`), so the pair's masks cancel in the sum.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ PROTOCOL_VERSION = "fedpca-secagg/1"
 KEY_BYTES = 32
 #: The largest modulus :func:`prg_sum` reduces to.
 MAX_MODULUS = 2**62
+#: The longest vector a site masks (2**27 entries, 1 GiB as uint64); longer is absurd.
+MAX_LENGTH = 2**27
 #: ChaCha20-Poly1305's nonce and tag sizes (the PRG's nonce is all zeros: one stream per seed).
 _NONCE_BYTES, _TAG_BYTES = 12, 16
 
@@ -168,3 +171,8 @@ def prg_sum(added: Sequence[bytes], subtracted: Sequence[bytes], length: int,
     if subtracted:
         total -= _streams(subtracted, length, modulus).sum(axis=0, dtype=np.uint64)
     return total & np.uint64(modulus - 1)
+
+
+def mask_sign(member: str, peer: str) -> int:
+    """+1 when ``member`` adds the pair's mask (``peer`` sorts after it), else -1."""
+    return 1 if peer > member else -1

@@ -40,16 +40,16 @@ a release inside secure sums their minimum ``M`` (added to older ledgers from th
 ``+secagg(m=M)`` / ``+ddg(m=M)`` its mechanism name carries). The coordinator never reads
 this file.
 
-Beside the releases, for the site's privacy officer (:mod:`fedpca.site.ledger_report`
-reads them; the budget rules never do):
+Beside the releases, for the site's privacy officer (:mod:`fedpca.site.ledger_records`
+writes them, :mod:`fedpca.site.ledger_report` reads them; the budget rules never do):
 
 * ``runs``: one row per run, written by the run's first charge in the same transaction (so
   a refused charge writes none): when it started, the releases it planned and what the site
   planned to release (:attr:`RunCharge.description`), and, once :meth:`SiteLedger.end_run`
   records it, how it ended (complete, or failed with a reason). A coordinator can send an
-  end only for a run that released here, once, and at most :data:`MAX_REASON` printable
-  characters of reason; an end never changes a budget (what a failed run released stays
-  spent).
+  end only for a run that released here, once, and at most
+  :data:`~fedpca.site.ledger_records.MAX_REASON` printable characters of reason; an end never
+  changes a budget (what a failed run released stays spent).
 * ``policy_events``: every change of the site's own policy, dated by the site's clock when
   the ledger is opened under it (:meth:`SiteLedger.note_policy`): the settings before and
   after. Only the site writes them (its policy file); a coordinator cannot.
@@ -57,256 +57,58 @@ reads them; the budget rules never do):
 Older ledgers get both tables when opened; their runs without a ``runs`` row are reported
 from their releases.
 
-A ledger is created only on purpose (:func:`create_ledger`: ``fedpca site init``, ``fedpca
-site ledger --new``, a restore), with a random identity it keeps in its
-``ledger_identity`` table; opening one never creates a file, and a ledger opened with its
-site's identity file (:class:`~fedpca.site.ledger_identity.LedgerWitness`) is checked
-against it when it is opened and at every charge, which then moves the file's high-water
-mark (why, and what this stops: :mod:`fedpca.site.ledger_identity`).
+A ledger is created only on purpose (:func:`~fedpca.site.ledger_store.create_ledger`:
+``fedpca site init``, ``fedpca site ledger --new``, a restore), with a random identity it
+keeps in its ``ledger_identity`` table; opening one never creates a file, and a ledger opened
+with its site's identity file (:class:`~fedpca.site.ledger_identity.LedgerWitness`) is
+checked against it when it is opened and at every charge, which then moves the file's
+high-water mark (why, and what this stops: :mod:`fedpca.site.ledger_identity`).
+
+This module holds the budget rules (:class:`SiteLedger`, a run's view :class:`RunLedger`);
+the SQLite file itself (schema, connections, creation, copies, upgrades of older ledgers) is
+:mod:`fedpca.site.ledger_store`'s.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
-import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fedpca.errors import BudgetExceededError, ConfigurationError
-from fedpca.site import policy_changes
-from fedpca.dp.calibration import check_privacy_parameters
-from fedpca.site.file_modes import create_owner_only
 from fedpca.dp.accountant import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
+from fedpca.dp.calibration import check_privacy_parameters
+from fedpca.dp.events import Release
+from fedpca.errors import BudgetExceededError, ConfigurationError
+from fedpca.site import ledger_records
 from fedpca.site.ledger_identity import (
     LedgerIdentityError,
     LedgerState,
     LedgerWitness,
-    Mark,
     refused_run,
 )
-from fedpca.dp.events import Release
+from fedpca.site.ledger_records import clean_description
+from fedpca.site.ledger_store import (
+    connect_ledger,
+    copy_ledger,
+    ledger_state,
+    state_of,
+    utc_now,
+)
 
-#: Seconds a charge waits for another process's charge to commit.
-LOCK_TIMEOUT = 60.0
 #: Seconds of a calendar day (UTC: Unix time counts no leap seconds) and of a rolling week.
 DAY_SECONDS, WEEK_SECONDS = 86_400.0, 7 * 86_400.0
 #: What each spending window holds, for refusals and the ledger's report.
 WINDOWS = {"daily": "the calendar day in UTC", "weekly": "the last 7 x 24 hours"}
 #: The most runs :meth:`SiteLedger.runs_remaining` counts (a larger count says "at least").
 MAX_RUNS_COUNTED = 1000
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS releases (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    time REAL NOT NULL,
-    population TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    algorithm TEXT NOT NULL,
-    mechanism TEXT NOT NULL,
-    sensitivity REAL NOT NULL,
-    sigma REAL NOT NULL,
-    shape TEXT NOT NULL,
-    data_fingerprint TEXT NOT NULL,
-    summands INTEGER NOT NULL DEFAULT 0,
-    padded INTEGER NOT NULL DEFAULT 0,
-    sites_in_sum INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS releases_population ON releases (population, run_id);
-"""
-#: Columns later versions added, with the value every older row has (continuous Gaussian;
-#: ``planned`` and ``grid_step`` 0: not recorded).
-_ADDED_COLUMNS = ("summands INTEGER NOT NULL DEFAULT 0", "padded INTEGER NOT NULL DEFAULT 0",
-                  "sites_in_sum INTEGER NOT NULL DEFAULT 0", "planned INTEGER NOT NULL DEFAULT 0",
-                  "grid_step REAL NOT NULL DEFAULT 0")
-#: Tables later versions added (created in older ledgers when they are opened).
-_ADDED_TABLES = {
-    "runs": "CREATE TABLE IF NOT EXISTS runs (population TEXT NOT NULL, run_id TEXT NOT NULL, "
-            "started REAL NOT NULL, planned INTEGER NOT NULL, description TEXT NOT NULL, "
-            "status TEXT, reason TEXT, ended REAL, PRIMARY KEY (population, run_id))",
-    "policy_events": "CREATE TABLE IF NOT EXISTS policy_events (id INTEGER PRIMARY KEY "
-                     "AUTOINCREMENT, time REAL NOT NULL, policy TEXT NOT NULL, "
-                     "changes TEXT NOT NULL)",
-}
-#: How a run ended (:meth:`SiteLedger.end_run`).
-RUN_ENDS = ("complete", "failed")
-#: The most characters of a run's end reason (untrusted: possibly the coordinator's) kept.
-MAX_REASON = 200
-#: The most keys of a run's description kept, and characters of each key and text value.
-MAX_DESCRIPTION_KEYS, MAX_DESCRIPTION_TEXT = 32, 200
 #: The columns the accounting reads, in :class:`Release`'s order.
 _ACCOUNTED = "sensitivity, sigma, summands, padded, sites_in_sum"
-#: How older versions named a release inside secure sums of at least ``M`` sites.
-_SECURE_MECHANISM = re.compile(r"\+(?:secagg|ddg)\(m=(\d+)\)")
-
-
-#: The one row saying which ledger this is: a random identity and when it was created.
-_IDENTITY_SCHEMA = "CREATE TABLE ledger_identity (identity TEXT NOT NULL, created REAL NOT NULL)"
-#: The files SQLite keeps beside a ledger in WAL mode.
-WAL_FILES = ("-wal", "-shm")
-
-
-def _connection(path: Path) -> sqlite3.Connection:
-    """A connection to the existing file ``path`` (SQLite never creates it: ``mode=rw``)
-    in autocommit mode: transactions are explicit."""
-    uri = f"{path.resolve().as_uri()}?mode=rw"
-    return sqlite3.connect(uri, uri=True, timeout=LOCK_TIMEOUT, isolation_level=None)
-
-
-def _open(path: Path, upgrade: bool = True) -> sqlite3.Connection:
-    """The existing ledger ``path``, WAL, full sync, brought to the current columns unless
-    ``upgrade`` is false (a backup read as it is); refuses a missing file or one that is not
-    a fedpca ledger (never creates one)."""
-    if not path.is_file():
-        raise LedgerIdentityError(
-            f"the ledger {path} does not exist; a ledger is created only on purpose "
-            "(fedpca site init, or fedpca site ledger --new)"
-        )
-    conn = _connection(path)
-    try:
-        if "releases" not in _tables(conn):
-            raise sqlite3.DatabaseError("it has no releases table")
-        if upgrade:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            _add_columns(conn)
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise LedgerIdentityError(
-            f"{path} is not a fedpca ledger ({exc}); point the policy's [site] ledger at the "
-            "site's ledger, or restore its newest backup (fedpca site ledger --restore FILE)"
-        ) from None
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-@contextmanager
-def _new_file(path: Path, exists: str) -> Iterator[None]:
-    """A new, empty file ``path`` (0600, its folder 0700 if new) for the block to fill,
-    removed if filling it fails; an existing file is refused with the message ``exists``."""
-    try:
-        create_owner_only(path, b"")
-    except FileExistsError:
-        raise LedgerIdentityError(exists) from None
-    try:
-        yield
-    except BaseException:  # no half-made ledger is left behind
-        path.unlink()
-        raise
-
-
-def create_ledger(path: Path, clock: Callable[[], float] | None = None) -> LedgerState:
-    """Create an empty ledger ``path`` (0600, its folder 0700 if new) with a random identity
-    (128 bits from the OS) dated by ``clock``; refuses an existing file. Its state."""
-    refusal = f"{path} exists: a ledger is never created over a file; move it away first"
-    with _new_file(path, refusal), closing(_connection(path)) as conn:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.executescript(_SCHEMA)
-        conn.execute(_IDENTITY_SCHEMA)
-        _add_columns(conn)
-        _set_identity(conn, (clock or utc_now)())
-        return _state(conn)
-
-
-def _set_identity(conn: sqlite3.Connection, created: float) -> None:
-    """Give the ledger behind ``conn`` (without one) a random identity dated ``created``."""
-    conn.execute("INSERT INTO ledger_identity VALUES (?, ?)", (secrets.token_hex(16), created))
-
-
-def give_identity(path: Path) -> LedgerState:
-    """Give the ledger ``path``, written before ledgers had identities, a random one (its
-    state); a ledger that has one keeps it."""
-    with closing(_open(path)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        if "ledger_identity" not in _tables(conn):
-            conn.execute(_IDENTITY_SCHEMA)
-            _set_identity(conn, utc_now())
-        conn.execute("COMMIT")
-        return _state(conn)
-
-
-def _tables(conn: sqlite3.Connection) -> set[str]:
-    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-
-
-def _state(conn: sqlite3.Connection, mark: Mark | None = None) -> LedgerState:
-    """The identity and releases of the ledger behind ``conn``, and whether it holds the
-    release ``mark`` names (that row id, at that time)."""
-    identity = None
-    if "ledger_identity" in _tables(conn):
-        row = conn.execute("SELECT identity FROM ledger_identity").fetchone()
-        identity = row and row[0]
-    releases, newest = conn.execute("SELECT COUNT(*), MAX(id) FROM releases").fetchone()
-
-    def time_of(row_id: int) -> float | None:
-        row = conn.execute("SELECT time FROM releases WHERE id = ?", (row_id,)).fetchone()
-        return row and row[0]
-
-    return LedgerState(
-        identity, releases,
-        None if newest is None else Mark(releases, newest, time_of(newest)),
-        mark is None or time_of(mark.id) == mark.time,
-    )
-
-
-def ledger_state(path: Path, mark: Mark | None = None,
-                 upgrade: bool = True) -> LedgerState | None:
-    """The state of the ledger ``path`` (``None`` if there is no such file), against
-    ``mark``; ``upgrade=False`` reads a backup without changing it."""
-    if not path.exists():
-        return None
-    with closing(_open(path, upgrade)) as conn:
-        return _state(conn, mark)
-
-
-def copy_ledger(source: Path, target: Path, mark: Mark | None = None) -> LedgerState:
-    """Copy the ledger ``source`` to a new file ``target`` (0600, its folder 0700 if new; an
-    existing file is refused) with SQLite's online backup, consistent while a run charges
-    the source (WAL); the copy's state against ``mark``."""
-    refusal = f"{target} exists; a ledger backup never overwrites a file: name a new one"
-    with closing(_open(source, upgrade=False)) as conn, _new_file(target, refusal):
-        with closing(_connection(target)) as copy:
-            conn.backup(copy)
-        return ledger_state(target, mark)
-
-
-def _add_columns(conn: sqlite3.Connection) -> None:
-    """Bring a ledger written by an older version to the current columns and tables
-    (writing nothing to a current one)."""
-    present_tables = _tables(conn)
-    for table, create in _ADDED_TABLES.items():
-        if table not in present_tables:
-            conn.execute(create)  # IF NOT EXISTS: another process may have added it first
-    present = {row[1] for row in conn.execute("PRAGMA table_info(releases)")}
-    for column in _ADDED_COLUMNS:
-        if column.split()[0] not in present:
-            try:
-                conn.execute(f"ALTER TABLE releases ADD COLUMN {column}")
-            except sqlite3.OperationalError as exc:  # another process added it first
-                if "duplicate column" not in str(exc):
-                    raise
-    if "sites_in_sum" not in present:
-        _fill_sites_in_sum(conn)
-
-
-def _fill_sites_in_sum(conn: sqlite3.Connection) -> None:
-    """Give an older ledger's secure releases their ``M`` from their mechanism names, so
-    their unconditional guarantee is accounted for (idempotent)."""
-    rows = conn.execute(
-        "SELECT id, mechanism FROM releases WHERE sites_in_sum = 0 AND "
-        "(mechanism LIKE '%+secagg(m=%' OR mechanism LIKE '%+ddg(m=%')"
-    ).fetchall()
-    for row_id, mechanism in rows:
-        conn.execute("UPDATE releases SET sites_in_sum = ? WHERE id = ?",
-                     (int(_SECURE_MECHANISM.search(mechanism).group(1)), row_id))
 
 
 #: An accounted row: ``(sensitivity, sigma, summands, padded, sites_in_sum)``.
@@ -339,11 +141,6 @@ def _accounted_release(release: Release) -> Accounted:
             release.sites_in_sum)
 
 
-def utc_now() -> float:
-    """The site's clock: seconds since the Unix epoch (UTC)."""
-    return time.time()
-
-
 def window_starts(now: float) -> dict[str, float]:
     """When each spending window holding ``now`` began (Unix seconds): ``daily`` at the
     start of its UTC calendar day, ``weekly`` 7 x 24 hours earlier."""
@@ -358,8 +155,8 @@ class RunCharge:
     ``description``: public facts about the run as the site planned it, for the site's
     privacy officer (e.g. ``{"algorithm": "dpdis-pca", "k": 2, "contract": "<sha256>",
     "centring": "standardize", "releases": 3}``), recorded at the run's first charge
-    (:func:`clean_description`: JSON scalars, text cut to printable characters); the budget
-    rules never read it."""
+    (:func:`~fedpca.site.ledger_records.clean_description`: JSON scalars, text cut to
+    printable characters); the budget rules never read it."""
 
     run_id: str
     algorithm: str
@@ -368,30 +165,12 @@ class RunCharge:
     description: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
-def clean_text(text: Any, most: int = MAX_REASON) -> str:
-    """``text`` as at most ``most`` printable characters (others become ``?``): what the
-    ledger keeps of a text that may come from the coordinator."""
-    return "".join(c if c.isprintable() else "?" for c in str(text)[:most])
-
-
-def clean_description(description: Mapping[str, Any]) -> str:
-    """A run's ``description`` as the JSON the ledger stores: at most
-    :data:`MAX_DESCRIPTION_KEYS` keys, each value a number, a boolean, null or
-    :func:`clean_text` (anything else as its text), so that storing it never fails."""
-    kept: dict[str, Any] = {}
-    for key, value in list(description.items())[:MAX_DESCRIPTION_KEYS]:
-        finite = isinstance(value, (int, float)) and math.isfinite(value)
-        kept[clean_text(key, MAX_DESCRIPTION_TEXT)] = (
-            value if value is None or isinstance(value, bool) or finite
-            else clean_text(value, MAX_DESCRIPTION_TEXT))
-    return json.dumps(kept, sort_keys=True)
-
-
 class SiteLedger:
     """The lifetime ledger of one population of a site, stored in SQLite at ``path``.
 
     Args:
-        path: the database file (an existing ledger: :func:`create_ledger` makes one).
+        path: the database file (an existing ledger:
+            :func:`~fedpca.site.ledger_store.create_ledger` makes one).
         population: whose budget this is.
         epsilon, delta: the lifetime budget (conditional guarantee of secure releases).
         site: the site's name, for messages.
@@ -428,7 +207,7 @@ class SiteLedger:
         self.clock = clock or utc_now
         self.witness = witness
         if witness is None:
-            with closing(_open(self.path)):
+            with closing(connect_ledger(self.path)):
                 pass
         else:
             self.verify()
@@ -449,7 +228,7 @@ class SiteLedger:
     def rows(self) -> list[dict[str, Any]]:
         """Every release of this population, oldest first (as stored: ``time`` in Unix
         seconds, ``sensitivity`` and ``sigma`` in grid units when ``summands`` > 0)."""
-        with closing(_open(self.path)) as conn:
+        with closing(connect_ledger(self.path)) as conn:
             conn.row_factory = sqlite3.Row
             rows = conn.execute(
                 "SELECT * FROM releases WHERE population = ? ORDER BY id", (self.population,)
@@ -508,7 +287,7 @@ class SiteLedger:
 
     def run_releases(self, run_id: str) -> int:
         """How many releases run ``run_id`` has made at this site."""
-        with closing(_open(self.path)) as conn:
+        with closing(connect_ledger(self.path)) as conn:
             return conn.execute(
                 "SELECT COUNT(*) FROM releases WHERE population = ? AND run_id = ?",
                 (self.population, run_id),
@@ -544,99 +323,28 @@ class SiteLedger:
         return windows
 
     def run_records(self) -> dict[str, dict[str, Any]]:
-        """The ``runs`` rows of this population by run id: ``started``, ``planned``,
-        ``description`` (a dict), ``status``, ``reason``, ``ended`` (``None`` until
-        :meth:`end_run`). Runs of older ledgers may have none."""
-        with closing(_open(self.path)) as conn:
-            conn.row_factory = sqlite3.Row
-            rows = conn.execute("SELECT * FROM runs WHERE population = ?",
-                                (self.population,)).fetchall()
-        return {row["run_id"]: {**dict(row), "description": json.loads(row["description"])}
-                for row in rows}
+        """The ``runs`` rows of this population by run id
+        (:func:`fedpca.site.ledger_records.run_records`)."""
+        return ledger_records.run_records(self.path, self.population)
 
     def end_run(self, run_id: str, status: str, reason: str = "") -> bool:
         """Record how run ``run_id`` ended (``"complete"`` or ``"failed"``, with ``reason``),
-        dated by the site's clock, in one ``BEGIN IMMEDIATE`` transaction; whether it was
-        recorded. Changes no budget: what a failed run released stays spent.
-
-        Untrusted input: ``run_id`` and ``reason`` may come from the coordinator. Only a run
-        that made a release of this population here, and only its first end, is recorded
-        (``False``, nothing written, otherwise): a coordinator cannot fill the ledger with
-        runs the site never took part in, nor rewrite an end; ``reason`` is kept as at most
-        :data:`MAX_REASON` printable characters (:func:`clean_text`). What a hostile
-        coordinator can still do: end one of its own runs here first, as failed with a
-        reason of its choosing, which the report shows as that run's status, with the
-        budget it spent; it cannot change a number."""
-        if status not in RUN_ENDS:
-            raise ConfigurationError(f"a run ends {' or '.join(RUN_ENDS)}, not {status!r}")
-        kept = clean_text(reason)
-        with closing(_open(self.path)) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                started, planned = conn.execute(
-                    "SELECT MIN(time), MAX(planned) FROM releases WHERE population = ? AND "
-                    "run_id = ?", (self.population, run_id)).fetchone()
-                if started is None:  # no release of this run here
-                    conn.execute("ROLLBACK")
-                    return False
-                conn.execute(  # a run an older ledger started has no row yet
-                    "INSERT OR IGNORE INTO runs (population, run_id, started, planned, "
-                    "description) VALUES (?,?,?,?,'{}')", (self.population, run_id, started,
-                                                           planned))
-                ended = conn.execute(
-                    "UPDATE runs SET status = ?, reason = ?, ended = ? WHERE population = ? "
-                    "AND run_id = ? AND ended IS NULL",
-                    (status, kept, self.clock(), self.population, run_id)).rowcount
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        return bool(ended)
+        dated by the site's clock; whether it was recorded. Changes no budget. Untrusted
+        input (``run_id``, ``reason``), and what a hostile coordinator can still do with it:
+        :func:`fedpca.site.ledger_records.end_run`."""
+        return ledger_records.end_run(self.path, self.population, run_id, status, reason,
+                                      self.clock)
 
     def note_policy(self, snapshot: Mapping[str, Any]) -> list[str]:
-        """Record the site's policy settings ``snapshot`` (plain JSON values by their keys in
-        the policy file) when they differ from the latest recorded, or none is: a row dated
-        by the site's clock with the settings and each change. The changes as sentences
-        (:func:`fedpca.site.policy_changes.sentences`: ``policy recorded: ...`` the first
-        time, ``KEY OLD -> NEW`` after); ``[]``, writing nothing, when nothing changed.
+        """Record the site's policy settings ``snapshot`` when they changed, dated by the
+        site's clock; the changes as sentences (:func:`fedpca.site.ledger_records.note_policy`).
         Only the site calls this (its own policy file); the budget rules never read it."""
-        settings = json.loads(json.dumps(dict(snapshot), sort_keys=True))
-        if self._latest_policy() == settings:  # the common case: no write lock taken
-            return []
-        with closing(_open(self.path)) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                before = self._latest_policy(conn)
-                if before == settings:  # another process recorded it meanwhile
-                    conn.execute("ROLLBACK")
-                    return []
-                conn.execute(
-                    "INSERT INTO policy_events (time, policy, changes) VALUES (?,?,?)",
-                    (self.clock(), json.dumps(settings, sort_keys=True),
-                     json.dumps(policy_changes.changes(before, settings))))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        return policy_changes.sentences(before, settings)
+        return ledger_records.note_policy(self.path, snapshot, self.clock)
 
     def policy_events(self) -> list[dict[str, Any]]:
-        """Every recorded change of the site's policy, oldest first: ``time``, ``policy``
-        (the settings) and ``changes`` (``[key, old, new]``; empty for the first)."""
-        with closing(_open(self.path)) as conn:
-            rows = conn.execute(
-                "SELECT time, policy, changes FROM policy_events ORDER BY id").fetchall()
-        return [{"time": time_, "policy": json.loads(policy), "changes": json.loads(changes)}
-                for time_, policy, changes in rows]
-
-    def _latest_policy(self, conn: sqlite3.Connection | None = None) -> dict[str, Any] | None:
-        """The settings last recorded (``None``: none yet), through ``conn`` if given."""
-        if conn is None:
-            with closing(_open(self.path)) as own:
-                return self._latest_policy(own)
-        row = conn.execute(
-            "SELECT policy FROM policy_events ORDER BY id DESC LIMIT 1").fetchone()
-        return None if row is None else json.loads(row[0])
+        """Every recorded change of the site's policy, oldest first
+        (:func:`fedpca.site.ledger_records.policy_events`)."""
+        return ledger_records.policy_events(self.path)
 
     def _charge(self, charge: RunCharge, release: Release) -> int:
         """Check and record ``release`` in one transaction; the run's release count after it."""
@@ -648,7 +356,7 @@ class SiteLedger:
             )
         new = _accounted_release(release)
         described = clean_description(charge.description)  # never fails in the transaction
-        with closing(_open(self.path)) as conn:
+        with closing(connect_ledger(self.path)) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._verify_for_run(conn)
@@ -692,7 +400,7 @@ class SiteLedger:
             return
         try:
             record = self.witness.read()
-            self.witness.verify(record, _state(conn, record and record.mark))
+            self.witness.verify(record, state_of(conn, record and record.mark))
         except LedgerIdentityError as error:
             raise refused_run(self.site, error) from None
 
@@ -703,7 +411,7 @@ class SiteLedger:
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            self.witness.advance(_state(conn))
+            self.witness.advance(state_of(conn))
         finally:
             conn.execute("COMMIT")
 

@@ -32,7 +32,7 @@ from fedpca.site.ledger_identity import (
     behind,
     is_behind,
 )
-from fedpca.site.ledger import (
+from fedpca.site.ledger_store import (
     WAL_FILES,
     copy_ledger,
     create_ledger,

@@ -23,7 +23,7 @@ ledger composes it, for the page :mod:`fedpca.site.ledger_page` draws (``--html`
 Every epsilon here is at the ledger's delta and composed by the accountant that charges
 (:mod:`fedpca.site.ledger`); a report never changes a budget. Texts a coordinator
 may have chosen (run ids, a failed run's reason) are kept printable and short by the ledger
-(:func:`~fedpca.site.ledger.clean_text`) and escaped by the page.
+(:func:`~fedpca.site.ledger_records.clean_text`) and escaped by the page.
 """
 
 from __future__ import annotations

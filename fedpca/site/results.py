@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fedpca.data.contract import cell_text
+from fedpca.data.column_rules import cell_text
 from fedpca.data.tables import read_table
 from fedpca.errors import InvalidDataError, InvalidRequestError
 from fedpca.site.file_modes import replace_owner_only

@@ -1,0 +1,216 @@
+"""The commented policy file ``fedpca site init`` writes, and what secure sums' worst case
+costs at its budget.
+
+:data:`POLICY_TEMPLATE` is the file's text and :func:`write_policy_template` writes it (never
+over an existing file), checks that it loads (:func:`~fedpca.site.policy.load_site_policy`),
+creates the site's empty ledger with its identity file when neither exists, and records the
+policy as written in that ledger (its later edits show as changes). Its budget is
+:data:`TEMPLATE_EPSILON` over the lifetime, spending windows of
+:data:`TEMPLATE_DAILY_EPSILON` a day and :data:`TEMPLATE_WEEKLY_EPSILON` a week, and
+:data:`TEMPLATE_RUN_EPSILON` per run's calibration. :func:`worst_cases` is the table the
+template lists under ``worst-case-epsilon``: for each secure-sum minimum ``M``, what one run
+and the runs the lifetime allows cost against a coordinator that bypasses the secure sum
+(one site's share alone, multiplier ``z / sqrt(M)``), so that a site sets its worst-case
+bound knowing its price. How the file is read and what each key guarantees:
+:mod:`fedpca.site.policy`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from fedpca.algorithms.specs import SPECS
+from fedpca.dp.calibration import calibrate_gaussian, pld_epsilon
+from fedpca.site.file_modes import create_owner_only
+from fedpca.site.ledger_lifecycle import create_site_ledger
+from fedpca.site.policy import (
+    DEFAULT_ANSWER_SECONDS,
+    DEFAULT_DPS_ROUNDS,
+    DEFAULT_MEMORY_MIB,
+    MIN_MEMORY_MIB,
+    PolicyError,
+    load_site_policy,
+)
+
+__all__ = [
+    "POLICY_TEMPLATE",
+    "TEMPLATE_DAILY_EPSILON",
+    "TEMPLATE_EPSILON",
+    "TEMPLATE_MIN_SITES",
+    "TEMPLATE_RUN_EPSILON",
+    "TEMPLATE_WEEKLY_EPSILON",
+    "WorstCase",
+    "worst_cases",
+    "write_policy_template",
+]
+
+#: The policy file ``fedpca site init`` writes (:func:`write_policy_template`).
+POLICY_TEMPLATE = """\
+# fedpca site policy. This file, not the coordinator, sets this site's privacy.
+# The SuperNode names it: flower-supernode ... --node-config 'policy="{path}"'
+# Relative paths below are relative to this file's folder.
+
+[site]
+name = "{name}"                 # the site's name in results and logs
+data = "{data}"                 # the records: .npy, .csv or .parquet (rows = records)
+{contract_line}
+ledger = "{ledger}"             # the lifetime privacy ledger (SQLite; fedpca site init
+                                # created it; never created again silently: its identity
+                                # and last release are in the .ledger-id.json file beside
+                                # this one)
+# The budget belongs to the people whose records these are, not to a file: a changed or
+# re-exported file of the same people keeps this population (and its spent budget).
+population = "{name}"
+
+[budget]
+epsilon = {epsilon!r}                   # lifetime epsilon: all runs, all algorithms (PLD composition)
+delta = {delta:.0e}                  # lifetime delta; must be <= 0.1 / (number of records)
+daily-epsilon = {daily_epsilon!r}             # ceiling on all releases of one calendar day (UTC), composed
+weekly-epsilon = {weekly_epsilon!r}            # ceiling on all releases of any 7 x 24 hours, composed
+run-epsilon = {run_epsilon!r}               # the noise: each release is calibrated so a full run spends
+                                # at most this (not a limit: the coordinator picks run ids;
+                                # the ceilings above hold whatever it does)
+accounting = "pld"              # pld (tight) or paper (the papers' looser closed forms)
+# worst-case-epsilon: required with secure-aggregation.min-sites = M. Inside a secure sum
+# the site adds only its share of the noise (sigma/sqrt(M)): the budget above holds if every
+# sum holds >= M honest sites' shares; a coordinator that bypasses the protocol sees the
+# share alone. With the values above ({releases} releases a run of dps-pca), the worst-case
+# epsilon is (the recorded one in brackets):
+{worst_case_table}
+# worst-case-epsilon = {suggestion:g}
+
+[data]
+clip-norm = 1.0                 # public bound C: every row is scaled to norm <= C
+# moments-share = 0.3           # a centred run (run_config centring): the share of its budget
+                                # spent on the column means (and scales); default 0.1, 0.3
+                                # when standardising. Its rows are clipped to the contract's C
+
+[secure-aggregation]
+min-sites = 0                   # M >= 2: answer only inside secure sums of >= M honest
+                                # sites (each site then adds sigma/sqrt(M)), always as
+                                # distributed discrete Gaussian residues (an exact guarantee
+                                # for every sum of >= M sites); 0: per-site noise
+# With min-sites, the site joins fedpca's verifiable secure aggregation only:
+# roster = "roster.toml"        # the consortium's members and public keys (from the
+                                # consortium, never from the coordinator)
+# signing-key = "secagg.pem"    # this site's key (fedpca deploy secagg-key writes it)
+# colluders = 0                 # members assumed to collude with the coordinator
+
+[limits]                        # what one answer may hold, whatever the coordinator asks
+max-answer-mb = 512             # the answer's size (DPS-PCA: d x k; k-plane: clusters x d^2/2)
+max-clusters = 100              # SuLQ k-plane clusters one request may ask for
+max-noise-draws = 256           # exact discrete Gaussian draws per coordinate of one secure-sum
+                                # release (wide statistics need more: d = 20,000 about 64,
+                                # d = 100,000 about 256); each costs ~0.07 us per coordinate
+memory-mib = {memory_mib}               # address space of each site process started by fedpca
+                                # site supernode / superexec (Linux RLIMIT_AS, inherited by
+                                # the ClientApps): a FAB or request that inflates fails there,
+                                # not the host; >= {min_memory_mib}, or 0 to leave it to the OS
+                                # (systemd MemoryMax=, prlimit, a container's limit)
+answer-seconds = {answer_seconds:g}           # the longest this site may take to answer one request:
+                                # stated in each run's readiness round, the coordinator's
+                                # fedpca ServerApp waits that long before giving up on it
+
+# One table per algorithm this site takes part in; a request for any other is refused.
+[algorithms.dps-pca]
+rounds = {rounds}                     # power rounds calibrated for (the coordinator may ask fewer)
+# explained-variance = true     # one more release: the final basis's Rayleigh quotients and
+                                # trace (k + 1 numbers), planned within the same budget
+
+[algorithms.dpdis-pca]
+
+[algorithms.ldp-pca]
+"""
+
+#: The template's lifetime, weekly, daily and per-run (calibration) epsilon.
+TEMPLATE_EPSILON, TEMPLATE_WEEKLY_EPSILON, TEMPLATE_DAILY_EPSILON, TEMPLATE_RUN_EPSILON = (
+    4.0, 2.0, 1.0, 1.0)
+#: The secure-sum minimums whose worst case the template lists.
+TEMPLATE_MIN_SITES = (3, 10, 100)
+
+
+@dataclass(frozen=True)
+class WorstCase:
+    """What a secure-sum minimum ``M`` costs against a coordinator that bypasses the sum:
+    the unconditional epsilon of one run and of the ``runs`` runs the lifetime allows."""
+
+    min_sites: int
+    run_epsilon: float
+    runs: int
+    lifetime_epsilon: float
+    recorded_lifetime: float
+
+
+def worst_cases(
+    epsilon: float, run_epsilon: float, delta: float, releases: int,
+    min_sites: tuple[int, ...] = TEMPLATE_MIN_SITES,
+) -> list[WorstCase]:
+    """For each ``M``: runs of ``releases`` continuous Gaussian releases, each run calibrated
+    to ``run_epsilon`` and as many as the lifetime ``epsilon`` allows (PLD), seen through one
+    site's share (multiplier ``z / sqrt(M)``) instead of the sum's (``z``)."""
+    z = calibrate_gaussian(releases, run_epsilon, delta).noise_multiplier
+    runs = 1
+    while pld_epsilon((z,) * releases * (runs + 1), delta) <= epsilon:
+        runs += 1
+    recorded = pld_epsilon((z,) * releases * runs, delta)
+    return [
+        WorstCase(m, pld_epsilon((z / math.sqrt(m),) * releases, delta), runs,
+                  pld_epsilon((z / math.sqrt(m),) * releases * runs, delta), recorded)
+        for m in min_sites
+    ]
+
+
+def _worst_case_lines(cases: list[WorstCase], run_epsilon: float) -> str:
+    """The template's table: worst-case epsilon per ``M``, the recorded one in brackets."""
+    rows = [("", [f"M={c.min_sites}" for c in cases]),
+            (f"one run ({run_epsilon:.2f})", [f"{c.run_epsilon:.2f}" for c in cases]),
+            (f"{cases[0].runs} runs ({cases[0].recorded_lifetime:.2f})",
+             [f"{c.lifetime_epsilon:.2f}" for c in cases])]
+    return "\n".join(f"#   {label:<18}" + "".join(f"{cell:>8}" for cell in cells)
+                     for label, cells in rows)
+
+
+#: The policy template's line naming no contract.
+NO_CONTRACT_LINE = ('# contract = "contract.toml"  # the consortium\'s data contract: the data '
+                    "file is then\n                                # a table read through it "
+                    "(a CSV or Parquet header)")
+
+
+def write_policy_template(
+    path: str | Path, name: str, data: str, ledger: str = "ledger.sqlite",
+    contract: str | None = None,
+    delta: float = 1e-7, rounds: int = DEFAULT_DPS_ROUNDS,
+    daily_epsilon: float = TEMPLATE_DAILY_EPSILON,
+    weekly_epsilon: float = TEMPLATE_WEEKLY_EPSILON,
+) -> Path:
+    """Write a commented policy file to ``path`` (refuses to overwrite one), with what the
+    worst case of secure sums costs at its budget (:func:`worst_cases`), and its empty
+    ledger with the identity file beside the policy when neither exists yet
+    (:func:`~fedpca.site.ledger_lifecycle.create_site_ledger`). Its spending windows
+    are ``daily_epsilon`` and ``weekly_epsilon`` (a demonstration that runs several times a
+    day raises them, up to the lifetime :data:`TEMPLATE_EPSILON`). ``contract`` names the
+    consortium's data contract (relative to the policy's folder)."""
+    target = Path(path)
+    if target.exists():
+        raise PolicyError(f"{target} exists; a site policy is never overwritten: edit it")
+    releases = SPECS["dps-pca"].releases_per_run(rounds)
+    cases = worst_cases(TEMPLATE_EPSILON, TEMPLATE_RUN_EPSILON, delta, releases)
+    text = POLICY_TEMPLATE.format(
+        path=target.resolve(), name=name, data=data, ledger=ledger, delta=delta, rounds=rounds,
+        contract_line=(NO_CONTRACT_LINE if contract is None else
+                       f'contract = "{contract}"        # the consortium\'s data contract'),
+        epsilon=TEMPLATE_EPSILON, run_epsilon=TEMPLATE_RUN_EPSILON, releases=releases,
+        daily_epsilon=daily_epsilon, weekly_epsilon=weekly_epsilon,
+        worst_case_table=_worst_case_lines(cases, TEMPLATE_RUN_EPSILON),
+        suggestion=math.ceil(cases[0].lifetime_epsilon),
+        memory_mib=DEFAULT_MEMORY_MIB, min_memory_mib=MIN_MEMORY_MIB,
+        answer_seconds=DEFAULT_ANSWER_SECONDS,
+    )
+    create_owner_only(target, text.encode("utf-8"))
+    policy = load_site_policy(target)  # what init writes must load
+    create_site_ledger(policy.witness())
+    policy.open_ledger()  # records the policy as written: its later edits show as changes
+    return target
+
