@@ -1,6 +1,6 @@
 """(c) A Flower round of DPS-PCA against Flower's own FedAvg, same payload, same launcher.
 
-Both runs go through :func:`fedpca.flower.simulation.launch` (Ray backend, one CPU per
+Both runs go through :func:`fedpca.flower.federation.launch` (Ray backend, one CPU per
 virtual site) and :func:`fedpca.flower.workflow.run_strategy` (Flower's DefaultWorkflow), with
 500 virtual sites exchanging one ``d x k`` float64 array each way per round (d=200, k=3).
 
@@ -34,11 +34,15 @@ from flwr.server.workflow import DefaultWorkflow
 
 import fedpca.simulations.dps_pca as sim_module
 from fedpca.blas import single_thread_blas
-from fedpca.clients.dps_pca import client_for_site
+from fedpca.flower.site_client import client_factory
+from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.linalg.subspace import thin_qr
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.flower.simulation import launch
-from fedpca.strategies.dps_pca import DPSPCAStrategy
+from fedpca.flower.federation import launch
+from fedpca.flower.strategies import DPSPCAStrategy
+
+#: The algorithm's client factory (the one client of every algorithm, over its site).
+client_for_site = client_factory(DPSPCASite)
 
 FULL = dict(sites=500, dim=200, k=3, rounds=5, rows_per_site=200, repeats=3)
 QUICK = dict(FULL, sites=50, rounds=2, repeats=1)
@@ -252,7 +256,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     r0 = rows[0]
     head = (f"{r0['sites']} virtual sites, payload {r0['dim']} x {r0['k']} float64 per site, "
             f"{r0['runs']} run(s) per strategy in alternating order, Ray backend via "
-            "fedpca.flower.simulation.launch; round time = configure_fit entry to "
+            "fedpca.flower.federation.launch; round time = configure_fit entry to "
             "aggregate_fit exit, inside the ServerApp. Round 1 includes Ray actor start-up "
             "(and, for DPS-PCA, the initialisation release); the ratio uses rounds 2.. "
             "(DPS-PCA power rounds).")

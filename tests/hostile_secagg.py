@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from fedpca.flower.app_sites import secure_max_records, server_scenario
+from fedpca.flower.app_sites import server_scenario
 from fedpca.flower.wire import request_content
 from fedpca.flower.secure_site import PROTOCOL_RECORD
 from fedpca.dp.hadamard import next_power_of_two
@@ -50,7 +50,7 @@ from fedpca.secure.messages import (
 from fedpca.secure.roster import Roster, public_key_b64
 from fedpca.secure.server_session import ServerSession
 from fedpca.secure.site_session import SiteSession
-from fedpca.strategies.dpdis_pca import DPdisPCA
+from fedpca.flower.strategies import DPdisPCA
 
 #: The consortium of the test's roster (public: the coordinator knows it too).
 CONSORTIUM = "fedpca-test-consortium"
@@ -161,7 +161,7 @@ def forged(names: list[str], request: SetupRequest, prefix: str = "") -> list[Ad
 def dpdis_strategy(grid: Grid, context: Context) -> DPdisPCA:
     """The run's DPdisPCA strategy, as the App's ServerApp builds it."""
     scenario, config, _ = server_scenario(DPdisPCAScenario, grid, context)
-    secure = scenario.secure_sum(secure_max_records(scenario, config) or None)
+    secure = scenario.secure_sum(scenario.max_records(config))
     return DPdisPCA(dim=scenario.dim, k=scenario.k, r=scenario.r, weighting=scenario.weighting,
                     variant=scenario.variant, min_sites=scenario.required_sites(),
                     secure=secure)

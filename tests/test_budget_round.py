@@ -17,8 +17,9 @@ from fedpca.algorithms.dps_pca import SitePolicy
 from fedpca.algorithms.specs import app_config
 from fedpca.flower.app import client_app, main
 from fedpca.flower.app_sites import server_scenario
-from fedpca.clients import dps_pca as dps_clients
-from fedpca.clients import site_client_app
+from fedpca.flower.site_client import client_factory
+from fedpca.algorithms.dps_pca import DPSPCASite
+from fedpca.flower.clientapp import site_client_app
 from fedpca.flower.wire import budget_question, request_content
 from fedpca.site.ledger import RunCharge, SiteLedger
 from fedpca.site.ledger_store import create_ledger
@@ -27,7 +28,7 @@ from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.results import load_result, results_folder
 from fedpca.flower.rounds import BudgetRoundError
-from fedpca.strategies.dps_pca import DPSPCAStrategy
+from fedpca.flower.strategies import DPSPCAStrategy
 from fedpca.flower.workflow import run_strategy
 
 pytestmark = pytest.mark.usefixtures("run_identity")
@@ -149,7 +150,7 @@ def test_a_sites_answer_comes_from_its_policy_and_ledger(tmp_path):
 
     def app(run_id: str):
         charge = RunCharge(run_id, "dps-pca", "f" * 64, POLICY.releases)
-        return site_client_app(lambda context: dps_clients.client_for_site(
+        return site_client_app(lambda context: client_factory(DPSPCASite)(
             context, X, POLICY, "clinic", ledger=lifetime.for_run(charge)))
 
     def context() -> Context:
@@ -167,12 +168,12 @@ def test_a_sites_answer_comes_from_its_policy_and_ledger(tmp_path):
         "clinic: refused this run of dps-pca: the 3 releases left of it")
     assert len(lifetime.rows()) == POLICY.releases
     # a simulated site's in-memory ledger is the run's own: a fresh run always fits
-    fresh = site_client_app(lambda c: dps_clients.client_for_site(c, X, POLICY, "clinic"))
+    fresh = site_client_app(lambda c: client_factory(DPSPCASite)(c, X, POLICY, "clinic"))
     assert not fresh(query(), context()).has_error()
 
 
 def test_a_query_that_is_not_the_budget_question_is_refused():
-    app = site_client_app(lambda c: dps_clients.client_for_site(c, X, POLICY, "clinic"))
+    app = site_client_app(lambda c: client_factory(DPSPCASite)(c, X, POLICY, "clinic"))
     context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
     reply = app(query(RecordDict({"secrets": ConfigRecord({"row": 0})})), context)
     assert reply.has_error() and "the only question a site answers is the budget round's" \

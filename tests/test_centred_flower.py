@@ -19,13 +19,13 @@ from test_centring import BOUNDS, COLUMNS, ROWS
 
 from fedpca.algorithms.centred_run import run_centred_pca
 from fedpca.algorithms.centring import CentredPolicy, CentringSite, MomentsServer
-from fedpca.algorithms.dpdis_pca import DPdisPCASite
+from fedpca.algorithms.dpdis_pca import DPdisPCAServer, DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.algorithms.specs import spec
 from fedpca.flower.app_sites import site_client_for
 from fedpca.flower.real_site import real_site_budget
 from fedpca.cli import main as cli_main
-from fedpca.algorithms.centred_rounds import CENTRED_STEP, CENTRING, MOMENTS_STEP
+from fedpca.algorithms.centred_rounds import CENTRED_STEP, CENTRING, MOMENTS_STEP, CentredServer
 from fedpca.flower.centred_client import CentredSiteClient
 from fedpca.data.contract import load_contract
 from fedpca.data.tables import read_table
@@ -39,8 +39,8 @@ from fedpca.run_record import run_record
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.scenarios.tables import TableRun
-from fedpca.flower.table_simulation import simulate_dpdis_tables, simulate_dps_tables
-from fedpca.strategies.dpdis_pca import CentredDPdisPCA
+from fedpca.flower.simulations import simulate_tables
+from fedpca.flower.strategy import MessageSiteStrategy
 from liver_contract import CONTRACT, SCALED, liver_table
 from test_contract_site import context, policy_text, site_folder, write_policy  # noqa: F401
 
@@ -116,8 +116,9 @@ def test_the_budget_round_asks_for_the_whole_run_moments_included():
 
 
 def test_the_strategy_asks_for_the_moments_first_then_sends_mean_and_scale():
-    strategy = CentredDPdisPCA(centring=MomentsServer(BOUNDS, standardize=True),
-                               columns=COLUMNS, dim=D, k=2, variant="full")
+    server = DPdisPCAServer(dim=D, k=2, variant="full")
+    strategy = MessageSiteStrategy(
+        CentredServer(server, MomentsServer(BOUNDS, standardize=True), COLUMNS))
     assert strategy.num_rounds == 2
     assert strategy.request(1) == ([], {CENTRING: MOMENTS_STEP})
     with pytest.raises(ConfigurationError, match="moments round"):
@@ -248,7 +249,7 @@ def test_a_centred_dps_run_through_flower_equals_the_reference(tmp_path):
                "explained_variance": True}
     run = TableRun.build(DPSPCAScenario, tables, tmp_path / "liver.toml", options,
                          standardize=True)
-    result = simulate_dps_tables(run)
+    result = simulate_tables(run)
     assert set(run_record(result)) == record_keys("dps-pca", centred=True)
     assert [h["phase"] for h in result.history] == ["moments", "init", "power", "power",
                                                     "variance"]
@@ -279,7 +280,7 @@ def test_public_scales_through_flower_equal_the_reference_in_secure_sums(tmp_pat
                          standardize=True)
     bounds = run.loaded_contract.bounds
     assert bounds.squared() == (5, 6) and not run.policy().public_scales
-    result = simulate_dpdis_tables(run)
+    result = simulate_tables(run)
     reference = run_centred_pca([run.site_rows(i) for i in range(3)], bounds, 2, run.policy(),
                                 variant="secure-sum", seed=4)
     for key in ("basis", "mean", "scale", "explained_variance", "explained_variance_ratio"):

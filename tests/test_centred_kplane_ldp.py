@@ -29,7 +29,7 @@ from fedpca.run_record import run_record, save_run_record
 from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.scenarios.ldp_pca import LDPScenario
 from fedpca.scenarios.tables import TableRun
-from fedpca.flower.table_simulation import simulate_kplane_tables, simulate_ldp_tables
+from fedpca.flower.simulations import simulate_tables
 
 LOCAL = CentredPolicy(epsilon=2.0, standardize=True, local=True)
 
@@ -123,7 +123,7 @@ def test_a_centred_kplane_run_through_flower_equals_the_reference(liver_tables):
     contract, tables = liver_tables
     options = {"clusters": 2, "subspace_dim": 1, "rounds": 2, "epsilon": 3.0, "seed": 6}
     run = TableRun.build(KPlaneScenario, tables, contract, options, standardize=True)
-    result = simulate_kplane_tables(run)
+    result = simulate_tables(run)
     assert set(run_record(result)) == record_keys("sulq-kplane", centred=True)
     assert [h.get("phase") for h in result.history] == ["moments", None, None]
     reference = run_centred_kplane([run.site_rows(i) for i in range(3)], BOUNDS, 2, 1,
@@ -141,7 +141,7 @@ def test_a_centred_ldp_run_through_flower_equals_the_reference(liver_tables):
     run = TableRun.build(LDPScenario, tables, contract, {"k": 2, "epsilon": 3.0, "seed": 6},
                          standardize=True)
     assert run.policy().local  # LDP-PCA's moments are every record's own views
-    result = simulate_ldp_tables(run)
+    result = simulate_tables(run)
     assert set(run_record(result)) == record_keys("ldp-pca", centred=True)
     assert [h["phase"] for h in result.history] == ["moments", "covariance"]
     reference = run_centred_ldp([run.site_rows(i) for i in range(3)], BOUNDS, 2, run.policy(),

@@ -16,12 +16,16 @@ from record_schema import record_keys
 
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite, run_dpdis_pca
 from fedpca.cli import main as cli_main
-from fedpca.clients.dpdis_pca import DPdisPCAClient, client_for_site
+from fedpca.flower.site_client import PrivateSiteClient as DPdisPCAClient
+from fedpca.flower.site_client import client_factory
 from fedpca.flower.ledger_state import load_ledger
 from fedpca.errors import BudgetExceededError, InvalidRequestError
 from fedpca.results import PCAResult
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
-from fedpca.strategies.dpdis_pca import DPdisPCAStrategy
+from fedpca.flower.strategies import DPdisPCAStrategy
+
+#: The algorithm's client factory (the one client of every algorithm, over its site).
+client_for_site = client_factory(DPdisPCASite)
 
 pytestmark = pytest.mark.federation
 

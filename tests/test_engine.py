@@ -5,10 +5,10 @@ from unittest import mock
 
 import pytest
 
-import fedpca.flower.simulation as launcher
+import fedpca.flower.federation as launcher
 from fedpca.cli import main as cli_main
 from fedpca.errors import ConfigurationError
-from fedpca.flower.simulation import Engine
+from fedpca.flower.federation import Engine
 
 
 def test_a_ray_address_and_per_site_resources_reach_the_backend():

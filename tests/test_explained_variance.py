@@ -22,7 +22,7 @@ from fedpca.algorithms.explained_variance import (
 )
 from fedpca.algorithms.ldp_pca import LDPPolicy, run_ldp_pca
 from fedpca.cli import main as cli_main
-from fedpca.clients.dps_pca import DPSPCAClient
+from fedpca.flower.site_client import PrivateSiteClient as DPSPCAClient
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.loadings import write_loadings

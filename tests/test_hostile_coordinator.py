@@ -27,7 +27,8 @@ from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.algorithms.specs import app_config
 from fedpca.flower.app import client_fn
 from fedpca.flower.app_sites import partition_client
-from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
+from fedpca.flower.site_client import PrivateSiteClient as DPSPCAClient
+from fedpca.flower.site_client import client_factory
 from fedpca.flower.secagg_plus import SecAggMasking
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
@@ -41,10 +42,13 @@ from fedpca.site.ledger_report import summarize
 from fedpca.site.policy import PolicyError, load_site_policy
 from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.flower.simulation import run_federation
+from fedpca.flower.federation import run_federation
 from fedpca.flower.rounds import RoundFailedError
-from fedpca.strategies.dps_pca import DPSPCAStrategy
+from fedpca.flower.strategies import DPSPCAStrategy
 from fedpca.flower.workflow import SecAggSettings
+
+#: The algorithm's client factory (the one client of every algorithm, over its site).
+client_for_site = client_factory(DPSPCASite)
 
 pytestmark = pytest.mark.federation
 

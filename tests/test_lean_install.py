@@ -63,7 +63,7 @@ def test_a_plot_or_a_simulation_without_its_extra_names_the_extra(tmp_path):
     child = run_without_extras("""
         from fedpca.cli import main
         from fedpca.errors import ConfigurationError
-        from fedpca.flower.simulation import launch
+        from fedpca.flower.federation import launch
         assert main(["show", "run.json", "--plot", "run.png"]) == 2
         try:
             launch(None, None, 2)

@@ -40,11 +40,12 @@ from fedpca.algorithms.dps_pca import SitePolicy, privacy_record, run_dps_pca
 from fedpca.algorithms.kplane import run_sulq_kplane
 from fedpca.algorithms.ldp_pca import run_ldp_pca
 from fedpca.flower.app_sites import partition_client
-from fedpca.clients import dpdis_pca as dpdis_clients
-from fedpca.clients import dps_pca as dps_clients
-from fedpca.clients import kplane as kplane_clients
-from fedpca.clients import ldp_pca as ldp_clients
-from fedpca.clients import site_client_app
+from fedpca.flower.site_client import client_factory
+from fedpca.algorithms.dpdis_pca import DPdisPCASite
+from fedpca.algorithms.dps_pca import DPSPCASite
+from fedpca.algorithms.kplane import KPlaneSite
+from fedpca.algorithms.ldp_pca import LDPCovarianceSite
+from fedpca.flower.clientapp import site_client_app
 from fedpca.flower.ledger_state import LEDGER_RECORD
 from fedpca.flower.wire import is_legacy_request
 from fedpca.errors import ConfigurationError
@@ -52,8 +53,8 @@ from fedpca.linalg.subspace import thin_qr
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.scenarios.ldp_pca import LDPScenario
-from fedpca.flower.simulation import launch
-from fedpca.strategies import (
+from fedpca.flower.federation import launch
+from fedpca.flower.strategies import (
     DPSPCA,
     DPdisPCA,
     DPdisPCAStrategy,
@@ -122,11 +123,11 @@ def kplane_pair():
 SITE_APPS = {
     "dps-pca": EXAMPLE["client_app"],
     "dpdis-pca": site_client_app(
-        functools.partial(partition_client, dpdis_clients.client_for_site, DPDIS)),
+        functools.partial(partition_client, client_factory(DPdisPCASite), DPDIS)),
     "ldp-pca": site_client_app(
-        functools.partial(partition_client, ldp_clients.client_for_site, LDP)),
+        functools.partial(partition_client, client_factory(LDPCovarianceSite), LDP)),
     "sulq-kplane": site_client_app(
-        functools.partial(partition_client, kplane_clients.client_for_site, KPLANE)),
+        functools.partial(partition_client, client_factory(KPlaneSite), KPLANE)),
 }
 
 
@@ -296,7 +297,7 @@ def run_identity(monkeypatch):
 def site_app(policy=None):
     policy = policy or SitePolicy(epsilon=1.0, delta=1e-5, rounds=2)
     return site_client_app(
-        lambda context: dps_clients.client_for_site(context, X, policy, "clinic", seed=4)
+        lambda context: client_factory(DPSPCASite)(context, X, policy, "clinic", seed=4)
     )
 
 

@@ -12,7 +12,7 @@ from record_schema import FAILURE, all_documented_keys, record_keys
 
 from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import run_dps_pca
-from fedpca.apps.dpdis_pca import _known_evaluation
+from fedpca.scenarios.dpdis_pca import known_evaluation as _known_evaluation
 from fedpca.cli import main as cli_main
 from fedpca.errors import ParameterError
 from fedpca.results import PCAResult
@@ -111,7 +111,7 @@ def test_cli_errors_name_the_flags(argv, message, capsys):
 
 
 def test_a_failed_run_exits_non_zero_and_leaves_its_record(tmp_path, monkeypatch, capsys):
-    from fedpca.simulations import dps_pca as simulation
+    from fedpca.flower import simulations as simulation
 
     declined = "1: refused this run of dps-pca: the 5 releases left of it ... do not fit"
 
@@ -119,7 +119,7 @@ def test_a_failed_run_exits_non_zero_and_leaves_its_record(tmp_path, monkeypatch
         raise BudgetRoundError("budget round: 1 site(s) can afford this run, need 2; nothing "
                                "was released", failures=[declined])
 
-    monkeypatch.setattr(simulation, "simulate_dps_pca", stopped)
+    monkeypatch.setattr(simulation, "simulate", stopped)
     output = tmp_path / "run.json"
     assert cli_main(["simulate", "dps-pca", "--quiet", "--output", str(output)]) == 2
     assert "budget round: 1 site(s) can afford this run" in capsys.readouterr().err

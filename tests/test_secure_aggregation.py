@@ -8,16 +8,20 @@ from scipy import stats
 
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.flower.app_sites import partition_client
-from fedpca.clients.dps_pca import DPSPCAClient, client_for_site
+from fedpca.flower.site_client import PrivateSiteClient as DPSPCAClient
+from fedpca.flower.site_client import client_factory
 from fedpca.flower.secagg_plus import SecAggMasking
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.mechanisms import power_step_sensitivity
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.flower.simulation import run_federation
+from fedpca.flower.federation import run_federation
 from fedpca.flower.rounds import RoundFailedError
-from fedpca.strategies.dps_pca import DPSPCAStrategy
+from fedpca.flower.strategies import DPSPCAStrategy
 from fedpca.flower.workflow import SecAggSettings
+
+#: The algorithm's client factory (the one client of every algorithm, over its site).
+client_for_site = client_factory(DPSPCASite)
 
 pytestmark = pytest.mark.federation
 

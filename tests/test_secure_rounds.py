@@ -12,12 +12,16 @@ from local_grid import RUN_ID, LocalGrid, run_identity  # noqa: F401 (a fixture)
 
 from fedpca.algorithms.dps_pca import privacy_record, run_dps_pca
 from fedpca.flower.app_sites import partition_client, partition_identity
-from fedpca.clients.dps_pca import client_for_site
+from fedpca.flower.site_client import client_factory
+from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.flower.clientapp import site_client_app
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.secure.conditions import smallest_threshold
-from fedpca.strategies.dps_pca import DPSPCA
+from fedpca.flower.strategies import DPSPCA
 from fedpca.flower.workflow import secure_aggregation
+
+#: The algorithm's client factory (the one client of every algorithm, over its site).
+client_for_site = client_factory(DPSPCASite)
 
 SCENARIO = DPSPCAScenario(sites=4, samples=1200, dim=20, k=2, sparsity=5, s_hat=8, rounds=2,
                           secure_min_sites=2, discrete=True, seed=3, epsilon=2.0, min_sites=3)

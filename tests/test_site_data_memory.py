@@ -22,7 +22,7 @@ from fedpca.data.site_store import (
 )
 from fedpca.errors import ConfigurationError
 from fedpca.scenarios.dps_pca import DPSPCAScenario, _prepared_site
-from fedpca.flower.simulation import Engine, site_store_for
+from fedpca.flower.federation import Engine, site_store_for
 
 #: 40 sites of 200 records x 50 features: 80 KB each.
 SCENARIO = DPSPCAScenario(sites=40, samples=8000, dim=50, k=2, sparsity=5, s_hat=8, seed=3)

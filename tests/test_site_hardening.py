@@ -24,8 +24,8 @@ from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite, LDPPolicy
 from fedpca.site.limits import SiteLimits
 from fedpca.flower.app import client_fn
-from fedpca.clients import dps_pca as dps_clients
-from fedpca.clients import site_client_app
+from fedpca.flower.site_client import client_factory
+from fedpca.flower.clientapp import site_client_app
 from fedpca.flower.ledger_state import LEDGER_RECORD
 from fedpca.flower.clientapp import SITE_FAILURE
 from fedpca.errors import InvalidRequestError, ParameterError
@@ -79,7 +79,7 @@ def test_a_foreign_exception_reaches_the_coordinator_only_as_the_fixed_message(
         raise error
 
     monkeypatch.setattr(DPSPCASite, "respond", fail)
-    app = site_client_app(lambda context: dps_clients.client_for_site(
+    app = site_client_app(lambda context: client_factory(DPSPCASite)(
         context, X, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2), "clinic", seed=4))
     context = new_context()
     with caplog.at_level(logging.ERROR, logger="fedpca.flower.clientapp"):
@@ -91,7 +91,7 @@ def test_a_foreign_exception_reaches_the_coordinator_only_as_the_fixed_message(
 
 
 def test_a_fedpca_refusal_keeps_its_own_words(run_identity):
-    app = site_client_app(lambda context: dps_clients.client_for_site(
+    app = site_client_app(lambda context: client_factory(DPSPCASite)(
         context, X, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2), "clinic", seed=4))
     reply = app(message_request([BASIS], {**POWER, "sigma": 0.0}), new_context())
     assert reply.has_error() and "clinic: refused: unknown config keys" in reply.error.reason

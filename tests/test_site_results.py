@@ -18,8 +18,9 @@ from fedpca.algorithms.dps_pca import SitePolicy
 from fedpca.site.limits import SiteLimits
 from fedpca.flower.app import client_app
 from fedpca.cli import main as cli_main
-from fedpca.clients import dps_pca as dps_clients
-from fedpca.clients import site_client_app
+from fedpca.flower.site_client import client_factory
+from fedpca.algorithms.dps_pca import DPSPCASite
+from fedpca.flower.clientapp import site_client_app
 from fedpca.flower.result_wire import RESULT_ARRAYS, read_result_message, result_message
 from fedpca.data.contract import load_contract
 from fedpca.data.tables import read_table
@@ -234,7 +235,7 @@ def test_a_contract_site_refuses_a_result_under_another_contract(tmp_path, polic
 
 def test_a_simulated_site_checks_the_result_against_its_own_width():
     records = RNG.uniform(-0.2, 0.2, (30, D))
-    app = site_client_app(lambda c: dps_clients.client_for_site(
+    app = site_client_app(lambda c: client_factory(DPSPCASite)(
         c, records, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2), "3"))
     context = Context(run_id=RUN_ID, node_id=1, node_config={}, state=RecordDict(),
                       run_config={})

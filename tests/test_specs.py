@@ -21,9 +21,7 @@ def test_every_path_of_a_spec_loads_and_names_its_algorithm(name):
     algorithm = SPECS[name]
     scenario_cls = algorithm.scenario_class()
     assert issubclass(scenario_cls, Scenario) and scenario_cls.ALGORITHM == name
-    for path in (algorithm.site, algorithm.client, algorithm.simulate, algorithm.server_main):
-        assert callable(load(path)), path
-    assert callable(algorithm.client_for_site())
+    assert callable(load(algorithm.site)) and algorithm.site_class() is load(algorithm.site)
     assert {mechanism for mechanism, _ in algorithm.audit} <= set(MECHANISMS)
 
 

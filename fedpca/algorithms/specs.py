@@ -3,10 +3,13 @@
 An :class:`AlgorithmSpec` names everything the product derives for an algorithm: the
 ``fedpca simulate NAME`` command and its flags (from the scenario's fields, see
 :mod:`fedpca.scenarios.base`), the Flower App's dispatch on run_config ``algorithm`` and
-its run_config keys, the Flower adapters (client factory, strategies, simulation) and the
-``fedpca audit`` targets. Everything is named by import path and loaded only when used, so
-that ``fedpca --help`` imports neither Flower nor numpy. Adding an algorithm: its Flower-free
-module in :mod:`fedpca.algorithms`, its scenario, its Flower adapters, and one entry here.
+its run_config keys, the site that answers its requests and the ``fedpca audit`` targets.
+The Flower layer (:mod:`fedpca.flower`) runs any algorithm from its scenario's server plan
+and its site class: no algorithm has Flower code of its own. Everything is named by import
+path and loaded only when used, so that ``fedpca --help`` imports neither Flower nor numpy.
+Adding an algorithm touches three files: its Flower-free module in
+:mod:`fedpca.algorithms` (server and site), its scenario in :mod:`fedpca.scenarios` (its
+parameters, data and server plan) and one entry here.
 """
 
 from __future__ import annotations
@@ -34,15 +37,9 @@ class AlgorithmSpec:
         description: the sub-command's description.
         scenario: the scenario dataclass (parameters, defaults, help, data, policy).
         site: the Flower-free site class (its data, noise and ledger).
-        client: the Flower NumPyClient answering for ``site``.
-        simulate: ``(scenario, verbose, observer) -> result``: the Flower simulation.
-        server_main: ``(grid, context) -> None``: the App's ServerApp body.
         audit: ``fedpca audit`` mechanism name -> ``AuditSettings -> AuditTarget`` builder.
         extra_releases: ``None`` for one release per site and run; else a run makes
             ``rounds + extra_releases`` releases (DPS-PCA's initialisation: 1).
-        simulate_tables: ``(TableRun, verbose, observer, engine) -> result``: the centred
-            Flower simulation over one table per site (``fedpca simulate --tables``);
-            ``None``: not wired yet.
         local_dp: the guarantee is local (every record against everyone, its own site
             included): a centred run's moments are then every record's own views
             (:class:`~fedpca.algorithms.centring.CentredPolicy` ``local``).
@@ -53,12 +50,8 @@ class AlgorithmSpec:
     description: str
     scenario: str
     site: str
-    client: str
-    simulate: str
-    server_main: str
     audit: tuple[tuple[str, str], ...]
     extra_releases: int | None = None
-    simulate_tables: str | None = None
     local_dp: bool = False
 
     def releases_per_run(self, rounds: int) -> int:
@@ -69,11 +62,9 @@ class AlgorithmSpec:
         """The scenario dataclass."""
         return load(self.scenario)
 
-    def client_for_site(self) -> Any:
-        """``(context, data, policy, site, seed=None, ledger=None) -> flwr Client``."""
-        from fedpca.flower.site_client import client_factory
-
-        return client_factory(load(self.site))
+    def site_class(self) -> Any:
+        """The Flower-free site class."""
+        return load(self.site)
 
 
 SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
@@ -83,14 +74,10 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         description="Flower simulation of DPS-PCA: every site adds its own calibrated noise.",
         scenario="fedpca.scenarios.dps_pca:DPSPCAScenario",
         site="fedpca.algorithms.dps_pca:DPSPCASite",
-        client="fedpca.clients.dps_pca:DPSPCAClient",
-        simulate="fedpca.simulations.dps_pca:simulate_dps_pca",
-        server_main="fedpca.apps.dps_pca:server_main",
         audit=(("dps-pca/init", "fedpca.audit.targets:dps_init"),
                ("dps-pca/power", "fedpca.audit.targets:dps_power"),
                ("dps-pca/variance", "fedpca.audit.targets:dps_variance")),
         extra_releases=1,
-        simulate_tables="fedpca.flower.table_simulation:simulate_dps_tables",
     ),
     AlgorithmSpec(
         name="dpdis-pca",
@@ -99,12 +86,8 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "of its noisy second-moment matrix once; the server merges them.",
         scenario="fedpca.scenarios.dpdis_pca:DPdisPCAScenario",
         site="fedpca.algorithms.dpdis_pca:DPdisPCASite",
-        client="fedpca.clients.dpdis_pca:DPdisPCAClient",
-        simulate="fedpca.simulations.dpdis_pca:simulate_dpdis_pca",
-        server_main="fedpca.apps.dpdis_pca:server_main",
         audit=(("dpdis-pca", "fedpca.audit.targets:dpdis"),
                ("dpdis-pca/secure-sum", "fedpca.audit.targets:dpdis_secure")),
-        simulate_tables="fedpca.flower.table_simulation:simulate_dpdis_tables",
     ),
     AlgorithmSpec(
         name="ldp-pca",
@@ -113,11 +96,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "(eps, delta)-DP on its own; a site sends the sum of its records' views.",
         scenario="fedpca.scenarios.ldp_pca:LDPScenario",
         site="fedpca.algorithms.ldp_pca:LDPCovarianceSite",
-        client="fedpca.clients.ldp_pca:LDPCovarianceClient",
-        simulate="fedpca.simulations.ldp_pca:simulate_ldp_pca",
-        server_main="fedpca.apps.ldp_pca:server_main",
         audit=(("ldp-pca", "fedpca.audit.targets:ldp"),),
-        simulate_tables="fedpca.flower.table_simulation:simulate_ldp_tables",
         local_dp=True,
     ),
     AlgorithmSpec(
@@ -128,13 +107,9 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "public randomness.",
         scenario="fedpca.scenarios.kplane:KPlaneScenario",
         site="fedpca.algorithms.kplane:KPlaneSite",
-        client="fedpca.clients.kplane:KPlaneClient",
-        simulate="fedpca.simulations.kplane:simulate_kplane",
-        server_main="fedpca.apps.kplane:server_main",
         audit=(("sulq-kplane", "fedpca.audit.targets:kplane"),
                ("sulq-kplane/secure-sum", "fedpca.audit.targets:kplane_secure")),
         extra_releases=0,
-        simulate_tables="fedpca.flower.table_simulation:simulate_kplane_tables",
     ),
 )}
 #: The algorithm ``flwr run`` runs when run_config names none.

@@ -73,9 +73,7 @@ from fedpca.audit.attack import (
     worst_case_basis,
     worst_case_neighbours,
 )
-from fedpca.clients import DPdisPCAClient, DPSPCAClient, LDPCovarianceClient
 from fedpca.flower.site_client import PrivateSiteClient
-from fedpca.clients.kplane import KPlaneClient
 from fedpca.errors import ConfigurationError
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import EXACT
@@ -141,7 +139,6 @@ def _client_target(
     settings: AuditSettings,
     policy: SitePrivacyPolicy,
     *,
-    client: type[PrivateSiteClient],
     site: type[PrivateSite],
     config: dict,
     request: str,
@@ -149,14 +146,15 @@ def _client_target(
     parameters: Sequence[np.ndarray] = (),
     samples: int | None = None,
 ) -> AuditTarget:
-    """A target whose release is ``client(site(data, policy)).fit(parameters, config)``,
+    """A target whose release is the site's answer to ``parameters`` and ``config``
+    (``PrivateSiteClient(site(data, policy)).fit``),
     read by ``view``; ``request`` describes it; ``samples`` overrides the settings'."""
     samples = samples or settings.samples
     data = _prepared(settings.neighbours(samples), settings.clip_norm)
 
     def fit(neighbour: bool, seed: int | None) -> tuple[np.ndarray, dict]:
         private_site = site(data[int(neighbour)], policy, site=SITE, seed=seed)
-        (value,), _, metrics = client(private_site).fit(list(parameters), dict(config))
+        (value,), _, metrics = PrivateSiteClient(private_site).fit(list(parameters), dict(config))
         return view(value), metrics
 
     _, metrics = fit(False, None)  # what the client reports having spent on one release
@@ -186,7 +184,7 @@ def _dps_policy(settings: AuditSettings) -> SitePolicy:
 def dps_init(settings: AuditSettings) -> AuditTarget:
     """DPS-PCA's initialisation release ``(diag(X^T X) + noise) / n``."""
     return _client_target(
-        "dps-pca/init", settings, _dps_policy(settings), client=DPSPCAClient, site=DPSPCASite,
+        "dps-pca/init", settings, _dps_policy(settings), site=DPSPCASite,
         config={"phase": PHASE_INIT, "round": 0}, request=f"request phase=init; {DPS_CLAIM}",
         view=np.ravel,
     )
@@ -195,7 +193,7 @@ def dps_init(settings: AuditSettings) -> AuditTarget:
 def dps_power(settings: AuditSettings) -> AuditTarget:
     """DPS-PCA's power step ``(X^T X Q + G) / n`` for ``Q = [e_1 e_2]``."""
     return _client_target(
-        "dps-pca/power", settings, _dps_policy(settings), client=DPSPCAClient, site=DPSPCASite,
+        "dps-pca/power", settings, _dps_policy(settings), site=DPSPCASite,
         parameters=[worst_case_basis(settings.dim)], config={"phase": PHASE_POWER, "round": 1},
         request=f"request phase=power, Q=[e_1 e_2]; {DPS_CLAIM}", view=np.ravel,
     )
@@ -205,7 +203,7 @@ def dps_variance(settings: AuditSettings) -> AuditTarget:
     """DPS-PCA's explained-variance release for the final basis ``Q = [e_1 e_2]``."""
     policy = replace(_dps_policy(settings), explained_variance=True)
     return _client_target(
-        "dps-pca/variance", settings, policy, client=DPSPCAClient, site=DPSPCASite,
+        "dps-pca/variance", settings, policy, site=DPSPCASite,
         parameters=[worst_case_basis(settings.dim)],
         config={"phase": PHASE_VARIANCE, "round": 2},
         request="request phase=variance, Q=[e_1 e_2]; the claim is one of the 3 releases a "
@@ -218,7 +216,7 @@ def dpdis(settings: AuditSettings) -> AuditTarget:
     policy = DPdisPCAPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm,
                             noise_sampler=settings.noise_sampler)
     return _client_target(
-        "dpdis-pca", settings, policy, client=DPdisPCAClient, site=DPdisPCASite,
+        "dpdis-pca", settings, policy, site=DPdisPCASite,
         config={"variant": VARIANT_FULL, "dim": settings.dim}, request="request variant=full",
         view=upper_triangle,
     )
@@ -283,7 +281,7 @@ def ldp(settings: AuditSettings) -> AuditTarget:
     policy = LDPPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm,
                        noise_sampler=settings.noise_sampler)
     return _client_target(
-        "ldp-pca", settings, policy, client=LDPCovarianceClient, site=LDPCovarianceSite,
+        "ldp-pca", settings, policy, site=LDPCovarianceSite,
         config={"phase": PHASE, "dim": settings.dim}, request="request phase=covariance",
         view=upper_triangle, samples=LDP_SAMPLES,
     )
@@ -316,7 +314,7 @@ def kplane(settings: AuditSettings) -> AuditTarget:
                           noise_sampler=settings.noise_sampler)
     axes = np.eye(settings.dim)
     return _client_target(
-        "sulq-kplane", settings, policy, client=KPlaneClient, site=KPlaneSite,
+        "sulq-kplane", settings, policy, site=KPlaneSite,
         parameters=[axes[:, :1], axes[:, 1:2]],
         config={"round": 1, "dim": settings.dim, "clusters": 2},
         request="request k=2 bases e_1, e_2 (the record switches cluster)", view=np.ravel,

@@ -1,19 +1,19 @@
-"""Flower clients: each wraps a Flower-free site object that owns its data, noise and ledger.
+"""Deprecated: fedpca's Flower clients live in :mod:`fedpca.flower` (the ClientApp in
+:mod:`fedpca.flower.clientapp`, the one client of every algorithm and its factories in
+:mod:`fedpca.flower.site_client`). Importing this package warns."""
 
-:func:`site_client_app` builds the one ClientApp a site runs, answering fedpca's Message-API
-strategies and its legacy strategies (with or without SecAgg+) through the same client.
-"""
-
-from fedpca.clients.dpdis_pca import DPdisPCAClient
-from fedpca.clients.dps_pca import DPSPCAClient
-from fedpca.clients.kplane import KPlaneClient
-from fedpca.clients.ldp_pca import LDPCovarianceClient
+from fedpca.algorithms.specs import SPECS
 from fedpca.flower.clientapp import site_client_app
+from fedpca.flower.deprecated import alias_package
+from fedpca.flower.site_client import PrivateSiteClient, client_factory
 
-__all__ = [
-    "DPSPCAClient",
-    "DPdisPCAClient",
-    "KPlaneClient",
-    "LDPCovarianceClient",
-    "site_client_app",
-]
+DPSPCAClient = DPdisPCAClient = KPlaneClient = LDPCovarianceClient = PrivateSiteClient
+
+alias_package(__name__, {
+    module: {"client_for_site": client_factory(SPECS[algorithm].site_class())}
+    for module, algorithm in (("dps_pca", "dps-pca"), ("dpdis_pca", "dpdis-pca"),
+                              ("ldp_pca", "ldp-pca"), ("kplane", "sulq-kplane"))
+}, "fedpca.flower.clientapp and fedpca.flower.site_client")
+
+__all__ = ["DPSPCAClient", "DPdisPCAClient", "KPlaneClient", "LDPCovarianceClient",
+           "site_client_app"]

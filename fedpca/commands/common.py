@@ -31,7 +31,7 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     """``--ray-address --cpus-per-site --memory-per-site``: where the virtual sites run
-    (:class:`fedpca.flower.simulation.Engine`)."""
+    (:class:`fedpca.flower.federation.Engine`)."""
     parser.add_argument("--ray-address", default=None, metavar="HOST:PORT",
                         help="run the virtual sites on this existing Ray cluster (its head's "
                              "address, or 'auto'); default: a local Ray started for the run")

@@ -12,7 +12,7 @@ import argparse
 import functools
 from typing import Any
 
-from fedpca.algorithms.specs import SPECS, AlgorithmSpec, load
+from fedpca.algorithms.specs import SPECS, AlgorithmSpec
 from fedpca.commands.common import (
     add_engine_flags,
     add_output_flags,
@@ -73,8 +73,7 @@ def _fill(spec: AlgorithmSpec, parser: argparse.ArgumentParser) -> None:
             options["action"] = GivenFlag
         parser.add_argument(*names, dest=f.name, default=f.default, help=f.metadata["help"],
                             **options)
-    if spec.simulate_tables is not None:
-        add_table_flags(parser)
+    add_table_flags(parser)
     add_output_flags(parser)
     add_engine_flags(parser)
     parser.set_defaults(func=with_flag_errors(functools.partial(run, spec), parser))
@@ -105,7 +104,8 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     command exits non-zero) after writing its failure record to ``--output``."""
     from fedpca.report import explained_summary
     from fedpca.run_record import failure_recorded
-    from fedpca.flower.simulation import Engine
+    from fedpca.flower.federation import Engine
+    from fedpca.flower.simulations import simulate, simulate_tables
 
     engine = Engine(args.ray_address, args.cpus_per_site, args.memory_per_site)
     scenario_cls = spec.scenario_class()
@@ -113,17 +113,18 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     if getattr(args, "tables", None):
         planned = table_run(scenario_cls, values, args)
         require_outputs(args, planned.scenario)
-        simulate = load(spec.simulate_tables)
+        run_simulation = simulate_tables
     else:
         planned = plain_scenario(scenario_cls, values, args)
         require_outputs(args, planned)
-        simulate = load(spec.simulate)
+        run_simulation = simulate
     for line in planned.header():
         announce(args, line)
     seeded_notice(values.get("seed"))
     with (failure_recorded(spec.name, args.output),
           live_rounds(args, spec.name, planned.flower_rounds) as observer):
-        result = simulate(planned, verbose=args.verbose, observer=observer, engine=engine)
+        result = run_simulation(planned, verbose=args.verbose, observer=observer,
+                                engine=engine)
     for line in planned.report(result):
         print(line)
     explained = explained_summary(getattr(result, "explained_variance", None),

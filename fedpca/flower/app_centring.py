@@ -1,7 +1,9 @@
 """A centred run in the Flower App: run_config ``centring = "centre"`` or ``"standardize"``.
 
 The ServerApp runs the moments round, then the algorithm's rounds on the centred
-(standardised) rows (:mod:`fedpca.flower.centring`). It holds no data: it needs the
+(standardised) rows (:meth:`~fedpca.scenarios.base.Scenario.centred_server`: a
+:class:`~fedpca.algorithms.centred_rounds.CentredServer`; every later request carries the
+released mean and scale, the sites keep nothing between rounds but their ledgers). It holds no data: it needs the
 consortium's contract only for its public widths (run_config ``contract-file``, the
 server's copy, which must have the run's hash ``contract``). Real sites answer from their
 own table, contract and policy (:func:`fedpca.flower.real_site.open_real_site`); simulated
@@ -11,21 +13,19 @@ simulates one).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.algorithms.centring import requested_scaling
-from fedpca.flower.app_sites import finish, secure_max_records, server_scenario
+from fedpca.flower.app_sites import finish, server_scenario
 from fedpca.data.contract import Contract, load_contract
 from fedpca.errors import ConfigurationError
 from fedpca.scenarios.base import Scenario
 from fedpca.scenarios.tables import WIDTH_CAPPED, requested_policy
-from fedpca.flower.centred_plan import CentredPlan
-from fedpca.flower.strategy import MessageSiteStrategy
-from fedpca.flower.workflow import run_strategy, secure_aggregation
+from fedpca.scenarios.centred_plan import CentredPlan
+from fedpca.flower.workflow import run_plan
 
 
 def is_centred(config: dict[str, Any]) -> bool:
@@ -49,10 +49,10 @@ def server_contract(config: dict[str, Any]) -> Contract:
     return contract
 
 
-def run_centred(grid: Grid, context: Context, scenario_cls: type[Scenario],
-                build: Callable[[CentredPlan], MessageSiteStrategy]) -> None:
-    """Run ``build``'s centred strategy for the run_config's scenario over the connected
-    sites; write the result if asked."""
+def run_centred(grid: Grid, context: Context, scenario_cls: type[Scenario]) -> None:
+    """Run the run_config's scenario centred (its
+    :meth:`~fedpca.scenarios.base.Scenario.centred_server`) over the connected sites; write
+    the result if asked."""
     scenario, config, readiness = server_scenario(scenario_cls, grid, context)
     standardize = requested_scaling(config["centring"], "the ServerApp")
     contract = server_contract(config)
@@ -63,8 +63,6 @@ def run_centred(grid: Grid, context: Context, scenario_cls: type[Scenario],
     policy = requested_policy(scenario, bool(standardize),
                               public_scales=contract.bounds.all_public)
     plan = CentredPlan(scenario, policy, contract.bounds, contract.output_columns,
-                       secure_max_records(scenario, config))
-    strategy = build(plan)
-    run_strategy(grid, context, strategy, readiness=readiness,
-                 secure=secure_aggregation(scenario, strategy, 1.0))
+                       scenario.max_records(config) or 0)
+    strategy = run_plan(grid, context, scenario, scenario.centred_server(plan), readiness)
     finish(strategy.result(config), config)

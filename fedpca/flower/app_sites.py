@@ -12,14 +12,14 @@ from flwr.server import Grid
 
 from fedpca.algorithms.centring import CentringSite
 from fedpca.algorithms.site import require_rest_of_run, run_ledger
-from fedpca.algorithms.specs import AlgorithmSpec, load
+from fedpca.algorithms.specs import AlgorithmSpec
 from fedpca.flower.real_site import (
     is_real_site,
     open_real_site,
     real_site_budget,
     real_site_identity,
 )
-from fedpca.flower.site_client import ClientFactory
+from fedpca.flower.site_client import ClientFactory, client_factory
 from fedpca.flower.centred_client import centred_client
 from fedpca.flower.ledger_state import load_ledger
 from fedpca.data.memory import require_simulation_memory
@@ -28,7 +28,7 @@ from fedpca.loadings import loadings_path, write_loadings
 from fedpca.report import record_summary
 from fedpca.results import PCAResult
 from fedpca.run_record import RunResult, run_record, save_run_record
-from fedpca.scenarios.base import S, Scenario
+from fedpca.scenarios.base import MAX_WEIGHT, S, Scenario
 from fedpca.secure.identity import SecureIdentity, simulation_identity
 from fedpca.site.ready import SiteReady
 from fedpca.flower.rounds import connected_nodes, require_ready
@@ -38,8 +38,8 @@ logger = logging.getLogger(__name__)
 
 #: The fewest sites a ServerApp waits for (a "federation" of one site is its own curator).
 DEFAULT_MIN_SITES = 2
-#: run_config keys: secure sums' public bound on a site's record count; their minimum M.
-MAX_WEIGHT, SECURE_MIN_SITES = "secagg-max-weight", "secure-min-sites"
+#: run_config key of the secure sums' minimum ``M``.
+SECURE_MIN_SITES = "secure-min-sites"
 
 
 def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
@@ -50,13 +50,13 @@ def site_client_for(context: Context, spec: AlgorithmSpec) -> Client:
     supplies only the non-privacy parameters. A simulated site answers from partition
     ``partition-id`` of the scenario's data, with the run_config's policy and seed.
     """
-    scenario_cls, client_for_site = spec.scenario_class(), spec.client_for_site()
+    scenario_cls, client_for_site = spec.scenario_class(), client_factory(spec.site_class())
     if is_real_site(context):
         site = open_real_site(context, spec.name)
         if site.centred is not None:  # the moments round, then the algorithm's
             centring = CentringSite(site.records, site.bounds, site.centred, site=site.name,
                                     ledger=site.ledger, limits=site.limits)
-            return centred_client(context, load(spec.site), centring)
+            return centred_client(context, spec.site_class(), centring)
         scenario = scenario_cls.from_run_config(site.config, sites=least_sites(site.config))
         return client_for_site(context, site.records, scenario.policy(), site.name, seed=None,
                                ledger=site.ledger, limits=site.limits)
@@ -209,21 +209,6 @@ def with_site_settings(config: dict[str, Any], readiness: Readiness) -> dict[str
     if secure and not int(config.get(MAX_WEIGHT, 0)) and records:
         merged[MAX_WEIGHT] = max(records)
     return merged
-
-
-def secure_max_records(scenario: Scenario, config: dict[str, Any]) -> int:
-    """run_config ``secagg-max-weight``: a public bound on every site's record count, which
-    a secure-aggregation run needs (continuous shares are weighted by it; a site refuses a
-    sum of residues whose bound it exceeds); by default the largest record count a ready
-    site stated (:func:`with_site_settings`); 0 without secure aggregation."""
-    max_weight = int(config.get(MAX_WEIGHT, 0))
-    if getattr(scenario, "secure_min_sites", None) is not None and max_weight <= 0:
-        raise ConfigurationError(
-            f"secure aggregation needs run_config {MAX_WEIGHT}: a public upper bound on every "
-            "site's record count (real sites state theirs in the budget round; simulated "
-            f"partitions do not: set {MAX_WEIGHT}=N, N at least the largest site's records)"
-        )
-    return max_weight
 
 
 def record_path(config: dict[str, Any]) -> str | None:

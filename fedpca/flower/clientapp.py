@@ -76,7 +76,7 @@ logger = logging.getLogger(__name__)
 SITE_FAILURE = "the site could not answer; its operator has the details in its log"
 
 #: ``context -> Client``: a site's client for the current message (e.g.
-#: :func:`fedpca.clients.dps_pca.client_for_site` with the site's data and policy bound).
+#: :func:`~fedpca.flower.site_client.client_factory` of the algorithm's site with the site's data and policy bound).
 ClientFn = Callable[[Context], Client]
 #: ``context -> SiteReady``: the site's answer to the budget (readiness) round when it is
 #: ready for the whole run (:class:`~fedpca.site.ready.SiteReady`, or just its name); raises a

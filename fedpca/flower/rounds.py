@@ -6,7 +6,7 @@ A :class:`SiteRoundStrategy` asks every connected site for one release per Flowe
 failing site's own reason), hands the decoded :class:`~fedpca.algorithms.site.SiteAnswer`
 objects to :meth:`~SiteRoundStrategy.combine` and tells its observers
 (:meth:`~SiteRoundStrategy.aggregate`). Each algorithm writes its request and its combination
-once, in a subclass of this class (e.g. :class:`fedpca.strategies.dps_pca.DPSPCARounds`);
+once, in a subclass of this class (:mod:`fedpca.flower.strategies`);
 :mod:`fedpca.flower.legacy_strategy` and :mod:`fedpca.flower.strategy` only move its arrays
 through Flower's legacy or Message API. The arithmetic stays in the Flower-free servers of
 :mod:`fedpca.algorithms`. No federated evaluation: sites release nothing else.

@@ -1,7 +1,7 @@
 """What a fedpca request and a site's answer contain, in Flower's two message formats.
 
 Both sides read this module: the strategies build requests and decode answers with it, the
-sites' ClientApp (:mod:`fedpca.clients.app`) reads requests and builds answers with it.
+sites' ClientApp (:mod:`fedpca.flower.clientapp`) reads requests and builds answers with it.
 
 * Legacy format (``flwr.server.strategy`` strategies, and Flower's SecAgg+ workflow): the
   request is a ``FitIns`` (records ``fitins.parameters`` / ``fitins.config``), the answer a
@@ -97,7 +97,7 @@ def read_budget_answer(content: RecordDict, node: str) -> SiteReady:
     if answer is None or answer.get(AFFORDS) is not True:
         raise FedPCAError(
             f"node {node} answered the budget round with records {sorted(content)}, not "
-            f"{BUDGET!r}; is it running fedpca's ClientApp (fedpca.clients.site_client_app)?"
+            f"{BUDGET!r}; is it running fedpca's ClientApp (fedpca.flower.clientapp.site_client_app)?"
         )
     records, seconds = answer.get(RECORDS), answer.get(ANSWER_SECONDS)
     return SiteReady(
@@ -173,7 +173,7 @@ def read_reply(content: RecordDict, node: str) -> SiteAnswer:
     if ARRAYS not in content.array_records or METRICS not in content.metric_records:
         raise FedPCAError(
             f"node {node} answered with records {sorted(content)}, expected {ARRAYS!r} and "
-            f"{METRICS!r}; is it running fedpca's ClientApp (fedpca.clients.site_client_app)?"
+            f"{METRICS!r}; is it running fedpca's ClientApp (fedpca.flower.clientapp.site_client_app)?"
         )
     metrics = content.metric_records[METRICS]
     names = content.config_records.get(SITE, ConfigRecord())

@@ -24,6 +24,8 @@ from fedpca.flower.readiness import Readiness
 from fedpca.flower.legacy_strategy import failure_reason
 from fedpca.flower.strategy import MessageSiteStrategy
 from fedpca.flower.secure_server import VerifiedSecureAggregation
+from fedpca.flower.legacy_strategy import LegacySiteStrategy
+from fedpca.scenarios.base import Scenario, ServerPlan
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +150,39 @@ class SecAggSettings:
         )
 
 
+def strategy_for(plan: ServerPlan, scenario: Scenario,
+                 wait_for_sites: int | None = None) -> SiteRoundStrategy:
+    """The strategy that runs ``plan``'s server for ``scenario`` on the Message API, or on
+    the legacy API when its secure sums are Flower's SecAgg+ shares; every round needs the
+    scenario's :meth:`~fedpca.scenarios.base.Scenario.required_sites` answers and waits for
+    ``wait_for_sites`` connected sites (a simulation: all of them)."""
+    strategy_cls = LegacySiteStrategy if plan.legacy else MessageSiteStrategy
+    return strategy_cls(plan.server, min_sites=scenario.required_sites(),
+                        wait_for_sites=wait_for_sites, privacy=plan.privacy)
+
+
+def after_run(plan: ServerPlan, strategy: SiteRoundStrategy) -> None:
+    """What ``plan`` does once the rounds ran (:attr:`ServerPlan.after_run`: e.g. a privacy
+    record from the sites' reported record counts), before the result is made."""
+    if plan.after_run is None:
+        return
+    privacy = plan.after_run(dict(strategy.site_sizes))
+    if privacy is not None:
+        strategy.privacy = privacy
+
+
+def run_plan(grid: Grid, context: Context, scenario: Scenario, plan: ServerPlan,
+             readiness: Readiness | None = None) -> SiteRoundStrategy:
+    """Run ``plan``'s server for ``scenario`` in a ServerApp ``main`` (:func:`strategy_for`,
+    its secure sums :func:`secure_aggregation`, :func:`run_strategy` and :func:`after_run`);
+    the strategy, whose ``result`` is the run's."""
+    strategy = strategy_for(plan, scenario)
+    run_strategy(grid, context, strategy, readiness=readiness,
+                 secure=secure_aggregation(scenario, strategy, plan.max_weight))
+    after_run(plan, strategy)
+    return strategy
+
+
 def secure_aggregation(
     scenario: Any, strategy: SiteRoundStrategy, max_weight: float
 ) -> SecAggSettings | None:
@@ -184,8 +219,8 @@ def run_strategy(
     """Drive ``strategy`` for ``num_rounds`` Flower rounds (default: the strategy's own);
     every aggregated round is logged (INFO, :func:`fedpca.progress.log_round`) as it ends.
 
-    A Message-API strategy (e.g. :class:`~fedpca.strategies.dps_pca.DPSPCA`) runs through its
-    ``start``; a legacy one (e.g. :class:`~fedpca.strategies.dps_pca.DPSPCAStrategy`) through
+    A Message-API strategy (e.g. :class:`~fedpca.flower.strategies.DPSPCA`) runs through its
+    ``start``; a legacy one (e.g. :class:`~fedpca.flower.strategies.DPSPCAStrategy`) through
     Flower's ``DefaultWorkflow``, with SecAgg+ fit rounds if ``secure`` (legacy only: Flower
     1.41 has no SecAgg+ for the Message API), after its budget round
     (:meth:`~fedpca.flower.rounds.SiteRoundStrategy.budget_round`: a Message-API strategy

@@ -10,13 +10,17 @@ names each algorithm's scenario. No Flower import here.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
-from typing import Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from fedpca.errors import ConfigurationError, ParameterError
 from fedpca.dp.calibration import ACCOUNTING_MODES
 from fedpca.dp.exact_noise import EXACT, FLOAT, NOISE_SAMPLERS
 from fedpca.dp.validation import require_site_count
+
+if TYPE_CHECKING:
+    from fedpca.scenarios.centred_plan import CentredPlan
 
 S = TypeVar("S", bound="Scenario")
 
@@ -89,6 +93,36 @@ K = flag("components (auto: the fewest that explain --variance, for the algorith
 ROUNDS = flag("rounds T")
 
 
+@dataclass
+class ServerPlan:
+    """A run's server side, as any Flower strategy runs it (no Flower import).
+
+    Attributes:
+        server: the algorithm's server (its round protocol,
+            :class:`~fedpca.algorithms.server.ServerRecord`).
+        privacy: the privacy the run was configured with (the request's, for the result).
+        legacy: the run's secure sums are continuous shares that only Flower's SecAgg+
+            (its legacy strategy API) carries.
+        max_weight: SecAgg+'s ``max_weight`` (continuous shares are weighted by the sites'
+            record counts).
+        after_run: called with each answering site's record count once the rounds ran,
+            before the result is made; returns the run's privacy record when it depends
+            on them (``None``: :attr:`privacy` stands).
+    """
+
+    server: Any
+    privacy: dict[str, Any]
+    legacy: bool = False
+    max_weight: float = 1.0
+    after_run: Callable[[Mapping[str, int]], dict[str, Any] | None] | None = None
+
+
+#: The ``dataset`` of the synthetic models (public: a server may rebuild it to evaluate).
+SYNTHETIC = "synthetic"
+#: run_config key of secure sums' public bound on every site's record count.
+MAX_WEIGHT = "secagg-max-weight"
+
+
 @dataclass(frozen=True)
 class Scenario:
     """The fields every scenario has; subclasses add theirs and may re-declare one of these
@@ -126,6 +160,39 @@ class Scenario:
                 f"(dpdis-pca --variant full or secure-sum); {self.ALGORITHM} needs k before "
                 "it runs", {self.COMPONENTS: "auto"},
                 hint=f"give {{{self.COMPONENTS}}} as a number")
+
+    def server_plan(self, app_config: Mapping[str, Any] | None = None) -> ServerPlan:
+        """The run's server (a simulation: ``app_config`` is ``None`` and this process can
+        rebuild every site's data, so the server may evaluate against it; the Flower App:
+        ``app_config`` is the run_config, and the server evaluates only what it declares
+        public, e.g. a synthetic model's truth). Each algorithm's scenario."""
+        raise NotImplementedError
+
+    def centred_server(self, plan: CentredPlan) -> ServerPlan:
+        """A centred run's server (:meth:`CentredPlan.plan
+        <fedpca.scenarios.centred_plan.CentredPlan.plan>` of the algorithm's own server over
+        the contract's width and the plan's secure sums). Each algorithm's scenario."""
+        raise NotImplementedError
+
+    def max_records(self, app_config: Mapping[str, Any] | None) -> int | None:
+        """A public bound on every site's record count for secure sums: run_config
+        ``secagg-max-weight`` (the sites' stated counts fill it in at real sites), required
+        with secure sums in the App; in a simulation the largest site's (``None``)."""
+        if app_config is None:
+            return None
+        bound = int(app_config.get(MAX_WEIGHT, 0))
+        if getattr(self, "secure_min_sites", None) is not None and bound <= 0:
+            raise ConfigurationError(
+                f"secure aggregation needs run_config {MAX_WEIGHT}: a public upper bound on every "
+                "site's record count (real sites state theirs in the budget round; simulated "
+                f"partitions do not: set {MAX_WEIGHT}=N, N at least the largest site's records)"
+            )
+        return bound or None
+
+    def simulation_config(self) -> dict[str, Any]:
+        """What a simulation's result config adds (each algorithm's: e.g. the clipped rows
+        only a simulation can count)."""
+        return {}
 
     @classmethod
     def flag_fields(cls) -> list[Field]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from fedpca.data.dpdis_model import DecayingSpectrumModel
 from fedpca.data.federated import dataset_pooled, dataset_site
 from fedpca.data.site_cache import bounded_site_cache
 from fedpca.data.synthetic import require_split, site_size
-from fedpca.errors import InvalidDataError, ParameterError
+from fedpca.errors import FedPCAError, InvalidDataError, ParameterError
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.site_data import SiteData
 from fedpca.dp.validation import (
@@ -54,13 +54,17 @@ from fedpca.scenarios.base import (
     SECURE_MIN_SITES,
     K,
     SITE_FILES,
+    SYNTHETIC,
     Scenario,
+    ServerPlan,
     flag,
     no_site_files,
     parameter,
 )
 
-SYNTHETIC = "synthetic"
+if TYPE_CHECKING:
+    from fedpca.scenarios.centred_plan import CentredPlan
+
 #: ``"synthetic"``, ``"files"`` (real sites, each its own file) and the names
 #: :func:`fedpca.data.datasets.load_dataset` knows.
 DATASETS = (SYNTHETIC, SITE_FILES, *DATASET_NAMES)
@@ -245,6 +249,37 @@ class DPdisPCAScenario(Scenario):
             self.variance,
         )
 
+    def server_plan(self, app_config: Mapping[str, Any] | None = None) -> ServerPlan:
+        """DPdisPCA's server. A simulation measures the energy ratio against the pooled
+        data it rebuilds; the App does so only when the answering sites turn out to be
+        exactly the partitions the run_config describes (:func:`known_evaluation`), and its
+        privacy record (per-site noise) uses the record counts the sites reported."""
+        secure = self.secure_sum(self.max_records(app_config))
+        if app_config is None:
+            return ServerPlan(self.server(self.evaluation(), secure), self.privacy(secure))
+        server = self.server(None, secure)
+
+        def after_run(site_records: Mapping[str, int]) -> dict[str, Any] | None:
+            evaluation = known_evaluation(app_config, site_records)
+            if evaluation is not None:
+                server.record_energy_ratio(evaluation)
+            if secure is not None:
+                return None
+            return privacy_record(self.policy(), list(site_records.values()))
+
+        return ServerPlan(server, {} if secure is None else self.privacy(secure),
+                          after_run=after_run)
+
+    def centred_server(self, plan: CentredPlan) -> ServerPlan:
+        """Centred DPdisPCA (any variant)."""
+        secure = (secure_sum_for(plan.share(), plan.dim, plan.max_records, self.sites,
+                                 plan.rotation_seed) if self.variant == VARIANT_SECURE else None)
+        server = DPdisPCAServer(plan.dim, self.k, self.r, self.weighting, self.variant,
+                                secure=secure)
+        from fedpca.algorithms.centred_run import DPDIS_MECHANISM
+
+        return plan.plan(server, DPDIS_MECHANISM)
+
     def prepared_site(self, site: int) -> SiteData:
         """Site ``site``'s validated, clipped records, cached per process."""
         self.check_site(site)
@@ -288,6 +323,17 @@ class DPdisPCAScenario(Scenario):
         expected = {str(i): self.prepared_site(i).X.shape[0] for i in range(self.sites)}
         return dict(site_records) == expected
 
+
+
+def known_evaluation(config: Mapping[str, Any], site_records: Mapping[str, int]
+                     ) -> np.ndarray | None:
+    """The pooled second moment of the answering sites' data when a server can rebuild it
+    (they are exactly the partitions the run_config describes), else ``None``."""
+    try:
+        known = DPdisPCAScenario.from_run_config(dict(config), sites=len(site_records))
+        return known.evaluation() if known.holds_sites(site_records) else None
+    except FedPCAError:  # the run_config does not describe the sites' data
+        return None
 
 
 @bounded_site_cache

@@ -7,11 +7,13 @@ reference run, so all three see the same data, policy and seeds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from fedpca.algorithms.dps_pca import (
+    DPSPCAServer,
     DPSSecureSums,
     SitePolicy,
     privacy_record,
@@ -34,11 +36,16 @@ from fedpca.scenarios.base import (
     SAMPLES,
     SECURE_MIN_SITES,
     SITES,
+    SYNTHETIC,
     K,
     Scenario,
+    ServerPlan,
     flag,
     parameter,
 )
+
+if TYPE_CHECKING:
+    from fedpca.scenarios.centred_plan import CentredPlan
 
 #: The shape parameters' relations, checked in this order: the simplest first, so that an
 #: error names the parameters a user set (``k <= dim``) before any left at its default.
@@ -144,6 +151,33 @@ class DPSPCAScenario(Scenario):
         (legacy API; an honest-but-curious coordinator only); discrete ones run fedpca's
         verifiable secure aggregation on the Message API."""
         return self.secure_min_sites is not None and not self.discrete
+
+    def server_plan(self, app_config: Mapping[str, Any] | None = None) -> ServerPlan:
+        """DPS-PCA's server; it measures the distance to the model's truth where the truth
+        is public (a simulation, or the App on the synthetic model); continuous secure
+        shares run through Flower's SecAgg+ (legacy API)."""
+        max_records = self.max_records(app_config)
+        sums = self.secure_sums(max_records)
+        public = app_config is None or app_config.get("dataset") == SYNTHETIC
+        server = DPSPCAServer(
+            dim=self.dim, k=self.k, s_hat=self.s_hat, rounds=self.rounds, seed=self.seed,
+            evaluate_fn=self.distance_to_truth if public else None, secure=sums,
+            explained_variance=self.explained_variance,
+        )
+        return ServerPlan(server, privacy_record(self.policy(), sums), legacy=self.secagg_plus,
+                          max_weight=max_records or self.largest_site())
+
+    def centred_server(self, plan: CentredPlan) -> ServerPlan:
+        """Centred DPS-PCA (with its Rayleigh-quotient round when the policy asks for the
+        explained variance)."""
+        sums = (secure_sums(plan.share(), plan.dim, self.k, plan.max_records, self.sites,
+                            plan.rotation_seed) if plan.policy.discrete else None)
+        server = DPSPCAServer(dim=plan.dim, k=self.k, s_hat=self.s_hat, rounds=self.rounds,
+                              seed=self.seed, secure=sums,
+                              explained_variance=plan.policy.explained_variance)
+        from fedpca.algorithms.centred_run import DPS_MECHANISM
+
+        return plan.plan(server, DPS_MECHANISM)
 
     def largest_site(self) -> int:
         """The largest site's record count (public; SecAgg+'s ``max_weight``)."""

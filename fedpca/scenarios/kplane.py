@@ -8,13 +8,15 @@ into ``sites`` consecutive blocks as evenly as possible.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from fedpca.algorithms.kplane import (
     KPlanePolicy,
+    KPlaneServer,
     privacy_record,
     require_subspace_dim,
     secure_sum_for,
@@ -35,11 +37,16 @@ from fedpca.scenarios.base import (
     DIM,
     SAMPLES,
     SECURE_MIN_SITES,
+    SYNTHETIC,
     Scenario,
+    ServerPlan,
     components,
     flag,
     parameter,
 )
+
+if TYPE_CHECKING:
+    from fedpca.scenarios.centred_plan import CentredPlan
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,31 @@ class KPlaneScenario(Scenario):
         if self.secure_min_sites is not None:
             return privacy_record(self.policy(), secure or self.secure_sum())
         return privacy_record(self.policy())
+
+    def server_plan(self, app_config: Mapping[str, Any] | None = None) -> ServerPlan:
+        """SuLQ k-plane's server; it records the cost and the distance to the planted
+        subspaces where they are public (a simulation, or the App on the synthetic data)."""
+        secure = self.secure_sum(self.max_records(app_config))
+        public = app_config is None or app_config.get("dataset") == SYNTHETIC
+        server = KPlaneServer(
+            dim=self.dim, clusters=self.clusters, subspace_dim=self.subspace_dim,
+            rounds=self.rounds, clip_norm=self.clip_norm, seed=self.seed,
+            evaluate_fn=self.evaluate if public else None, secure=secure,
+        )
+        return ServerPlan(server, self.privacy(secure))
+
+    def centred_server(self, plan: CentredPlan) -> ServerPlan:
+        """Centred SuLQ k-plane: its rounds' counts are turned back with the policy's clip
+        norm ``C``."""
+        from fedpca.algorithms.centred_run import KPLANE_MECHANISM
+
+        share = plan.share()
+        secure = (secure_sum_for(share, plan.dim, self.clusters, plan.max_records, self.sites,
+                                 plan.rotation_seed) if plan.policy.discrete else None)
+        server = KPlaneServer(dim=plan.dim, clusters=self.clusters,
+                              subspace_dim=self.subspace_dim, rounds=self.rounds,
+                              clip_norm=share.clip_norm, seed=self.seed, secure=secure)
+        return plan.plan(server, KPLANE_MECHANISM)
 
     @property
     def flower_rounds(self) -> int:

@@ -9,12 +9,13 @@ named dataset of :mod:`fedpca.data.datasets` partitioned over the sites by
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from fedpca.algorithms.ldp_pca import LDPPolicy, privacy_record
+from fedpca.algorithms.ldp_pca import LDPCovarianceServer, LDPPolicy, privacy_record
 from fedpca.data.ldp_model import LDPSpikedModel
 from fedpca.data.site_cache import bounded_site_cache
 from fedpca.data.synthetic import require_split, site_data
@@ -31,13 +32,17 @@ from fedpca.scenarios.base import (
     SAMPLES,
     K,
     SITE_FILES,
+    SYNTHETIC,
     Scenario,
+    ServerPlan,
     flag,
     no_site_files,
     parameter,
 )
 
-SYNTHETIC = "synthetic"
+if TYPE_CHECKING:
+    from fedpca.scenarios.centred_plan import CentredPlan
+
 
 
 def dataset_names() -> tuple[str, ...]:
@@ -165,6 +170,33 @@ class LDPScenario(Scenario):
     def privacy(self) -> dict[str, Any]:
         """The guarantee each record gets in this scenario."""
         return privacy_record(self.policy())
+
+    def server_plan(self, app_config: Mapping[str, Any] | None = None) -> ServerPlan:
+        """LDP-PCA's server, with the records' noise (the sparse solver's default penalty
+        reads it); a simulation evaluates against the data it rebuilds."""
+        privacy = self.privacy()
+        simulated = app_config is None
+        server = LDPCovarianceServer(
+            dim=self.data_dim if simulated else self.dim, k=self.k, sparse=self.sparse,
+            lam=self.lam, record_sigma=privacy["sigma"],
+            evaluate_fn=self.evaluate if simulated else None,
+            true_support=self.true_support() if simulated else None,
+        )
+        return ServerPlan(server, privacy)
+
+    def centred_server(self, plan: CentredPlan) -> ServerPlan:
+        """Centred LDP-PCA (a local policy): its privacy record states the covariance
+        view's per-record noise."""
+        from fedpca.algorithms.centred_run import LDP_MECHANISM, centred_ldp_privacy
+
+        privacy = centred_ldp_privacy(plan.policy, plan.bounds)
+        server = LDPCovarianceServer(dim=plan.dim, k=self.k, sparse=self.sparse, lam=self.lam,
+                                     record_sigma=privacy["sigma"])
+        return plan.plan(server, LDP_MECHANISM, privacy)
+
+    def simulation_config(self) -> dict[str, Any]:
+        """The rows the sites clipped (a simulation sees every site's data)."""
+        return {"clipped_rows": sum(site.clip.clipped_rows for site in self.all_sites())}
 
     def prepared_site(self, site: int) -> SiteData:
         """Site ``site``'s validated, clipped records, cached per process."""

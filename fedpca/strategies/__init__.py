@@ -1,24 +1,19 @@
-"""Flower server strategies; each calls a Flower-free server object for every formula.
+"""Deprecated: each algorithm's Flower strategy lives in :mod:`fedpca.flower.strategies`.
+Importing this package warns."""
 
-Every algorithm has two twins with the same constructor: a Message-API strategy
-(``flwr.serverapp.strategy.Strategy``: ``DPSPCA``, ``DPdisPCA``, ``LDPCovariance``,
-``SuLQKPlane``), started like Flower's ``FedAvg``, and a legacy one
-(``flwr.server.strategy.Strategy``: ``DPSPCAStrategy``, ``DPdisPCAStrategy``,
-``LDPCovarianceStrategy``, ``KPlaneStrategy``), the only kind Flower's SecAgg+ workflow drives.
-"""
+from fedpca.flower.deprecated import alias_package
+from fedpca.flower.strategies import (
+    DPSPCA,
+    DPdisPCA,
+    DPdisPCAStrategy,
+    DPSPCAStrategy,
+    KPlaneStrategy,
+    LDPCovariance,
+    LDPCovarianceStrategy,
+    SuLQKPlane,
+)
 
-from fedpca.strategies.dpdis_pca import DPdisPCA, DPdisPCAStrategy
-from fedpca.strategies.dps_pca import DPSPCA, DPSPCAStrategy
-from fedpca.strategies.kplane import KPlaneStrategy, SuLQKPlane
-from fedpca.strategies.ldp_pca import LDPCovariance, LDPCovarianceStrategy
+alias_package(__name__, {}, "fedpca.flower.strategies")
 
-__all__ = [
-    "DPSPCA",
-    "DPSPCAStrategy",
-    "DPdisPCA",
-    "DPdisPCAStrategy",
-    "KPlaneStrategy",
-    "LDPCovariance",
-    "LDPCovarianceStrategy",
-    "SuLQKPlane",
-]
+__all__ = ["DPSPCA", "DPSPCAStrategy", "DPdisPCA", "DPdisPCAStrategy", "KPlaneStrategy",
+           "LDPCovariance", "LDPCovarianceStrategy", "SuLQKPlane"]

@@ -128,7 +128,7 @@ def run_federation(
 ) -> None:
     """Simulate ``num_sites`` sites answering ``strategy`` for ``strategy.num_rounds`` rounds
     (SecAgg+ fit rounds if ``secure``: legacy strategies only); raise if the run stopped
-    before its last round. The sites run :func:`fedpca.clients.site_client_app`, which
+    before its last round. The sites run :func:`fedpca.flower.clientapp.site_client_app`, which
     answers either kind of strategy.
 
     ``observer`` (e.g. :class:`fedpca.progress.RoundProgress`) is called by the strategy,

@@ -1,0 +1,69 @@
+"""The house's rules that code can check: the Flower-free packages import no Flower, and the
+former homes of the Flower names still import, warning, as the objects they moved to."""
+
+import json
+import pkgutil
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+import fedpca
+
+#: Packages and modules that must work without Flower (a site's tools, the DP maths, the
+#: algorithms' servers and sites, the scenarios, the audit of the mechanisms).
+FLOWER_FREE = ("dp", "site", "algorithms", "secure", "data", "linalg", "scenarios",
+               "clustering", "experiments", "estimators", "results", "run_record", "report",
+               "progress", "loadings", "errors", "audit")
+
+
+def flower_free_modules() -> list[str]:
+    """Every module of the Flower-free packages."""
+    names = []
+    for name in FLOWER_FREE:
+        module = f"fedpca.{name}"
+        names.append(module)
+        path = [f"{fedpca.__path__[0]}/{name}"]
+        names += [f"{module}.{m.name}" for m in pkgutil.iter_modules(path)]
+    return names
+
+
+def test_the_flower_free_packages_import_no_flower():
+    modules = flower_free_modules()
+    assert len(modules) > 80  # the walk found the packages' modules
+    code = (f"import importlib, json, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'flwr')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert json.loads(done.stdout) == []
+
+
+@pytest.mark.parametrize(("old", "name", "new"), [
+    ("fedpca.strategies", "DPSPCA", "fedpca.flower.strategies:DPSPCA"),
+    ("fedpca.strategies", "KPlaneStrategy", "fedpca.flower.strategies:KPlaneStrategy"),
+    ("fedpca.clients", "site_client_app", "fedpca.flower.clientapp:site_client_app"),
+    ("fedpca.clients", "DPSPCAClient", "fedpca.flower.site_client:PrivateSiteClient"),
+    ("fedpca.simulations.dps_pca", "simulate_dps_pca", "fedpca.flower.simulations:simulate"),
+    ("fedpca.apps.app", "server_app", "fedpca.flower.app:server_app"),
+])
+def test_a_moved_name_still_imports_from_its_old_home_with_a_warning(old, name, new):
+    import importlib
+
+    for module in [m for m in sys.modules if m.startswith(old.split(".")[0] + "." +
+                                                              old.split(".")[1])]:
+        del sys.modules[module]  # import afresh, so that the warning fires
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        moved = getattr(importlib.import_module(old), name)
+    module, _, attribute = new.partition(":")
+    assert moved is getattr(importlib.import_module(module), attribute)
+    assert any(issubclass(w.category, DeprecationWarning) and "deprecated" in str(w.message)
+               for w in caught)
+
+
+def test_an_old_client_module_builds_the_algorithms_client():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from fedpca.clients.kplane import client_for_site
+    assert "KPlaneSite" in client_for_site.__doc__
