@@ -47,7 +47,7 @@ from fedpca.data.tables import read_table
 from fedpca.errors import ConfigurationError
 from fedpca.dp.calibration import ACCOUNTING_MODES, calibrate_gaussian
 from fedpca.dp.exact_noise import EXACT
-from fedpca.site.file_modes import SHARED_ANY, refuse_shared
+from fedpca.file_modes import SHARED_ANY, refuse_shared
 from fedpca.site.ledger_identity import LedgerWitness
 from fedpca.dp.events import Release
 from fedpca.dp.mechanisms import planned_run

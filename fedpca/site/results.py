@@ -47,7 +47,7 @@ import numpy as np
 from fedpca.data.column_rules import cell_text
 from fedpca.data.tables import read_table
 from fedpca.errors import InvalidDataError, InvalidRequestError
-from fedpca.site.file_modes import replace_owner_only
+from fedpca.file_modes import replace_owner_only
 from fedpca.report import floor_lines
 from fedpca.results import scores as centred_scores
 
