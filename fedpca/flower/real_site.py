@@ -61,7 +61,7 @@ from flwr.app import RecordDict
 from flwr.common import Context
 
 from fedpca.algorithms.centring import CentredPolicy
-from fedpca.site.limits import SiteLimits
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.flower.result_wire import read_result_message
 from fedpca.flower.run_end import FAILED
 from fedpca.data.files import file_fingerprint

@@ -20,7 +20,7 @@ from flwr.common import Context, Scalar
 
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import PrivateSite, SiteLedgerLike, SitePrivacyPolicy
-from fedpca.site.limits import SiteLimits
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.flower.ledger_state import load_ledger, store_ledger
 from fedpca.flower.wire import RECORDS, SITE
 from fedpca.flower.secagg_plus import ProtocolMasking, SecAggMasking, masked_settings

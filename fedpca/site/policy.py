@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.centring import CentredPolicy
-from fedpca.site.limits import POLICY_KEYS as LIMIT_KEYS
-from fedpca.site.limits import SiteLimits
+from fedpca.algorithms.site_limits import POLICY_KEYS as LIMIT_KEYS
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.algorithms.specs import SPECS
 from fedpca.data.contract import Contract, load_contract
 from fedpca.data.files import file_fingerprint, load_site_file

@@ -25,7 +25,7 @@ with it, and what stops it:
   a basis whose columns are not orthonormal, a scale that is not ``> 0``, column names
   other than its contract's): refused by :meth:`ReleasedResult.check`, nothing stored;
 * **flood the site**: the message's arrays are checked against the site's width ``d`` and
-  its policy's answer limit (:class:`~fedpca.site.limits.SiteLimits`) before
+  its policy's answer limit (:class:`~fedpca.algorithms.site_limits.SiteLimits`) before
   numpy allocates them (Flower's gRPC has already bounded the message at 2 GB), and a real
   site stores a result only for a run it released in (its ledger says so): one file per
   run, replaced by a later delivery of the same run.
