@@ -63,6 +63,7 @@ from fedpca.clustering.metrics import assign_to_subspaces
 from fedpca.clustering.nonprivate import cluster_scatter
 from fedpca.clustering.result import ClusteringResult
 from fedpca.errors import ConfigurationError, InvalidRequestError, ParameterError
+from fedpca.linalg.basis import validate_basis
 from fedpca.linalg.subspace import (
     random_subspaces,
     top_eigenvectors,
@@ -72,11 +73,7 @@ from fedpca.linalg.subspace import (
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import float_error
 from fedpca.dp.mechanisms import upper_triangle_sensitivity
-from fedpca.dp.validation import (
-    require_finite_positive,
-    require_positive_int,
-    validate_basis,
-)
+from fedpca.dp.validation import require_finite_positive, require_positive_int
 
 logger = logging.getLogger(__name__)
 

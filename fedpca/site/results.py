@@ -48,6 +48,7 @@ from fedpca.data.column_rules import cell_text
 from fedpca.data.tables import read_table
 from fedpca.errors import InvalidDataError, InvalidRequestError
 from fedpca.file_modes import replace_owner_only
+from fedpca.linalg.basis import ORTHONORMAL_TOLERANCE
 from fedpca.report import floor_lines
 from fedpca.results import scores as centred_scores
 
@@ -56,9 +57,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: How far ``basis.T @ basis`` may be from the identity (largest entry) for an orthonormal
-#: basis: released bases come out of a QR or an eigensolver in float64.
-ORTHONORMAL_TOLERANCE = 1e-6
 #: The key that marks a result file a site stored (its value: the format's version).
 FORMAT_KEY = "fedpca_site_result"
 FORMAT_VERSION = 1
