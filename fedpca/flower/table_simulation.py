@@ -29,7 +29,7 @@ from fedpca.algorithms.kplane import KPlaneSite
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite
 from fedpca.flower.app_sites import site_partitions
 from fedpca.flower.centred_client import centred_client
-from fedpca.clustering.result import CentredClusteringResult
+from fedpca.results import CentredClusteringResult
 from fedpca.progress import RoundObserver
 from fedpca.results import CentredPCAResult
 from fedpca.scenarios.tables import TableRun

@@ -7,7 +7,7 @@ import time
 
 from fedpca.flower.app_sites import partition_budget, partition_client, partition_identity
 from fedpca.clients.kplane import client_for_site
-from fedpca.clustering.result import ClusteringResult
+from fedpca.results import ClusteringResult
 from fedpca.progress import RoundObserver
 from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.flower.simulation import Engine, run_federation
