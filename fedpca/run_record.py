@@ -36,13 +36,13 @@ from fedpca.algorithms.dpdis_pca import message_bytes
 from fedpca.errors import RunFailedError
 from fedpca.loadings import loadings
 from fedpca.dp.guarantee import SiteGuarantee, weakest
+from fedpca.dp.mechanisms import NO_SEED
 from fedpca.results import (
     CentredClusteringResult,
     CentredPCAResult,
     ClusteringResult,
     PCAResult,
 )
-from fedpca.scenarios.base import NO_SEED
 
 logger = logging.getLogger(__name__)
 

@@ -67,6 +67,7 @@ from fedpca.flower.run_end import FAILED
 from fedpca.data.files import file_fingerprint
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.site.ledger_identity import LedgerIdentityError, refused_run
+from fedpca.dp.mechanisms import NO_SEED
 from fedpca.dp.moments import ColumnBounds
 from fedpca.site.ledger import RunLedger, SiteLedger
 from fedpca.site.policy import (
@@ -75,7 +76,6 @@ from fedpca.site.policy import (
     SitePolicyFile,
     load_site_policy,
 )
-from fedpca.scenarios.base import NO_SEED
 from fedpca.secure.identity import SecureIdentity
 from fedpca.secure.roster import load_roster, load_signing_key
 from fedpca.site.plan import RunPlan, plan_run, require_contract
