@@ -32,11 +32,9 @@ from fedpca.algorithms.dpdis_pca import (
     secure_sum_for,
 )
 from fedpca.algorithms.secure_sum import SecureSum, public_seed
-from fedpca.data.datasets import DATASET_NAMES
 from fedpca.data.dpdis_model import DecayingSpectrumModel
-from fedpca.data.federated import dataset_pooled, dataset_site
-from fedpca.data.site_cache import bounded_site_cache
-from fedpca.data.synthetic import require_split, site_size
+from fedpca.data.federated import dataset_pooled
+from fedpca.data.synthetic import require_split
 from fedpca.errors import InvalidDataError, ParameterError
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.site_data import SiteData
@@ -56,14 +54,9 @@ from fedpca.scenarios.base import (
     SITE_FILES,
     Scenario,
     flag,
-    no_site_files,
     parameter,
 )
-
-SYNTHETIC = "synthetic"
-#: ``"synthetic"``, ``"files"`` (real sites, each its own file) and the names
-#: :func:`fedpca.data.datasets.load_dataset` knows.
-DATASETS = (SYNTHETIC, SITE_FILES, *DATASET_NAMES)
+from fedpca.scenarios.datasets import DATASETS, SYNTHETIC, scenario_site
 
 
 @dataclass(frozen=True)
@@ -246,16 +239,9 @@ class DPdisPCAScenario(Scenario):
         )
 
     def prepared_site(self, site: int) -> SiteData:
-        """Site ``site``'s validated, clipped records, cached per process."""
-        self.check_site(site)
-        if self.dataset == SITE_FILES:
-            raise no_site_files(site)
-        if self.dataset == SYNTHETIC:
-            return _synthetic_site(self.model(), self.samples, self.sites, site, self.clip_norm)
-        data = dataset_site(
-            self.dataset, self.sites, site, seed=self.data_seed, clip_norm=self.clip_norm,
-            alpha=self.alpha,
-        )
+        """Site ``site``'s validated, clipped records, cached per process
+        (:func:`~fedpca.scenarios.datasets.scenario_site`)."""
+        data = scenario_site(self, site)
         if data.X.shape[1] != self.dim:
             raise InvalidDataError(
                 f"{self.dataset} has {data.X.shape[1]} features but the scenario says dim="
@@ -287,12 +273,3 @@ class DPdisPCAScenario(Scenario):
             return False
         expected = {str(i): self.prepared_site(i).X.shape[0] for i in range(self.sites)}
         return dict(site_records) == expected
-
-
-
-@bounded_site_cache
-def _synthetic_site(
-    model: DecayingSpectrumModel, samples: int, sites: int, site: int, clip_norm: float
-) -> SiteData:
-    X = model.sample(site_size(samples, sites, site), stream=site)
-    return SiteData.prepare(X, clip_norm, str(site))
