@@ -5,8 +5,8 @@
   (``d x d``); d in {200, 784}, K = 50. Totals for S = 500 sites beside them, and the size
   of ``A^_s``'s upper triangle, which is all a symmetric matrix needs (fedpca sends ``d x d``).
 * **Server merge**, S = 500, d = 784, K = 50, R = 100: the real merge
-  (:func:`fedpca.algorithms.dpdis_pca.merged_factor_basis`: stack the weighted ``P_s``, then,
-  as ``S R >= d``, ``eigh`` of the ``d x d`` ``A_c``) against a bare
+  (:func:`fedpca.algorithms.dpdis_factors.merged_factor_basis`: stack the weighted
+  ``P_s``, then, as ``S R >= d``, ``eigh`` of the ``d x d`` ``A_c``) against a bare
   ``np.linalg.svd(M, full_matrices=False)`` and ``scipy.linalg.svd(M, full_matrices=False)``
   of the same stacked ``M`` (``d x S R``, built once outside their timings), interleaved,
   median of the repetitions after a warm-up. The merge's time includes stacking ``M``.
@@ -29,13 +29,8 @@ import numpy as np
 import scipy.linalg
 from common import md_table, median, progress, target, timed
 
-from fedpca.algorithms.dpdis_pca import (
-    FLOAT_BYTES,
-    merge_weights,
-    merged_factor_basis,
-    message_bytes,
-    stacked_factors,
-)
+from fedpca.algorithms.dpdis_factors import merged_factor_basis, stacked_factors
+from fedpca.algorithms.dpdis_pca import FLOAT_BYTES, merge_weights, message_bytes
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite, LDPPolicy, default_lambda
 from fedpca.data.ldp_model import LDPSpikedModel
 from fedpca.linalg.fantope import fantope_admm

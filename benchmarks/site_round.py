@@ -34,7 +34,7 @@ from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.calibration import pld_epsilon
 from fedpca.dp.events import Release
 from fedpca.dp.mechanisms import power_step_sensitivity
-from fedpca.dp.validation import validate_basis
+from fedpca.linalg.basis import validate_basis
 
 FULL = dict(dim=20_000, n=2_000, k=10, repetitions=15, warmup=2)
 QUICK = dict(FULL, repetitions=3, warmup=1)

@@ -46,7 +46,7 @@ from supernodes import _proc_kib, replace_section  # noqa: E402
 from fedpca.data.site_cache import BUDGET_VARIABLE  # noqa: E402
 from fedpca.data.site_store import STORE_VARIABLE, temporary_store  # noqa: E402
 from fedpca.deployment.processes import descendants, process_table  # noqa: E402
-from fedpca.simulations import launcher  # noqa: E402
+from fedpca.flower import federation as launcher  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 FULL = {"sites": (100, 500, 1000, 2000), "fedavg_sites": 1000, "dim": 200, "k": 3,

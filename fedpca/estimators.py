@@ -301,6 +301,12 @@ class _CentralPCA(*_ESTIMATOR_BASES):  # type: ignore[misc]
     def _parameter_names(cls) -> list[str]:
         return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
 
+    def _keep_parameters(self, arguments: dict[str, Any]) -> None:
+        """Store each constructor parameter under its own name, as given: all a constructor
+        does (scikit-learn's convention); ``arguments`` is the constructor's ``locals()``."""
+        for name in self._parameter_names():
+            setattr(self, name, arguments[name])
+
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor parameters (scikit-learn convention; ``deep`` is ignored)."""
         return {name: getattr(self, name) for name in self._parameter_names()}
@@ -337,8 +343,7 @@ class NonPrivatePCA(_CentralPCA):
     """
 
     def __init__(self, n_components: int = 1, centring: str | None = None) -> None:
-        self.n_components = n_components
-        self.centring = centring
+        self._keep_parameters(locals())
 
     def _fit_uncentred(self, X: object) -> PCAResult:
         return run_pooled_pca(X, self.n_components)
@@ -394,13 +399,7 @@ class _GaussianNoisePCA(_PrivateCentredPCA):
         centring: str | None = None,
         bounds: ColumnBounds | None = None,
     ) -> None:
-        self.n_components = n_components
-        self.epsilon = epsilon
-        self.delta = delta
-        self.data_norm = data_norm
-        self.random_state = random_state
-        self.centring = centring
-        self.bounds = bounds
+        self._keep_parameters(locals())
 
 
 #: The constructor arguments every private estimator documents alike (appended to its
@@ -454,9 +453,7 @@ class AnalyzeGaussPCA(_GaussianNoisePCA):
         centring: str | None = None,
         bounds: ColumnBounds | None = None,
     ) -> None:
-        super().__init__(n_components, epsilon, delta, data_norm, random_state, centring,
-                         bounds)
-        self.accounting = accounting
+        self._keep_parameters(locals())
 
     def _centred_policy(self, standardize: bool) -> CentredPolicy:
         return CentredPolicy(epsilon=self.epsilon, delta=self.delta, standardize=standardize,
@@ -539,14 +536,7 @@ class PPCA(_PrivateCentredPCA):
         bounds: ColumnBounds | None = None,
         moments_delta: float = 1e-5,
     ) -> None:
-        self.n_components = n_components
-        self.epsilon = epsilon
-        self.data_norm = data_norm
-        self.burn_in = burn_in
-        self.random_state = random_state
-        self.centring = centring
-        self.bounds = bounds
-        self.moments_delta = moments_delta
+        self._keep_parameters(locals())
 
     @property
     def delta(self) -> float:

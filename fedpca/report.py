@@ -10,7 +10,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fedpca.results import PCAResult
+    from fedpca.results import ClusteringResult, PCAResult
     from fedpca.run_record import RunResult
 
 #: Each algorithm's metric columns: (history key, column title).
@@ -69,6 +69,21 @@ def history_table(algorithm: str, history: list[dict[str, Any]]) -> str:
 def round_table(result: PCAResult) -> str:
     """One line per round: round, phase, sites answered, metrics, epsilon spent."""
     return history_table(result.algorithm, result.history)
+
+
+def clustering_round_table(result: ClusteringResult) -> str:
+    """One line per round: round, sites, k-means cost, Wasserstein distance, epsilon spent
+    (``-`` where a metric was not evaluated)."""
+    columns = (("cost", "cost"), ("wasserstein_distance", "W dist"), ("epsilon_spent", "eps spent"))
+    header = f"{'round':>5}  {'sites':>5}" + "".join(f"  {title:>9}" for _, title in columns)
+    lines = [header, "-" * len(header)]
+    for entry in result.history:
+        values = [entry.get(key, math.nan) for key, _ in columns]
+        lines.append(
+            f"{entry['round']:>5}  {entry['sites']:>5}"
+            + "".join("  " + ("        -" if math.isnan(v) else f"{v:>9.4f}") for v in values)
+        )
+    return "\n".join(lines)
 
 
 def record_header(record: dict[str, Any]) -> str:

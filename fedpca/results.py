@@ -1,4 +1,5 @@
-"""The result every fedpca algorithm returns: a basis, its privacy record and its history."""
+"""The result every fedpca algorithm returns: a basis (a subspace clustering's: one basis per
+cluster), its privacy record and its history."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from fedpca.errors import InvalidDataError
+from fedpca.linalg.subspace import assign_to_subspaces
 
 R = TypeVar("R", bound="SavedResult")
 
@@ -231,3 +233,77 @@ class CentredPCAResult(PCAResult):
         scaled with the released mean and scale, projected onto the basis (``m x k``).
         Rows are not clipped: scores are computed where the rows are and go nowhere."""
         return scores(self.rows(X), self.basis, self.mean, self.scale)
+
+
+@dataclass
+class ClusteringResult(SavedResult):
+    """Private subspaces (one per cluster) and how they were obtained.
+
+    Attributes:
+        algorithm: e.g. ``"sulq-kplane"``.
+        bases: one ``d x q`` orthonormal basis per cluster.
+        assignments: each record's cluster when the algorithm releases them, else ``None``
+            (federated algorithms keep every record's cluster at its site).
+        privacy: the guarantee actually given (epsilon, delta, accounting, noise multiplier,
+            sensitivity, sigma, unit of privacy, trust model).
+        history: one dict per round (round, sites, epsilon_spent, and any metrics).
+        config: the parameters of the run.
+    """
+
+    algorithm: str
+    bases: list[np.ndarray]
+    assignments: np.ndarray | None
+    privacy: dict[str, Any]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        "bases": lambda bases: [float_array(basis) for basis in bases],
+        "assignments": lambda labels: np.asarray(labels, dtype=np.int64),
+    }
+
+    @property
+    def clusters(self) -> int:
+        """Number of clusters ``k``."""
+        return len(self.bases)
+
+    @property
+    def k(self) -> int:
+        """Number of clusters (the same as :attr:`clusters`)."""
+        return self.clusters
+
+    @property
+    def dim(self) -> int:
+        """Number of features ``d``."""
+        return int(self.bases[0].shape[0])
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Each row of ``X``'s nearest subspace (post-processing: no privacy cost)."""
+        return assign_to_subspaces(X, self.bases)
+
+
+@dataclass
+class CentredClusteringResult(ClusteringResult):
+    """Private subspaces of centred (and possibly standardised) rows
+    (:func:`fedpca.algorithms.centred_run.run_centred_kplane`): the bases live in the
+    transformed space, so a row is centred and scaled with the released mean and scale
+    before it is assigned (post-processing).
+
+    Attributes (beyond :class:`ClusteringResult`'s; every one released or public):
+        columns: the contract's output column names (the bases' rows).
+        mean: the released column means (contract units).
+        scale: the released column standard deviations (ones when only centred).
+    """
+
+    columns: list[str] | None = None
+    mean: np.ndarray | None = None
+    scale: np.ndarray | None = None
+
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        **ClusteringResult.READERS, "mean": float_array, "scale": float_array,
+    }
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Each row of ``X`` (preprocessed by the contract), centred and scaled with the
+        released mean and scale, to its nearest subspace (post-processing)."""
+        return super().predict((np.asarray(X, dtype=np.float64) - self.mean) / self.scale)

@@ -36,8 +36,13 @@ from fedpca.algorithms.dpdis_pca import message_bytes
 from fedpca.errors import RunFailedError
 from fedpca.loadings import loadings
 from fedpca.dp.guarantee import SiteGuarantee, weakest
-from fedpca.results import PCAResult
-from fedpca.scenarios.base import NO_SEED
+from fedpca.dp.mechanisms import NO_SEED
+from fedpca.results import (
+    CentredClusteringResult,
+    CentredPCAResult,
+    ClusteringResult,
+    PCAResult,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +65,7 @@ SPARSE_LDP_KEYS = (
 
 class RunResult(Protocol):
     """What a record is made from: a :class:`~fedpca.results.PCAResult` or a
-    :class:`~fedpca.clustering.result.ClusteringResult`."""
+    :class:`~fedpca.results.ClusteringResult`."""
 
     algorithm: str
     privacy: dict[str, Any]
@@ -114,9 +119,6 @@ def run_record(result: RunResult) -> dict[str, Any]:
 def load_run_result(path: str | Path) -> RunResult:
     """The result a run record at ``path`` holds, read back as its kind: a clustering's
     (``bases``) or a PCA's, centred when it holds the released ``mean``."""
-    from fedpca.clustering.result import CentredClusteringResult, ClusteringResult
-    from fedpca.results import CentredPCAResult
-
     raw = json.loads(Path(path).read_text())
     kinds = {(True, True): CentredClusteringResult, (True, False): ClusteringResult,
              (False, True): CentredPCAResult, (False, False): PCAResult}

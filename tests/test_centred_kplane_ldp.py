@@ -18,7 +18,7 @@ from fedpca.algorithms.centring import MOMENTS_MECHANISM, CentredPolicy, Centrin
 from fedpca.algorithms.specs import spec
 from fedpca.flower.app_sites import site_client_for
 from fedpca.algorithms.centred_rounds import CENTRED_STEP, CENTRING, MOMENTS_STEP
-from fedpca.clustering.result import CentredClusteringResult
+from fedpca.results import CentredClusteringResult
 from fedpca.data.contract import load_contract
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import subspace_distance

@@ -5,16 +5,17 @@ import itertools
 import numpy as np
 import pytest
 
-from fedpca.clustering.metrics import (
-    assign_to_subspaces,
-    kmeans_subspace_cost,
-    squared_distances,
-    wasserstein_subspace_distance,
-)
-from fedpca.clustering.result import ClusteringResult, round_table
+from fedpca.clustering.metrics import kmeans_subspace_cost, wasserstein_subspace_distance
 from fedpca.data.subspaces import UnionOfSubspaces
 from fedpca.errors import ConfigurationError
-from fedpca.linalg.subspace import random_subspaces, subspace_distance
+from fedpca.linalg.subspace import (
+    assign_to_subspaces,
+    random_subspaces,
+    squared_distances,
+    subspace_distance,
+)
+from fedpca.report import clustering_round_table as round_table
+from fedpca.results import ClusteringResult
 
 
 def bases(seed: int, dim: int = 6, count: int = 3, q: int = 2) -> list[np.ndarray]:

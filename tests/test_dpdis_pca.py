@@ -8,18 +8,20 @@ import pytest
 from test_noise_statistics import variance_interval
 from test_sensitivity import C, adversarial_max, project
 
+from fedpca.algorithms.dpdis_factors import (
+    merged_factor_basis,
+    partial_square_root,
+    stacked_factors,
+)
 from fedpca.algorithms.dpdis_pca import (
     DPdisPCAPolicy,
     DPdisPCAServer,
     DPdisPCASite,
     merge_weights,
-    merged_factor_basis,
     message_bytes,
-    partial_square_root,
     pooled_second_moment,
     run_dpdis_pca,
     second_moment_sensitivity,
-    stacked_factors,
 )
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.data.dpdis_model import DecayingSpectrumModel

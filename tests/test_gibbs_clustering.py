@@ -16,11 +16,12 @@ from fedpca.clustering.gibbs import (
     run_gibbs_clustering,
     subspace_log_marginal,
 )
-from fedpca.clustering.metrics import kmeans_subspace_cost, squared_distances
+from fedpca.clustering.metrics import kmeans_subspace_cost
 from fedpca.clustering.nonprivate import run_kplane
 from fedpca.clustering.sample_aggregate import paper_wasserstein_distance
 from fedpca.data.subspaces import UnionOfSubspaces, random_subspaces
 from fedpca.errors import ConfigurationError, InvalidDataError
+from fedpca.linalg.subspace import squared_distances
 
 #: Per-test false-alarm probability of the statistical checks.
 ALPHA = 1e-4

@@ -19,12 +19,8 @@ from fedpca.algorithms.central import (
     run_mod_sulq,
     run_pooled_pca,
 )
-from fedpca.algorithms.dpdis_pca import (
-    DPdisPCAPolicy,
-    DPdisPCASite,
-    partial_square_root,
-    run_dpdis_pca,
-)
+from fedpca.algorithms.dpdis_factors import partial_square_root
+from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite, run_dpdis_pca
 from fedpca.estimators import AnalyzeGaussPCA, NonPrivatePCA
 from fedpca.linalg.subspace import (
     DENSE,

@@ -18,14 +18,13 @@ from fedpca.algorithms.kplane import (
     run_sulq_kplane,
     unpack_symmetric,
 )
-from fedpca.clustering.metrics import assign_to_subspaces
 from fedpca.errors import (
     BudgetExceededError,
     ConfigurationError,
     InvalidDataError,
     InvalidRequestError,
 )
-from fedpca.linalg.subspace import random_subspaces, thin_qr
+from fedpca.linalg.subspace import assign_to_subspaces, random_subspaces, thin_qr
 from fedpca.scenarios.kplane import KPlaneScenario
 
 C = 1.7  # a non-unit clip norm, so the C^2 scaling is exercised too

@@ -238,7 +238,7 @@ def test_a_secure_sum_at_genomics_width_runs_within_a_sites_default_draw_limit()
     """DPS-PCA's power step at d = 20,000 (k = 2): the grid needs more draws than the old
     fixed limit of 16, within a site's default limit, and a site whose policy allows fewer
     refuses it naming the key it can set."""
-    from fedpca.site.limits import DEFAULT_MAX_NOISE_DRAWS, SiteLimits
+    from fedpca.algorithms.site_limits import DEFAULT_MAX_NOISE_DRAWS, SiteLimits
     from fedpca.dp.mechanisms import power_step_sensitivity
 
     secure = SecureSum(sensitivity=power_step_sensitivity(1.0), max_records=10_000,

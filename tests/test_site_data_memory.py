@@ -20,8 +20,9 @@ from fedpca.data.site_store import (
     temporary_store,
     use_store,
 )
+from fedpca.data.synthetic import prepared_site as _prepared_site
 from fedpca.errors import ConfigurationError
-from fedpca.scenarios.dps_pca import DPSPCAScenario, _prepared_site
+from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.flower.federation import Engine, site_store_for
 
 #: 40 sites of 200 records x 50 features: 80 KB each.

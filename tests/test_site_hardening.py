@@ -22,7 +22,7 @@ from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite, LDPPolicy
-from fedpca.site.limits import SiteLimits
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.flower.app import client_fn
 from fedpca.flower.site_client import client_factory
 from fedpca.flower.clientapp import site_client_app

@@ -15,7 +15,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, Message
 from local_grid import RUN_ID, run_identity  # noqa: F401 (a fixture)
 
 from fedpca.algorithms.dps_pca import SitePolicy
-from fedpca.site.limits import SiteLimits
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.flower.app import client_app
 from fedpca.cli import main as cli_main
 from fedpca.flower.site_client import client_factory

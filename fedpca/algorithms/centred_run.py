@@ -17,7 +17,7 @@ the centred (standardised) rows, clipped to the public norm ``C``.
   (``T + 2`` algorithm releases within the same split).
 * :func:`run_centred_kplane`: the same moments round, then SuLQ k-plane's ``T`` rounds
   (:mod:`fedpca.algorithms.kplane`) on the centred rows, per-site noise or inside secure
-  sums; its result is a :class:`~fedpca.clustering.result.CentredClusteringResult` (one
+  sums; its result is a :class:`~fedpca.results.CentredClusteringResult` (one
   basis per cluster, no explained variance).
 * :func:`run_centred_ldp`: local moments (every record releases its own noisy row
   statistic, :class:`~fedpca.algorithms.centring.CentredPolicy` with ``local``), then
@@ -109,7 +109,6 @@ from fedpca.algorithms.ppca import ALGORITHM as PPCA
 from fedpca.algorithms.ppca import DEFAULT_BURN_IN, run_ppca
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, public_seed
 from fedpca.algorithms.site import PrivateSite
-from fedpca.clustering.result import CentredClusteringResult, ClusteringResult
 from fedpca.errors import ConfigurationError
 from fedpca.dp.basic_composition import BasicSplit, basic_split
 from fedpca.dp.budget_split import ALGORITHM
@@ -121,7 +120,12 @@ from fedpca.dp.validation import (
     require_positive_int,
     validate_site_data,
 )
-from fedpca.results import CentredPCAResult, PCAResult
+from fedpca.results import (
+    CentredClusteringResult,
+    CentredPCAResult,
+    ClusteringResult,
+    PCAResult,
+)
 
 #: The central algorithms (one trusted curator holding the pooled rows).
 CENTRAL_METHODS = (ANALYZE_GAUSS, MOD_SULQ, PPCA)

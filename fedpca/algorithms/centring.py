@@ -90,7 +90,7 @@ import numpy as np
 from fedpca.algorithms.secure_sum import SecureSum
 from fedpca.algorithms.server import ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, SiteAnswer, SiteLedgerLike
-from fedpca.site.limits import SiteLimits
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.errors import ConfigurationError, InvalidDataError, InvalidRequestError
 from fedpca.dp.budget_split import (
     ALGORITHM,

@@ -10,7 +10,8 @@ Paper: Imtiaz, Sarwate, "Differentially-private Distributed Principal Component 
 2. server: ``A_c = sum_s w_s P_s P_s^T`` with ``w_s = 1/S`` (``"uniform"``, the slides) or
    ``N_s / N`` (``"samples"``); output the top-``K`` eigenvectors of ``A_c``, computed as the
    left singular vectors of the stacked ``[sqrt(w_1) P_1 ... sqrt(w_S) P_S]`` when
-   ``S R < d`` (``A_c`` is never formed) and by ``eigh`` of the ``d x d`` ``A_c`` otherwise.
+   ``S R < d`` (``A_c`` is never formed) and by ``eigh`` of the ``d x d`` ``A_c`` otherwise
+   (this linear algebra: :mod:`fedpca.algorithms.dpdis_factors`).
 
 Variant ``"full"`` (the slides' comparison "sending A^_s"): each site sends ``A^_s`` itself
 and the server takes the top-``K`` eigenvectors of ``sum_s w_s A^_s``; same privacy,
@@ -46,6 +47,12 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
+from fedpca.algorithms.dpdis_factors import (
+    merged_factor_basis,
+    merged_full_matrix,
+    partial_square_root,
+    stacked_factors,
+)
 from fedpca.algorithms.explained_variance import along_basis, choose_k
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers
@@ -59,7 +66,6 @@ from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import (
     GramPlusSymmetric,
     energy_ratio,
-    top_eigenpairs,
     top_eigenvectors,
     triangle_size,
     unpack_symmetric,
@@ -113,22 +119,6 @@ def message_bytes(dim: int, r: int | None) -> int:
     return dim * (dim if r is None else r) * FLOAT_BYTES
 
 
-def partial_square_root(A_hat: np.ndarray | GramPlusSymmetric, r: int) -> np.ndarray:
-    """``P = U_R diag(sqrt(max(lambda_R, 0)))`` from the ``r`` largest (algebraic) eigenpairs
-    of the symmetric ``A_hat`` (columns in descending eigenvalue order; a negative eigenvalue
-    among them gives a zero column).
-
-    ``A_hat`` is a ``d x d`` array (dense ``eigh``) or a site's noisy matrix kept factored,
-    ``X^T X / N_s + E`` (:func:`fedpca.linalg.subspace.gram_top_eigenpairs`: Lanczos for large
-    ``d`` and small ``r``, dense ``eigh`` otherwise).
-    """
-    if isinstance(A_hat, GramPlusSymmetric):
-        values, vectors = A_hat.top_eigenpairs(r)
-    else:
-        values, vectors = top_eigenpairs(np.asarray(A_hat, dtype=np.float64), r)
-    return vectors * np.sqrt(np.clip(values, 0.0, None))
-
-
 def merge_weights(sizes: Sequence[int], weighting: str) -> np.ndarray:
     """``w_s``: ``1/S`` for ``"uniform"``, ``N_s / N`` for ``"samples"``."""
     require_choice(weighting, "weighting", WEIGHTINGS)
@@ -136,45 +126,6 @@ def merge_weights(sizes: Sequence[int], weighting: str) -> np.ndarray:
     if weighting == WEIGHTING_UNIFORM:
         return np.full(sizes.shape, 1.0 / sizes.size)
     return sizes / sizes.sum()
-
-
-def stacked_factors(factors: Sequence[np.ndarray], weights: np.ndarray) -> np.ndarray:
-    """``M = [sqrt(w_1) P_1 ... sqrt(w_S) P_S]`` (``d x sum R_s``), so ``M M^T = A_c``."""
-    return np.hstack([np.sqrt(w) * P for w, P in zip(weights, factors, strict=True)])
-
-
-def top_left_singular_vectors(M: np.ndarray, k: int) -> np.ndarray:
-    """The ``k`` leading left singular vectors of ``M`` (= top eigenvectors of ``M M^T``)."""
-    U, _, _ = scipy.linalg.svd(M, full_matrices=False, check_finite=False)
-    return U[:, :k]
-
-
-def merged_factor_basis(
-    factors: Sequence[np.ndarray], weights: np.ndarray, k: int
-) -> np.ndarray:
-    """Top-``k`` eigenvectors of ``A_c = sum_s w_s P_s P_s^T``; ``d x d`` only if needed.
-
-    With ``m = sum R_s < d`` columns the thin SVD of the stacked factors costs ``O(d m^2)``
-    and never forms ``A_c``; otherwise ``eigh`` of the ``d x d`` ``A_c`` is cheaper.
-    """
-    M = stacked_factors(factors, weights)
-    d, m = M.shape
-    if m < k:
-        raise ConfigurationError(
-            f"A_c has rank at most S*R = {m} < k = {k}: its top-{k} eigenvectors are not "
-            f"determined; ask each site for r >= {-(-k // len(factors))} = ceil(k / S)"
-        )
-    if m < d:
-        return top_left_singular_vectors(M, k)
-    return top_eigenvectors(M @ M.T, k)
-
-
-def merged_full_matrix(matrices: Sequence[np.ndarray], weights: np.ndarray) -> np.ndarray:
-    """``sum_s w_s A^_s`` (the "send the full matrix" variant's merged matrix)."""
-    total = np.zeros_like(matrices[0], dtype=np.float64)
-    for w, A in zip(weights, matrices, strict=True):
-        total += w * A
-    return total
 
 
 def pooled_second_moment(sites: Sequence[np.ndarray]) -> np.ndarray:
@@ -458,7 +409,6 @@ class DPdisPCAServer(ServerRecord):
         self.sites_answered.append([a.site for a in ordered])
         logger.info("DPdisPCA: %s", entry)
         return self.basis
-
 
     def top_basis(self) -> np.ndarray:
         """The top-``K`` eigenvectors of the whole noisy matrix; with ``variance``, ``K``

@@ -44,6 +44,7 @@ from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
 from fedpca.errors import ConfigurationError, InvalidRequestError
+from fedpca.linalg.basis import validate_basis
 from fedpca.linalg.subspace import gram_product, thin_qr, threshold_rows, top_coordinates
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import float_error
@@ -54,10 +55,7 @@ from fedpca.dp.mechanisms import (
     gaussian_tail_bound,
     power_step_sensitivity,
 )
-from fedpca.dp.validation import (
-    require_positive_int,
-    validate_basis,
-)
+from fedpca.dp.validation import require_positive_int
 from fedpca.results import PCAResult
 
 logger = logging.getLogger(__name__)
@@ -185,7 +183,7 @@ class DPSPCASite(PrivateSite):
         ``discrete`` policy, the secure-sum message of ``X^T X Q`` for ``secure``.
 
         ``Q``'s shape (the coordinator's ``k``) is bounded by the site's limits, then ``Q``
-        is checked and made exact (:func:`~fedpca.dp.validation.validate_basis`), all
+        is checked and made exact (:func:`~fedpca.linalg.basis.validate_basis`), all
         before anything is allocated for the answer or charged."""
         self.require_answer_size(np.shape(Q))
         Q = validate_basis(Q, self.dim, site=self.site)

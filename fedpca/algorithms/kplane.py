@@ -59,11 +59,11 @@ from fedpca.algorithms.site import (
     SitePrivacyPolicy,
     build_sites,
 )
-from fedpca.clustering.metrics import assign_to_subspaces
-from fedpca.clustering.nonprivate import cluster_scatter
-from fedpca.clustering.result import ClusteringResult
 from fedpca.errors import ConfigurationError, InvalidRequestError, ParameterError
+from fedpca.linalg.basis import validate_basis
 from fedpca.linalg.subspace import (
+    assign_to_subspaces,
+    cluster_scatter,
     random_subspaces,
     top_eigenvectors,
     triangle_size,
@@ -72,11 +72,8 @@ from fedpca.linalg.subspace import (
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import float_error
 from fedpca.dp.mechanisms import upper_triangle_sensitivity
-from fedpca.dp.validation import (
-    require_finite_positive,
-    require_positive_int,
-    validate_basis,
-)
+from fedpca.dp.validation import require_finite_positive, require_positive_int
+from fedpca.results import ClusteringResult
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ goes through :meth:`PrivateSite.publish`, which charges the site's ledger and re
 site's own calibration, raised but never lowered by a server request.
 
 Work before charge, charge before send: a site first bounds every size the request chose
-(:mod:`fedpca.site.limits`), then computes its whole noisy answer in memory, then
+(:mod:`fedpca.algorithms.site_limits`), then computes its whole noisy answer in memory, then
 commits the charge, and only then returns the answer. Whatever can fail (an allocation, a
 solver, an encoding) fails before the charge: nothing spent, nothing sent. A crash after the
 charge leaves the budget spent, never unspent.
@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from fedpca.algorithms.secure_sum import SUM_KEYS, SecureSum
-from fedpca.site.limits import SiteLimits
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.dp.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.dp.ddg_encoding import encode_site
@@ -231,7 +231,7 @@ class PrivateSite:
         ledger: the ledger to charge: a real site's durable lifetime ledger for this run,
             or ``None`` for a fresh in-memory one sized by the policy (simulation).
         limits: the most one answer may hold (a real site's policy sets them; ``None``:
-            the public defaults of :class:`~fedpca.site.limits.SiteLimits`).
+            the public defaults of :class:`~fedpca.algorithms.site_limits.SiteLimits`).
     """
 
     #: The request config keys :meth:`respond` understands (each algorithm's).
@@ -304,7 +304,7 @@ class PrivateSite:
     def require_answer_size(self, shape: tuple[int, ...]) -> None:
         """Refuse, before anything is allocated for it, a request whose answer has ``shape``
         (the statistic's; a discrete-noise site sends it padded to a power of two) and is
-        larger than the site's :class:`~fedpca.site.limits.SiteLimits`."""
+        larger than the site's :class:`~fedpca.algorithms.site_limits.SiteLimits`."""
         entries = math.prod(shape)
         if self.discrete:
             entries = next_power_of_two(entries)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -87,6 +88,10 @@ LDP_SAMPLES = 1
 DPS_CLAIM = "the claim is one of the 2 releases a rounds=1 site makes"
 
 
+#: A site policy class (:meth:`AuditSettings.site_policy` builds one).
+P = TypeVar("P", bound=SitePrivacyPolicy)
+
+
 @dataclass(frozen=True)
 class AuditSettings:
     """The audited configuration (every mechanism gets the same).
@@ -115,6 +120,12 @@ class AuditSettings:
         return worst_case_neighbours(
             samples or self.samples, self.dim, self.clip_norm, self.data_seed
         )
+
+    def site_policy(self, policy_cls: type[P], **options: object) -> P:
+        """The audited site's own policy: ``policy_cls`` at this budget, clip norm and noise
+        sampler, with the algorithm's ``options`` (e.g. ``rounds=1``)."""
+        return policy_cls(self.epsilon, self.delta, clip_norm=self.clip_norm,
+                          noise_sampler=self.noise_sampler, **options)
 
     def setup(self, samples: int, request: str) -> str:
         """The sentence describing the attack's datasets and request."""
@@ -177,8 +188,7 @@ def _central_target(
 
 
 def _dps_policy(settings: AuditSettings) -> SitePolicy:
-    return SitePolicy(settings.epsilon, settings.delta, rounds=1, clip_norm=settings.clip_norm,
-                      noise_sampler=settings.noise_sampler)
+    return settings.site_policy(SitePolicy, rounds=1)
 
 
 def dps_init(settings: AuditSettings) -> AuditTarget:
@@ -213,10 +223,8 @@ def dps_variance(settings: AuditSettings) -> AuditTarget:
 
 def dpdis(settings: AuditSettings) -> AuditTarget:
     """DPdisPCA's one release ``A^_s`` (the full variant; ``P_s`` is post-processing)."""
-    policy = DPdisPCAPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm,
-                            noise_sampler=settings.noise_sampler)
     return _client_target(
-        "dpdis-pca", settings, policy, site=DPdisPCASite,
+        "dpdis-pca", settings, settings.site_policy(DPdisPCAPolicy), site=DPdisPCASite,
         config={"variant": VARIANT_FULL, "dim": settings.dim}, request="request variant=full",
         view=upper_triangle,
     )
@@ -278,10 +286,8 @@ def _secure_target(name: str, settings: AuditSettings, site_cls: type[PrivateSit
 
 def ldp(settings: AuditSettings) -> AuditTarget:
     """LDP-PCA: one record's view ``x x^T + Z`` (a site holding that record only)."""
-    policy = LDPPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm,
-                       noise_sampler=settings.noise_sampler)
     return _client_target(
-        "ldp-pca", settings, policy, site=LDPCovarianceSite,
+        "ldp-pca", settings, settings.site_policy(LDPPolicy), site=LDPCovarianceSite,
         config={"phase": PHASE, "dim": settings.dim}, request="request phase=covariance",
         view=upper_triangle, samples=LDP_SAMPLES,
     )
@@ -310,11 +316,10 @@ def mod_sulq(settings: AuditSettings) -> AuditTarget:
 def kplane(settings: AuditSettings) -> AuditTarget:
     """SuLQ k-plane's per-round message for bases ``e_1``, ``e_2``: the replaced record
     ``C e_1 -> C e_2`` leaves cluster 1 for cluster 2, attaining the ``2 C^2`` bound."""
-    policy = KPlanePolicy(settings.epsilon, settings.delta, rounds=1, clip_norm=settings.clip_norm,
-                          noise_sampler=settings.noise_sampler)
     axes = np.eye(settings.dim)
     return _client_target(
-        "sulq-kplane", settings, policy, site=KPlaneSite,
+        "sulq-kplane", settings, settings.site_policy(KPlanePolicy, rounds=1),
+        site=KPlaneSite,
         parameters=[axes[:, :1], axes[:, 1:2]],
         config={"round": 1, "dim": settings.dim, "clusters": 2},
         request="request k=2 bases e_1, e_2 (the record switches cluster)", view=np.ravel,

@@ -56,15 +56,14 @@ from scipy.special import logsumexp
 from fedpca.algorithms.central import TRUST_CENTRAL, UNIT
 from fedpca.algorithms.kplane import validate_bases
 from fedpca.algorithms.ppca import bingham_scale
-from fedpca.clustering.metrics import squared_distances
-from fedpca.clustering.nonprivate import check_problem, cluster_scatter, run_kplane
-from fedpca.clustering.result import ClusteringResult
+from fedpca.clustering.nonprivate import check_problem, run_kplane
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.matrix_bingham import sample_matrix_bingham
-from fedpca.linalg.subspace import random_subspaces
+from fedpca.linalg.subspace import cluster_scatter, random_subspaces, squared_distances
 from fedpca.dp.mechanisms import NoiseSource
 from fedpca.dp.site_data import SiteData
 from fedpca.dp.validation import require_finite_positive, require_positive_int
+from fedpca.results import ClusteringResult
 
 logger = logging.getLogger(__name__)
 

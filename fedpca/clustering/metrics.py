@@ -1,7 +1,10 @@
 """Subspace clustering utility measures of paper 003 (Wang, Wang, Singh, NIPS 2015).
 
 * point-to-subspace distance ``d(x, S) = ||x - U U^T x||`` (Sec. 2.1) for an orthonormal
-  basis ``U`` of ``S``; nearest-subspace assignment;
+  basis ``U`` of ``S`` and the nearest-subspace assignment: linear algebra
+  (:func:`fedpca.linalg.subspace.squared_distances`,
+  :func:`~fedpca.linalg.subspace.assign_to_subspaces`), which the federated k-plane's sites
+  use too;
 * k-means subspace cost, eq. (3): ``cost(C; X) = 1/n sum_i min_j d^2(x_i, S_j)``;
 * Wasserstein subspace distance, eq. (2): ``d_W^2(C, C*) = min_pi sum_i d^2(S_i, S*_pi(i))``
   over matchings ``pi``, with ``d(S, S') = ||sin Theta(S, S')||_F``
@@ -19,29 +22,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from fedpca.errors import ConfigurationError
-from fedpca.linalg.subspace import subspace_distance
-
-
-def squared_distances(X: np.ndarray, bases: Sequence[np.ndarray]) -> np.ndarray:
-    """``n x k`` matrix of ``d^2(x_i, S_j) = ||x_i||^2 - ||U_j^T x_i||^2`` (clipped at 0)."""
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ConfigurationError(f"X must be 2-D (points x features), got shape {X.shape}")
-    if len(bases) == 0:
-        raise ConfigurationError("need at least one subspace basis")
-    for j, U in enumerate(bases):
-        if np.ndim(U) != 2 or np.shape(U)[0] != X.shape[1]:
-            raise ConfigurationError(
-                f"basis {j} has shape {np.shape(U)}, expected ({X.shape[1]}, q) to match X"
-            )
-    norms = np.einsum("ij,ij->i", X, X)
-    captured = np.stack([np.einsum("ij,ij->i", X @ U, X @ U) for U in bases], axis=1)
-    return np.maximum(norms[:, None] - captured, 0.0)
-
-
-def assign_to_subspaces(X: np.ndarray, bases: Sequence[np.ndarray]) -> np.ndarray:
-    """Index of each row's nearest subspace (ties go to the lowest index)."""
-    return np.argmin(squared_distances(X, bases), axis=1)
+from fedpca.linalg.subspace import squared_distances, subspace_distance
 
 
 def kmeans_subspace_cost(X: np.ndarray, bases: Sequence[np.ndarray]) -> float:

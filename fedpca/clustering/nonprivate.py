@@ -12,8 +12,9 @@ until the assignment stops changing (each step lowers the k-means subspace cost,
 paper 003, so it terminates). A cluster left empty restarts from a random subspace. The run
 is repeated from ``restarts`` independent random starts and the lowest cost is kept.
 
-The helpers (:func:`check_problem`, :func:`cluster_scatter`, :func:`fit_subspaces`) are what
-the private algorithms of this package share with it.
+The helpers (:func:`check_problem`, :func:`fit_subspaces`, over
+:func:`fedpca.linalg.subspace.cluster_scatter`) are what the private algorithms of this
+package share with it.
 
 No privacy at all: every output depends on every record. The result's privacy record says so.
 """
@@ -28,12 +29,17 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.central import prepare_central
-from fedpca.clustering.metrics import kmeans_subspace_cost, squared_distances
-from fedpca.clustering.result import ClusteringResult
+from fedpca.clustering.metrics import kmeans_subspace_cost
 from fedpca.errors import ConfigurationError
-from fedpca.linalg.subspace import random_subspaces, top_eigenvectors
+from fedpca.linalg.subspace import (
+    cluster_scatter,
+    random_subspaces,
+    squared_distances,
+    top_eigenvectors,
+)
 from fedpca.dp.site_data import SiteData
 from fedpca.dp.validation import require_positive_int
+from fedpca.results import ClusteringResult
 
 logger = logging.getLogger(__name__)
 
@@ -66,15 +72,6 @@ def check_problem(
             "subspace contains every point; choose subspace_dim < dim"
         )
     return data, k, q
-
-
-def cluster_scatter(X: np.ndarray, labels: np.ndarray, clusters: int) -> np.ndarray:
-    """``(k, d, d)``: each cluster's scatter ``A_l = sum_{labels_i = l} x_i x_i^T``."""
-    out = np.empty((clusters, X.shape[1], X.shape[1]))
-    for cluster in range(clusters):
-        members = X[labels == cluster]
-        out[cluster] = members.T @ members
-    return out
 
 
 def fit_subspaces(

@@ -74,7 +74,6 @@ import numpy as np
 from fedpca.algorithms.central import TRUST_CENTRAL, UNIT
 from fedpca.clustering.metrics import wasserstein_subspace_distance
 from fedpca.clustering.nonprivate import check_problem
-from fedpca.clustering.result import ClusteringResult
 from fedpca.clustering.tsc import default_neighbours, tsc_subspaces
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import top_eigenvectors, triangle_size, unpack_symmetric
@@ -82,6 +81,7 @@ from fedpca.dp.calibration import check_privacy_parameters
 from fedpca.dp.mechanisms import NoiseSource
 from fedpca.dp.site_data import SiteData
 from fedpca.dp.validation import require_positive_int
+from fedpca.results import ClusteringResult
 
 logger = logging.getLogger(__name__)
 

@@ -36,11 +36,11 @@ import numpy as np
 from scipy.cluster.vq import ClusterError, kmeans2
 
 from fedpca.clustering.nonprivate import NO_PRIVACY, check_problem, fit_subspaces
-from fedpca.clustering.result import ClusteringResult
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import top_eigenvectors
 from fedpca.dp.site_data import SiteData
 from fedpca.dp.validation import require_positive_int
+from fedpca.results import ClusteringResult
 
 logger = logging.getLogger(__name__)
 

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
+from fedpca.data.site_cache import bounded_site_cache
+from fedpca.dp.site_data import SiteData
+from fedpca.dp.validation import require_ordered, require_positive_int
 from fedpca.errors import ParameterError
 from fedpca.linalg.subspace import thin_qr
-from fedpca.dp.validation import require_ordered, require_positive_int
 
 #: Stream keys that keep the model's randomness apart from every site's samples.
 MODEL_STREAM = 0x30DE1
@@ -124,6 +127,22 @@ def split_sizes(samples: int, sites: int) -> list[int]:
     return [site_size(samples, sites, i) for i in range(require_split(samples, sites)[1])]
 
 
-def site_data(model: SparseSpikedModel, samples: int, sites: int, site: int) -> np.ndarray:
+class SampledModel(Protocol):
+    """A synthetic model of this package (:class:`SparseSpikedModel`, paper 002's and paper
+    004's): ``n`` rows, reproducible from the model's seed and a ``stream``."""
+
+    def sample(self, n: int, stream: int = 0) -> np.ndarray: ...
+
+
+def site_data(model: SampledModel, samples: int, sites: int, site: int) -> np.ndarray:
     """The records of site ``site`` when ``samples`` records are split over ``sites``."""
     return model.sample(site_size(samples, sites, site), stream=site)
+
+
+@bounded_site_cache
+def prepared_site(
+    model: SampledModel, samples: int, sites: int, site: int, clip_norm: float
+) -> SiteData:
+    """Site ``site``'s records (:func:`site_data`) validated and clipped to ``clip_norm``,
+    cached per process: a virtual site creates its data once, not once per round."""
+    return SiteData.prepare(site_data(model, samples, sites, site), clip_norm, str(site))

@@ -293,7 +293,7 @@ def choose_grid(epsilon: float, delta: float, *, releases: int, sensitivity: flo
     which one qualifies. The choice does not depend on ``max_draws`` when a smaller cap
     serves, so every site and the server derive the same grid from the same public inputs
     (a site then refuses a grid whose draws pass its own limit:
-    :meth:`~fedpca.site.limits.SiteLimits.require_draws`). Every input is public;
+    :meth:`~fedpca.algorithms.site_limits.SiteLimits.require_draws`). Every input is public;
     ``norm_bound`` must be guaranteed by clipping (e.g. ``n_i C^2`` for the upper triangle
     of ``X_i^T X_i``).
 

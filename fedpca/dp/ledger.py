@@ -67,33 +67,32 @@ class PrivacyLedger:
 
     def check(self, release: Release) -> None:
         """Raise BudgetExceededError if ``release`` would overspend; change nothing."""
+        refused = f"{self.site}: refused {release.mechanism}"
         if not (math.isfinite(release.sigma) and release.sigma > 0):
             raise BudgetExceededError(
-                f"{self.site}: refused {release.mechanism}: noise sigma must be finite and "
-                f"> 0, got {release.sigma!r}"
+                f"{refused}: noise sigma must be finite and > 0, got {release.sigma!r}"
             )
+        reason = self._refusal(release)
+        if reason is not None:
+            raise BudgetExceededError(f"{refused}: {reason}; nothing was released")
+
+    def _refusal(self, release: Release) -> str | None:
+        """Why ``release`` would pass a bound (the release cap, the budget, the worst-case
+        bound for a release inside a secure sum), or ``None`` if it passes none."""
         if self.max_releases is not None and self.count >= self.max_releases:
-            raise BudgetExceededError(
-                f"{self.site}: refused {release.mechanism}: this site allows "
-                f"{self.max_releases} releases and has made {self.count}; the server asked "
-                "for more rounds than the site's policy; nothing was released"
-            )
+            return (f"this site allows {self.max_releases} releases and has made {self.count}; "
+                    "the server asked for more rounds than the site's policy")
         after = composed_epsilon([*self.releases, release], self.delta)
         if after > self.epsilon * (1 + EPSILON_SLACK):
-            raise BudgetExceededError(
-                f"{self.site}: refused {release.mechanism}: it would raise epsilon spent from "
-                f"{self.epsilon_spent():.4g} to {after:.4g}, above the site's budget "
-                f"{self.epsilon} (delta={self.delta}); nothing was released"
-            )
+            return (f"it would raise epsilon spent from {self.epsilon_spent():.4g} to "
+                    f"{after:.4g}, above the site's budget {self.epsilon} (delta={self.delta})")
         if self.worst_case_epsilon is not None and release.sites_in_sum:
             worst = worst_case_epsilon([*self.releases, release], self.delta)
             if worst > self.worst_case_epsilon * (1 + EPSILON_SLACK):
-                raise BudgetExceededError(
-                    f"{self.site}: refused {release.mechanism}: against a coordinator that "
-                    f"bypasses the secure sum it would raise epsilon to {worst:.4g}, above "
-                    f"the site's worst-case budget {self.worst_case_epsilon} "
-                    f"(delta={self.delta}); nothing was released"
-                )
+                return (f"against a coordinator that bypasses the secure sum it would raise "
+                        f"epsilon to {worst:.4g}, above the site's worst-case budget "
+                        f"{self.worst_case_epsilon} (delta={self.delta})")
+        return None
 
     def charge(self, release: Release) -> None:
         """Record ``release`` after :meth:`check`; raises and records nothing if refused."""

@@ -30,6 +30,9 @@ SEEDED_NOISE_WARNING = (
     "noise is drawn from a seeded generator: the run is reproducible and NOT private "
     "against anyone who knows the seed; never use a seed in production"
 )
+#: The seed a configuration gives for none (a Flower ``run_config`` cannot hold ``None``):
+#: a :class:`NoiseSource` of fresh OS randomness, the only kind a real site draws from.
+NO_SEED = -1
 
 
 #: Probability that an array of Gaussian noise exceeds :func:`gaussian_tail_bound` anywhere.

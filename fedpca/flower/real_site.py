@@ -38,7 +38,7 @@ untrusted. What a hostile coordinator could try, and what happens:
   (in fixed, data-free words) before any site spends anything;
 * **ask for an answer too large to compute** (400,000 k-plane clusters, a ``d x d`` basis at
   large ``d``): refused before anything is allocated, by the limits of the site's policy
-  (:mod:`fedpca.site.limits`);
+  (:mod:`fedpca.algorithms.site_limits`);
 * **send a wrong released result** at the end of a run (:func:`real_site_result`): a basis
   of another shape, values that are not finite, columns that are not orthonormal, another
   contract, or a run the site released nothing in, is refused and not stored; a wrong but
@@ -61,12 +61,13 @@ from flwr.app import RecordDict
 from flwr.common import Context
 
 from fedpca.algorithms.centring import CentredPolicy
-from fedpca.site.limits import SiteLimits
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.flower.result_wire import read_result_message
 from fedpca.flower.run_end import FAILED
 from fedpca.data.files import file_fingerprint
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.site.ledger_identity import LedgerIdentityError, refused_run
+from fedpca.dp.mechanisms import NO_SEED
 from fedpca.dp.moments import ColumnBounds
 from fedpca.site.ledger import RunLedger, SiteLedger
 from fedpca.site.policy import (
@@ -75,7 +76,6 @@ from fedpca.site.policy import (
     SitePolicyFile,
     load_site_policy,
 )
-from fedpca.scenarios.base import NO_SEED
 from fedpca.secure.identity import SecureIdentity
 from fedpca.secure.roster import load_roster, load_signing_key
 from fedpca.site.plan import RunPlan, plan_run, require_contract

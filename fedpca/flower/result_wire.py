@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
-from fedpca.site.limits import ENTRY_BYTES, POLICY_KEYS, SiteLimits
+from fedpca.algorithms.site_limits import ENTRY_BYTES, POLICY_KEYS, SiteLimits
 from fedpca.errors import FedPCAError
 from fedpca.site.results import ReleasedResult, refused_result
 

@@ -20,7 +20,7 @@ from flwr.common import Context, Scalar
 
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import PrivateSite, SiteLedgerLike, SitePrivacyPolicy
-from fedpca.site.limits import SiteLimits
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.flower.ledger_state import load_ledger, store_ledger
 from fedpca.flower.wire import RECORDS, SITE
 from fedpca.flower.secagg_plus import ProtocolMasking, SecAggMasking, masked_settings
@@ -93,7 +93,7 @@ class PrivateSiteClient(NumPyClient):
         """Check the request, make the release (computed in memory, then charged), persist
         the ledger, answer. What follows the charge (the SecAgg+ encoding, Flower's
         serialisation) handles an answer whose size the site bounded before any work
-        (:mod:`fedpca.site.limits`); should it fail, the budget stays spent and nothing is
+        (:mod:`fedpca.algorithms.site_limits`); should it fail, the budget stays spent and nothing is
         sent."""
         self.site.check_config(config)
         if self.site.secure_min_sites is not None and not self.masked:

@@ -1,5 +1,6 @@
-"""Linear algebra on subspaces: thin QR, row thresholding, distances, top eigenpairs.
-No privacy here.
+"""Linear algebra on subspaces: thin QR, row thresholding, distances (between subspaces, and
+from points to subspaces with the nearest-subspace assignment and each cluster's scatter,
+which subspace clustering builds on), top eigenpairs. No privacy here.
 
 Top eigenpairs of ``M = X^T X / divisor + S`` (``X`` is ``n x d``, ``S`` a symmetric
 ``d x d`` matrix or absent) without an ``O(d^3)`` eigendecomposition where ``k`` is small:
@@ -10,7 +11,7 @@ solver, :func:`lanczos_top_eigenpairs` for the iterative one and its tolerance.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +68,37 @@ def subspace_distance(Q: np.ndarray, Q_true: np.ndarray) -> float:
     outside_true = np.linalg.norm(Q - Q_true @ overlap.T) ** 2
     outside = np.linalg.norm(Q_true - Q @ overlap) ** 2
     return float(np.sqrt((outside_true + outside) / 2.0))
+
+
+def squared_distances(X: np.ndarray, bases: Sequence[np.ndarray]) -> np.ndarray:
+    """``n x k`` matrix of ``d^2(x_i, S_j) = ||x_i||^2 - ||U_j^T x_i||^2`` (clipped at 0)."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ConfigurationError(f"X must be 2-D (points x features), got shape {X.shape}")
+    if len(bases) == 0:
+        raise ConfigurationError("need at least one subspace basis")
+    for j, U in enumerate(bases):
+        if np.ndim(U) != 2 or np.shape(U)[0] != X.shape[1]:
+            raise ConfigurationError(
+                f"basis {j} has shape {np.shape(U)}, expected ({X.shape[1]}, q) to match X"
+            )
+    norms = np.einsum("ij,ij->i", X, X)
+    captured = np.stack([np.einsum("ij,ij->i", X @ U, X @ U) for U in bases], axis=1)
+    return np.maximum(norms[:, None] - captured, 0.0)
+
+
+def assign_to_subspaces(X: np.ndarray, bases: Sequence[np.ndarray]) -> np.ndarray:
+    """Index of each row's nearest subspace (ties go to the lowest index)."""
+    return np.argmin(squared_distances(X, bases), axis=1)
+
+
+def cluster_scatter(X: np.ndarray, labels: np.ndarray, clusters: int) -> np.ndarray:
+    """``(k, d, d)``: each cluster's scatter ``A_l = sum_{labels_i = l} x_i x_i^T``."""
+    out = np.empty((clusters, X.shape[1], X.shape[1]))
+    for cluster in range(clusters):
+        members = X[labels == cluster]
+        out[cluster] = members.T @ members
+    return out
 
 
 #: Bytes of records :func:`gram_product` multiplies at a time (a block stays in cache) ...

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 from fedpca.errors import ConfigurationError, ParameterError
 from fedpca.dp.calibration import ACCOUNTING_MODES
 from fedpca.dp.exact_noise import EXACT, FLOAT, NOISE_SAMPLERS
+from fedpca.dp.mechanisms import NO_SEED
 from fedpca.dp.validation import require_site_count
 
 if TYPE_CHECKING:
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
 
 S = TypeVar("S", bound="Scenario")
 
-#: ``run_config`` value meaning "no seed" (run_config cannot hold None).
-NO_SEED = -1
 #: run_config ``dataset`` of a run at real sites: every site reads its own data file (its
 #: policy's); the server holds no data, so it evaluates nothing.
 SITE_FILES = "files"

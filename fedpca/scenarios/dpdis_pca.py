@@ -32,11 +32,9 @@ from fedpca.algorithms.dpdis_pca import (
     secure_sum_for,
 )
 from fedpca.algorithms.secure_sum import SecureSum, public_seed
-from fedpca.data.datasets import DATASET_NAMES
 from fedpca.data.dpdis_model import DecayingSpectrumModel
-from fedpca.data.federated import dataset_pooled, dataset_site
-from fedpca.data.site_cache import bounded_site_cache
-from fedpca.data.synthetic import require_split, site_size
+from fedpca.data.federated import dataset_pooled
+from fedpca.data.synthetic import require_split
 from fedpca.errors import FedPCAError, InvalidDataError, ParameterError
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.site_data import SiteData
@@ -54,20 +52,15 @@ from fedpca.scenarios.base import (
     SECURE_MIN_SITES,
     K,
     SITE_FILES,
-    SYNTHETIC,
     Scenario,
     ServerPlan,
     flag,
-    no_site_files,
     parameter,
 )
+from fedpca.scenarios.datasets import DATASETS, SYNTHETIC, scenario_site
 
 if TYPE_CHECKING:
     from fedpca.scenarios.centred_plan import CentredPlan
-
-#: ``"synthetic"``, ``"files"`` (real sites, each its own file) and the names
-#: :func:`fedpca.data.datasets.load_dataset` knows.
-DATASETS = (SYNTHETIC, SITE_FILES, *DATASET_NAMES)
 
 
 @dataclass(frozen=True)
@@ -281,16 +274,9 @@ class DPdisPCAScenario(Scenario):
         return plan.plan(server, DPDIS_MECHANISM)
 
     def prepared_site(self, site: int) -> SiteData:
-        """Site ``site``'s validated, clipped records, cached per process."""
-        self.check_site(site)
-        if self.dataset == SITE_FILES:
-            raise no_site_files(site)
-        if self.dataset == SYNTHETIC:
-            return _synthetic_site(self.model(), self.samples, self.sites, site, self.clip_norm)
-        data = dataset_site(
-            self.dataset, self.sites, site, seed=self.data_seed, clip_norm=self.clip_norm,
-            alpha=self.alpha,
-        )
+        """Site ``site``'s validated, clipped records, cached per process
+        (:func:`~fedpca.scenarios.datasets.scenario_site`)."""
+        data = scenario_site(self, site)
         if data.X.shape[1] != self.dim:
             raise InvalidDataError(
                 f"{self.dataset} has {data.X.shape[1]} features but the scenario says dim="
@@ -324,7 +310,6 @@ class DPdisPCAScenario(Scenario):
         return dict(site_records) == expected
 
 
-
 def known_evaluation(config: Mapping[str, Any], site_records: Mapping[str, int]
                      ) -> np.ndarray | None:
     """The pooled second moment of the answering sites' data when a server can rebuild it
@@ -334,11 +319,3 @@ def known_evaluation(config: Mapping[str, Any], site_records: Mapping[str, int]
         return known.evaluation() if known.holds_sites(site_records) else None
     except FedPCAError:  # the run_config does not describe the sites' data
         return None
-
-
-@bounded_site_cache
-def _synthetic_site(
-    model: DecayingSpectrumModel, samples: int, sites: int, site: int, clip_norm: float
-) -> SiteData:
-    X = model.sample(site_size(samples, sites, site), stream=site)
-    return SiteData.prepare(X, clip_norm, str(site))

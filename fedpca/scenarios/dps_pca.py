@@ -20,8 +20,13 @@ from fedpca.algorithms.dps_pca import (
     secure_sums,
 )
 from fedpca.algorithms.secure_sum import public_seed
-from fedpca.data.site_cache import bounded_site_cache
-from fedpca.data.synthetic import SparseSpikedModel, require_split, site_data, site_size
+from fedpca.data.synthetic import (
+    SparseSpikedModel,
+    prepared_site,
+    require_split,
+    site_data,
+    site_size,
+)
 from fedpca.errors import ParameterError
 from fedpca.linalg.subspace import subspace_distance
 from fedpca.dp.site_data import SiteData
@@ -196,7 +201,7 @@ class DPSPCAScenario(Scenario):
         """Site ``site``'s validated, clipped records, cached per process: a virtual site
         creates its data once, not once per round."""
         self.check_site(site)
-        return _prepared_site(self.model(), self.samples, self.sites, site, self.clip_norm)
+        return prepared_site(self.model(), self.samples, self.sites, site, self.clip_norm)
 
     def all_site_data(self) -> list[np.ndarray]:
         """Every site's records, in site order."""
@@ -205,11 +210,3 @@ class DPSPCAScenario(Scenario):
     def distance_to_truth(self, Q: np.ndarray) -> dict[str, float]:
         """``{"distance": ||sin Theta(Q, Q*)||_F}`` against the model's sparse eigenspace."""
         return {"distance": subspace_distance(Q, self.model().truth)}
-
-
-
-@bounded_site_cache
-def _prepared_site(
-    model: SparseSpikedModel, samples: int, sites: int, site: int, clip_norm: float
-) -> SiteData:
-    return SiteData.prepare(site_data(model, samples, sites, site), clip_norm, str(site))

@@ -26,13 +26,13 @@ from fedpca.clustering.metrics import (
     kmeans_subspace_cost,
     wasserstein_subspace_distance,
 )
-from fedpca.clustering.result import ClusteringResult
 from fedpca.data.site_cache import bounded_site_cache
 from fedpca.data.subspaces import UnionOfSubspaces
 from fedpca.data.synthetic import require_split, site_size, split_sizes
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.site_data import SiteData
 from fedpca.dp.validation import require_site_count
+from fedpca.results import ClusteringResult
 from fedpca.scenarios.base import (
     DIM,
     SAMPLES,

@@ -17,8 +17,7 @@ import numpy as np
 
 from fedpca.algorithms.ldp_pca import LDPCovarianceServer, LDPPolicy, privacy_record
 from fedpca.data.ldp_model import LDPSpikedModel
-from fedpca.data.site_cache import bounded_site_cache
-from fedpca.data.synthetic import require_split, site_data
+from fedpca.data.synthetic import require_split
 from fedpca.errors import ConfigurationError, ParameterError
 from fedpca.linalg.fantope import require_penalty
 from fedpca.linalg.subspace import energy_ratio, subspace_distance, top_eigenvectors
@@ -31,29 +30,15 @@ from fedpca.scenarios.base import (
     EPSILON,
     SAMPLES,
     K,
-    SITE_FILES,
-    SYNTHETIC,
     Scenario,
     ServerPlan,
     flag,
-    no_site_files,
     parameter,
 )
+from fedpca.scenarios.datasets import DATASETS, SYNTHETIC, scenario_site
 
 if TYPE_CHECKING:
     from fedpca.scenarios.centred_plan import CentredPlan
-
-
-
-def dataset_names() -> tuple[str, ...]:
-    """``"synthetic"`` and every name :mod:`fedpca.data.datasets` can load."""
-    try:
-        from fedpca.data.datasets import DATASET_NAMES
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"named datasets are unavailable ({exc}); use dataset={SYNTHETIC!r}"
-        ) from exc
-    return (SYNTHETIC, SITE_FILES, *DATASET_NAMES)
 
 
 @dataclass(frozen=True)
@@ -95,9 +80,9 @@ class LDPScenario(Scenario):
         if self.dataset == SYNTHETIC:
             require_split(self.samples, self.sites)
             self.model()
-        elif self.dataset not in dataset_names():
+        elif self.dataset not in DATASETS:
             raise ParameterError(
-                f"{{dataset}} must be one of {dataset_names()}",
+                f"{{dataset}} must be one of {DATASETS}",
                 {"dataset": self.dataset},
             )
         elif self.alpha is not None:
@@ -199,18 +184,9 @@ class LDPScenario(Scenario):
         return {"clipped_rows": sum(site.clip.clipped_rows for site in self.all_sites())}
 
     def prepared_site(self, site: int) -> SiteData:
-        """Site ``site``'s validated, clipped records, cached per process."""
-        self.check_site(site)
-        if self.dataset == SITE_FILES:
-            raise no_site_files(site)
-        if self.synthetic:
-            return _prepared_site(self.model(), self.samples, self.sites, site, self.clip_norm)
-        from fedpca.data.federated import dataset_site
-
-        return dataset_site(
-            self.dataset, self.sites, site, seed=self.data_seed, clip_norm=self.clip_norm,
-            alpha=self.alpha,
-        )
+        """Site ``site``'s validated, clipped records, cached per process
+        (:func:`~fedpca.scenarios.datasets.scenario_site`)."""
+        return scenario_site(self, site)
 
     def all_sites(self) -> list[SiteData]:
         """Every site's prepared records, in site order."""
@@ -246,13 +222,6 @@ class LDPScenario(Scenario):
             "energy_ratio": energy_ratio(Q, _pooled_second_moment(self)),
         }
 
-
-
-@bounded_site_cache
-def _prepared_site(
-    model: LDPSpikedModel, samples: int, sites: int, site: int, clip_norm: float
-) -> SiteData:
-    return SiteData.prepare(site_data(model, samples, sites, site), clip_norm, str(site))
 
 
 @functools.lru_cache(maxsize=4)

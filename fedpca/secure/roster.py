@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from fedpca.errors import ConfigurationError
-from fedpca.site.file_modes import SHARED_ANY, create_owner_only, refuse_shared
+from fedpca.file_modes import SHARED_ANY, create_owner_only, refuse_shared
 
 logger = logging.getLogger(__name__)
 

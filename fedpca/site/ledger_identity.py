@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from fedpca.errors import ConfigurationError
-from fedpca.site.file_modes import refuse_shared
+from fedpca.file_modes import refuse_shared
 
 logger = logging.getLogger(__name__)
 

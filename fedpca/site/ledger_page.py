@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from fedpca.extras import PLOTS, missing_extra
-from fedpca.site.file_modes import replace_owner_only
+from fedpca.file_modes import replace_owner_only
 from fedpca.site.ledger_report import (
     COMPOSITION_NOTE,
     STATUS_NOTE,

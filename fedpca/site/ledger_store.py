@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from fedpca.site.file_modes import create_owner_only
+from fedpca.file_modes import create_owner_only
 from fedpca.site.ledger_identity import LedgerIdentityError, LedgerState, Mark
 
 __all__ = [

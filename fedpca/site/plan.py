@@ -45,13 +45,13 @@ from fedpca.algorithms.centring import CentredPolicy, requested_scaling
 from fedpca.algorithms.specs import SPECS
 from fedpca.errors import InvalidRequestError
 from fedpca.dp.events import Release
+from fedpca.dp.mechanisms import NO_SEED
 from fedpca.site.ledger import RunCharge
 from fedpca.site.policy import (
     DPS_PCA,
     EXPLAINED_VARIANCE,
     SitePolicyFile,
 )
-from fedpca.scenarios.base import NO_SEED
 
 logger = logging.getLogger(__name__)
 

@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.centring import CentredPolicy
-from fedpca.site.limits import POLICY_KEYS as LIMIT_KEYS
-from fedpca.site.limits import SiteLimits
+from fedpca.algorithms.site_limits import POLICY_KEYS as LIMIT_KEYS
+from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.algorithms.specs import SPECS
 from fedpca.data.contract import Contract, load_contract
 from fedpca.data.files import file_fingerprint, load_site_file
@@ -47,7 +47,7 @@ from fedpca.data.tables import read_table
 from fedpca.errors import ConfigurationError
 from fedpca.dp.calibration import ACCOUNTING_MODES, calibrate_gaussian
 from fedpca.dp.exact_noise import EXACT
-from fedpca.site.file_modes import SHARED_ANY, refuse_shared
+from fedpca.file_modes import SHARED_ANY, refuse_shared
 from fedpca.site.ledger_identity import LedgerWitness
 from fedpca.dp.events import Release
 from fedpca.dp.mechanisms import planned_run

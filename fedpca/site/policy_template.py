@@ -23,7 +23,7 @@ from pathlib import Path
 
 from fedpca.algorithms.specs import SPECS
 from fedpca.dp.calibration import calibrate_gaussian, pld_epsilon
-from fedpca.site.file_modes import create_owner_only
+from fedpca.file_modes import create_owner_only
 from fedpca.site.ledger_lifecycle import create_site_ledger
 from fedpca.site.policy import (
     DEFAULT_ANSWER_SECONDS,

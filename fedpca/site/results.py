@@ -25,7 +25,7 @@ with it, and what stops it:
   a basis whose columns are not orthonormal, a scale that is not ``> 0``, column names
   other than its contract's): refused by :meth:`ReleasedResult.check`, nothing stored;
 * **flood the site**: the message's arrays are checked against the site's width ``d`` and
-  its policy's answer limit (:class:`~fedpca.site.limits.SiteLimits`) before
+  its policy's answer limit (:class:`~fedpca.algorithms.site_limits.SiteLimits`) before
   numpy allocates them (Flower's gRPC has already bounded the message at 2 GB), and a real
   site stores a result only for a run it released in (its ledger says so): one file per
   run, replaced by a later delivery of the same run.
@@ -47,7 +47,8 @@ import numpy as np
 from fedpca.data.column_rules import cell_text
 from fedpca.data.tables import read_table
 from fedpca.errors import InvalidDataError, InvalidRequestError
-from fedpca.site.file_modes import replace_owner_only
+from fedpca.file_modes import replace_owner_only
+from fedpca.linalg.basis import ORTHONORMAL_TOLERANCE
 from fedpca.report import floor_lines
 from fedpca.results import scores as centred_scores
 
@@ -56,9 +57,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: How far ``basis.T @ basis`` may be from the identity (largest entry) for an orthonormal
-#: basis: released bases come out of a QR or an eigensolver in float64.
-ORTHONORMAL_TOLERANCE = 1e-6
 #: The key that marks a result file a site stored (its value: the format's version).
 FORMAT_KEY = "fedpca_site_result"
 FORMAT_VERSION = 1
