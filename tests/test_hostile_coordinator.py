@@ -42,7 +42,7 @@ from fedpca.site.ledger_report import summarize
 from fedpca.site.policy import PolicyError, load_site_policy
 from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.flower.federation import run_federation
+from fedpca.flower.federation import client_sites, run_federation
 from fedpca.flower.rounds import RoundFailedError
 from fedpca.flower.strategies import DPSPCAStrategy
 from fedpca.flower.workflow import SecAggSettings
@@ -299,7 +299,7 @@ def test_secagg_settings_a_site_cannot_honour_stop_the_run_cleanly_on_the_server
     )
     with pytest.raises(RoundFailedError, match=r"halted in collect_masked_vectors_stage; site "
                                                r"failures: \['0: refused: SecAgg\+ clipping_range=0.5"):
-        run_federation(strategy, functools.partial(partition_client, scenario),
+        run_federation(strategy, client_sites(functools.partial(partition_client, scenario)),
                        3, secure=secure)
     assert strategy.server.history == []
 

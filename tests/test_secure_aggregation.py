@@ -15,7 +15,7 @@ from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.mechanisms import power_step_sensitivity
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.flower.federation import run_federation
+from fedpca.flower.federation import client_sites, run_federation
 from fedpca.flower.rounds import RoundFailedError
 from fedpca.flower.strategies import DPSPCAStrategy
 from fedpca.flower.workflow import SecAggSettings
@@ -86,5 +86,5 @@ def test_secagg_refuses_to_unmask_a_sum_over_fewer_than_m_sites():
         return partition_client(scenario, context)
 
     with pytest.raises(RoundFailedError, match="stopped before unmasking: 4 active sites"):
-        run_federation(strategy, client_fn, 5, secure=secure)
+        run_federation(strategy, client_sites(client_fn), 5, secure=secure)
     assert strategy.server.history == []

@@ -123,58 +123,40 @@ def site_store_for(engine: Engine) -> Iterator[str | None]:
         yield directory
 
 
+#: ``store -> ClientApp``: the virtual sites' ClientApp, given the run's store of prepared
+#: sites on this machine (``None``: none; :func:`site_store_for`).
+SitesApp = Callable[[str | None], ClientApp]
+
+
+def client_sites(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
+                 budget_fn: BudgetFn | None = None) -> SitesApp:
+    """Virtual sites given by functions of their context
+    (:func:`fedpca.flower.clientapp.site_client_app`: ``client_fn`` a site's client,
+    ``identity_fn`` its identity in fedpca's verifiable secure aggregation, ``budget_fn`` its
+    readiness answer)."""
+    return lambda store: site_client_app(StoreBound(client_fn, store), identity_fn, budget_fn)
+
+
+def source_sites(source_fn: SourceFn) -> SitesApp:
+    """Virtual sites each the :class:`~fedpca.site.service.SiteSource` that ``source_fn``
+    gives for its node (e.g. a scenario's :class:`~fedpca.site.partition.PartitionSource`),
+    its service opened once per run in each process
+    (:func:`~fedpca.flower.clientapp.cached_service`)."""
+    return lambda store: service_client_app(functools.partial(
+        cached_service, StoreBound(source_fn, store)))
+
+
 def run_federation(
     strategy: SiteRoundStrategy,
-    client_fn: ClientFn,
-    num_sites: int,
-    verbose: bool = False,
-    secure: SecAggSettings | None = None,
-    observer: RoundObserver | None = None,
-    engine: Engine | None = None,
-    identity_fn: IdentityFn | None = None,
-    budget_fn: BudgetFn | None = None,
-) -> None:
-    """Simulate ``num_sites`` sites, each given by functions of its context
-    (:func:`fedpca.flower.clientapp.site_client_app`: ``client_fn`` its client,
-    ``identity_fn`` its identity in fedpca's verifiable secure aggregation, ``budget_fn`` its
-    readiness answer), answering ``strategy`` (:func:`simulate_apps`)."""
-    simulate_apps(
-        strategy, lambda store: site_client_app(StoreBound(client_fn, store), identity_fn,
-                                                budget_fn),
-        num_sites, verbose, secure, observer, engine)
-
-
-def run_sources(
-    strategy: SiteRoundStrategy,
-    source_fn: SourceFn,
+    sites: SitesApp,
     num_sites: int,
     verbose: bool = False,
     secure: SecAggSettings | None = None,
     observer: RoundObserver | None = None,
     engine: Engine | None = None,
 ) -> None:
-    """Simulate ``num_sites`` sites, each the :class:`~fedpca.site.service.SiteSource` that
-    ``source_fn`` gives for its node (e.g. a scenario's
-    :class:`~fedpca.site.partition.PartitionSource`), its service opened once per run in
-    each process (:func:`~fedpca.flower.clientapp.cached_service`), answering ``strategy``
-    (:func:`simulate_apps`)."""
-    simulate_apps(
-        strategy, lambda store: service_client_app(functools.partial(
-            cached_service, StoreBound(source_fn, store))),
-        num_sites, verbose, secure, observer, engine)
-
-
-def simulate_apps(
-    strategy: SiteRoundStrategy,
-    client_app_for: Callable[[str | None], ClientApp],
-    num_sites: int,
-    verbose: bool = False,
-    secure: SecAggSettings | None = None,
-    observer: RoundObserver | None = None,
-    engine: Engine | None = None,
-) -> None:
-    """Simulate ``num_sites`` sites running ``client_app_for(store)`` (``store``: the run's
-    store of prepared sites on this machine, :func:`site_store_for`) answering ``strategy``
+    """Simulate ``num_sites`` ``sites`` (:func:`source_sites`, :func:`client_sites`)
+    answering ``strategy``
     for ``strategy.num_rounds`` rounds (SecAgg+ fit rounds if ``secure``: legacy strategies
     only); raise if the run stopped before its last round.
 
@@ -192,7 +174,7 @@ def simulate_apps(
 
     engine = engine or Engine()
     with site_store_for(engine) as store:
-        launch(server_app, client_app_for(store), num_sites, verbose=verbose, engine=engine)
+        launch(server_app, sites(store), num_sites, verbose=verbose, engine=engine)
     done = len(strategy.server.history)
     if done < strategy.num_rounds:
         raise FedPCAError(

@@ -25,7 +25,7 @@ from flwr.client import Client
 from flwr.common import Context
 
 from fedpca.flower.clientapp import node_of
-from fedpca.flower.federation import Engine, run_sources
+from fedpca.flower.federation import Engine, run_federation, source_sites
 from fedpca.flower.site_client import site_client
 from fedpca.flower.workflow import after_run, secure_aggregation, strategy_for
 from fedpca.progress import RoundObserver
@@ -75,9 +75,9 @@ def simulate(
     start = time.perf_counter()
     plan = scenario.server_plan()
     strategy = strategy_for(plan, scenario, wait_for_sites=scenario.sites)
-    run_sources(strategy, functools.partial(partition_source, scenario), scenario.sites,
-                verbose=verbose, observer=observer, engine=engine,
-                secure=secure_aggregation(scenario, strategy, plan.max_weight))
+    sites = source_sites(functools.partial(partition_source, scenario))
+    run_federation(strategy, sites, scenario.sites, verbose=verbose, observer=observer,
+                   engine=engine, secure=secure_aggregation(scenario, strategy, plan.max_weight))
     after_run(plan, strategy)
     config = {
         **scenario.to_run_config(), **scenario.simulation_config(),
@@ -114,9 +114,9 @@ def simulate_tables(
     scenario = run.scenario
     plan = scenario.centred_server(table_plan(run))
     strategy = strategy_for(plan, scenario, wait_for_sites=run.sites)
-    run_sources(strategy, functools.partial(table_source, run, strategy.num_rounds),
-                run.sites, verbose=verbose, observer=observer, engine=engine,
-                secure=secure_aggregation(scenario, strategy, plan.max_weight))
+    sites = source_sites(functools.partial(table_source, run, strategy.num_rounds))
+    run_federation(strategy, sites, run.sites, verbose=verbose, observer=observer,
+                   engine=engine, secure=secure_aggregation(scenario, strategy, plan.max_weight))
     config = {**scenario.to_run_config(), "dataset": "tables", "standardize": run.standardize,
               "contract": run.loaded_contract.hash,
               "wall_seconds": time.perf_counter() - start}
