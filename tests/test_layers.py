@@ -2,7 +2,9 @@
 former homes of the Flower names still import, warning, as the objects they moved to."""
 
 import json
+import pathlib
 import pkgutil
+import re
 import subprocess
 import sys
 import warnings
@@ -67,3 +69,23 @@ def test_an_old_client_module_builds_the_algorithms_client():
         warnings.simplefilter("ignore", DeprecationWarning)
         from fedpca.clients.kplane import client_for_site
     assert "KPlaneSite" in client_for_site.__doc__
+
+
+def layout_entries() -> set[str]:
+    """The modules docs/layout.md names, as ``package/module.py`` under each package heading."""
+    text = (pathlib.Path(__file__).parents[1] / "docs" / "layout.md").read_text()
+    entries, package = set(), None
+    for line in text.splitlines():
+        heading = re.match(r"### `(fedpca[\w/]*)/`", line)
+        if heading:
+            package = heading.group(1)
+        item = re.match(r"\* `([\w]+\.py)`: \S", line)
+        if package and item:
+            entries.add(f"{package}/{item.group(1)}")
+    return entries
+
+
+def test_docs_layout_names_every_module_once_in_one_sentence():
+    root = pathlib.Path(fedpca.__path__[0]).parent
+    modules = {str(p.relative_to(root)) for p in (root / "fedpca").rglob("*.py")}
+    assert layout_entries() == modules
