@@ -130,7 +130,8 @@ def protocol_costs(sites: int, length: int, rounds: int) -> dict[str, float]:
     threshold = smallest_threshold(members, 0, max(2, members // 2))
     sessions = {str(p): SiteSession(str(p), simulation_key(p), roster,
                                     min_sites=max(2, members // 2), colluders=0,
-                                    max_rounds=rounds) for p in range(members)}
+                                    max_rounds=rounds, vouched=roster.names)
+                for p in range(members)}
     server = ServerSession("bench", rounds, threshold, DEFAULT_MODULUS)
     for session in sessions.values():
         server.receive_advertisement(session.advertise(server.setup_request()))

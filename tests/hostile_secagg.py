@@ -47,7 +47,7 @@ from fedpca.secure.messages import (
     ShareBundle,
     UnmaskRequest,
 )
-from fedpca.secure.roster import Roster, public_key_b64
+from fedpca.secure.roster import Roster, roster_entry
 from fedpca.secure.server_session import ServerSession
 from fedpca.secure.site_session import SiteSession
 from fedpca.flower.strategies import DPdisPCA
@@ -153,9 +153,10 @@ def forged(names: list[str], request: SetupRequest, prefix: str = "") -> list[Ad
     """Advertisements for ``names`` signed with key pairs the coordinator made itself (a
     roster of its own, under the real consortium's name)."""
     keys = {name: Ed25519PrivateKey.generate() for name in names}
-    roster = Roster.from_members(CONSORTIUM, {n: public_key_b64(k) for n, k in keys.items()})
-    return [SiteSession(n, keys[n], roster, min_sites=THRESHOLD, colluders=0, max_rounds=1)
-            .advertise(request) for n in names]
+    roster = Roster.from_members(CONSORTIUM, {n: roster_entry(CONSORTIUM, n, k)
+                                              for n, k in keys.items()})
+    return [SiteSession(n, keys[n], roster, min_sites=THRESHOLD, colluders=0, max_rounds=1,
+                        vouched=roster.names).advertise(request) for n in names]
 
 
 def dpdis_strategy(grid: Grid, context: Context) -> DPdisPCA:

@@ -36,6 +36,7 @@ from fedpca.secure.roster import (
     load_roster,
     load_signing_key,
     write_roster,
+    roster_entry,
     write_signing_key,
 )
 from fedpca.secure.server_session import SecureAggregationError, ServerSession
@@ -53,8 +54,8 @@ def consortium(tmp_path_factory):
     base = tmp_path_factory.mktemp("consortium")
     members, keys = {}, {}
     for name in NAMES:
-        path, public = write_signing_key(base / "keys", name)
-        keys[name], members[name] = load_signing_key(path), public
+        path, entry = write_signing_key(base / "keys", name, "test-consortium")
+        keys[name], members[name] = load_signing_key(path), entry
     return load_roster(write_roster(base / "roster.toml", "test-consortium", members)), keys
 
 
@@ -65,7 +66,8 @@ def wire(message):
 
 def make_site(consortium, name, **policy):
     roster, keys = consortium
-    policy = {"min_sites": MIN_SITES, "colluders": COLLUDERS, "max_rounds": ROUNDS, **policy}
+    policy = {"min_sites": MIN_SITES, "colluders": COLLUDERS, "max_rounds": ROUNDS,
+              "vouched": roster.names, **policy}
     return SiteSession(name, keys[name], roster, **policy)
 
 
@@ -510,7 +512,8 @@ def test_site_state_survives_serialisation(consortium):
 
     def restore(sites):
         for name in sites:
-            sites[name] = SiteSession.from_bytes(sites[name].to_bytes(), keys[name], roster)
+            sites[name] = SiteSession.from_bytes(sites[name].to_bytes(), keys[name], roster,
+                                                 roster.names)
 
     server = ServerSession(RUN, ROUNDS, THRESHOLD, MODULUS)
     sites = {name: make_site(consortium, name) for name in NAMES}
@@ -532,19 +535,20 @@ def test_site_state_survives_serialisation(consortium):
     with pytest.raises(ProtocolRefusal, match="already endorsed another survivor set"):
         sites[NAMES[0]].endorse(ConsistencyRequest(RUN, 2, NAMES[:1] + NAMES[3:]))
     with pytest.raises(ConfigurationError, match="not the roster's key"):
-        SiteSession.from_bytes(sites[NAMES[0]].to_bytes(), keys[NAMES[1]], roster)
+        SiteSession.from_bytes(sites[NAMES[0]].to_bytes(), keys[NAMES[1]], roster, NAMES)
     with pytest.raises(ProtocolRefusal, match="cannot be read"):
-        SiteSession.from_bytes(b"{not json", keys[NAMES[0]], roster)
+        SiteSession.from_bytes(b"{not json", keys[NAMES[0]], roster, NAMES)
 
 
 def test_roster_and_signing_key_files(consortium, tmp_path):
     roster, keys = consortium
     assert roster.names == NAMES and roster.consortium == "test-consortium"
-    path, public = write_signing_key(tmp_path / "new", "site-z")
+    path, entry = write_signing_key(tmp_path / "new", "site-z", "x")
+    public = entry.key
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
     with pytest.raises(ConfigurationError, match="exists"):
-        write_signing_key(tmp_path / "new", "site-z")
+        write_signing_key(tmp_path / "new", "site-z", "x")
     path.chmod(0o640)
     with pytest.raises(ConfigurationError, match="chmod 600"):
         load_signing_key(path)
@@ -561,14 +565,17 @@ def test_roster_and_signing_key_files(consortium, tmp_path):
     }
     for reason, member in bad.items():
         file = tmp_path / "roster.toml"
-        file.write_text(f'[roster]\nconsortium = "x"\n\n[[member]]\n{member}\n')
+        member = member.replace("\n\n[[member]]", '\nproof = "AAAA"\n\n[[member]]')
+        file.write_text(f'[roster]\nconsortium = "x"\n\n[[member]]\n{member}\nproof = "AAAA"\n')
         with pytest.raises(ConfigurationError, match=reason) as error:
             load_roster(file)
         assert "\n" not in str(error.value)
     with pytest.raises(ConfigurationError, match="same key"):
-        Roster.from_members("x", {"a": good, "b": good})
+        Roster.from_members("x", {"a": roster_entry("x", "a", keys[NAMES[0]]),
+                                  "b": roster_entry("x", "b", keys[NAMES[0]])})
     with pytest.raises(ConfigurationError, match="not in the roster"):
-        SiteSession("site-z", keys[NAMES[0]], roster, min_sites=2, colluders=0, max_rounds=1)
+        SiteSession("site-z", keys[NAMES[0]], roster, min_sites=2, colluders=0, max_rounds=1,
+                    vouched=NAMES)
     with pytest.raises(ConfigurationError, match="min_sites"):
         make_site(consortium, NAMES[0], min_sites=1)
 

@@ -13,6 +13,7 @@ scores keyed by its patient ids (``fedpca site project``).
 """
 
 import csv
+import json
 import re
 import shlex
 from pathlib import Path
@@ -67,7 +68,7 @@ def readme_run_config(contract_hash: str, contract_file: Path, output: Path) -> 
             "output": str(output)}
 
 
-def with_readme_keys(policy: Path, roster: Path, signing_key: Path) -> None:
+def with_readme_keys(policy: Path, roster: Path, signing_key: Path, vouched: list[str]) -> None:
     """Set in ``policy`` every key of the README's policy snippet (its paths: this site's)."""
     text = policy.read_text()
     table = None
@@ -80,7 +81,8 @@ def with_readme_keys(policy: Path, roster: Path, signing_key: Path) -> None:
         if not setting:
             continue
         key, value = setting.groups()
-        value = {"roster": f'"{roster}"', "signing-key": f'"{signing_key}"'}.get(key, value)
+        value = {"roster": f'"{roster}"', "signing-key": f'"{signing_key}"',
+                 "vouched": json.dumps(vouched)}.get(key, value)
         section = text.index(f"[{table}]")
         end = text.find("\n[", section + 1)
         end = len(text) if end < 0 else end
@@ -124,15 +126,16 @@ def hospitals(tmp_path_factory):
     work = tmp_path_factory.mktemp("hospitals")
     contract = work / "contract.toml"
     contract.write_text(ID_CONTRACT)
-    keys = {name: write_signing_key(work / "secagg", name) for name in SITES}
+    keys = {name: write_signing_key(work / "secagg", name, "liver-study") for name in SITES}
     roster = write_roster(work / "roster.toml", "liver-study",
-                          {name: public for name, (_, public) in keys.items()})
+                          {name: entry for name, (_, entry) in keys.items()})
     policies = []
     for name, data in zip(SITES, exports(work)):
         policy = write_policy_template(work / name / "site.toml", name, str(data),
                                        contract=str(contract), daily_epsilon=4.0,
                                        weekly_epsilon=4.0)
-        with_readme_keys(policy, roster, keys[name][0])
+        with_readme_keys(policy, roster, keys[name][0],
+                         [entry.fingerprint for other, (_, entry) in keys.items() if other != name])
         policy.write_text(policy.read_text().replace("rounds = 10", f"rounds = {DPS_ROUNDS}"))
         load_site_policy(policy).open_ledger()  # the operator's edits, recorded
         policies.append(policy)

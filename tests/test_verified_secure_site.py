@@ -7,6 +7,8 @@ is refused before the site sends anything masked, and its ledger shows no releas
 honest run charges both guarantees and sends a vector only the sum unmasks.
 """
 
+import json
+
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -23,6 +25,7 @@ from fedpca.linalg.subspace import triangle_size
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.dp.mechanisms import upper_triangle_sensitivity
+from fedpca.site.ledger_report import format_ledger, summarize
 from fedpca.site.policy import load_site_policy
 from fedpca.site.policy_template import write_policy_template
 from fedpca.secure.messages import (
@@ -37,6 +40,7 @@ from fedpca.secure.roster import (
     load_roster,
     load_signing_key,
     public_key_b64,
+    roster_entry,
     write_roster,
     write_signing_key,
 )
@@ -46,6 +50,7 @@ from fedpca.secure.site_session import SiteSession
 D, N = 8, 400
 SITE, PEERS = "hospital-a", ("hospital-b", "hospital-c")
 RUN_ID = 1
+CONSORTIUM = "test-consortium"
 #: The coordinator's run_config (a real site replaces its privacy keys with its policy's).
 RUN_CONFIG = {"algorithm": "dpdis-pca", "dim": D, "k": 2, "r": 0, "epsilon": 1e6,
               "delta": 0.5, "rounds": 1, "clip-norm": 100.0, "accounting": "pld",
@@ -64,9 +69,11 @@ def run_identity(monkeypatch):
 def consortium(tmp_path):
     """The real site's folder (records, keys, roster, a policy with M = 3) and its peers'
     keys; returns the policy path, the roster and every member's signing key."""
-    keys = {name: write_signing_key(tmp_path / "keys", name) for name in (SITE, *PEERS)}
-    roster_path = write_roster(tmp_path / "roster.toml", "test-consortium",
-                               {name: public for name, (_, public) in keys.items()})
+    keys = {name: write_signing_key(tmp_path / "keys", name, CONSORTIUM)
+            for name in (SITE, *PEERS)}
+    roster_path = write_roster(tmp_path / "roster.toml", CONSORTIUM,
+                               {name: entry for name, (_, entry) in keys.items()})
+    vouched = [keys[name][1].fingerprint for name in PEERS]  # compared with them by phone
     X = np.random.default_rng(0).standard_normal((N, D))
     np.save(tmp_path / "records.npy", X / np.linalg.norm(X, axis=1, keepdims=True))
     policy = write_policy_template(tmp_path / "policy.toml", SITE, "records.npy")
@@ -74,7 +81,8 @@ def consortium(tmp_path):
             .replace("min-sites = 0", "min-sites = 3")
             .replace("# worst-case-epsilon = 8", "worst-case-epsilon = 8")
             .replace('# roster = "roster.toml"', f'roster = "{roster_path}"')
-            .replace('# signing-key = "secagg.pem"', f'signing-key = "{keys[SITE][0]}"'))
+            .replace('# signing-key = "secagg.pem"', f'signing-key = "{keys[SITE][0]}"')
+            .replace("# vouched = []", f"vouched = {json.dumps(vouched)}"))
     policy.write_text(text)
     return policy, load_roster(roster_path), {n: load_signing_key(p) for n, (p, _) in keys.items()}
 
@@ -99,7 +107,7 @@ def ledger_rows(policy):
 
 def peers(roster, keys):
     return {name: SiteSession(name, keys[name], roster, min_sites=3, colluders=0,
-                              max_rounds=1) for name in PEERS}
+                              max_rounds=1, vouched=roster.names) for name in PEERS}
 
 
 def refused(reply: Message, *fragments: str) -> None:
@@ -169,11 +177,12 @@ def forged_key_list(policy, keys, forged: dict) -> tuple[Context, KeyList]:
     server.receive_advertisement(Advertisement.from_dict(
         dict(reply.content.config_records[PROTOCOL_RECORD])))
     its_roster = load_roster(write_roster(
-        policy.parent / "coordinators-roster.toml", "test-consortium",
-        {SITE: public_key_b64(keys[SITE]),
-         **{name: public_key_b64(key) for name, key in forged.items()}}))
+        policy.parent / "coordinators-roster.toml", CONSORTIUM,
+        {SITE: roster_entry(CONSORTIUM, SITE, keys[SITE]),
+         **{name: roster_entry(CONSORTIUM, name, key) for name, key in forged.items()}}))
     for name, key in forged.items():
-        session = SiteSession(name, key, its_roster, min_sites=3, colluders=0, max_rounds=1)
+        session = SiteSession(name, key, its_roster, min_sites=3, colluders=0, max_rounds=1,
+                              vouched=its_roster.names)
         server.receive_advertisement(session.advertise(server.setup_request()))
     return context, server.key_list()
 
@@ -254,13 +263,58 @@ def test_the_key_and_roster_commands_write_what_a_site_loads(tmp_path, capsys):
 
     entries = []
     for name in ("h1", "h2"):
-        assert main(["deploy", "secagg-key", "--out", str(tmp_path / name), "--name", name]) == 0
+        assert main(["deploy", "secagg-key", "--out", str(tmp_path / name), "--name", name,
+                     "--consortium", "c"]) == 0
         entries.append(capsys.readouterr().out.split("--member ")[1].split()[0])
     roster_file = tmp_path / "roster.toml"
     args = ["deploy", "roster", "--out", str(roster_file), "--consortium", "c"]
     assert main([*args, *(f"--member={entry}" for entry in entries)]) == 0
     roster = load_roster(roster_file)
     key = load_signing_key(tmp_path / "h1" / "h1.secagg-key.pem")
-    assert roster.names == ("h1", "h2") and public_key_b64(key) == entries[0].split("=", 1)[1]
+    assert roster.names == ("h1", "h2")
+    assert public_key_b64(key) == entries[0].split("=", 1)[1].split(":")[0]
     assert (tmp_path / "h1" / "h1.secagg-key.pem").stat().st_mode & 0o777 == 0o600
     assert main([*args[:3], str(tmp_path / "r2.toml"), *args[4:], "--member", "h1"]) != 0
+
+
+def endorse_in_a_process(context, consistency, barrier, results) -> None:
+    """A second ClientApp process of the same SuperNode answering the same endorsement
+    request (its copy of the run's state, forked from the same moment)."""
+    barrier.wait()
+    reply = send(context, protocol(consistency))
+    results.put(reply.error.reason if reply.has_error() else "endorsed")
+
+
+def test_concurrent_endorsements_in_two_processes_are_refused_after_the_first(consortium):
+    """Two ClientApp processes holding the same run state are asked for the round's
+    endorsement at once: the ledger's record, under its write lock, lets exactly one
+    endorse; the run's key list is in the ledger's row of the run."""
+    import multiprocessing
+
+    policy, roster, keys = consortium
+    context = site_context(policy)
+    server, others = setup(context, roster, keys)
+    length = next_power_of_two(triangle_size(D))
+    requests = server.input_requests(1, length)
+    reply = send(context, with_request(requests[SITE], the_sum()))
+    server.receive_masked_input(read_masked_input(reply.content))
+    for name, session in others.items():
+        server.receive_masked_input(session.masked_input(requests[name],
+                                                         np.zeros(length, dtype=np.int64)))
+    consistency = server.consistency_request(1)
+    fork = multiprocessing.get_context("fork")
+    barrier, results = fork.Barrier(2), fork.Queue()
+    processes = [fork.Process(target=endorse_in_a_process,
+                              args=(context, consistency, barrier, results)) for _ in range(2)]
+    for process in processes:
+        process.start()
+    answers = sorted(results.get(timeout=60) for _ in processes)
+    for process in processes:
+        process.join(timeout=60)
+    assert answers[0] == "endorsed", answers
+    assert "already recorded its endorsement for round 1" in answers[1], answers
+    assert "Traceback" not in answers[1]
+    ledger = load_site_policy(policy).open_ledger()
+    assert ledger.run_records()[str(RUN_ID)]["key_list"] == (
+        "3 members, every one vouched for by this site")
+    assert "secure sums: 3 members, every one vouched" in format_ledger(summarize(ledger))

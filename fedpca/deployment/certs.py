@@ -31,9 +31,12 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from fedpca.errors import ConfigurationError
+from fedpca.secure.roster import check_member_name, load_roster_key
+from fedpca.secure.vouching import member_certificate, new_authority
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +157,39 @@ def write_deployment_files(
         raise ConfigurationError(f"site names must be distinct, got {list(sites)}")
     server = write_server_files(out_dir, hosts, valid_days)
     return DeploymentFiles(server, tuple(write_site_key(out_dir, s) for s in sites))
+
+
+def write_secagg_authority(out_dir: str | Path, name: str) -> tuple[Path, Path]:
+    """A consortium CA for secure-aggregation keys (:func:`fedpca.secure.vouching.new_authority`):
+    ``(key file (0600), certificate file)`` in ``out_dir``, never overwriting a key."""
+    out = _directory(out_dir)
+    key_path, cert_path = out / "secagg-ca.key.pem", out / "secagg-ca.pem"
+    if key_path.exists():
+        raise ConfigurationError(f"{key_path} exists; a CA key is never overwritten (sites "
+                                 "vouch for its certificate): keep it, or choose another folder")
+    key, certificate = new_authority(name)
+    _write_private(key_path, key.private_bytes(serialization.Encoding.PEM,
+                                               serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    return key_path, cert_path
+
+
+def write_member_certificate(ca_dir: str | Path, name: str, key: str, out: str | Path) -> Path:
+    """The CA in ``ca_dir``'s certificate of member ``name``'s public ``key`` (base64), as a
+    PEM file ``out``."""
+    ca_dir = Path(ca_dir)
+    authority_key = serialization.load_pem_private_key(
+        (ca_dir / "secagg-ca.key.pem").read_bytes(), password=None)
+    authority = x509.load_pem_x509_certificate((ca_dir / "secagg-ca.pem").read_bytes())
+    if not isinstance(authority_key, Ed25519PrivateKey):
+        raise ConfigurationError(f"{ca_dir} holds no secure-aggregation CA key; make one with "
+                                 "fedpca deploy secagg-ca")
+    public = Ed25519PublicKey.from_public_bytes(load_roster_key(key))
+    path = Path(out)
+    path.write_text(member_certificate(authority_key, authority, check_member_name(name), public),
+                    encoding="ascii")
+    return path
 
 
 def _directory(path: str | Path) -> Path:

@@ -3,10 +3,14 @@
 * ``certs --out DIR [--host H ...] [--sites N]``: the CA, the SuperLink's certificate for
   the given hosts (and 127.0.0.1), and (for a demonstration) N site key pairs ``0 .. N-1``;
 * ``site-key --out DIR --name NAME``: one site's key pair, made at the site;
-* ``secagg-key --out DIR --name NAME``: one site's secure-aggregation signing key, made at
-  the site, and the roster entry it sends the consortium;
-* ``roster --out FILE --consortium NAME --member NAME=KEY ...``: the consortium's roster,
-  which every member site holds (never distributed by the coordinator);
+* ``secagg-key --out DIR --name NAME --consortium C``: one site's secure-aggregation signing
+  key, made at the site, its fingerprint (read to the members that vouch for it) and the
+  roster entry it sends the consortium (signed: proof of possession);
+* ``roster --out FILE --consortium NAME --member NAME=KEY:PROOF ... [--certificate
+  NAME=FILE ...]``: the consortium's roster, which every member site holds;
+* ``secagg-ca --out DIR --name NAME`` and ``secagg-cert --ca DIR --name NAME --key KEY``: a
+  consortium certificate authority (run by a party that is not the coordinator) and its
+  certificate of one member's key, for sites that vouch by CA;
 * ``app --out DIR``: the configuration-only Flower App that fedpca sites accept;
 * ``local --workdir DIR --data A.npy B.npy ... [--policy A.toml B.toml] [--run-config
   'k=2 rounds=5']``: the whole deployment on 127.0.0.1 (TLS, SuperNode authentication, a
@@ -65,16 +69,36 @@ def register_deploy_command(commands: argparse._SubParsersAction) -> None:
     secagg_key.add_argument("--out", type=Path, required=True,
                             help="the site's own folder to write the key to (0600)")
     secagg_key.add_argument("--name", required=True, help="the site's name in the roster")
+    secagg_key.add_argument("--consortium", required=True, help="the consortium's name")
     secagg_key.set_defaults(func=_secagg_key)
 
     roster = commands.add_parser(
         "roster", help="write the consortium's roster of secure-aggregation keys")
     roster.add_argument("--out", type=Path, required=True, help="the roster file to write")
     roster.add_argument("--consortium", required=True, help="the consortium's name")
-    roster.add_argument("--member", action="append", required=True, metavar="NAME=KEY",
-                        help="a member and its public key as secagg-key printed it "
-                             "(repeat for every member)")
+    roster.add_argument("--member", action="append", required=True, metavar="NAME=KEY:PROOF",
+                        help="a member's entry as secagg-key printed it (repeat for every "
+                             "member)")
+    roster.add_argument("--certificate", action="append", default=[], metavar="NAME=FILE",
+                        help="a member's certificate as secagg-cert wrote it (optional)")
     roster.set_defaults(func=_roster)
+
+    authority = commands.add_parser(
+        "secagg-ca", help="a consortium CA that certifies members' secure-aggregation keys")
+    authority.add_argument("--out", type=Path, required=True,
+                           help="the CA's own folder (its key stays there, 0600)")
+    authority.add_argument("--name", required=True, help="the CA's name")
+    authority.set_defaults(func=_secagg_ca)
+
+    certificate = commands.add_parser(
+        "secagg-cert", help="the consortium CA's certificate of one member's key")
+    certificate.add_argument("--ca", type=Path, required=True, help="the CA's folder")
+    certificate.add_argument("--name", required=True, help="the member's name in the roster")
+    certificate.add_argument("--key", required=True,
+                             help="the member's public key (KEY of its roster entry), "
+                                  "confirmed with the member out of band")
+    certificate.add_argument("--out", type=Path, required=True, help="the PEM file to write")
+    certificate.set_defaults(func=_secagg_cert)
 
     app = commands.add_parser(
         "app", help="write the configuration-only Flower App the sites accept (flwr run DIR)"
@@ -125,30 +149,64 @@ def _site_key(args: argparse.Namespace) -> int:
 def _secagg_key(args: argparse.Namespace) -> int:
     from fedpca.secure.roster import write_signing_key
 
-    path, public = write_signing_key(args.out, args.name)
+    path, entry = write_signing_key(args.out, args.name, args.consortium)
     print(f"private key {path}: keep it at the site (mode 0600); name it in the site's "
           "policy as [secure-aggregation] signing-key")
-    print(f"roster entry: --member {args.name}={public}  (send it to the consortium, which "
-          "writes the roster every member holds)")
+    print(f"fingerprint: {entry.fingerprint}  (read it to every member "
+          "that vouches for this site, by phone or in person, never through the coordinator)")
+    print(f"roster entry: --member {args.name}={entry.key}:{entry.proof}  (send it to the "
+          "consortium, which writes the roster every member holds)")
     return 0
 
 
 def _roster(args: argparse.Namespace) -> int:
-    from fedpca.secure.roster import write_roster
+    from fedpca.secure.roster import RosterEntry, write_roster
 
+    certificates = dict(_pairs(args.certificate, "--certificate", "NAME=FILE"))
     members = {}
-    for entry in args.member:
-        name, separator, key = entry.partition("=")
-        if not separator or name in members:
-            raise ConfigurationError(
-                f"--member {entry!r}: give each member once, as NAME=KEY (the line "
-                "fedpca deploy secagg-key printed)"
-            )
-        members[name] = key
+    for name, value in _pairs(args.member, "--member", "NAME=KEY:PROOF"):
+        key, separator, proof = value.partition(":")
+        if not separator:
+            raise ConfigurationError(f"--member {name}=...: give the member's entry as "
+                                     "NAME=KEY:PROOF (the line fedpca deploy secagg-key printed)")
+        certificate = certificates.pop(name, None)
+        members[name] = RosterEntry(key, proof, None if certificate is None
+                                    else Path(certificate).read_text(encoding="ascii"))
+    if certificates:
+        raise ConfigurationError(f"--certificate for {sorted(certificates)}, who have no "
+                                 "--member entry; add their entries")
     path = write_roster(args.out, args.consortium, members)
     print(f"wrote {path} with {len(members)} members: give every member site the same file, "
           "outside the coordinator's channels, and name it in its policy as "
           "[secure-aggregation] roster")
+    return 0
+
+
+def _pairs(values: list[str], flag: str, shape: str) -> list[tuple[str, str]]:
+    """``NAME=VALUE`` arguments, each name once."""
+    pairs = [value.partition("=") for value in values]
+    names = [name for name, _, _ in pairs]
+    if any(not separator for _, separator, _ in pairs) or len(set(names)) != len(names):
+        raise ConfigurationError(f"{flag}: give each member once, as {shape}")
+    return [(name, value) for name, _, value in pairs]
+
+
+def _secagg_ca(args: argparse.Namespace) -> int:
+    from fedpca.deployment.certs import write_secagg_authority
+
+    key, certificate = write_secagg_authority(args.out, args.name)
+    print(f"CA key {key}: keep it with the CA (mode 0600)")
+    print(f"CA certificate {certificate}: give it to the sites that vouch by this CA "
+          "([secure-aggregation] vouched-ca), outside the coordinator's channels")
+    return 0
+
+
+def _secagg_cert(args: argparse.Namespace) -> int:
+    from fedpca.deployment.certs import write_member_certificate
+
+    path = write_member_certificate(args.ca, args.name, args.key, args.out)
+    print(f"certificate {path}: the consortium lists it in {args.name}'s roster entry "
+          f"(fedpca deploy roster --certificate {args.name}={path})")
     return 0
 
 

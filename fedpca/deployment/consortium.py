@@ -10,6 +10,7 @@ tests and benchmarks on one machine.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -44,9 +45,11 @@ def write_consortium(
     if len(names) != len(data) or len(set(names)) != len(names):
         raise ConfigurationError("write_consortium needs one distinct name per data file")
     folder = Path(folder)
-    keys = {name: write_signing_key(folder / name, name) for name in names}
+    keys = {name: write_signing_key(folder / name, name, consortium) for name in names}
     roster = write_roster(folder / "roster.toml", consortium,
-                          {name: public for name, (_, public) in keys.items()})
+                          {name: entry for name, (_, entry) in keys.items()})
+    # a demonstration's one operator made every key: each site vouches for every member
+    vouched = json.dumps([entry.fingerprint for _, entry in keys.values()])
     releases = SPECS["dps-pca"].releases_per_run(DEFAULT_DPS_ROUNDS)
     (case,) = worst_cases(TEMPLATE_EPSILON, TEMPLATE_RUN_EPSILON, DELTA, releases, (min_sites,))
     policies = []
@@ -61,7 +64,8 @@ def write_consortium(
                 .replace("min-sites = 0", f"min-sites = {min_sites}")
                 .replace('# roster = "roster.toml"', f'roster = "{roster.resolve()}"')
                 .replace('# signing-key = "secagg.pem"', f'signing-key = "{keys[name][0]}"')
-                .replace("# colluders = 0", f"colluders = {colluders}"))
+                .replace("# colluders = 0", f"colluders = {colluders}")
+                .replace("# vouched = []", f"vouched = {vouched}"))
         policy.write_text(re.sub(r"# worst-case-epsilon = \S+",
                                  f"worst-case-epsilon = {math.ceil(case.lifetime_epsilon)}",
                                  text))

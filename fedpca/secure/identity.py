@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fedpca.secure.roster import Roster, public_key_b64
+from fedpca.secure.roster import Roster, roster_entry
 
 #: The consortium name of every simulation roster.
 SIMULATION_CONSORTIUM = "fedpca-simulation"
@@ -38,6 +38,9 @@ class SecureIdentity:
         max_rounds: the most secure rounds it agrees to in one run (its releases per run).
         verified_only: whether it refuses Flower's SecAgg+ (honest-but-curious only): a real
             site does; a simulated one may run either.
+        vouched: the members it vouched for (itself included): only they count toward ``M``;
+            every other member of a key list counts as a possible colluder
+            (:mod:`fedpca.secure.vouching`).
     """
 
     member: str
@@ -47,6 +50,7 @@ class SecureIdentity:
     colluders: int
     max_rounds: int
     verified_only: bool
+    vouched: frozenset[str]
 
 
 def simulation_key(partition: int) -> Ed25519PrivateKey:
@@ -60,7 +64,8 @@ def simulation_roster(partitions: int) -> Roster:
     """The roster of a simulation's ``partitions`` virtual sites, named ``"0"`` to
     ``str(partitions - 1)`` like their answers."""
     return Roster.from_members(SIMULATION_CONSORTIUM, {
-        str(p): public_key_b64(simulation_key(p)) for p in range(partitions)
+        str(p): roster_entry(SIMULATION_CONSORTIUM, str(p), simulation_key(p))
+        for p in range(partitions)
     })
 
 
@@ -68,6 +73,7 @@ def simulation_identity(
     partition: int, partitions: int, min_sites: int, max_rounds: int
 ) -> SecureIdentity:
     """Virtual site ``partition``'s identity in a simulation of ``partitions`` sites (no
-    colluders assumed: one party runs every site)."""
-    return SecureIdentity(str(partition), simulation_key(partition),
-                          simulation_roster(partitions), min_sites, 0, max_rounds, False)
+    colluders assumed and every member vouched for: one party runs every site)."""
+    roster = simulation_roster(partitions)
+    return SecureIdentity(str(partition), simulation_key(partition), roster, min_sites, 0,
+                          max_rounds, False, frozenset(roster.names))

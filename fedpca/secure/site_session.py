@@ -5,9 +5,11 @@ replies, through the stages of :mod:`fedpca.secure`: advertise a fresh key, veri
 list and send seed shares, mask each round's input, endorse one survivor set per round and
 reveal once per round for it. Everything the coordinator sends is untrusted, and the
 protections against a hostile coordinator are the site's own checks here: roster signatures
-over the run's parameters (no Sybils, no forged or altered keys), the threshold conditions
-of :mod:`fedpca.secure.conditions` against the site's own ``M``, ``c`` and ``max_rounds``,
-and the consistency round before any unmasking. Every refusal
+over the run's parameters (no names outside the roster, no forged or altered keys), the
+threshold conditions of :mod:`fedpca.secure.conditions` against the site's own ``M``,
+``max_rounds`` and ``c`` grown by one per member of the key list the site did not vouch for
+(:mod:`fedpca.secure.vouching`: Sybils the roster's writer added count as colluders), and
+the consistency round before any unmasking. Every refusal
 (:class:`~fedpca.secure.conditions.ProtocolRefusal`) happens before the site changes its
 state or releases anything, so a refused message may be retried. The state survives between
 messages as :meth:`SiteSession.to_bytes` (secret; the signing key and roster stay in the
@@ -20,6 +22,7 @@ import base64
 import json
 import logging
 import os
+from collections.abc import Collection
 from typing import Any, NoReturn
 
 import numpy as np
@@ -86,10 +89,13 @@ class SiteSession:
         min_sites: ``M >= 2``, the fewest honest members in any sum the site helps reveal.
         colluders: ``c >= 0``, how many other members the site assumes collude with the server.
         max_rounds: the most rounds the site agrees to in one run.
+        vouched: the roster members the site vouched for (it counts itself): only they count
+            toward ``M``; any other member of a key list counts as one more colluder.
     """
 
     def __init__(self, member: str, signing_key: Ed25519PrivateKey, roster: Roster, *,
-                 min_sites: int, colluders: int, max_rounds: int) -> None:
+                 min_sites: int, colluders: int, max_rounds: int,
+                 vouched: Collection[str]) -> None:
         if member not in roster:
             raise ConfigurationError(f"site {member!r} is not in the roster; ask the consortium "
                                      "to add its public key")
@@ -103,8 +109,15 @@ class SiteSession:
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ConfigurationError(f"{name} must be an integer >= {low}; fix the site's "
                                          "secure-aggregation policy")
+        outside = sorted(set(vouched) - set(roster.names))
+        if outside:
+            raise ConfigurationError(f"the site vouches for {outside}, who are not in the roster; "
+                                     "fix the vouched list or the roster")
         self.member = member
         self.min_sites, self.colluders, self.max_rounds = min_sites, colluders, max_rounds
+        self.vouched = frozenset(vouched) | {member}
+        #: ``(N, unvouched)`` of the key list the site accepted (``None`` before).
+        self.key_list_members: tuple[int, int] | None = None
         self._signing_key, self._roster = signing_key, roster
         self._stage = _NEW
         self._params: SetupRequest | None = None
@@ -146,6 +159,11 @@ class SiteSession:
         if t > len(self._roster.names):
             self._fail(f"threshold t={t} exceeds the roster's {len(self._roster.names)} "
                        "members, so nothing could be unmasked; lower the threshold")
+        if len(self.vouched) < m + c:
+            self._fail(f"this site vouched for V={len(self.vouched)} members of the roster "
+                       f"(itself included); with c={c} colluders no key list can hold M={m} "
+                       "honest members it vouched for (need V >= M + c); nothing sent: vouch "
+                       "for more members (compare their key fingerprints) or lower min-sites")
         private = X25519PrivateKey.generate()
         public = private.public_key().public_bytes(serialization.Encoding.Raw,
                                                    serialization.PublicFormat.Raw)
@@ -166,10 +184,13 @@ class SiteSession:
         params = self._check_run(key_list.run_id)
         self._verify_key_list(key_list)
         members = tuple(sorted(a.member for a in key_list.advertisements))
+        unvouched = len(set(members) - self.vouched)
         try:
-            check_setup(len(members), params.threshold, self.colluders, self.min_sites)
+            check_setup(len(members), params.threshold, self.colluders + unvouched,
+                        self.min_sites)
         except ProtocolRefusal as refusal:
-            self._fail(f"{refusal}; nothing sent")
+            self._fail(f"{refusal} ({unvouched} of the colluders are members this site did not "
+                       "vouch for); nothing sent")
         session_id = session_id_for(self._roster.consortium, params, key_list.advertisements)
         keys = self._derive_pair_keys(key_list, session_id)
         seeds = {r: os.urandom(KEY_BYTES) for r in range(1, params.rounds + 1)}
@@ -188,6 +209,7 @@ class SiteSession:
         self._own_shares = shares[members.index(self.member)]
         self._agreed = AgreedState.from_pair_keys(members, keys)
         self._exchange_key = None
+        self.key_list_members = (len(members), unvouched)
         self._stage = _SHARED
         logger.info("site %s verified the key list of run %s and sent its shares",
                     self.member, params.run_id)
@@ -443,17 +465,18 @@ class SiteSession:
         return b"".join([len(text).to_bytes(4, "big"), text, self._agreed.to_bytes()])
 
     @classmethod
-    def from_bytes(cls, data: bytes, signing_key: Ed25519PrivateKey, roster: Roster
-                   ) -> SiteSession:
-        """A session restored from :meth:`to_bytes`, with the site's signing key and roster
-        re-read from its files."""
+    def from_bytes(cls, data: bytes, signing_key: Ed25519PrivateKey, roster: Roster,
+                   vouched: Collection[str]) -> SiteSession:
+        """A session restored from :meth:`to_bytes`, with the site's signing key, roster and
+        vouched members re-read from its files."""
         try:
             size = int.from_bytes(data[:4], "big")
             state = json.loads(data[4:4 + size].decode("utf-8"))
             if state.get("format") != _STATE_FORMAT:
                 raise ValueError("format")
             site = cls(state["member"], signing_key, roster, min_sites=state["min_sites"],
-                       colluders=state["colluders"], max_rounds=state["max_rounds"])
+                       colluders=state["colluders"], max_rounds=state["max_rounds"],
+                       vouched=vouched)
             site._restore(state, data[4 + size:])
         except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
             if isinstance(exc, FedPCAError):

@@ -20,11 +20,13 @@ import numpy as np
 from fedpca.algorithms.centring import default_clip_norm
 from fedpca.data.tables import read_table
 from fedpca.errors import FedPCAError
+from fedpca.secure.roster import load_roster
 from fedpca.site.ledger_identity import utc
 from fedpca.dp.site_data import SiteData
 from fedpca.site.ledger_report import counted_runs, summarize
 from fedpca.site.ledger import SiteLedger
 from fedpca.site.policy import SitePolicyFile
+from fedpca.site.real_site import policy_vouched
 
 
 @dataclass
@@ -52,8 +54,36 @@ def check_site(policy: SitePolicyFile) -> SiteCheck:
     _check_paths(policy, report)
     if _check_contract(policy, report):
         _check_records(policy, report)
+    _check_roster(policy, report)
     _check_ledger(policy, report)
     return report
+
+
+def _check_roster(policy: SitePolicyFile, report: SiteCheck) -> None:
+    """The roster's digest, every member's key fingerprint (to compare with the member out
+    of band), whom the site vouches for, and the ``M`` it can actually get."""
+    if policy.secure_min_sites is None or policy.roster is None or not policy.roster.is_file():
+        return
+    try:
+        roster = load_roster(policy.roster)
+        vouched = policy_vouched(policy, roster)
+    except FedPCAError as exc:
+        report.problem(str(exc))
+        return
+    report.add(f"roster       {roster.consortium}, {len(roster.names)} members, digest "
+               f"{roster.digest} (every member should print the same)")
+    for name in roster.names:
+        mark = "vouched" if name in vouched else "NOT vouched: counts as a colluder"
+        report.add(f"  member     {name:<20} {roster.fingerprint(name)}  {mark}")
+    honest = len(vouched) - policy.colluders
+    line = (f"{len(vouched)} vouched members (this site included), colluders={policy.colluders}: "
+            f"a sum can keep at most {honest} honest members this site vouched for")
+    if honest < policy.secure_min_sites:
+        report.problem(f"{line}, fewer than min-sites={policy.secure_min_sites}: every secure "
+                       "run would be refused; vouch for more members (compare fingerprints "
+                       "with them) or lower min-sites")
+    else:
+        report.add(f"secure sums  {line} (min-sites={policy.secure_min_sites})")
 
 
 def _check_paths(policy: SitePolicyFile, report: SiteCheck) -> None:

@@ -335,6 +335,13 @@ class SiteLedger:
         return ledger_records.end_run(self.path, self.population, run_id, status, reason,
                                       self.clock)
 
+    def record_step(self, run_id: str, round_number: int, stage: str, note: str = "") -> None:
+        """Record a secure-aggregation step once per run and round, before its reply leaves;
+        refuses a second (:func:`fedpca.site.ledger_records.record_step`). Changes no
+        budget."""
+        ledger_records.record_step(self.path, self.population, run_id, round_number, stage,
+                                   note, self.clock)
+
     def note_policy(self, snapshot: Mapping[str, Any]) -> list[str]:
         """Record the site's policy settings ``snapshot`` when they changed, dated by the
         site's clock; the changes as sentences (:func:`fedpca.site.ledger_records.note_policy`).

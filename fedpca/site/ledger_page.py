@@ -99,7 +99,8 @@ def _runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
     head = ("#", "run (the coordinator's id)", "status", "released", "algorithms", "releases",
             "epsilon", "worst case", "lifetime after", "started (UTC)", "last release (UTC)")
     rows = [(run["number"], run["run_id"], shown_status(run),
-             released_text(run["description"]) or "not recorded",
+             "; ".join(filter(None, [released_text(run["description"]) or "not recorded",
+                                     run.get("key_list") and f"secure sums: {run['key_list']}"])),
              ",".join(run["algorithms"]), f"{run['releases']}/{run['planned'] or '?'}",
              f"{run['epsilon']:.4f}", f"{run['epsilon_worst_case']:.4f}",
              f"{run['lifetime_epsilon_after']:.4f}", iso_utc(run["started"]),

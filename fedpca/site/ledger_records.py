@@ -9,7 +9,11 @@ Two tables of the ledger's SQLite file (:mod:`fedpca.site.ledger_store`), which
   (:func:`clean_description` of :attr:`~fedpca.site.ledger.RunCharge.description`), and,
   once :func:`end_run` records it, how it ended (complete, or failed with a reason);
 * ``policy_events``: every change of the site's own policy, dated by the site's clock when
-  the ledger is opened under it (:func:`note_policy`): the settings before and after.
+  the ledger is opened under it (:func:`note_policy`): the settings before and after;
+* ``protocol_steps``: the secure-aggregation steps the site took once per run and round (its
+  key list's acceptance, each endorsement, each reveal), written under the ledger's write lock
+  before the reply leaves (:func:`record_step`): a second request for the same step is refused
+  across processes and restarts, whatever the SuperNode's memory holds.
 
 Untrusted input: a run's id and end reason may come from the coordinator. It can end only a
 run that released here, once, and at most :data:`MAX_REASON` printable characters of reason
@@ -27,7 +31,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from fedpca.errors import ConfigurationError
+from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.site import policy_changes
 from fedpca.site.ledger_store import connect_ledger
 
@@ -41,6 +45,7 @@ __all__ = [
     "end_run",
     "note_policy",
     "policy_events",
+    "record_step",
     "run_records",
 ]
 
@@ -48,6 +53,8 @@ __all__ = [
 #: coordinator said it failed.
 COMPLETE, FAILED = "complete", "failed"
 RUN_ENDS = (COMPLETE, FAILED)
+#: The secure-aggregation steps a site records once per run and round (round 0: the setup).
+KEY_LIST, ENDORSE, REVEAL = "key-list", "endorsement", "reveal"
 #: The most characters of a run's end reason (untrusted: possibly the coordinator's) kept.
 MAX_REASON = 200
 #: The most keys of a run's description kept, and characters of each key and text value.
@@ -81,8 +88,40 @@ def run_records(path: Path, population: str) -> dict[str, dict[str, Any]]:
         conn.row_factory = sqlite3.Row
         rows = conn.execute("SELECT * FROM runs WHERE population = ?",
                             (population,)).fetchall()
-    return {row["run_id"]: {**dict(row), "description": json.loads(row["description"])}
+        key_lists = dict(conn.execute(
+            "SELECT run_id, note FROM protocol_steps WHERE population = ? AND stage = ?",
+            (population, KEY_LIST)).fetchall())
+    return {row["run_id"]: {**dict(row), "description": json.loads(row["description"]),
+                            "key_list": key_lists.get(row["run_id"])}
             for row in rows}
+
+
+def record_step(path: Path, population: str, run_id: str, round_number: int, stage: str,
+                note: str, clock: Callable[[], float]) -> None:
+    """Record that the site took secure-aggregation ``stage`` for ``round_number`` of run
+    ``run_id`` (with ``note``, the site's own words), in one ``BEGIN IMMEDIATE`` transaction,
+    before the step's reply leaves; refuses a second record of the same step.
+
+    Untrusted input: ``run_id`` and ``round_number`` come from the coordinator, which can
+    only make the site refuse a step it already took (the point) or add a row per step it
+    gets the site to take; ``note`` is the site's own text (at most :data:`MAX_REASON`
+    characters kept)."""
+    with closing(connect_ledger(path)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "INSERT INTO protocol_steps (population, run_id, round, stage, time, note) "
+                "VALUES (?,?,?,?,?,?)",
+                (population, clean_text(run_id), round_number, stage, clock(), clean_text(note)))
+            conn.execute("COMMIT")
+        except sqlite3.IntegrityError:
+            conn.execute("ROLLBACK")
+            raise InvalidRequestError(
+                f"refused: this site already recorded its {stage} for round {round_number} of "
+                "this run in its ledger; a second one is refused") from None
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
 
 def end_run(path: Path, population: str, run_id: str, status: str, reason: str,

@@ -140,6 +140,7 @@ def _runs(ledger: SiteLedger, rows: list[dict[str, Any]], now: float) -> list[di
             ended=record.get("ended"),
             reason=record.get("reason") or "",
             description=record.get("description", {}),
+            key_list=record.get("key_list"),
         )
         run["status"], run["may_be_running"] = run_status(
             record.get("status"), run["releases"], run["planned"], now - run["last"])
@@ -221,6 +222,8 @@ def _run_table(runs: Sequence[dict[str, Any]], secure: bool) -> list[str]:
         released = released_text(run["description"])
         if released:
             lines.append(f"{'':>3} released: {released}")
+        if run.get("key_list"):
+            lines.append(f"{'':>3} secure sums: {run['key_list']}")
     return lines
 
 

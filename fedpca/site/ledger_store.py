@@ -70,6 +70,10 @@ _ADDED_TABLES = {
     "policy_events": "CREATE TABLE IF NOT EXISTS policy_events (id INTEGER PRIMARY KEY "
                      "AUTOINCREMENT, time REAL NOT NULL, policy TEXT NOT NULL, "
                      "changes TEXT NOT NULL)",
+    "protocol_steps": "CREATE TABLE IF NOT EXISTS protocol_steps (population TEXT NOT NULL, "
+                      "run_id TEXT NOT NULL, round INTEGER NOT NULL, stage TEXT NOT NULL, "
+                      "time REAL NOT NULL, note TEXT NOT NULL, "
+                      "PRIMARY KEY (population, run_id, round, stage))",
 }
 #: How older versions named a release inside secure sums of at least ``M`` sites.
 _SECURE_MECHANISM = re.compile(r"\+(?:secagg|ddg)\(m=(\d+)\)")

@@ -48,6 +48,7 @@ from fedpca.errors import ConfigurationError
 from fedpca.dp.calibration import ACCOUNTING_MODES, calibrate_gaussian
 from fedpca.dp.exact_noise import EXACT
 from fedpca.file_modes import SHARED_ANY, refuse_shared
+from fedpca.secure.roster import normal_fingerprint
 from fedpca.site.ledger_identity import LedgerWitness
 from fedpca.dp.events import Release
 from fedpca.dp.mechanisms import planned_run
@@ -109,6 +110,10 @@ class SitePolicyFile:
         roster, signing_key: the consortium's roster and the site's Ed25519 key for
             fedpca's verifiable secure aggregation (required with ``secure_min_sites``).
         colluders: how many other members the site assumes collude with the coordinator.
+        vouched: the key fingerprints of the members the site vouches for, each compared
+            with that member out of band (:mod:`fedpca.secure.vouching`).
+        vouched_ca: certificate authorities whose member certificates the site accepts as
+            its vouching. With ``secure_min_sites``, at least one of the two is required.
         limits: the most one answer may hold (table ``[limits]``), whatever the
             coordinator asks.
         memory_mib: address space limit (MiB) of the site's processes, 0 for none
@@ -140,6 +145,8 @@ class SitePolicyFile:
     roster: Path | None = None
     signing_key: Path | None = None
     colluders: int = 0
+    vouched: tuple[str, ...] = ()
+    vouched_ca: tuple[Path, ...] = ()
     limits: SiteLimits = SiteLimits()
     memory_mib: int = DEFAULT_MEMORY_MIB
     contract: Path | None = None
@@ -192,6 +199,10 @@ class SitePolicyFile:
                                           else file_fingerprint(self.roster)),
             "secure-aggregation.signing-key": None if self.signing_key is None else str(
                 self.signing_key),
+            # who the site counts as honest (a new vouch changes its guarantee's footing)
+            "secure-aggregation.vouched": sorted(self.vouched),
+            "secure-aggregation.vouched-ca": [file_fingerprint(p) if p.is_file() else None
+                                              for p in self.vouched_ca],
             "limits.max-noise-draws": self.limits.max_noise_draws,
         }
         for algorithm in POLICY_ALGORITHMS:
@@ -398,6 +409,7 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
                 f"{epsilon:g}; the worst case is never below the guarantee it widens"
             )
     roster = signing_key = None
+    vouched, vouched_ca = (), ()
     colluders = secure.get("colluders", 0)
     if not isinstance(colluders, int) or isinstance(colluders, bool) or colluders < 0:
         raise reader.error(f"secure-aggregation.colluders={colluders!r} must be an integer >= 0")
@@ -407,6 +419,7 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         roster = reader.file_path(secure, "secure-aggregation", "roster", hint)
         signing_key = reader.file_path(secure, "secure-aggregation", "signing-key", hint)
         refuse_shared(roster, "roster")
+        vouched, vouched_ca = reader.vouching(secure)
     ledger = reader.file_path(site, "site", "ledger")
     refuse_shared(ledger, "ledger", SHARED_ANY)
     contract = reader.file_path(site, "site", "contract") if "contract" in site else None
@@ -433,6 +446,8 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         roster=roster,
         signing_key=signing_key,
         colluders=colluders,
+        vouched=vouched,
+        vouched_ca=vouched_ca,
         limits=reader.limits(),
         memory_mib=reader.memory_mib(),
         answer_seconds=reader.positive(reader.table("limits", required=False), "limits",
@@ -521,6 +536,31 @@ class _Reader:
 
     def file_path(self, table: dict, where: str, key: str, hint: str = "") -> Path:
         return (self.path.parent / self.text(table, where, key, hint=hint)).resolve()
+
+    def vouching(self, secure: dict[str, Any]) -> tuple[tuple[str, ...], tuple[Path, ...]]:
+        """``[secure-aggregation] vouched`` (key fingerprints) and ``vouched-ca`` (CA
+        certificate files); a secure site needs one of them."""
+        fingerprints = secure.get("vouched", [])
+        authorities = secure.get("vouched-ca", [])
+        authorities = [authorities] if isinstance(authorities, str) else authorities
+        if (not isinstance(fingerprints, list) or not isinstance(authorities, list)
+                or not all(isinstance(v, str) for v in [*fingerprints, *authorities])):
+            raise self.error("secure-aggregation.vouched must be a list of key fingerprints and "
+                             "vouched-ca a file name or a list of them")
+        if not fingerprints and not authorities:
+            raise self.error(
+                "secure-aggregation.min-sites needs vouched = [\"FINGERPRINT\", ...]: the key "
+                "fingerprints of the members this site vouches for (fedpca site check lists "
+                "the roster's; read each to someone you know at that member, by phone or in "
+                "person, never through the coordinator), or vouched-ca = \"ca.pem\", a "
+                "certificate authority that is not the coordinator; only vouched members "
+                "count toward min-sites"
+            )
+        try:
+            vouched = tuple(normal_fingerprint(v) for v in fingerprints)
+        except ConfigurationError as exc:
+            raise self.error(f"secure-aggregation.vouched: {exc}") from None
+        return vouched, tuple((self.path.parent / a).resolve() for a in authorities)
 
     def limits(self) -> SiteLimits:
         """The table ``[limits]`` (absent keys: the public defaults)."""

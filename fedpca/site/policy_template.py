@@ -97,6 +97,13 @@ min-sites = 0                   # M >= 2: answer only inside secure sums of >= M
                                 # consortium, never from the coordinator)
 # signing-key = "secagg.pem"    # this site's key (fedpca deploy secagg-key writes it)
 # colluders = 0                 # members assumed to collude with the coordinator
+# vouched = []                  # key fingerprints of the members this site vouches for (each
+                                # read to you by someone you know at that member, never via
+                                # the coordinator; fedpca site check lists the roster's):
+                                # only they count toward min-sites, any other member of a
+                                # run counts as a colluder
+# vouched-ca = "ca.pem"         # or: a CA (not the coordinator) whose member certificates
+                                # count as vouching
 
 [limits]                        # what one answer may hold, whatever the coordinator asks
 max-answer-mb = 512             # the answer's size (DPS-PCA: d x k; k-plane: clusters x d^2/2)

@@ -78,7 +78,8 @@ from fedpca.site.policy import (
     load_site_policy,
 )
 from fedpca.secure.identity import SecureIdentity
-from fedpca.secure.roster import load_roster, load_signing_key
+from fedpca.secure.roster import Roster, load_roster, load_signing_key
+from fedpca.secure.vouching import load_authority, vouched_members
 from fedpca.site.plan import RunPlan, plan_run, require_contract
 from fedpca.site.ready import SiteReady
 from fedpca.site.results import store_result
@@ -149,6 +150,11 @@ class RealSiteSource:
     def run_failed(self, reason: str) -> str:
         """:func:`real_site_run_failed`."""
         return real_site_run_failed(self.node, reason)
+
+    def record_step(self, run_id: str, round_number: int, stage: str, note: str) -> None:
+        """Record the step in the site's lifetime ledger, once per run and round
+        (:meth:`~fedpca.site.ledger.SiteLedger.record_step`)."""
+        _open_ledger(_policy(self.node)).record_step(run_id, round_number, stage, note)
 
 
 @dataclass(frozen=True)
@@ -290,11 +296,19 @@ def real_site_identity(node: NodeLike, algorithm: str) -> SecureIdentity | None:
     policy, plan = site_plan(node, algorithm)
     if policy.secure_min_sites is None:
         return None
+    roster = load_roster(policy.roster)
     return SecureIdentity(
         member=policy.name, signing_key=load_signing_key(policy.signing_key),
-        roster=load_roster(policy.roster), min_sites=policy.secure_min_sites,
+        roster=roster, min_sites=policy.secure_min_sites,
         colluders=policy.colluders, max_rounds=plan.count, verified_only=True,
+        vouched=policy_vouched(policy, roster),
     )
+
+
+def policy_vouched(policy: SitePolicyFile, roster: Roster) -> frozenset[str]:
+    """The roster members ``policy`` vouches for (:mod:`fedpca.secure.vouching`)."""
+    return vouched_members(roster, policy.name, policy.vouched,
+                           [load_authority(path) for path in policy.vouched_ca])
 
 
 def _policy(node: NodeLike) -> SitePolicyFile:

@@ -15,7 +15,12 @@ What a hostile coordinator could try here, and what stops it:
   *before* the site's answer is computed and charged; the site's own checks of the sum
   (sensitivity, record bound, ``M``) follow in the answer, still before the charge;
 * **two answers for one round, or an unmask of another survivor set**: refused by the
-  session, which reveals at most once per round and only for the set it endorsed;
+  session, which reveals at most once per round and only for the set it endorsed; a real
+  site also records its key list, each endorsement and each reveal in its ledger before the
+  reply leaves (:class:`StepJournal`), so a second one for the same round is refused even
+  from another process or after a restart, whatever the run's state holds;
+* **Sybils in the roster**: members the site did not vouch for count as colluders
+  (:mod:`fedpca.secure.vouching`); the recorded key list says how many there were;
 * **a run id or stage out of order**: refused; a refused message leaves the session as it was.
 
 Privacy guarantee: unchanged by this module; the site's release is charged to its ledger
@@ -45,6 +50,7 @@ from fedpca.secure.messages import (
 )
 from fedpca.secure.site_session import SiteSession
 from fedpca.site.answer import Answer, ProtocolMasking
+from fedpca.site.ledger_records import ENDORSE, KEY_LIST, REVEAL
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +66,20 @@ class RunState(Protocol):
     def store(self, key: str, value: bytes) -> None: ...
 
 
+class StepJournal(Protocol):
+    """Where a site records the protocol steps it takes once per run and round."""
+
+    def record_step(self, run_id: str, round_number: int, stage: str, note: str) -> None:
+        """Record ``stage`` of ``round_number`` before its reply leaves; raises to refuse a
+        second record of it."""
+
+
 #: ``masking -> answer``: the site's ordinary answer to the input stage's request, masked.
 AnswerFn = Callable[[ProtocolMasking], Answer]
 
 
 def protocol_reply(identity: SecureIdentity | None, run_id: str, message: Mapping[str, Any],
-                   config: Mapping[str, Any], state: RunState,
+                   config: Mapping[str, Any], state: RunState, journal: StepJournal,
                    answer: AnswerFn) -> tuple[dict[str, Any], Answer | None]:
     """The site's reply to one protocol ``message`` (a request's ``config`` names the secure
     sum at the input stage): the reply message, and at the input stage the site's masked
@@ -77,13 +91,13 @@ def protocol_reply(identity: SecureIdentity | None, run_id: str, message: Mappin
             "sets no secure-aggregation min-sites, roster and signing key)"
         )
     try:
-        return _reply(identity, run_id, message, config, state, answer)
+        return _reply(identity, run_id, message, config, state, journal, answer)
     except ProtocolRefusal as refusal:
         raise ProtocolRefusal(f"{identity.member}: refused: {refusal}") from None
 
 
 def _reply(identity: SecureIdentity, run_id: str, message: Mapping[str, Any],
-           config: Mapping[str, Any], state: RunState,
+           config: Mapping[str, Any], state: RunState, journal: StepJournal,
            answer: AnswerFn) -> tuple[dict[str, Any], Answer | None]:
     request = message_from_dict(dict(message))
     if getattr(request, "run_id", run_id) != run_id:
@@ -95,17 +109,29 @@ def _reply(identity: SecureIdentity, run_id: str, message: Mapping[str, Any],
         reply = session.advertise(request).to_dict()
     elif isinstance(request, KeyList):
         reply = session.share(request).to_dict()
+        journal.record_step(run_id, 0, KEY_LIST, _key_list_note(session))
     elif isinstance(request, InputRequest):
         reply, masked = _masked_answer(session, request, config, answer)
     elif isinstance(request, ConsistencyRequest):
         reply = session.endorse(request).to_dict()
+        journal.record_step(run_id, request.round, ENDORSE, "")
     elif isinstance(request, UnmaskRequest):
         reply = session.unmask(request).to_dict()
+        journal.record_step(run_id, request.round, REVEAL, "")
     else:
         raise InvalidRequestError(f"{identity.member}: refused: a {request.KIND} message is "
                                   "a site's reply, not a request")
     state.store(SESSION, session.to_bytes())
     return reply, masked
+
+
+def _key_list_note(session: SiteSession) -> str:
+    """What the ledger's row of the run says about its key list (public counts)."""
+    members, unvouched = session.key_list_members or (0, 0)
+    if not unvouched:
+        return f"{members} members, every one vouched for by this site"
+    return (f"{members} members, {unvouched} not vouched for by this site (counted as "
+            "colluders)")
 
 
 def _masked_answer(session: SiteSession, request: InputRequest, config: Mapping[str, Any],
@@ -143,9 +169,10 @@ def _session(identity: SecureIdentity, state: RunState, new: bool) -> SiteSessio
                            "previous one", identity.member)
         return SiteSession(identity.member, identity.signing_key, identity.roster,
                            min_sites=identity.min_sites, colluders=identity.colluders,
-                           max_rounds=identity.max_rounds)
+                           max_rounds=identity.max_rounds, vouched=identity.vouched)
     stored = state.load(SESSION)
     if stored is None:
         raise InvalidRequestError(f"{identity.member}: refused: no secure-aggregation setup "
                                   "in this run yet")
-    return SiteSession.from_bytes(stored, identity.signing_key, identity.roster)
+    return SiteSession.from_bytes(stored, identity.signing_key, identity.roster,
+                                  identity.vouched)

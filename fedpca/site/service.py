@@ -178,6 +178,10 @@ class SiteSource(Protocol):
     def run_failed(self, reason: str) -> str:
         """Take the news that the run failed for ``reason``; its name."""
 
+    def record_step(self, run_id: str, round_number: int, stage: str, note: str) -> None:
+        """Record a secure-aggregation step before its reply leaves (raises to refuse a
+        second one; :class:`~fedpca.site.secure_stage.StepJournal`)."""
+
 
 class SiteService:
     """Answers every request of one run at one site (module docstring).
@@ -205,8 +209,8 @@ class SiteService:
         if isinstance(request, Secure):
             message, answer = protocol_reply(
                 self.source.identity(), self.node.run_id, request.message, request.config,
-                state, lambda masking: self.answer(request.arrays, request.config, masking,
-                                                   state))
+                state, self.source, lambda masking: self.answer(request.arrays,
+                                                                request.config, masking, state))
             return ProtocolReply(message, answer)
         if isinstance(request, Result):
             return Received(self.source.take_result(request.read))
@@ -292,6 +296,10 @@ class OpenedSite:
         logger.info("%s: received the released result of run %s (%s, k=%d)", site.site,
                     result.run_id, result.algorithm, result.k)
         return site.site
+
+    def record_step(self, run_id: str, round_number: int, stage: str, note: str) -> None:
+        """Nothing to record: a simulated site keeps no lifetime ledger, and its session's
+        once-per-round rule lives in the run's state, which Flower keeps for the run."""
 
     def run_failed(self, reason: str) -> str:
         """Log the coordinator's word that the run failed; an in-memory ledger ends with
