@@ -547,7 +547,8 @@ def test_a_runs_first_charge_records_the_run_in_the_same_transaction(tmp_path):
     charges.charge(GAUSSIAN)  # a later charge leaves the run's row as it was
     assert ledger.run_records() == {"r": {
         "population": "patients", "run_id": "r", "started": MONDAY, "planned": 2,
-        "description": DESCRIBED, "status": None, "reason": None, "ended": None}}
+        "description": DESCRIBED, "status": None, "reason": None, "ended": None,
+        "key_list": None}}  # no secure sums in this run
     # a refused charge writes no run either
     for _ in range(3):  # five releases in all: the lifetime budget
         ledger.for_run(described("s", 5)).charge(GAUSSIAN)

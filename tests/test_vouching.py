@@ -211,3 +211,27 @@ def test_site_check_prints_the_rosters_digest_fingerprints_vouches_and_reachable
     out = capsys.readouterr().out
     assert f"c                    {roster.fingerprint('c')}  NOT vouched" in out
     assert "PROBLEM: 2 vouched members" in out and "fewer than min-sites=3" in out
+
+
+def test_the_ca_commands_certify_a_members_key_in_its_roster_entry(tmp_path, capsys):
+    from fedpca.cli import main
+
+    assert main(["deploy", "secagg-ca", "--out", str(tmp_path / "ca"), "--name", "study CA"]) == 0
+    assert (tmp_path / "ca" / "secagg-ca.key.pem").stat().st_mode & 0o777 == 0o600
+    entries = {}
+    for name in ("h1", "h2"):
+        assert main(["deploy", "secagg-key", "--out", str(tmp_path / name), "--name", name,
+                     "--consortium", CONSORTIUM]) == 0
+        out = capsys.readouterr().out
+        entries[name] = out.split("--member ")[1].split()[0]
+        assert normal_fingerprint(out.split("fingerprint: ")[1].split()[0])
+    key = entries["h1"].split("=", 1)[1].split(":")[0]
+    assert main(["deploy", "secagg-cert", "--ca", str(tmp_path / "ca"), "--name", "h1",
+                 "--key", key, "--out", str(tmp_path / "h1.pem")]) == 0
+    assert main(["deploy", "roster", "--out", str(tmp_path / "roster.toml"), "--consortium",
+                 CONSORTIUM, *(f"--member={e}" for e in entries.values()),
+                 "--certificate", f"h1={tmp_path / 'h1.pem'}"]) == 0
+    roster = load_roster(tmp_path / "roster.toml")
+    authority = load_authority(tmp_path / "ca" / "secagg-ca.pem")
+    assert vouched_members(roster, "h2", [], [authority]) == {"h1", "h2"}
+    assert main(["deploy", "secagg-ca", "--out", str(tmp_path / "ca"), "--name", "again"]) != 0
