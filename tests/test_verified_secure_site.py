@@ -318,3 +318,27 @@ def test_concurrent_endorsements_in_two_processes_are_refused_after_the_first(co
     assert ledger.run_records()[str(RUN_ID)]["key_list"] == (
         "3 members, every one vouched for by this site")
     assert "secure sums: 3 members, every one vouched" in format_ledger(summarize(ledger))
+
+
+def test_a_roster_the_coordinator_wrote_with_its_own_members_is_refused_before_anything_sent(
+        consortium):
+    """The coordinator hands the site a roster of itself and nine members whose keys it
+    made (every entry's proof valid): the members the site vouched for are not in it, so the
+    setup is refused before the site advertises anything; the site's own roster, with the
+    fingerprints it compared, works as before."""
+    policy, roster, keys = consortium
+    site_roster = policy.parent / "roster.toml"
+    honest = site_roster.read_text()
+    sybils = {f"member-{i}": Ed25519PrivateKey.generate() for i in range(9)}
+    write_roster(site_roster, CONSORTIUM, {
+        SITE: roster_entry(CONSORTIUM, SITE, keys[SITE]),
+        **{name: roster_entry(CONSORTIUM, name, key) for name, key in sybils.items()}})
+    try:
+        server = ServerSession(str(RUN_ID), 1, 10, DEFAULT_MODULUS)
+        refused(send(site_context(policy), protocol(server.setup_request())),
+                "vouches for key", "which no member of the roster")
+    finally:
+        site_roster.write_text(honest)
+    assert ledger_rows(policy) == []
+    server = ServerSession(str(RUN_ID), 1, 3, DEFAULT_MODULUS)
+    assert not send(site_context(policy), protocol(server.setup_request())).has_error()
