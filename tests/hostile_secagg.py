@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from fedpca.flower.app_sites import server_scenario
+from fedpca.flower.app_server import server_scenario
 from fedpca.flower.wire import request_content
 from fedpca.flower.secure_site import PROTOCOL_RECORD
 from fedpca.dp.hadamard import next_power_of_two

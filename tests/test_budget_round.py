@@ -16,7 +16,7 @@ from local_grid import RUN_ID, LocalGrid, run_identity  # noqa: F401 (a fixture)
 from fedpca.algorithms.dps_pca import SitePolicy
 from fedpca.algorithms.specs import app_config
 from fedpca.flower.app import client_app, main
-from fedpca.flower.app_sites import server_scenario
+from fedpca.flower.app_server import server_scenario
 from fedpca.flower.site_client import client_factory
 from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.flower.clientapp import site_client_app

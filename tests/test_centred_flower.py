@@ -22,12 +22,18 @@ from fedpca.algorithms.centred_run import run_centred_pca
 from fedpca.algorithms.centring import CentredPolicy, CentringSite, MomentsServer
 from fedpca.algorithms.dpdis_pca import DPdisPCAServer, DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite
-from fedpca.algorithms.specs import spec
-from fedpca.flower.app_sites import site_client_for
-from fedpca.flower.real_site import real_site_budget
+from fedpca.flower.site_client import site_client
+from fedpca.site.real_site import RealSiteSource
+from fedpca.site.real_site import real_site_budget
 from fedpca.cli import main as cli_main
-from fedpca.algorithms.centred_rounds import CENTRED_STEP, CENTRING, MOMENTS_STEP, CentredServer
-from fedpca.flower.centred_client import CentredSiteClient
+from fedpca.algorithms.centred_rounds import (
+    CENTRED_STEP,
+    CENTRING,
+    MOMENTS_STEP,
+    CentredServer,
+    CentredSite,
+)
+from fedpca.flower.site_client import PrivateSiteClient
 from fedpca.data.contract import load_contract
 from fedpca.data.tables import read_table
 from fedpca.deployment import command
@@ -52,11 +58,10 @@ D = BOUNDS.dim
 FULL = {"variant": "full", "dim": D}
 
 
-def centred_client(ledger=None, rows=ROWS, policy=POLICY) -> CentredSiteClient:
+def centred_client(ledger=None, rows=ROWS, policy=POLICY) -> PrivateSiteClient:
     """A centred DPdisPCA site over the liver contract's rows, outside Flower."""
     site = CentringSite(rows, BOUNDS, policy, site="s", seed=5, ledger=ledger)
-    return CentredSiteClient(site, DPdisPCASite,
-                             {"on_release": None, "masking": None})
+    return PrivateSiteClient(CentredSite(site, DPdisPCASite))
 
 
 def honest_centring() -> tuple[np.ndarray, np.ndarray]:
@@ -69,10 +74,10 @@ def test_the_moments_round_then_the_centred_round_charge_one_ledger():
     client = centred_client()
     (moments,), n, metrics = client.fit([], {CENTRING: MOMENTS_STEP})
     assert moments.shape == (2 * D,) and n == ROWS.shape[0]
-    assert client.centring.ledger.count == 1
+    assert client.site.centring.ledger.count == 1
     (answer,), _, metrics = client.fit(list(honest_centring()), {CENTRING: CENTRED_STEP, **FULL})
     assert answer.shape == (D, D)
-    assert client.centring.ledger.count == 2
+    assert client.site.centring.ledger.count == 2
     # the answers state the whole run's guarantee, not the algorithm's part alone
     split = POLICY.split()
     assert metrics[PREFIX + "epsilon"] == POLICY.epsilon
@@ -87,8 +92,8 @@ def test_an_absurd_mean_and_scale_are_clipped_to_the_sites_own_norm():
     honest.fit(list(honest_centring()), {CENTRING: CENTRED_STEP, **FULL})
     absurd.fit([mean, scale], {CENTRING: CENTRED_STEP, **FULL})
     # the same charge (sensitivity and sigma) whatever the coordinator sent
-    assert absurd.centring.ledger.releases == honest.centring.ledger.releases
-    rows = absurd.centring.algorithm_site(DPdisPCASite, mean, scale).X
+    assert absurd.site.centring.ledger.releases == honest.site.centring.ledger.releases
+    rows = absurd.site.centring.algorithm_site(DPdisPCASite, mean, scale).X
     clip_norm = POLICY.clip_norm_for(BOUNDS)
     np.testing.assert_allclose(np.linalg.norm(rows, axis=1), clip_norm, rtol=1e-9)
 
@@ -107,7 +112,7 @@ def test_malformed_requests_are_refused_before_any_charge(arrays, config, match)
     client = centred_client()
     with pytest.raises(InvalidRequestError, match=match):
         client.fit(arrays, config)
-    assert client.centring.ledger.count == 0
+    assert client.site.centring.ledger.count == 0
 
 
 def test_the_budget_round_asks_for_the_whole_run_moments_included():
@@ -301,7 +306,7 @@ def real_site_fit(policy, arrays, config, **run_config):
     of a centred DPdisPCA run under the site's own contract."""
     own = load_contract(policy.parent / "contract.toml").hash
     node = context(policy, contract=own, **run_config)
-    return site_client_for(node, spec("dpdis-pca")).fit(
+    return site_client(node, RealSiteSource(node, "dpdis-pca").site()).fit(
         FitIns(ndarrays_to_parameters(arrays), config))
 
 

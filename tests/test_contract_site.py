@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from flwr.common import Context, RecordDict
 
-from fedpca.flower.real_site import open_real_site
+from fedpca.site.real_site import open_real_site
 from fedpca.cli import main as cli_main
 from fedpca.data.contract import load_contract
 from fedpca.errors import ConfigurationError, InvalidRequestError
@@ -98,7 +98,7 @@ def test_a_run_under_another_contract_is_refused_before_anything_is_read_or_char
 
     monkeypatch.setattr(SitePolicyFile, "load_records", never)
     own = load_contract(tmp_path / "contract.toml").hash
-    with caplog.at_level(logging.ERROR, logger="fedpca.flower.real_site"), pytest.raises(
+    with caplog.at_level(logging.ERROR, logger="fedpca.site.real_site"), pytest.raises(
             InvalidRequestError,
             match=rf"clinic: refused: the run names data contract '{requested or 'none'}'; this "
                   rf"site holds its data under contract 'liver-v1': run with "

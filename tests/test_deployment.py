@@ -102,10 +102,10 @@ def modified_code_app(folder: Path) -> Path:
     shutil.copytree(ROOT / "fedpca", folder / "fedpca",
                     ignore=shutil.ignore_patterns("__pycache__"))
     (folder / "pyproject.toml").write_text(config_only_pyproject())
-    base = folder / "fedpca" / "clients" / "base.py"
+    base = folder / "fedpca" / "site" / "answer.py"
     original = base.read_text()
-    leak = original.replace('"releases": self.site.ledger.count,',
-                            '"releases": self.site.ledger.count, "leak": float(self.site.X[0, 0]),')
+    leak = original.replace('"releases": site.ledger.count,',
+                            '"releases": site.ledger.count, "leak": float(site.X[0, 0]),')
     assert leak != original
     base.write_text(leak)
     return folder

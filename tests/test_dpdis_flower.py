@@ -18,7 +18,7 @@ from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite, run_dpdis_
 from fedpca.cli import main as cli_main
 from fedpca.flower.site_client import PrivateSiteClient as DPdisPCAClient
 from fedpca.flower.site_client import client_factory
-from fedpca.flower.ledger_state import load_ledger
+from fedpca.flower.run_state import load_ledger
 from fedpca.errors import BudgetExceededError, InvalidRequestError
 from fedpca.results import PCAResult
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario

@@ -238,7 +238,7 @@ def test_a_site_refuses_a_variance_release_it_does_not_make_in_the_budget_round(
                                                                                   agreed):
     from flwr.common import Context, RecordDict
 
-    from fedpca.flower.real_site import real_site_budget
+    from fedpca.site.real_site import real_site_budget
     from fedpca.site.ledger_lifecycle import create_site_ledger
 
     np.save(tmp_path / "records.npy", X)
@@ -348,7 +348,7 @@ def test_the_estimators_expose_the_ratio_where_it_is_released():
 
 
 def test_the_flower_app_writes_the_loadings_next_to_its_record(tmp_path):
-    from fedpca.flower.app_sites import finish
+    from fedpca.flower.app_server import finish
 
     result = run_analyze_gauss(X, 2, 1.0, 1e-5, seed=1)
     finish(result, {"output": str(tmp_path / "run.json")})

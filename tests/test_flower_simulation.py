@@ -22,7 +22,7 @@ from fedpca.cli import main as cli_main
 from fedpca.data.site_store import temporary_store
 from fedpca.results import PCAResult
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.flower import simulation as launcher
+from fedpca.flower import federation as launcher
 
 pytestmark = [pytest.mark.federation, pytest.mark.ray]
 

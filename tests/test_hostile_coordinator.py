@@ -27,10 +27,10 @@ from ledger_race import race
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.algorithms.specs import app_config
 from fedpca.flower.app import client_fn
-from fedpca.flower.app_sites import partition_client
+from fedpca.flower.simulations import partition_client
 from fedpca.flower.site_client import PrivateSiteClient as DPSPCAClient
 from fedpca.flower.site_client import client_factory
-from fedpca.flower.secagg_plus import SecAggMasking
+from fedpca.site.answer import SecAggMasking
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.calibration import calibrate_gaussian, pld_epsilon
@@ -42,7 +42,7 @@ from fedpca.site.ledger_report import summarize
 from fedpca.site.policy import PolicyError, load_site_policy
 from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.flower.federation import run_federation
+from fedpca.flower.federation import client_sites, run_federation
 from fedpca.flower.rounds import RoundFailedError
 from fedpca.flower.strategies import DPSPCAStrategy
 from fedpca.flower.workflow import SecAggSettings
@@ -106,7 +106,7 @@ def test_a_seeded_run_config_is_refused_at_a_real_site(tmp_path):
 
 
 def test_the_coordinators_budget_is_ignored_and_the_sites_own_applies(tmp_path, caplog):
-    caplog.set_level("INFO", logger="fedpca.flower.real_site")
+    caplog.set_level("INFO", logger="fedpca.site.real_site")
     policy = make_site(tmp_path, run_epsilon=0.5)
     (value,), metrics = ask(policy, GREEDY)  # epsilon=1e6, delta=0.5: no crash, no effect
     rows = ledger_rows(policy)
@@ -299,7 +299,7 @@ def test_secagg_settings_a_site_cannot_honour_stop_the_run_cleanly_on_the_server
     )
     with pytest.raises(RoundFailedError, match=r"halted in collect_masked_vectors_stage; site "
                                                r"failures: \['0: refused: SecAgg\+ clipping_range=0.5"):
-        run_federation(strategy, functools.partial(partition_client, client_for_site, scenario),
+        run_federation(strategy, client_sites(functools.partial(partition_client, scenario)),
                        3, secure=secure)
     assert strategy.server.history == []
 

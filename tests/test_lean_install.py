@@ -40,7 +40,7 @@ def test_what_a_site_runs_imports_neither_ray_nor_matplotlib(tmp_path):
     (tmp_path / "table.csv").write_text("age,stage\n30,I\n,II\n")
     (tmp_path / "run.json").write_text(json.dumps({"algorithm": "dps-pca", "history": []}))
     child = run_without_extras("""
-        import fedpca.flower.app, fedpca.flower.real_site, fedpca.deployment.site_runtime
+        import fedpca.flower.app, fedpca.site.real_site, fedpca.deployment.site_runtime
         from fedpca.cli import build_parser, main
         assert main(["site", "init", "--policy", "site.toml", "--name", "h", "--data",
                      "records.npy"]) == 0

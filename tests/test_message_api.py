@@ -39,14 +39,11 @@ from fedpca.algorithms.dpdis_pca import run_dpdis_pca
 from fedpca.algorithms.dps_pca import SitePolicy, privacy_record, run_dps_pca
 from fedpca.algorithms.kplane import run_sulq_kplane
 from fedpca.algorithms.ldp_pca import run_ldp_pca
-from fedpca.flower.app_sites import partition_client
+from fedpca.flower.simulations import partition_client
 from fedpca.flower.site_client import client_factory
-from fedpca.algorithms.dpdis_pca import DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite
-from fedpca.algorithms.kplane import KPlaneSite
-from fedpca.algorithms.ldp_pca import LDPCovarianceSite
 from fedpca.flower.clientapp import site_client_app
-from fedpca.flower.ledger_state import LEDGER_RECORD
+from fedpca.flower.run_state import LEDGER_RECORD
 from fedpca.flower.wire import is_legacy_request
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import thin_qr
@@ -123,11 +120,11 @@ def kplane_pair():
 SITE_APPS = {
     "dps-pca": EXAMPLE["client_app"],
     "dpdis-pca": site_client_app(
-        functools.partial(partition_client, client_factory(DPdisPCASite), DPDIS)),
+        functools.partial(partition_client, DPDIS)),
     "ldp-pca": site_client_app(
-        functools.partial(partition_client, client_factory(LDPCovarianceSite), LDP)),
+        functools.partial(partition_client, LDP)),
     "sulq-kplane": site_client_app(
-        functools.partial(partition_client, client_factory(KPlaneSite), KPLANE)),
+        functools.partial(partition_client, KPLANE)),
 }
 
 

@@ -23,7 +23,7 @@ from local_grid import LocalGrid, set_run_identity
 from fedpca.algorithms.specs import app_config
 from fedpca.flower.app import client_app
 from fedpca.flower.app import main as app_main
-from fedpca.flower.real_site import site_plan
+from fedpca.site.real_site import site_plan
 from fedpca.data.contract import load_contract
 from fedpca.deployment.consortium import write_consortium
 from fedpca.errors import ConfigurationError, InvalidRequestError

@@ -7,15 +7,15 @@ import pytest
 from scipy import stats
 
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
-from fedpca.flower.app_sites import partition_client
+from fedpca.flower.simulations import partition_client
 from fedpca.flower.site_client import PrivateSiteClient as DPSPCAClient
 from fedpca.flower.site_client import client_factory
-from fedpca.flower.secagg_plus import SecAggMasking
+from fedpca.site.answer import SecAggMasking
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.mechanisms import power_step_sensitivity
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.flower.federation import run_federation
+from fedpca.flower.federation import client_sites, run_federation
 from fedpca.flower.rounds import RoundFailedError
 from fedpca.flower.strategies import DPSPCAStrategy
 from fedpca.flower.workflow import SecAggSettings
@@ -83,8 +83,8 @@ def test_secagg_refuses_to_unmask_a_sum_over_fewer_than_m_sites():
     def client_fn(context):
         if int(context.node_config["partition-id"]) == 4:
             raise RuntimeError("site 4 is down")
-        return partition_client(client_for_site, scenario, context)
+        return partition_client(scenario, context)
 
     with pytest.raises(RoundFailedError, match="stopped before unmasking: 4 active sites"):
-        run_federation(strategy, client_fn, 5, secure=secure)
+        run_federation(strategy, client_sites(client_fn), 5, secure=secure)
     assert strategy.server.history == []

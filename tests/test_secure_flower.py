@@ -11,7 +11,7 @@ from flwr.common.secure_aggregation.quantization import dequantize, quantize
 from fedpca.algorithms.dps_pca import PHASE_INIT, DPSPCASite
 from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.flower.site_client import PrivateSiteClient as DPSPCAClient
-from fedpca.flower.secagg_plus import SecAggMasking
+from fedpca.site.answer import SecAggMasking
 from fedpca.errors import InvalidRequestError
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.scenarios.dps_pca import DPSPCAScenario

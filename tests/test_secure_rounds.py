@@ -11,7 +11,7 @@ from flwr.app import ArrayRecord, Context, RecordDict
 from local_grid import RUN_ID, LocalGrid, run_identity  # noqa: F401 (a fixture)
 
 from fedpca.algorithms.dps_pca import privacy_record, run_dps_pca
-from fedpca.flower.app_sites import partition_client, partition_identity
+from fedpca.flower.simulations import partition_client, partition_identity
 from fedpca.flower.site_client import client_factory
 from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.flower.clientapp import site_client_app
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.usefixtures("run_identity")
 
 def partition_grid(scenario, **options) -> LocalGrid:
     """The scenario's virtual sites, answering in this process."""
-    app = site_client_app(functools.partial(partition_client, client_for_site, scenario),
+    app = site_client_app(functools.partial(partition_client, scenario),
                           functools.partial(partition_identity, scenario))
     contexts = {
         node: Context(run_id=RUN_ID, node_id=node, state=RecordDict(), run_config={},

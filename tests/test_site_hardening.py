@@ -26,8 +26,8 @@ from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.flower.app import client_fn
 from fedpca.flower.site_client import client_factory
 from fedpca.flower.clientapp import site_client_app
-from fedpca.flower.ledger_state import LEDGER_RECORD
-from fedpca.flower.clientapp import SITE_FAILURE
+from fedpca.flower.run_state import LEDGER_RECORD
+from fedpca.site.service import SITE_FAILURE
 from fedpca.errors import InvalidRequestError, ParameterError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp import mechanisms

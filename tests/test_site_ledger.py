@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 from flwr.common import Context, RecordDict
 
-from fedpca.flower.real_site import open_real_site
+from fedpca.site.real_site import open_real_site
 from liver_contract import CONTRACT, liver_table
 from fedpca.cli import main as cli_main
 from fedpca.errors import BudgetExceededError, ConfigurationError

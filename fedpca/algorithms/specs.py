@@ -147,7 +147,7 @@ CLI_ONLY = frozenset({"sites", "failure_rate"})
 #: run_config keys of the App itself: SecAgg+'s public bound on a site's record count, the
 #: path the ServerApp writes its run record to ("": none), the hash of the data contract
 #: the run is made under ("": none; a real site refuses a run under another,
-#: :mod:`fedpca.flower.real_site`), a centred run's scaling (``centring``: "", "centre" or
+#: :mod:`fedpca.site.real_site`), a centred run's scaling (``centring``: "", "centre" or
 #: "standardize") and the server's copy of the contract (``contract-file``: its public
 #: widths turn the moments into a mean and a scale).
 APP_KEYS: dict[str, Any] = {"secagg-max-weight": 0, "output": "", "contract": "",

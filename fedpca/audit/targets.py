@@ -3,9 +3,10 @@
 Every entry of :data:`MECHANISMS` builds an :class:`~fedpca.audit.attack.AuditTarget` from
 :class:`AuditSettings`: the two worst-case neighbouring datasets of
 :func:`~fedpca.audit.attack.worst_case_neighbours`, a release function that answers one request
-through the algorithm's real Flower ``NumPyClient.fit`` (a fresh site per trial, so a fresh
-ledger and its own noise stream), and the epsilon the client itself reports for that one
-release (``epsilon_spent`` in its metrics). The central baselines have no client: their
+through the site's real answer path (:func:`fedpca.site.answer.answer_request`, which every
+transport calls; a fresh site per trial, so a fresh ledger and its own noise stream), and the
+epsilon the site itself reports for that one release (``epsilon_spent`` in its answer's
+metrics). The central baselines have no site: their
 release function is :mod:`fedpca.algorithms.central`'s own.
 
 What is released and audited (the sites' own releases with the noise a real site draws,
@@ -74,7 +75,7 @@ from fedpca.audit.attack import (
     worst_case_basis,
     worst_case_neighbours,
 )
-from fedpca.flower.site_client import PrivateSiteClient
+from fedpca.site.answer import answer_request
 from fedpca.errors import ConfigurationError
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import EXACT
@@ -158,15 +159,15 @@ def _client_target(
     samples: int | None = None,
 ) -> AuditTarget:
     """A target whose release is the site's answer to ``parameters`` and ``config``
-    (``PrivateSiteClient(site(data, policy)).fit``),
+    (:func:`~fedpca.site.answer.answer_request`, as every transport calls it),
     read by ``view``; ``request`` describes it; ``samples`` overrides the settings'."""
     samples = samples or settings.samples
     data = _prepared(settings.neighbours(samples), settings.clip_norm)
 
     def fit(neighbour: bool, seed: int | None) -> tuple[np.ndarray, dict]:
         private_site = site(data[int(neighbour)], policy, site=SITE, seed=seed)
-        (value,), _, metrics = PrivateSiteClient(private_site).fit(list(parameters), dict(config))
-        return view(value), metrics
+        answer = answer_request(private_site, list(parameters), dict(config))
+        return view(answer.values[0]), answer.metrics
 
     _, metrics = fit(False, None)  # what the client reports having spent on one release
     return AuditTarget(

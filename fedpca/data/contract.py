@@ -56,7 +56,7 @@ travel in plaintext; it is refused until the noisy count it needs is built.
 :attr:`Contract.hash` is the SHA-256 of a canonical serialisation of the parsed contract (not
 of the file's bytes: comments, layout, key order and spelled-out defaults do not change it;
 the column order does, since it is the output order). Every request names the contract it is
-made under, and a real site refuses any other (:mod:`fedpca.flower.real_site`): the coordinator
+made under, and a real site refuses any other (:mod:`fedpca.site.real_site`): the coordinator
 cannot change a range, a column, a level or a public scale, which would change the
 sensitivity or the released statistic. A contract without ``scale`` keys hashes as it did
 before they existed.

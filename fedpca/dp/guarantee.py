@@ -1,7 +1,7 @@
 """What one site guarantees for a run, in public numbers from its own policy.
 
 A site calibrates its noise from its own policy; a real site's policy file replaces the
-coordinator's privacy keys (:mod:`fedpca.flower.real_site`). What the coordinator asked for is
+coordinator's privacy keys (:mod:`fedpca.site.real_site`). What the coordinator asked for is
 therefore not what the sites guaranteed. Every answer carries its site's
 :class:`SiteGuarantee`; the strategy keeps each site's latest one and the run record reports
 them per site (``site_guarantees``), with :func:`weakest` as the run's headline: the

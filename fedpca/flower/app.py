@@ -1,83 +1,67 @@
 """The Flower App declared in pyproject.toml: one ServerApp/ClientApp pair for every algorithm.
 
 ``run_config["algorithm"]`` picks the algorithm (``dps-pca`` by default) among
-:data:`fedpca.algorithms.specs.SPECS`: the ClientApp answers with that algorithm's site
-(:func:`fedpca.flower.app_sites.site_client_for`) in one ClientApp that serves the Message-API
-strategies and the legacy/SecAgg+ ones (:func:`fedpca.flower.clientapp.site_client_app`); the
-ServerApp runs the algorithm's server (:func:`server_main`: the scenario's
-:meth:`~fedpca.scenarios.base.Scenario.server_plan`, or a centred run's
-:func:`~fedpca.flower.app_centring.run_centred`), on the Message API unless Flower's SecAgg+
-is asked, each site answering its budget round from its policy and ledger
-(:func:`fedpca.flower.app_sites.site_budget_for`) and taking the released result at the end
-(:func:`result_fn`: a real site stores it beside its policy); a run that fails writes a
-failure record (:func:`fedpca.run_record.failure_recorded`).
+:data:`fedpca.algorithms.specs.SPECS`. The ClientApp (:data:`client_app`, module level) is
+the site's shell (:mod:`fedpca.flower.clientapp`) over its
+:class:`~fedpca.site.service.SiteService`, opened once per node and run in each process
+(:func:`app_source`): a real site (node_config names its ``policy``) answers from its own
+policy, data and lifetime ledger (:class:`~fedpca.site.real_site.RealSiteSource`), a
+simulated partition from the run_config's scenario
+(:class:`~fedpca.site.partition.PartitionSource`). The ServerApp runs the algorithm's server
+(:func:`server_main`: the scenario's :meth:`~fedpca.scenarios.base.Scenario.server_plan`, or
+a centred run's :func:`~fedpca.flower.app_centring.run_centred`), on the Message API unless
+Flower's SecAgg+ is asked; a run that fails writes a failure record
+(:func:`fedpca.run_record.failure_recorded`).
 """
 
 from __future__ import annotations
 
-from flwr.app import RecordDict
+import functools
+
 from flwr.client import Client
 from flwr.common import Context
 from flwr.server import Grid, ServerApp
 
 from fedpca.algorithms.specs import DEFAULT_ALGORITHM, AlgorithmSpec, spec
-from fedpca.flower.app_centring import is_centred, run_centred
-from fedpca.flower.app_sites import (
-    finish,
-    record_path,
-    server_scenario,
-    site_budget_for,
-    site_client_for,
-    site_identity_for,
-)
-from fedpca.flower.workflow import run_plan
-from fedpca.flower.real_site import is_real_site, real_site_result, real_site_run_failed
 from fedpca.blas import single_thread_blas
 from fedpca.errors import ConfigurationError, ParameterError, RunConfigNames
-from fedpca.flower.clientapp import client_result, client_run_end, site_client_app
-from fedpca.run_record import failure_recorded
+from fedpca.flower.app_centring import is_centred, run_centred
+from fedpca.flower.app_server import finish, record_path, server_scenario
+from fedpca.flower.clientapp import cached_service, node_of, service_client_app
 from fedpca.flower.prompt_grid import prompt
-from fedpca.secure.identity import SecureIdentity
+from fedpca.flower.site_client import site_client
+from fedpca.flower.workflow import run_plan
+from fedpca.run_record import failure_recorded
+from fedpca.site.partition import PartitionSource, partition_of
+from fedpca.site.real_site import RealSiteSource, is_real_site
+from fedpca.site.service import Node, SiteSource
 
 
-def _algorithm(context: Context) -> str:
+def _algorithm(context: Context | Node) -> str:
     return str(context.run_config.get("algorithm", DEFAULT_ALGORITHM))
 
 
-def _spec(context: Context) -> AlgorithmSpec:
+def _spec(context: Context | Node) -> AlgorithmSpec:
     return spec(_algorithm(context))
 
 
-def client_fn(context: Context) -> Client:
-    """This node's client for the configured algorithm."""
+def app_source(node: Node) -> SiteSource:
+    """Where this node's answers come from in its run: a real site's own policy, data and
+    ledger, or the run_config's scenario's partition ``partition-id``."""
     single_thread_blas()
-    return site_client_for(context, _spec(context))
+    algorithm = _spec(node)
+    if is_real_site(node):
+        return RealSiteSource(node, algorithm.name)
+    partition, partitions = partition_of(node.node_config, bool(node.run_config.get("centring")))
+    scenario = algorithm.scenario_class().from_run_config(dict(node.run_config),
+                                                          sites=partitions)
+    return PartitionSource(scenario, partition, partitions)
 
 
-def identity_fn(context: Context) -> SecureIdentity | None:
-    """This node's identity in fedpca's verifiable secure aggregation (or ``None``)."""
-    return site_identity_for(context, _spec(context))
-
-
-def budget_fn(context: Context) -> str:
-    """This node's answer to the budget round (its name, or it raises its refusal)."""
-    return site_budget_for(context, _spec(context))
-
-
-def result_fn(context: Context, content: RecordDict) -> str:
-    """This node's taking of the run's released result: a real site checks and stores it
-    (:func:`~fedpca.flower.real_site.real_site_result`), a simulated one checks it."""
-    if is_real_site(context):
-        return real_site_result(context, content)
-    return client_result(client_fn, context, content)
-
-
-def end_fn(context: Context, reason: str) -> str:
-    """This node's taking of the news that the run failed: a real site's ledger records it
-    (:func:`~fedpca.flower.real_site.real_site_run_failed`), a simulated one logs it."""
-    if is_real_site(context):
-        return real_site_run_failed(context, reason)
-    return client_run_end(client_fn, context, reason)
+def client_fn(context: Context) -> Client:
+    """This node's site as a Flower ``Client`` (the site the App's ClientApp answers with,
+    :func:`app_source`), e.g. for a ClientApp of one's own."""
+    return site_client(context, app_source(node_of(context)).site())
 
 
 def server_main(grid: Grid, context: Context) -> None:
@@ -92,7 +76,7 @@ def server_main(grid: Grid, context: Context) -> None:
     finish(strategy.result(config), config)
 
 
-client_app = site_client_app(client_fn, identity_fn, budget_fn, result_fn, end_fn)
+client_app = service_client_app(functools.partial(cached_service, app_source))
 server_app = ServerApp()
 
 

@@ -6,7 +6,7 @@ The ServerApp runs the moments round, then the algorithm's rounds on the centred
 released mean and scale, the sites keep nothing between rounds but their ledgers). It holds no data: it needs the
 consortium's contract only for its public widths (run_config ``contract-file``, the
 server's copy, which must have the run's hash ``contract``). Real sites answer from their
-own table, contract and policy (:func:`fedpca.flower.real_site.open_real_site`); simulated
+own table, contract and policy (:func:`fedpca.site.real_site.open_real_site`); simulated
 partitions have no table and refuse a centred run (``fedpca simulate ALGORITHM --tables``
 simulates one).
 """
@@ -19,12 +19,12 @@ from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.algorithms.centring import requested_scaling
-from fedpca.flower.app_sites import finish, server_scenario
+from fedpca.flower.app_server import finish, server_scenario
 from fedpca.data.contract import Contract, load_contract
 from fedpca.errors import ConfigurationError
 from fedpca.scenarios.base import Scenario
 from fedpca.scenarios.tables import WIDTH_CAPPED, requested_policy
-from fedpca.scenarios.centred_plan import CentredPlan
+from fedpca.scenarios.plans import CentredPlan
 from fedpca.flower.workflow import run_plan
 
 

@@ -8,20 +8,28 @@ the apps around a strategy), so swapping the launcher touches only this module.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from flwr.client import Client, ClientApp
+from flwr.client import ClientApp
 from flwr.common import Context
 from flwr.server import Grid, ServerApp
 from flwr.simulation import run_simulation
 
 from fedpca.blas import single_thread_blas
-from fedpca.flower.secure_site import IdentityFn
-from fedpca.flower.clientapp import BudgetFn, site_client_app
+from fedpca.flower.clientapp import (
+    BudgetFn,
+    ClientFn,
+    IdentityFn,
+    SourceFn,
+    cached_service,
+    service_client_app,
+    site_client_app,
+)
 from fedpca.data.site_store import StoreBound, store_enabled, temporary_store
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.extras import SIMULATION, require_extra
@@ -115,31 +123,47 @@ def site_store_for(engine: Engine) -> Iterator[str | None]:
         yield directory
 
 
+#: ``store -> ClientApp``: the virtual sites' ClientApp, given the run's store of prepared
+#: sites on this machine (``None``: none; :func:`site_store_for`).
+SitesApp = Callable[[str | None], ClientApp]
+
+
+def client_sites(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
+                 budget_fn: BudgetFn | None = None) -> SitesApp:
+    """Virtual sites given by functions of their context
+    (:func:`fedpca.flower.clientapp.site_client_app`: ``client_fn`` a site's client,
+    ``identity_fn`` its identity in fedpca's verifiable secure aggregation, ``budget_fn`` its
+    readiness answer)."""
+    return lambda store: site_client_app(StoreBound(client_fn, store), identity_fn, budget_fn)
+
+
+def source_sites(source_fn: SourceFn) -> SitesApp:
+    """Virtual sites each the :class:`~fedpca.site.service.SiteSource` that ``source_fn``
+    gives for its node (e.g. a scenario's :class:`~fedpca.site.partition.PartitionSource`),
+    its service opened once per run in each process
+    (:func:`~fedpca.flower.clientapp.cached_service`)."""
+    return lambda store: service_client_app(functools.partial(
+        cached_service, StoreBound(source_fn, store)))
+
+
 def run_federation(
     strategy: SiteRoundStrategy,
-    client_fn: Callable[[Context], Client],
+    sites: SitesApp,
     num_sites: int,
     verbose: bool = False,
     secure: SecAggSettings | None = None,
     observer: RoundObserver | None = None,
     engine: Engine | None = None,
-    identity_fn: IdentityFn | None = None,
-    budget_fn: BudgetFn | None = None,
 ) -> None:
-    """Simulate ``num_sites`` sites answering ``strategy`` for ``strategy.num_rounds`` rounds
-    (SecAgg+ fit rounds if ``secure``: legacy strategies only); raise if the run stopped
-    before its last round. The sites run :func:`fedpca.flower.clientapp.site_client_app`, which
-    answers either kind of strategy.
+    """Simulate ``num_sites`` ``sites`` (:func:`source_sites`, :func:`client_sites`)
+    answering ``strategy``
+    for ``strategy.num_rounds`` rounds (SecAgg+ fit rounds if ``secure``: legacy strategies
+    only); raise if the run stopped before its last round.
 
     ``observer`` (e.g. :class:`fedpca.progress.RoundProgress`) is called by the strategy,
-    in this process, after every aggregated round. Sites run on this machine share a
-    store of prepared sites for the run (:func:`site_store_for`). ``identity_fn`` gives
-    each site its identity in fedpca's verifiable secure aggregation (e.g.
-    :func:`fedpca.flower.app_sites.partition_identity` of the scenario); ``budget_fn`` gives its
-    answer to the budget round (e.g. :func:`fedpca.flower.app_sites.partition_budget` of the
-    scenario: from the run's in-memory ledger, no data; default: its client's). A run that
-    the strategy stops (:class:`~fedpca.errors.RunFailedError`, e.g. too few sites can
-    afford it) raises that error here (Flower's ``run_simulation`` re-raises it)."""
+    in this process, after every aggregated round. A run that the strategy stops
+    (:class:`~fedpca.errors.RunFailedError`, e.g. too few sites can afford it) raises that
+    error here (Flower's ``run_simulation`` re-raises it)."""
     if observer is not None:
         strategy.add_observer(observer)
     server_app = ServerApp()
@@ -150,8 +174,7 @@ def run_federation(
 
     engine = engine or Engine()
     with site_store_for(engine) as store:
-        app = site_client_app(StoreBound(client_fn, store), identity_fn, budget_fn)
-        launch(server_app, app, num_sites, verbose=verbose, engine=engine)
+        launch(server_app, sites(store), num_sites, verbose=verbose, engine=engine)
     done = len(strategy.server.history)
     if done < strategy.num_rounds:
         raise FedPCAError(

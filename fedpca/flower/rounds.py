@@ -141,7 +141,7 @@ class SiteRoundStrategy:
         #: Whether the budget round ran (:meth:`budget_round`).
         self.budget_asked = False
         #: The budget round's answers, if the ServerApp asked before building the strategy
-        #: (:func:`fedpca.flower.app_sites.server_scenario`) or once :meth:`budget_round` ran.
+        #: (:func:`fedpca.flower.app_server.server_scenario`) or once :meth:`budget_round` ran.
         self.readiness: Readiness | None = None
         #: The number of releases each site last reported (its ledger's count).
         self.site_releases: dict[str, int] = {}

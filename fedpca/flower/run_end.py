@@ -20,11 +20,10 @@ from __future__ import annotations
 from flwr.app import ConfigRecord, RecordDict
 
 from fedpca.errors import InvalidRequestError
+from fedpca.site.ledger_records import FAILED
 
 #: The message's and the answer's ConfigRecord.
 RUN_END = "run-end"
-#: The only status a coordinator announces (a complete run delivers its result instead).
-FAILED = "failed"
 #: The longest reason a site keeps.
 MAX_REASON = 200
 

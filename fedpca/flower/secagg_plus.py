@@ -20,8 +20,6 @@ uses unseeded numpy randomness: this is not cryptographic-grade secure aggregati
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from flwr.client.mod import secaggplus_mod
 from flwr.common import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.common.secure_aggregation.secaggplus_constants import (
@@ -29,30 +27,10 @@ from flwr.common.secure_aggregation.secaggplus_constants import (
     RECORD_KEY_STATE,
 )
 
+from fedpca.site.answer import SecAggMasking
+
 #: Marks, in ``context.state``, that the current fit runs inside SecAgg+ masking.
 MASKED_RECORD = "fedpca.masked"
-#: Marks, in ``context.state``, that the current fit runs inside fedpca's verifiable secure
-#: aggregation (:mod:`fedpca.flower.secure_site`), with its modulus.
-PROTOCOL_MASKED_RECORD = "fedpca.protocol-masked"
-
-@dataclass(frozen=True)
-class SecAggMasking:
-    """The SecAgg+ parameters a masked request is answered under (from Flower's SecAgg+
-    state at this site: the coordinator chose them, so a site checks them before it
-    releases anything)."""
-
-    clipping_range: float
-    quantization_range: int = 0
-    modulus_range: int = 0
-    max_weight: float = 0.0
-
-
-@dataclass(frozen=True)
-class ProtocolMasking:
-    """The current fit is answered inside fedpca's verifiable secure aggregation: the site
-    sends residues modulo ``modulus`` and the protocol masks them exactly."""
-
-    modulus: int
 
 
 def is_secagg_plus_stage(content: RecordDict) -> bool:
@@ -60,12 +38,8 @@ def is_secagg_plus_stage(content: RecordDict) -> bool:
     return RECORD_KEY_CONFIGS in content.config_records
 
 
-def masked_settings(context: Context) -> SecAggMasking | ProtocolMasking | None:
-    """How the current fit is masked: SecAgg+'s parameters, the verifiable protocol's
-    modulus, or ``None`` when it is not."""
-    protocol = context.state.get(PROTOCOL_MASKED_RECORD)  # fedpca's own ConfigRecords
-    if isinstance(protocol, ConfigRecord):
-        return ProtocolMasking(int(protocol["modulus"]))
+def masked_settings(context: Context) -> SecAggMasking | None:
+    """SecAgg+'s parameters when the current fit runs inside its masking, else ``None``."""
     if MASKED_RECORD not in context.state:
         return None
     state = context.state.config_records[RECORD_KEY_STATE]

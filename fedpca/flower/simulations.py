@@ -21,42 +21,48 @@ import functools
 import time
 from typing import Any
 
-import numpy as np
 from flwr.client import Client
 from flwr.common import Context
 
-from fedpca.algorithms.centring import CentringSite
-from fedpca.algorithms.specs import spec
-from fedpca.errors import FedPCAError
-from fedpca.flower.app_sites import (
-    partition_budget,
-    partition_client,
-    partition_identity,
-    site_partitions,
-)
-from fedpca.flower.centred_client import centred_client
-from fedpca.flower.site_client import ClientFactory, client_factory
-from fedpca.flower.federation import Engine, run_federation
+from fedpca.flower.clientapp import node_of
+from fedpca.flower.federation import Engine, run_federation, source_sites
+from fedpca.flower.site_client import site_client
 from fedpca.flower.workflow import after_run, secure_aggregation, strategy_for
 from fedpca.progress import RoundObserver
 from fedpca.scenarios.base import Scenario
-from fedpca.scenarios.centred_plan import CentredPlan
+from fedpca.scenarios.plans import CentredPlan
 from fedpca.scenarios.tables import TableRun
-from fedpca.secure.identity import SecureIdentity, simulation_identity
+from fedpca.secure.identity import SecureIdentity
+from fedpca.site.partition import (
+    PARTITION,
+    PARTITIONS,
+    FlakySource,
+    PartitionSource,
+    TableSource,
+)
+from fedpca.site.service import Node, SiteSource
 
 
-class SimulatedSiteFailure(FedPCAError):
-    """A virtual site failed on purpose (a scenario's ``failure_rate``): it released
-    nothing."""
+def partition_source(scenario: Scenario, node: Node) -> SiteSource:
+    """Virtual site ``partition-id``'s source: its partition of ``scenario``'s data (failing
+    each round with the scenario's ``failure_rate``, when it sets one)."""
+    source = PartitionSource(scenario, int(node.node_config[PARTITION]),
+                             int(node.node_config.get(PARTITIONS, 1)))
+    failure_rate = getattr(scenario, "failure_rate", 0.0)
+    return FlakySource(source, failure_rate) if failure_rate else source
 
 
-def failing_client(failure_rate: float, client_fn: Any, context: Context) -> Client:
-    """``client_fn``'s client, or a failure with probability ``failure_rate`` before
-    anything is released (a simulated site that dropped out of this round)."""
-    if np.random.default_rng().random() < failure_rate:
-        partition = context.node_config["partition-id"]
-        raise SimulatedSiteFailure(f"site {partition}: simulated failure (nothing released)")
-    return client_fn(context)
+def partition_client(scenario: Scenario, context: Context) -> Client:
+    """Virtual site ``partition-id``'s client for ``scenario`` (for a ClientApp of your own,
+    :func:`~fedpca.flower.clientapp.site_client_app`), its in-memory ledger in
+    ``context.state``."""
+    return site_client(context, partition_source(scenario, node_of(context)).site())
+
+
+def partition_identity(scenario: Scenario, context: Context) -> SecureIdentity | None:
+    """Virtual site ``partition-id``'s identity for ``scenario``'s secure sums (``None``
+    without them)."""
+    return partition_source(scenario, node_of(context)).identity()
 
 
 def simulate(
@@ -69,14 +75,9 @@ def simulate(
     start = time.perf_counter()
     plan = scenario.server_plan()
     strategy = strategy_for(plan, scenario, wait_for_sites=scenario.sites)
-    client_fn = functools.partial(partition_client, client_for(scenario), scenario)
-    failure_rate = getattr(scenario, "failure_rate", 0.0)
-    if failure_rate:
-        client_fn = functools.partial(failing_client, failure_rate, client_fn)
-    run_federation(strategy, client_fn, scenario.sites, verbose=verbose, observer=observer,
-                   engine=engine, secure=secure_aggregation(scenario, strategy, plan.max_weight),
-                   identity_fn=functools.partial(partition_identity, scenario),
-                   budget_fn=functools.partial(partition_budget, scenario))
+    sites = source_sites(functools.partial(partition_source, scenario))
+    run_federation(strategy, sites, scenario.sites, verbose=verbose, observer=observer,
+                   engine=engine, secure=secure_aggregation(scenario, strategy, plan.max_weight))
     after_run(plan, strategy)
     config = {
         **scenario.to_run_config(), **scenario.simulation_config(),
@@ -87,28 +88,10 @@ def simulate(
     return strategy.result(config)
 
 
-def client_for(scenario: Scenario) -> ClientFactory:
-    """The client factory of ``scenario``'s algorithm (its site class)."""
-    return client_factory(spec(scenario.ALGORITHM).site_class())
-
-
-def table_client(site_cls: type, run: TableRun, context: Context) -> Client:
-    """Virtual site ``partition-id``'s centred client over its own table, under the run's
-    policy."""
-    partition = int(context.node_config["partition-id"])
-    centring = CentringSite(run.site_rows(partition), run.loaded_contract.bounds, run.policy(),
-                            site=str(partition), seed=run.scenario.seed)
-    return centred_client(context, site_cls, centring)
-
-
-def table_identity(run: TableRun, rounds: int, context: Context) -> SecureIdentity | None:
-    """Virtual site ``partition-id``'s identity for the run's secure sums over ``rounds``
-    Flower rounds (``None`` without secure sums)."""
-    min_sites = run.policy().secure_min_sites
-    if min_sites is None:
-        return None
-    return simulation_identity(int(context.node_config["partition-id"]),
-                               site_partitions(context), min_sites, rounds)
+def table_source(run: TableRun, rounds: int, node: Node) -> SiteSource:
+    """Virtual site ``partition-id``'s table of ``run`` (``rounds``: the run's rounds)."""
+    return TableSource(run, int(node.node_config[PARTITION]),
+                       int(node.node_config.get(PARTITIONS, 1)), rounds)
 
 
 def table_plan(run: TableRun) -> CentredPlan:
@@ -131,11 +114,9 @@ def simulate_tables(
     scenario = run.scenario
     plan = scenario.centred_server(table_plan(run))
     strategy = strategy_for(plan, scenario, wait_for_sites=run.sites)
-    site_cls = spec(scenario.ALGORITHM).site_class()
-    run_federation(strategy, functools.partial(table_client, site_cls, run),
-                   run.sites, verbose=verbose, observer=observer, engine=engine,
-                   secure=secure_aggregation(scenario, strategy, plan.max_weight),
-                   identity_fn=functools.partial(table_identity, run, strategy.num_rounds))
+    sites = source_sites(functools.partial(table_source, run, strategy.num_rounds))
+    run_federation(strategy, sites, run.sites, verbose=verbose, observer=observer,
+                   engine=engine, secure=secure_aggregation(scenario, strategy, plan.max_weight))
     config = {**scenario.to_run_config(), "dataset": "tables", "standardize": run.standardize,
               "contract": run.loaded_contract.hash,
               "wall_seconds": time.perf_counter() - start}

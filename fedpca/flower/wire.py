@@ -1,7 +1,8 @@
 """What a fedpca request and a site's answer contain, in Flower's two message formats.
 
 Both sides read this module: the strategies build requests and decode answers with it, the
-sites' ClientApp (:mod:`fedpca.flower.clientapp`) reads requests and builds answers with it.
+sites' ClientApp (:mod:`fedpca.flower.clientapp`) reads requests and builds answers with it
+(from the Flower-free requests and replies of :mod:`fedpca.site.service`).
 
 * Legacy format (``flwr.server.strategy`` strategies, and Flower's SecAgg+ workflow): the
   request is a ``FitIns`` (records ``fitins.parameters`` / ``fitins.config``), the answer a
@@ -37,6 +38,7 @@ from flwr.common import FitRes, Scalar, parameters_to_ndarrays
 from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS
 
 from fedpca.algorithms.site import SiteAnswer
+from fedpca.site.answer import RECORDS, Answer
 from fedpca.errors import FedPCAError, InvalidRequestError
 from fedpca.dp.guarantee import PREFIX as GUARANTEE, SiteGuarantee
 from fedpca.site.ready import SiteReady
@@ -51,8 +53,6 @@ METRICS = "metrics"
 SITE = "site"
 #: The record count, under Flower's usual name for it.
 NUM_EXAMPLES = "num-examples"
-#: The record count of a site whose answer's weight is fixed (SecAgg+ residues).
-RECORDS = "records"
 #: Legacy format: the request's config record (Flower's ``FitIns`` encoding).
 LEGACY_CONFIG = "fitins.config"
 #: The budget round: the question's and the answer's ConfigRecord, and the answer's yes.
@@ -135,15 +135,15 @@ def read_request(content: RecordDict) -> tuple[list[np.ndarray], dict[str, Scala
     return content.array_records[ARRAYS].to_numpy_ndarrays(), dict(content.config_records[CONFIG])
 
 
-def reply_content(res: FitRes) -> RecordDict:
-    """A site's ``FitRes`` (from :class:`~fedpca.flower.site_client.PrivateSiteClient`) as a
-    Message-API answer: the same arrays, record count and metrics."""
-    described = {k: v for k, v in res.metrics.items() if k == SITE or k.startswith(GUARANTEE)}
-    metrics = {k: v for k, v in res.metrics.items() if k not in described}
+def answer_content(answer: Answer) -> RecordDict:
+    """A site's :class:`~fedpca.site.answer.Answer` as a Message-API answer: its arrays, its
+    weight and public numbers as metrics, its name and guarantee as text."""
+    described = {k: v for k, v in answer.metrics.items() if k == SITE or k.startswith(GUARANTEE)}
+    metrics = {k: v for k, v in answer.metrics.items() if k not in described}
     return RecordDict({
-        ARRAYS: ArrayRecord(parameters_to_ndarrays(res.parameters)),
-        METRICS: MetricRecord({NUM_EXAMPLES: int(res.num_examples), **metrics}),
-        SITE: ConfigRecord({**described, SITE: str(res.metrics[SITE])}),
+        ARRAYS: ArrayRecord(answer.values),
+        METRICS: MetricRecord({NUM_EXAMPLES: int(answer.weight), **metrics}),
+        SITE: ConfigRecord({**described, SITE: answer.site}),
     })
 
 

@@ -25,7 +25,8 @@ from fedpca.flower.legacy_strategy import failure_reason
 from fedpca.flower.strategy import MessageSiteStrategy
 from fedpca.flower.secure_server import VerifiedSecureAggregation
 from fedpca.flower.legacy_strategy import LegacySiteStrategy
-from fedpca.scenarios.base import Scenario, ServerPlan
+from fedpca.scenarios.base import Scenario
+from fedpca.scenarios.plans import ServerPlan
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ names each algorithm's scenario. No Flower import here.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -21,7 +21,7 @@ from fedpca.dp.mechanisms import NO_SEED
 from fedpca.dp.validation import require_site_count
 
 if TYPE_CHECKING:
-    from fedpca.scenarios.centred_plan import CentredPlan
+    from fedpca.scenarios.plans import CentredPlan, ServerPlan
 
 S = TypeVar("S", bound="Scenario")
 
@@ -92,30 +92,8 @@ K = flag("components (auto: the fewest that explain --variance, for the algorith
 ROUNDS = flag("rounds T")
 
 
-@dataclass
-class ServerPlan:
-    """A run's server side, as any Flower strategy runs it (no Flower import).
-
-    Attributes:
-        server: the algorithm's server (its round protocol,
-            :class:`~fedpca.algorithms.server.ServerRecord`).
-        privacy: the privacy the run was configured with (the request's, for the result).
-        legacy: the run's secure sums are continuous shares that only Flower's SecAgg+
-            (its legacy strategy API) carries.
-        max_weight: SecAgg+'s ``max_weight`` (continuous shares are weighted by the sites'
-            record counts).
-        after_run: called with each answering site's record count once the rounds ran,
-            before the result is made; returns the run's privacy record when it depends
-            on them (``None``: :attr:`privacy` stands).
-    """
-
-    server: Any
-    privacy: dict[str, Any]
-    legacy: bool = False
-    max_weight: float = 1.0
-    after_run: Callable[[Mapping[str, int]], dict[str, Any] | None] | None = None
-
-
+#: The fewest sites a ServerApp waits for (a "federation" of one site is its own curator).
+DEFAULT_MIN_SITES = 2
 #: The ``dataset`` of the synthetic models (public: a server may rebuild it to evaluate).
 SYNTHETIC = "synthetic"
 #: run_config key of secure sums' public bound on every site's record count.
@@ -169,7 +147,7 @@ class Scenario:
 
     def centred_server(self, plan: CentredPlan) -> ServerPlan:
         """A centred run's server (:meth:`CentredPlan.plan
-        <fedpca.scenarios.centred_plan.CentredPlan.plan>` of the algorithm's own server over
+        <fedpca.scenarios.plans.CentredPlan.plan>` of the algorithm's own server over
         the contract's width and the plan's secure sums). Each algorithm's scenario."""
         raise NotImplementedError
 
@@ -317,3 +295,11 @@ class Scenario:
     def report(self, result: Any) -> list[str]:
         """The lines printed after the run, before the wall time."""
         raise NotImplementedError
+
+
+def least_sites(config: dict[str, Any], connected: int = 0) -> int:
+    """The federation size a node validates a run's shared parameters against: the sites
+    connected when the run starts, but never fewer than the run's minimums (a site does not
+    know the federation's size; the server waits for the minimum)."""
+    minimums = (int(config.get("min-sites", 0)), int(config.get("secure-min-sites", 0)))
+    return max(DEFAULT_MIN_SITES, connected, *minimums)

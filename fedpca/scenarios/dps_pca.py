@@ -44,13 +44,14 @@ from fedpca.scenarios.base import (
     SYNTHETIC,
     K,
     Scenario,
-    ServerPlan,
     flag,
     parameter,
 )
 
+from fedpca.scenarios.plans import ServerPlan
+
 if TYPE_CHECKING:
-    from fedpca.scenarios.centred_plan import CentredPlan
+    from fedpca.scenarios.plans import CentredPlan
 
 #: The shape parameters' relations, checked in this order: the simplest first, so that an
 #: error names the parameters a user set (``k <= dim``) before any left at its default.

@@ -39,14 +39,15 @@ from fedpca.scenarios.base import (
     SECURE_MIN_SITES,
     SYNTHETIC,
     Scenario,
-    ServerPlan,
     components,
     flag,
     parameter,
 )
 
+from fedpca.scenarios.plans import ServerPlan
+
 if TYPE_CHECKING:
-    from fedpca.scenarios.centred_plan import CentredPlan
+    from fedpca.scenarios.plans import CentredPlan
 
 
 @dataclass(frozen=True)

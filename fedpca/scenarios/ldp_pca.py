@@ -31,14 +31,15 @@ from fedpca.scenarios.base import (
     SAMPLES,
     K,
     Scenario,
-    ServerPlan,
     flag,
     parameter,
 )
 from fedpca.scenarios.datasets import DATASETS, SYNTHETIC, scenario_site
 
+from fedpca.scenarios.plans import ServerPlan
+
 if TYPE_CHECKING:
-    from fedpca.scenarios.centred_plan import CentredPlan
+    from fedpca.scenarios.plans import CentredPlan
 
 
 @dataclass(frozen=True)

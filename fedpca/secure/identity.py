@@ -8,7 +8,7 @@ Simulation identities (:func:`simulation_identity`) derive every virtual site's 
 *public* label, so that ``fedpca simulate`` and ``flwr run`` simulations need no key files:
 the coordinator can compute them, which is harmless when one party runs every site and
 meaningless for a real site, whose key is a file only it can read (:func:`policy_identity`
-in :mod:`fedpca.flower.real_site`).
+in :mod:`fedpca.site.real_site`).
 """
 
 from __future__ import annotations

@@ -60,11 +60,27 @@ SEED_ELEMENTS = shamir.elements_for(KEY_BYTES)
 _SIGNATURE_BYTES = 64
 
 
+class FlatMessage:
+    """A message whose wire form is its fields as they are (``WIRE``: each field's type)."""
+
+    KIND: ClassVar[str]
+    WIRE: ClassVar[Mapping[str, type]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.KIND, **{name: getattr(self, name) for name in self.WIRE}}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Any:
+        return cls(**read_wire(data, cls.KIND, cls.WIRE))
+
+
 @dataclass(frozen=True)
-class SetupRequest:
+class SetupRequest(FlatMessage):
     """S1, server -> every member: the public run parameters."""
 
     KIND: ClassVar[str] = "secagg-setup"
+    WIRE: ClassVar[Mapping[str, type]] = {"run_id": str, "rounds": int, "threshold": int,
+                                          "modulus": int}
     run_id: str
     rounds: int
     threshold: int
@@ -76,21 +92,15 @@ class SetupRequest:
         check_int(self.threshold, "threshold", 1)
         check_int(self.modulus, "modulus", 2)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "run_id": self.run_id, "rounds": self.rounds,
-                "threshold": self.threshold, "modulus": self.modulus}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SetupRequest:
-        return cls(**read_wire(data, cls.KIND, {"run_id": str, "rounds": int,
-                                                "threshold": int, "modulus": int}))
 
 
 @dataclass(frozen=True)
-class Advertisement:
+class Advertisement(FlatMessage):
     """S1 reply: a member's fresh X25519 public key, signed with its roster key."""
 
     KIND: ClassVar[str] = "secagg-advertisement"
+    WIRE: ClassVar[Mapping[str, type]] = {"member": str, "run_id": str, "public_key": bytes,
+                                          "signature": bytes}
     member: str
     run_id: str
     public_key: bytes
@@ -102,14 +112,6 @@ class Advertisement:
         check_blob(self.public_key, "public_key", KEY_BYTES)
         check_blob(self.signature, "signature", _SIGNATURE_BYTES)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "member": self.member, "run_id": self.run_id,
-                "public_key": self.public_key, "signature": self.signature}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Advertisement:
-        return cls(**read_wire(data, cls.KIND, {"member": str, "run_id": str,
-                                                "public_key": bytes, "signature": bytes}))
 
 
 @dataclass(frozen=True)

@@ -20,18 +20,7 @@ import numpy as np
 from fedpca.errors import ConfigurationError, FedPCAError, InvalidDataError
 from fedpca.secure import shamir
 from fedpca.secure.keys import KEY_BYTES, MAX_LENGTH, MAX_MODULUS, mask_sign, prg_sum
-from fedpca.secure.messages import (
-    Advertisement,
-    ConsistencyRequest,
-    Endorsement,
-    InputRequest,
-    KeyList,
-    MaskedInput,
-    Reveal,
-    SetupRequest,
-    ShareBundle,
-    UnmaskRequest,
-)
+from fedpca.secure import messages
 from fedpca.secure.wire import refuse
 
 __all__ = ["SecureAggregationError", "ServerSession"]
@@ -52,10 +41,10 @@ class _Round:
     #: The endorsers of the current consistency attempt, those of them who endorsed (once
     #: the unmask requests are made), and the survivors who failed an earlier attempt.
     asked: tuple[str, ...] = ()
-    endorsements: dict[str, Endorsement] = field(default_factory=dict)
+    endorsements: dict[str, messages.Endorsement] = field(default_factory=dict)
     endorsers: tuple[str, ...] = ()
     failed: set[str] = field(default_factory=set)
-    reveals: dict[str, Reveal] = field(default_factory=dict)
+    reveals: dict[str, messages.Reveal] = field(default_factory=dict)
     result: np.ndarray | None = None
 
 
@@ -67,12 +56,12 @@ class ServerSession:
     """
 
     def __init__(self, run_id: str, rounds: int, threshold: int, modulus: int) -> None:
-        self.params = SetupRequest(run_id, rounds, threshold, modulus)
+        self.params = messages.SetupRequest(run_id, rounds, threshold, modulus)
         if modulus > MAX_MODULUS or modulus & (modulus - 1):
             raise ConfigurationError("the modulus must be a power of two between 2 and 2**62")
-        self._ads: dict[str, Advertisement] = {}
+        self._ads: dict[str, messages.Advertisement] = {}
         self._members: tuple[str, ...] = ()
-        self._bundles: dict[str, ShareBundle] = {}
+        self._bundles: dict[str, messages.ShareBundle] = {}
         self._setup_members: tuple[str, ...] = ()
         self._rounds: dict[int, _Round] = {}
 
@@ -81,25 +70,25 @@ class ServerSession:
         """``U_setup``: the members whose shares were relayed (empty before round one)."""
         return self._setup_members
 
-    def setup_request(self) -> SetupRequest:
+    def setup_request(self) -> messages.SetupRequest:
         """S1: the request every member gets."""
         return self.params
 
-    def receive_advertisement(self, ad: Advertisement) -> None:
+    def receive_advertisement(self, ad: messages.Advertisement) -> None:
         """Collect one S1 reply."""
         if self._members or ad.run_id != self.params.run_id or ad.member in self._ads:
             refuse("an advertisement out of order, of another run, or repeated")
         self._ads[ad.member] = ad
 
-    def key_list(self) -> KeyList:
+    def key_list(self) -> messages.KeyList:
         """S2: every advertisement collected (the member set is fixed from here on)."""
         if len(self._ads) < self.params.threshold:
             raise SecureAggregationError(f"fewer members advertised keys than the threshold "
                                          f"t={self.params.threshold}; wait for more members")
         self._members = tuple(sorted(self._ads))
-        return KeyList(self.params.run_id, tuple(self._ads[m] for m in self._members))
+        return messages.KeyList(self.params.run_id, tuple(self._ads[m] for m in self._members))
 
-    def receive_bundle(self, bundle: ShareBundle) -> None:
+    def receive_bundle(self, bundle: messages.ShareBundle) -> None:
         """Collect one S2 reply."""
         expected = set(self._members) - {bundle.member}
         if (bundle.member not in self._members or bundle.run_id != self.params.run_id
@@ -107,7 +96,7 @@ class ServerSession:
             refuse("a share bundle out of order, of another run, or not for every member")
         self._bundles[bundle.member] = bundle
 
-    def input_requests(self, round_number: int, length: int) -> dict[str, InputRequest]:
+    def input_requests(self, round_number: int, length: int) -> dict[str, messages.InputRequest]:
         """A round's input requests, one per member of ``U_setup`` (the first also relays)."""
         if not 1 <= round_number <= self.params.rounds or round_number in self._rounds:
             raise ConfigurationError(f"round {round_number} is out of range or already started")
@@ -125,13 +114,13 @@ class ServerSession:
             if relay:
                 relayed = {j: self._bundles[j].ciphertexts[member]
                            for j in self._setup_members if j != member}
-                requests[member] = InputRequest(self.params.run_id, round_number, length,
-                                                self._setup_members, relayed)
+                requests[member] = messages.InputRequest(
+                    self.params.run_id, round_number, length, self._setup_members, relayed)
             else:
-                requests[member] = InputRequest(self.params.run_id, round_number, length)
+                requests[member] = messages.InputRequest(self.params.run_id, round_number, length)
         return requests
 
-    def receive_masked_input(self, message: MaskedInput) -> None:
+    def receive_masked_input(self, message: messages.MaskedInput) -> None:
         """Collect one masked input (before the round's consistency request)."""
         state = self._round(message.round)
         vector = message.vector
@@ -141,7 +130,7 @@ class ServerSession:
             refuse("a masked input out of order, repeated, or malformed")
         state.inputs[message.member] = vector
 
-    def consistency_request(self, round_number: int) -> ConsistencyRequest:
+    def consistency_request(self, round_number: int) -> messages.ConsistencyRequest:
         """``U3``, the members whose masked inputs arrived, and the survivors asked to
         endorse it (:meth:`endorsers`). Called again when the last attempt got fewer than
         ``t`` reveals (:meth:`decodable`): the same ``U3``, endorsed by every survivor that
@@ -171,7 +160,8 @@ class ServerSession:
                     f"round {round_number}: fewer than t={threshold} survivors endorse and "
                     "reveal; the round fails and nothing is unmasked")
         state.endorsements, state.endorsers = {}, ()
-        return ConsistencyRequest(self.params.run_id, round_number, state.survivors, state.asked)
+        return messages.ConsistencyRequest(self.params.run_id, round_number, state.survivors,
+                                           state.asked)
 
     def endorsers(self, round_number: int) -> tuple[str, ...]:
         """The survivors asked to endorse ``U3`` and then to reveal. First, every survivor
@@ -184,7 +174,7 @@ class ServerSession:
         may endorse the same ``U3`` again, for another list of endorsers, and reveals once.)"""
         return self._round(round_number).asked
 
-    def receive_endorsement(self, message: Endorsement) -> None:
+    def receive_endorsement(self, message: messages.Endorsement) -> None:
         """Collect one endorsement."""
         state = self._round(message.round)
         if (message.member not in state.asked or state.endorsers
@@ -192,7 +182,7 @@ class ServerSession:
             refuse("an endorsement out of order or not for every other endorser")
         state.endorsements[message.member] = message
 
-    def unmask_requests(self, round_number: int) -> dict[str, UnmaskRequest]:
+    def unmask_requests(self, round_number: int) -> dict[str, messages.UnmaskRequest]:
         """One unmask request per endorser that has not revealed yet, with the MACs of this
         attempt addressed to it (none below ``t`` endorsements: :meth:`decodable` is then
         false and the next attempt asks more survivors)."""
@@ -202,8 +192,9 @@ class ServerSession:
             return {}
         state.endorsers = endorsers
         return {
-            i: UnmaskRequest(self.params.run_id, round_number, state.survivors,
-                             {j: state.endorsements[j].macs[i] for j in endorsers if j != i})
+            i: messages.UnmaskRequest(
+                self.params.run_id, round_number, state.survivors,
+                {j: state.endorsements[j].macs[i] for j in endorsers if j != i})
             for i in endorsers if i not in state.reveals
         }
 
@@ -218,7 +209,7 @@ class ServerSession:
         """Whether members of ``U_setup`` sent no input this round."""
         return set(state.survivors) != set(self._setup_members)
 
-    def receive_reveal(self, message: Reveal) -> None:
+    def receive_reveal(self, message: messages.Reveal) -> None:
         """Collect one reveal."""
         state = self._round(message.round)
         dropped = set(self._setup_members) - set(state.survivors)

@@ -44,8 +44,10 @@ __all__ = [
     "run_records",
 ]
 
-#: How a run ended (:func:`end_run`).
-RUN_ENDS = ("complete", "failed")
+#: How a run ended (:func:`end_run`): its released result reached the site, or the
+#: coordinator said it failed.
+COMPLETE, FAILED = "complete", "failed"
+RUN_ENDS = (COMPLETE, FAILED)
 #: The most characters of a run's end reason (untrusted: possibly the coordinator's) kept.
 MAX_REASON = 200
 #: The most keys of a run's description kept, and characters of each key and text value.

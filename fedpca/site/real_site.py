@@ -53,23 +53,24 @@ the records (a data file that fails validation is reported only in the site's ow
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-from flwr.app import RecordDict
-from flwr.common import Context
 
-from fedpca.algorithms.centring import CentredPolicy
+from fedpca.algorithms.centred_rounds import CentredSite
+from fedpca.algorithms.centring import CentredPolicy, CentringSite
+from fedpca.algorithms.site import PrivateSite
+from fedpca.algorithms.specs import spec
 from fedpca.algorithms.site_limits import SiteLimits
-from fedpca.flower.result_wire import read_result_message
-from fedpca.flower.run_end import FAILED
 from fedpca.data.files import file_fingerprint
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.site.ledger_identity import LedgerIdentityError, refused_run
 from fedpca.dp.mechanisms import NO_SEED
 from fedpca.dp.moments import ColumnBounds
 from fedpca.site.ledger import RunLedger, SiteLedger
+from fedpca.site.ledger_records import COMPLETE, FAILED
 from fedpca.site.policy import (
     PRIVACY_KEYS,
     PolicyError,
@@ -81,6 +82,8 @@ from fedpca.secure.roster import load_roster, load_signing_key
 from fedpca.site.plan import RunPlan, plan_run, require_contract
 from fedpca.site.ready import SiteReady
 from fedpca.site.results import store_result
+from fedpca.site.service import ResultReader
+from fedpca.scenarios.base import least_sites
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +91,64 @@ logger = logging.getLogger(__name__)
 POLICY_KEY = "policy"
 #: node_config keys that mark a real site (a simulation partition has neither).
 REAL_SITE_KEYS = (POLICY_KEY, "data-path")
-#: The ledger's word for a run whose released result the site received.
-COMPLETE = "complete"
+
+
+class NodeLike(Protocol):
+    """The node and run a request comes from (:class:`~fedpca.site.service.Node`, or
+    Flower's ``Context``)."""
+
+    run_id: Any
+    node_config: Mapping[str, Any]
+    run_config: Mapping[str, Any]
+
+
+class RealSiteSource:
+    """A real site's answers in one run of ``algorithm``
+    (:class:`~fedpca.site.service.SiteSource`): its own policy, plan, data and lifetime
+    ledger; the run_config supplies only the non-privacy parameters."""
+
+    def __init__(self, node: NodeLike, algorithm: str) -> None:
+        self.node, self.algorithm = node, algorithm
+        self._identity: tuple[SecureIdentity | None] | None = None
+        self._site: PrivateSite | None = None
+
+    def site(self) -> PrivateSite:
+        """The site for this run, opened once (:func:`open_real_site`): the algorithm's, or
+        in a centred run the moments round's, then the algorithm's on the centred rows."""
+        if self._site is None:
+            self._site = self._open()
+        return self._site
+
+    def _open(self) -> PrivateSite:
+        opened = open_real_site(self.node, self.algorithm)
+        algorithm = spec(self.algorithm)
+        if opened.centred is not None:
+            centring = CentringSite(opened.records, opened.bounds, opened.centred,
+                                    site=opened.name, ledger=opened.ledger,
+                                    limits=opened.limits)
+            return CentredSite(centring, algorithm.site_class())
+        scenario = algorithm.scenario_class().from_run_config(
+            opened.config, sites=least_sites(opened.config))
+        return algorithm.site_class()(opened.records, scenario.policy(), site=opened.name,
+                                      seed=None, ledger=opened.ledger, limits=opened.limits)
+
+    def ready(self) -> SiteReady:
+        """:func:`real_site_budget`."""
+        return real_site_budget(self.node, self.algorithm)
+
+    def identity(self) -> SecureIdentity | None:
+        """:func:`real_site_identity` (read once per run)."""
+        if self._identity is None:
+            self._identity = (real_site_identity(self.node, self.algorithm),)
+        return self._identity[0]
+
+    def take_result(self, read: ResultReader) -> str:
+        """:func:`real_site_result`."""
+        return real_site_result(self.node, read)
+
+    def run_failed(self, reason: str) -> str:
+        """:func:`real_site_run_failed`."""
+        return real_site_run_failed(self.node, reason)
 
 
 @dataclass(frozen=True)
@@ -112,25 +171,25 @@ class RealSite:
         return self.plan.centred
 
 
-def is_real_site(context: Context) -> bool:
+def is_real_site(node: NodeLike) -> bool:
     """Whether this node is a real site (its node_config names a policy or a data file)."""
-    return any(key in context.node_config for key in REAL_SITE_KEYS)
+    return any(key in node.node_config for key in REAL_SITE_KEYS)
 
 
-def site_plan(context: Context, algorithm: str) -> tuple[SitePolicyFile, RunPlan]:
+def site_plan(node: NodeLike, algorithm: str) -> tuple[SitePolicyFile, RunPlan]:
     """The site's policy and its plan of the current run of ``algorithm``
     (:func:`~fedpca.site.plan.plan_run`: refused, nothing read or charged, when the policy
     does not allow the request)."""
-    policy = _policy(context)
-    return policy, plan_run(policy, str(context.run_id), algorithm, context.run_config)
+    policy = _policy(node)
+    return policy, plan_run(policy, str(node.run_id), algorithm, node.run_config)
 
 
-def open_real_site(context: Context, algorithm: str) -> RealSite:
+def open_real_site(node: NodeLike, algorithm: str) -> RealSite:
     """Plan the run (:func:`site_plan`), check at the run's first request here that the
     whole plan fits the ledger (:func:`require_affordable`), then open the site's data and
     its lifetime ledger for this run. Raises (nothing charged) when the site refuses."""
-    policy, plan = site_plan(context, algorithm)
-    untrusted = dict(context.run_config)
+    policy, plan = site_plan(node, algorithm)
+    untrusted = dict(node.run_config)
     own = policy.privacy_config(algorithm)
     overridden = sorted(k for k in PRIVACY_KEYS if k in untrusted and untrusted[k] != own.get(k))
     if overridden:
@@ -150,7 +209,7 @@ def open_real_site(context: Context, algorithm: str) -> RealSite:
     return RealSite(policy.name, records, config, run, policy.limits, plan, bounds)
 
 
-def real_site_budget(context: Context, algorithm: str) -> SiteReady:
+def real_site_budget(node: NodeLike, algorithm: str) -> SiteReady:
     """The site's answer to the readiness (budget) round
     (:mod:`fedpca.flower.readiness`) when its policy allows the request
     (:func:`site_plan`), the whole planned run fits its ledger (:func:`require_affordable`)
@@ -161,7 +220,7 @@ def real_site_budget(context: Context, algorithm: str) -> SiteReady:
     (its reason, which may quote the records, goes to the site's log only): whether the
     site's file is usable is what its first request would reveal anyway; its record count
     is public under replace-one and travels with every answer."""
-    policy, plan = site_plan(context, algorithm)
+    policy, plan = site_plan(node, algorithm)
     require_affordable(_open_ledger(policy), plan)
     records = _records(policy).shape[0]
     policy.check_records(records)
@@ -169,16 +228,17 @@ def real_site_budget(context: Context, algorithm: str) -> SiteReady:
                      policy.answer_seconds)
 
 
-def real_site_result(context: Context, content: RecordDict) -> str:
-    """Take the run's released result (untrusted ``content``,
-    :func:`~fedpca.flower.result_wire.read_result_message`): refuse one the site cannot
+def real_site_result(node: NodeLike, read: ResultReader) -> str:
+    """Take the run's released result (untrusted, read by ``read`` for the site's width,
+    limits and columns: :func:`~fedpca.flower.result_wire.read_result_message`): refuse one
+    the site cannot
     compute scores with, one made under another data contract, or one of a run that made no
     release here (so a coordinator cannot fill the site's disk with runs it never took part
     in); store it in ``results/`` beside the policy (:func:`fedpca.site.results.store_result`,
     0600), record the run as complete in the ledger and answer with the site's name. Costs
     no budget."""
-    policy = _policy(context)
-    run_id = str(context.run_id)
+    policy = _policy(node)
+    run_id = str(node.run_id)
     if not _open_ledger(policy).run_releases(run_id):
         raise InvalidRequestError(
             f"{policy.name}: refused the released result: this site stores the result of a "
@@ -187,7 +247,7 @@ def real_site_result(context: Context, content: RecordDict) -> str:
     contract = policy.load_contract()
     columns = None if contract is None else tuple(contract.output_columns)
     dim = len(columns) if columns is not None else _records(policy).shape[1]
-    result = read_result_message(content, dim, policy.limits, columns)
+    result = read(dim, policy.limits, columns)
     require_contract(policy, result.contract)
     if result.run_id != run_id:
         raise InvalidRequestError(
@@ -199,15 +259,15 @@ def real_site_result(context: Context, content: RecordDict) -> str:
     return policy.name
 
 
-def real_site_run_failed(context: Context, reason: str) -> str:
+def real_site_run_failed(node: NodeLike, reason: str) -> str:
     """Take the coordinator's word (UNTRUSTED, :mod:`fedpca.flower.run_end`) that the
     current run failed for ``reason``: the site's ledger records the run as failed (its
     releases stay charged; a run the site released nothing in is not recorded) and the site
     answers with its name. Costs no budget and changes no budget."""
-    policy = _policy(context)
-    if _open_ledger(policy).end_run(str(context.run_id), FAILED, reason):
+    policy = _policy(node)
+    if _open_ledger(policy).end_run(str(node.run_id), FAILED, reason):
         logger.warning("%s: run %s failed (the coordinator says: %s); its releases here stay "
-                       "spent", policy.name, context.run_id, reason)
+                       "spent", policy.name, node.run_id, reason)
     return policy.name
 
 
@@ -222,12 +282,12 @@ def require_affordable(ledger: SiteLedger, plan: RunPlan) -> None:
         ledger.require_run(plan.releases, plan.charged_algorithm)
 
 
-def real_site_identity(context: Context, algorithm: str) -> SecureIdentity | None:
+def real_site_identity(node: NodeLike, algorithm: str) -> SecureIdentity | None:
     """The site's identity in fedpca's verifiable secure aggregation, from its policy
     (``None`` when it sets no ``min-sites``); it agrees to as many secure rounds as its plan
     of the run has releases (a centred run's moments round included). A real site joins no
     other secure sum."""
-    policy, plan = site_plan(context, algorithm)
+    policy, plan = site_plan(node, algorithm)
     if policy.secure_min_sites is None:
         return None
     return SecureIdentity(
@@ -237,8 +297,8 @@ def real_site_identity(context: Context, algorithm: str) -> SecureIdentity | Non
     )
 
 
-def _policy(context: Context) -> SitePolicyFile:
-    node = context.node_config
+def _policy(node: NodeLike) -> SitePolicyFile:
+    node = node.node_config
     if POLICY_KEY not in node:
         raise PolicyError(
             "refused: this SuperNode holds data but names no site policy (node_config "

@@ -1,5 +1,7 @@
-"""The server side of a centred run, planned once for the simulation over tables and the App.
+"""A run's server side, planned once by its scenario for the simulations and the App.
 
+:class:`ServerPlan` is what any Flower strategy needs to run an algorithm's server
+(:meth:`~fedpca.scenarios.base.Scenario.server_plan`).
 :class:`CentredPlan` derives what every centred run shares from the run's policy (the
 request's: each site calibrates with its own), the consortium's contract and the
 federation: the public rotation seed of the secure sums, the moments round's
@@ -12,15 +14,46 @@ puts after the moments round. No Flower import.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from fedpca.algorithms.centred_rounds import CentredServer
 from fedpca.algorithms.centred_run import centred_privacy
 from fedpca.algorithms.centring import CentredPolicy, moments_server, moments_sum
 from fedpca.algorithms.secure_sum import public_seed
 from fedpca.dp.moments import ColumnBounds
-from fedpca.scenarios.base import Scenario, ServerPlan
+
+
+@dataclass
+class ServerPlan:
+    """A run's server side, as any Flower strategy runs it (no Flower import).
+
+    Attributes:
+        server: the algorithm's server (its round protocol,
+            :class:`~fedpca.algorithms.server.ServerRecord`).
+        privacy: the privacy the run was configured with (the request's, for the result).
+        legacy: the run's secure sums are continuous shares that only Flower's SecAgg+
+            (its legacy strategy API) carries.
+        max_weight: SecAgg+'s ``max_weight`` (continuous shares are weighted by the sites'
+            record counts).
+        after_run: called with each answering site's record count once the rounds ran,
+            before the result is made; returns the run's privacy record when it depends
+            on them (``None``: :attr:`privacy` stands).
+    """
+
+    server: Any
+    privacy: dict[str, Any]
+    legacy: bool = False
+    max_weight: float = 1.0
+    after_run: Callable[[Mapping[str, int]], dict[str, Any] | None] | None = None
+
+
+class PlannedScenario(Protocol):
+    """What a centred plan reads of the algorithm's scenario."""
+
+    seed: int | None
+    sites: int
 
 
 class CentredPlan:
@@ -33,7 +66,7 @@ class CentredPlan:
         max_records: a public bound on every site's record count (secure sums only).
     """
 
-    def __init__(self, scenario: Scenario, policy: CentredPolicy, bounds: ColumnBounds,
+    def __init__(self, scenario: PlannedScenario, policy: CentredPolicy, bounds: ColumnBounds,
                  columns: Sequence[str], max_records: int) -> None:
         self.scenario, self.policy, self.bounds = scenario, policy, bounds
         self.columns, self.max_records = list(columns), max_records

@@ -1,0 +1,301 @@
+"""One site's whole trust boundary: a :class:`SiteService` answers every request of a run.
+
+Everything the coordinator can send a site reaches it as one of five requests, and
+:meth:`SiteService.handle` is the one place that answers them: the readiness question before
+round 1 (:class:`Ready`), a round's request (:class:`Ask`), a stage of fedpca's verifiable
+secure aggregation (:class:`Secure`), the run's released result (:class:`Result`) and the
+news that the run failed (:class:`RunEnd`). The service is sans-I/O: the Flower ClientApp
+(:mod:`fedpca.flower.clientapp`) turns each message into a request and the reply into a
+message, and nothing else of the site's code sees Flower. Its :class:`SiteSource` opens the
+site for the run once (a real site: its own policy, its plan of the run, its lifetime ledger,
+:mod:`fedpca.site.real_site`; a simulated partition: its data and the run's in-memory ledger,
+:mod:`fedpca.site.partition`), and every check, charge and secure step reads what it opened.
+
+What a hostile coordinator could try against the boundary as a whole, and what stops it:
+
+* **learn something from a refusal**: a refusal is fedpca's own words (a
+  :class:`~fedpca.errors.FedPCAError`, whose text quotes only public quantities); any other
+  failure (``MemoryError``, a library's ``ValueError`` quoting a file, ...), whose text nobody
+  vetted and may describe the site's files or data, is answered with the fixed
+  :data:`SITE_FAILURE`, its traceback in the site's own log only;
+* **make a site pay for work that fails**: every check runs before the charge
+  (:func:`fedpca.site.answer.answer_request`), the charge before the answer leaves;
+* **reset a simulated site's spending** by sending its messages to another process: the
+  run's in-memory ledger lives in the run's state, which Flower keeps per node for the run,
+  and a cached site re-reads it whenever it changed;
+* everything a request may ask, and each refusal, is listed where it is checked: the
+  request's (:mod:`fedpca.site.answer`), the secure stages' (:mod:`fedpca.site.secure_stage`),
+  a real site's plan, ledger and result (:mod:`fedpca.site.real_site`).
+
+Privacy guarantee (unit: one record of this site, replace-one): every answer is a release
+under the site's own policy, charged to its ledger before it is returned; the readiness
+answer, the result and the run's end cost nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from fedpca.algorithms.site import PrivateSite
+from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.dp.ledger import PrivacyLedger
+from fedpca.errors import FedPCAError, InvalidRequestError
+from fedpca.secure.identity import SecureIdentity
+from fedpca.site.answer import Answer, Masking, answer_request
+from fedpca.site.ready import SiteReady
+from fedpca.site.results import ReleasedResult
+from fedpca.site.secure_stage import RunState, protocol_reply
+
+logger = logging.getLogger(__name__)
+
+#: What the coordinator reads when a site failed for a reason that is not one of fedpca's
+#: refusals (the exception's own text stays in the site's log).
+SITE_FAILURE = "the site could not answer; its operator has the details in its log"
+#: The run state's key of a simulated site's in-memory ledger.
+LEDGER = "ledger"
+
+#: ``(dim, limits, columns) -> result``: reads a result message for a site of width ``dim``
+#: with these limits (and column names, when it has a contract), refusing before it
+#: allocates anything the site does not expect (:mod:`fedpca.flower.result_wire`).
+ResultReader = Callable[[int, SiteLimits, "tuple[str, ...] | None"], ReleasedResult]
+
+
+@dataclass(frozen=True)
+class Node:
+    """Who is asked, in which run: the site operator's ``node_config`` (trusted) and the
+    coordinator's ``run_config`` (UNTRUSTED)."""
+
+    run_id: str
+    node_id: int
+    node_config: Mapping[str, Any]
+    run_config: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The readiness round's question: can the site afford the whole run?"""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A round's request (UNTRUSTED arrays and config), answered unmasked or inside a
+    secure sum (``masking``)."""
+
+    arrays: Sequence[np.ndarray]
+    config: Mapping[str, Any]
+    masking: Masking = None
+
+
+@dataclass(frozen=True)
+class Secure:
+    """A stage of fedpca's verifiable secure aggregation (UNTRUSTED); at the input stage,
+    the round's request (``arrays``, ``config``) to answer masked."""
+
+    message: Mapping[str, Any]
+    arrays: Sequence[np.ndarray] = ()
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Result:
+    """The run's released result, read by ``read`` once the site says what it expects."""
+
+    read: ResultReader
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """The coordinator's word (UNTRUSTED) that the run failed, and why."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the site answered nothing (public words only)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Received:
+    """The site took the result or the news of the run's end: its name, nothing else."""
+
+    site: str
+
+
+@dataclass(frozen=True)
+class ProtocolReply:
+    """The site's protocol message, and at the input stage its masked answer."""
+
+    message: dict[str, Any]
+    answer: Answer | None = None
+
+
+Request = Ready | Ask | Secure | Result | RunEnd
+Reply = SiteReady | Answer | ProtocolReply | Received | Refusal
+
+
+def guarded(what: str, reply: Callable[[], Any]) -> Any:
+    """``reply()``, or the :class:`Refusal` saying why the site answered nothing: a refusal's
+    own text (a :class:`~fedpca.errors.FedPCAError` quotes only public quantities), any other
+    exception's as :data:`SITE_FAILURE` (its traceback in the site's log only). ``what``
+    names the request in the log."""
+    try:
+        return reply()
+    except FedPCAError as error:  # a refusal: its text quotes only public quantities
+        logger.warning("%s", error)
+        return Refusal(str(error))
+    except Exception:  # not fedpca's words: they stay in the site's log
+        logger.exception("answering a %s request failed; the coordinator is told only %r",
+                         what, SITE_FAILURE)
+        return Refusal(SITE_FAILURE)
+
+
+class SiteSource(Protocol):
+    """Where a site's answers come from in one run (a real site, a simulated partition)."""
+
+    def site(self) -> PrivateSite:
+        """The site answering the run's requests, opened once for the run (raises its
+        refusal, nothing charged, when it will not take part)."""
+
+    def ready(self) -> SiteReady | None:
+        """Its answer to the readiness round, from its policy and ledger (raises its
+        refusal); ``None``: the opened site's (:meth:`SiteService.ready`)."""
+
+    def identity(self) -> SecureIdentity | None:
+        """Its identity in fedpca's verifiable secure aggregation (``None``: none)."""
+
+    def take_result(self, read: ResultReader) -> str:
+        """Take the run's released result; its name (raises to refuse it)."""
+
+    def run_failed(self, reason: str) -> str:
+        """Take the news that the run failed for ``reason``; its name."""
+
+
+class SiteService:
+    """Answers every request of one run at one site (module docstring).
+
+    Args:
+        node: who is asked, in which run.
+        source: where the answers come from (it opens its site once per run).
+    """
+
+    def __init__(self, node: Node, source: SiteSource) -> None:
+        self.node, self.source = node, source
+        #: The ledger state this service last read or wrote (unchanged state is not re-read).
+        self._ledger_state: bytes | None = None
+
+    def handle(self, request: Request, state: RunState) -> Reply:
+        """The site's reply to ``request``, or its :class:`Refusal` (never raises)."""
+        return guarded(type(request).__name__, lambda: self.reply(request, state))
+
+    def reply(self, request: Request, state: RunState) -> Reply:
+        """The reply to ``request``; raises the site's refusal."""
+        if isinstance(request, Ask):
+            return self.answer(request.arrays, request.config, request.masking, state)
+        if isinstance(request, Ready):
+            return self.source.ready() or self.ready(state)
+        if isinstance(request, Secure):
+            message, answer = protocol_reply(
+                self.source.identity(), self.node.run_id, request.message, request.config,
+                state, lambda masking: self.answer(request.arrays, request.config, masking,
+                                                   state))
+            return ProtocolReply(message, answer)
+        if isinstance(request, Result):
+            return Received(self.source.take_result(request.read))
+        if isinstance(request, RunEnd):
+            return Received(self.source.run_failed(request.reason))
+        raise InvalidRequestError(f"refused: a site answers no {type(request).__name__}")
+
+    def answer(self, arrays: Sequence[np.ndarray], config: Mapping[str, Any],
+               masking: Masking, state: RunState) -> Answer:
+        """The site's answer to a round's request (:func:`~fedpca.site.answer.answer_request`),
+        its in-memory ledger read from and written back to the run's ``state``."""
+        site = self.synced_site(state)
+        answer = answer_request(site, arrays, config, masking)
+        if isinstance(site.ledger, PrivacyLedger):
+            self._ledger_state = json.dumps(site.ledger.to_dict()).encode()
+            state.store(LEDGER, self._ledger_state)
+        return answer
+
+    def ready(self, state: RunState) -> SiteReady:
+        """The opened site's answer to the readiness round: its name when what is left of
+        the run, as its policy calibrates it, fits its ledger
+        (:meth:`~fedpca.algorithms.site.PrivateSite.require_run`, which reads no record)."""
+        site = self.synced_site(state)
+        site.require_run()
+        return SiteReady(site.site)
+
+    def site(self) -> PrivateSite:
+        """The site the source opened for this run."""
+        return self.source.site()
+
+    def refuse_secagg_plus(self) -> None:
+        """Refuse Flower's SecAgg+ (which trusts the coordinator to follow the protocol) at
+        a site that joins only fedpca's verifiable protocol."""
+        own = self.source.identity()
+        if own is not None and own.verified_only:
+            raise InvalidRequestError(
+                f"{own.member}: refused: this site answers secure sums only through fedpca's "
+                "verifiable secure aggregation, not Flower's SecAgg+ (which trusts the "
+                "coordinator to follow the protocol); nothing was released"
+            )
+
+    def synced_site(self, state: RunState) -> PrivateSite:
+        """The opened site, its in-memory ledger (a simulation's) read from the run's
+        ``state`` when another process changed it."""
+        site = self.site()
+        stored = state.load(LEDGER) if isinstance(site.ledger, PrivacyLedger) else None
+        if stored is not None and stored != self._ledger_state:
+            site.ledger.restore(json.loads(stored))
+            self._ledger_state = stored
+        return site
+
+
+class OpenedSite:
+    """A source whose answers all come from one site it opens once per run: a readiness
+    answer from the opened site, a released result checked and logged (not stored), a run's
+    end logged. Subclasses open the site (:meth:`open`)."""
+
+    _site: PrivateSite | None = None
+
+    def site(self) -> PrivateSite:
+        """The site for the run (opened once per source)."""
+        if self._site is None:
+            self._site = self.open()
+        return self._site
+
+    def open(self) -> PrivateSite:
+        """Open the site (subclasses)."""
+        raise NotImplementedError
+
+    def identity(self) -> SecureIdentity | None:
+        """No secure aggregation unless a subclass joins one."""
+        return None
+
+    def ready(self) -> SiteReady | None:
+        """The opened site answers (its ledger against what is left of the run)."""
+        return None
+
+    def take_result(self, read: ResultReader) -> str:
+        """Check the released result against the site's width and limits and log it; a
+        simulated site stores nothing. Costs no budget."""
+        site = self.site()
+        result = read(site.dim, site.limits, None)
+        logger.info("%s: received the released result of run %s (%s, k=%d)", site.site,
+                    result.run_id, result.algorithm, result.k)
+        return site.site
+
+    def run_failed(self, reason: str) -> str:
+        """Log the coordinator's word that the run failed; an in-memory ledger ends with
+        the run."""
+        site = self.site().site
+        logger.warning("%s: the coordinator says the run failed: %s", site, reason)
+        return site
