@@ -1,5 +1,9 @@
-"""Shared test setup: single-threaded BLAS before numpy loads (Flower deadlock guard), and
-the files that start Flower federations scheduled first."""
+"""Shared test setup: single-threaded BLAS before numpy loads (Flower deadlock guard); Flower
+simulations with their sites in this process unless a file is marked ``ray``
+(:mod:`sites_in_process`); the session's one loopback deployment (:mod:`loopback`), whose
+tests one xdist worker runs; the long files scheduled first."""
+
+import pytest
 
 from fedpca.blas import single_thread_env
 
@@ -8,21 +12,87 @@ single_thread_env()
 #: Marks of the test files that take most of the suite's time: federations (Ray start-up,
 #: ``flwr run``; ``pytestmark = pytest.mark.federation``) and long computations (``slow``).
 LONG = ("federation", "slow")
-#: The longest files (about 40-150 s each on 2 cores, mostly waiting on processes), longest
-#: first, started before the other long ones so that none of them is the last thing a
-#: worker starts.
-LONGEST = ("test_secure_deployment.py", "test_deployment.py", "test_ray_cluster.py",
-           "test_hostile_coordinator.py", "test_centred_flower.py")
+#: The tests on the session's loopback deployment (fixture ``loopback``), files or single
+#: tests, in the order they run (one worker runs them all, one after the other).
+LOOPBACK = ("test_deployment.py", "test_secure_deployment.py",
+            "test_centred_flower.py::test_deploy_local_runs_centred_runs_of_three_algorithms_"
+            "from_each_sites_table", "test_tables_deployment.py")
+#: The longest files after them (about 20-60 s each on 2 cores, mostly waiting on
+#: processes), longest first, started before the other long ones so that none of them is
+#: the last thing a worker starts.
+LONGEST = ("test_ray_cluster.py", "test_flower_app.py", "test_audit.py",
+           "test_flower_simulation.py")
+
+
+def loopback_rank(nodeid: str) -> int | None:
+    """The position in :data:`LOOPBACK` of the test ``nodeid`` (``None``: not a loopback
+    test)."""
+    test = nodeid.rsplit("/", 1)[-1]
+    for rank, name in enumerate(LOOPBACK):
+        if test == name or test.startswith(name + "::") or test.startswith(name + "["):
+            return rank
+    return None
 
 
 def pytest_collection_modifyitems(items):
-    """Longest files first, then the other long ones, each file's tests in their order: on
-    the xdist workers (``--dist loadfile --no-loadscope-reorder``) the slow files then start
-    at once and run beside the many fast ones, instead of being left to the end."""
+    """The loopback tests first, then the longest files, then the other long ones, each
+    file's tests in their order: on the xdist workers (``--dist loadfile
+    --no-loadscope-reorder``) the slow ones then start at once and run beside the many
+    fast ones, instead of being left to the end. A test using the ``loopback`` fixture
+    that :data:`LOOPBACK` does not name would start a second deployment on another worker:
+    refused."""
+    strays = [item.nodeid for item in items
+              if "loopback" in item.fixturenames and loopback_rank(item.nodeid) is None]
+    if strays:
+        raise pytest.UsageError(f"tests/conftest.py: add {strays} to LOOPBACK")
 
     def rank(item) -> tuple[int, int]:
+        loopback = loopback_rank(item.nodeid)
+        if loopback is not None:
+            return 0, loopback
         if item.path.name in LONGEST:
-            return 0, LONGEST.index(item.path.name)
-        return (1 if any(item.get_closest_marker(m) for m in LONG) else 2), 0
+            return 1, LONGEST.index(item.path.name)
+        return (2 if any(item.get_closest_marker(m) for m in LONG) else 3), 0
 
     items.sort(key=rank)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile``, but with every :data:`LOOPBACK` test in one unit of work: one
+    worker, hence one ``loopback`` deployment, runs them all."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoopbackTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if loopback_rank(nodeid) is not None:
+                return "loopback"
+            return super()._split_scope(nodeid)
+
+    return LoopbackTogether(config, log)
+
+
+@pytest.fixture(scope="session")
+def loopback(tmp_path_factory):
+    """The session's loopback deployment: a SuperLink that every loopback test's sites join
+    in turn (:func:`loopback.joined`)."""
+    from loopback import session_deployment
+
+    with session_deployment(tmp_path_factory.mktemp("loopback")) as deployment:
+        yield deployment
+
+
+@pytest.fixture(scope="module", autouse=True)
+def flower_sites(request):
+    """The module's Flower simulations run their sites in this process
+    (:func:`sites_in_process.sites_in_process`), unless the module is marked
+    ``pytest.mark.ray``: then in Ray actors, as ``fedpca simulate`` runs them. Module scope
+    and autouse: set before the module's own fixtures, which start simulations too."""
+    if request.node.get_closest_marker("ray"):
+        yield
+        return
+    from sites_in_process import sites_in_process
+
+    with sites_in_process():
+        yield

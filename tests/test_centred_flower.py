@@ -7,6 +7,7 @@ Flower run equals the reference run under the same seeds; ``fedpca simulate dpdi
 at a large epsilon.
 """
 
+import dataclasses
 import json
 import shutil
 
@@ -35,6 +36,7 @@ from fedpca.algorithms.centred_rounds import (
 from fedpca.flower.site_client import PrivateSiteClient
 from fedpca.data.contract import load_contract
 from fedpca.data.tables import read_table
+from fedpca.deployment import command
 from fedpca.errors import BudgetExceededError, ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import subspace_distance
 from fedpca.dp.guarantee import PREFIX
@@ -48,6 +50,7 @@ from fedpca.scenarios.tables import TableRun
 from fedpca.flower.simulations import simulate_tables
 from fedpca.flower.strategy import MessageSiteStrategy
 from liver_contract import CONTRACT, SCALED, liver_table
+from loopback import joined
 from test_contract_site import context, policy_text, site_folder, write_policy  # noqa: F401
 
 POLICY = CentredPolicy(epsilon=2.0, delta=1e-5, standardize=True)
@@ -373,8 +376,13 @@ KPLANE_TABLE = "\n[algorithms.sulq-kplane]\nrounds = 1\n"
 
 @pytest.mark.federation
 def test_deploy_local_runs_centred_runs_of_three_algorithms_from_each_sites_table(
-        flchain, tmp_path, monkeypatch):
+        flchain, tmp_path, monkeypatch, loopback):
     contract_path, tables = flchain
+    # the command's sites join the session's loopback deployment (``tests/loopback.py``)
+    # instead of a SuperLink of their own; they are named deploy-local-0... there
+    monkeypatch.setattr(command, "LocalDeployment", lambda workdir, sites, app_dir: joined(
+        loopback, [dataclasses.replace(s, name=f"deploy-local-{s.name}") for s in sites],
+        tmp_path))
     contract = load_contract(contract_path)
     policies = []
     for i, table in enumerate(tables):

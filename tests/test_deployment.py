@@ -1,15 +1,15 @@
 """A real Flower deployment on loopback: TLS, SuperNode authentication, one data file, policy
 file, lifetime ledger and pinned ClientApp per site, and a hostile coordinator.
 
-One SuperLink and three SuperNodes (module fixture; ``--isolation process`` with each site's
-``fedpca site superexec``) run DPS-PCA with ``flwr run``; then the coordinator ships a FAB
-with modified client code (every site refuses it, nothing is charged), site 0 restarts, and
+Three SuperNodes (module fixture; ``--isolation process`` with each site's ``fedpca site
+superexec``) join the session's SuperLink (``tests/loopback.py``) and run DPS-PCA with
+``flwr run``; then the coordinator ships a FAB with modified client code (every site refuses it, nothing is charged), site 0 restarts, and
 a third run finds site 0's lifetime budget spent (its ledger survived the restart): site 0
 declines the run in its budget round, the run stops before any release, no site's ledger
 gains a row, and the run's record says why (``fedpca deploy local`` then exits non-zero). A
 SuperNode with an unregistered key and an ``--insecure`` one must be refused. The fixture
 stops every process it started by PID, with descendants, even when a test fails, and
-asserts that none is left.
+asserts that none is left (the SuperLink's, at the session's end).
 """
 
 import json
@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.serialization import (
     load_ssh_private_key,
     load_ssh_public_key,
 )
+from loopback import joined
 
 from fedpca.cli import main as cli_main
 from fedpca.deployment import command
@@ -36,12 +37,7 @@ from fedpca.deployment.certs import write_deployment_files, write_site_key
 from fedpca.deployment.fab_check import config_only_pyproject
 from fedpca.deployment.launch import DeploymentError, config_pairs
 from fedpca.deployment.local import LocalDeployment, Site
-from fedpca.deployment.processes import (
-    descendants,
-    process_table,
-    processes_naming,
-    stop_processes,
-)
+from fedpca.deployment.processes import descendants, process_table, stop_processes
 from fedpca.errors import ConfigurationError
 from fedpca.dp.calibration import calibrate_gaussian
 from fedpca.site.ledger import SiteLedger
@@ -88,7 +84,7 @@ def ledger_rows(site: Site) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
+def deployment(loopback, tmp_path_factory):
     work = tmp_path_factory.mktemp("deployment")
     sites = []
     for i, records in enumerate(SCENARIO.all_site_data()):
@@ -96,14 +92,8 @@ def deployment(tmp_path_factory):
         np.save(path, records)
         lifetime = RUN_EPSILON if i == 0 else 10 * RUN_EPSILON
         sites.append(Site(str(i), path, site_policy(work / f"site-{i}", str(i), path, lifetime)))
-    local = LocalDeployment(work / "run", sites)
-    try:
-        with local:
-            yield local
-    finally:
-        assert all(item.process.poll() is not None for item in local.launched)
-        assert not local.leftovers()
-        assert not processes_naming(str(work))
+    with joined(loopback, sites, work) as federation:
+        yield federation
 
 
 def modified_code_app(folder: Path) -> Path:
@@ -159,7 +149,7 @@ def test_a_hostile_coordinator_against_real_sites(deployment, tmp_path):
     assert all(len(ledger_rows(site)) == 5 for site in deployment.sites)
     # Site 0 restarts; its lifetime ledger is on its disk, so run C finds its budget spent:
     # site 0 declines the whole run in the budget round, and no site spends anything.
-    key = deployment.certificates.sites[0]
+    key = deployment.keys["0"]
     deployment.stop_site("0")
     deployment.start_site(deployment.sites[0], key)
     before = [ledger_rows(site) for site in deployment.sites]

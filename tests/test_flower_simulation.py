@@ -24,7 +24,7 @@ from fedpca.results import PCAResult
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.flower import federation as launcher
 
-pytestmark = pytest.mark.federation
+pytestmark = [pytest.mark.federation, pytest.mark.ray]
 
 # FLOWER_NOTES: multi-threaded BLAS froze the ServerApp from about d=1000 on.
 SCENARIO = DPSPCAScenario(

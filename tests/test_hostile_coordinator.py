@@ -22,6 +22,7 @@ from flwr.common import (
     ndarrays_to_parameters,
     parameters_to_ndarrays,
 )
+from ledger_race import race
 
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.algorithms.specs import app_config
@@ -34,9 +35,8 @@ from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestE
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.calibration import calibrate_gaussian, pld_epsilon
 from fedpca.dp.exact_noise import ExactGaussian, float_error
-from fedpca.dp.events import Release
 from fedpca.site import ledger as site_ledger
-from fedpca.site.ledger import RunCharge, SiteLedger
+from fedpca.site.ledger import SiteLedger
 from fedpca.site.ledger_store import create_ledger
 from fedpca.site.ledger_report import summarize
 from fedpca.site.policy import PolicyError, load_site_policy
@@ -317,26 +317,13 @@ def test_the_public_answer_bound_holds_for_worst_case_records():
         assert np.abs(H).max() <= bound
 
 
-def _race(path: str, barrier, results) -> None:
-    ledger = SiteLedger(path, "population", epsilon=1.0, delta=1e-5)
-    z = calibrate_gaussian(1, 1.0, 1e-5, "pld", paper_rule="classic").noise_multiplier
-    charge = RunCharge(f"run-{multiprocessing.current_process().name}", "dpdis-pca",
-                       "fingerprint", max_releases=1)
-    barrier.wait()
-    try:
-        ledger.for_run(charge).charge(Release("dpdis-pca", 1.0, z, (2, 2)))
-        results.put("charged")
-    except BudgetExceededError:
-        results.put("refused")
-
-
 def test_two_processes_racing_for_the_last_release_exactly_one_wins(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     for attempt in range(3):
         path = str(tmp_path / f"ledger-{attempt}.sqlite")
         create_ledger(Path(path))
         barrier, results = ctx.Barrier(2), ctx.Queue()
-        workers = [ctx.Process(target=_race, args=(path, barrier, results)) for _ in range(2)]
+        workers = [ctx.Process(target=race, args=(path, barrier, results)) for _ in range(2)]
         for w in workers:
             w.start()
         for w in workers:

@@ -1,11 +1,12 @@
 """fedpca's verified secure aggregation in a real loopback deployment, against an honest and
 a hostile coordinator.
 
-One deployment (module fixture: TLS, SuperNode authentication, ``--isolation process`` with
-each site's ``fedpca site superexec`` running its pinned ClientApp) of three real sites, each
-with its own policy (``min-sites = 2``, ``worst-case-epsilon``, the consortium's roster and its
-own Ed25519 signing key: :func:`fedpca.deployment.consortium.write_consortium`), runs
-DPdisPCA's secure-sum variant:
+Three real sites join the session's loopback deployment (``tests/loopback.py``; module
+fixture: TLS, SuperNode authentication, ``--isolation process`` with each site's ``fedpca
+site superexec`` running its pinned ClientApp), each with its own policy (``min-sites = 2``,
+``worst-case-epsilon``, the consortium's roster and its own Ed25519 signing key:
+:func:`fedpca.deployment.consortium.write_consortium`), and run DPdisPCA's secure-sum
+variant:
 
 * with the App's own ServerApp through the verified protocol (the sites draw OS noise, so
   the basis is compared with the pooled non-private PCA loosely; the exact equality of the
@@ -48,16 +49,15 @@ import pytest
 from fedpca.flower.app_config import COMPONENTS
 from fedpca.deployment.consortium import write_consortium
 from fedpca.deployment.fab_check import config_only_pyproject
-from fedpca.deployment.local import LocalDeployment, Site
-from fedpca.deployment.processes import processes_naming
+from fedpca.deployment.local import Site
 from fedpca.linalg.subspace import subspace_distance
 from fedpca.site.policy import load_site_policy
 from fedpca.results import PCAResult
 from hostile_secagg import CONSORTIUM, report_path
+from loopback import joined
 
 pytestmark = pytest.mark.federation
 
-TESTS = Path(__file__).resolve().parent
 SITES = ("hospital-a", "hospital-b", "hospital-c")
 #: Every site's M (the run's secure-min-sites must equal it: the sites and the server derive
 #: the same grid from it); N = 3 sites then give the threshold t = 2.
@@ -109,7 +109,7 @@ DATA: dict[str, Path] = {}
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
+def deployment(loopback, tmp_path_factory):
     work = tmp_path_factory.mktemp("secure-deployment")
     for i, name in enumerate(SITES):
         DATA[name] = work / f"{name}.npy"
@@ -119,16 +119,10 @@ def deployment(tmp_path_factory):
                                 consortium=CONSORTIUM)
     assert all(load_site_policy(p).secure_min_sites == M for p in policies)
     sites = [Site(name, DATA[name], policy) for name, policy in zip(SITES, policies)]
-    # the hostile ServerApps' module, for the SuperLink's ServerApp processes only
-    path = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
-    local = LocalDeployment(work / "run", sites, coordinator_env={"PYTHONPATH": path})
-    try:
-        with local:
-            yield local
-    finally:
-        assert all(item.process.poll() is not None for item in local.launched)
-        assert not local.leftovers()
-        assert not processes_naming(str(work))
+    # the hostile ServerApps' module is on the coordinator's PYTHONPATH (the session's
+    # deployment: its ServerApp processes only)
+    with joined(loopback, sites, work) as federation:
+        yield federation
 
 
 def hostile_app(folder: Path, component: str) -> Path:

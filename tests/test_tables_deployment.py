@@ -1,5 +1,6 @@
-"""Clinical tables at three real sites on loopback, end to end (TLS, SuperNode authentication,
-``--isolation process`` with each site's ``fedpca site superexec``).
+"""Clinical tables at three real sites on loopback, end to end (the session's deployment,
+``tests/loopback.py``: TLS, SuperNode authentication, ``--isolation process`` with each
+site's ``fedpca site superexec``).
 
 The hospitals export one table each, as hospitals do: a CSV with a patient-id column and
 empty cells for blanks, an R-style CSV with every value quoted and ``NA`` for blanks, and a
@@ -23,10 +24,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from liver_contract import CONTRACT, liver_table
+from loopback import joined
 
 from fedpca.cli import main as cli_main
 from fedpca.data.contract import load_contract
-from fedpca.deployment.local import LocalDeployment, Site
+from fedpca.deployment.local import Site
 from fedpca.site.policy import load_site_policy
 from fedpca.site.policy_template import write_policy_template
 from fedpca.secure.roster import write_roster, write_signing_key
@@ -120,9 +122,10 @@ def exports(folder: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def hospitals(tmp_path_factory):
+def hospitals(loopback, tmp_path_factory):
     """The three sites' exports, policies (the README's secure keys), the contract and the
-    running deployment."""
+    running deployment (the sites are ``liver-a``... there: the secure deployment's sites,
+    which join the same SuperLink before, are named ``hospital-a``...)."""
     work = tmp_path_factory.mktemp("hospitals")
     contract = work / "contract.toml"
     contract.write_text(ID_CONTRACT)
@@ -139,8 +142,9 @@ def hospitals(tmp_path_factory):
         policy.write_text(policy.read_text().replace("rounds = 10", f"rounds = {DPS_ROUNDS}"))
         load_site_policy(policy).open_ledger()  # the operator's edits, recorded
         policies.append(policy)
-    sites = [Site(name, Path(load_site_policy(p).data), p) for name, p in zip(SITES, policies)]
-    with LocalDeployment(work / "run", sites) as deployment:
+    sites = [Site(f"liver-{name[-1]}", Path(load_site_policy(p).data), p)
+             for name, p in zip(SITES, policies)]
+    with joined(loopback, sites, work) as deployment:
         yield work, contract, policies, deployment
 
 

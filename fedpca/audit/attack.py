@@ -10,12 +10,20 @@ The attack (Jagielski, Ullman, Oprea 2020; Nasr et al. 2021, "Adversary instanti
    as far apart as the calibration allows.
 2. **Trials**: many independent releases on each dataset, each by a fresh site (fresh ledger,
    independent noise). Noise is unseeded (OS randomness) unless a seed is given; a seed only
-   picks the per-trial noise seeds, the noise itself is still drawn by the mechanism.
+   picks the per-trial noise seeds, the noise itself is still drawn by the mechanism. A
+   seeded audit pairs the two datasets' trials (common random numbers): trial ``i`` on the
+   original and trial ``i`` on the neighbour draw their noise from the same seed. Each
+   dataset's trials are still independent releases of that dataset, so each error count
+   below is still binomial and the bound of step 4 still holds (it combines the two
+   intervals by a union bound, which needs no independence between them); what pairing
+   changes is the calibration, where noise the two releases of a pair share cancels in
+   their difference (:func:`_calibrate`).
 3. **Test statistic**: the projection of a release onto the difference of the two mean
-   outputs (the noiseless outputs, estimated on a separate *calibration* set of trials); for
-   two Gaussians with the same isotropic covariance this is the likelihood-ratio test. The
-   guess is "neighbour" when the projection exceeds a threshold, also chosen on the
-   calibration set (:func:`choose_threshold`), so the evaluation trials are unbiased.
+   outputs (the noiseless outputs, estimated on a separate *calibration* set of trials,
+   exactly when the pairs share their noise); for two Gaussians with the same isotropic
+   covariance this is the likelihood-ratio test. The guess is "neighbour" when the
+   projection exceeds a threshold, also chosen on the calibration set
+   (:func:`choose_threshold`), so the evaluation trials are unbiased.
 4. **Bound**: with ``FPR`` (guessing "neighbour" on the original) and ``FNR`` (guessing
    "original" on the neighbour) counted on the evaluation trials, every (eps, delta)-DP
    mechanism satisfies ``FPR + e^eps FNR >= 1 - delta`` and ``FNR + e^eps FPR >= 1 - delta``.
@@ -270,9 +278,19 @@ def _releases(
 
 
 def _noise_seeds(rng: np.random.Generator | None, count: int) -> list[int | None]:
+    """``count`` trials' noise seeds (one per pair of releases, :func:`_paired_releases`)."""
     if rng is None:
         return [None] * count
     return [int(s) for s in rng.integers(0, 2**63, size=count)]
+
+
+def _paired_releases(
+    target: AuditTarget, seeds: list[int | None], width: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The original's and the neighbour's releases, trial ``i`` of both from ``seeds[i]``
+    (OS randomness for both when it is None)."""
+    original = _releases(target, False, seeds, width)
+    return original, _releases(target, True, seeds, original.shape[1])
 
 
 def _separation(original_scores: np.ndarray, neighbour_scores: np.ndarray) -> float:
@@ -288,9 +306,11 @@ def _calibrate(
     alpha: float,
 ) -> tuple[np.ndarray, float]:
     """The test: the projection direction (difference of the two mean releases) and the
-    threshold, both from ``calibration_trials`` releases per dataset."""
-    original = _releases(target, False, _noise_seeds(rng, calibration_trials))
-    neighbour = _releases(target, True, _noise_seeds(rng, calibration_trials), original.shape[1])
+    threshold, both from ``calibration_trials`` releases per dataset. Seeded, the pairs
+    share their noise draws: a mechanism whose noise does not depend on the data (every
+    fedpca mechanism's) then gives the exact difference of its two noiseless outputs,
+    where unpaired trials leave noise in every coordinate of the estimate."""
+    original, neighbour = _paired_releases(target, _noise_seeds(rng, calibration_trials))
     direction = neighbour.mean(axis=0) - original.mean(axis=0)
     threshold = choose_threshold(
         original @ direction, neighbour @ direction, trials, target.delta, alpha
@@ -313,8 +333,9 @@ def run_audit(
         calibration_trials: further releases per dataset that choose the test direction and
             threshold (at least :data:`MIN_CALIBRATION_TRIALS`).
         alpha: ``1 - confidence`` of the bound, in (0, 1).
-        seed: draws every trial's noise seed (reproducible audit; the noise still comes from
-            the mechanism). ``None``: every release uses OS randomness.
+        seed: draws every trial's noise seed, the same for the trial's release on each
+            dataset (reproducible audit with common random numbers; the noise still comes
+            from the mechanism). ``None``: every release uses OS randomness.
 
     Returns:
         An :class:`AuditResult`. Passing (``epsilon_lower <= claimed``) does not prove DP.
@@ -329,8 +350,8 @@ def run_audit(
     rng = None if seed is None else np.random.default_rng(seed)
     direction, threshold = _calibrate(target, rng, calibration_trials, trials, alpha)
     original, neighbour = (
-        _releases(target, world, _noise_seeds(rng, trials), direction.size) @ direction
-        for world in (False, True)
+        releases @ direction
+        for releases in _paired_releases(target, _noise_seeds(rng, trials), direction.size)
     )
     false_pos, false_neg = int(np.sum(original > threshold)), int(np.sum(neighbour <= threshold))
     rates = [

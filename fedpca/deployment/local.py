@@ -28,6 +28,9 @@ whose SuperNode or SuperExec exits on its own during a run (its operator stopped
 machine failed) is logged and left out: the federation, and the run if ``min-sites`` allows
 it, go on without it; only the SuperLink's exit stops everything. :meth:`LocalDeployment.start`
 returns once every site's SuperNode is connected, so a run started next asks all of them.
+Sites can also join a running federation (:meth:`LocalDeployment.add_sites`: a SuperLink
+started without sites can serve groups of sites one after the other, as the test suite's
+one loopback deployment does) and leave it (:meth:`LocalDeployment.stop_site`).
 
 On exit, even after an exception, every process it started and all their descendants are
 stopped by PID (SIGTERM, then SIGKILL); every one of them carries ``FEDPCA_DEPLOYMENT=<id>``
@@ -37,6 +40,7 @@ and read back through :mod:`fedpca.deployment.launch`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -56,7 +60,8 @@ from fedpca.deployment.certs import (
     LOOPBACK,
     DeploymentFiles,
     SiteKey,
-    write_deployment_files,
+    write_server_files,
+    write_site_key,
 )
 from fedpca.deployment.fab_check import write_config_only_app
 from fedpca.deployment.launch import (
@@ -138,7 +143,8 @@ class LocalDeployment:
     Args:
         workdir: folder for certificates (``certs/``), ``FLWR_HOME`` (``flwr-home/``),
             logs (``logs/``) and results.
-        sites: the sites, with distinct names.
+        sites: the sites, with distinct names (none: the SuperLink alone, for sites that
+            join later with :meth:`add_sites`).
         app_dir: the Flower App to run (``None``: a configuration-only App written into
             ``workdir/app``, the only kind the sites accept).
         federation: the SuperLink connection's name in ``config.toml``.
@@ -162,13 +168,9 @@ class LocalDeployment:
         grace: float = DEFAULT_GRACE,
         coordinator_env: Mapping[str, str] | None = None,
     ) -> None:
-        if not sites:
-            raise ConfigurationError("a deployment needs at least one site")
         if app_dir is not None and not (Path(app_dir) / "pyproject.toml").is_file():
             raise ConfigurationError(f"app_dir {app_dir} holds no pyproject.toml")
-        missing = [str(site.data_path) for site in sites if not Path(site.data_path).is_file()]
-        if missing:
-            raise ConfigurationError(f"site data files do not exist: {missing}")
+        _check_sites(sites, ())
         self.workdir = Path(workdir).resolve()
         self.sites = tuple(sites)
         self.app_dir = (
@@ -223,25 +225,39 @@ class LocalDeployment:
         return self._files
 
     def start(self) -> None:
-        """Certificates, SuperLink, config.toml, key registration, SuperNodes."""
+        """Certificates, SuperLink, config.toml, then the sites (:meth:`_join`)."""
         for directory in (self.flwr_home, self.logs):
             directory.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
-        self._files = write_deployment_files(
-            self.workdir / "certs", [site.name for site in self.sites]
-        )
+        self._files = DeploymentFiles(write_server_files(self.workdir / "certs"), ())
         self._start_superlink()
         self._write_flwr_config()
-        for key in self._files.sites:
-            self.register(key.public, key.name)
-        for site, key in zip(self.sites, self._files.sites):
-            self.start_site(site, key, wait=False)
-        for processes in self.running.values():  # all start at once, then all are awaited
-            self._wait_online(processes.supernode)
+        self._join(self.sites)
         logger.info(
             "deployment up in %.1f s: SuperLink %s, %d SuperNodes",
             time.perf_counter() - started, self.address, len(self.sites),
         )
+
+    def add_sites(self, sites: Sequence[Site]) -> tuple[SiteKey, ...]:
+        """Let ``sites`` (names new to this deployment) join the running federation as
+        :meth:`start` lets the first ones join; returns their keys (e.g. to restart one
+        with :meth:`start_site`)."""
+        _check_sites(sites, [site.name for site in self.sites])
+        self.sites += tuple(sites)
+        return self._join(sites)
+
+    def _join(self, sites: Sequence[Site]) -> tuple[SiteKey, ...]:
+        """Each site's key pair (in ``workdir/certs``), registered with the SuperLink; then
+        every site's SuperNode and SuperExec started at once, and awaited until connected."""
+        keys = tuple(write_site_key(self.workdir / "certs", site.name) for site in sites)
+        self._files = dataclasses.replace(self.certificates,
+                                          sites=self.certificates.sites + keys)
+        for key in keys:
+            self.register(key.public, key.name)
+        started = [self.start_site(site, key, wait=False) for site, key in zip(sites, keys)]
+        for processes in started:  # all start at once, then all are awaited
+            self._wait_online(processes.supernode)
+        return keys
 
     def register(self, public_key: Path, name: str) -> None:
         """``flwr supernode register`` a site's public key under ``name``."""
@@ -552,3 +568,15 @@ class LocalDeployment:
             **{MARKER_ENV: self.marker},
         )
         return env
+
+
+def _check_sites(sites: Sequence[Site], taken: Sequence[str]) -> None:
+    """Refuse sites whose names repeat (among themselves or ``taken``) or whose data file
+    does not exist."""
+    names = [site.name for site in sites]
+    repeated = sorted({name for name in names if names.count(name) > 1 or name in taken})
+    if repeated:
+        raise ConfigurationError(f"site names must be distinct in a deployment: {repeated}")
+    missing = [str(site.data_path) for site in sites if not Path(site.data_path).is_file()]
+    if missing:
+        raise ConfigurationError(f"site data files do not exist: {missing}")

@@ -1,0 +1,81 @@
+"""The test session's one loopback deployment, and the groups of sites that take turns on it.
+
+One SuperLink (TLS, SuperNode authentication) serves every loopback test of the session
+(``loopback`` in ``tests/conftest.py``; those tests run on one xdist worker, which starts it
+once): each test file lets its own sites join (:func:`joined`), runs its runs and stops them
+again, so that a run asks only the sites its file's assertions are about (a run asks every
+connected site). A site's start costs a few seconds; a SuperLink's start and its key
+registration were paid once per file before. Each group leaves nothing running: every
+process it started has exited once its sites are stopped, and none names its folder.
+"""
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from fedpca.deployment.certs import SiteKey
+from fedpca.deployment.local import LocalDeployment, Site
+from fedpca.deployment.processes import processes_naming
+
+TESTS = Path(__file__).resolve().parent
+
+
+def coordinator_env() -> dict[str, str]:
+    """The coordinator's ``PYTHONPATH`` with ``tests/``, for the coordinator's own ServerApps
+    (``tests/hostile_secagg.py``) that a configuration-only FAB may name; the sites never
+    see it."""
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS),
+                                                       os.environ.get("PYTHONPATH")]))}
+
+
+@contextlib.contextmanager
+def session_deployment(work: Path) -> Iterator[LocalDeployment]:
+    """A SuperLink on loopback, no site yet; everything it started is stopped afterwards
+    (and checked to be)."""
+    local = LocalDeployment(work / "run", [], coordinator_env=coordinator_env())
+    try:
+        with local:
+            yield local
+    finally:
+        assert all(item.process.poll() is not None for item in local.launched)
+        assert not local.leftovers()
+        assert not processes_naming(str(work))
+
+
+class Federation:
+    """The session's deployment as one group of sites sees it: ``sites`` are the group's
+    (in its order), ``keys`` their key pairs by name and ``launched`` the processes started
+    since they joined; everything else (``run``, ``stop_site``, ``start_site``,
+    ``running``, ``logs``...) is the deployment's."""
+
+    def __init__(self, deployment: LocalDeployment, sites: Sequence[Site],
+                 keys: Sequence[SiteKey], first: int) -> None:
+        self.deployment = deployment
+        self.sites = tuple(sites)
+        self.keys = {key.name: key for key in keys}
+        self.first = first
+
+    @property
+    def launched(self) -> list:
+        return self.deployment.launched[self.first:]
+
+    def __getattr__(self, name: str):
+        return getattr(self.deployment, name)
+
+
+@contextlib.contextmanager
+def joined(deployment: LocalDeployment, sites: Sequence[Site],
+           folder: Path) -> Iterator[Federation]:
+    """``sites`` (their files under ``folder``) connected to ``deployment`` for the block;
+    afterwards those still running are stopped, and every process started during the block
+    has exited and none names ``folder``."""
+    first = len(deployment.launched)
+    try:
+        yield Federation(deployment, sites, deployment.add_sites(sites), first)
+    finally:
+        for site in sites:
+            if site.name in deployment.running:
+                deployment.stop_site(site.name)
+        assert all(item.process.poll() is not None for item in deployment.launched[first:])
+        assert not processes_naming(str(folder))
