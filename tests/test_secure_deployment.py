@@ -18,6 +18,8 @@ variant:
   anything the coordinator could unmask (nothing charged), and a split view of the survivor
   sets gets no reveal.
 
+Then a run after the coordinator replaced the sites' roster with its own (one site and
+members whose keys it made): every site refuses in the readiness round and spends nothing.
 Last, a third honest run survives a site that stops after the key agreement (about 50 s on
 the 2-core development machine): the test stops the site's SuperNode from outside as soon
 as its log shows the round's input request arriving (its third train message of this run,
@@ -45,12 +47,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedpca.flower.app_config import COMPONENTS
 from fedpca.deployment.consortium import write_consortium
 from fedpca.deployment.fab_check import config_only_pyproject
+from fedpca.deployment.launch import DeploymentError
 from fedpca.deployment.local import Site
 from fedpca.linalg.subspace import subspace_distance
+from fedpca.secure.roster import roster_entry, write_roster
 from fedpca.site.policy import load_site_policy
 from fedpca.results import PCAResult
 from hostile_secagg import CONSORTIUM, report_path
@@ -274,6 +279,31 @@ def train_messages_by_run(supernode_log: Path) -> dict[str, int]:
         elif RECEIVING_TRAIN in line:
             received[run] = received.get(run, 0) + 1
     return received
+
+
+def test_a_roster_the_coordinator_wrote_with_members_it_made_is_refused_end_to_end(
+        deployment, tmp_path):
+    """The sites' roster replaced by one the coordinator wrote: site c and nine members whose
+    keys it made, every entry's proof valid. The members each site vouched for (the
+    fingerprints it compared) are not in it: every site refuses the run in its readiness
+    round, before any secure stage, and nothing is spent."""
+    c = SITES[2]
+    roster = Path(load_site_policy(deployment.sites[2].policy).roster)
+    honest = roster.read_text()
+    keys = {name: Ed25519PrivateKey.generate() for name in (c, *(f"m{i}" for i in range(9)))}
+    write_roster(roster, CONSORTIUM, {n: roster_entry(CONSORTIUM, n, k) for n, k in keys.items()})
+    before = ledgers(deployment)
+    output = tmp_path / "sybil-roster.json"
+    try:
+        with pytest.raises(DeploymentError, match=r"budget round: 0 site\(s\) can afford this "
+                                                  r"run, need 2; nothing was released"):
+            deployment.run({**RUN_CONFIG, "output": str(output)}, timeout=RUN_TIMEOUT)
+    finally:
+        roster.write_text(honest)
+    failures = json.loads(output.read_text())["site_failures"]
+    assert len(failures) == 3
+    assert all("which no member of the roster" in failure for failure in failures), failures
+    assert ledgers(deployment) == before
 
 
 def test_an_honest_run_survives_a_site_stopping_after_the_key_agreement(deployment, tmp_path):

@@ -93,3 +93,21 @@ def smallest_threshold(members: int, colluders: int, min_sites: int) -> int:
     threshold = max((members + colluders) // 2 + 1, colluders + min_sites)
     check_setup(members, threshold, colluders, min_sites)
     return threshold
+
+
+def check_vouched(vouched: int, colluders: int, min_sites: int) -> None:
+    """Refuse a site whose roster holds too few members it vouched for: with ``c`` colluders
+    among them, a key list can hold at most ``V - c`` honest vouched members (every unvouched
+    member counts as one more colluder), so it needs ``V >= M + c``.
+
+    Raises:
+        ProtocolRefusal: ``V < M + c`` (the numbers are public: the site's own policy and the
+            roster's size).
+    """
+    if vouched < min_sites + colluders:
+        raise ProtocolRefusal(
+            f"this site vouched for V={vouched} members of the roster (itself included); with "
+            f"c={colluders} colluders no key list can hold M={min_sites} honest members it "
+            "vouched for (need V >= M + c); nothing sent: vouch for more members (compare "
+            "their key fingerprints) or lower min-sites"
+        )

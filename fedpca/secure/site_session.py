@@ -43,7 +43,7 @@ from fedpca.secure.authenticated import (
     shares_aad,
     survivor_set_digest,
 )
-from fedpca.secure.conditions import ProtocolRefusal, check_setup
+from fedpca.secure.conditions import ProtocolRefusal, check_setup, check_vouched
 from fedpca.secure.keys import (
     KEY_BYTES,
     MAX_LENGTH,
@@ -159,11 +159,10 @@ class SiteSession:
         if t > len(self._roster.names):
             self._fail(f"threshold t={t} exceeds the roster's {len(self._roster.names)} "
                        "members, so nothing could be unmasked; lower the threshold")
-        if len(self.vouched) < m + c:
-            self._fail(f"this site vouched for V={len(self.vouched)} members of the roster "
-                       f"(itself included); with c={c} colluders no key list can hold M={m} "
-                       "honest members it vouched for (need V >= M + c); nothing sent: vouch "
-                       "for more members (compare their key fingerprints) or lower min-sites")
+        try:
+            check_vouched(len(self.vouched), c, m)
+        except ProtocolRefusal as refusal:
+            self._fail(str(refusal))
         private = X25519PrivateKey.generate()
         public = private.public_key().public_bytes(serialization.Encoding.Raw,
                                                    serialization.PublicFormat.Raw)

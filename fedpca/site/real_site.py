@@ -77,6 +77,7 @@ from fedpca.site.policy import (
     SitePolicyFile,
     load_site_policy,
 )
+from fedpca.secure.conditions import check_vouched
 from fedpca.secure.identity import SecureIdentity
 from fedpca.secure.roster import Roster, load_roster, load_signing_key
 from fedpca.secure.vouching import load_authority, vouched_members
@@ -218,7 +219,8 @@ def open_real_site(node: NodeLike, algorithm: str) -> RealSite:
 def real_site_budget(node: NodeLike, algorithm: str) -> SiteReady:
     """The site's answer to the readiness (budget) round
     (:mod:`fedpca.flower.readiness`) when its policy allows the request
-    (:func:`site_plan`), the whole planned run fits its ledger (:func:`require_affordable`)
+    (:func:`site_plan`), the whole planned run fits its ledger (:func:`require_affordable`),
+    its secure identity reads (roster, key, vouches: enough vouched members for its ``M``)
     and its data file can be read through its contract with enough records for its delta:
     its name, record count, its policy's privacy settings for the run and its answer
     deadline (:class:`~fedpca.site.ready.SiteReady`); raises its refusal otherwise. Nothing
@@ -228,6 +230,9 @@ def real_site_budget(node: NodeLike, algorithm: str) -> SiteReady:
     is public under replace-one and travels with every answer."""
     policy, plan = site_plan(node, algorithm)
     require_affordable(_open_ledger(policy), plan)
+    identity = real_site_identity(node, algorithm)
+    if identity is not None:  # its roster, key and vouches, read before any secure stage
+        check_vouched(len(identity.vouched), identity.colluders, identity.min_sites)
     records = _records(policy).shape[0]
     policy.check_records(records)
     return SiteReady(policy.name, records, policy.privacy_config(algorithm),
