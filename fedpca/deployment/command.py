@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 from flwr.common.config import parse_config_args
 
@@ -59,18 +60,13 @@ def register_deploy_command(commands: argparse._SubParsersAction) -> None:
                        help="validity of the certificates")
     certs.set_defaults(func=_certs)
 
-    site_key = commands.add_parser("site-key", help="one site's authentication key pair")
-    site_key.add_argument("--out", type=Path, required=True, help="folder to write to")
-    site_key.add_argument("--name", required=True, help="the site's name (file name)")
-    site_key.set_defaults(func=_site_key)
-
-    secagg_key = commands.add_parser(
-        "secagg-key", help="one site's secure-aggregation signing key (its roster entry)")
-    secagg_key.add_argument("--out", type=Path, required=True,
-                            help="the site's own folder to write the key to (0600)")
-    secagg_key.add_argument("--name", required=True, help="the site's name in the roster")
-    secagg_key.add_argument("--consortium", required=True, help="the consortium's name")
-    secagg_key.set_defaults(func=_secagg_key)
+    _key_command(commands, "site-key", _site_key, "one site's authentication key pair",
+                 "folder to write to", "the site's name (file name)")
+    _key_command(commands, "secagg-key", _secagg_key,
+                 "one site's secure-aggregation signing key (its roster entry)",
+                 "the site's own folder to write the key to (0600)",
+                 "the site's name in the roster").add_argument(
+        "--consortium", required=True, help="the consortium's name")
 
     roster = commands.add_parser(
         "roster", help="write the consortium's roster of secure-aggregation keys")
@@ -83,12 +79,9 @@ def register_deploy_command(commands: argparse._SubParsersAction) -> None:
                         help="a member's certificate as secagg-cert wrote it (optional)")
     roster.set_defaults(func=_roster)
 
-    authority = commands.add_parser(
-        "secagg-ca", help="a consortium CA that certifies members' secure-aggregation keys")
-    authority.add_argument("--out", type=Path, required=True,
-                           help="the CA's own folder (its key stays there, 0600)")
-    authority.add_argument("--name", required=True, help="the CA's name")
-    authority.set_defaults(func=_secagg_ca)
+    _key_command(commands, "secagg-ca", _secagg_ca,
+                 "a consortium CA that certifies members' secure-aggregation keys",
+                 "the CA's own folder (its key stays there, 0600)", "the CA's name")
 
     certificate = commands.add_parser(
         "secagg-cert", help="the consortium CA's certificate of one member's key")
@@ -180,6 +173,16 @@ def _roster(args: argparse.Namespace) -> int:
           "outside the coordinator's channels, and name it in its policy as "
           "[secure-aggregation] roster")
     return 0
+
+
+def _key_command(commands: argparse._SubParsersAction, name: str, func: Any, about: str,
+                 out: str, named: str) -> argparse.ArgumentParser:
+    """A command that writes a key into the folder ``--out`` under ``--name``."""
+    command = commands.add_parser(name, help=about)
+    command.add_argument("--out", type=Path, required=True, help=out)
+    command.add_argument("--name", required=True, help=named)
+    command.set_defaults(func=func)
+    return command
 
 
 def _pairs(values: list[str], flag: str, shape: str) -> list[tuple[str, str]]:
