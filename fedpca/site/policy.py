@@ -408,18 +408,18 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
                 f"budget.worst-case-epsilon={worst_case:g} is below budget.epsilon="
                 f"{epsilon:g}; the worst case is never below the guarantee it widens"
             )
-    roster = signing_key = None
-    vouched, vouched_ca = (), ()
+    members: dict[str, Any] = {}  # who the site joins secure sums with, and whom it trusts
     colluders = secure.get("colluders", 0)
     if not isinstance(colluders, int) or isinstance(colluders, bool) or colluders < 0:
         raise reader.error(f"secure-aggregation.colluders={colluders!r} must be an integer >= 0")
     if minimum:
         hint = ("min-sites needs it: the site joins only fedpca's verifiable secure "
                 "aggregation, which checks every member against the consortium's roster")
-        roster = reader.file_path(secure, "secure-aggregation", "roster", hint)
-        signing_key = reader.file_path(secure, "secure-aggregation", "signing-key", hint)
-        refuse_shared(roster, "roster")
-        vouched, vouched_ca = reader.vouching(secure)
+        members["roster"] = reader.file_path(secure, "secure-aggregation", "roster", hint)
+        members["signing_key"] = reader.file_path(secure, "secure-aggregation", "signing-key",
+                                                  hint)
+        refuse_shared(members["roster"], "roster")
+        members["vouched"], members["vouched_ca"] = reader.vouching(secure)
     ledger = reader.file_path(site, "site", "ledger")
     refuse_shared(ledger, "ledger", SHARED_ANY)
     contract = reader.file_path(site, "site", "contract") if "contract" in site else None
@@ -443,11 +443,8 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         discrete=discrete,
         algorithms=reader.algorithms(),
         worst_case_epsilon=worst_case,
-        roster=roster,
-        signing_key=signing_key,
         colluders=colluders,
-        vouched=vouched,
-        vouched_ca=vouched_ca,
+        **members,
         limits=reader.limits(),
         memory_mib=reader.memory_mib(),
         answer_seconds=reader.positive(reader.table("limits", required=False), "limits",
