@@ -1,6 +1,9 @@
 """Shared test setup: single-threaded BLAS before numpy loads (Flower deadlock guard), and
 the files that start Flower federations scheduled first."""
 
+import os
+import tempfile
+
 from fedpca.blas import single_thread_env
 
 single_thread_env()
@@ -13,6 +16,11 @@ LONG = ("federation", "slow")
 #: worker starts.
 LONGEST = ("test_secure_deployment.py", "test_deployment.py", "test_ray_cluster.py",
            "test_hostile_coordinator.py", "test_centred_flower.py")
+
+
+# a real site's kept calibrations go to a temporary folder, not the user's cache
+os.environ.setdefault("FEDPCA_CALIBRATION_CACHE",
+                      tempfile.mkdtemp(prefix="fedpca-test-calibrations-"))
 
 
 def pytest_collection_modifyitems(items):
