@@ -33,7 +33,7 @@ from unittest import mock
 
 import numpy as np
 from common import fmt, md_table, mean, median, progress, std, target, timed
-from flower_round import TimedDPSPCAStrategy, _scenario, run_timed
+from flower_round import _scenario, stamped_simulation
 from flwr.server.workflow import SecAggPlusWorkflow
 
 from fedpca.algorithms.dps_pca import DPSPCASite, run_dps_pca
@@ -57,9 +57,10 @@ RATIO_LIMIT = 1.3
 STAGES = ("setup_stage", "share_keys_stage", "collect_masked_vectors_stage", "unmask_stage")
 
 
-class RecordingStrategy(TimedDPSPCAStrategy):
-    """Also keeps, for every round, the basis it sent (None for the initialisation) and the
-    aggregate it received, before handing the answers on unchanged."""
+class Recording:
+    """Strategy mixin: keeps, for every round, the basis it sent (None for the
+    initialisation) and the aggregate it received, before handing the answers on
+    unchanged."""
 
     def combine(self, server_round: int, answers: list[SiteAnswer]):
         if not hasattr(self, "seen"):
@@ -125,10 +126,11 @@ def stages_per_round(stamps: list[tuple[str, float]]) -> list[dict[str, float]]:
     return rounds
 
 
-def flower_run(scenario: DPSPCAScenario, strategy_cls: type = TimedDPSPCAStrategy) -> dict:
-    """One simulation: wall, round times, SecAgg+ stages, the strategy and the result."""
+def flower_run(scenario: DPSPCAScenario, *mixins: type) -> dict:
+    """One simulation (its strategy with ``mixins``, e.g. :class:`Recording`): wall, round
+    times, SecAgg+ stages, the strategy and the result."""
     with stage_clock() as stamps:
-        wall, strategy, result = run_timed(scenario, strategy_cls)
+        wall, strategy, result = stamped_simulation(scenario, *mixins)
     secure = scenario.secure_min_sites is not None
     settings = (SecAggSettings.for_sites(scenario.sites, scenario.largest_site(),
                                          scenario.secure_min_sites)
@@ -203,7 +205,7 @@ def part_quantisation(cfg: dict) -> list[dict[str, Any]]:
     for seed in cfg["quant_seeds"]:
         scen = replace(cfg["quant"], seed=seed)
         progress(f"secagg quantisation: seed {seed}, {scen.sites} sites, d={scen.dim}")
-        run = flower_run(scen, RecordingStrategy)
+        run = flower_run(scen, Recording)
         sent, received = zip(*run["strategy"].seen)
         exact = exact_aggregates(scen, list(sent))
         ref = reference(scen, scen.all_site_data())

@@ -40,15 +40,13 @@ from unittest import mock  # noqa: E402
 
 import numpy as np  # noqa: E402
 from common import machine_info, md_table, median, progress  # noqa: E402
-from flower_round import _scenario  # noqa: E402
+from flower_round import _scenario, stamped_simulation  # noqa: E402
 
-import fedpca.simulations.dps_pca as simulation  # noqa: E402
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS  # noqa: E402
 from fedpca.secure.conditions import smallest_threshold  # noqa: E402
 from fedpca.secure.identity import simulation_key, simulation_roster  # noqa: E402
 from fedpca.secure.server_session import ServerSession  # noqa: E402
 from fedpca.secure.site_session import SiteSession  # noqa: E402
-from fedpca.flower.strategies import DPSPCA  # noqa: E402
 from fedpca.flower.secure_server import VerifiedSecureAggregation  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -61,26 +59,9 @@ WARM_UP = 2
 RATIO_LIMIT = 3.0
 
 
-class TimedDPSPCA(DPSPCA):
-    """DPSPCA that stamps each round from configure_train entry to aggregate_train exit."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.stamps: list[tuple[float, float]] = []
-
-    def configure_train(self, server_round, arrays, config, grid):  # noqa: D102
-        self._entry = time.perf_counter()
-        return super().configure_train(server_round, arrays, config, grid)
-
-    def aggregate_train(self, server_round, replies):  # noqa: D102
-        result = super().aggregate_train(server_round, replies)
-        self.stamps.append((self._entry, time.perf_counter()))
-        return result
-
-
 def simulated_run(scenario) -> dict[str, Any]:
-    """One simulation with round stamps and the secure setup's time."""
-    made: list[TimedDPSPCA] = []
+    """One simulation with round stamps (:func:`flower_round.stamped_simulation`) and the
+    secure setup's time."""
     setups: list[float] = []
     original = VerifiedSecureAggregation.setup
 
@@ -89,16 +70,10 @@ def simulated_run(scenario) -> dict[str, Any]:
         original(self, grid, nodes, rounds)
         setups.append(time.perf_counter() - start)
 
-    def strategy(*args, **kwargs):
-        made.append(TimedDPSPCA(*args, **kwargs))
-        return made[-1]
-
-    start = time.perf_counter()
-    with mock.patch.object(simulation, "DPSPCA", strategy), \
-            mock.patch.object(VerifiedSecureAggregation, "setup", timed_setup):
-        result = simulation.simulate_dps_pca(scenario)
-    rounds = [end - begin for begin, end in made[0].stamps]
-    return {"wall_s": time.perf_counter() - start, "rounds_s": rounds,
+    with mock.patch.object(VerifiedSecureAggregation, "setup", timed_setup):
+        wall, strategy, result = stamped_simulation(scenario)
+    rounds = [r["seconds"] for r in strategy.round_times()]
+    return {"wall_s": wall, "rounds_s": rounds,
             "round_s": median(rounds[WARM_UP:]), "warm_up_s": sum(rounds[:WARM_UP]),
             "setup_s": setups[0] if setups else None,
             "distance": result.history[-1]["distance"]}

@@ -5,6 +5,9 @@ tests one xdist worker runs; the long files scheduled first."""
 
 import pytest
 
+import os
+import tempfile
+
 from fedpca.blas import single_thread_env
 
 single_thread_env()
@@ -32,6 +35,11 @@ def loopback_rank(nodeid: str) -> int | None:
         if test == name or test.startswith(name + "::") or test.startswith(name + "["):
             return rank
     return None
+
+
+# a real site's kept calibrations go to a temporary folder, not the user's cache
+os.environ.setdefault("FEDPCA_CALIBRATION_CACHE",
+                      tempfile.mkdtemp(prefix="fedpca-test-calibrations-"))
 
 
 def pytest_collection_modifyitems(items):

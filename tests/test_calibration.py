@@ -84,3 +84,58 @@ def test_very_small_noise_falls_back_to_a_finite_valid_bound():
     assert cal.epsilon <= 1000.0 * (1 + 1e-6)
     spent = [pld_epsilon((cal.noise_multiplier,) * m, 2.3e-5) for m in range(1, 11)]
     assert all(math.isfinite(e) for e in spent) and spent == sorted(spent)
+
+
+# --- calibrations kept on a site's disk ---------------------------------------------------------
+
+def kept_calibrations(tmp_path, monkeypatch):
+    """Calibrations kept in ``tmp_path`` for this test, every in-memory cache cleared."""
+    from fedpca.dp import calibration, calibration_cache
+
+    monkeypatch.setattr(calibration_cache, "_directory", tmp_path)
+    calibration.calibrate_gaussian.cache_clear()
+    calibration.pld_epsilon.cache_clear()
+    return calibration
+
+
+def test_a_kept_calibration_is_read_back_and_a_tampered_one_never_lowers_the_noise(
+        tmp_path, monkeypatch):
+    import json
+
+    calibration = kept_calibrations(tmp_path, monkeypatch)
+    honest = calibration.calibrate_gaussian(6, 1.0, 1e-5)
+    (entry,) = [p for p in tmp_path.iterdir() if '"releases"' in p.read_text()]
+    calibration.calibrate_gaussian.cache_clear()
+    searches = []
+    real = calibration._calibrate
+    monkeypatch.setattr(calibration, "_calibrate",
+                        lambda *args: searches.append(args) or real(*args))
+    assert calibration.calibrate_gaussian(6, 1.0, 1e-5) == honest and not searches  # kept
+    kept = json.loads(entry.read_text())
+    for tampered in ({"noise_multiplier": honest.noise_multiplier * 0.9},  # less noise
+                     {"epsilon": honest.epsilon / 2},  # an understated epsilon
+                     {"releases": 3}, {"noise_multiplier": "nan"}):
+        entry.write_text(json.dumps({**kept, "value": {**kept["value"], **tampered}}))
+        calibration.calibrate_gaussian.cache_clear()
+        assert calibration.calibrate_gaussian(6, 1.0, 1e-5) == honest
+    entry.write_text("{not json")  # corrupted
+    calibration.calibrate_gaussian.cache_clear()
+    assert calibration.calibrate_gaussian(6, 1.0, 1e-5) == honest
+    assert len(searches) == 5  # each bad entry was recomputed, and written again
+    calibration.calibrate_gaussian.cache_clear()
+    assert calibration.calibrate_gaussian(6, 1.0, 1e-5) == honest and len(searches) == 5
+
+
+def test_a_kept_ledger_epsilon_below_what_the_releases_spend_is_never_used(
+        tmp_path, monkeypatch):
+    import json
+
+    calibration = kept_calibrations(tmp_path, monkeypatch)
+    multipliers = (9.0,) * 6 + (4.0,)
+    honest = calibration.pld_epsilon(multipliers, 1e-5)
+    (entry,) = [p for p in tmp_path.iterdir() if "multipliers" in p.read_text()]
+    kept = json.loads(entry.read_text())
+    entry.write_text(json.dumps({**kept, "value": honest * 0.8}))  # would pass a budget
+    calibration.pld_epsilon.cache_clear()
+    assert calibration.pld_epsilon(multipliers, 1e-5) == honest
+    assert json.loads(entry.read_text())["value"] == honest  # written again

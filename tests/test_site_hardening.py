@@ -131,6 +131,25 @@ def test_a_basis_orthonormal_only_to_1e_6_is_made_exact_before_it_is_used(monkey
     np.testing.assert_allclose(Q, sent, atol=1e-3)  # the same basis, made exact
 
 
+def test_an_exact_basis_skips_the_qr_and_still_has_spectral_norm_at_most_one(monkeypatch):
+    """A QR's basis (orthonormal to ~1e-15) is used as sent, without a second QR; one
+    orthonormal to 1e-13 whose norm exceeds 1 is still divided down to ``||Q||_2 <= 1``."""
+    from fedpca.linalg import basis
+
+    qrs = []
+    monkeypatch.setattr(basis, "thin_qr", lambda A: qrs.append(A) or thin_qr(A))
+    sent = thin_qr(np.random.default_rng(5).standard_normal((300, 4)))
+    np.testing.assert_array_equal(basis.validate_basis(sent, 300), sent)
+    stretched = sent * (1.0 + 4e-14)  # |Q^T Q - I| = 8e-14: below EXACT_TOLERANCE
+    assert basis.ORTHONORMAL_TOLERANCE > basis.EXACT_TOLERANCE > 8e-14
+    assert np.linalg.norm(stretched, 2) > 1.0 + 3e-14
+    used = basis.validate_basis(stretched, 300)
+    assert np.linalg.norm(used, 2) <= 1.0 + 1e-15 and not qrs
+    np.testing.assert_allclose(used, sent, atol=1e-13)
+    basis.validate_basis(nearly_orthonormal(300, 4), 300)  # farther than EXACT_TOLERANCE
+    assert len(qrs) == 1
+
+
 # --- 1. every size the coordinator chooses is bounded before any allocation ----------------
 # --- and work before charge, charge before send ---------------------------------------------
 

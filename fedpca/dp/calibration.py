@@ -24,6 +24,7 @@ accountant and reported, with the RDP figure beside it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fedpca.dp import calibration_cache
 from fedpca.errors import ConfigurationError, ParameterError
 from fedpca.dp.validation import require_choice
 
@@ -129,9 +131,21 @@ def _pld_accountant(multipliers: tuple[float, ...]) -> pld.PLDAccountant:
 
 @functools.lru_cache(maxsize=4096)
 def pld_epsilon(multipliers: tuple[float, ...], delta: float) -> float:
-    """Epsilon at ``delta`` of composed Gaussian releases (PLD accountant, cached)."""
+    """Epsilon at ``delta`` of composed Gaussian releases (PLD accountant, cached; kept on
+    disk, and checked to be at least their exact epsilon before it is used again, in a
+    process that keeps calibrations: :mod:`fedpca.dp.calibration_cache`)."""
     if not multipliers:
         return 0.0
+    kept = calibration_cache.load_epsilon(multipliers, delta)
+    if kept is not None:
+        return kept
+    epsilon = _pld_epsilon(multipliers, delta)
+    calibration_cache.store_epsilon(multipliers, delta, epsilon)
+    return epsilon
+
+
+def _pld_epsilon(multipliers: tuple[float, ...], delta: float) -> float:
+    """:func:`pld_epsilon`'s accountant."""
     accountant = _pld_accountant(multipliers)
     accountant.compose(composed_gaussian_event(multipliers))
     with np.errstate(over="ignore", divide="ignore"):  # overflow means "beyond the grid"
@@ -236,11 +250,28 @@ def calibrate_gaussian(
         delta: target delta in (0, 1).
         accounting: ``"pld"`` (default), ``"rdp"`` or ``"paper"``.
         paper_rule: which closed form ``"paper"`` means: ``"dps-pca"`` or ``"classic"``.
+
+    In a process that keeps calibrations on disk (a real site:
+    :mod:`fedpca.dp.calibration_cache`), a kept one is used only once it is checked to meet
+    these parameters; otherwise it is computed and kept.
     """
     check_privacy_parameters(epsilon, delta)
     if not isinstance(releases, int) or releases < 1:
         raise ConfigurationError(f"releases must be an integer >= 1, got {releases!r}")
     require_choice(accounting, "accounting", ACCOUNTING_MODES)
+    params = {"releases": releases, "epsilon": float(epsilon), "delta": float(delta),
+              "accounting": accounting, "paper_rule": paper_rule}
+    kept = calibration_cache.load(params)  # checked against params before it is used
+    if kept is not None:
+        return Calibration(**kept)
+    calibration = _calibrate(releases, epsilon, delta, accounting, paper_rule)
+    calibration_cache.store(params, dataclasses.asdict(calibration))
+    return calibration
+
+
+def _calibrate(releases: int, epsilon: float, delta: float, accounting: str,
+               paper_rule: str) -> Calibration:
+    """:func:`calibrate_gaussian`'s search (or closed form) and its check."""
     if accounting in ("pld", "rdp"):
         from dp_accounting import rdp
 

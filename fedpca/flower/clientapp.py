@@ -116,21 +116,22 @@ def cached_service(source_fn: SourceFn, context: Context) -> SiteService:
 
 
 def service_client_app(service_for: ServiceFn) -> ClientApp:
-    """The ClientApp answering every message through ``service_for(context)``'s site."""
+    """The ClientApp answering every message through ``service_for(context)``'s site.
+
+    It holds only module-level functions bound to ``service_for``, so it is cheap to pickle
+    (Flower's Ray backend pickles the ClientApp with every message); the legacy path's
+    ClientApp is built for the message that needs it (:func:`legacy_app`)."""
     app = ClientApp()
-    legacy = ClientApp(client_fn=functools.partial(legacy_client, service_for),
-                       mods=[secure_aggregation_mod])
-    app.train()(functools.partial(answer_train, service_for, legacy))
+    app.train()(functools.partial(answer_train, service_for))
     app.query()(functools.partial(answer_query, service_for))
     return app
 
 
-def answer_train(service_for: ServiceFn, legacy: ClientApp, message: Message,
-                 context: Context) -> Message:
+def answer_train(service_for: ServiceFn, message: Message, context: Context) -> Message:
     """A train message's answer (module docstring)."""
     content = message.content
     if is_legacy_request(content):
-        return legacy_answer(service_for, legacy, message, context)
+        return legacy_answer(service_for, message, context)
     if is_protocol_message(content):
         return respond(service_for, message, context, lambda: protocol_request(content),
                        protocol_content)
@@ -172,14 +173,20 @@ def respond(service_for: ServiceFn, message: Message, context: Context,
     return Message(encode(outcome), reply_to=message)
 
 
-def legacy_answer(service_for: ServiceFn, legacy: ClientApp, message: Message,
-                  context: Context) -> Message:
+def legacy_app(service_for: ServiceFn) -> ClientApp:
+    """Flower's own ClientApp over ``service_for(context)``'s site as a legacy ``Client``,
+    with Flower's SecAgg+ mod (its state lives in the context, not in the app)."""
+    return ClientApp(client_fn=functools.partial(legacy_client, service_for),
+                     mods=[secure_aggregation_mod])
+
+
+def legacy_answer(service_for: ServiceFn, message: Message, context: Context) -> Message:
     """A legacy ``FitIns`` or SecAgg+ stage, through Flower's own ClientApp over the site
-    (a ``verified_only`` site refuses SecAgg+ first)."""
+    (:func:`legacy_app`; a ``verified_only`` site refuses SecAgg+ first)."""
     def reply() -> Message:
         if is_secagg_plus_stage(message.content):
             service_for(context).refuse_secagg_plus()
-        return legacy(message, context)
+        return legacy_app(service_for)(message, context)
 
     outcome = guarded(str(message.metadata.message_type), reply)
     if isinstance(outcome, Refusal):

@@ -113,7 +113,9 @@ def read_budget_answer(content: RecordDict, node: str) -> SiteReady:
 def is_legacy_request(content: RecordDict) -> bool:
     """Whether a train message is in the legacy format: a ``FitIns``, or a stage of Flower's
     SecAgg+ protocol (which only the legacy path speaks)."""
-    return LEGACY_CONFIG in content.config_records or RECORD_KEY_CONFIGS in content.config_records
+    # content.get, not content.config_records: that view is rebuilt on every access
+    return any(isinstance(content.get(key), ConfigRecord)
+               for key in (LEGACY_CONFIG, RECORD_KEY_CONFIGS))
 
 
 def request_content(arrays: Sequence[np.ndarray], config: Mapping[str, Scalar]) -> RecordDict:
@@ -124,15 +126,15 @@ def request_content(arrays: Sequence[np.ndarray], config: Mapping[str, Scalar]) 
 def read_request(content: RecordDict) -> tuple[list[np.ndarray], dict[str, Scalar]]:
     """The arrays and config of a Message-API request (untrusted: refused unless the content
     is exactly the ArrayRecord ``"arrays"`` and the ConfigRecord ``"config"``)."""
-    expected = {ARRAYS, CONFIG}
-    if set(content) != expected or not isinstance(content.get(ARRAYS), ArrayRecord) or (
-        not isinstance(content.get(CONFIG), ConfigRecord)
+    arrays, config = content.get(ARRAYS), content.get(CONFIG)
+    if set(content) != {ARRAYS, CONFIG} or not isinstance(arrays, ArrayRecord) or (
+        not isinstance(config, ConfigRecord)
     ):
         raise InvalidRequestError(
             f"refused: a request carries exactly an ArrayRecord {ARRAYS!r} and a ConfigRecord "
             f"{CONFIG!r}, got records {sorted(content)}"
         )
-    return content.array_records[ARRAYS].to_numpy_ndarrays(), dict(content.config_records[CONFIG])
+    return arrays.to_numpy_ndarrays(), dict(config)
 
 
 def answer_content(answer: Answer) -> RecordDict:

@@ -67,6 +67,7 @@ from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.data.files import file_fingerprint
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.site.ledger_identity import LedgerIdentityError, refused_run
+from fedpca.dp import calibration_cache
 from fedpca.dp.mechanisms import NO_SEED
 from fedpca.dp.moments import ColumnBounds
 from fedpca.site.ledger import RunLedger, SiteLedger
@@ -324,7 +325,11 @@ def _policy(node: NodeLike) -> SitePolicyFile:
             "policy=FILE); a real site never takes its budget from the coordinator. Its "
             "operator writes one with: fedpca site init"
         )
-    return load_site_policy(str(node[POLICY_KEY]))
+    policy = load_site_policy(str(node[POLICY_KEY]))
+    # every message is a fresh process: keep its calibrations (public parameters only,
+    # checked on every read) in the user's cache
+    calibration_cache.use_directory(calibration_cache.site_directory())
+    return policy
 
 
 def _open_ledger(policy: SitePolicyFile) -> SiteLedger:

@@ -1,0 +1,194 @@
+"""Noise calibrations kept on a site's disk, keyed by their public parameters, checked on
+every read.
+
+A real site answers every message in a fresh ClientApp process; calibrating its noise
+(:func:`~fedpca.dp.calibration.calibrate_gaussian`: dp-accounting's searches, and importing
+dp-accounting, which pulls in scipy.stats and scipy.signal) costs about a second each time.
+With a directory set (:func:`use_directory`; a real site uses :func:`site_directory`), each
+calibration is kept as one small JSON file named by the SHA-256 of its parameters (releases,
+epsilon, delta, accounting, paper rule: public numbers of the site's policy, nothing derived
+from its records), and read back by the next process.
+
+What a corrupted or tampered file could do, and what stops it: an entry is used only if it
+names exactly the parameters asked for and its noise multiplier ``z`` meets them under the
+exact privacy profile of ``releases`` composed Gaussian releases (:func:`gaussian_delta`),
+checked with ``math.erfc`` alone in microseconds: at the target epsilon, and at each epsilon
+the entry states. An entry that fails the check, or does not parse, is logged, recomputed
+and written again, so no file can make a site add less noise than its (epsilon, delta)
+needs. Whoever can write the site's disk could raise the noise (costing accuracy, not
+privacy) or change the stated ``epsilon_rdp`` within what the check allows; the guarantee
+holds either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: The directory calibrations are kept in (``None``: none are kept).
+_directory: Path | None = None
+#: Bumped when an entry's meaning changes (older entries are then never read).
+VERSION = 1
+#: Relative slack on the target epsilon: the calibration itself accepts an achieved epsilon
+#: up to ``epsilon * (1 + 1e-6)``.
+EPSILON_SLACK = 1e-6
+#: The fields of a kept calibration.
+FIELDS = frozenset({"noise_multiplier", "releases", "epsilon", "epsilon_rdp", "delta",
+                    "target_epsilon", "accounting"})
+
+
+#: The environment variable naming the directory a real site keeps its calibrations in
+#: (default: ``$XDG_CACHE_HOME/fedpca/calibrations``, else ``~/.cache/fedpca/calibrations``;
+#: ``off``: none are kept).
+DIRECTORY_VARIABLE = "FEDPCA_CALIBRATION_CACHE"
+
+
+def site_directory() -> Path | None:
+    """Where a real site keeps its calibrations (:data:`DIRECTORY_VARIABLE`): the user's
+    cache, not the site's folder, which a refused run must leave as it found it."""
+    named = os.environ.get(DIRECTORY_VARIABLE, "").strip()
+    if named == "off":
+        return None
+    if named:
+        return Path(named)
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "fedpca" / "calibrations"
+
+
+def use_directory(directory: str | Path | None) -> None:
+    """Keep calibrations in ``directory`` (created on the first write, mode 0700);
+    ``None``: keep none (the default: simulations and tests calibrate in memory)."""
+    global _directory
+    _directory = None if directory is None else Path(directory)
+
+
+def current_directory() -> Path | None:
+    """Where this process keeps calibrations, if anywhere."""
+    return _directory
+
+
+def gaussian_delta(epsilon: float, multipliers: tuple[float, ...]) -> float:
+    """The exact delta at ``epsilon`` of composed Gaussian releases with these noise
+    multipliers: their composition is one Gaussian release with
+    ``mu = sqrt(sum 1 / z^2)``, whose privacy profile is
+    ``Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (Balle & Wang, "Improving the
+    Gaussian Mechanism for Differential Privacy: Analytical Calibration and Optimal
+    Denoising"; Dong, Roth & Su, "Gaussian Differential Privacy"). The PLD and RDP
+    accountants both over-state it, so an honest entry always passes; a second term that
+    underflows only raises the figure (the check stays safe)."""
+    mu = math.sqrt(sum(1.0 / z**2 for z in multipliers))
+
+    def phi(x: float) -> float:
+        return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+    if epsilon > 700:  # e^eps overflows; the second term is then negligible anyway
+        return phi(-epsilon / mu + mu / 2)
+    return phi(-epsilon / mu + mu / 2) - math.exp(epsilon) * phi(-epsilon / mu - mu / 2)
+
+
+def _meets(epsilon: float, multipliers: tuple[float, ...], delta: float) -> bool:
+    """Whether Gaussian releases with ``multipliers`` are (epsilon, delta)-DP (exactly)."""
+    return (math.isfinite(epsilon) and epsilon > 0 and len(multipliers) > 0
+            and all(math.isfinite(z) and z > 0 for z in multipliers)
+            and gaussian_delta(epsilon, multipliers) <= delta)
+
+
+def _key(params: dict[str, Any]) -> str:
+    text = json.dumps({"version": VERSION, **params}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read(kind: str, params: dict[str, Any]) -> Any:
+    """The value kept for ``params`` (``None``: none, unreadable, or for other ones)."""
+    if _directory is None:
+        return None
+    path = _directory / f"{_key({'kind': kind, **params})}.json"
+    try:
+        entry = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        logger.warning("calibration cache: %s unreadable (%s); recomputing", path, error)
+        return None
+    if not isinstance(entry, dict) or entry.get("params") != params:
+        logger.warning("calibration cache: %s names other parameters; recomputing", path)
+        return None
+    return entry.get("value")
+
+
+def _write(kind: str, params: dict[str, Any], value: Any) -> None:
+    """Keep ``value`` for ``params`` (atomically; a failed write is logged, never raised:
+    the site has its figure either way)."""
+    if _directory is None:
+        return
+    path = _directory / f"{_key({'kind': kind, **params})}.json"
+    partial = path.with_name(f"{path.stem}.{os.getpid()}.partial")
+    try:
+        _directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        partial.write_text(json.dumps({"params": params, "value": value}))
+        os.replace(partial, path)
+    except OSError as error:
+        logger.warning("calibration cache: could not write %s (%s)", path, error)
+        partial.unlink(missing_ok=True)
+
+
+def load(params: dict[str, Any]) -> dict[str, Any] | None:
+    """The kept calibration (the fields of a :class:`~fedpca.dp.calibration.Calibration`)
+    for ``params`` (``releases``, ``epsilon``, ``delta``, ``accounting``, ``paper_rule``)
+    if one passes the check (module docstring), else ``None``."""
+    cal = _read("calibration", params)
+    if cal is None:
+        return None
+    if not _holds(cal, params):
+        logger.warning("calibration cache: the calibration kept for %s does not meet them; "
+                       "recalibrating", params)
+        return None
+    return cal
+
+
+def _holds(cal: Any, params: dict[str, Any]) -> bool:
+    """Whether ``cal`` is a calibration for ``params`` whose multiplier meets them at the
+    target epsilon and at each epsilon it states (module docstring)."""
+    try:
+        releases, delta = params["releases"], params["delta"]
+        if (set(cal) != FIELDS or cal["releases"] != releases or cal["delta"] != delta
+                or cal["target_epsilon"] != params["epsilon"]
+                or cal["accounting"] != params["accounting"]):
+            return False
+        multipliers = (float(cal["noise_multiplier"]),) * releases
+        stated = (params["epsilon"] * (1 + EPSILON_SLACK), float(cal["epsilon"]),
+                  float(cal["epsilon_rdp"]))
+        return all(_meets(eps, multipliers, delta) for eps in stated)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return False
+
+
+def store(params: dict[str, Any], calibration: dict[str, Any]) -> None:
+    """Keep ``calibration`` (its fields) for ``params``."""
+    _write("calibration", params, calibration)
+
+
+def load_epsilon(multipliers: tuple[float, ...], delta: float) -> float | None:
+    """The kept epsilon at ``delta`` of Gaussian releases with these noise multipliers (a
+    ledger's check), if they meet it exactly (module docstring), else ``None``: a kept
+    figure below what they spend would let a ledger pass a budget, so it is never used."""
+    epsilon = _read("epsilon", {"multipliers": sorted(multipliers), "delta": delta})
+    if epsilon is None:
+        return None
+    if not (isinstance(epsilon, float) and _meets(epsilon, multipliers, delta)):
+        logger.warning("calibration cache: the epsilon kept for %d releases at delta=%g is "
+                       "below what they spend; recomputing", len(multipliers), delta)
+        return None
+    return epsilon
+
+
+def store_epsilon(multipliers: tuple[float, ...], delta: float, epsilon: float) -> None:
+    """Keep the epsilon at ``delta`` of Gaussian releases with these multipliers."""
+    _write("epsilon", {"multipliers": sorted(multipliers), "delta": delta}, epsilon)
