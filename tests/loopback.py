@@ -11,6 +11,8 @@ process it started has exited once its sites are stopped, and none names its fol
 
 import contextlib
 import os
+import subprocess
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -19,6 +21,8 @@ from fedpca.deployment.local import LocalDeployment, Site
 from fedpca.deployment.processes import processes_naming
 
 TESTS = Path(__file__).resolve().parent
+#: How long a group's processes may take to exit once its sites are stopped.
+EXIT_SECONDS = 60
 
 
 def coordinator_env() -> dict[str, str]:
@@ -77,5 +81,11 @@ def joined(deployment: LocalDeployment, sites: Sequence[Site],
         for site in sites:
             if site.name in deployment.running:
                 deployment.stop_site(site.name)
+        # a site stopped from outside (its SuperNode killed) leaves its runtime to notice
+        # and exit on its own, which a loaded machine may take a while to schedule
+        deadline = time.monotonic() + EXIT_SECONDS
+        for item in deployment.launched[first:]:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                item.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         assert all(item.process.poll() is not None for item in deployment.launched[first:])
         assert not processes_naming(str(folder))
