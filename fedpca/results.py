@@ -7,12 +7,17 @@ import json
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
 from fedpca.errors import InvalidDataError
 from fedpca.linalg.subspace import assign_to_subspaces
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from fedpca.dp.moments import ColumnMoments
 
 R = TypeVar("R", bound="SavedResult")
 
@@ -307,3 +312,25 @@ class CentredClusteringResult(ClusteringResult):
         """Each row of ``X`` (preprocessed by the contract), centred and scaled with the
         released mean and scale, to its nearest subspace (post-processing)."""
         return super().predict((np.asarray(X, dtype=np.float64) - self.mean) / self.scale)
+
+
+def centred_result(base: PCAResult | ClusteringResult, moments: ColumnMoments,
+                   columns: Sequence[str] | None = None
+                   ) -> CentredPCAResult | CentredClusteringResult:
+    """``base`` (an algorithm's result on the centred rows: a PCA result with its explained
+    variance, or k-plane's clusters) with the released ``moments``' mean and scale and the
+    contract's output ``columns``."""
+    values = {f.name: getattr(base, f.name) for f in fields(base)}
+    if columns is not None:
+        values["columns"] = list(columns)
+    if isinstance(base, ClusteringResult):
+        return CentredClusteringResult(**values, mean=moments.mean, scale=moments.scale)
+    return CentredPCAResult(**values, mean=moments.mean, scale=moments.scale,
+                            explained_variance_ratio_floored=floored_total(
+                                moments, base.explained_variance_ratio))
+
+
+def floored_total(moments: ColumnMoments, ratio: np.ndarray | None) -> bool:
+    """Whether an explained-variance ``ratio`` is over a total in which ``moments`` floored
+    some column's scale (so every ratio reads high)."""
+    return ratio is not None and bool(moments.floored_variances)

@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.algorithms.centred_run import centred_result
 from fedpca.algorithms.centring import MOMENTS_PHASE, CentringSite, MomentsServer
 from fedpca.algorithms.server import ServerRecord
 from fedpca.algorithms.site import PrivateSite, SiteAnswer
 from fedpca.dp.guarantee import SiteGuarantee
 from fedpca.errors import ConfigurationError, InvalidRequestError
+from fedpca.results import centred_result
 
 #: The request's config key naming a centred run's step.
 CENTRING = "centring"

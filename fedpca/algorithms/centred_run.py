@@ -123,8 +123,8 @@ from fedpca.dp.validation import (
 from fedpca.results import (
     CentredClusteringResult,
     CentredPCAResult,
-    ClusteringResult,
-    PCAResult,
+    centred_result,
+    floored_total,
 )
 
 #: The central algorithms (one trusted curator holding the pooled rows).
@@ -417,28 +417,6 @@ def centred_ldp_privacy(policy: CentredPolicy, bounds: ColumnBounds) -> dict[str
     sensitivity = upper_triangle_sensitivity(share.clip_norm)
     return {**centred_privacy(policy, bounds, LDP_MECHANISM), "sensitivity": sensitivity,
             "sigma": share.part.sigma(sensitivity), "trust_model": LOCAL_TRUST}
-
-
-def centred_result(base: PCAResult | ClusteringResult, moments: ColumnMoments,
-                   columns: Sequence[str] | None = None
-                   ) -> CentredPCAResult | CentredClusteringResult:
-    """``base`` (an algorithm's result on the centred rows: a PCA result with its explained
-    variance, or k-plane's clusters) with the released ``moments``' mean and scale and the
-    contract's output ``columns``."""
-    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
-    if columns is not None:
-        fields["columns"] = list(columns)
-    if isinstance(base, ClusteringResult):
-        return CentredClusteringResult(**fields, mean=moments.mean, scale=moments.scale)
-    return CentredPCAResult(**fields, mean=moments.mean, scale=moments.scale,
-                            explained_variance_ratio_floored=floored_total(
-                                moments, base.explained_variance_ratio))
-
-
-def floored_total(moments: ColumnMoments, ratio: np.ndarray | None) -> bool:
-    """Whether an explained-variance ``ratio`` is over a total in which ``moments`` floored
-    some column's scale (so every ratio reads high)."""
-    return ratio is not None and bool(moments.floored_variances)
 
 
 def _central(method: str, sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int,

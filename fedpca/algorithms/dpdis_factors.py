@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import scipy.linalg
 
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import GramPlusSymmetric, top_eigenpairs, top_eigenvectors
@@ -39,6 +38,8 @@ def stacked_factors(factors: Sequence[np.ndarray], weights: np.ndarray) -> np.nd
 
 def top_left_singular_vectors(M: np.ndarray, k: int) -> np.ndarray:
     """The ``k`` leading left singular vectors of ``M`` (= top eigenvectors of ``M M^T``)."""
+    import scipy.linalg  # here, not above: a site's ClientApp process needs none of it
+
     U, _, _ = scipy.linalg.svd(M, full_matrices=False, check_finite=False)
     return U[:, :k]
 

@@ -45,7 +45,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 
 from fedpca.algorithms.dpdis_factors import (
     merged_factor_basis,
@@ -430,6 +429,8 @@ class DPdisPCAServer(ServerRecord):
             raise ConfigurationError("no round has been received yet")
         if self.variant != VARIANT_FACTOR:
             return np.linalg.eigvalsh(self.released)[::-1]
+        import scipy.linalg  # here, not above: a site's ClientApp process needs none of it
+
         values = scipy.linalg.svdvals(self.released, check_finite=False) ** 2
         return np.concatenate([values, np.zeros(max(self.dim - values.size, 0))])[:self.dim]
 

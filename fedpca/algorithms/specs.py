@@ -15,6 +15,7 @@ parameters, data and server plan) and one entry here.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +124,12 @@ def spec(name: str) -> AlgorithmSpec:
             f"algorithm {name!r} is unknown; choose one of {sorted(SPECS)}"
         )
     return SPECS[name]
+
+
+def run_algorithm(run_config: Mapping[str, Any]) -> str:
+    """The algorithm a run_config names (:data:`DEFAULT_ALGORITHM` when it names none), not
+    yet checked (:func:`spec` checks it)."""
+    return str(run_config.get("algorithm", DEFAULT_ALGORITHM))
 
 
 def app_config() -> dict[str, Any]:

@@ -11,7 +11,8 @@ Parquet (``.parquet``), and NumPy's ``.npy`` for a plain numeric matrix.
 * :func:`write_table`: a pyarrow table to ``.csv`` or ``.parquet``.
 
 Errors name the file and the column, never a cell's value: pyarrow's own messages quote rows,
-and a row is a record. A CSV file must be comma-separated: one whose header reads as a single
+and a row is a record. pyarrow is imported on first use (:func:`_arrow`): a ``.npy`` file
+needs none of it. A CSV file must be comma-separated: one whose header reads as a single
 column holding another usual delimiter (``;`` as a European spreadsheet or R's
 ``write.csv2`` writes, a tab, ``|``) is refused with a hint naming that delimiter
 (:func:`delimiter_hint`), where it would otherwise read as one column of text.
@@ -21,13 +22,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
 
 from fedpca.errors import InvalidDataError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: The suffixes each reader takes.
 CSV_SUFFIXES, PARQUET_SUFFIXES, NPY_SUFFIXES = (".csv", ".csv.gz"), (".parquet",), (".npy",)
@@ -81,9 +84,9 @@ def write_table(table: pa.Table, path: str | Path) -> Path:
     """Write ``table`` to ``path`` as CSV (blanks as empty cells) or Parquet, by suffix."""
     path = Path(path)
     if _is_csv(path):
-        pa_csv.write_csv(table, path)
+        _arrow().csv.write_csv(table, path)
     elif path.name.lower().endswith(PARQUET_SUFFIXES):
-        pq.write_table(table, path)
+        _arrow().parquet.write_table(table, path)
     else:
         raise InvalidDataError(f"{path}: give a file name ending in {TABLE_SUFFIXES}")
     return path
@@ -92,9 +95,11 @@ def write_table(table: pa.Table, path: str | Path) -> Path:
 def _read_arrow(path: Path, site: str, header: bool, suffixes: tuple[str, ...]) -> pa.Table:
     """The file as a pyarrow table (one thread: this runs inside a site's processes)."""
     _require_file(path, site, suffixes)
+    pa = _arrow()
+    pa_csv = pa.csv
     try:
         if not _is_csv(path):
-            return pq.read_table(path, use_threads=False)
+            return pa.parquet.read_table(path, use_threads=False)
         arrow = pa_csv.read_csv(
             path, read_options=pa_csv.ReadOptions(use_threads=False,
                                                   autogenerate_column_names=not header),
@@ -116,6 +121,7 @@ HEADER_BYTES = 1 << 16
 def _first_line(path: Path) -> list[str]:
     """A CSV file's first line as pyarrow would split it at commas (empty when unreadable):
     the header's names, never a record."""
+    pa = _arrow()
     try:
         with pa.input_stream(str(path), compression="detect") as stream:
             head = stream.read(HEADER_BYTES).decode("utf-8", errors="replace")
@@ -162,6 +168,7 @@ def _arrow_problem(exc: Exception) -> str:
 def _column_array(column: pa.ChunkedArray, site: str, path: Path, name: str) -> np.ndarray:
     """float64 with NaN for blanks (numbers, booleans, all-blank columns) or object with
     ``None`` for blanks (everything else, as text)."""
+    pa = _arrow()
     kind = column.type
     if pa.types.is_dictionary(kind):
         column, kind = column.cast(kind.value_type), kind.value_type
@@ -176,8 +183,20 @@ def _column_array(column: pa.ChunkedArray, site: str, path: Path, name: str) -> 
 
 
 def _numeric(kind: pa.DataType) -> bool:
+    pa = _arrow()
     return (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
             or pa.types.is_decimal(kind) or pa.types.is_null(kind))
+
+
+def _arrow() -> ModuleType:
+    """pyarrow with its ``csv`` and ``parquet`` modules, imported on first use, not with this
+    module: a site whose records are a ``.npy`` file never loads them (a real site starts a
+    fresh ClientApp process for every message)."""
+    import pyarrow
+    import pyarrow.csv
+    import pyarrow.parquet  # noqa: F401 (pyarrow.parquet, read through the package)
+
+    return pyarrow
 
 
 def _is_csv(path: Path) -> bool:

@@ -172,17 +172,19 @@ def answer_from(
 def read_reply(content: RecordDict, node: str) -> SiteAnswer:
     """The :class:`SiteAnswer` in a Message-API answer (``node`` names a site that sent no
     name)."""
-    if ARRAYS not in content.array_records or METRICS not in content.metric_records:
+    # each record looked up by name: RecordDict's typed views (array_records, ...) copy
+    # every record of the reply on each access
+    arrays, metrics, names = content.get(ARRAYS), content.get(METRICS), content.get(SITE)
+    if not isinstance(arrays, ArrayRecord) or not isinstance(metrics, MetricRecord):
         raise FedPCAError(
             f"node {node} answered with records {sorted(content)}, expected {ARRAYS!r} and "
             f"{METRICS!r}; is it running fedpca's ClientApp (fedpca.flower.clientapp.site_client_app)?"
         )
-    metrics = content.metric_records[METRICS]
-    names = content.config_records.get(SITE, ConfigRecord())
+    if not isinstance(names, ConfigRecord):
+        names = ConfigRecord()
     site = str(names.get(SITE, node))
     return answer_from(
-        site, int(metrics.get(NUM_EXAMPLES, 0)), content.array_records[ARRAYS].to_numpy_ndarrays(),
-        {**metrics, **names},
+        site, int(metrics.get(NUM_EXAMPLES, 0)), arrays.to_numpy_ndarrays(), {**metrics, **names},
     )
 
 

@@ -13,15 +13,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
-import scipy.linalg
-from scipy.linalg import blas
 
 from fedpca.blas import one_blas_thread
 from fedpca.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
+
+
+def _scipy_linalg() -> ModuleType:
+    """``scipy.linalg``, imported on first use, not with this module: a real site starts a
+    fresh ClientApp process for every message, and most messages need none of it."""
+    import scipy.linalg
+
+    return scipy.linalg
 
 
 def thin_qr(A: np.ndarray) -> np.ndarray:
@@ -30,7 +37,7 @@ def thin_qr(A: np.ndarray) -> np.ndarray:
     The sign convention makes the factor unique for full-column-rank ``A`` (paper 000
     Alg. 3), so the same input gives the same basis everywhere.
     """
-    Q, R = scipy.linalg.qr(A, mode="economic", check_finite=False)
+    Q, R = _scipy_linalg().qr(A, mode="economic", check_finite=False)
     signs = np.sign(np.diag(R))
     signs[signs == 0] = 1.0
     return Q * signs
@@ -127,7 +134,7 @@ def gram_product(X: np.ndarray, Q: np.ndarray) -> np.ndarray:
 def top_eigenpairs(A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` largest eigenvalues of a symmetric ``A`` (descending) and their vectors."""
     d = A.shape[0]
-    values, vectors = scipy.linalg.eigh(A, subset_by_index=(d - k, d - 1), check_finite=False)
+    values, vectors = _scipy_linalg().eigh(A, subset_by_index=(d - k, d - 1), check_finite=False)
     return values[::-1], vectors[:, ::-1]
 
 
@@ -309,11 +316,11 @@ def lanczos_top_eigenpairs(
         if steps < next_check and steps < max_steps:
             continue
         next_check = steps + max(1, steps // 20)
-        values, S = scipy.linalg.eigh_tridiagonal(
+        values, S = _scipy_linalg().eigh_tridiagonal(
             alpha[:steps], beta[: steps - 1], select="i", select_range=(steps - k, steps - 1),
             check_finite=False, lapack_driver="stemr",
         )
-        lowest = scipy.linalg.eigh_tridiagonal(
+        lowest = _scipy_linalg().eigh_tridiagonal(
             alpha[:steps], beta[: steps - 1], eigvals_only=True, select="i",
             select_range=(0, 0), check_finite=False,
         )
@@ -390,7 +397,7 @@ class GramPlusSymmetric:
             out /= self.divisor
         if self.symmetric is not None:
             # S.T is Fortran-ordered; its lower triangle is S's upper triangle.
-            out += blas.dsymv(1.0, self.symmetric.T, v, lower=1)
+            out += _scipy_linalg().blas.dsymv(1.0, self.symmetric.T, v, lower=1)
         return out
 
     def matmat(self, V: np.ndarray) -> np.ndarray:
@@ -482,9 +489,9 @@ def gram_top_eigenpairs(
 def _thin_svd_eigenpairs(X: np.ndarray, divisor: float, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` eigenpairs of ``X^T X / divisor`` from the thin SVD of ``X``."""
     try:
-        _, s, Vt = scipy.linalg.svd(X, full_matrices=False, check_finite=False)
+        _, s, Vt = _scipy_linalg().svd(X, full_matrices=False, check_finite=False)
     except np.linalg.LinAlgError:  # gesdd rarely fails to converge; gesvd is slower, sturdier
-        _, s, Vt = scipy.linalg.svd(
+        _, s, Vt = _scipy_linalg().svd(
             X, full_matrices=False, check_finite=False, lapack_driver="gesvd"
         )
     return s[:k] ** 2 / divisor, Vt[:k].T.copy()

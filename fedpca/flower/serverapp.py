@@ -1,0 +1,44 @@
+"""The Flower App's ServerApp body (:func:`run_server_app`, what
+:data:`fedpca.flower.app.server_app` runs): the configured algorithm's server over the
+connected sites, or a centred run (:func:`~fedpca.flower.app_centring.run_centred`), on the
+Message API unless Flower's SecAgg+ is asked; a run that fails writes a failure record
+(:func:`fedpca.run_record.failure_recorded`). Kept apart from :mod:`fedpca.flower.app` so
+that a ClientApp process, which imports that module for every message, loads no server
+code."""
+
+from __future__ import annotations
+
+from flwr.common import Context
+from flwr.server import Grid
+
+from fedpca.algorithms.specs import run_algorithm, spec
+from fedpca.errors import ConfigurationError, ParameterError, RunConfigNames
+from fedpca.flower.app_centring import is_centred, run_centred
+from fedpca.flower.app_server import finish, record_path, server_scenario
+from fedpca.flower.prompt_grid import prompt
+from fedpca.flower.workflow import run_plan
+from fedpca.run_record import failure_recorded
+
+
+def run_server_app(grid: Grid, context: Context) -> None:
+    """Run the configured algorithm. A run that fails (e.g. fewer than ``min-sites`` sites
+    can afford it) writes a failure record to run_config ``output`` and raises, so Flower
+    marks the run failed; a parameter error names the run_config keys to change."""
+    with failure_recorded(run_algorithm(context.run_config),
+                          record_path(dict(context.run_config))):
+        try:
+            server_main(prompt(grid), context)
+        except ParameterError as error:  # named as the coordinator writes them
+            raise ConfigurationError(error.render(RunConfigNames())) from None
+
+
+def server_main(grid: Grid, context: Context) -> None:
+    """Run the configured algorithm over the connected sites (a moments round first when
+    run_config ``centring`` asks) and write the result if run_config ``output`` is set."""
+    scenario_cls = spec(run_algorithm(context.run_config)).scenario_class()
+    if is_centred(dict(context.run_config)):
+        run_centred(grid, context, scenario_cls)
+        return
+    scenario, config, readiness = server_scenario(scenario_cls, grid, context)
+    strategy = run_plan(grid, context, scenario, scenario.server_plan(config), readiness)
+    finish(strategy.result(config), config)
