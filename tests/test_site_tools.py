@@ -363,3 +363,23 @@ def test_site_check_refuses_a_delta_not_well_below_one_over_n(tmp_path, capsys):
     load_site_policy(policy).open_ledger()
     assert cli_main(["site", "check", "--policy", str(policy)]) == 1
     assert re.search(r"PROBLEM: .*delta=0.01 is not well below 1/n", capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("insecure, certificates", [(True, None), (False, "/etc/site/ca.pem")])
+def test_a_forked_clientapp_task_gets_the_arguments_flowers_executor_would_give(
+    monkeypatch, insecure, certificates
+):
+    from flwr.supercore.constant import TaskType
+    from flwr.supercore.superexec.executor import subprocess_executor
+    from flwr.supercore.superexec.executor.types import ExecutionSpec
+
+    from fedpca.deployment.clientapp_forks import task_arguments
+
+    spec = ExecutionSpec(task_type=TaskType.CLIENT_APP, runtime_api_address="127.0.0.1:9094",
+                         token="t0ken", insecure=insecure, root_certificates_path=certificates,
+                         runtime_dependency_install=False, parent_pid=4242,
+                         suppress_output=False, task_id=7)
+    started = []
+    monkeypatch.setattr(subprocess_executor.subprocess, "Popen", started.append)
+    subprocess_executor.SubprocessExecutor().launch(spec)
+    assert started[0][1:] == task_arguments(spec)

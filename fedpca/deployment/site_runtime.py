@@ -166,17 +166,22 @@ def run_site_superexec(
     runtime_api_address: str, insecure: bool, root_certificates: str | None = None,
     memory_mib: int = 0,
 ) -> None:
-    """Flower's SuperExec for a SuperNode in ``--isolation process`` mode, launching
-    :data:`PINNED_CLIENTAPP_COMMAND` for ClientApp tasks (never a FAB's code), with the
-    address space of itself and every ClientApp limited to ``memory_mib`` MiB (0: none)."""
+    """Flower's SuperExec for a SuperNode in ``--isolation process`` mode, running
+    :data:`PINNED_CLIENTAPP_COMMAND`'s code for ClientApp tasks (never a FAB's), each forked
+    from a warm process (:class:`~fedpca.deployment.clientapp_forks.ForkingExecutor`), with
+    the address space of itself and every ClientApp limited to ``memory_mib`` MiB (0: none)."""
     from flwr.supercore.constant import TASK_TYPE_TO_COMMAND, TaskType
-    from flwr.supercore.superexec.run_superexec import run_superexec
+    from flwr.supercore.superexec import run_superexec as superexec
+
+    from fedpca.deployment.clientapp_forks import ForkingExecutor
 
     _site_logging()
     apply_memory_limit(memory_mib)
     TASK_TYPE_TO_COMMAND[TaskType.CLIENT_APP] = PINNED_CLIENTAPP_COMMAND
-    logger.info("site SuperExec: ClientApp tasks run %s", PINNED_CLIENTAPP_COMMAND)
-    run_superexec(
+    superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor()
+    logger.info("site SuperExec: ClientApp tasks run %s, forked from a warm process",
+                PINNED_CLIENTAPP_COMMAND)
+    superexec.run_superexec(
         runtime_api_address=runtime_api_address,
         insecure=insecure,
         root_certificates_path=root_certificates,
