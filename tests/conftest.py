@@ -1,7 +1,7 @@
 """Shared test setup: single-threaded BLAS before numpy loads (Flower deadlock guard); Flower
 simulations with their sites in this process unless a file is marked ``ray``
-(:mod:`sites_in_process`); the session's one loopback deployment (:mod:`loopback`), whose
-tests one xdist worker runs; the long files scheduled first."""
+(:mod:`sites_in_process`); the loopback deployments (:mod:`loopback`), one per group of
+tests, each group run by one xdist worker; the long files scheduled first."""
 
 import pytest
 
@@ -15,11 +15,12 @@ single_thread_env()
 #: Marks of the test files that take most of the suite's time: federations (Ray start-up,
 #: ``flwr run``; ``pytestmark = pytest.mark.federation``) and long computations (``slow``).
 LONG = ("federation", "slow")
-#: The tests on the session's loopback deployment (fixture ``loopback``), files or single
-#: tests, in the order they run (one worker runs them all, one after the other).
-LOOPBACK = ("test_deployment.py", "test_secure_deployment.py",
-            "test_centred_flower.py::test_deploy_local_runs_centred_runs_of_three_algorithms_"
-            "from_each_sites_table", "test_tables_deployment.py")
+#: The tests on a loopback deployment (fixture ``loopback``), files or single tests, in two
+#: groups of about equal length: one xdist worker runs each group, one test after the other,
+#: on the one deployment it starts (two workers: two SuperLinks, side by side).
+LOOPBACK = (("test_deployment.py", "test_secure_deployment.py"),
+            ("test_centred_flower.py::test_deploy_local_runs_centred_runs_of_three_algorithms_"
+             "from_each_sites_table", "test_tables_deployment.py"))
 #: The longest files after them (about 20-60 s each on 2 cores, mostly waiting on
 #: processes), longest first, started before the other long ones so that none of them is
 #: the last thing a worker starts.
@@ -27,13 +28,14 @@ LONGEST = ("test_ray_cluster.py", "test_flower_app.py", "test_audit.py",
            "test_flower_simulation.py")
 
 
-def loopback_rank(nodeid: str) -> int | None:
-    """The position in :data:`LOOPBACK` of the test ``nodeid`` (``None``: not a loopback
-    test)."""
+def loopback_rank(nodeid: str) -> tuple[int, int] | None:
+    """The group of :data:`LOOPBACK` holding the test ``nodeid`` and its position there
+    (``None``: not a loopback test)."""
     test = nodeid.rsplit("/", 1)[-1]
-    for rank, name in enumerate(LOOPBACK):
-        if test == name or test.startswith(name + "::") or test.startswith(name + "["):
-            return rank
+    for group, names in enumerate(LOOPBACK):
+        for rank, name in enumerate(names):
+            if test == name or test.startswith(name + "::") or test.startswith(name + "["):
+                return group, rank
     return None
 
 
@@ -47,35 +49,36 @@ def pytest_collection_modifyitems(items):
     file's tests in their order: on the xdist workers (``--dist loadfile
     --no-loadscope-reorder``) the slow ones then start at once and run beside the many
     fast ones, instead of being left to the end. A test using the ``loopback`` fixture
-    that :data:`LOOPBACK` does not name would start a second deployment on another worker:
+    that :data:`LOOPBACK` does not name would start a deployment of its own on another worker:
     refused."""
     strays = [item.nodeid for item in items
               if "loopback" in item.fixturenames and loopback_rank(item.nodeid) is None]
     if strays:
         raise pytest.UsageError(f"tests/conftest.py: add {strays} to LOOPBACK")
 
-    def rank(item) -> tuple[int, int]:
+    def rank(item) -> tuple[int, int, int]:
         loopback = loopback_rank(item.nodeid)
         if loopback is not None:
-            return 0, loopback
+            return 0, *loopback
         if item.path.name in LONGEST:
-            return 1, LONGEST.index(item.path.name)
-        return (2 if any(item.get_closest_marker(m) for m in LONG) else 3), 0
+            return 1, LONGEST.index(item.path.name), 0
+        return (2 if any(item.get_closest_marker(m) for m in LONG) else 3), 0, 0
 
     items.sort(key=rank)
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadfile``, but with every :data:`LOOPBACK` test in one unit of work: one
-    worker, hence one ``loopback`` deployment, runs them all."""
+    """``--dist loadfile``, but with each group of :data:`LOOPBACK` tests in one unit of
+    work: one worker, hence one ``loopback`` deployment, runs a whole group."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
     class LoopbackTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            if loopback_rank(nodeid) is not None:
-                return "loopback"
+            loopback = loopback_rank(nodeid)
+            if loopback is not None:
+                return f"loopback-{loopback[0]}"
             return super()._split_scope(nodeid)
 
     return LoopbackTogether(config, log)
@@ -83,8 +86,8 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.fixture(scope="session")
 def loopback(tmp_path_factory):
-    """The session's loopback deployment: a SuperLink that every loopback test's sites join
-    in turn (:func:`loopback.joined`)."""
+    """The worker's loopback deployment: a SuperLink that the sites of every loopback test
+    of its group join in turn (:func:`loopback.joined`)."""
     from loopback import session_deployment
 
     with session_deployment(tmp_path_factory.mktemp("loopback")) as deployment:

@@ -1,12 +1,13 @@
-"""The test session's one loopback deployment, and the groups of sites that take turns on it.
+"""A loopback deployment shared by test files, and the groups of sites that take turns on it.
 
-One SuperLink (TLS, SuperNode authentication) serves every loopback test of the session
-(``loopback`` in ``tests/conftest.py``; those tests run on one xdist worker, which starts it
-once): each test file lets its own sites join (:func:`joined`), runs its runs and stops them
+One SuperLink (TLS, SuperNode authentication) serves the loopback tests of one entry of
+``LOOPBACK`` in ``tests/conftest.py`` (fixture ``loopback``; those tests run on one xdist
+worker, which starts it once; the other entry's tests get their own on another worker):
+each test file lets its own sites join (:func:`joined`), runs its runs and stops them
 again, so that a run asks only the sites its file's assertions are about (a run asks every
 connected site). A site's start costs a few seconds; a SuperLink's start and its key
-registration were paid once per file before. Each group leaves nothing running: every
-process it started has exited once its sites are stopped, and none names its folder.
+registration were paid once per file before. Each group of sites leaves nothing running:
+every process it started has exited once its sites are stopped, and none names its folder.
 """
 
 import contextlib

@@ -31,12 +31,18 @@ from flwr.supercore.constant import TASK_TYPE_TO_APPIO_API_ADDRESS_ARG, TaskType
 from flwr.supercore.superexec.executor.subprocess_executor import SubprocessExecutor
 from flwr.supercore.superexec.executor.types import ExecutionSpec, LaunchResult
 
-#: The modules a ClientApp task imports before it reads its message, loaded once by the fork
-#: server.
+#: The modules a ClientApp task imports before it reads its message, and those a message
+#: imports on first use (a table's reader, the privacy accountant, scipy's linear algebra),
+#: loaded once by the fork server.
 PRELOAD = (
     "fedpca.deployment.site_runtime",
     "flwr.supernode.runtime.run_clientapp",
     "fedpca.flower.app",
+    "pyarrow.csv",
+    "pyarrow.parquet",
+    "dp_accounting.pld",
+    "dp_accounting.rdp",
+    "scipy.linalg",
 )
 
 
