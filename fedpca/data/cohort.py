@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import scipy.linalg
 
 from fedpca.data.genotypes import standardise
 from fedpca.data.plink import MISSING, bed_reader
@@ -98,14 +99,15 @@ def draw_genotypes(rng: np.random.Generator, freqs: np.ndarray, labels: np.ndarr
     """Genotypes (allele-1 counts, int8, ``len(labels) x snps``, column-major) of individuals
     of populations ``labels`` under frequencies ``freqs`` (``populations x snps``), a share
     ``missing`` of calls set to :data:`~fedpca.data.plink.MISSING`, drawn ``BLOCK`` SNPs at a
-    time."""
+    time: each allele is 1 when a float32 uniform falls below its frequency (exact to 2^-24)."""
     genotypes = np.empty((len(labels), freqs.shape[1]), dtype=np.int8, order="F")
+    single = freqs.astype(np.float32)
     for start in range(0, freqs.shape[1], BLOCK):
-        p = freqs[:, start:start + BLOCK][labels]
-        block = (rng.random(p.shape) < p).astype(np.int8)
-        block += rng.random(p.shape) < p
+        p = single[:, start:start + BLOCK][labels]
+        block = (rng.random(p.shape, dtype=np.float32) < p).astype(np.int8)
+        block += rng.random(p.shape, dtype=np.float32) < p
         if missing:
-            block[rng.random(p.shape) < missing] = MISSING
+            block[rng.random(p.shape, dtype=np.float32) < missing] = MISSING
         genotypes[:, start:start + BLOCK] = block
     return genotypes
 
@@ -117,8 +119,9 @@ def start_basis(calls: np.ndarray, freq: np.ndarray, k: int) -> tuple[np.ndarray
     for start in range(0, calls.shape[1], BLOCK):
         rows = standardise(calls[:, start:start + BLOCK], freq[start:start + BLOCK])
         gram += rows @ rows.T
-    values, vectors = np.linalg.eigh(gram)
-    top = vectors[:, ::-1][:, :k] / np.sqrt(np.maximum(values[::-1][:k], 1e-300))
+    m = calls.shape[0]
+    values, vectors = scipy.linalg.eigh(gram, subset_by_index=[m - k, m - 1])
+    top = vectors[:, ::-1] / np.sqrt(np.maximum(values[::-1], np.finfo(float).tiny))
     basis = np.empty((calls.shape[1], k))
     for start in range(0, calls.shape[1], BLOCK):
         rows = standardise(calls[:, start:start + BLOCK], freq[start:start + BLOCK])

@@ -47,10 +47,11 @@ DEFAULT_BLOCK = 1024
 def standardise(calls: np.ndarray, freq: np.ndarray) -> np.ndarray:
     """``(g - 2 p) / sqrt(2 p (1 - p))`` per column of the int8 ``calls`` (``n x b``), a
     :data:`~fedpca.data.plink.MISSING` call 0: an ``n x b`` float64 array."""
-    centred = calls - 2.0 * freq
-    centred /= np.sqrt(2.0 * freq * (1.0 - freq))
-    centred[calls == MISSING] = 0.0
-    return centred
+    rows = calls.astype(np.float64)
+    rows -= 2.0 * freq
+    rows *= 1.0 / np.sqrt(2.0 * freq * (1.0 - freq))
+    np.copyto(rows, 0.0, where=calls == MISSING)
+    return rows
 
 
 def clip_scales(squared_norms: np.ndarray, bound: float) -> np.ndarray:
