@@ -202,6 +202,8 @@ def test_private_frequencies_standardise_and_a_bad_basis_is_refused(cohort):
                                                              rows.panel.row_norm), atol=1e-12)
     with pytest.raises(InvalidRequestError, match=r"shape \(1499, 2\), not \(1500, k\)"):
         rows.gram_times(np.zeros((1499, 2)))
+    with pytest.raises(InvalidRequestError, match="not finite"):
+        rows.times(np.full((1500, 2), np.nan))
     with pytest.raises(InvalidDataError, match=r"1500 numbers in \(0, 1\)"):
         cohort_site(cohort, 0, frequencies=np.full(1500, 1.0))
 

@@ -25,7 +25,7 @@ from fedpca.file_modes import replace_owner_only
 ID_COLUMNS = ("FID", "IID")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Covariates:
     """A covariate file's content: ids (``str`` arrays of length ``n``), the covariates'
     ``names`` and their values (``n x k`` float)."""

@@ -88,9 +88,9 @@ class GenotypeRows:
         if freq.shape != (panel.d,) or not ((freq > 0) & (freq < 1)).all():
             raise InvalidDataError(f"frequencies must be {panel.d} numbers in (0, 1) (clip "
                                    f"released ones, e.g. into [0.01, 0.99])")
-        if not isinstance(block, int) or block < 1:
+        if not isinstance(block, int | np.integer) or block < 1:
             raise InvalidDataError(f"block must be a whole number of SNPs >= 1, got {block!r}")
-        self.frequencies, self.block = freq, block
+        self.frequencies, self.block = freq, int(block)
 
     @property
     def n(self) -> int:

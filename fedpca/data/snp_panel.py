@@ -58,7 +58,7 @@ HEADER = ("snp", "a1", "a2", "freq")
 NAMED = 5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SnpPanel:
     """A loaded, checked SNP panel (:func:`load_panel`).
 
