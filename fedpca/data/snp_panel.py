@@ -1,0 +1,253 @@
+"""A SNP panel: the contract for genotypes a consortium agrees on, as a TOML file and a TSV
+file each site keeps a copy of and no coordinator can change.
+
+The TOML file::
+
+    [panel]
+    name = "ancestry-v1"
+    snps = "panel.tsv"        # the SNP table, relative to this file's folder
+    standardise = "public"    # "public": the table's frequencies; "private": released ones
+    missing = "mean"          # a missing call becomes the SNP's mean (0 once standardised)
+    row-norm = 150.0          # the public bound on a standardised row's L2 norm
+
+The TSV file, tab-separated, header ``snp a1 a2 freq``, one line per SNP in the panel's order
+(the order of the columns every site's rows have): the SNP id, its allele 1 (the allele
+counted, PLINK's ``A1``), its allele 2, and ``freq``: the public frequency of ``a1`` in
+``(0, 1)`` (from public genomes), required for ``standardise = "public"`` and optional
+(unused) for ``"private"``, where the frequencies come from a private moments release.
+
+Privacy (unit: one individual's genotype row, replace-one). Everything here is public: the
+panel names SNPs, alleles, public frequencies and the row-norm bound, and every standardised
+row is clipped to that bound (:mod:`fedpca.data.genotypes`), so the sensitivity of any sum of
+rows comes from the panel alone. A bound or a frequency read off a site's genotypes would
+disclose them: both come from public knowledge.
+
+What a hostile coordinator could do with it: nothing, since the site reads its own copy.
+:attr:`SnpPanel.digest` (SHA-256 of the SHA-256 of the TOML bytes and of the TSV bytes) is
+what a run's requests will name, so a site can refuse a run made under another panel (a
+changed SNP, frequency or bound would change the sensitivity or the released statistic).
+:func:`check_fileset` refuses, before any run, a site's fileset that misses a panel SNP or
+codes its alleles otherwise; its errors name SNP ids and counts, never a genotype or sample.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fedpca.data.plink import PlinkFileset
+from fedpca.errors import ConfigurationError, InvalidDataError
+
+#: How a panel's SNPs are standardised: with its table's frequencies, or released ones.
+STANDARDISE = ("public", "private")
+#: What a missing call becomes.
+MISSING_RULES = ("mean",)
+#: The keys of ``[panel]``.
+PANEL_KEYS = frozenset({"name", "snps", "standardise", "missing", "row-norm"})
+#: The TSV's header, with and without the frequency column.
+HEADER = ("snp", "a1", "a2", "freq")
+#: How many SNP ids an error names before it says how many there are in all.
+NAMED = 5
+
+
+@dataclass(frozen=True, eq=False)
+class SnpPanel:
+    """A loaded, checked SNP panel (:func:`load_panel`).
+
+    Attributes:
+        path: its TOML file.
+        table: its TSV file.
+        name: the panel's name.
+        snps, a1, a2: the SNP ids and their alleles, in the panel's order.
+        freq: the public frequencies of ``a1`` (``None``: the table has none).
+        standardise: ``"public"`` or ``"private"``.
+        missing: what a missing call becomes (``"mean"``).
+        row_norm: the public bound on a standardised row's L2 norm.
+        digest: SHA-256 hex of the SHA-256 of the TOML bytes and of the TSV bytes.
+    """
+
+    path: Path
+    table: Path
+    name: str
+    snps: tuple[str, ...]
+    a1: tuple[str, ...]
+    a2: tuple[str, ...]
+    freq: np.ndarray | None
+    standardise: str
+    missing: str
+    row_norm: float
+    digest: str
+
+    @property
+    def d(self) -> int:
+        """The number of SNPs (the width of every site's rows)."""
+        return len(self.snps)
+
+
+def panel_error(path: Path, problem: str) -> ConfigurationError:
+    """The error of a panel file ``path`` that says ``problem`` (what to fix)."""
+    return ConfigurationError(f"SNP panel {path}: {problem}")
+
+
+def named(ids: list[str]) -> str:
+    """The first :data:`NAMED` of ``ids`` and how many there are in all."""
+    shown = ", ".join(ids[:NAMED])
+    return shown + (f" and {len(ids) - NAMED} more ({len(ids)} in all)"
+                    if len(ids) > NAMED else "")
+
+
+def load_panel(path: str | Path) -> SnpPanel:
+    """The panel of TOML file ``path`` and its TSV table, every field checked; a
+    ConfigurationError names the file and what to fix."""
+    path = Path(path)
+    try:
+        toml_bytes = path.read_bytes()
+        settings = tomllib.loads(toml_bytes.decode())["panel"]
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError,
+            TypeError) as error:
+        raise panel_error(path, f"cannot be read as a TOML file with a [panel] table "
+                                f"({type(error).__name__}: {error})") from None
+    if not isinstance(settings, dict) or set(settings) - PANEL_KEYS:
+        raise panel_error(path, f"[panel] takes only the keys {sorted(PANEL_KEYS)}")
+    name, table = settings.get("name"), settings.get("snps")
+    if not isinstance(name, str) or not name.strip():
+        raise panel_error(path, "set name = \"...\" (the panel's name) under [panel]")
+    if not isinstance(table, str) or not table:
+        raise panel_error(path, "set snps = \"FILE.tsv\" (the SNP table, relative to the "
+                                "panel file's folder) under [panel]")
+    standardise = settings.get("standardise", "public")
+    if standardise not in STANDARDISE:
+        raise panel_error(path, f"standardise must be one of {STANDARDISE}, "
+                                f"got {standardise!r}")
+    missing = settings.get("missing", "mean")
+    if missing not in MISSING_RULES:
+        raise panel_error(path, f"missing must be one of {MISSING_RULES}, got {missing!r}")
+    row_norm = settings.get("row-norm")
+    if (isinstance(row_norm, bool) or not isinstance(row_norm, int | float)
+            or not math.isfinite(row_norm) or row_norm <= 0):
+        raise panel_error(path, f"row-norm must be a positive number (the public bound on a "
+                                f"standardised row's L2 norm), got {row_norm!r}")
+    tsv = path.parent / table
+    try:
+        tsv_bytes = tsv.read_bytes()
+    except OSError as error:
+        raise panel_error(path, f"its SNP table {tsv} cannot be read "
+                                f"({type(error).__name__}): fix snps = ...") from None
+    snps, a1, a2, freq = _read_table(tsv, tsv_bytes)
+    if freq is None and standardise == "public":
+        raise panel_error(path, f"standardise = \"public\" needs the column freq (the public "
+                                f"frequency of a1) in {tsv}")
+    digest = hashlib.sha256(hashlib.sha256(toml_bytes).digest()
+                            + hashlib.sha256(tsv_bytes).digest()).hexdigest()
+    return SnpPanel(path, tsv, name, snps, a1, a2, freq, standardise, missing, float(row_norm),
+                    digest)
+
+
+def _read_table(tsv: Path, data: bytes) -> tuple[tuple[str, ...], tuple[str, ...],
+                                                 tuple[str, ...], np.ndarray | None]:
+    """The SNP ids, alleles and frequencies (``None`` without the column) of a panel's TSV."""
+    try:
+        lines = list(csv.reader(data.decode().splitlines(), delimiter="\t"))
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise panel_error(tsv, f"is not a tab-separated text file ({error})") from None
+    if not lines or tuple(lines[0]) not in (HEADER, HEADER[:3]):
+        raise panel_error(tsv, f"its header must be {' '.join(HEADER)} (tab-separated; freq "
+                               f"optional with standardise = \"private\")")
+    width, rows = len(lines[0]), lines[1:]
+    if not rows:
+        raise panel_error(tsv, "holds no SNP: one line per SNP after the header")
+    for number, row in enumerate(rows, start=2):
+        if len(row) != width or not all(cell.strip() == cell != "" for cell in row):
+            raise panel_error(tsv, f"line {number} must hold {width} non-empty tab-separated "
+                                   f"fields without spaces")
+        if row[1].upper() == row[2].upper():
+            raise panel_error(tsv, f"line {number}: SNP {row[0]} has a1 = a2 = {row[1]}")
+    snps = tuple(row[0] for row in rows)
+    repeated = [snp for snp, count in Counter(snps).items() if count > 1]
+    if repeated:
+        raise panel_error(tsv, f"SNP ids must be unique: {named(repeated)} repeat")
+    a1, a2 = tuple(row[1] for row in rows), tuple(row[2] for row in rows)
+    if width == 3:
+        return snps, a1, a2, None
+    try:
+        freq = np.array([float(row[3]) for row in rows])
+    except ValueError:
+        raise panel_error(tsv, "freq must be a number on every line") from None
+    outside = [s for s, f in zip(snps, freq) if not 0 < f < 1]
+    if outside:
+        raise panel_error(tsv, f"freq must lie in (0, 1) (a public frequency of a1; clip a "
+                               f"monomorphic SNP's or drop it): {named(outside)}")
+    return snps, a1, a2, freq
+
+
+def check_fileset(panel: SnpPanel, fileset: PlinkFileset, site: str) -> np.ndarray:
+    """The ``.bed`` column of each panel SNP, in the panel's order (int array of length
+    ``panel.d``), after checking that ``fileset`` holds every panel SNP once with the panel's
+    alleles (allele 1 = the panel's ``a1``). SNPs of the ``.bim`` outside the panel are
+    ignored. Refusals (InvalidDataError) name the site, the file and the SNP ids."""
+    bim = fileset.path(".bim")
+    position: dict[str, int] = {}
+    repeated: list[str] = []
+    for column, snp in enumerate(fileset.snps.tolist()):
+        if snp in position:
+            repeated.append(snp)
+        position[snp] = column
+    wanted = set(panel.snps)
+    repeated = [snp for snp in dict.fromkeys(repeated) if snp in wanted]
+    if repeated:
+        raise InvalidDataError(
+            f"site {site}: {bim} lists panel SNPs more than once: {named(repeated)}; keep one "
+            f"line each (plink --rm-dup)")
+    absent = [snp for snp in panel.snps if snp not in position]
+    if absent:
+        raise InvalidDataError(
+            f"site {site}: {len(absent)} of the {panel.d} SNPs of panel {panel.name!r} are not "
+            f"in {bim}: {named(absent)}; every site needs every panel SNP (genotype or impute "
+            f"them, or agree on a panel without them)")
+    columns = np.array([position[snp] for snp in panel.snps], dtype=np.intp)
+    site_a1 = np.char.upper(fileset.alleles[0][columns])
+    site_a2 = np.char.upper(fileset.alleles[1][columns])
+    a1, a2 = np.char.upper(np.array(panel.a1)), np.char.upper(np.array(panel.a2))
+    same = (site_a1 == a1) & (site_a2 == a2)
+    flipped = (site_a1 == a2) & (site_a2 == a1)
+    snps = np.array(panel.snps)
+    if flipped.any():
+        raise InvalidDataError(
+            f"site {site}: {bim} has allele 1 and allele 2 swapped relative to panel "
+            f"{panel.name!r} for {named(snps[flipped].tolist())}; recode them with plink "
+            f"--bfile {fileset.prefix} --a1-allele {panel.table} 2 1 "
+            f"--make-bed --out FIXED (column 2 of the panel's table is a1, column 1 the id)")
+    other = ~same & ~flipped
+    if other.any():
+        raise InvalidDataError(
+            f"site {site}: {bim} codes other alleles than panel {panel.name!r} for "
+            f"{named(snps[other].tolist())} (a strand or build difference?): align them to "
+            f"the panel's a1/a2 or leave those SNPs out of the panel")
+    return columns
+
+
+def write_panel(path: str | Path, name: str, snps: list[str], a1: list[str], a2: list[str],
+                freq: np.ndarray | None, row_norm: float,
+                standardise: str = "public") -> SnpPanel:
+    """Write a panel's TOML file ``path`` and its TSV beside it (``PATH.tsv`` for
+    ``PATH.toml``), frequencies written at full precision, and load it back."""
+    path = Path(path)
+    tsv = path.with_suffix(".tsv")
+    header = HEADER if freq is not None else HEADER[:3]
+    lines = ["\t".join(header)]
+    for j, snp in enumerate(snps):
+        cells = [snp, a1[j], a2[j]] + ([] if freq is None else [repr(float(freq[j]))])
+        lines.append("\t".join(cells))
+    tsv.write_text("\n".join(lines) + "\n")
+    path.write_text(f"[panel]\nname = {json.dumps(name)}\nsnps = {json.dumps(tsv.name)}\n"
+                    f"standardise = \"{standardise}\"\nmissing = \"mean\"\n"
+                    f"row-norm = {float(row_norm)!r}\n")
+    return load_panel(path)
