@@ -24,6 +24,7 @@ from fedpca.dp.validation import (
     require_finite_positive,
     require_ordered,
     require_positive_int,
+    require_sizes,
 )
 
 #: Stream keys that keep the model's randomness apart from every site's samples.
@@ -50,10 +51,8 @@ class LDPSpikedModel:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        require_positive_int(self.dim, "dim")
-        require_positive_int(self.k, "k")
+        require_sizes({"k": self.k, "dim": self.dim})
         require_finite_positive(self.spike, "spike")
-        require_ordered({"k": self.k, "dim": self.dim})
         if self.sparsity is not None:
             require_positive_int(self.sparsity, "sparsity")
             require_ordered({"sparsity": self.sparsity, "dim": self.dim})

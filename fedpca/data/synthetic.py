@@ -18,7 +18,7 @@ import numpy as np
 
 from fedpca.data.site_cache import bounded_site_cache
 from fedpca.dp.site_data import SiteData
-from fedpca.dp.validation import require_ordered, require_positive_int
+from fedpca.dp.validation import require_positive_int, require_sizes
 from fedpca.errors import ParameterError
 from fedpca.linalg.subspace import thin_qr
 
@@ -56,10 +56,7 @@ class SparseSpikedModel:
     norm_sigmas: float = 6.0
 
     def __post_init__(self) -> None:
-        require_positive_int(self.dim, "dim")
-        require_positive_int(self.k, "k")
-        require_positive_int(self.sparsity, "sparsity")
-        require_ordered({"k": self.k, "sparsity": self.sparsity, "dim": self.dim})
+        require_sizes({"k": self.k, "sparsity": self.sparsity, "dim": self.dim})
 
     @property
     def truth(self) -> np.ndarray:

@@ -105,6 +105,15 @@ def require_ordered(values: Mapping[str, int]) -> None:
         raise ParameterError("need " + " <= ".join(f"{{{name}}}" for name in values), values)
 
 
+def require_sizes(values: Mapping[str, int]) -> None:
+    """Raise ParameterError unless every named value is a positive integer and they do not
+    decrease in the order given, e.g. ``{"k": 3, "sparsity": 10, "dim": 200}`` for
+    ``1 <= k <= sparsity <= dim`` (:func:`require_positive_int`, :func:`require_ordered`)."""
+    for name, value in values.items():
+        require_positive_int(value, name)
+    require_ordered(values)
+
+
 def require_site_count(value: int | None, name: str, sites: int, minimum: int = 1) -> None:
     """Raise ParameterError unless ``value`` (a number of sites such as ``min_sites``; None
     means all) is in ``minimum..sites``."""

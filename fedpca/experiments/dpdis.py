@@ -42,7 +42,7 @@ from fedpca.data.datasets import load_dataset
 from fedpca.data.dpdis_model import DecayingSpectrumModel
 from fedpca.data.partition import partition_iid
 from fedpca.errors import ConfigurationError
-from fedpca.experiments.output import ExperimentOutput
+from fedpca.experiments.output import ExperimentOutput, markdown_document
 from fedpca.experiments.progress import progress
 from fedpca.experiments.registry import experiment
 from fedpca.experiments.sweeps import (
@@ -330,7 +330,7 @@ def dpdis_experiment(
     setting = {**asdict(sweeps), "r": 2 * sweeps.k, "weighting": "uniform", "seed": seed,
                "accounting": "pld", **data}
     multipliers = noise_multipliers(sweeps.epsilons, sweeps.delta)
-    markdown = "\n\n".join([
+    markdown = markdown_document([
         f"# {title}",
         f"`fedpca experiment {name}`: q/q_o (captured energy of the pooled second moment, "
         f"relative to its top-{sweeps.k} eigenvectors; 1 = pooled non-private) of each "
@@ -349,7 +349,7 @@ def dpdis_experiment(
         SLIDES_NOTE,
         findings_markdown(found),
         DIFFERENCES_NOTE,
-    ]) + "\n"
+    ])
     return ExperimentOutput(
         name=name,
         data={"experiment": name, "setting": setting, "noise_multiplier": multipliers,

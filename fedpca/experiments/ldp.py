@@ -37,7 +37,7 @@ from fedpca.algorithms.ldp_pca import (
     support_scores,
 )
 from fedpca.data.ldp_model import LDPSpikedModel
-from fedpca.experiments.output import ExperimentOutput, markdown_table
+from fedpca.experiments.output import ExperimentOutput, markdown_document, markdown_table
 from fedpca.experiments.progress import progress
 from fedpca.experiments.registry import experiment
 from fedpca.experiments.sweeps import (
@@ -306,7 +306,7 @@ def fig3_markdown(setting: Fig3Setting, runs: dict[str, Any], sigmas: dict[str, 
                                        sweep["equivalent_samples_at_paper_epsilon"],
                                        strict=True))
     ]
-    return "\n\n".join([
+    return markdown_document([
         "# LDP-PCA: paper 004 Fig. 3 (low dimension, Alg. 1)",
         f"`fedpca experiment ldp-fig3`: p = {setting.dim}, n = {setting.samples}, "
         f"eps = {setting.epsilon:g}, delta = {setting.delta:g}, lambda = {SPIKE:g}; mean over "
@@ -328,7 +328,7 @@ def fig3_markdown(setting: Fig3Setting, runs: dict[str, Any], sigmas: dict[str, 
         f"(and the n giving the same noise at eps = {setting.epsilon:g}): "
         + "; ".join(f"k = {k}: {working_text(working[f'k={k}'])}" for k in setting.ks) + ".",
         FIG3_NOTE,
-    ]) + "\n"
+    ])
 
 
 @experiment("ldp-fig3", "LDP-PCA (paper 004 Fig. 3): error vs k at p=40, n=1e5; eps sweep")
@@ -542,7 +542,7 @@ def ldp_sparse_table(out: Path, quick: bool, seed: int) -> ExperimentOutput:
     sigmas = sigma_record(setting.epsilon, setting.delta)
     errors = {key: m["error"] for key, m in runs["methods"].items()}
     found = sparse_findings(setting, runs)
-    markdown = "\n\n".join([
+    markdown = markdown_document([
         "# LDP-PCA: paper 004 Sec. 6.2 (high dimension, sparse V)",
         f"`fedpca experiment ldp-sparse-table`: p = {setting.dim}, n = {setting.samples}, "
         f"k = {setting.k}, eps = {setting.epsilon:g}, delta = {setting.delta:g}, lambda = "
@@ -565,7 +565,7 @@ def ldp_sparse_table(out: Path, quick: bool, seed: int) -> ExperimentOutput:
         SPARSE_PAPER_NOTE,
         paper_tables_markdown(setting.k),
         SPARSE_DIFFERENCES_NOTE,
-    ]) + "\n"
+    ])
     return ExperimentOutput(
         name="ldp-sparse-table",
         data={"experiment": "ldp-sparse-table",

@@ -51,6 +51,12 @@ class ExperimentOutput:
             plt.close(figure)
 
 
+def markdown_document(sections: list[str]) -> str:
+    """An experiment's markdown summary: its sections (headings, paragraphs, tables)
+    separated by blank lines, ending with a newline."""
+    return "\n\n".join(sections) + "\n"
+
+
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
     """A markdown table; floats get 4 significant digits."""
 

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from fedpca.experiments.central_methods import random_subspace_distance
-from fedpca.experiments.output import ExperimentOutput, markdown_table
+from fedpca.experiments.output import ExperimentOutput, markdown_document, markdown_table
 from fedpca.experiments.paper000 import (
     ACCOUNTINGS,
     DIFFERENCES_NOTE,
@@ -159,7 +159,7 @@ def fig3_markdown(setting: Fig3Setting, runs: dict[str, Any], multipliers: dict[
         f"every point: {yes[found['pld_below_paper_everywhere']]}.",
         DIFFERENCES_NOTE,
     ]
-    return "\n\n".join(sections) + "\n"
+    return markdown_document(sections)
 
 
 @experiment("dps-pca-fig3", "DPS-PCA (paper 000 Fig. 3): error per iteration vs eps, delta")

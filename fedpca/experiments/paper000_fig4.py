@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from fedpca.experiments.central_methods import random_subspace_distance
-from fedpca.experiments.output import ExperimentOutput
+from fedpca.experiments.output import ExperimentOutput, markdown_document
 from fedpca.experiments.paper000 import (
     DIFFERENCES_NOTE,
     METHOD_LABELS,
@@ -130,7 +130,7 @@ def fig4_experiment(name: str, title: str, setting: Fig4Setting, seed: int,
     found = fig4_findings(methods)
     multipliers = noise_multipliers(m, [(e, setting.delta) for _, e in setting.points()])
     yes = {True: "holds", False: "does not hold at every point"}
-    markdown = "\n\n".join([
+    markdown = markdown_document([
         f"# {title}",
         f"`fedpca experiment {name}`: n = {m.samples}, k = {m.k}, s = {m.sparsity}, "
         f"s_hat = min({m.s_hat}, d), T = {m.rounds}, delta = {setting.delta:g} (MOD-SuLQ, "
@@ -159,7 +159,7 @@ def fig4_experiment(name: str, title: str, setting: Fig4Setting, seed: int,
            "published beta fails, not its mechanism."
            if found["analyze_gauss_beats_dps_pld_everywhere"] else ""),
         DIFFERENCES_NOTE,
-    ]) + "\n"
+    ])
     return ExperimentOutput(
         name=name,
         data={"experiment": name,

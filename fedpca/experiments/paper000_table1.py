@@ -23,7 +23,7 @@ from fedpca.algorithms.central import run_mod_sulq
 from fedpca.algorithms.dps_pca import run_dps_pca
 from fedpca.algorithms.ppca import bingham_scale, run_ppca
 from fedpca.experiments.central_methods import CLIP_NORM
-from fedpca.experiments.output import ExperimentOutput, markdown_table
+from fedpca.experiments.output import ExperimentOutput, markdown_document, markdown_table
 from fedpca.experiments.paper000 import PAPER, QUICK, ModelSetting
 from fedpca.experiments.progress import progress
 from fedpca.experiments.registry import experiment
@@ -206,7 +206,7 @@ def table1_markdown(setting: Table1Setting, rows: dict[str, Any]) -> str:
     fedpca_cols = [f"fedpca d = {d}" for d in dims]
     paper_cols = [f"paper d = {d}" for d in paper_dims]
     m = setting.model
-    return "\n\n".join([
+    return markdown_document([
         "# CPU time: paper 000 Table 1",
         f"`fedpca experiment dps-pca-table1`: CPU seconds (median of {setting.repeats} "
         f"interleaved runs) of each public API from the raw records, n = {m.samples}, "
@@ -220,7 +220,7 @@ def table1_markdown(setting: Table1Setting, rows: dict[str, Any]) -> str:
         markdown_table(["method", *fedpca_cols, *paper_cols], ratio_rows),
         order_text(rows, dims),
         TABLE1_NOTE,
-    ]) + "\n"
+    ])
 
 
 @experiment("dps-pca-table1", "DPS-PCA (paper 000 Table 1): CPU time at d = 200/400/800")

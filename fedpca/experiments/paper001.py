@@ -34,7 +34,7 @@ from fedpca.experiments.central_methods import (
     central_bases,
     random_subspace_energy,
 )
-from fedpca.experiments.output import ExperimentOutput, markdown_table
+from fedpca.experiments.output import ExperimentOutput, markdown_document, markdown_table
 from fedpca.experiments.progress import progress
 from fedpca.experiments.registry import experiment
 from fedpca.experiments.sweeps import (
@@ -199,7 +199,7 @@ def fig2_markdown(setting: Fig2Setting, runs: dict[str, Any], found: dict[str, A
     final = found["final_fraction_of_nonprivate"]
     n, d = setting.samples, len(FIG2_EIGENVALUES)
     betas = [mod_sulq_beta(d, n, a, setting.delta) for a in setting.alphas]
-    return "\n\n".join([
+    return markdown_document([
         "# MOD-SuLQ vs PPCA: paper 001 Fig. 2 (captured energy vs alpha)",
         f"`fedpca experiment ppca-fig2`: one data set of n = {n} rows of N(0, diag(lambda)), "
         f"d = {d}, lambda = {list(FIG2_EIGENVALUES)}, k = {setting.k}, delta = "
@@ -242,7 +242,7 @@ def fig2_markdown(setting: Fig2Setting, runs: dict[str, Any], found: dict[str, A
           f"* **Scale of alpha.** Rows divided by {setting.row_scale:.3f} put the data's "
           f"energy {setting.row_scale**2:.2f} times lower: our curves sit about that factor "
           "to the right of curves computed on unscaled (and unbounded) rows.",
-    ]) + "\n"
+    ])
 
 
 @experiment("ppca-fig2", "PPCA/MOD-SuLQ (paper 001 Fig. 2): q_F vs alpha, n=5000, d=10, k=2")
@@ -425,7 +425,7 @@ def table1_markdown(setting: Table1Setting, results: dict[str, Any],
     paper_rows = [[name, *values] for name, values in PAPER_TABLE1.items()]
     data = "; ".join(f"{name}: {r['records']} records, d = {r['dim']}, {r['scaling']}"
                      for name, r in results.items())
-    return "\n\n".join([
+    return markdown_document([
         "# Classification after private PCA: paper 001 Table 1",
         f"`fedpca experiment ppca-table1`: accuracy (%) of a linear classifier on records "
         f"projected onto each method's k-dimensional subspace, mean ± std over "
@@ -452,7 +452,7 @@ def table1_markdown(setting: Table1Setting, results: dict[str, Any],
         gaps,
         "## Why our numbers differ from the paper's",
         SANITY_NOTE.format(burn_in=setting.burn_in),
-    ]) + "\n"
+    ])
 
 
 @experiment("ppca-table1", "PPCA/MOD-SuLQ (paper 001 Table 1): classification after private PCA")

@@ -43,7 +43,7 @@ from fedpca.clustering.sample_aggregate import (
     run_sample_aggregate,
 )
 from fedpca.data.subspaces import UnionOfSubspaces
-from fedpca.experiments.output import ExperimentOutput, markdown_table
+from fedpca.experiments.output import ExperimentOutput, markdown_document, markdown_table
 from fedpca.experiments.progress import progress
 from fedpca.experiments.registry import experiment
 from fedpca.experiments.sweeps import (
@@ -478,7 +478,7 @@ def subspace_clustering(out: Path, quick: bool, seed: int) -> ExperimentOutput:
     panels = [run_panel(panel, settings, seed) for panel in PANELS]
     mixing = run_mixing(PANELS[1], settings, seed)
     found = findings(panels, mixing)
-    markdown = "\n\n".join([
+    markdown = markdown_document([
         "# Differentially private subspace clustering (paper 003, Fig. 2 and 3)",
         f"`fedpca experiment {NAME}`: mean ± std over {settings.seeds} seed(s) (new "
         f"subspaces, data and noise each); Gibbs: {settings.gibbs_sweeps} sweeps from a "
@@ -502,7 +502,7 @@ def subspace_clustering(out: Path, quick: bool, seed: int) -> ExperimentOutput:
             scales=" and ".join(f"{p['row_scale']:.2f} for d={p['dim']}" for p in panels),
             squares=" and ".join(f"{p['row_scale'] ** 2:.2f}" for p in panels),
             shift=2 * math.log10(panels[-1]["row_scale"])),
-    ]) + "\n"
+    ])
     return ExperimentOutput(
         name=NAME,
         data={"experiment": NAME, "settings": asdict(settings), "seed": seed,
