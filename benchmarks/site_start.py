@@ -18,7 +18,11 @@ Python's own start-up included):
   records, as the first message of a run does.
 
 No network: the message is built in the process (Flower's Runtime API round trip is the
-same for both). fedpca's modules are compiled to bytecode first, as a site's installed
+same for both). Then the same at work: an honest secure DPdisPCA run (secure sums, three real
+sites, TLS and node authentication on loopback: :mod:`secure_loopback`'s deployment), with
+each ClientApp task a fresh process (``FEDPCA_CLIENTAPP_FORKS=off``, as before the fork
+server) and forked from the site's warm process (the default), alternating; per run, the
+run's wall time and the CPU time of the whole deployment (its start included). fedpca's modules are compiled to bytecode first, as a site's installed
 package has them (pip compiles an install's modules, Flower's included): without it, an
 editable install run with ``PYTHONDONTWRITEBYTECODE`` set would compile every fedpca
 module from source in every process, which no site does. Target (issue 33): fedpca's CPU time <= 1.3 x Flower's, median of the runs.
@@ -43,13 +47,20 @@ from pathlib import Path
 from typing import Any
 
 from common import machine_info, md_table, progress, quick_option, target, write_results
+from secure_loopback import RUN_CONFIG, deployment
+from secure_loopback import SITES as SECURE_SITES  # type: ignore[import-not-found]
 
 import fedpca
+from fedpca.deployment.site_runtime import FORKS_ENV
 from fedpca.dp.calibration_cache import DIRECTORY_VARIABLE
 
 HERE = Path(__file__).resolve().parent
 LIMIT = 1.3
 RUNS, QUICK_RUNS = 15, 3
+#: Secure loopback runs of each kind (fresh or forked ClientApp tasks).
+LOOPBACK_RUNS, QUICK_LOOPBACK_RUNS = 3, 1
+#: The two kinds of ClientApp task, by the value of FORKS_ENV.
+TASKS = {"off": "a fresh process per task", "on": "forked from the warm process"}
 #: fedpca's ClientApp with no calibration kept on the site's disk (a policy's first message).
 COLD = "fedpca real-site ClientApp, calibrating (nothing kept)"
 
@@ -147,6 +158,33 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     return rows
 
 
+def loopback_runs(quick: bool = False) -> list[dict[str, Any]]:
+    """Median wall time of the secure run and CPU time of its deployment, per kind of task."""
+    runs = QUICK_LOOPBACK_RUNS if quick else LOOPBACK_RUNS
+    times: dict[str, list[tuple[float, float]]] = {mode: [] for mode in TASKS}
+    for i in range(runs):
+        for mode in (TASKS if i % 2 == 0 else reversed(TASKS)):
+            os.environ[FORKS_ENV] = mode
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            with tempfile.TemporaryDirectory(prefix="fedpca-site-start-") as folder:
+                with deployment(Path(folder)) as local:
+                    start = time.perf_counter()
+                    result = local.run(dict(RUN_CONFIG), timeout=900)
+                    wall = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if result.sites_answered[0] != list(SECURE_SITES):
+                raise RuntimeError(f"a site was left out of the sum: {result.sites_answered}")
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            times[mode].append((wall, cpu))
+            progress(f"secure loopback run {i + 1}/{runs}, {TASKS[mode]}: {wall:.1f} s, "
+                     f"deployment CPU {cpu:.1f} s")
+    os.environ.pop(FORKS_ENV)
+    return [{"tasks": TASKS[mode], "runs": runs,
+             "median_run_wall_s": statistics.median(w for w, _ in t),
+             "median_deployment_cpu_s": statistics.median(c for _, c in t)}
+            for mode, t in times.items()]
+
+
 def targets(rows: list[dict[str, Any]], quick: bool = False) -> list[dict[str, Any]]:
     return [target("fedpca / Flower ClientApp process, CPU s (median)", rows[1]["cpu_ratio"],
                    LIMIT, measured=not quick)]
@@ -173,6 +211,14 @@ def markdown(doc: dict[str, Any]) -> str:
                    r["median_wall_s"], r["min_wall_s"], r["cpu_ratio"], r["wall_ratio"]]
                   for r in rows]),
         "",
+        "A secure run on loopback (three real sites, secure sums), before and after the "
+        "fork server: median of the alternated runs.",
+        "",
+        md_table(["ClientApp tasks", "runs", "run wall s (median)",
+                  "deployment CPU s (median)"],
+                 [[r["tasks"], r["runs"], r["median_run_wall_s"],
+                   r["median_deployment_cpu_s"]] for r in doc["loopback"]]),
+        "",
         md_table(["target", "value", "limit", "passed"],
                  [[t["target"], t["value"], t["limit"], t["passed"]]
                   for t in doc["targets"]]),
@@ -185,7 +231,7 @@ def main() -> None:
     quick = quick_option(__doc__)
     rows = run(quick)
     doc = {"quick": quick, "machine": machine_info(), "rows": rows,
-           "targets": targets(rows, quick)}
+           "loopback": loopback_runs(quick), "targets": targets(rows, quick)}
     write_results(HERE / "results", "site_start", quick, doc, markdown)
     print(markdown(doc))
 

@@ -383,3 +383,15 @@ def test_a_forked_clientapp_task_gets_the_arguments_flowers_executor_would_give(
     monkeypatch.setattr(subprocess_executor.subprocess, "Popen", started.append)
     subprocess_executor.SubprocessExecutor().launch(spec)
     assert started[0][1:] == task_arguments(spec)
+
+
+def test_the_fork_switch_takes_on_or_off_only(monkeypatch):
+    from fedpca.deployment.site_runtime import FORKS_ENV, forked_tasks
+
+    monkeypatch.delenv(FORKS_ENV, raising=False)
+    assert forked_tasks()
+    monkeypatch.setenv(FORKS_ENV, "off")
+    assert not forked_tasks()
+    monkeypatch.setenv(FORKS_ENV, "no")
+    with pytest.raises(ConfigurationError, match="must be 'on'"):
+        forked_tasks()

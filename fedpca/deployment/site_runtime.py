@@ -146,6 +146,20 @@ def run_site_supernode(policy: SitePolicyFile, flower_args: Sequence[str]) -> No
 POLL_ENV = "FEDPCA_SUPERNODE_POLL_SECONDS"
 
 
+#: Environment variable: ``off`` makes a site's SuperExec start every ClientApp task as a
+#: fresh process, as Flower's does (e.g. to compare, or to rule the fork server out while
+#: debugging); ``on`` or unset: forked from a warm process.
+FORKS_ENV = "FEDPCA_CLIENTAPP_FORKS"
+
+
+def forked_tasks() -> bool:
+    """Whether :data:`FORKS_ENV` lets the site's ClientApp tasks be forked (the default)."""
+    value = os.environ.get(FORKS_ENV, "on")
+    if value not in ("on", "off"):
+        raise ConfigurationError(f"{FORKS_ENV}={value!r} must be 'on' (the default) or 'off'")
+    return value == "on"
+
+
 class _ShorterWaits:
     """The ``time`` module Flower's SuperNode loop uses, with every wait at most ``most``
     seconds (its other functions are the module's own)."""
@@ -178,9 +192,11 @@ def run_site_superexec(
     _site_logging()
     apply_memory_limit(memory_mib)
     TASK_TYPE_TO_COMMAND[TaskType.CLIENT_APP] = PINNED_CLIENTAPP_COMMAND
-    superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor()
-    logger.info("site SuperExec: ClientApp tasks run %s, forked from a warm process",
-                PINNED_CLIENTAPP_COMMAND)
+    forked = forked_tasks()
+    if forked:
+        superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor()
+    logger.info("site SuperExec: ClientApp tasks run %s, %s", PINNED_CLIENTAPP_COMMAND,
+                "forked from a warm process" if forked else "each a fresh process")
     superexec.run_superexec(
         runtime_api_address=runtime_api_address,
         insecure=insecure,
