@@ -1,13 +1,17 @@
-"""Shared test setup: single-threaded BLAS before numpy loads (Flower deadlock guard); Flower
+"""Shared test setup: fedpca compiled to bytecode once; single-threaded BLAS before numpy
+loads (Flower deadlock guard); Flower
 simulations with their sites in this process unless a file is marked ``ray``
 (:mod:`sites_in_process`); the loopback deployments (:mod:`loopback`), one per group of
 tests, each group run by one xdist worker; the long files scheduled first."""
 
-import pytest
-
+import compileall
 import os
 import tempfile
+from pathlib import Path
 
+import pytest
+
+import fedpca
 from fedpca.blas import single_thread_env
 
 single_thread_env()
@@ -42,6 +46,16 @@ def loopback_rank(nodeid: str) -> tuple[int, int] | None:
 # a real site's kept calibrations go to a temporary folder, not the user's cache
 os.environ.setdefault("FEDPCA_CALIBRATION_CACHE",
                       tempfile.mkdtemp(prefix="fedpca-test-calibrations-"))
+
+
+def pytest_configure(config):
+    """fedpca's modules compiled to bytecode once, as an installed package has them (pip
+    compiles an install; an editable one is compiled by its first import, or never where
+    ``PYTHONDONTWRITEBYTECODE`` is set): the hundreds of processes the suite starts (sites,
+    ClientApps, ServerApps, Ray workers) then read the bytecode instead of each compiling
+    the modules it imports. Done by the controller only, before the workers start."""
+    if not hasattr(config, "workerinput"):
+        compileall.compile_dir(Path(fedpca.__file__).parent, quiet=1)
 
 
 def pytest_collection_modifyitems(items):
