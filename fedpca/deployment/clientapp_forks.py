@@ -31,13 +31,15 @@ from flwr.supercore.constant import TASK_TYPE_TO_APPIO_API_ADDRESS_ARG, TaskType
 from flwr.supercore.superexec.executor.subprocess_executor import SubprocessExecutor
 from flwr.supercore.superexec.executor.types import ExecutionSpec, LaunchResult
 
-#: The modules a ClientApp task imports before it reads its message, and those a message
-#: imports on first use (a table's reader, the privacy accountant, scipy's linear algebra),
-#: loaded once by the fork server.
+#: The modules a ClientApp task imports before it reads its message, and those it imports
+#: on first use (the HTTP transport of Flower's Runtime API client, a table's reader, the
+#: privacy accountant, scipy's linear algebra), loaded once by the fork server.
 PRELOAD = (
     "fedpca.deployment.site_runtime",
     "flwr.supernode.runtime.run_clientapp",
     "fedpca.flower.app",
+    "httpcore",
+    "cryptography.hazmat.backends.openssl",
     "pyarrow.csv",
     "pyarrow.parquet",
     "dp_accounting.pld",
