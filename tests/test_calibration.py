@@ -139,3 +139,31 @@ def test_a_kept_ledger_epsilon_below_what_the_releases_spend_is_never_used(
     calibration.pld_epsilon.cache_clear()
     assert calibration.pld_epsilon(multipliers, 1e-5) == honest
     assert json.loads(entry.read_text())["value"] == honest  # written again
+
+
+def test_a_kept_grid_is_read_back_and_a_tampered_one_never_lowers_the_noise(
+        tmp_path, monkeypatch):
+    import json
+
+    from fedpca.dp import distributed_gaussian as ddg
+
+    kept_calibrations(tmp_path, monkeypatch)
+    public = dict(releases=2, sensitivity=2.0, norm_bound=40.0, dimension=300, sites=3)
+    honest = ddg.choose_grid(1.0, 1e-5, **public)
+    (entry,) = [p for p in tmp_path.iterdir() if '"max_inflation"' in p.read_text()]
+    calibrations = []
+    real = ddg.calibrate_ddg
+    monkeypatch.setattr(ddg, "calibrate_ddg",
+                        lambda *a, **k: calibrations.append(k["gamma"]) or real(*a, **k))
+    assert ddg.choose_grid(1.0, 1e-5, **public) == honest
+    assert calibrations == [honest.gamma]  # one calibration at the kept step, not a search
+    kept = json.loads(entry.read_text())
+    coarser = min(0.9, honest.inflation * 8)
+    entry.write_text(json.dumps({**kept, "value": [coarser, kept["value"][1]]}))
+    tampered = ddg.choose_grid(1.0, 1e-5, **public)  # another grid, its noise calibrated
+    assert tampered.inflation == coarser and tampered.calibration.epsilon <= 1.0 * (1 + 1e-6)
+    for garbage in ("[0, 16]", '"x"', "[0.01]", "{not json"):
+        entry.write_text(garbage if garbage.startswith("{") else
+                         json.dumps({**kept, "value": json.loads(garbage)}))
+        assert ddg.choose_grid(1.0, 1e-5, **public) == honest  # chosen again, written again
+    assert json.loads(entry.read_text())["value"] == kept["value"]

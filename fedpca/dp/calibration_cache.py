@@ -1,5 +1,5 @@
-"""Noise calibrations kept on a site's disk, keyed by their public parameters, checked on
-every read.
+"""Noise calibrations (and secure sums' grid choices) kept on a site's disk, keyed by their
+public parameters, checked on every read.
 
 A real site answers every message in a fresh ClientApp process; calibrating its noise
 (:func:`~fedpca.dp.calibration.calibrate_gaussian`: dp-accounting's searches, and importing
@@ -17,7 +17,9 @@ the entry states. An entry that fails the check, or does not parse, is logged, r
 and written again, so no file can make a site add less noise than its (epsilon, delta)
 needs. Whoever can write the site's disk could raise the noise (costing accuracy, not
 privacy) or change the stated ``epsilon_rdp`` within what the check allows; the guarantee
-holds either way.
+holds either way. A secure sum's grid choice (:func:`load_grid`: the search over grid steps
+that took about a second per secure release) is kept as the step's rounding inflation only;
+its noise is calibrated afresh on every read, with the privacy check every calibration has.
 """
 
 from __future__ import annotations
@@ -100,8 +102,15 @@ def _meets(epsilon: float, multipliers: tuple[float, ...], delta: float) -> bool
             and gaussian_delta(epsilon, multipliers) <= delta)
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar among the parameters as the Python number it holds (for JSON)."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not a public number")
+
+
 def _key(params: dict[str, Any]) -> str:
-    text = json.dumps({"version": VERSION, **params}, sort_keys=True)
+    text = json.dumps({"version": VERSION, **params}, sort_keys=True, default=_plain)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -132,7 +141,7 @@ def _write(kind: str, params: dict[str, Any], value: Any) -> None:
     partial = path.with_name(f"{path.stem}.{os.getpid()}.partial")
     try:
         _directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        partial.write_text(json.dumps({"params": params, "value": value}))
+        partial.write_text(json.dumps({"params": params, "value": value}, default=_plain))
         os.replace(partial, path)
     except OSError as error:
         logger.warning("calibration cache: could not write %s (%s)", path, error)
@@ -192,3 +201,29 @@ def load_epsilon(multipliers: tuple[float, ...], delta: float) -> float | None:
 def store_epsilon(multipliers: tuple[float, ...], delta: float, epsilon: float) -> None:
     """Keep the epsilon at ``delta`` of Gaussian releases with these multipliers."""
     _write("epsilon", {"multipliers": sorted(multipliers), "delta": delta}, epsilon)
+
+
+def load_grid(params: dict[str, Any]) -> tuple[float, int] | None:
+    """The rounding inflation and draw cap kept for a secure sum's grid choice
+    (:func:`~fedpca.dp.distributed_gaussian.choose_grid`'s public inputs ``params``), or
+    ``None``. The caller derives the grid's noise from them afresh, with the privacy check
+    of every calibration, so a kept pair can change the grid (a sum the other sites would
+    refuse) but never lower the noise below the target."""
+    kept = _read("grid", params)
+    if kept is None:
+        return None
+    try:
+        inflation, cap = float(kept[0]), int(kept[1])
+    except (IndexError, KeyError, TypeError, ValueError):
+        inflation, cap = math.nan, 0
+    if not (0 < inflation < 1 and cap >= 1):
+        logger.warning("calibration cache: the grid kept for %s does not parse; choosing it "
+                       "again", params)
+        return None
+    return inflation, cap
+
+
+def store_grid(params: dict[str, Any], inflation: float, cap: int) -> None:
+    """Keep the grid chosen for ``params``: its rounding inflation and the draw cap it
+    needed."""
+    _write("grid", params, [inflation, cap])

@@ -10,11 +10,13 @@ with at most a stated probability.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from fedpca.dp import calibration_cache
 from fedpca.dp.accountant import worst_case_epsilon
 from fedpca.dp.ddg_accounting import (
     RDP_ORDERS,
@@ -31,6 +33,8 @@ from fedpca.dp.discrete_gaussian import MAX_SIGMA_SQ
 from fedpca.dp.events import Release
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.errors import ConfigurationError, ParameterError
+
+logger = logging.getLogger(__name__)
 
 #: Default modulus: the largest that passes Flower's SecAgg+ exactly (see ``ddg_encoding``).
 DEFAULT_MODULUS = 2**31
@@ -299,59 +303,82 @@ def choose_grid(epsilon: float, delta: float, *, releases: int, sensitivity: flo
 
     Raises ParameterError, quoting only these public inputs, when no grid qualifies.
     """
+    public = {"epsilon": epsilon, "delta": delta, "releases": releases,
+              "sensitivity": sensitivity, "norm_bound": norm_bound, "dimension": dimension,
+              "sites": sites, "sites_in_sum": sites_in_sum, "modulus": modulus,
+              "max_wrap_probability": max_wrap_probability, "max_inflation": max_inflation,
+              "max_draws": max_draws}
+    common = {key: public[key] for key in ("epsilon", "delta", "releases", "sensitivity",
+                                           "norm_bound", "dimension", "sites", "modulus",
+                                           "max_wrap_probability")}
+    n_sum = sites if sites_in_sum is None else sites_in_sum
+    kept = calibration_cache.load_grid(public)
+    if kept is not None:
+        inflation, cap = kept
+        choice = _grid_at(inflation, n_sum=n_sum, max_draws=cap, **common)
+        if choice is not None and choice.wrap_probability <= max_wrap_probability:
+            return choice
+        logger.warning("calibration cache: the grid kept for %s does not meet them; "
+                       "choosing it again", public)
     cap = min(DEFAULT_MAX_DRAWS, max_draws)
     while True:
         try:
-            return _finest_grid(epsilon, delta, releases=releases, sensitivity=sensitivity,
-                                norm_bound=norm_bound, dimension=dimension, sites=sites,
-                                sites_in_sum=sites_in_sum, modulus=modulus,
-                                max_wrap_probability=max_wrap_probability,
-                                max_inflation=max_inflation, max_draws=cap)
+            choice = _finest_grid(n_sum=n_sum, max_inflation=max_inflation, max_draws=cap,
+                                  **common)
         except ParameterError:
             if cap >= max_draws:
                 raise
             cap = min(2 * cap, max_draws)
+            continue
+        calibration_cache.store_grid(public, choice.inflation, cap)
+        return choice
 
 
-def _finest_grid(epsilon: float, delta: float, *, releases: int, sensitivity: float,
-                 norm_bound: float, dimension: int, sites: int, sites_in_sum: int | None,
-                 modulus: int, max_wrap_probability: float, max_inflation: float,
+def _finest_grid(*, epsilon: float, delta: float, releases: int, sensitivity: float,
+                 norm_bound: float, dimension: int, sites: int, n_sum: int, modulus: int,
+                 max_wrap_probability: float, max_inflation: float,
                  max_draws: int) -> GridChoice:
     """:func:`choose_grid` for one cap ``max_draws``."""
-    n_sum = sites if sites_in_sum is None else sites_in_sum
     if n_sum < sites:
         raise ConfigurationError(f"sites_in_sum={n_sum} must be >= sites={sites}")
     if not 0 < max_inflation < 1:
         raise ConfigurationError(f"max_inflation must be in (0, 1), got {max_inflation}")
-    padded = next_power_of_two(dimension)
-    common = {"releases": releases, "sensitivity": sensitivity, "dimension": dimension,
-              "sites": sites, "norm_bound": norm_bound, "max_draws": max_draws}
-
-    def attempt(inflation: float) -> GridChoice | None:
-        gamma = inflation * sensitivity / math.sqrt(padded)
-        try:
-            cal = calibrate_ddg(epsilon, delta, gamma=gamma, **common)
-        except ConfigurationError:
-            return None
-        spec = {"norm_bound": norm_bound, "sites_in_sum": n_sum, "dimension": dimension,
-                "gamma": gamma, "sigma_sq": cal.sigma_sq, "draws": cal.draws}
-        wrap = wrap_probability(modulus=modulus, **spec)
-        needed = minimum_modulus(max_wrap_probability=max_wrap_probability, **spec)
-        return GridChoice(gamma, inflation, cal, modulus, wrap, n_sum, needed)
-
-    best = attempt(max_inflation)
+    common = {"epsilon": epsilon, "delta": delta, "releases": releases,
+              "sensitivity": sensitivity, "norm_bound": norm_bound, "dimension": dimension,
+              "sites": sites, "n_sum": n_sum, "modulus": modulus,
+              "max_wrap_probability": max_wrap_probability, "max_draws": max_draws}
+    best = _grid_at(max_inflation, **common)
     if best is None or best.wrap_probability > max_wrap_probability:
-        _refuse(best, epsilon, delta, releases, dimension, padded, sites, n_sum, modulus,
-                max_wrap_probability, max_inflation, max_draws)
+        _refuse(best, epsilon, delta, releases, dimension, next_power_of_two(dimension), sites,
+                n_sum, modulus, max_wrap_probability, max_inflation, max_draws)
     low, high = math.log(max_inflation / INFLATION_RANGE), math.log(max_inflation)
     for _ in range(8):  # bisection on log(inflation): feasibility is monotone in it
         mid = (low + high) / 2
-        choice = attempt(math.exp(mid))
+        choice = _grid_at(math.exp(mid), **common)
         if choice is not None and choice.wrap_probability <= max_wrap_probability:
             best, high = choice, mid
         else:
             low = mid
     return best
+
+
+def _grid_at(inflation: float, *, epsilon: float, delta: float, releases: int,
+             sensitivity: float, norm_bound: float, dimension: int, sites: int, n_sum: int,
+             modulus: int, max_wrap_probability: float, max_draws: int) -> GridChoice | None:
+    """The grid of rounding inflation ``inflation``, its calibrated noise (at most
+    ``max_draws`` draws per site) and its wrap probability (``None``: no noise qualifies)."""
+    gamma = inflation * sensitivity / math.sqrt(next_power_of_two(dimension))
+    try:
+        cal = calibrate_ddg(epsilon, delta, gamma=gamma, releases=releases,
+                            sensitivity=sensitivity, dimension=dimension, sites=sites,
+                            norm_bound=norm_bound, max_draws=max_draws)
+    except ConfigurationError:
+        return None
+    spec = {"norm_bound": norm_bound, "sites_in_sum": n_sum, "dimension": dimension,
+            "gamma": gamma, "sigma_sq": cal.sigma_sq, "draws": cal.draws}
+    wrap = wrap_probability(modulus=modulus, **spec)
+    needed = minimum_modulus(max_wrap_probability=max_wrap_probability, **spec)
+    return GridChoice(gamma, inflation, cal, modulus, wrap, n_sum, needed)
 
 
 def _refuse(best: GridChoice | None, epsilon, delta, releases, dimension, padded, sites, n_sum,
