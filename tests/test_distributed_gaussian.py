@@ -460,3 +460,30 @@ def test_encode_refuses_bad_inputs():
         encode_site(np.zeros(8), gamma=0.1, rotation=rotation, sigma_sq=4, modulus=1001)
     with pytest.raises(ConfigurationError):
         encode_site(np.zeros(9), gamma=0.1, rotation=rotation, sigma_sq=4, modulus=2**10)
+
+
+@pytest.mark.parametrize("dim", [20_000, 100_000])
+def test_dps_pca_secure_power_steps_at_genomics_width_fit_a_sites_default_draw_limit(dim):
+    """Ancestry PCs over SNPs: ``X_i^T X_i Q`` (k = 2) of sites of 10,000 records, sums of
+    M = 10 sites, eps 1 over 11 releases (10 power rounds and the start)."""
+    from fedpca.algorithms.dps_pca import power_step_sensitivity
+    from fedpca.algorithms.secure_sum import SecureSum
+    from fedpca.algorithms.site_limits import DEFAULT_MAX_NOISE_DRAWS
+
+    secure = SecureSum(sensitivity=power_step_sensitivity(1.0), max_records=10_000,
+                       norm_per_record=1.0, dimension=2 * dim, sites_in_sum=10,
+                       rotation_seed=0)
+    choice = secure.grid(1.0, 1e-6, 11, 10)
+    cal = choice.calibration
+    assert cal.draws <= DEFAULT_MAX_NOISE_DRAWS and cal.epsilon <= 1.0 * (1 + 1e-6)
+    assert choice.wrap_probability <= 1e-9
+    if dim == 20_000:  # a site's message at that width: encoded, decoded, noise as calibrated
+        rotation = RandomizedHadamard(2 * dim, seed=17)
+        v = site_vectors(1, 2 * dim, 10_000.0, seed=18)[0]
+        message = encode_site(v, gamma=choice.gamma, rotation=rotation, sigma_sq=cal.sigma_sq,
+                              draws=cal.draws, modulus=choice.modulus,
+                              rng=np.random.default_rng(19))
+        error = decode_sum(message, gamma=choice.gamma, rotation=rotation,
+                           modulus=choice.modulus) - v
+        assert error.std() == pytest.approx(choice.gamma * math.sqrt(cal.draws * cal.sigma_sq),
+                                            rel=0.02)

@@ -5,9 +5,10 @@ and each one imports Python's runtime, Flower and fedpca again: about a second o
 it reads its message. :class:`ForkingExecutor` is Flower's subprocess executor with one
 change: a ClientApp task is a child of Python's ``multiprocessing`` fork server, started
 once with :data:`PRELOAD` imported, so a task begins with the pinned ClientApp's code already
-loaded (:func:`fedpca.deployment.site_runtime.pinned_clientapp_main`, with the task's token,
-address and certificates as its arguments, exactly as ``fedpca-site-clientapp`` would get
-them). Every other task type is launched by Flower's own executor.
+loaded (the entry it is given, :func:`fedpca.deployment.site_runtime.pinned_clientapp_main`,
+with the task's token, address and certificates as its arguments, exactly as
+``fedpca-site-clientapp`` would get them). Every other task type is launched by Flower's own
+executor.
 
 Each task is still a process of its own: the fork server holds only imported modules, never
 a message, a context or a site's data, and no task's memory reaches another, so what a task
@@ -26,6 +27,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+from collections.abc import Callable
 
 from flwr.supercore.constant import TASK_TYPE_TO_APPIO_API_ADDRESS_ARG, TaskType
 from flwr.supercore.superexec.executor.subprocess_executor import SubprocessExecutor
@@ -49,9 +51,11 @@ PRELOAD = (
 
 
 class ForkingExecutor(SubprocessExecutor):
-    """Flower's subprocess executor, with ClientApp tasks forked from a warm fork server."""
+    """Flower's subprocess executor, with ClientApp tasks forked from a warm fork server,
+    each running ``task_main`` (the pinned ClientApp's entry) with the task's arguments."""
 
-    def __init__(self) -> None:
+    def __init__(self, task_main: Callable[[list[str]], None]) -> None:
+        self._task_main = task_main
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(list(PRELOAD))
 
@@ -61,7 +65,8 @@ class ForkingExecutor(SubprocessExecutor):
         if spec.task_type != TaskType.CLIENT_APP:
             return super().launch(spec)
         task = self._context.Process(
-            target=_run_task, args=(task_arguments(spec), spec.suppress_output),
+            target=_run_task,
+            args=(self._task_main, task_arguments(spec), spec.suppress_output),
             name=f"fedpca-site-clientapp task {spec.task_id}", daemon=True,
         )
         task.start()
@@ -87,12 +92,11 @@ def task_arguments(spec: ExecutionSpec) -> list[str]:
     return arguments
 
 
-def _run_task(arguments: list[str], suppress_output: bool) -> None:
-    """A forked task's body: the pinned ClientApp with ``arguments``."""
-    from fedpca.deployment.site_runtime import pinned_clientapp_main
-
+def _run_task(task_main: Callable[[list[str]], None], arguments: list[str],
+              suppress_output: bool) -> None:
+    """A forked task's body: ``task_main(arguments)``."""
     if suppress_output:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.dup2(devnull, sys.stderr.fileno())
-    pinned_clientapp_main(arguments)
+    task_main(arguments)

@@ -194,7 +194,7 @@ def run_site_superexec(
     TASK_TYPE_TO_COMMAND[TaskType.CLIENT_APP] = PINNED_CLIENTAPP_COMMAND
     forked = forked_tasks()
     if forked:
-        superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor()
+        superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor(pinned_clientapp_main)
     logger.info("site SuperExec: ClientApp tasks run %s, %s", PINNED_CLIENTAPP_COMMAND,
                 "forked from a warm process" if forked else "each a fresh process")
     superexec.run_superexec(
