@@ -4,6 +4,7 @@ Flower's own parser too), the memory limit, the configuration-only App, the site
 import io
 import json
 import re
+import resource
 import stat
 import subprocess
 import sys
@@ -395,3 +396,21 @@ def test_the_fork_switch_takes_on_or_off_only(monkeypatch):
     monkeypatch.setenv(FORKS_ENV, "no")
     with pytest.raises(ConfigurationError, match="must be 'on'"):
         forked_tasks()
+
+
+@pytest.mark.parametrize("limit_mib, extras", [(512, False), (0, True)])
+def test_the_fork_servers_preload_fits_a_sites_smallest_memory_limit(limit_mib, extras):
+    """Under the smallest memory limit a policy allows, the fork server loads what every
+    task imports and leaves the rest to the tasks; without a limit it loads the rest too."""
+    from fedpca.deployment.clientapp_preload import room_for_extras
+
+    assert room_for_extras(resource.RLIM_INFINITY) and not room_for_extras(512 * 2**20)
+    script = ("import resource, sys\n"
+              f"limit = {limit_mib} * 2**20 or resource.RLIM_INFINITY\n"
+              "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+              "import fedpca.deployment.clientapp_preload\n"
+              "print('fedpca.flower.app' in sys.modules, 'pyarrow' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", str(extras)]

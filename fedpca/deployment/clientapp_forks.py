@@ -4,8 +4,8 @@ Flower's SuperExec starts a new process for every ClientApp task (every message 
 and each one imports Python's runtime, Flower and fedpca again: about a second of CPU before
 it reads its message. :class:`ForkingExecutor` is Flower's subprocess executor with one
 change: a ClientApp task is a child of Python's ``multiprocessing`` fork server, started
-once with :data:`PRELOAD` imported, so a task begins with the pinned ClientApp's code already
-loaded (the entry it is given, :func:`fedpca.deployment.site_runtime.pinned_clientapp_main`,
+once with :mod:`~fedpca.deployment.clientapp_preload` imported, so a task begins with the
+pinned ClientApp's code already loaded (the entry it is given, :func:`fedpca.deployment.site_runtime.pinned_clientapp_main`,
 with the task's token, address and certificates as its arguments, exactly as
 ``fedpca-site-clientapp`` would get them). Every other task type is launched by Flower's own
 executor.
@@ -33,21 +33,9 @@ from flwr.supercore.constant import TASK_TYPE_TO_APPIO_API_ADDRESS_ARG, TaskType
 from flwr.supercore.superexec.executor.subprocess_executor import SubprocessExecutor
 from flwr.supercore.superexec.executor.types import ExecutionSpec, LaunchResult
 
-#: The modules a ClientApp task imports before it reads its message, and those it imports
-#: on first use (the HTTP transport of Flower's Runtime API client, a table's reader, the
-#: privacy accountant, scipy's linear algebra), loaded once by the fork server.
-PRELOAD = (
-    "fedpca.deployment.site_runtime",
-    "flwr.supernode.runtime.run_clientapp",
-    "fedpca.flower.app",
-    "httpcore",
-    "cryptography.hazmat.backends.openssl",
-    "pyarrow.csv",
-    "pyarrow.parquet",
-    "dp_accounting.pld",
-    "dp_accounting.rdp",
-    "scipy.linalg",
-)
+#: The fork server's preload: importing it loads what the tasks import (under the site's
+#: memory limit).
+PRELOAD = ("fedpca.deployment.clientapp_preload",)
 
 
 class ForkingExecutor(SubprocessExecutor):

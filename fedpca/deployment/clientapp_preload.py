@@ -1,0 +1,50 @@
+"""What a site's fork server loads before it forks ClientApp tasks
+(:mod:`fedpca.deployment.clientapp_forks` names this module as its one preload: importing it
+is the loading).
+
+Always the modules every task imports (:data:`ALWAYS`: the pinned runtime, Flower's
+ClientApp runtime and the HTTP transport of its Runtime API client, fedpca's ClientApp).
+Then, if the process's address space leaves room for them (no limit, or at least
+:data:`EXTRAS_MIN_MIB`), the modules a message imports on first use (:data:`EXTRAS`: a
+table's reader, the privacy accountant, scipy's linear algebra, cryptography's OpenSSL
+backend). Every forked task starts with the fork server's whole address space: under a
+site's smaller ``[limits] memory-mib`` (512 MiB at least) the extras' ~370 MB would be
+taken from every task's room for its data, so its tasks import them when they need them,
+as a fresh process does."""
+
+from __future__ import annotations
+
+import importlib
+import resource
+
+#: The modules every ClientApp task imports.
+ALWAYS = (
+    "fedpca.deployment.site_runtime",
+    "flwr.supernode.runtime.run_clientapp",
+    "fedpca.flower.app",
+    "httpcore",
+)
+#: The modules a message imports on first use.
+EXTRAS = (
+    "pyarrow.csv",
+    "pyarrow.parquet",
+    "dp_accounting.pld",
+    "dp_accounting.rdp",
+    "scipy.linalg",
+    "cryptography.hazmat.backends.openssl",
+)
+#: The smallest address space limit (MiB) under which :data:`EXTRAS` are loaded too.
+EXTRAS_MIN_MIB = 2048
+
+
+def room_for_extras(limit: int) -> bool:
+    """Whether an address space limit of ``limit`` bytes (``resource.RLIM_INFINITY``: none)
+    leaves room for :data:`EXTRAS` in every task."""
+    return limit == resource.RLIM_INFINITY or limit >= EXTRAS_MIN_MIB * 2**20
+
+
+for _name in ALWAYS:
+    importlib.import_module(_name)
+if room_for_extras(resource.getrlimit(resource.RLIMIT_AS)[0]):
+    for _name in EXTRAS:
+        importlib.import_module(_name)
