@@ -38,6 +38,7 @@ import numpy as np
 
 from fedpca.data.plink import MISSING, PlinkFileset
 from fedpca.data.snp_panel import SnpPanel
+from fedpca.dp.clipping import clip_scales
 from fedpca.errors import InvalidDataError, InvalidRequestError
 
 #: SNPs per block by default (``9 n`` KB of memory per block of 1024 SNPs).
@@ -52,12 +53,6 @@ def standardise(calls: np.ndarray, freq: np.ndarray) -> np.ndarray:
     rows *= 1.0 / np.sqrt(2.0 * freq * (1.0 - freq))
     np.copyto(rows, 0.0, where=calls == MISSING)
     return rows
-
-
-def clip_scales(squared_norms: np.ndarray, bound: float) -> np.ndarray:
-    """Each row's factor ``min(1, bound / ||x_i||)`` from its squared norm (1 for a zero row)."""
-    norms = np.sqrt(squared_norms)
-    return np.minimum(1.0, bound / np.maximum(norms, np.finfo(float).tiny))
 
 
 class GenotypeRows:
@@ -119,7 +114,7 @@ class GenotypeRows:
         squared = np.zeros(self.n)
         for start in self.blocks():
             squared += np.einsum("ij,ij->i", *(self.standardised(start),) * 2)
-        return clip_scales(squared, self.panel.row_norm)
+        return clip_scales(np.sqrt(squared), self.panel.row_norm)
 
     def row_scales(self) -> np.ndarray:
         """Each row's clipping factor ``min(1, C / ||x_i||)`` (``n``; one pass, then kept)."""

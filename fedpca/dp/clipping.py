@@ -27,6 +27,15 @@ class ClipReport:
         return self.clipped_rows / self.rows if self.rows else 0.0
 
 
+def clip_scales(norms: np.ndarray, clip_norm: float) -> np.ndarray:
+    """Each row's clipping factor ``min(1, C / ||x||)`` from its norm (1 for a row within
+    ``C``, a zero row included)."""
+    scale = np.ones_like(norms, dtype=np.float64)
+    over = norms > clip_norm
+    scale[over] = clip_norm / norms[over]
+    return scale
+
+
 def clip_rows(X: np.ndarray, clip_norm: float = 1.0) -> tuple[np.ndarray, ClipReport]:
     """Scale each row to norm ``<= clip_norm`` (``x <- x * min(1, C / ||x||)``).
 
@@ -37,8 +46,7 @@ def clip_rows(X: np.ndarray, clip_norm: float = 1.0) -> tuple[np.ndarray, ClipRe
     clip_norm = require_finite_positive(clip_norm, "clip_norm")
     norms = np.sqrt(np.einsum("ij,ij->i", X, X))
     over = norms > clip_norm
-    scale = np.ones_like(norms)
-    scale[over] = clip_norm / norms[over]
+    scale = clip_scales(norms, clip_norm)
     report = ClipReport(
         rows=int(X.shape[0]),
         clipped_rows=int(over.sum()),
