@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import scipy.linalg
 
 from fedpca.data.genotypes import standardise
 from fedpca.data.plink import MISSING, bed_reader
 from fedpca.data.snp_panel import write_panel
 from fedpca.errors import ConfigurationError
+from fedpca.linalg.subspace import top_eigenpairs
 
 logger = logging.getLogger(__name__)
 
@@ -119,9 +119,8 @@ def start_basis(calls: np.ndarray, freq: np.ndarray, k: int) -> tuple[np.ndarray
     for start in range(0, calls.shape[1], BLOCK):
         rows = standardise(calls[:, start:start + BLOCK], freq[start:start + BLOCK])
         gram += rows @ rows.T
-    m = calls.shape[0]
-    values, vectors = scipy.linalg.eigh(gram, subset_by_index=[m - k, m - 1])
-    top = vectors[:, ::-1] / np.sqrt(np.maximum(values[::-1], np.finfo(float).tiny))
+    values, vectors = top_eigenpairs(gram, k)
+    top = vectors / np.sqrt(np.maximum(values, np.finfo(float).tiny))
     basis = np.empty((calls.shape[1], k))
     for start in range(0, calls.shape[1], BLOCK):
         rows = standardise(calls[:, start:start + BLOCK], freq[start:start + BLOCK])
