@@ -43,6 +43,8 @@ def loopback_rank(nodeid: str) -> tuple[int, int] | None:
     return None
 
 
+# the suite's Flower processes send Flower no usage telemetry (a site's turn it off anyway)
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 # a real site's kept calibrations go to a temporary folder, not the user's cache
 os.environ.setdefault("FEDPCA_CALIBRATION_CACHE",
                       tempfile.mkdtemp(prefix="fedpca-test-calibrations-"))

@@ -167,3 +167,44 @@ def test_a_kept_grid_is_read_back_and_a_tampered_one_never_lowers_the_noise(
                          json.dumps({**kept, "value": json.loads(garbage)}))
         assert ddg.choose_grid(1.0, 1e-5, **public) == honest  # chosen again, written again
     assert json.loads(entry.read_text())["value"] == kept["value"]
+
+
+def test_a_kept_ddg_noise_is_used_once_checked_and_a_lowered_one_is_recalibrated(
+        tmp_path, monkeypatch):
+    import json
+
+    from fedpca.dp import distributed_gaussian as ddg
+
+    kept_calibrations(tmp_path, monkeypatch)
+    public = dict(releases=2, sensitivity=2.0, dimension=300, sites=3, gamma=0.02,
+                  norm_bound=40.0)
+    honest = ddg.calibrate_ddg(1.0, 1e-5, **public)
+    (entry,) = [p for p in tmp_path.iterdir() if '"gamma"' in p.read_text()]
+    assert json.loads(entry.read_text())["value"] == [honest.sigma_sq, honest.draws]
+    checks = []
+    real = ddg._within
+    monkeypatch.setattr(ddg, "_within", lambda *a: checks.append(a[0]) or real(*a))
+    assert ddg.calibrate_ddg(1.0, 1e-5, **public) == honest
+    assert checks == [honest.sigma_sq]  # one privacy check at the kept noise, not a search
+    kept = json.loads(entry.read_text())
+    # more noise than needed passes the check (accuracy lost, not privacy); less never does
+    entry.write_text(json.dumps({**kept, "value": [honest.sigma_sq + 7, honest.draws]}))
+    louder = ddg.calibrate_ddg(1.0, 1e-5, **public)
+    assert louder.sigma_sq == honest.sigma_sq + 7 and louder.epsilon <= 1.0
+    for garbage in ([honest.sigma_sq // 2, honest.draws], [honest.sigma_sq, 0],
+                    [honest.sigma_sq, 10**6], [0.5, 1], "x"):
+        entry.write_text(json.dumps({**kept, "value": garbage}))
+        assert ddg.calibrate_ddg(1.0, 1e-5, **public) == honest  # calibrated, kept again
+        assert json.loads(entry.read_text())["value"] == kept["value"]
+
+
+def test_calibrations_are_kept_in_the_named_folder_only_during_the_block(tmp_path, monkeypatch):
+    from fedpca.dp import calibration_cache
+
+    monkeypatch.setenv(calibration_cache.DIRECTORY_VARIABLE, str(tmp_path / "kept"))
+    assert calibration_cache.current_directory() is None  # tests calibrate in memory
+    with calibration_cache.kept_in(calibration_cache.environment_directory()):
+        assert calibration_cache.current_directory() == tmp_path / "kept"
+    assert calibration_cache.current_directory() is None
+    monkeypatch.setenv(calibration_cache.DIRECTORY_VARIABLE, "off")
+    assert calibration_cache.environment_directory() is None

@@ -409,8 +409,30 @@ def test_the_fork_servers_preload_fits_a_sites_smallest_memory_limit(limit_mib, 
               f"limit = {limit_mib} * 2**20 or resource.RLIM_INFINITY\n"
               "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
               "import fedpca.deployment.clientapp_preload\n"
-              "print('fedpca.flower.app' in sys.modules, 'pyarrow' in sys.modules)\n")
+              "print('fedpca.flower.app' in sys.modules, 'pyarrow' in sys.modules,\n"
+              "      'fedpca.deployment.clientapp_forks' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["True", str(extras)]
+    # the module a forked task starts in is loaded once, not by every task
+    assert done.stdout.split() == ["True", str(extras), "True"]
+
+
+def test_a_sites_processes_send_flower_no_telemetry_whatever_the_environment_says(
+        monkeypatch):
+    from flwr.supercore import telemetry
+
+    from fedpca.deployment.site_runtime import TELEMETRY_ENV, no_flower_telemetry
+
+    monkeypatch.setenv(TELEMETRY_ENV, "1")
+    monkeypatch.setattr(telemetry, "FLWR_TELEMETRY_ENABLED", "1")  # imported with it on
+    no_flower_telemetry()
+    assert telemetry.FLWR_TELEMETRY_ENABLED == "0"
+    opened = []
+    monkeypatch.setattr(telemetry.urllib.request, "urlopen", lambda *a, **k: opened.append(a))
+    event = telemetry.event(telemetry.EventType.FLWR_CLIENTAPP_RUN_ENTER)
+    assert event.result(timeout=30) == "disabled" and opened == []  # nothing sent
+    # and the processes it starts (the fork server, fresh ClientApp processes) read it
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.environ['"
+                            f"{TELEMETRY_ENV}'])"], capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == "0"

@@ -176,7 +176,9 @@ def _column_array(column: pa.ChunkedArray, site: str, path: Path, name: str) -> 
         if _numeric(kind):
             return np.asarray(column.cast(pa.float64(), safe=False).to_numpy(),
                               dtype=np.float64)
-        return np.asarray(column.cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+        # to_pylist, not to_numpy: pyarrow's to_numpy of text imports pandas where it is
+        # installed (a second or so in every process that reads a table)
+        return np.array(column.cast(pa.string()).to_pylist(), dtype=object)
     except pa.ArrowException:
         raise InvalidDataError(f"{site}: {path} column {name!r} has type {kind}, which cannot "
                                "be read as numbers or text") from None

@@ -2,8 +2,9 @@
 (:mod:`fedpca.deployment.clientapp_forks` names this module as its one preload: importing it
 is the loading).
 
-Always the modules every task imports (:data:`ALWAYS`: the pinned runtime, Flower's
-ClientApp runtime and the HTTP transport of its Runtime API client, fedpca's ClientApp).
+Always the modules every task imports (:data:`ALWAYS`: the pinned runtime, the fork
+executor's module that every task starts in, Flower's ClientApp runtime and the HTTP
+transport of its Runtime API client, fedpca's ClientApp).
 Then, if the process's address space leaves room for them (no limit, or at least
 :data:`EXTRAS_MIN_MIB`), the modules a message imports on first use (:data:`EXTRAS`: a
 table's reader, the privacy accountant, scipy's linear algebra, cryptography's OpenSSL
@@ -20,6 +21,7 @@ import resource
 #: The modules every ClientApp task imports.
 ALWAYS = (
     "fedpca.deployment.site_runtime",
+    "fedpca.deployment.clientapp_forks",
     "flwr.supernode.runtime.run_clientapp",
     "fedpca.flower.app",
     "httpcore",

@@ -79,7 +79,7 @@ from fedpca.deployment.processes import (
     signal_processes,
     stop_processes,
 )
-from fedpca.deployment.site_runtime import POLL_ENV
+from fedpca.deployment.site_runtime import POLL_ENV, TELEMETRY_ENV
 from fedpca.errors import ConfigurationError
 from fedpca.site.policy_template import write_policy_template
 from fedpca.run_record import FAILED, RunResult, load_run_result
@@ -562,6 +562,9 @@ class LocalDeployment:
         # default; on loopback a shorter poll cuts the latency of every round.
         env.setdefault(SUPEREXEC_POLL_ENV, SUPEREXEC_POLL_SECONDS)
         env.setdefault(POLL_ENV, SUPEREXEC_POLL_SECONDS)  # the sites' SuperNodes, likewise
+        # Flower's usage telemetry off unless asked for (the sites' runtimes turn it off
+        # whatever the environment says)
+        env.setdefault(TELEMETRY_ENV, "0")
         env.update(
             FLWR_HOME=str(self.flwr_home),
             PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",

@@ -81,6 +81,7 @@ def pinned_clientapp_main(argv: Sequence[str] | None = None) -> None:
     # it refused, as its SuperNode's and SuperExec's do
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     _site_logging()
+    no_flower_telemetry()
     runtime.install_from_fab = _check_instead_of_install
     runtime.get_load_client_app_fn = _pinned_loader
     runtime.run_clientapp(
@@ -109,6 +110,22 @@ def checked_fab_config(parse: Callable[..., dict[str, Any]]) -> Callable[..., di
     return checked
 
 
+#: Flower's switch for its usage telemetry (an event sent to Flower's servers when one of its
+#: processes starts or runs an app).
+TELEMETRY_ENV = "FLWR_TELEMETRY_ENABLED"
+
+
+def no_flower_telemetry() -> None:
+    """Flower's telemetry off in this process and in every process it starts, whatever the
+    environment said: a site's processes connect to the SuperLink (the site's replies) and
+    to nothing else (deploy/README.md). Flower reads the switch into a module constant when
+    it is first imported; that constant is set too, for an import that came first."""
+    os.environ[TELEMETRY_ENV] = "0"
+    from flwr.supercore import telemetry
+
+    telemetry.FLWR_TELEMETRY_ENABLED = "0"
+
+
 def _site_logging() -> None:
     """Flower's log through Flower's own handler only (not again, at DEBUG, through the
     ``fedpca`` command's), and fedpca's from INFO: the memory limit and every refusal."""
@@ -120,6 +137,7 @@ def run_site_supernode(policy: SitePolicyFile, flower_args: Sequence[str]) -> No
     """Flower's SuperNode (``flower-supernode FLOWER_ARGS``) with the policy's memory limit,
     the policy named in its node_config, and :func:`checked_fab_config` in front of
     Flower's FAB parser."""
+    no_flower_telemetry()
     from flwr.supernode import start_client_internal
     from flwr.supernode.cli.flower_supernode import flower_supernode
 
@@ -184,6 +202,7 @@ def run_site_superexec(
     :data:`PINNED_CLIENTAPP_COMMAND`'s code for ClientApp tasks (never a FAB's), each forked
     from a warm process (:class:`~fedpca.deployment.clientapp_forks.ForkingExecutor`), with
     the address space of itself and every ClientApp limited to ``memory_mib`` MiB (0: none)."""
+    no_flower_telemetry()
     from flwr.supercore.constant import TASK_TYPE_TO_COMMAND, TaskType
     from flwr.supercore.superexec import run_superexec as superexec
 

@@ -1,5 +1,5 @@
-"""Noise calibrations (and secure sums' grid choices) kept on a site's disk, keyed by their
-public parameters, checked on every read.
+"""Noise calibrations (and secure sums' grid choices) kept on a site's (or a coordinator's)
+disk, keyed by their public parameters, checked on every read.
 
 A real site answers every message in a fresh ClientApp process; calibrating its noise
 (:func:`~fedpca.dp.calibration.calibrate_gaussian`: dp-accounting's searches, and importing
@@ -18,17 +18,25 @@ and written again, so no file can make a site add less noise than its (epsilon, 
 needs. Whoever can write the site's disk could raise the noise (costing accuracy, not
 privacy) or change the stated ``epsilon_rdp`` within what the check allows; the guarantee
 holds either way. A secure sum's grid choice (:func:`load_grid`: the search over grid steps
-that took about a second per secure release) is kept as the step's rounding inflation only;
-its noise is calibrated afresh on every read, with the privacy check every calibration has.
+that took about a second per secure release) is kept as the step's rounding inflation and
+draw cap, and its distributed discrete Gaussian noise (:func:`load_ddg`: a bisection of
+about forty privacy bounds) as its ``sigma_sq`` and draws: the noise is used only once the
+privacy bound of the calibration, evaluated at the kept values, is within the target;
+otherwise it is calibrated afresh and kept again.
+
+A ServerApp keeps its calibrations in the same place (the coordinator's user cache): the
+same public parameters, and a deployment starts a fresh process for every run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +60,10 @@ FIELDS = frozenset({"noise_multiplier", "releases", "epsilon", "epsilon_rdp", "d
 DIRECTORY_VARIABLE = "FEDPCA_CALIBRATION_CACHE"
 
 
-def site_directory() -> Path | None:
-    """Where a real site keeps its calibrations (:data:`DIRECTORY_VARIABLE`): the user's
-    cache, not the site's folder, which a refused run must leave as it found it."""
+def environment_directory() -> Path | None:
+    """Where a real site's processes and a ServerApp keep their calibrations
+    (:data:`DIRECTORY_VARIABLE`): the user's cache, not a site's folder, which a refused run
+    must leave as it found it."""
     named = os.environ.get(DIRECTORY_VARIABLE, "").strip()
     if named == "off":
         return None
@@ -69,6 +78,18 @@ def use_directory(directory: str | Path | None) -> None:
     ``None``: keep none (the default: simulations and tests calibrate in memory)."""
     global _directory
     _directory = None if directory is None else Path(directory)
+
+
+@contextlib.contextmanager
+def kept_in(directory: str | Path | None) -> Iterator[None]:
+    """Keep calibrations in ``directory`` during the block (see :func:`use_directory`), then
+    where they were kept before."""
+    before = _directory
+    use_directory(directory)
+    try:
+        yield
+    finally:
+        use_directory(before)
 
 
 def current_directory() -> Path | None:
@@ -227,3 +248,27 @@ def store_grid(params: dict[str, Any], inflation: float, cap: int) -> None:
     """Keep the grid chosen for ``params``: its rounding inflation and the draw cap it
     needed."""
     _write("grid", params, [inflation, cap])
+
+
+def load_ddg(params: dict[str, Any]) -> tuple[int, int] | None:
+    """The noise (``sigma_sq``, ``draws``) kept for a distributed discrete Gaussian
+    calibration (:func:`~fedpca.dp.distributed_gaussian.calibrate_ddg`'s public inputs
+    ``params``), or ``None``. The caller checks it against the privacy bound before it
+    uses it, and recalibrates when it fails: a kept pair can raise the noise, never lower it
+    below the target."""
+    kept = _read("ddg", params)
+    try:
+        sigma_sq, draws = kept
+        if isinstance(sigma_sq, int) and isinstance(draws, int):
+            return sigma_sq, draws
+    except (TypeError, ValueError):
+        pass
+    if kept is not None:
+        logger.warning("calibration cache: the noise kept for %s does not parse; "
+                       "recalibrating", params)
+    return None
+
+
+def store_ddg(params: dict[str, Any], sigma_sq: int, draws: int) -> None:
+    """Keep the distributed discrete Gaussian noise calibrated for ``params``."""
+    _write("ddg", params, [int(sigma_sq), int(draws)])

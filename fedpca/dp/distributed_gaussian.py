@@ -190,6 +190,19 @@ def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: f
             raise ConfigurationError(f"{name} must be a finite number > 0, got {value!r}")
     padded = next_power_of_two(dimension)
     grid_sens = rounded_sensitivity(sensitivity, gamma, padded, norm_bound)
+    public = {"epsilon": epsilon, "delta": delta, "releases": releases,
+              "sensitivity": sensitivity, "dimension": dimension, "sites": sites,
+              "gamma": gamma, "norm_bound": norm_bound, "max_draws": max_draws}
+    kept = calibration_cache.load_ddg(public)
+    if kept is not None:
+        sigma_sq, draws = kept
+        if (1 <= draws <= max_draws and 1 <= sigma_sq <= MAX_SIGMA_SQ
+                and _within(sigma_sq, sites * draws, grid_sens, padded, releases, delta,
+                            epsilon)):
+            return _ddg_calibration(sigma_sq, draws, epsilon, delta, releases, sensitivity,
+                                    sites, gamma, grid_sens, padded)
+        logger.warning("calibration cache: the noise kept for %s does not meet them; "
+                       "recalibrating", public)
 
     def enough(count: int) -> bool:  # monotone: more draws are more noise
         return _within(MAX_SIGMA_SQ, sites * count, grid_sens, padded, releases, delta, epsilon)
@@ -218,13 +231,23 @@ def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: f
             high = mid
         else:
             low = mid
-    bounds = _bounds(high, sites * draws, grid_sens, padded, releases, delta)
+    calibration_cache.store_ddg(public, high, draws)
+    return _ddg_calibration(high, draws, epsilon, delta, releases, sensitivity, sites, gamma,
+                            grid_sens, padded)
+
+
+def _ddg_calibration(sigma_sq: int, draws: int, epsilon: float, delta: float, releases: int,
+                     sensitivity: float, sites: int, gamma: float, grid_sens: float,
+                     padded: int) -> DDGCalibration:
+    """:func:`calibrate_ddg`'s result for the noise ``sigma_sq`` x ``draws`` it found (or
+    kept, checked), with the smaller of the two bounds as its epsilon."""
+    bounds = _bounds(sigma_sq, sites * draws, grid_sens, padded, releases, delta)
     accounting = min(bounds, key=bounds.__getitem__)
     return DDGCalibration(
-        sigma_sq=high, draws=draws, sites=sites, releases=releases, epsilon=bounds[accounting],
-        delta=delta, target_epsilon=epsilon, gamma=gamma, sensitivity=sensitivity,
-        grid_sensitivity=grid_sens, padded=padded, tau=ddg_tau(high, sites * draws),
-        accounting=accounting,
+        sigma_sq=sigma_sq, draws=draws, sites=sites, releases=releases,
+        epsilon=bounds[accounting], delta=delta, target_epsilon=epsilon, gamma=gamma,
+        sensitivity=sensitivity, grid_sensitivity=grid_sens, padded=padded,
+        tau=ddg_tau(sigma_sq, sites * draws), accounting=accounting,
     )
 
 

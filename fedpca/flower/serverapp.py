@@ -12,6 +12,7 @@ from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.algorithms.specs import run_algorithm, spec
+from fedpca.dp import calibration_cache
 from fedpca.errors import ConfigurationError, ParameterError, RunConfigNames
 from fedpca.flower.app_centring import is_centred, run_centred
 from fedpca.flower.app_server import finish, record_path, server_scenario
@@ -23,9 +24,13 @@ from fedpca.run_record import failure_recorded
 def run_server_app(grid: Grid, context: Context) -> None:
     """Run the configured algorithm. A run that fails (e.g. fewer than ``min-sites`` sites
     can afford it) writes a failure record to run_config ``output`` and raises, so Flower
-    marks the run failed; a parameter error names the run_config keys to change."""
-    with failure_recorded(run_algorithm(context.run_config),
-                          record_path(dict(context.run_config))):
+    marks the run failed; a parameter error names the run_config keys to change. The run's
+    noise calibrations (public parameters only) are kept in the coordinator's cache, as a
+    site's are (:mod:`fedpca.dp.calibration_cache`): a deployment starts a fresh ServerApp
+    process for every run."""
+    with (calibration_cache.kept_in(calibration_cache.environment_directory()),
+          failure_recorded(run_algorithm(context.run_config),
+                           record_path(dict(context.run_config)))):
         try:
             server_main(prompt(grid), context)
         except ParameterError as error:  # named as the coordinator writes them

@@ -328,7 +328,7 @@ def _policy(node: NodeLike) -> SitePolicyFile:
     policy = load_site_policy(str(node[POLICY_KEY]))
     # every message is a fresh process: keep its calibrations (public parameters only,
     # checked on every read) in the user's cache
-    calibration_cache.use_directory(calibration_cache.site_directory())
+    calibration_cache.use_directory(calibration_cache.environment_directory())
     return policy
 
 
