@@ -367,16 +367,16 @@ def test_site_check_refuses_a_delta_not_well_below_one_over_n(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("insecure, certificates", [(True, None), (False, "/etc/site/ca.pem")])
-def test_a_forked_clientapp_task_gets_the_arguments_flowers_executor_would_give(
-    monkeypatch, insecure, certificates
+@pytest.mark.parametrize("task_type", ["flwr-clientapp", "flwr-serverapp"])
+def test_a_forked_task_gets_the_arguments_flowers_executor_would_give(
+    monkeypatch, insecure, certificates, task_type
 ):
-    from flwr.supercore.constant import TaskType
     from flwr.supercore.superexec.executor import subprocess_executor
     from flwr.supercore.superexec.executor.types import ExecutionSpec
 
-    from fedpca.deployment.clientapp_forks import task_arguments
+    from fedpca.deployment.task_forks import task_arguments
 
-    spec = ExecutionSpec(task_type=TaskType.CLIENT_APP, runtime_api_address="127.0.0.1:9094",
+    spec = ExecutionSpec(task_type=task_type, runtime_api_address="127.0.0.1:9094",
                          token="t0ken", insecure=insecure, root_certificates_path=certificates,
                          runtime_dependency_install=False, parent_pid=4242,
                          suppress_output=False, task_id=7)
@@ -410,7 +410,7 @@ def test_the_fork_servers_preload_fits_a_sites_smallest_memory_limit(limit_mib, 
               "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
               "import fedpca.deployment.clientapp_preload\n"
               "print('fedpca.flower.app' in sys.modules, 'pyarrow' in sys.modules,\n"
-              "      'fedpca.deployment.clientapp_forks' in sys.modules)\n")
+              "      'fedpca.deployment.task_forks' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -1,6 +1,6 @@
 """What a site's fork server loads before it forks ClientApp tasks
-(:mod:`fedpca.deployment.clientapp_forks` names this module as its one preload: importing it
-is the loading).
+(:data:`fedpca.deployment.site_runtime.CLIENTAPP_PRELOAD` names this module as its one
+preload: importing it is the loading).
 
 Always the modules every task imports (:data:`ALWAYS`: the pinned runtime, the fork
 executor's module that every task starts in, Flower's ClientApp runtime and the HTTP
@@ -21,7 +21,7 @@ import resource
 #: The modules every ClientApp task imports.
 ALWAYS = (
     "fedpca.deployment.site_runtime",
-    "fedpca.deployment.clientapp_forks",
+    "fedpca.deployment.task_forks",
     "flwr.supernode.runtime.run_clientapp",
     "fedpca.flower.app",
     "httpcore",

@@ -42,8 +42,8 @@ from fedpca.report import result_summary
 
 
 def register_deploy_command(commands: argparse._SubParsersAction) -> None:
-    """Add ``deploy`` with ``certs``, ``site-key``, ``secagg-key``, ``roster``, ``app`` and
-    ``local`` to ``commands`` (an argparse subparsers)."""
+    """Add ``deploy`` with ``certs``, ``site-key``, ``secagg-key``, ``roster``, ``app``,
+    ``superexec`` and ``local`` to ``commands`` (an argparse subparsers)."""
     deploy = commands.add_parser(
         "deploy", help="certificates, site keys, the config-only App, a loopback deployment"
     )
@@ -98,6 +98,15 @@ def register_deploy_command(commands: argparse._SubParsersAction) -> None:
     )
     app.add_argument("--out", type=Path, required=True, help="an empty folder to write to")
     app.set_defaults(func=_app)
+
+    superexec = commands.add_parser(
+        "superexec", help="the coordinator's SuperExec for a SuperLink started with "
+                          "--isolation process: ServerApps forked from a warm process")
+    superexec.add_argument("--runtime-api-address", required=True, metavar="HOST:PORT",
+                           help="the SuperLink's Runtime API (its --port in Flower 1.41+)")
+    superexec.add_argument("--root-certificates", metavar="CA", help="the SuperLink's CA")
+    superexec.add_argument("--parent-pid", type=int, help="stop when this process exits")
+    superexec.set_defaults(func=_superexec)
 
     local = commands.add_parser("local", help="run the whole deployment on 127.0.0.1")
     local.add_argument("--workdir", type=Path, required=True,
@@ -228,6 +237,14 @@ def run_configs(texts: list[str] | None, workdir: Path) -> list[dict[str, Config
         name = "result.json" if len(configs) == 1 else f"result-{number}.json"
         config.setdefault("output", str(workdir / name))
     return configs
+
+
+def _superexec(args: argparse.Namespace) -> int:
+    from fedpca.deployment.coordinator_runtime import run_coordinator_superexec
+
+    run_coordinator_superexec(args.runtime_api_address, args.root_certificates,
+                              args.parent_pid)
+    return 0
 
 
 def _local(args: argparse.Namespace) -> int:

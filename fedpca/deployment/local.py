@@ -5,8 +5,10 @@ SuperNode per site, each with its own policy file, lifetime ledger and pinned Cl
 (see ``deploy/README.md``), with every address on ``127.0.0.1``:
 
 1. certificates and keys (:mod:`fedpca.deployment.certs`);
-2. ``flower-superlink`` with TLS and ``--enable-supernode-auth`` (one HTTPS port serves the
-   Fleet, Control and Runtime APIs in Flower 1.41);
+2. ``flower-superlink`` with TLS, ``--enable-supernode-auth`` and ``--isolation process``
+   (one HTTPS port serves the Fleet, Control and Runtime APIs in Flower 1.41), and the
+   coordinator's ``fedpca deploy superexec`` (:mod:`fedpca.deployment.coordinator_runtime`:
+   each run's ServerApp forked from a warm process);
 3. a ``config.toml`` in a private ``FLWR_HOME`` naming the SuperLink (address and CA);
 4. ``flwr supernode register <site>.pub`` for every site;
 5. per site: its policy file (``fedpca site init``'s defaults unless the site brings one,
@@ -477,7 +479,7 @@ class LocalDeployment:
                 "flower-superlink", "--ssl-ca-certfile", str(server.ca_cert),
                 "--ssl-certfile", str(server.cert), "--ssl-keyfile", str(server.key),
                 "--enable-supernode-auth", "--host", LOOPBACK, "--port", str(self.port),
-                "--disable-runtime-dependency-installation",
+                "--disable-runtime-dependency-installation", "--isolation", "process",
             ],
             extra_env=self.coordinator_env,
         )
@@ -496,6 +498,12 @@ class LocalDeployment:
             time.sleep(_POLL)
         logger.info("SuperLink listening on %s after %.1f s", self.address,
                     time.perf_counter() - started)
+        self._daemons.append(self._launch(
+            "superexec", ["fedpca", "deploy", "superexec", "--runtime-api-address",
+                          self.address, "--root-certificates", str(server.ca_cert),
+                          "--parent-pid", str(superlink.process.pid)],
+            extra_env=self.coordinator_env,
+        ))
 
     def _write_flwr_config(self) -> None:
         (self.flwr_home / "config.toml").write_text(

@@ -46,6 +46,9 @@ logger = logging.getLogger(__name__)
 
 #: The command Flower's SuperExec launches for a ClientApp task at a fedpca site.
 PINNED_CLIENTAPP_COMMAND = "fedpca-site-clientapp"
+#: What a site's fork server imports before it forks ClientApp tasks (under the site's
+#: memory limit).
+CLIENTAPP_PRELOAD = "fedpca.deployment.clientapp_preload"
 
 
 def _pinned_loader(**_: object) -> Callable[..., object]:
@@ -200,20 +203,21 @@ def run_site_superexec(
 ) -> None:
     """Flower's SuperExec for a SuperNode in ``--isolation process`` mode, running
     :data:`PINNED_CLIENTAPP_COMMAND`'s code for ClientApp tasks (never a FAB's), each forked
-    from a warm process (:class:`~fedpca.deployment.clientapp_forks.ForkingExecutor`), with
+    from a warm process (:class:`~fedpca.deployment.task_forks.ForkingExecutor`), with
     the address space of itself and every ClientApp limited to ``memory_mib`` MiB (0: none)."""
     no_flower_telemetry()
     from flwr.supercore.constant import TASK_TYPE_TO_COMMAND, TaskType
     from flwr.supercore.superexec import run_superexec as superexec
 
-    from fedpca.deployment.clientapp_forks import ForkingExecutor
+    from fedpca.deployment.task_forks import ForkingExecutor
 
     _site_logging()
     apply_memory_limit(memory_mib)
     TASK_TYPE_TO_COMMAND[TaskType.CLIENT_APP] = PINNED_CLIENTAPP_COMMAND
     forked = forked_tasks()
     if forked:
-        superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor(pinned_clientapp_main)
+        superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor(
+            TaskType.CLIENT_APP, pinned_clientapp_main, CLIENTAPP_PRELOAD)
     logger.info("site SuperExec: ClientApp tasks run %s, %s", PINNED_CLIENTAPP_COMMAND,
                 "forked from a warm process" if forked else "each a fresh process")
     superexec.run_superexec(

@@ -1,0 +1,25 @@
+"""What the coordinator's fork server loads before it forks ServerApp tasks
+(:data:`fedpca.deployment.coordinator_runtime.SERVERAPP_PRELOAD` names this module as its
+one preload: importing it is the loading): Flower's ServerApp runtime and the HTTP transport
+of its Runtime API client, fedpca's ServerApp and what a run imports on first use (the
+privacy accountant, scipy's linear algebra). The coordinator's SuperExec runs no site's
+data and sets no memory limit, so everything is loaded."""
+
+from __future__ import annotations
+
+import importlib
+
+MODULES = (
+    "fedpca.deployment.coordinator_runtime",
+    "fedpca.deployment.task_forks",
+    "flwr.superlink.cli.flwr_serverapp",
+    "httpcore",
+    "fedpca.flower.app",
+    "fedpca.flower.serverapp",
+    "dp_accounting.pld",
+    "dp_accounting.rdp",
+    "scipy.linalg",
+)
+
+for _name in MODULES:
+    importlib.import_module(_name)
