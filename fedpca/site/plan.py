@@ -18,7 +18,8 @@ What a hostile coordinator controls here, and what it cannot do with it:
 * ``centring`` (``""``, ``"centre"``, ``"standardize"``): either scaling is planned under the
   site's own budget split and clip norm (:class:`~fedpca.algorithms.centring.CentredPolicy`);
   any other value, or centring without the site's contract, is refused;
-* ``contract``: must be the hash of the site's own copy (``""`` when it holds none);
+* ``contract``: must be the hash of the site's own copy (``""`` when it holds none; a
+  genotype site's SNP panel's digest, :mod:`fedpca.site.genotype_site`);
 * ``seed``: refused (a real site's noise comes from the operating system);
 * ``explained-variance``: refused unless the site's policy makes that release;
 * the budget keys (``epsilon``, ``rounds``, ``clip-norm``, ``secure-min-sites``, ...): never
@@ -178,12 +179,15 @@ def _refuse_unagreed_variance(policy: SitePolicyFile, asked: object, algorithm: 
 
 def require_contract(policy: SitePolicyFile, requested: object) -> None:
     """Refuse a run, or a released result, named under a data contract (UNTRUSTED: a hash)
-    other than the site's own (``""`` for none)."""
-    contract = policy.load_contract()
-    own = "" if contract is None else contract.hash
+    other than the site's own (``""`` for none; a genotype site's: its SNP panel's
+    digest)."""
+    own = policy.contract_hash()
     if requested == own:
         return
-    held = ("no contract (its data file is a numeric matrix): run with contract=\"\""
+    contract = policy.load_contract()
+    held = (f"SNP panel {policy.genotypes.panel.name!r}: run with contract=\"{own}\""
+            if policy.genotypes is not None else
+            "no contract (its data file is a numeric matrix): run with contract=\"\""
             if contract is None else
             f"contract {contract.name!r}: run with contract=\"{contract.hash}\"")
     logger.error("%s: refused a run under contract %r: this site's policy %s names %s",

@@ -65,6 +65,7 @@ from fedpca.algorithms.site import PrivateSite
 from fedpca.algorithms.specs import spec
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.data.files import file_fingerprint
+from fedpca.data.genotypes import GenotypeRows
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.site.ledger_identity import LedgerIdentityError, refused_run
 from fedpca.dp import calibration_cache
@@ -166,7 +167,7 @@ class RealSite:
     one answer and its plan of the run."""
 
     name: str
-    records: np.ndarray
+    records: np.ndarray | GenotypeRows
     config: dict[str, Any]
     ledger: RunLedger
     limits: SiteLimits
@@ -341,7 +342,7 @@ def _open_ledger(policy: SitePolicyFile) -> SiteLedger:
         raise refused_run(policy.name, error) from None
 
 
-def _records(policy: SitePolicyFile) -> np.ndarray:
+def _records(policy: SitePolicyFile) -> np.ndarray | GenotypeRows:
     """The site's records; a file that fails validation is described only in the site's
     log (the reason may quote values from the records)."""
     try:
