@@ -190,3 +190,28 @@ def test_simulate_dps_pca_over_plink_filesets_names_the_panel_as_contract(
     assert record["sites_answered"][-1] == ["0", "1", "2"]
     assert np.array(record["basis"]).shape == (SNPS, 2)
     assert record["config"]["clip-norm"] == panel.row_norm
+
+
+def test_the_apps_partitions_and_server_read_a_genotype_run_from_run_config(cohort):
+    from flwr.app import Context, RecordDict
+
+    from fedpca.flower.app import app_source
+    from fedpca.flower.serverapp import genotype_context
+    from fedpca.site.partition import GenotypeSource
+
+    config = {"algorithm": "dps-pca", "plink": " ".join(map(str, cohort.sites)),
+              "panel": str(cohort.panel), "k": 2, "rounds": 2, "epsilon": 4.0, "seed": 1,
+              "secure-min-sites": 3, "discrete": True}
+    source = app_source(Node("1", 1, {"partition-id": 2, "num-partitions": 3}, config))
+    assert isinstance(source, GenotypeSource) and source.identity().min_sites == 3
+    site = source.site()
+    assert site.X is None and (site.n, site.dim) == (SAMPLES, SNPS)
+    np.testing.assert_allclose(site.rows.dense(), rows_of(cohort, 2).dense(), rtol=0, atol=0)
+    served = genotype_context(Context(run_id=1, node_id=0, node_config={},
+                                      state=RecordDict(), run_config=config)).run_config
+    panel = load_panel(cohort.panel)
+    assert (served["contract"], served["dim"], served["s-hat"], served["clip-norm"],
+            served["samples"], served["secagg-max-weight"], served["dataset"]) == (
+        panel.digest, SNPS, SNPS, panel.row_norm, 3 * SAMPLES, SAMPLES, "plink")
+    with pytest.raises(ConfigurationError, match="3 PLINK prefixes for 4 partitions"):
+        app_source(Node("1", 1, {"partition-id": 0, "num-partitions": 4}, config))

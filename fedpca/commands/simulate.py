@@ -129,7 +129,8 @@ def genotype_run(values: dict[str, Any], args: argparse.Namespace) -> Any:
                if k not in ("clip_norm", "sites", "dim", "samples")}
     if options.get("secure_min_sites") == ALL_SITES:
         options["secure_min_sites"] = len(args.plink)
-    return GenotypeRun.build(args.plink, args.panel, options, set(args.given))
+    return GenotypeRun.build(args.plink, args.panel,
+                             functools.partial(DPSPCAScenario, **options), set(args.given))
 
 
 def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ replace-one; the row bound and the frequencies are the panel's, public).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,8 @@ from fedpca.scenarios.base import MAX_WEIGHT
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.scenarios.plans import ServerPlan
 
-#: The run_config ``dataset`` of a genotype run (the server evaluates nothing).
+#: The run_config ``dataset`` of a genotype run (the server evaluates nothing), and the
+#: Flower App's run_config key naming a simulation's PLINK prefixes.
 PLINK = "plink"
 #: The scenario sizes a genotype run sets to the panel's width unless given.
 FULL_WIDTH = ("s_hat", "sparsity")
@@ -64,11 +66,12 @@ class GenotypeRun:
                                      f"{self.scenario.sites} sites: give one per site")
 
     @classmethod
-    def build(cls, prefixes: list[str | Path], panel: str | Path, options: dict[str, Any],
+    def build(cls, prefixes: list[str | Path], panel: str | Path,
+              scenario: Callable[..., DPSPCAScenario],
               given: set[str] = frozenset()) -> GenotypeRun:
-        """The run over ``prefixes``: ``DPSPCAScenario(**options)`` with the sites and
-        samples of the filesets, the panel's width and row norm, and every
-        :data:`FULL_WIDTH` size not in ``given`` at that width."""
+        """The run over ``prefixes``: ``scenario(**sizes)`` (e.g. ``DPSPCAScenario`` with the
+        flags' options) with the sites and samples of the filesets, the panel's width and
+        row norm, and every :data:`FULL_WIDTH` size not in ``given`` at that width."""
         if len(prefixes) < 2:
             raise ConfigurationError(
                 f"--plink needs one PLINK prefix per site and at least 2 sites, got "
@@ -78,10 +81,8 @@ class GenotypeRun:
         width = run_panel(panel).d
         samples = sum(fileset_rows(panel, path, str(i)).n for i, path in enumerate(paths))
         sizes = {key: width for key in FULL_WIDTH if key not in given}
-        scenario = DPSPCAScenario(**{**options, **sizes, "sites": len(paths),
-                                     "samples": samples, "dim": width,
-                                     "clip_norm": run_panel(panel).row_norm})
-        return cls(paths, panel, scenario)
+        return cls(paths, panel, scenario(**sizes, sites=len(paths), samples=samples, dim=width,
+                                          clip_norm=run_panel(panel).row_norm))
 
     @property
     def sites(self) -> int:
@@ -127,3 +128,17 @@ class GenotypeRun:
     def report(self, result: Any) -> list[str]:
         """The scenario's report."""
         return self.scenario.report(result)
+
+
+def genotype_run(config: dict[str, Any]) -> GenotypeRun:
+    """The :class:`GenotypeRun` a Flower App run_config names: ``plink`` (the PLINK prefixes,
+    space-separated, one per simulated partition, absolute paths) and ``panel``; the other
+    DPS-PCA keys as for any run (``s-hat`` and ``sparsity``: every SNP unless given)."""
+    prefixes = str(config.get(PLINK, "")).split()
+    if not prefixes or not config.get("panel"):
+        raise ConfigurationError(
+            f"run_config {PLINK} needs panel: the PLINK prefixes (space-separated, one per "
+            "simulated partition) and the SNP panel file every site holds")
+    given = {name for name in FULL_WIDTH if name.replace("_", "-") in config}
+    return GenotypeRun.build(prefixes, str(config["panel"]),
+                             functools.partial(DPSPCAScenario.from_run_config, config), given)

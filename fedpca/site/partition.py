@@ -111,6 +111,15 @@ class GenotypeSource(OpenedSite):
                                    self.run.flower_rounds)
 
 
+def genotype_source(run: GenotypeRun, partition: int, partitions: int) -> GenotypeSource:
+    """Partition ``partition``'s fileset of ``run``, refused unless the run names one
+    fileset per partition."""
+    if partitions != run.sites:
+        raise ConfigurationError(f"the run names {run.sites} PLINK prefixes for {partitions} "
+                                 "partitions: give one prefix per partition")
+    return GenotypeSource(run, partition, partitions)
+
+
 class SimulatedSiteFailure(FedPCAError):
     """A virtual site failed on purpose (a scenario's ``failure_rate``): it released
     nothing."""
