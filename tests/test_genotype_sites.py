@@ -29,6 +29,8 @@ from fedpca.site.real_site import RealSiteSource
 from fedpca.site.results import ReleasedResult, store_result
 from fedpca.site.service import Node
 
+pytestmark = pytest.mark.federation  # its simulations start Flower
+
 SAMPLES, SNPS = 80, 120
 
 
@@ -175,7 +177,7 @@ def test_site_project_refuses_a_centred_or_another_panels_result(tmp_path, cohor
                                            np.ones(SNPS), contract=policy.contract_hash()))
 
 
-@pytest.mark.parametrize("secure", [[], ["--secure-aggregation", "--discrete"]])
+@pytest.mark.parametrize("secure", [[], ["--secure-aggregation"]])
 def test_simulate_dps_pca_over_plink_filesets_names_the_panel_as_contract(
         tmp_path, cohort, secure):
     out = tmp_path / "run.json"
@@ -190,6 +192,7 @@ def test_simulate_dps_pca_over_plink_filesets_names_the_panel_as_contract(
     assert record["sites_answered"][-1] == ["0", "1", "2"]
     assert np.array(record["basis"]).shape == (SNPS, 2)
     assert record["config"]["clip-norm"] == panel.row_norm
+    assert record["config"]["discrete"] == bool(secure)  # secure: fedpca's verifiable sums
 
 
 def test_the_apps_partitions_and_server_read_a_genotype_run_from_run_config(cohort):
