@@ -17,7 +17,7 @@ replace-one; the row bound and the frequencies are the panel's, public).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,7 @@ class GenotypeRun:
     @classmethod
     def build(cls, prefixes: list[str | Path], panel: str | Path,
               scenario: Callable[..., DPSPCAScenario],
-              given: set[str] = frozenset()) -> GenotypeRun:
+              given: Collection[str] = ()) -> GenotypeRun:
         """The run over ``prefixes``: ``scenario(**sizes)`` (e.g. ``DPSPCAScenario`` with the
         flags' options) with the sites and samples of the filesets, the panel's width and
         row norm, and every :data:`FULL_WIDTH` size not in ``given`` at that width."""

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fedpca.data.covariates import write_covariates
 from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.plink import PlinkFileset
@@ -120,16 +122,16 @@ class GenotypeScores:
     order) beside their ids: for the site's own covariate file only, never sent nor
     logged."""
 
-    fid: Any
-    iid: Any
-    values: Any
+    fid: np.ndarray
+    iid: np.ndarray
+    values: np.ndarray
 
     def write(self, path: Path) -> None:
         """Write them as a PLINK ``--covar`` file (``FID IID PC1 ... PCk``), 0600."""
         write_covariates(path, self.fid, self.iid, self.values)
 
 
-def genotype_scores(files: GenotypeFiles, site: str, basis: Any) -> GenotypeScores:
+def genotype_scores(files: GenotypeFiles, site: str, basis: np.ndarray) -> GenotypeScores:
     """The scores of the site's own samples on the released ``basis`` (``d x k``): the
     standardised, clipped rows times the basis (the rows every release was computed from),
     streamed from the ``.bed``, beside each sample's FID and IID. Computed at the site;

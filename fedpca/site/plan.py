@@ -17,7 +17,7 @@ What a hostile coordinator controls here, and what it cannot do with it:
   and the explained-variance release;
 * ``centring`` (``""``, ``"centre"``, ``"standardize"``): either scaling is planned under the
   site's own budget split and clip norm (:class:`~fedpca.algorithms.centring.CentredPolicy`);
-  any other value, or centring without the site's contract, is refused;
+  any other value, or centring without the site's contract or at a genotype site, is refused;
 * ``contract``: must be the hash of the site's own copy (``""`` when it holds none; a
   genotype site's SNP panel's digest, :mod:`fedpca.site.genotype_site`);
 * ``seed``: refused (a real site's noise comes from the operating system);
@@ -135,6 +135,11 @@ def plan_run(policy: SitePolicyFile, run_id: str, algorithm: str,
     explains = bool(settings.get(EXPLAINED_VARIANCE, False))
     _refuse_unagreed_variance(policy, request.get(EXPLAINED_VARIANCE), algorithm, explains)
     standardize = requested_scaling(request.get("centring", ""), policy.name)
+    if standardize is not None and policy.genotypes is not None:
+        raise InvalidRequestError(
+            f"{policy.name}: refused: a centred run; this genotype site's rows are standardised "
+            "with its SNP panel's public frequencies, never centred by a run: run without "
+            "centring")
     centred = (None if standardize is None
                else policy.centred_policy(algorithm, standardize))
     releases = policy.planned_run(algorithm) if centred is None else centred.plan()

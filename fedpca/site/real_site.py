@@ -24,6 +24,7 @@ untrusted. What a hostile coordinator could try, and what happens:
   contract: it names one by its hash (run_config ``contract``), and a site whose policy
   names a contract (``[site] contract``) refuses any run that names another or none, and a
   site without one any run that names one, before it reads its data or charges anything
+  (a genotype site's contract is its SNP panel's digest, :mod:`fedpca.site.genotype_site`)
   (logged at the site). Its preprocessing and sensitivities come from its own copy only;
 * **hope for a lost ledger**: a ledger that is missing, another one, emptied or older than
   the site's last recorded release is refused before anything is charged, and never
