@@ -238,3 +238,18 @@ def test_a_power_step_holds_a_block_of_snps_in_float_never_the_whole_matrix(tmp_
     # the dense float matrix is 6 MB, a block of 100 SNPs 0.4 MB (measured at 10,000 x
     # 20,000: 297 MiB peak RSS for a whole power step with exact noise)
     assert peak < 1.5e6, peak
+
+
+def test_site_init_writes_a_genotype_policy_and_refuses_genotypes_without_a_panel(
+        tmp_path, cohort, capsys):
+    code, printed = run_cli(["site", "init", "--policy", str(tmp_path / "site.toml"), "--name",
+                             "biobank", "--genotypes", str(cohort.sites[0]), "--panel",
+                             str(cohort.panel)])
+    assert code == 0, printed
+    policy = load_site_policy(tmp_path / "site.toml")
+    assert policy.genotypes.prefix == cohort.sites[0].resolve()
+    assert "ok: this site is ready for a run" in printed
+    code, _ = run_cli(["site", "init", "--policy", str(tmp_path / "other.toml"), "--name", "b",
+                       "--genotypes", str(cohort.sites[0])])
+    assert code != 0 and "--genotypes needs --panel" in capsys.readouterr().err
+    assert not (tmp_path / "other.toml").exists()
