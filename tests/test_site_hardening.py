@@ -15,7 +15,7 @@ from flwr.compat.common.recorddict_compat import fitins_to_recorddict
 from flwr.supercore.task_identity import TaskIdentity
 
 from cli_runs import run_cli
-from fedpca.algorithms import dps_pca as dps_sites
+from fedpca.algorithms import site_rows
 from fedpca.algorithms import dpdis_pca as dpdis_sites
 from fedpca.algorithms import kplane as kplane_sites
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite
@@ -120,8 +120,8 @@ def test_a_basis_orthonormal_only_to_1e_6_is_made_exact_before_it_is_used(monkey
     assert np.abs(sent.T @ sent - np.eye(k)).max() <= 1e-6  # within the tolerance
     assert np.linalg.norm(sent, 2) > 1.0004 and worst_pair_gap(sent) > np.sqrt(2) * 1.0002
     used = []
-    gram = dps_sites.gram_product
-    monkeypatch.setattr(dps_sites, "gram_product", lambda X, Q: used.append(Q) or gram(X, Q))
+    gram = site_rows.gram_product
+    monkeypatch.setattr(site_rows, "gram_product", lambda X, Q: used.append(Q) or gram(X, Q))
     records = np.random.default_rng(3).standard_normal((20, d)) / np.sqrt(d)
     site = DPSPCASite(records, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2))
     site.release_power(sent)
@@ -240,13 +240,13 @@ def failing(*args, **kwargs):
 
 @pytest.mark.parametrize("module,name,ask", [
     (kplane_sites, "cluster_moments", lambda site: site.release_clusters([BASIS[:, :1]] * 3)),
-    (dps_sites, "gram_product", lambda site: site.release_power(BASIS)),
+    (site_rows, "gram_product", lambda site: site.release_power(BASIS)),
     (dpdis_sites, "partial_square_root", lambda site: site.release("factor", r=2)),
     (mechanisms, "symmetric_gaussian_in_blocks", lambda site: site.release_covariance()),
 ])
 def test_work_that_fails_fails_before_the_charge(tmp_path, monkeypatch, module, name, ask):
     # the statistic, the solver, the noise: whatever fails, the durable ledger has no row
-    algorithm = {kplane_sites: "sulq-kplane", dps_sites: "dps-pca",
+    algorithm = {kplane_sites: "sulq-kplane", site_rows: "dps-pca",
                  dpdis_sites: "dpdis-pca", mechanisms: "ldp-pca"}[module]
     site_cls, policy = SITES[algorithm]
     create_ledger(tmp_path / "ledger.sqlite")

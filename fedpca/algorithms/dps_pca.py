@@ -45,7 +45,7 @@ from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.basis import validate_basis
-from fedpca.linalg.subspace import gram_product, thin_qr, threshold_rows, top_coordinates
+from fedpca.linalg.subspace import thin_qr, threshold_rows, top_coordinates
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import float_error
 from fedpca.dp.accountant import worst_case_epsilon
@@ -117,10 +117,13 @@ class DPSPCASite(PrivateSite):
     """One data holder in DPS-PCA: validates, clips, calibrates, accounts and releases.
 
     Constructed like :class:`~fedpca.algorithms.site.PrivateSite`, with a
-    :class:`SitePolicy`.
+    :class:`SitePolicy`; it reads its records only through their products
+    (:class:`~fedpca.algorithms.site_rows.SiteRows`), so they may be streamed from disk
+    (a genotype site's ``.bed``, never held in float).
     """
 
     CONFIG_KEYS = frozenset({"phase", "round", "min_noise_multiplier"})
+    STREAMS_ROWS = True
 
     def respond(self, arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
         """The noisy diagonal (``phase=init``, no arrays), ``H_i`` (``phase=power``, one
@@ -164,12 +167,12 @@ class DPSPCASite(PrivateSite):
         """
         if self.policy.discrete:
             return self.discrete_release(
-                INIT_MECHANISM, np.einsum("ij,ij->j", self.X, self.X),
+                INIT_MECHANISM, self.rows.squared_column_norms(),
                 self.discrete_request(secure, min_noise_multiplier),
                 sensitivity=diagonal_sensitivity(self.policy.clip_norm),
                 norm_per_record=self.policy.clip_norm**2,
             )
-        diagonal = np.einsum("ij,ij->j", self.X, self.X)
+        diagonal = self.rows.squared_column_norms()
         return self.noisy_release(
             INIT_MECHANISM, diagonal, diagonal_sensitivity(self.policy.clip_norm),
             min_noise_multiplier, error=float_error(self.n * self.clip_norm**2, self.n),
@@ -189,7 +192,7 @@ class DPSPCASite(PrivateSite):
         Q = validate_basis(Q, self.dim, site=self.site)
         if self.policy.discrete:
             return self.discrete_release(
-                POWER_MECHANISM, gram_product(self.X, Q).ravel(),
+                POWER_MECHANISM, self.rows.gram_times(Q).ravel(),
                 self.discrete_request(secure, min_noise_multiplier),
                 sensitivity=power_step_sensitivity(self.policy.clip_norm),
                 norm_per_record=self.policy.clip_norm**2,
@@ -197,7 +200,7 @@ class DPSPCASite(PrivateSite):
         # |X^T X Q| <= |X|^T |X| |Q| entrywise, of Frobenius norm <= n C^2 sqrt(k)
         bound = self.n * self.clip_norm**2 * math.sqrt(Q.shape[1])
         return self.noisy_release(
-            POWER_MECHANISM, gram_product(self.X, Q),
+            POWER_MECHANISM, self.rows.gram_times(Q),
             power_step_sensitivity(self.policy.clip_norm), min_noise_multiplier,
             error=float_error(bound, self.n + self.dim),
         ) / self.n
@@ -220,7 +223,7 @@ class DPSPCASite(PrivateSite):
         # every entry is a sum of n squared norms <= C^2
         bound = self.n * self.clip_norm**2 * math.sqrt(Q.shape[1] + 1)
         return self.noisy_release(
-            VARIANCE_MECHANISM, rayleigh_statistics(self.X, Q),
+            VARIANCE_MECHANISM, rayleigh_statistics(self.rows, Q),
             rayleigh_sensitivity(self.policy.clip_norm), min_noise_multiplier,
             error=float_error(bound, self.n + self.dim),
         ) / self.n

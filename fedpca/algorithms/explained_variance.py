@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedpca.algorithms.site_rows import SiteRows
 from fedpca.errors import ConfigurationError
 from fedpca.dp.mechanisms import SQRT2
 
@@ -102,12 +103,16 @@ def rayleigh_sensitivity(clip_norm: float) -> float:
     return SQRT2 * clip_norm**2
 
 
-def rayleigh_statistics(X: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """``(||X v_1||^2, ..., ||X v_k||^2, ||X||_F^2)`` for rows ``X`` (``n x d``) and an
-    orthonormal basis ``V`` (``d x k``): the ``k`` Rayleigh quotients
-    ``diag(V^T X^T X V)`` and the trace of ``X^T X`` (unnormalised; ``k + 1`` numbers)."""
-    projected = X @ V
-    return np.append(np.einsum("ij,ij->j", projected, projected), np.einsum("ij,ij->", X, X))
+def rayleigh_statistics(X: np.ndarray | SiteRows, V: np.ndarray) -> np.ndarray:
+    """``(||X v_1||^2, ..., ||X v_k||^2, ||X||_F^2)`` for rows ``X`` (``n x d``, in memory or
+    read through their products) and an orthonormal basis ``V`` (``d x k``): the ``k``
+    Rayleigh quotients ``diag(V^T X^T X V)`` and the trace of ``X^T X`` (unnormalised;
+    ``k + 1`` numbers)."""
+    if isinstance(X, SiteRows):
+        projected, trace = X.times(V), float(X.squared_column_norms().sum())
+    else:
+        projected, trace = X @ V, np.einsum("ij,ij->", X, X)
+    return np.append(np.einsum("ij,ij->j", projected, projected), trace)
 
 
 def rayleigh_explained_variance(summed: np.ndarray,

@@ -27,6 +27,7 @@ import numpy as np
 
 from fedpca.algorithms.secure_sum import SUM_KEYS, SecureSum
 from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.algorithms.site_rows import DenseRows, SiteRows
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.dp.calibration import ACCOUNTING_MODES, Calibration, calibrate_gaussian
 from fedpca.dp.ddg_encoding import encode_site
@@ -220,7 +221,9 @@ class PrivateSite:
     reference run in process.
 
     Args:
-        data: the site's ``n_i x d`` records, raw or already a :class:`SiteData`.
+        data: the site's ``n_i x d`` records, raw or already a :class:`SiteData`, or
+            :class:`~fedpca.algorithms.site_rows.SiteRows` read only through their products
+            (streamed genotypes; an algorithm with :attr:`STREAMS_ROWS` only).
         policy: the site's own :class:`SitePrivacyPolicy`. With ``policy.secure_min_sites =
             m`` the site's answers are only revealed summed with those of at least ``m``
             sites (secure aggregation): it then adds noise of standard deviation
@@ -236,10 +239,13 @@ class PrivateSite:
 
     #: The request config keys :meth:`respond` understands (each algorithm's).
     CONFIG_KEYS: ClassVar[frozenset[str]] = frozenset()
+    #: Whether the algorithm reads its records only through :class:`SiteRows` products, so
+    #: that a site may stream them from disk (genotypes) instead of holding the matrix.
+    STREAMS_ROWS: ClassVar[bool] = False
 
     def __init__(
         self,
-        data: np.ndarray | SiteData,
+        data: np.ndarray | SiteData | SiteRows,
         policy: SitePrivacyPolicy,
         site: str = "site",
         seed: int | None = None,
@@ -256,14 +262,20 @@ class PrivateSite:
         self.exact = policy.noise_sampler == EXACT
         self.site = site
         self.clip_norm = policy.clip_norm
-        if not isinstance(data, SiteData):
-            data = SiteData.prepare(data, self.clip_norm, site)
-        elif data.clip.clip_norm != self.clip_norm:
-            raise ConfigurationError(
-                f"{site}: data was clipped to norm {data.clip.clip_norm} but the policy says "
-                f"clip_norm={self.clip_norm}; prepare it with the policy's clip norm"
-            )
-        self.X, self.clip_report = data.X, data.clip
+        if isinstance(data, SiteRows):
+            self.rows: SiteRows = self._streamed(data)
+            #: The records in memory (``None``: streamed, read through :attr:`rows` only).
+            self.X, self.clip_report = None, None
+        else:
+            if not isinstance(data, SiteData):
+                data = SiteData.prepare(data, self.clip_norm, site)
+            elif data.clip.clip_norm != self.clip_norm:
+                raise ConfigurationError(
+                    f"{site}: data was clipped to norm {data.clip.clip_norm} but the policy "
+                    f"says clip_norm={self.clip_norm}; prepare it with the policy's clip norm"
+                )
+            self.X, self.clip_report = data.X, data.clip
+            self.rows = DenseRows(data)
         self.calibration = policy.calibration()
         #: The calibration of the last distributed discrete Gaussian sum the site answered.
         self.sum_calibration: DDGCalibration | None = None
@@ -271,15 +283,31 @@ class PrivateSite:
         self.noise = NoiseSource(seed, site)
         self.limits = limits or SiteLimits()
 
+    def _streamed(self, rows: SiteRows) -> SiteRows:
+        """``rows`` read only through their products (:class:`SiteRows`), refused by an
+        algorithm that reads the whole matrix (:attr:`STREAMS_ROWS`) or when their rows are
+        bounded by another norm than the policy's clip norm (every sensitivity assumes it)."""
+        if not self.STREAMS_ROWS:
+            raise ConfigurationError(
+                f"{self.site}: {type(self).__name__} reads a site's whole matrix in memory; "
+                "a site whose rows are streamed from disk (genotypes) answers only an "
+                "algorithm that reads them block by block (dps-pca)")
+        if rows.clip_norm != self.clip_norm:
+            raise ConfigurationError(
+                f"{self.site}: the rows are bounded by norm {rows.clip_norm:g} but the policy "
+                f"says clip_norm={self.clip_norm:g}; set the policy's clip norm to the rows' "
+                "public bound (a SNP panel's row-norm)")
+        return rows
+
     @property
     def n(self) -> int:
         """Number of records (public under replace-one neighbouring)."""
-        return int(self.X.shape[0])
+        return self.rows.n
 
     @property
     def dim(self) -> int:
         """Number of features ``d``."""
-        return int(self.X.shape[1])
+        return self.rows.d
 
     def sigma(self, sensitivity: float, min_noise_multiplier: float | None = None) -> float:
         """The site's own sigma, raised (never lowered) to a server-requested multiplier.

@@ -62,6 +62,8 @@ def register_simulate_command(commands: argparse._SubParsersAction) -> None:
 
 def _fill(spec: AlgorithmSpec, parser: argparse.ArgumentParser) -> None:
     """Give ``parser`` the flags of ``spec``'s scenario and its run function."""
+    from fedpca.site.genotype_site import GENOTYPE_ALGORITHMS
+
     scenario_cls = spec.scenario_class()
     for f in scenario_cls.flag_fields():
         options = dict(f.metadata["argparse"])
@@ -74,6 +76,8 @@ def _fill(spec: AlgorithmSpec, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(*names, dest=f.name, default=f.default, help=f.metadata["help"],
                             **options)
     add_table_flags(parser)
+    if spec.name in GENOTYPE_ALGORITHMS:
+        add_genotype_flags(parser)
     add_output_flags(parser)
     add_engine_flags(parser)
     parser.set_defaults(func=with_flag_errors(functools.partial(run, spec), parser))
@@ -98,6 +102,41 @@ def add_table_flags(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(given=())
 
 
+def add_genotype_flags(parser: argparse.ArgumentParser) -> None:
+    """``--plink PREFIX ... --panel PANEL.toml``: one PLINK fileset per virtual site, read
+    against the SNP panel (:class:`fedpca.scenarios.genotypes.GenotypeRun`)."""
+    parser.add_argument("--plink", nargs="+", default=None, metavar="PREFIX",
+                        help="one PLINK fileset PREFIX.bed/.bim/.fam per virtual site (with "
+                             "--panel): genotype rows streamed from each .bed; --sites, --dim, "
+                             "--samples and --clip-norm come from the filesets and the panel, "
+                             "--s-hat defaults to every SNP")
+    parser.add_argument("--panel", default=None, metavar="PANEL.toml",
+                        help="the SNP panel every site holds (with --plink)")
+
+
+def genotype_run(values: dict[str, Any], args: argparse.Namespace) -> Any:
+    """The DPS-PCA run over ``--plink`` under ``--panel``
+    (:class:`~fedpca.scenarios.genotypes.GenotypeRun`): ``--secure-aggregation`` alone means
+    every fileset's site, and always fedpca's verifiable discrete secure sums (Flower's
+    SecAgg+ clips every share to 8, far below a genotype row's squared bound); the data seed
+    is ``--seed``."""
+    from fedpca.scenarios.base import ALL_SITES
+    from fedpca.scenarios.dps_pca import DPSPCAScenario
+    from fedpca.scenarios.genotypes import GenotypeRun
+
+    if not args.panel or getattr(args, "tables", None):
+        raise ConfigurationError("--plink needs --panel (the SNP panel every site holds) and "
+                                 "no --tables")
+    options = {k: v for k, v in DPSPCAScenario.with_data_seed(values).items()
+               if k not in ("clip_norm", "sites", "dim", "samples")}
+    if options.get("secure_min_sites") == ALL_SITES:
+        options["secure_min_sites"] = len(args.plink)
+    if options.get("secure_min_sites") is not None:  # SecAgg+ clips shares at 8, below C^2
+        options["discrete"] = True
+    return GenotypeRun.build(args.plink, args.panel,
+                             functools.partial(DPSPCAScenario, **options), set(args.given))
+
+
 def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     """Build the scenario from the flags, run the simulation with live rounds, print the
     report and the wall time, write the JSON and the plot. A run that fails raises (the
@@ -105,12 +144,16 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     from fedpca.report import explained_summary
     from fedpca.run_record import failure_recorded
     from fedpca.flower.federation import Engine
-    from fedpca.flower.simulations import simulate, simulate_tables
+    from fedpca.flower.simulations import simulate, simulate_genotypes, simulate_tables
 
     engine = Engine(args.ray_address, args.cpus_per_site, args.memory_per_site)
     scenario_cls = spec.scenario_class()
     values = {f.name: getattr(args, f.name) for f in scenario_cls.flag_fields()}
-    if getattr(args, "tables", None):
+    if getattr(args, "plink", None):
+        planned = genotype_run(values, args)
+        require_outputs(args, planned.scenario)
+        run_simulation = simulate_genotypes
+    elif getattr(args, "tables", None):
         planned = table_run(scenario_cls, values, args)
         require_outputs(args, planned.scenario)
         run_simulation = simulate_tables
@@ -157,10 +200,12 @@ def plain_scenario(scenario_cls: type, values: dict[str, Any], args: argparse.Na
     table flags come without ``--tables``."""
     given = [flag for flag, value in (("--contract", getattr(args, "contract", None)),
                                       ("--standardize", getattr(args, "standardize", False)),
-                                      ("--moments-share", getattr(args, "moments_share", None)))
+                                      ("--moments-share", getattr(args, "moments_share", None)),
+                                      ("--panel", getattr(args, "panel", None)))
              if value]
     if given:
-        raise ConfigurationError(f"{', '.join(given)} need --tables (one table per site)")
+        raise ConfigurationError(f"{', '.join(given)} need --tables (one table per site) or "
+                                 "--plink (--panel: one PLINK fileset per site)")
     scenario = scenario_cls.from_flags(values)
     require_simulation_memory(scenario.samples, scenario.dim, scenario.sites)
     return scenario

@@ -1,7 +1,8 @@
 """``fedpca site init|check|ledger|project|supernode|superexec``: what a site's operator runs
 next to its SuperNode.
 
-* ``init --policy FILE --name NAME --data FILE [--contract FILE]``: a commented policy file
+* ``init --policy FILE --name NAME --data FILE [--contract FILE]`` (or ``--genotypes PREFIX
+  --panel PANEL.toml``, a genotype site): a commented policy file
   (the site's lifetime budget, daily and weekly ceilings, clip norm, allowed algorithms,
   secure-aggregation minimum, ledger path, data contract), an empty ledger and its identity
   file beside the policy, then ``check``;
@@ -53,8 +54,16 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
     init = actions.add_parser("init", help="write a commented site policy file")
     init.add_argument("--policy", type=Path, required=True, help="the policy file to write")
     init.add_argument("--name", required=True, help="the site's name")
-    init.add_argument("--data", required=True,
-                      help="the site's records (.npy, .csv or .parquet), relative to this folder")
+    records = init.add_mutually_exclusive_group(required=True)
+    records.add_argument("--data",
+                         help="the site's records (.npy, .csv or .parquet), relative to this "
+                              "folder")
+    records.add_argument("--genotypes", metavar="PREFIX",
+                         help="a genotype site: its PLINK fileset PREFIX.bed/.bim/.fam (with "
+                              "--panel; docs/genomics.md), relative to this folder")
+    init.add_argument("--panel", default=None, metavar="PANEL.toml",
+                      help="with --genotypes: the consortium's SNP panel, relative to this "
+                           "folder")
     init.add_argument("--contract", default=None,
                       help="the consortium's data contract (docs/tables.md), relative to this "
                            "folder: the data file is then a table read through it")
@@ -133,15 +142,23 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
+    from fedpca.errors import ConfigurationError
     from fedpca.site.policy import load_site_policy
     from fedpca.site.policy_template import write_policy_template
 
     if args.ledger is None:
         args.ledger = str(args.policy.resolve().parent / "ledger.sqlite")
-    data = _from_policy_folder(args.data, args.policy)
+    if (args.genotypes is None) != (args.panel is None) or (args.genotypes and args.contract):
+        raise ConfigurationError("--genotypes needs --panel (and no --contract: the panel is a "
+                                 "genotype site's contract); --panel goes with --genotypes")
+    data = None if args.data is None else _from_policy_folder(args.data, args.policy)
     contract = None if args.contract is None else _from_policy_folder(args.contract, args.policy)
+    genotypes = None if args.genotypes is None else (
+        _from_policy_folder(args.genotypes, args.policy),
+        _from_policy_folder(args.panel, args.policy))
     ledger = _from_policy_folder(args.ledger, args.policy)
-    path = write_policy_template(args.policy, args.name, data, ledger, contract).resolve()
+    path = write_policy_template(args.policy, args.name, data, ledger, contract,
+                                 genotypes=genotypes).resolve()
     policy = load_site_policy(path)
     print(f"wrote {path} (its ledger {policy.ledger}, identity file "
           f"{policy.witness().path}): read every line, set the budget with your privacy "

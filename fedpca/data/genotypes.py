@@ -56,7 +56,8 @@ def standardise(calls: np.ndarray, freq: np.ndarray) -> np.ndarray:
 
 
 class GenotypeRows:
-    """A site's standardised, clipped genotype rows, read block by block (module docstring).
+    """A site's standardised, clipped genotype rows, read block by block (module docstring):
+    a :class:`~fedpca.algorithms.site_rows.SiteRows`, which DPS-PCA's site reads.
 
     Args:
         fileset: the site's PLINK fileset.
@@ -97,6 +98,16 @@ class GenotypeRows:
         """The number of columns (the panel's SNPs)."""
         return self.panel.d
 
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n, d)``."""
+        return self.n, self.d
+
+    @property
+    def clip_norm(self) -> float:
+        """The bound every row's L2 norm satisfies: the panel's ``row-norm`` (public)."""
+        return self.panel.row_norm
+
     def blocks(self) -> range:
         """The first column of every block."""
         return range(0, self.d, self.block)
@@ -136,6 +147,16 @@ class GenotypeRows:
         for start in self.blocks():
             product[start:start + self.block] = self.standardised(start).T @ rows
         return product
+
+    def squared_column_norms(self) -> np.ndarray:
+        """``diag(X^T X)``: each SNP's sum of squared standardised, clipped values (``d``),
+        one pass over the blocks."""
+        weights = self._scales**2
+        squares = np.empty(self.d)
+        for start in self.blocks():
+            block = self.standardised(start)
+            squares[start:start + block.shape[1]] = weights @ (block * block)
+        return squares
 
     @cached_property
     def _moments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,6 +1,7 @@
 """The Flower App's ServerApp body (:func:`run_server_app`, what
 :data:`fedpca.flower.app.server_app` runs): the configured algorithm's server over the
-connected sites, or a centred run (:func:`~fedpca.flower.app_centring.run_centred`), on the
+connected sites (a simulated genotype run's over its PLINK filesets: :func:`genotype_context`),
+or a centred run (:func:`~fedpca.flower.app_centring.run_centred`), on the
 Message API unless Flower's SecAgg+ is asked; a run that fails writes a failure record
 (:func:`fedpca.run_record.failure_recorded`). Kept apart from :mod:`fedpca.flower.app` so
 that a ClientApp process, which imports that module for every message, loads no server
@@ -19,6 +20,7 @@ from fedpca.flower.app_server import finish, record_path, server_scenario
 from fedpca.flower.prompt_grid import prompt
 from fedpca.flower.workflow import run_plan
 from fedpca.run_record import failure_recorded
+from fedpca.scenarios.genotypes import PLINK, genotype_run
 
 
 def run_server_app(grid: Grid, context: Context) -> None:
@@ -41,9 +43,22 @@ def server_main(grid: Grid, context: Context) -> None:
     """Run the configured algorithm over the connected sites (a moments round first when
     run_config ``centring`` asks) and write the result if run_config ``output`` is set."""
     scenario_cls = spec(run_algorithm(context.run_config)).scenario_class()
+    if PLINK in context.run_config:
+        context = genotype_context(context)
     if is_centred(dict(context.run_config)):
         run_centred(grid, context, scenario_cls)
         return
     scenario, config, readiness = server_scenario(scenario_cls, grid, context)
     strategy = run_plan(grid, context, scenario, scenario.server_plan(config), readiness)
     finish(strategy.result(config), config)
+
+
+def genotype_context(context: Context) -> Context:
+    """``context`` with the run_config of its simulated genotype run
+    (:func:`~fedpca.scenarios.genotypes.genotype_run`: the filesets' sites and samples, the
+    panel's width, row norm and digest as the contract, the largest site's individuals as
+    the secure sums' bound) over the coordinator's keys."""
+    run = genotype_run(dict(context.run_config))
+    return Context(run_id=context.run_id, node_id=context.node_id,
+                   node_config=context.node_config, state=context.state,
+                   run_config={**context.run_config, **run.run_config()})

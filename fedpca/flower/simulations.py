@@ -6,7 +6,9 @@ site (:data:`fedpca.algorithms.specs.SPECS`); :func:`simulate_tables` runs a cen
 (:meth:`~fedpca.scenarios.base.Scenario.centred_server`: the moments round, then the
 algorithm's rounds on the centred, standardised rows) against one virtual site per table,
 each reading and preprocessing its own table in its own process
-(:class:`~fedpca.scenarios.tables.TableRun`). With the same seeds, a centred run gives the
+(:class:`~fedpca.scenarios.tables.TableRun`); :func:`simulate_genotypes` runs DPS-PCA against
+one virtual site per PLINK fileset (:class:`~fedpca.scenarios.genotypes.GenotypeRun`). With
+the same seeds, a centred run gives the
 same result as the Flower-free reference runs of :mod:`fedpca.algorithms.centred_run`.
 
 Privacy guarantee: each virtual site's, as its algorithm's policy states it (unit: one
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from typing import Any
 
 from flwr.client import Client
@@ -30,13 +33,15 @@ from fedpca.flower.site_client import site_client
 from fedpca.flower.workflow import after_run, secure_aggregation, strategy_for
 from fedpca.progress import RoundObserver
 from fedpca.scenarios.base import Scenario
-from fedpca.scenarios.plans import CentredPlan
+from fedpca.scenarios.genotypes import GenotypeRun
+from fedpca.scenarios.plans import CentredPlan, ServerPlan
 from fedpca.scenarios.tables import TableRun
 from fedpca.secure.identity import SecureIdentity
 from fedpca.site.partition import (
     PARTITION,
     PARTITIONS,
     FlakySource,
+    GenotypeSource,
     PartitionSource,
     TableSource,
 )
@@ -72,20 +77,46 @@ def simulate(
     """Run ``scenario`` as a Flower simulation and return its result (its config: the
     scenario's parameters, ``wall_seconds``, each site's ``site_releases``, the number of
     ``failures`` and what the scenario adds, :meth:`~fedpca.scenarios.base.Scenario.simulation_config`)."""
+    return run_sources(scenario, scenario.server_plan(), scenario.sites,
+                       functools.partial(partition_source, scenario),
+                       {**scenario.to_run_config(), **scenario.simulation_config()},
+                       verbose=verbose, observer=observer, engine=engine)
+
+
+def run_sources(scenario: Scenario, plan: ServerPlan, sites: int,
+                source: Callable[[Node], SiteSource], config: dict[str, Any],
+                verbose: bool = False, observer: RoundObserver | None = None,
+                engine: Engine | None = None) -> Any:
+    """Run ``plan``'s server against ``sites`` virtual sites answering from ``source(node)``;
+    the result with ``config``, the wall time, each site's releases and the failures."""
     start = time.perf_counter()
-    plan = scenario.server_plan()
-    strategy = strategy_for(plan, scenario, wait_for_sites=scenario.sites)
-    sites = source_sites(functools.partial(partition_source, scenario))
-    run_federation(strategy, sites, scenario.sites, verbose=verbose, observer=observer,
+    strategy = strategy_for(plan, scenario, wait_for_sites=sites)
+    run_federation(strategy, source_sites(source), sites, verbose=verbose, observer=observer,
                    engine=engine, secure=secure_aggregation(scenario, strategy, plan.max_weight))
     after_run(plan, strategy)
-    config = {
-        **scenario.to_run_config(), **scenario.simulation_config(),
-        "wall_seconds": time.perf_counter() - start,
+    return strategy.result({
+        **config, "wall_seconds": time.perf_counter() - start,
         "site_releases": dict(sorted(strategy.site_releases.items())),
         "failures": len(strategy.failures),
-    }
-    return strategy.result(config)
+    })
+
+
+def genotype_source(run: GenotypeRun, node: Node) -> SiteSource:
+    """Virtual site ``partition-id``'s fileset of ``run``."""
+    return GenotypeSource(run, int(node.node_config[PARTITION]),
+                          int(node.node_config.get(PARTITIONS, 1)))
+
+
+def simulate_genotypes(
+    run: GenotypeRun, verbose: bool = False, observer: RoundObserver | None = None,
+    engine: Engine | None = None,
+) -> Any:
+    """Run DPS-PCA against one virtual site per PLINK fileset of ``run``, each streaming its
+    genotype rows; the result with the run's config (the panel's digest as its
+    ``contract``)."""
+    return run_sources(run.scenario, run.server_plan(), run.sites,
+                       functools.partial(genotype_source, run), run.run_config(),
+                       verbose=verbose, observer=observer, engine=engine)
 
 
 def table_source(run: TableRun, rounds: int, node: Node) -> SiteSource:

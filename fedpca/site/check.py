@@ -1,7 +1,9 @@
 """What ``fedpca site check`` tells a site's operator before the first run, without creating
 anything: the paths its policy names, its data contract (name and hash) and what the contract
 finds in its table, its records as a run reads them, the delta rule, the clip norm each kind
-of run uses and how many rows it clips (plain, and with a contract centred and standardised), whether its ledger is the site's own and complete (its identity and high-water mark:
+of run uses and how many rows it clips (plain, and with a contract centred and standardised;
+a genotype site's panel, its fileset's check against it and its row-norm's clipping),
+whether its ledger is the site's own and complete (its identity and high-water mark:
 :mod:`fedpca.site.ledger_identity`), what it has spent and how many runs of each allowed
 algorithm still fit.
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fedpca.algorithms.centring import default_clip_norm
+from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.tables import read_table
 from fedpca.errors import FedPCAError
 from fedpca.secure.roster import load_roster
@@ -153,6 +156,9 @@ def _check_records(policy: SitePolicyFile, report: SiteCheck) -> None:
         report.add(f"delta        {policy.delta:g} <= 0.1/n: ok")
     except FedPCAError as exc:
         report.problem(str(exc))
+    if isinstance(records, GenotypeRows):
+        _check_genotypes(records, report)
+        return
     for label, clip_norm, rows in _clipped_runs(policy, records):
         share = SiteData.prepare(rows, clip_norm, site=policy.name).clip.clipped_fraction
         advice = ("; most rows lose length: "
@@ -161,6 +167,19 @@ def _check_records(policy: SitePolicyFile, report: SiteCheck) -> None:
                      "rows") if share > 0.5 else "")
         report.add(f"clip norm    {label}: {clip_norm:.4g}, clips {share:.1%} of the rows "
                    f"(shown here only, never sent){advice}")
+
+
+def _check_genotypes(rows: GenotypeRows, report: SiteCheck) -> None:
+    """A genotype site's panel (its digest: what a run names as its contract), its fileset's
+    check against it (passed: the rows loaded) and the share of rows its row-norm clips."""
+    panel = rows.panel
+    report.add(f"panel        {panel.name!r}: {panel.d} SNPs, row-norm {panel.row_norm:g}, "
+               f"digest {panel.digest} (a run must name it as its contract)")
+    report.add(f"genotypes    {rows.fileset.prefix}: every panel SNP present, alleles as the "
+               "panel's")
+    share = float((rows.row_scales() < 1).mean())
+    report.add(f"clip norm    the panel's row-norm {panel.row_norm:g} clips {share:.1%} of the "
+               "rows (shown here only, never sent)")
 
 
 def _clipped_runs(policy: SitePolicyFile, records: np.ndarray

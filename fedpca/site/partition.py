@@ -1,4 +1,5 @@
-"""Simulated sites: partition ``p`` of a scenario's data, or one table of a centred run.
+"""Simulated sites: partition ``p`` of a scenario's data, one table of a centred run, or one
+PLINK fileset of a genotype run.
 
 A simulated site answers as a real one does (:class:`~fedpca.site.service.SiteService`),
 with the run_config's policy and seed instead of its own, and an in-memory ledger that the
@@ -25,6 +26,7 @@ from fedpca.algorithms.specs import spec
 from fedpca.data.memory import require_simulation_memory
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.scenarios.base import Scenario
+from fedpca.scenarios.genotypes import GenotypeRun
 from fedpca.scenarios.tables import TableRun
 from fedpca.secure.identity import SecureIdentity, simulation_identity
 from fedpca.site.ready import SiteReady
@@ -83,6 +85,39 @@ class TableSource(OpenedSite):
         if min_sites is None:
             return None
         return simulation_identity(self.partition, self.partitions, min_sites, self.rounds)
+
+
+class GenotypeSource(OpenedSite):
+    """Fileset ``partition`` of ``partitions`` of a genotype run: DPS-PCA's site over its
+    genotype rows, streamed from the ``.bed`` (never held in float), under the run's
+    policy (its clip norm the panel's row norm)."""
+
+    def __init__(self, run: GenotypeRun, partition: int, partitions: int) -> None:
+        self.run, self.partition, self.partitions = run, partition, partitions
+
+    def open(self) -> PrivateSite:
+        """DPS-PCA's site over the fileset's rows."""
+        scenario = self.run.scenario
+        return spec(scenario.ALGORITHM).site_class()(
+            self.run.site_rows(self.partition), scenario.policy(), site=str(self.partition),
+            seed=scenario.seed)
+
+    def identity(self) -> SecureIdentity | None:
+        """Its identity for the run's secure sums (``None`` without them)."""
+        min_sites = self.run.scenario.secure_min_sites
+        if min_sites is None:
+            return None
+        return simulation_identity(self.partition, self.partitions, min_sites,
+                                   self.run.flower_rounds)
+
+
+def genotype_source(run: GenotypeRun, partition: int, partitions: int) -> GenotypeSource:
+    """Partition ``partition``'s fileset of ``run``, refused unless the run names one
+    fileset per partition."""
+    if partitions != run.sites:
+        raise ConfigurationError(f"the run names {run.sites} PLINK prefixes for {partitions} "
+                                 "partitions: give one prefix per partition")
+    return GenotypeSource(run, partition, partitions)
 
 
 class SimulatedSiteFailure(FedPCAError):

@@ -17,8 +17,9 @@ What a hostile coordinator controls here, and what it cannot do with it:
   and the explained-variance release;
 * ``centring`` (``""``, ``"centre"``, ``"standardize"``): either scaling is planned under the
   site's own budget split and clip norm (:class:`~fedpca.algorithms.centring.CentredPolicy`);
-  any other value, or centring without the site's contract, is refused;
-* ``contract``: must be the hash of the site's own copy (``""`` when it holds none);
+  any other value, or centring without the site's contract or at a genotype site, is refused;
+* ``contract``: must be the hash of the site's own copy (``""`` when it holds none; a
+  genotype site's SNP panel's digest, :mod:`fedpca.site.genotype_site`);
 * ``seed``: refused (a real site's noise comes from the operating system);
 * ``explained-variance``: refused unless the site's policy makes that release;
 * the budget keys (``epsilon``, ``rounds``, ``clip-norm``, ``secure-min-sites``, ...): never
@@ -134,6 +135,11 @@ def plan_run(policy: SitePolicyFile, run_id: str, algorithm: str,
     explains = bool(settings.get(EXPLAINED_VARIANCE, False))
     _refuse_unagreed_variance(policy, request.get(EXPLAINED_VARIANCE), algorithm, explains)
     standardize = requested_scaling(request.get("centring", ""), policy.name)
+    if standardize is not None and policy.genotypes is not None:
+        raise InvalidRequestError(
+            f"{policy.name}: refused: a centred run; this genotype site's rows are standardised "
+            "with its SNP panel's public frequencies, never centred by a run: run without "
+            "centring")
     centred = (None if standardize is None
                else policy.centred_policy(algorithm, standardize))
     releases = policy.planned_run(algorithm) if centred is None else centred.plan()
@@ -178,12 +184,15 @@ def _refuse_unagreed_variance(policy: SitePolicyFile, asked: object, algorithm: 
 
 def require_contract(policy: SitePolicyFile, requested: object) -> None:
     """Refuse a run, or a released result, named under a data contract (UNTRUSTED: a hash)
-    other than the site's own (``""`` for none)."""
-    contract = policy.load_contract()
-    own = "" if contract is None else contract.hash
+    other than the site's own (``""`` for none; a genotype site's: its SNP panel's
+    digest)."""
+    own = policy.contract_hash()
     if requested == own:
         return
-    held = ("no contract (its data file is a numeric matrix): run with contract=\"\""
+    contract = policy.load_contract()
+    held = (f"SNP panel {policy.genotypes.panel.name!r}: run with contract=\"{own}\""
+            if policy.genotypes is not None else
+            "no contract (its data file is a numeric matrix): run with contract=\"\""
             if contract is None else
             f"contract {contract.name!r}: run with contract=\"{contract.hash}\"")
     logger.error("%s: refused a run under contract %r: this site's policy %s names %s",

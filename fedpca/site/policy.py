@@ -50,6 +50,8 @@ from fedpca.dp.exact_noise import EXACT
 from fedpca.file_modes import SHARED_ANY, refuse_shared
 from fedpca.secure.roster import normal_fingerprint
 from fedpca.site.ledger_identity import LedgerWitness
+from fedpca.data.genotypes import GenotypeRows
+from fedpca.site.genotype_site import GenotypeFiles, genotype_files
 from fedpca.dp.events import Release
 from fedpca.dp.mechanisms import planned_run
 from fedpca.site.ledger import SiteLedger
@@ -118,6 +120,7 @@ class SitePolicyFile:
             coordinator asks.
         memory_mib: address space limit (MiB) of the site's processes, 0 for none
             (:mod:`fedpca.deployment.memory_limit` applies it).
+        genotypes: a genotype site's fileset and panel (``data``: its ``.bed``).
         answer_seconds: the longest this site may take to answer one request (``[limits]
             answer-seconds``): it states it in the readiness round, and the coordinator's
             fedpca ServerApp waits that long for every answer (a slow site is not dropped).
@@ -152,6 +155,7 @@ class SitePolicyFile:
     contract: Path | None = None
     moments_share: float | None = None
     answer_seconds: float = DEFAULT_ANSWER_SECONDS
+    genotypes: GenotypeFiles | None = None
 
     def witness(self) -> LedgerWitness:
         """The identity file beside this policy, of the ledger it names."""
@@ -309,14 +313,18 @@ class SitePolicyFile:
         return None if self.contract is None else load_contract(self.contract)
 
     def contract_hash(self) -> str:
-        """The hash of the site's contract, ``""`` without one: what a run must name."""
+        """What a run must name: its contract's hash, its SNP panel's digest, or ``""``."""
+        if self.genotypes is not None:
+            return self.genotypes.panel.digest
         contract = self.load_contract()
         return "" if contract is None else contract.hash
 
-    def load_records(self) -> np.ndarray:
-        """The site's records as a run reads them: the data file, validated, or its table
-        preprocessed by the site's contract (raises InvalidDataError saying what is wrong,
-        possibly with counts from the records: for the site's own log)."""
+    def load_records(self) -> np.ndarray | GenotypeRows:
+        """The site's records as a run reads them: the data file, validated, its table
+        preprocessed by its contract, or its genotype rows (raises InvalidDataError saying
+        what is wrong, possibly with counts from the records: for the site's own log)."""
+        if self.genotypes is not None:
+            return self.genotypes.rows(self.name)
         contract = self.load_contract()
         if contract is None:
             return np.asarray(load_site_file(self.data, site=self.name))
@@ -425,10 +433,12 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
     contract = reader.file_path(site, "site", "contract") if "contract" in site else None
     if contract is not None:
         refuse_shared(contract, "data contract")
+    data = reader.table("data", required=False)
+    genotypes = genotype_files(reader.error, path.parent, site, data, reader.algorithms())
     return SitePolicyFile(
         path=path,
         name=name,
-        data=reader.file_path(site, "site", "data"),
+        data=genotypes.bed if genotypes else reader.file_path(site, "site", "data"),
         ledger=ledger,
         population=reader.text(site, "site", "population", default=name),
         epsilon=epsilon,
@@ -437,8 +447,8 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         weekly_epsilon=weekly,
         run_epsilon=run_epsilon,
         accounting=accounting,
-        clip_norm=reader.positive(reader.table("data", required=False), "data", "clip-norm",
-                                  default=1.0),
+        clip_norm=genotypes.panel.row_norm if genotypes else reader.positive(
+            data, "data", "clip-norm", default=1.0),
         secure_min_sites=minimum or None,
         discrete=discrete,
         algorithms=reader.algorithms(),
@@ -450,8 +460,8 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
         answer_seconds=reader.positive(reader.table("limits", required=False), "limits",
                                        "answer-seconds", default=DEFAULT_ANSWER_SECONDS),
         contract=contract,
-        moments_share=reader.share(reader.table("data", required=False), "data",
-                                   "moments-share"),
+        moments_share=reader.share(data, "data", "moments-share"),
+        genotypes=genotypes,
     )
 
 

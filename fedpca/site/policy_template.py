@@ -54,8 +54,7 @@ POLICY_TEMPLATE = """\
 
 [site]
 name = "{name}"                 # the site's name in results and logs
-data = "{data}"                 # the records: .npy, .csv or .parquet (rows = records)
-{contract_line}
+{records_lines}
 ledger = "{ledger}"             # the lifetime privacy ledger (SQLite; fedpca site init
                                 # created it; never created again silently: its identity
                                 # and last release are in the .ledger-id.json file beside
@@ -82,7 +81,7 @@ accounting = "pld"              # pld (tight) or paper (the papers' looser close
 # worst-case-epsilon = {suggestion:g}
 
 [data]
-clip-norm = 1.0                 # public bound C: every row is scaled to norm <= C
+{clip_line}
 # moments-share = 0.3           # a centred run (run_config centring): the share of its budget
                                 # spent on the column means (and scales); default 0.1, 0.3
                                 # when standardising. Its rows are clipped to the contract's C
@@ -126,10 +125,7 @@ rounds = {rounds}                     # power rounds calibrated for (the coordin
 # explained-variance = true     # one more release: the final basis's Rayleigh quotients and
                                 # trace (k + 1 numbers), planned within the same budget
 
-[algorithms.dpdis-pca]
-
-[algorithms.ldp-pca]
-"""
+{other_algorithms}"""
 
 #: The template's lifetime, weekly, daily and per-run (calibration) epsilon.
 TEMPLATE_EPSILON, TEMPLATE_WEEKLY_EPSILON, TEMPLATE_DAILY_EPSILON, TEMPLATE_RUN_EPSILON = (
@@ -179,6 +175,16 @@ def _worst_case_lines(cases: list[WorstCase], run_epsilon: float) -> str:
                      for label, cells in rows)
 
 
+#: The template's lines of a genotype site: its PLINK prefix and panel instead of a data file.
+GENOTYPE_LINES = ('genotypes = "{prefix}"  # PLINK fileset PREFIX.bed/.bim/.fam (rows: '
+                  'individuals)\npanel = "{panel}"  # the consortium\'s SNP panel: its digest '
+                  "is the run's contract")
+#: The template's clip norm: a table's, or a genotype site's (its panel's row-norm).
+CLIP_LINE = "clip-norm = 1.0                 # public bound C: every row is scaled to norm <= C"
+GENOTYPE_CLIP_LINE = "# the panel's row-norm bounds every genotype row (no clip-norm here)"
+#: The algorithms other than DPS-PCA a table site allows (a genotype site answers DPS-PCA).
+OTHER_ALGORITHMS = "[algorithms.dpdis-pca]\n\n[algorithms.ldp-pca]\n"
+
 #: The policy template's line naming no contract.
 NO_CONTRACT_LINE = ('# contract = "contract.toml"  # the consortium\'s data contract: the data '
                     "file is then\n                                # a table read through it "
@@ -186,9 +192,10 @@ NO_CONTRACT_LINE = ('# contract = "contract.toml"  # the consortium\'s data cont
 
 
 def write_policy_template(
-    path: str | Path, name: str, data: str, ledger: str = "ledger.sqlite",
+    path: str | Path, name: str, data: str | None, ledger: str = "ledger.sqlite",
     contract: str | None = None,
     delta: float = 1e-7, rounds: int = DEFAULT_DPS_ROUNDS,
+    genotypes: tuple[str, str] | None = None,
     daily_epsilon: float = TEMPLATE_DAILY_EPSILON,
     weekly_epsilon: float = TEMPLATE_WEEKLY_EPSILON,
 ) -> Path:
@@ -198,16 +205,19 @@ def write_policy_template(
     (:func:`~fedpca.site.ledger_lifecycle.create_site_ledger`). Its spending windows
     are ``daily_epsilon`` and ``weekly_epsilon`` (a demonstration that runs several times a
     day raises them, up to the lifetime :data:`TEMPLATE_EPSILON`). ``contract`` names the
-    consortium's data contract (relative to the policy's folder)."""
+    consortium's data contract (relative to the policy's folder); ``genotypes``, a genotype
+    site's PLINK prefix and SNP panel instead of ``data`` (:mod:`fedpca.site.genotype_site`:
+    its clip norm is the panel's, it allows DPS-PCA only)."""
     target = Path(path)
     if target.exists():
         raise PolicyError(f"{target} exists; a site policy is never overwritten: edit it")
     releases = SPECS["dps-pca"].releases_per_run(rounds)
     cases = worst_cases(TEMPLATE_EPSILON, TEMPLATE_RUN_EPSILON, delta, releases)
     text = POLICY_TEMPLATE.format(
-        path=target.resolve(), name=name, data=data, ledger=ledger, delta=delta, rounds=rounds,
-        contract_line=(NO_CONTRACT_LINE if contract is None else
-                       f'contract = "{contract}"        # the consortium\'s data contract'),
+        path=target.resolve(), name=name, ledger=ledger, delta=delta, rounds=rounds,
+        records_lines=_records_lines(data, contract, genotypes),
+        clip_line=CLIP_LINE if genotypes is None else GENOTYPE_CLIP_LINE,
+        other_algorithms=OTHER_ALGORITHMS if genotypes is None else "",
         epsilon=TEMPLATE_EPSILON, run_epsilon=TEMPLATE_RUN_EPSILON, releases=releases,
         daily_epsilon=daily_epsilon, weekly_epsilon=weekly_epsilon,
         worst_case_table=_worst_case_lines(cases, TEMPLATE_RUN_EPSILON),
@@ -221,3 +231,14 @@ def write_policy_template(
     policy.open_ledger()  # records the policy as written: its later edits show as changes
     return target
 
+
+
+def _records_lines(data: str | None, contract: str | None,
+                   genotypes: tuple[str, str] | None) -> str:
+    """The ``[site]`` lines naming the records: a data file (and its contract), or a
+    genotype site's PLINK prefix and panel."""
+    if genotypes is not None:
+        return GENOTYPE_LINES.format(prefix=genotypes[0], panel=genotypes[1])
+    return (f'data = "{data}"                 # the records: .npy, .csv or .parquet (rows = '
+            f'records)\n' + (NO_CONTRACT_LINE if contract is None else
+                             f'contract = "{contract}"        # the consortium\'s data contract'))

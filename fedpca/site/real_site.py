@@ -24,6 +24,7 @@ untrusted. What a hostile coordinator could try, and what happens:
   contract: it names one by its hash (run_config ``contract``), and a site whose policy
   names a contract (``[site] contract``) refuses any run that names another or none, and a
   site without one any run that names one, before it reads its data or charges anything
+  (a genotype site's contract is its SNP panel's digest, :mod:`fedpca.site.genotype_site`)
   (logged at the site). Its preprocessing and sensitivities come from its own copy only;
 * **hope for a lost ledger**: a ledger that is missing, another one, emptied or older than
   the site's last recorded release is refused before anything is charged, and never
@@ -65,6 +66,7 @@ from fedpca.algorithms.site import PrivateSite
 from fedpca.algorithms.specs import spec
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.data.files import file_fingerprint
+from fedpca.data.genotypes import GenotypeRows
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.site.ledger_identity import LedgerIdentityError, refused_run
 from fedpca.dp import calibration_cache
@@ -166,7 +168,7 @@ class RealSite:
     one answer and its plan of the run."""
 
     name: str
-    records: np.ndarray
+    records: np.ndarray | GenotypeRows
     config: dict[str, Any]
     ledger: RunLedger
     limits: SiteLimits
@@ -341,7 +343,7 @@ def _open_ledger(policy: SitePolicyFile) -> SiteLedger:
         raise refused_run(policy.name, error) from None
 
 
-def _records(policy: SitePolicyFile) -> np.ndarray:
+def _records(policy: SitePolicyFile) -> np.ndarray | GenotypeRows:
     """The site's records; a file that fails validation is described only in the site's
     log (the reason may quote values from the records)."""
     try:

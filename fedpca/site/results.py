@@ -50,6 +50,7 @@ from fedpca.errors import InvalidDataError, InvalidRequestError
 from fedpca.file_modes import replace_owner_only
 from fedpca.linalg.basis import ORTHONORMAL_TOLERANCE
 from fedpca.report import floor_lines
+from fedpca.site.genotype_site import GenotypeScores, genotype_scores
 from fedpca.results import scores as centred_scores
 
 if TYPE_CHECKING:
@@ -280,11 +281,15 @@ class SiteScores:
         replace_owner_only(Path(path), text.getvalue().encode())
 
 
-def site_scores(policy: SitePolicyFile, result: ReleasedResult) -> SiteScores:
+def site_scores(policy: SitePolicyFile,
+                result: ReleasedResult) -> SiteScores | GenotypeScores:
     """The scores of the site's own records on ``result``: its records as a run reads them
     (its data file, preprocessed by its contract when it has one), ``(rows - mean) / scale
     @ basis``, with each record's id when the contract has an id column (the same reading
-    of the table: rows are never dropped, so row ``i``'s id is record ``i``'s). Refuses a
+    of the table: rows are never dropped, so row ``i``'s id is record ``i``'s); a genotype
+    site's, its samples' scores beside their FID/IID
+    (:func:`~fedpca.site.genotype_site.genotype_scores`, written as a PLINK covariate
+    file). Refuses a
     result made under another data contract or for another width ``d``. Computed at the
     site; nothing is sent."""
     own = policy.contract_hash()
@@ -294,6 +299,14 @@ def site_scores(policy: SitePolicyFile, result: ReleasedResult) -> SiteScores:
             f"{result.contract or 'none'!r}; this site's policy {policy.path} holds its data "
             f"under {own or 'none'!r}: its scores would mix two preprocessings"
         )
+    if policy.genotypes is not None:
+        result.check(policy.genotypes.panel.d, None)
+        if result.mean is not None or result.scale is not None:
+            raise InvalidDataError(
+                f"the result of run {result.run_id or '?'} is centred (it has a mean or "
+                "scale); a genotype site's rows are standardised with its panel's public "
+                "frequencies and never centred by a run: it was made for other data")
+        return genotype_scores(policy.genotypes, policy.name, result.basis)
     contract = policy.load_contract()
     if contract is None:
         records, ids = policy.load_records(), None

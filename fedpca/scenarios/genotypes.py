@@ -1,0 +1,144 @@
+"""A DPS-PCA run over genotypes: one PLINK fileset per virtual site, one SNP panel (no Flower).
+
+``fedpca simulate dps-pca --plink PREFIX [PREFIX ...] --panel PANEL.toml``: virtual site
+``i`` reads the fileset ``PREFIX_i`` (``.bed/.bim/.fam``), checked against the panel
+(:func:`~fedpca.data.snp_panel.check_fileset`), as genotype rows standardised with the
+panel's public frequencies and clipped to its ``row-norm``, streamed from the ``.bed`` in
+blocks of SNPs (:class:`~fedpca.data.genotypes.GenotypeRows`): no site holds its matrix in
+float. The run's width is the panel's SNP count, its clip norm the panel's row norm, its
+contract the panel's digest (a real site refuses a run naming another,
+:mod:`fedpca.site.genotype_site`); DPS-PCA keeps every SNP (``s_hat = d``) unless
+``--s-hat`` says otherwise. The server evaluates nothing (it holds no genotype).
+
+Privacy guarantee: DPS-PCA's, per virtual site (unit: one individual's genotype row,
+replace-one; the row bound and the frequencies are the panel's, public).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fedpca.data.genotypes import GenotypeRows
+from fedpca.data.plink import PlinkFileset
+from fedpca.data.snp_panel import SnpPanel, check_fileset, load_panel
+from fedpca.errors import ConfigurationError
+from fedpca.scenarios.base import MAX_WEIGHT
+from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.scenarios.plans import ServerPlan
+
+#: The run_config ``dataset`` of a genotype run (the server evaluates nothing), and the
+#: Flower App's run_config key naming a simulation's PLINK prefixes.
+PLINK = "plink"
+#: The scenario sizes a genotype run sets to the panel's width unless given.
+FULL_WIDTH = ("s_hat", "sparsity")
+
+
+@functools.cache
+def run_panel(path: str) -> SnpPanel:
+    """The panel at ``path`` (read once per process)."""
+    return load_panel(path)
+
+
+@functools.lru_cache(maxsize=4)
+def fileset_rows(panel: str, prefix: str, site: str) -> GenotypeRows:
+    """Site ``site``'s rows from the fileset at ``prefix``, checked against the panel at
+    ``panel`` (opened once per process; the genotypes stay on disk)."""
+    fileset = PlinkFileset(prefix)
+    return GenotypeRows(fileset, run_panel(panel), check_fileset(run_panel(panel), fileset, site))
+
+
+@dataclass(frozen=True)
+class GenotypeRun:
+    """DPS-PCA over ``prefixes`` (site ``i`` reads ``prefixes[i]``) under the panel at
+    ``panel`` (absolute paths: every process reads its own)."""
+
+    prefixes: tuple[str, ...]
+    panel: str
+    scenario: DPSPCAScenario
+
+    def __post_init__(self) -> None:
+        if len(self.prefixes) != self.scenario.sites:
+            raise ConfigurationError(f"{len(self.prefixes)} PLINK prefixes for "
+                                     f"{self.scenario.sites} sites: give one per site")
+
+    @classmethod
+    def build(cls, prefixes: list[str | Path], panel: str | Path,
+              scenario: Callable[..., DPSPCAScenario],
+              given: Collection[str] = ()) -> GenotypeRun:
+        """The run over ``prefixes``: ``scenario(**sizes)`` (e.g. ``DPSPCAScenario`` with the
+        flags' options) with the sites and samples of the filesets, the panel's width and
+        row norm, and every :data:`FULL_WIDTH` size not in ``given`` at that width."""
+        if len(prefixes) < 2:
+            raise ConfigurationError(
+                f"--plink needs one PLINK prefix per site and at least 2 sites, got "
+                f"{len(prefixes)}")
+        paths = tuple(str(Path(p).expanduser().resolve()) for p in prefixes)
+        panel = str(Path(panel).expanduser().resolve())
+        width = run_panel(panel).d
+        samples = sum(fileset_rows(panel, path, str(i)).n for i, path in enumerate(paths))
+        sizes = {key: width for key in FULL_WIDTH if key not in given}
+        return cls(paths, panel, scenario(**sizes, sites=len(paths), samples=samples, dim=width,
+                                          clip_norm=run_panel(panel).row_norm))
+
+    @property
+    def sites(self) -> int:
+        """Virtual sites: one per fileset."""
+        return len(self.prefixes)
+
+    @property
+    def flower_rounds(self) -> int:
+        """The scenario's rounds."""
+        return self.scenario.flower_rounds
+
+    @property
+    def digest(self) -> str:
+        """The panel's digest: the run's contract."""
+        return run_panel(self.panel).digest
+
+    def site_rows(self, site: int) -> GenotypeRows:
+        """Site ``site``'s genotype rows."""
+        self.scenario.check_site(site)
+        return fileset_rows(self.panel, self.prefixes[site], str(site))
+
+    def sizes(self) -> list[int]:
+        """Each site's individuals (public under replace-one)."""
+        return [self.site_rows(i).n for i in range(self.sites)]
+
+    def run_config(self) -> dict[str, Any]:
+        """What the run's server and record name: the scenario's keys, the panel's digest as
+        the contract, and the largest site's individuals (the secure sums' public bound)."""
+        return {**self.scenario.to_run_config(), "dataset": PLINK, "contract": self.digest,
+                MAX_WEIGHT: max(self.sizes())}
+
+    def server_plan(self) -> ServerPlan:
+        """DPS-PCA's server over the panel's width (it evaluates nothing)."""
+        return self.scenario.server_plan(self.run_config())
+
+    def header(self) -> list[str]:
+        """The lines printed before the run."""
+        panel = run_panel(self.panel)
+        return [*self.scenario.header(),
+                f"genotypes of {self.sites} PLINK filesets, panel {panel.name!r} ({panel.d} "
+                f"SNPs, row-norm {panel.row_norm:g}, digest {panel.digest})"]
+
+    def report(self, result: Any) -> list[str]:
+        """The scenario's report."""
+        return self.scenario.report(result)
+
+
+def genotype_run(config: dict[str, Any]) -> GenotypeRun:
+    """The :class:`GenotypeRun` a Flower App run_config names: ``plink`` (the PLINK prefixes,
+    space-separated, one per simulated partition, absolute paths) and ``panel``; the other
+    DPS-PCA keys as for any run (``s-hat`` and ``sparsity``: every SNP unless given)."""
+    prefixes = str(config.get(PLINK, "")).split()
+    if not prefixes or not config.get("panel"):
+        raise ConfigurationError(
+            f"run_config {PLINK} needs panel: the PLINK prefixes (space-separated, one per "
+            "simulated partition) and the SNP panel file every site holds")
+    given = {name for name in FULL_WIDTH if name.replace("_", "-") in config}
+    return GenotypeRun.build(prefixes, str(config["panel"]),
+                             functools.partial(DPSPCAScenario.from_run_config, config), given)
