@@ -22,10 +22,9 @@ LONG = ("federation", "slow")
 #: The tests on a loopback deployment (fixture ``loopback``), files or single tests, in two
 #: groups of about equal length: one xdist worker runs each group, one test after the other,
 #: on the one deployment it starts (two workers: two SuperLinks, side by side).
-LOOPBACK = (("test_deployment.py", "test_secure_deployment.py"),
+LOOPBACK = (("test_deployment.py", "test_secure_deployment.py", "test_genotype_deployment.py"),
             ("test_centred_flower.py::test_deploy_local_runs_centred_runs_of_three_algorithms_"
-             "from_each_sites_table", "test_tables_deployment.py",
-             "test_genotype_deployment.py"))
+             "from_each_sites_table", "test_tables_deployment.py"))
 #: The longest files after them (about 20-60 s each on 2 cores, mostly waiting on
 #: processes), longest first, started before the other long ones so that none of them is
 #: the last thing a worker starts.
