@@ -21,7 +21,6 @@ from fedpca.data.plink import PlinkFileset
 from fedpca.data.snp_panel import check_fileset, load_panel, write_panel
 from fedpca.dp.site_data import SiteData
 from fedpca.errors import ConfigurationError, FedPCAError, InvalidDataError, InvalidRequestError
-from fedpca.site.ledger_lifecycle import create_site_ledger
 from fedpca.site.plan import plan_run
 from fedpca.site.policy import PolicyError, load_site_policy
 from fedpca.site.policy_template import write_policy_template

@@ -82,6 +82,7 @@ RUN_TIMEOUT = 600
 #: What a SuperNode logs when a train message reaches it (Flower's own line; the budget
 #: round's and the result's messages are query messages).
 RECEIVING_TRAIN = "Receiving: train message"
+SENDING_TRAIN = "Sending: train message"
 
 
 def site_records(seed: int) -> np.ndarray:
@@ -268,15 +269,15 @@ def test_a_split_view_of_the_survivors_gets_no_reveal(runs):
     assert "does not verify" in runs.hostile_log
 
 
-def train_messages_by_run(supernode_log: Path) -> dict[str, int]:
-    """Train messages the SuperNode has received so far, per run id (by its log: Flower
-    names the run before each message it receives)."""
+def train_messages_by_run(supernode_log: Path, event: str = RECEIVING_TRAIN) -> dict[str, int]:
+    """Train messages the SuperNode has received (or, with ``event=SENDING_TRAIN``,
+    answered) so far, per run id (by its log: Flower names the run before each)."""
     received: dict[str, int] = {}
     run = ""
     for line in supernode_log.read_text(errors="replace").splitlines():
         if "[RUN " in line:
             run = line.split("[RUN ", 1)[1].split(",")[0].split("]")[0].strip()
-        elif RECEIVING_TRAIN in line:
+        elif event in line:
             received[run] = received.get(run, 0) + 1
     return received
 
@@ -312,17 +313,27 @@ def test_an_honest_run_survives_a_site_stopping_after_the_key_agreement(deployme
     supernode = deployment.running[c].supernode.log
     earlier_runs = set(train_messages_by_run(supernode))  # late messages of those don't count
     before = ledgers(deployment)
-    flwr_runs, stopped = [], []
+    flwr_runs, frozen, stopped = [], [], []
 
     def stop_c_when_its_input_request_arrives(flwr_run) -> None:
         flwr_runs.append(flwr_run)
+        answered = [n for run, n in train_messages_by_run(supernode, SENDING_TRAIN).items()
+                    if run not in earlier_runs]
         received = [n for run, n in train_messages_by_run(supernode).items()
                     if run not in earlier_runs]
-        # its key advertisement's request, its shares' request, then the round's input
-        # request: the key agreement is over, and its ClientApp has not answered yet. Its
-        # operator stops it (SIGTERM, from outside the deployment, which must carry on)
-        if not stopped and max(received, default=0) >= 3:
-            os.kill(deployment.running[c].supernode.process.pid, signal.SIGTERM)
+        site = deployment.running.get(c)
+        # its key advertisement's request and its shares' request answered: the key
+        # agreement is over. Its machine hangs (its ClientApp launcher frozen before the
+        # round's input request can reach it, so it never answers that), then, once the
+        # request has arrived, its operator stops it (SIGTERM, from outside the deployment,
+        # which must carry on)
+        if not frozen and max(answered, default=0) >= 2:
+            os.kill(site.superexec.process.pid, signal.SIGSTOP)
+            frozen.append(site.superexec.process.pid)
+        if frozen and not stopped and max(received, default=0) >= 3:
+            os.kill(site.supernode.process.pid, signal.SIGTERM)
+            site.supernode.process.wait(timeout=60)
+            os.kill(frozen[0], signal.SIGCONT)  # finds its SuperNode gone, and exits
             stopped.append(c)
 
     result = deployment.run({**RUN_CONFIG, "output": str(tmp_path / "dropout.json")},

@@ -81,7 +81,8 @@ from fedpca.deployment.processes import (
     signal_processes,
     stop_processes,
 )
-from fedpca.deployment.site_runtime import POLL_ENV, TELEMETRY_ENV
+from fedpca.deployment.poll_waits import POLL_ENV
+from fedpca.deployment.site_runtime import TELEMETRY_ENV
 from fedpca.errors import ConfigurationError
 from fedpca.site.policy_template import write_policy_template
 from fedpca.run_record import FAILED, RunResult, load_run_result
@@ -569,7 +570,8 @@ class LocalDeployment:
         # SuperExecs (the SuperLink's and each site's) look for new tasks every second by
         # default; on loopback a shorter poll cuts the latency of every round.
         env.setdefault(SUPEREXEC_POLL_ENV, SUPEREXEC_POLL_SECONDS)
-        env.setdefault(POLL_ENV, SUPEREXEC_POLL_SECONDS)  # the sites' SuperNodes, likewise
+        # the sites' SuperNodes likewise, and every loop only while a run is under way
+        env.setdefault(POLL_ENV, SUPEREXEC_POLL_SECONDS)
         # Flower's usage telemetry off unless asked for (the sites' runtimes turn it off
         # whatever the environment says)
         env.setdefault(TELEMETRY_ENV, "0")

@@ -33,12 +33,12 @@ import argparse
 import logging
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from fedpca.deployment.fab_check import FabRefusedError, check_fab
 from fedpca.deployment.memory_limit import apply_memory_limit
+from fedpca.deployment.poll_waits import adapt_superexec, adapt_supernode, busy_seconds
 from fedpca.errors import ConfigurationError
 from fedpca.site.policy import SitePolicyFile
 
@@ -154,17 +154,11 @@ def run_site_supernode(policy: SitePolicyFile, flower_args: Sequence[str]) -> No
     start_client_internal.get_fused_config_from_fab = checked_fab_config(
         start_client_internal.get_fused_config_from_fab
     )
-    poll = os.environ.get(POLL_ENV)
-    if poll:
-        start_client_internal.time = _ShorterWaits(float(poll))
+    busy = busy_seconds(os.environ)
+    if busy is not None:
+        adapt_supernode(start_client_internal, busy)
     sys.argv = ["flower-supernode", *flower_args, "--node-config", f'policy="{policy.path}"']
     flower_supernode()
-
-
-#: Environment variable: the most seconds a site's SuperNode waits before it looks for the
-#: next message (Flower 1.41-1.42 wait 3 s when none came; ``fedpca deploy local`` sets 0.2
-#: on loopback). Unset: Flower's own waits.
-POLL_ENV = "FEDPCA_SUPERNODE_POLL_SECONDS"
 
 
 #: Environment variable: ``off`` makes a site's SuperExec start every ClientApp task as a
@@ -179,22 +173,6 @@ def forked_tasks() -> bool:
     if value not in ("on", "off"):
         raise ConfigurationError(f"{FORKS_ENV}={value!r} must be 'on' (the default) or 'off'")
     return value == "on"
-
-
-class _ShorterWaits:
-    """The ``time`` module Flower's SuperNode loop uses, with every wait at most ``most``
-    seconds (its other functions are the module's own)."""
-
-    def __init__(self, most: float) -> None:
-        if not 0 < most <= 3:
-            raise ConfigurationError(f"{POLL_ENV}={most:g} must be in (0, 3] seconds")
-        self.most = most
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(min(seconds, self.most))
 
 
 def run_site_superexec(
@@ -214,6 +192,9 @@ def run_site_superexec(
     _site_logging()
     apply_memory_limit(memory_mib)
     TASK_TYPE_TO_COMMAND[TaskType.CLIENT_APP] = PINNED_CLIENTAPP_COMMAND
+    busy = busy_seconds(os.environ)
+    if busy is not None:
+        adapt_superexec(superexec, busy)
     forked = forked_tasks()
     if forked:
         superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor(
