@@ -53,6 +53,7 @@ from fedpca.site.ledger_identity import LedgerWitness
 from fedpca.dp.events import Release
 from fedpca.dp.mechanisms import planned_run
 from fedpca.site.ledger import SiteLedger
+from fedpca.site.start_bases import start_files
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +103,8 @@ class SitePolicyFile:
             ``secure_min_sites`` (the verifiable secure aggregation carries nothing else).
         secure_min_sites: ``M`` (>= 2) when the site answers only inside secure sums of at
             least ``M`` sites, else ``None``.
-        algorithms: allowed algorithm -> its settings (``rounds`` and
-            ``explained-variance`` for DPS-PCA).
+        algorithms: allowed algorithm -> its settings (``rounds``; ``explained-variance``
+            and ``start``, its public start files, for DPS-PCA).
         worst_case_epsilon: lifetime bound (at ``delta``) on the unconditional guarantee:
             the site's own shares of its secure releases, seen alone; required with
             ``secure_min_sites``.
@@ -238,11 +239,11 @@ class SitePolicyFile:
         ``rounds``; a single-release algorithm ignores it)."""
         return int(self.require_algorithm(algorithm).get("rounds", DEFAULT_DPS_ROUNDS))
 
-    def releases_per_run(self, algorithm: str) -> int:
+    def releases_per_run(self, algorithm: str, start: bool = False) -> int:
         """The most releases one run of ``algorithm`` may make at this site (its
-        algorithm's releases; a centred run adds its moments release:
-        :class:`~fedpca.site.plan.RunPlan`)."""
-        return (SPECS[algorithm].releases_per_run(self.rounds(algorithm))
+        algorithm's releases, one fewer from a public ``start``; a centred run adds its
+        moments release: :class:`~fedpca.site.plan.RunPlan`)."""
+        return (SPECS[algorithm].releases_per_run(self.rounds(algorithm), start)
                 + int(_explains(self.require_algorithm(algorithm))))
 
     def centred_policy(self, algorithm: str, standardize: bool) -> CentredPolicy:
@@ -290,13 +291,13 @@ class SitePolicyFile:
             config[EXPLAINED_VARIANCE] = _explains(settings)
         return config
 
-    def planned_run(self, algorithm: str) -> list[Release]:
+    def planned_run(self, algorithm: str, start: bool = False) -> list[Release]:
         """The releases of one full run of ``algorithm`` as this site calibrates it (what
         its ledger would charge, :func:`~fedpca.dp.mechanisms.planned_run`), inside
         secure sums of ``min-sites`` when the policy sets it. A site's exact noise is
         charged as the discrete Gaussian replacing each of them, within its grid's rounding
-        (:mod:`fedpca.dp.exact_noise`)."""
-        releases = self.releases_per_run(algorithm)
+        (:mod:`fedpca.dp.exact_noise`). From a public ``start``: one release fewer."""
+        releases = self.releases_per_run(algorithm, start)
         # accounting="paper": the classic formula for one release, else paper 000's
         # (:class:`~fedpca.algorithms.site.SingleReleasePolicy`, ``RoundsPolicy``)
         rule = "classic" if SPECS[algorithm].extra_releases is None else "dps-pca"
@@ -587,4 +588,8 @@ class _Reader:
             if not isinstance(explains, bool) or (explains and name != DPS_PCA):
                 raise self.error(f"algorithms.{name}.{EXPLAINED_VARIANCE} must be true or "
                                  f"false, and only {DPS_PCA} takes it")
+            try:  # the files are read when a run names one (fedpca.site.start_bases)
+                start_files(settings, self.path.parent, name)
+            except ConfigurationError as exc:
+                raise self.error(str(exc)) from None
         return {name: dict(settings) for name, settings in allowed.items()}
