@@ -60,7 +60,7 @@ from fedpca.algorithms.explained_variance import (
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
-from fedpca.data.start_basis import StartBasis, require_named_start
+from fedpca.data.start_basis import StartBasis, require_named_start, start_name
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.basis import validate_basis
 from fedpca.linalg.subspace import gram_product, thin_qr, threshold_rows, top_coordinates
@@ -128,7 +128,7 @@ class SitePolicy(RoundsPolicy):
     @property
     def start_name(self) -> str:
         """The SHA-256 of the start's file, ``""`` without one: what every request names."""
-        return "" if self.start is None else self.start.digest
+        return start_name(self.start)
 
     def record(self) -> dict[str, Any]:
         """The policy's settings as plain values (the start by its name)."""

@@ -130,11 +130,16 @@ def _checked(array: np.ndarray, path: Path) -> np.ndarray:
     return exact_basis(array, gram)
 
 
+def start_name(start: StartBasis | None) -> str:
+    """What a run names ``start`` by: its SHA-256, ``""`` for none."""
+    return "" if start is None else start.digest
+
+
 def require_named_start(named: object, own: StartBasis | None, site: str) -> None:
     """Refuse (before anything is charged) a request whose ``start`` (UNTRUSTED: a SHA-256,
     ``""`` for none) is not the start ``own`` the site planned the run with (``None``:
     none), saying which start was asked and how a site comes to hold one."""
-    expected = "" if own is None else own.digest
+    expected = start_name(own)
     if named == expected:
         return
     if own is None:

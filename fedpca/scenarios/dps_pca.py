@@ -28,7 +28,7 @@ from fedpca.algorithms.dps_pca import (
     secure_sums,
 )
 from fedpca.algorithms.secure_sum import public_seed
-from fedpca.data.start_basis import START_HASH, StartBasis, load_start_basis
+from fedpca.data.start_basis import START_HASH, StartBasis, load_start_basis, start_name
 from fedpca.data.synthetic import (
     SparseSpikedModel,
     prepared_site,
@@ -250,15 +250,11 @@ def require_start_named(app_config: Mapping[str, Any], start: StartBasis | None)
     server's start file (run_config ``start``; ``""`` for none): the sites plan the run from
     that name, the server from its file, and they must agree before any release."""
     named = str(app_config.get(START_HASH, ""))
-    own = "" if start is None else start.digest
-    if named == own:
+    if named == start_name(start):
         return
-    if start is None:
-        raise ConfigurationError(
-            f"run_config {START_HASH}={named!r} names a public start basis, and start names no "
-            "file: set start = \"FILE\" (the server's copy of that start), or "
-            f"{START_HASH} = \"\"")
+    server = "no file" if start is None else f"{start.path}, of SHA-256 {start.digest}"
+    fix = (f"set start = \"FILE\" (the server's copy of that start), or {START_HASH} = \"\""
+           if start is None else f"set {START_HASH} = \"{start.digest}\"")
     raise ConfigurationError(
-        f"run_config start = {str(start.path)!r} has SHA-256 {own}, and {START_HASH} names "
-        f"{named or 'none'!r}; the sites plan the run from {START_HASH}: set "
-        f"{START_HASH} = \"{own}\"")
+        f"run_config {START_HASH} = {named!r} and start names {server}; the sites plan the "
+        f"run from {START_HASH} and the server from its file: {fix}")

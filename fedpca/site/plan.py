@@ -49,7 +49,7 @@ from fedpca.algorithms.specs import SPECS
 from fedpca.errors import InvalidRequestError
 from fedpca.dp.events import Release
 from fedpca.dp.mechanisms import NO_SEED
-from fedpca.data.start_basis import StartBasis
+from fedpca.data.start_basis import StartBasis, start_name
 from fedpca.site.ledger import RunCharge
 from fedpca.site.start_bases import planned_start
 from fedpca.site.policy import (
@@ -122,7 +122,7 @@ class RunPlan:
                 "centring": self.centring, "releases": self.count, "rounds": self.rounds,
                 "explained_variance": self.explained_variance,
                 "secure_min_sites": self.secure_min_sites,
-                "start": "" if self.start is None else self.start.digest}
+                "start": start_name(self.start)}
 
     def charge(self, fingerprint: str) -> RunCharge:
         """The ledger's record of this run for releases computed from the data file of
