@@ -1,8 +1,9 @@
 """A public start basis, named by the SHA-256 of its file, through every door: the file
 (hash and checks), the DPS-PCA site (what a hostile coordinator could try with a start), a
-real site's policy, plan and ledger (T releases planned and charged instead of T + 1), and
-Flower: ``fedpca simulate dps-pca --start`` (sites in this process) equal to the reference
-run, a secure run at real sites through the App's ServerApp (a grid without Ray)."""
+real site's policy, plan and ledger (T releases planned and charged instead of T + 1), the
+``--start`` flag, and a secure run at real sites through the App's ServerApp (a grid
+without Ray). The Flower run from a start equal to the reference run under the same seeds:
+``tests/test_message_api.py``."""
 
 import hashlib
 import json
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_runs import run_cli, run_cli_record
+from cli_runs import run_cli
 from flwr.app import Context, RecordDict
 from local_grid import LocalGrid, set_run_identity
 
@@ -109,9 +110,11 @@ def power(site_, Q, start_name):
     ({"phase": "power", "round": 1, "start": "ab" * 32}, "start", "request names 'abab"),
     ({"phase": "init", "round": 0, "start": None}, None, "without an initialisation"),
     ({"phase": "power", "round": 1, "start": None}, "other", "is not it"),  # another basis
-], ids=["no-start-named", "another-hash", "init-after-claiming-a-start", "another-basis"])
+    ({"phase": "variance", "round": 3, "start": None}, "other", "begins with the power step"),
+], ids=["no-start-named", "another-hash", "init-after-claiming-a-start", "another-basis",
+        "skipping-the-start"])
 def test_a_site_with_a_start_refuses_before_any_charge(start, config, arrays, match):
-    s = site(start)
+    s = site(start, explained_variance=True)
     config = {**config, "start": start.digest} if config.get("start", "") is None else config
     sent = {"start": [start.basis], "other": [basis(9)], None: []}[arrays]
     with pytest.raises(InvalidRequestError, match=match):
@@ -172,6 +175,8 @@ def scenario(start_file, **options) -> DPSPCAScenario:
 def test_the_app_refuses_a_start_whose_hash_the_run_config_does_not_name(start_file, start):
     sc = scenario(start_file)
     assert sc.flower_rounds == ROUNDS and sc.policy().start == start
+    # a simulated site of the App reads its policy's start from the run_config, as its epsilon
+    assert DPSPCAScenario.from_run_config(sc.to_run_config()).policy() == sc.policy()
     with pytest.raises(ConfigurationError, match=f'set start-sha256 = "{start.digest}"'):
         sc.server_plan({**app_config(), **sc.to_run_config()})
     plan = sc.server_plan({**app_config(), **sc.to_run_config(), START_HASH: start.digest})
@@ -182,27 +187,13 @@ def test_the_app_refuses_a_start_whose_hash_the_run_config_does_not_name(start_f
         scenario(start_file, k=3)
 
 
-# --- Flower: the simulation equals the reference -------------------------------------------
+# --- the CLI flag ---------------------------------------------------------------------------
 
-def test_simulate_with_start_equals_the_reference_run(tmp_path, start_file, start):
-    sc = scenario(start_file)
-    argv = ["simulate", "dps-pca", "--sites", "3", "--samples", "600", "--dim", str(DIM),
-            "--k", str(K), "--sparsity", "4", "--s-hat", "6", "--rounds", str(ROUNDS),
-            "--epsilon", "2.0", "--seed", "3", "--start", str(start_file), "--quiet"]
-    _, record = run_cli_record(argv, tmp_path / "run.json")
-    reference = run_dps_pca(sc.all_site_data(), K, 6, sc.policy(), seed=3,
-                            initial_basis=start.basis, evaluate=sc.distance_to_truth)
-    np.testing.assert_allclose(np.array(record["basis"]), reference.basis, atol=1e-8, rtol=0)
-    assert [h["phase"] for h in record["history"]] == ["power"] * ROUNDS
-    assert [h["epsilon_spent"] for h in record["history"]] == pytest.approx(
-        [h["epsilon_spent"] for h in reference.history])
-    assert record["history"][-1]["epsilon_spent"] == pytest.approx(2.0, rel=1e-3)
-
-
-def test_simulate_refuses_a_start_of_another_shape(tmp_path, start_file):
-    code, printed = run_cli(["simulate", "dps-pca", "--dim", "20", "--k", "2", "--sites", "2",
-                             "--samples", "200", "--start", str(start_file)])
-    assert code != 0
+def test_simulate_takes_the_start_flag_and_refuses_one_of_another_shape(start_file, capsys):
+    # (the Flower run from a start equals the reference: tests/test_message_api.py)
+    code, _ = run_cli(["simulate", "dps-pca", "--dim", "20", "--k", "2", "--sites", "2",
+                       "--samples", "200", "--start", str(start_file)])
+    assert code != 0 and "the run needs d x k = 20 x 2" in capsys.readouterr().err
 
 
 # --- real sites: policy, plan, ledger, secure sums through the App ---------------------------

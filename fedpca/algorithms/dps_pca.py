@@ -28,8 +28,10 @@ gets a larger share of the run's epsilon; what a hostile coordinator could try w
 * **claim a start to get fewer releases planned, then ask for ``T + 1``**: the
   initialisation is refused at a site whose plan has a start, and its ledger holds the run
   to the ``T`` releases planned;
-* **send another basis in the first power step**: refused unless it is the site's own copy
-  (to rounding), and the site multiplies its records by its own copy;
+* **send another basis in the first power step** (or skip it): the run's first release
+  here must be the power step from the start, refused unless its basis is the site's own
+  copy (to rounding), which the site multiplies its records by (a site that missed that
+  round takes no further part in the run);
 * **change the start between rounds**: every request names the start, checked each time;
 * **replay the first step**: every answer is a release, charged; the ledger refuses the
   ``T + 1``-th.
@@ -255,7 +257,11 @@ class DPSPCASite(PrivateSite):
         sensitivity ``sqrt(2) C^2``, :func:`rayleigh_sensitivity`).
 
         Refused, before anything is charged, unless the site's policy agreed to it
-        (``explained_variance``); ``Q`` is checked like a power step's."""
+        (``explained_variance``), or as a run's first release from a public start (which
+        is the start's power step); ``Q`` is checked like a power step's."""
+        if self.policy.start is not None and self.ledger.count == 0:
+            raise self.refuse("a run from a public start begins with the power step from "
+                              "it, not the explained variance; nothing was released")
         if not self.policy.explained_variance:
             raise InvalidRequestError(
                 f"{self.site}: this site's policy does not release the explained variance "
