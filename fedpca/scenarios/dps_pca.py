@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -116,6 +117,8 @@ class DPSPCAScenario(Scenario):
             raise ParameterError("{failure_rate} must be in [0, 1)",
                                  {"failure_rate": self.failure_rate})
         self.model()
+        if self.start:  # every process reads the same file, wherever it runs
+            object.__setattr__(self, "start", str(Path(self.start).expanduser().resolve()))
         start = self.policy().start
         if start is not None:
             start.require_shape(self.dim, self.k)
