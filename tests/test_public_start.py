@@ -28,6 +28,7 @@ from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.check import check_site
 from fedpca.site.plan import plan_run
 from fedpca.site.policy import PolicyError, load_site_policy
+from fedpca.site.start_bases import start_files
 
 DIM, K, ROUNDS = 12, 2, 2
 
@@ -177,8 +178,9 @@ def test_the_app_refuses_a_start_whose_hash_the_run_config_does_not_name(start_f
     assert sc.flower_rounds == ROUNDS and sc.policy().start == start
     # a simulated site of the App reads its policy's start from the run_config, as its epsilon
     assert DPSPCAScenario.from_run_config(sc.to_run_config()).policy() == sc.policy()
-    with pytest.raises(ConfigurationError, match=f'set start-sha256 = "{start.digest}"'):
-        sc.server_plan({**app_config(), **sc.to_run_config()})
+    for named in ("", "ab" * 32):  # without its hash, or with another
+        with pytest.raises(ConfigurationError, match=f'set start-sha256 = "{start.digest}"'):
+            sc.server_plan({**app_config(), **sc.to_run_config(), START_HASH: named})
     plan = sc.server_plan({**app_config(), **sc.to_run_config(), START_HASH: start.digest})
     assert plan.server.round_request(1)[1]["start"] == start.digest
     with pytest.raises(ConfigurationError, match="start names no file"):
@@ -221,6 +223,13 @@ def request(named=None, **options) -> dict:
     """The coordinator's run_config, naming the start ``named`` (``None``: none)."""
     return {**app_config(), "dim": DIM, "k": K, "s-hat": 6, "min-sites": 3,
             START_HASH: "" if named is None else named.digest, **options}
+
+
+def test_a_policy_names_one_start_file_or_a_list_relative_to_itself(tmp_path):
+    assert start_files({"start": "a.npy"}, tmp_path, "dps-pca") == (tmp_path / "a.npy",)
+    assert start_files({"start": ["a.npy", "sub/b.npy"]}, tmp_path, "dps-pca") == (
+        tmp_path / "a.npy", tmp_path / "sub" / "b.npy")
+    assert start_files({}, tmp_path, "dps-pca") == ()
 
 
 def test_a_policy_start_must_be_file_names_of_an_algorithm_that_takes_one(consortium):
