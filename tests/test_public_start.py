@@ -97,6 +97,21 @@ def test_a_start_plans_T_releases_each_calibrated_for_T(start):
             < SitePolicy(epsilon=1.0, rounds=ROUNDS).calibration().noise_multiplier)
 
 
+def test_the_first_step_from_a_start_carries_the_noise_of_T_releases(tmp_path):
+    # the noise of the first power step, X^T X S subtracted, against the T-release sigma
+    dim, k = 500, 4
+    np.save(tmp_path / "wide.npy", basis(1, dim, k))
+    wide = load_start_basis(tmp_path / "wide.npy")
+    X = np.random.default_rng(2).standard_normal((40, dim)) / np.sqrt(dim)
+    s = DPSPCASite(X, SitePolicy(epsilon=1.0, rounds=ROUNDS, start=wide), site="w", seed=6)
+    noise = power(s, wide.basis, wide.digest) * s.n - s.X.T @ (s.X @ wide.basis)
+    sigma = calibrate_gaussian(ROUNDS, 1.0, 1e-5, "pld").noise_multiplier * np.sqrt(2)
+    # 2,000 draws: the sample deviation is within 5% of sigma with probability > 0.99;
+    # T + 1 releases' sigma is 20% larger
+    assert np.std(noise) == pytest.approx(sigma, rel=0.05)
+    assert abs(np.mean(noise)) < 4 * sigma / np.sqrt(noise.size)
+
+
 def site(start=None, **policy) -> DPSPCASite:
     return DPSPCASite(records(), SitePolicy(epsilon=1.0, rounds=ROUNDS, start=start, **policy),
                       site="s", seed=4)
