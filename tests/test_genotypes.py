@@ -14,6 +14,7 @@ from fedpca.data.covariates import read_covariates, write_covariates
 from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.plink import MISSING, PlinkFileset
 from fedpca.data.snp_panel import check_fileset, load_panel, write_panel
+from fedpca.data.start_basis import load_start_basis
 from fedpca.errors import ConfigurationError, InvalidDataError, InvalidRequestError
 
 #: Known genotypes (3 samples x 4 SNPs), allele-1 counts with missing calls.
@@ -273,4 +274,5 @@ def test_the_cohort_command_writes_files_that_load(tmp_path):
         fileset = PlinkFileset(tmp_path / f"site{site}")
         assert fileset.samples == 20
         np.testing.assert_array_equal(check_fileset(panel, fileset, str(site)), np.arange(40))
-    assert np.load(tmp_path / "start.npy").shape == (40, 2)
+    start = load_start_basis(tmp_path / "start.npy")  # a start basis a run can name
+    assert start.shape == (40, 2) and f"SHA-256 {start.digest}" in printed

@@ -4,7 +4,8 @@ result and the pure-numpy reference's under the same seeds; a Flower user's own 
 answers both formats through the same client and a coordinator gains nothing by switching.
 
 One federation (3 sites) serves every run: the example's ServerApp (DPS-PCA), then each
-algorithm's Message-API strategy and legacy strategy, then a refused request. Each
+algorithm's Message-API strategy and legacy strategy (DPS-PCA's again from a public start
+basis, whose sites plan no initialisation), then a refused request. Each
 (algorithm, format) is answered by its own ``site_client_app`` and keeps its own ledger (under
 its own key in ``context.state``), as if each were its own Flower run: every Flower boot
 costs seconds.
@@ -12,6 +13,7 @@ costs seconds.
 
 import functools
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +50,7 @@ from fedpca.flower.wire import is_legacy_request
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
+from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.scenarios.ldp_pca import LDPScenario
 from fedpca.flower.federation import launch
@@ -85,6 +88,11 @@ SITES = EXAMPLE["SITES"]
 DPDIS = DPdisPCAScenario(sites=SITES, dim=12, samples=301, k=2, weighting="samples",
                          epsilon=1.0, seed=3, data_seed=3)
 LDP = LDPScenario(sites=SITES, dim=10, samples=300, k=2, epsilon=2.0, seed=5, data_seed=5)
+#: A public start basis (the simulated sites hold it as their policy's, as the server does).
+START_FILE = Path(tempfile.mkdtemp(prefix="fedpca-start-")) / "start.npy"
+np.save(START_FILE, thin_qr(np.random.default_rng(13).standard_normal((12, 2))))
+DPS_START = DPSPCAScenario(sites=SITES, dim=12, samples=300, k=2, sparsity=4, s_hat=6,
+                           rounds=2, epsilon=2.0, seed=13, data_seed=13, start=str(START_FILE))
 KPLANE = KPlaneScenario(sites=SITES, dim=5, samples=300, clusters=2, subspace_dim=2,
                         noise=0.01, rounds=2, epsilon=3.0, seed=11, data_seed=11)
 
@@ -94,6 +102,14 @@ def dps_pair():
               "min_sites": SITES, "seed": EXAMPLE["SEED"],
               "privacy": privacy_record(EXAMPLE["POLICY"])}
     return None, DPSPCAStrategy(**kwargs)  # the Message-API run is the example's own ServerApp
+
+
+def dps_start_pair():
+    kwargs = {"dim": DPS_START.dim, "k": DPS_START.k, "s_hat": DPS_START.s_hat,
+              "rounds": DPS_START.rounds, "min_sites": SITES, "seed": DPS_START.seed,
+              "evaluate_fn": DPS_START.distance_to_truth, "privacy": DPS_START.privacy(),
+              "start": DPS_START.start_basis()}
+    return DPSPCA(**kwargs), DPSPCAStrategy(**kwargs)
 
 
 def dpdis_pair():
@@ -119,6 +135,8 @@ def kplane_pair():
 #: Each algorithm's site ClientApp (DPS-PCA's is the example's).
 SITE_APPS = {
     "dps-pca": EXAMPLE["client_app"],
+    "dps-pca-start": site_client_app(
+        functools.partial(partition_client, DPS_START)),
     "dpdis-pca": site_client_app(
         functools.partial(partition_client, DPDIS)),
     "ldp-pca": site_client_app(
@@ -134,6 +152,8 @@ def algorithm_of(config: dict) -> str:
         return "sulq-kplane"
     if "variant" in config:
         return "dpdis-pca"
+    if "start" in config:
+        return "dps-pca-start"
     return "ldp-pca" if config.get("phase") == "covariance" else "dps-pca"
 
 
@@ -173,7 +193,8 @@ def routing_app() -> ClientApp:
 @pytest.fixture(scope="module")
 def federation(tmp_path_factory):
     """Run everything in one simulation; returns what each step produced."""
-    out = {"pairs": {"dps-pca": dps_pair(), "dpdis-pca": dpdis_pair(), "ldp-pca": ldp_pair(),
+    out = {"pairs": {"dps-pca": dps_pair(), "dps-pca-start": dps_start_pair(),
+                     "dpdis-pca": dpdis_pair(), "ldp-pca": ldp_pair(),
                      "sulq-kplane": kplane_pair()}}
     folder = tmp_path_factory.mktemp("message-api")
     server_app = ServerApp()
@@ -204,6 +225,11 @@ def reference(name: str):
     if name == "dps-pca":
         sites = [EXAMPLE["site_records"](i) for i in range(SITES)]
         return run_dps_pca(sites, 2, 10, EXAMPLE["POLICY"], seed=EXAMPLE["SEED"])
+    if name == "dps-pca-start":  # the same start, as every site's policy holds it
+        return run_dps_pca(DPS_START.all_site_data(), DPS_START.k, DPS_START.s_hat,
+                           DPS_START.policy(), seed=DPS_START.seed,
+                           initial_basis=DPS_START.start_basis().basis,
+                           evaluate=DPS_START.distance_to_truth)
     if name == "dpdis-pca":
         return run_dpdis_pca(DPDIS.all_prepared_sites(), DPDIS.k, DPDIS.r, DPDIS.policy(),
                              seed=DPDIS.seed, weighting=DPDIS.weighting,
@@ -230,7 +256,8 @@ def same_run(got, want):
     assert getattr(got, "sites_answered", None) == getattr(want, "sites_answered", None)
 
 
-@pytest.mark.parametrize("name", ["dps-pca", "dpdis-pca", "ldp-pca", "sulq-kplane"])
+@pytest.mark.parametrize("name", ["dps-pca", "dps-pca-start", "dpdis-pca", "ldp-pca",
+                                  "sulq-kplane"])
 def test_message_api_run_equals_legacy_run_equals_reference(federation, name):
     message, legacy = federation["pairs"][name]
     want = reference(name)
@@ -251,6 +278,9 @@ def test_message_api_run_equals_legacy_run_equals_reference(federation, name):
         assert got.privacy == want.privacy
     assert got.config["site_records"] == legacy.result().config["site_records"]
     assert (message or legacy).failures == []
+    if name == "dps-pca-start":  # T releases from the start: no initialisation
+        assert [h["phase"] for h in got.history] == ["power"] * DPS_START.rounds
+        assert got.history[-1]["epsilon_spent"] == pytest.approx(2.0, rel=1e-3)
     if name in ("dps-pca", "sulq-kplane"):  # the legacy run's last step (the query answers
         # are DPS-PCA's sites); k-plane's clusters are not one basis: nothing is sent
         delivered = ["0", "1", "2"] if name == "dps-pca" else []

@@ -185,6 +185,8 @@ class SharePolicy:
     discrete: bool
     run: tuple[Release, ...]
     explained_variance: bool = False
+    #: A centred run starts from no public basis (:func:`fedpca.site.plan.plan_run`).
+    start: None = None
 
     def calibration(self) -> Calibration:
         """The part's calibration: its noise multiplier and releases."""

@@ -17,10 +17,29 @@ follows:
    (:mod:`fedpca.algorithms.explained_variance`); the server sums them into the explained
    variance per component and its ratio, and orders the components by it.
 
+A **public start** (:mod:`fedpca.data.start_basis`, fedpca's addition) replaces step 1: a
+``d x k`` orthonormal basis computed from public data only, named in every request by the
+SHA-256 of its file (config ``start``). A site whose policy holds that start
+(:attr:`SitePolicy.start`) plans ``T`` power steps and no initialisation, so each release
+gets a larger share of the run's epsilon; what a hostile coordinator could try with it:
+
+* **name a start the site does not hold, or none when the site's plan has one**: refused
+  (every request's ``start`` must be the plan's), before anything is charged;
+* **claim a start to get fewer releases planned, then ask for ``T + 1``**: the
+  initialisation is refused at a site whose plan has a start, and its ledger holds the run
+  to the ``T`` releases planned;
+* **send another basis in the first power step** (or skip it): the run's first release
+  here must be the power step from the start, refused unless its basis is the site's own
+  copy (to rounding), which the site multiplies its records by (a site that missed that
+  round takes no further part in the run);
+* **change the start between rounds**: every request names the start, checked each time;
+* **replay the first step**: every answer is a release, charged; the ledger refuses the
+  ``T + 1``-th.
+
 Privacy guarantee (per site, unit: one record, replace-one): the ``T + 1`` releases of a site
-(``T + 2`` with ``explained_variance``) are (epsilon, delta)-DP together; every release has
-sensitivity ``sqrt(2) C^2`` and noise ``sigma = z sqrt(2) C^2`` with ``z`` from
-:func:`fedpca.dp.calibration.calibrate_gaussian` (``releases = T + 1``, or ``T + 2``).
+(``T`` with a public start; one more with ``explained_variance``) are (epsilon, delta)-DP
+together; every release has sensitivity ``sqrt(2) C^2`` and noise ``sigma = z sqrt(2) C^2``
+with ``z`` from :func:`fedpca.dp.calibration.calibrate_gaussian` for that many releases.
 A site never forms its ``d x d`` covariance.
 """
 
@@ -30,7 +49,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -43,6 +62,7 @@ from fedpca.algorithms.explained_variance import (
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
+from fedpca.data.start_basis import StartBasis, require_named_start, start_name
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.basis import validate_basis
 from fedpca.linalg.subspace import thin_qr, threshold_rows, top_coordinates
@@ -68,6 +88,8 @@ PHASE_POWER = "power"
 VARIANCE_MECHANISM = "dps-pca/rayleigh"
 #: The last round with ``explained_variance``: the Rayleigh quotients of the final basis.
 PHASE_VARIANCE = "variance"
+#: The request config key naming the run's public start basis (its file's SHA-256, "": none).
+START = "start"
 #: Stream key that separates the server's public randomness from any site's noise.
 PUBLIC_STREAM = 0x5EED
 
@@ -87,18 +109,33 @@ class SitePolicy(RoundsPolicy):
     quotients of the final basis and its trace (``k + 1`` numbers), planned and calibrated
     with the others (``T + 2`` releases within the same budget, so every release is a
     little noisier); without it the site refuses that request. Not with ``discrete``.
+
+    ``start``: the public start basis the site holds for this run (its own copy): the run
+    has no initialisation release (``T`` power steps, or ``T + 1`` releases with the
+    explained variance), every request must name it, and the first power step uses it.
     """
 
     EXTRA_RELEASES = 1
 
     discrete: bool = False
     explained_variance: bool = False
+    start: StartBasis | None = None
 
     @property
     def releases(self) -> int:
-        """The initialisation, ``T`` power steps and, with :attr:`explained_variance`, the
-        Rayleigh quotients."""
-        return super().releases + int(self.explained_variance)
+        """The initialisation (none from a public :attr:`start`), ``T`` power steps and,
+        with :attr:`explained_variance`, the Rayleigh quotients."""
+        return super().releases - int(self.start is not None) + int(self.explained_variance)
+
+    @property
+    def start_name(self) -> str:
+        """The SHA-256 of the start's file, ``""`` without one: what every request names."""
+        return start_name(self.start)
+
+    def record(self) -> dict[str, Any]:
+        """The policy's settings as plain values (the start by its name)."""
+        return {**{f.name: getattr(self, f.name) for f in fields(self)},
+                "start": self.start_name}
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -122,14 +159,16 @@ class DPSPCASite(PrivateSite):
     (a genotype site's ``.bed``, never held in float).
     """
 
-    CONFIG_KEYS = frozenset({"phase", "round", "min_noise_multiplier"})
+    CONFIG_KEYS = frozenset({"phase", "round", "min_noise_multiplier", START})
     STREAMS_ROWS = True
 
     def respond(self, arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
         """The noisy diagonal (``phase=init``, no arrays), ``H_i`` (``phase=power``, one
-        basis ``Q``) or the Rayleigh quotients (``phase=variance``, the final ``Q``)."""
+        basis ``Q``) or the Rayleigh quotients (``phase=variance``, the final ``Q``); every
+        request names the site's start (:func:`~fedpca.data.start_basis.require_named_start`)."""
         phase = config.get("phase")
         floor = config.get("min_noise_multiplier")
+        require_named_start(config.get(START, ""), self.policy.start, self.site)
         if phase == PHASE_INIT:
             if arrays:
                 raise self.refuse(f"the init request must carry no arrays, got {len(arrays)}")
@@ -164,7 +203,11 @@ class DPSPCASite(PrivateSite):
         Divided by ``n_i`` like the power step, so the server's ``n_i``-weighted average
         (which is also what secure aggregation computes) is ``sum_i g_i / n``. With a
         ``discrete`` policy: the secure-sum message of ``diag(X^T X)`` for ``secure``.
+        Refused (nothing charged) at a site whose plan starts from a public basis.
         """
+        if self.policy.start is not None:
+            raise self.refuse(f"this run starts from the public basis {self.policy.start_name}"
+                              ", without an initialisation release; nothing was released")
         if self.policy.discrete:
             return self.discrete_release(
                 INIT_MECHANISM, self.rows.squared_column_norms(),
@@ -187,8 +230,12 @@ class DPSPCASite(PrivateSite):
 
         ``Q``'s shape (the coordinator's ``k``) is bounded by the site's limits, then ``Q``
         is checked and made exact (:func:`~fedpca.linalg.basis.validate_basis`), all
-        before anything is allocated for the answer or charged."""
+        before anything is allocated for the answer or charged. The run's first release
+        from a public start is the site's own copy of it
+        (:meth:`~fedpca.data.start_basis.StartBasis.require_same`)."""
         self.require_answer_size(np.shape(Q))
+        if self.policy.start is not None and self.ledger.count == 0:
+            Q = self.policy.start.require_same(Q, self.site)
         Q = validate_basis(Q, self.dim, site=self.site)
         if self.policy.discrete:
             return self.discrete_release(
@@ -213,7 +260,11 @@ class DPSPCASite(PrivateSite):
         sensitivity ``sqrt(2) C^2``, :func:`rayleigh_sensitivity`).
 
         Refused, before anything is charged, unless the site's policy agreed to it
-        (``explained_variance``); ``Q`` is checked like a power step's."""
+        (``explained_variance``), or as a run's first release from a public start (which
+        is the start's power step); ``Q`` is checked like a power step's."""
+        if self.policy.start is not None and self.ledger.count == 0:
+            raise self.refuse("a run from a public start begins with the power step from "
+                              "it, not the explained variance; nothing was released")
         if not self.policy.explained_variance:
             raise InvalidRequestError(
                 f"{self.site}: this site's policy does not release the explained variance "
@@ -239,6 +290,9 @@ class DPSPCAServer(ServerRecord):
         rounds: power rounds ``T``.
         seed: seed of the public randomness for ``Q(0)`` (``None``: OS randomness).
         initial_basis: a user-supplied ``Q(0)``; skips the initialisation release.
+        start: a public start basis (:mod:`fedpca.data.start_basis`): ``Q(0)`` is its
+            basis and every request names it (config ``start``), so that sites holding it
+            plan no initialisation release; not with ``initial_basis``.
         evaluate_fn: optional ``Q -> metrics`` called after every round (e.g. distance to a
             known truth in simulation); its output goes into the history.
         secure: the initialisation's and the power steps' secure sums with their grids,
@@ -260,7 +314,15 @@ class DPSPCAServer(ServerRecord):
         evaluate_fn: Callable[[np.ndarray], dict[str, float]] | None = None,
         secure: DPSSecureSums | None = None,
         explained_variance: bool = False,
+        start: StartBasis | None = None,
     ) -> None:
+        if start is not None:
+            if initial_basis is not None:
+                raise ConfigurationError(
+                    "give initial_basis or a public start basis, not both")
+            start.require_shape(dim, k)
+            initial_basis = start.basis
+        self.start = start
         if secure is not None and explained_variance:
             raise ConfigurationError(
                 "explained_variance is not built for discrete (secure-sum) noise")
@@ -323,6 +385,8 @@ class DPSPCAServer(ServerRecord):
         phase, t = self.phase(server_round)
         arrays = [] if phase == PHASE_INIT else [self.basis]
         config: dict[str, Any] = {"phase": phase, "round": t}
+        if self.start is not None:
+            config[START] = self.start.digest
         if self.secure is not None:
             config.update(self.secure[phase != PHASE_INIT][0].to_config())
         return arrays, config
@@ -346,8 +410,10 @@ class DPSPCAServer(ServerRecord):
 
     def describe(self) -> str:
         """``dim``, ``k``, ``s_hat``, ``rounds`` and how it starts."""
+        init = ("private" if self.needs_init else "given" if self.start is None
+                else f"public start {self.start.digest[:12]}")
         return (f"dim={self.dim}, k={self.k}, s_hat={self.s_hat}, rounds={self.rounds}, "
-                f"init={'private' if self.needs_init else 'given'}")
+                f"init={init}")
 
     def receive_diagonal(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
         """Sum the noisy diagonals, pick ``s_hat`` coordinates, set ``Q(0)``."""
@@ -425,7 +491,7 @@ def secure_sums(policy: SitePolicy, dim: int, k: int, max_records: int, sites_in
     """The public secure sums of a discrete-noise run (``diag(X_i^T X_i)`` and
     ``X_i^T X_i Q``, both of norm at most ``n_i C^2``) over ``sites_in_sum`` sites of at most
     ``max_records`` records, and the grids a site with ``policy`` derives from them (each
-    calibrated for the run's ``T + 1`` releases; the ledger checks their actual
+    calibrated for the run's releases, ``policy.releases``; the ledger checks their actual
     composition)."""
     sums = []
     for which, (sensitivity, length) in enumerate(
@@ -443,7 +509,7 @@ def privacy_record(policy: SitePolicy, secure: DPSSecureSums | None = None) -> d
     """The guarantee a run with ``policy`` gives, for the result and the JSON output."""
     if secure is not None:
         grid = secure[1][1]
-        releases = ([secure[0][1].calibration.release(PHASE_INIT)]
+        releases = ([secure[0][1].calibration.release(PHASE_INIT)] * int(policy.start is None)
                     + [grid.calibration.release(PHASE_POWER)] * policy.rounds)
         return {
             "unit": "one record at one site (replace-one)", **grid.calibration.record(),
@@ -501,7 +567,8 @@ def run_dps_pca(
     """Reference DPS-PCA over a list of site arrays (no Flower), same formulas as the app.
 
     Site ``i`` is named ``str(i)`` and, with ``seed``, draws its noise from the stream
-    ``(seed, i, release)``: a Flower run with the same seed gives the same basis.
+    ``(seed, i, release)``: a Flower run with the same seed gives the same basis. A policy
+    with a public start starts from it (``initial_basis``, if given, must be it).
 
     Privacy guarantee: each site's transcript is (policy.epsilon, policy.delta)-DP per record.
     """
@@ -512,15 +579,18 @@ def run_dps_pca(
         rotation_seed = seed if seed is not None else public_seed()
         secure = secure_sums(policy, site_objs[0].dim, k, max(s.n for s in site_objs),
                              len(site_objs), rotation_seed)
+    if policy.start is not None and initial_basis is not None:
+        policy.start.require_same(initial_basis, "initial_basis")
     server = DPSPCAServer(
         site_objs[0].dim, k, s_hat, policy.rounds, seed=seed,
-        initial_basis=initial_basis, evaluate_fn=evaluate, secure=secure,
-        explained_variance=policy.explained_variance,
+        initial_basis=None if policy.start is not None else initial_basis,
+        evaluate_fn=evaluate, secure=secure,
+        explained_variance=policy.explained_variance, start=policy.start,
     )
     answer_rounds(server, site_objs, secure)
     config = {
         "k": k, "s_hat": s_hat, "sites": len(sites), "samples": sum(s.n for s in site_objs),
-        "dim": site_objs[0].dim, "seed": seed, **asdict(policy),
+        "dim": site_objs[0].dim, "seed": seed, **policy.record(),
         "clipped_rows": sum(s.clip_report.clipped_rows for s in site_objs),
         "wall_seconds": time.perf_counter() - start,
     }

@@ -41,6 +41,9 @@ class AlgorithmSpec:
         audit: ``fedpca audit`` mechanism name -> ``AuditSettings -> AuditTarget`` builder.
         extra_releases: ``None`` for one release per site and run; else a run makes
             ``rounds + extra_releases`` releases (DPS-PCA's initialisation: 1).
+        public_start: a run may start from a public basis named by its hash
+            (:mod:`fedpca.data.start_basis`) instead of its first release (DPS-PCA's
+            initialisation): such a run makes one release fewer.
         local_dp: the guarantee is local (every record against everyone, its own site
             included): a centred run's moments are then every record's own views
             (:class:`~fedpca.algorithms.centring.CentredPolicy` ``local``).
@@ -53,11 +56,15 @@ class AlgorithmSpec:
     site: str
     audit: tuple[tuple[str, str], ...]
     extra_releases: int | None = None
+    public_start: bool = False
     local_dp: bool = False
 
-    def releases_per_run(self, rounds: int) -> int:
-        """The releases one run with ``rounds`` rounds makes at a site."""
-        return 1 if self.extra_releases is None else rounds + self.extra_releases
+    def releases_per_run(self, rounds: int, start: bool = False) -> int:
+        """The releases one run with ``rounds`` rounds makes at a site (one fewer from a
+        public ``start``, which only an algorithm with :attr:`public_start` takes)."""
+        if start and not self.public_start:
+            raise ConfigurationError(f"{self.name} cannot start from a public basis")
+        return (1 if self.extra_releases is None else rounds + self.extra_releases) - int(start)
 
     def scenario_class(self) -> Any:
         """The scenario dataclass."""
@@ -79,6 +86,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                ("dps-pca/power", "fedpca.audit.targets:dps_power"),
                ("dps-pca/variance", "fedpca.audit.targets:dps_variance")),
         extra_releases=1,
+        public_start=True,
     ),
     AlgorithmSpec(
         name="dpdis-pca",
@@ -157,5 +165,7 @@ CLI_ONLY = frozenset({"sites", "failure_rate"})
 #: :mod:`fedpca.site.real_site`), a centred run's scaling (``centring``: "", "centre" or
 #: "standardize") and the server's copy of the contract (``contract-file``: its public
 #: widths turn the moments into a mean and a scale).
+#: The SHA-256 of the run's public start basis (``start-sha256``, "": none) is what every site
+#: plans with (:mod:`fedpca.site.start`); the scenario's ``start`` is the server's copy.
 APP_KEYS: dict[str, Any] = {"secagg-max-weight": 0, "output": "", "contract": "",
-                            "centring": "", "contract-file": ""}
+                            "centring": "", "contract-file": "", "start-sha256": ""}

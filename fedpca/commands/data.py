@@ -65,6 +65,7 @@ def _split(args: argparse.Namespace) -> int:
 
 def _cohort(args: argparse.Namespace) -> int:
     from fedpca.data.cohort import write_cohort
+    from fedpca.data.start_basis import load_start_basis
 
     files = write_cohort(args.out, sites=args.sites, samples_per_site=args.samples_per_site,
                          snps=args.snps, populations=args.populations, fst=args.fst,
@@ -81,7 +82,7 @@ def _cohort(args: argparse.Namespace) -> int:
     print(f"  {files.panel} and its table {files.panel.with_suffix('.tsv').name}: the SNP "
           f"panel (public frequencies from a reference of {args.reference_size}{absent})")
     print(f"  {files.start}: the public start basis ({args.snps} x {args.k}), "
-          f"{_size(files.start)}")
+          f"{_size(files.start)}, SHA-256 {load_start_basis(files.start).digest}")
     print("the .pop files hold each sample's true population: for benchmarks and tests only")
     return 0
 

@@ -42,7 +42,7 @@ from fedpca.flower.strategy import MessageSiteStrategy
 class DPSPCA(MessageSiteStrategy):
     """DPS-PCA on Flower's Message API; parameters: :class:`DPSPCAServer`'s (``dim``, ``k``,
     ``s_hat``, ``rounds``, ``seed``, ``initial_basis``, ``evaluate_fn``, ``secure``,
-    ``explained_variance``) and :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
+    ``explained_variance``, ``start``) and :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
 
     build = DPSPCAServer
 

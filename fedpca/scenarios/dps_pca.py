@@ -2,12 +2,21 @@
 
 The same scenario drives the CLI simulation, the Flower App (from ``run_config``) and the
 reference run, so all three see the same data, policy and seeds.
+
+``start`` (``--start FILE``, run_config ``start``) names a public start basis file
+(:mod:`fedpca.data.start_basis`): the server starts from it and names it in every request
+by its SHA-256, and the policy of the scenario's sites holds it (the simulated sites' own
+setting, as their epsilon is; a real site holds its own file and takes the run_config's
+path for none of it: :mod:`fedpca.site.start_bases`), so they plan no initialisation.
+In the Flower App the run_config must also name it by its hash (``start-sha256``), which
+is what real sites plan with.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -20,6 +29,7 @@ from fedpca.algorithms.dps_pca import (
     secure_sums,
 )
 from fedpca.algorithms.secure_sum import public_seed
+from fedpca.data.start_basis import START_HASH, StartBasis, load_start_basis, start_name
 from fedpca.data.synthetic import (
     SparseSpikedModel,
     prepared_site,
@@ -27,7 +37,7 @@ from fedpca.data.synthetic import (
     site_data,
     site_size,
 )
-from fedpca.errors import ParameterError
+from fedpca.errors import ConfigurationError, ParameterError
 from fedpca.linalg.subspace import subspace_distance
 from fedpca.dp.site_data import SiteData
 from fedpca.dp.validation import (
@@ -86,6 +96,11 @@ class DPSPCAScenario(Scenario):
         "one more round: every site releases the Rayleigh quotients of the final basis and "
         "its trace (k + 1 numbers, planned within the same budget), giving the explained "
         "variance and its ratio"))
+    start: str = parameter("", flag(
+        "a public start basis (.npy, d x k orthonormal, e.g. fedpca data cohort's start.npy, "
+        "computed from public data only): the run starts from it instead of its private "
+        "initialisation, T releases instead of T + 1; every site holds the same file",
+        metavar="FILE"))
     failure_rate: float = parameter(0.0, flag(
         "simulate faults: each site fails each round with this probability"))
 
@@ -102,7 +117,11 @@ class DPSPCAScenario(Scenario):
             raise ParameterError("{failure_rate} must be in [0, 1)",
                                  {"failure_rate": self.failure_rate})
         self.model()
-        self.policy()
+        if self.start:  # every process reads the same file, wherever it runs
+            object.__setattr__(self, "start", str(Path(self.start).expanduser().resolve()))
+        start = self.policy().start
+        if start is not None:
+            start.require_shape(self.dim, self.k)
 
     def model(self) -> SparseSpikedModel:
         """The synthetic model (public)."""
@@ -117,7 +136,13 @@ class DPSPCAScenario(Scenario):
             accounting=self.accounting, clip_norm=self.clip_norm,
             secure_min_sites=self.secure_min_sites, discrete=self.discrete,
             noise_sampler=self.noise_sampler, explained_variance=self.explained_variance,
+            start=self.start_basis(),
         )
+
+    def start_basis(self) -> StartBasis | None:
+        """The public start basis the run starts from (``None``: its private
+        initialisation)."""
+        return load_start_basis(self.start) if self.start else None
 
     def secure_sums(self, max_records: int | None = None) -> DPSSecureSums | None:
         """The run's public secure sums (discrete noise only): over every site, each of at
@@ -137,13 +162,16 @@ class DPSPCAScenario(Scenario):
 
     @property
     def flower_rounds(self) -> int:
-        """The initialisation, ``T`` power rounds and the explained variance's round."""
-        return self.rounds + 1 + int(self.explained_variance)
+        """The initialisation (none from a public start), ``T`` power rounds and the
+        explained variance's round."""
+        return self.rounds + int(not self.start) + int(self.explained_variance)
 
     def describe(self) -> str:
         """Sites, records, shape and rounds."""
+        start = self.start_basis()
         return (f"DPS-PCA: {self.sites} sites, n={self.samples}, d={self.dim}, k={self.k}, "
-                f"s_hat={self.s_hat}, T={self.rounds}")
+                f"s_hat={self.s_hat}, T={self.rounds}"
+                + ("" if start is None else f", public start {start.digest[:12]}"))
 
     def report(self, result: PCAResult) -> list[str]:
         """The summary of the result."""
@@ -161,21 +189,28 @@ class DPSPCAScenario(Scenario):
     def server_plan(self, app_config: Mapping[str, Any] | None = None) -> ServerPlan:
         """DPS-PCA's server; it measures the distance to the model's truth where the truth
         is public (a simulation, or the App on the synthetic model); continuous secure
-        shares run through Flower's SecAgg+ (legacy API)."""
+        shares run through Flower's SecAgg+ (legacy API). In the App, the run_config's
+        ``start-sha256`` must name the server's start (:func:`require_start_named`)."""
+        start = self.start_basis()
+        if app_config is not None:
+            require_start_named(app_config, start)
         max_records = self.max_records(app_config)
         sums = self.secure_sums(max_records)
         public = app_config is None or app_config.get("dataset") == SYNTHETIC
         server = DPSPCAServer(
             dim=self.dim, k=self.k, s_hat=self.s_hat, rounds=self.rounds, seed=self.seed,
             evaluate_fn=self.distance_to_truth if public else None, secure=sums,
-            explained_variance=self.explained_variance,
+            explained_variance=self.explained_variance, start=start,
         )
         return ServerPlan(server, privacy_record(self.policy(), sums), legacy=self.secagg_plus,
                           max_weight=max_records or self.largest_site())
 
     def centred_server(self, plan: CentredPlan) -> ServerPlan:
         """Centred DPS-PCA (with its Rayleigh-quotient round when the policy asks for the
-        explained variance)."""
+        explained variance); refused from a public start (a basis of uncentred rows)."""
+        if self.start:
+            raise ConfigurationError("a public start basis is not built for a centred run: "
+                                     "run with centring=\"\" or without start")
         sums = (secure_sums(plan.share(), plan.dim, self.k, plan.max_records, self.sites,
                             plan.rotation_seed) if plan.policy.discrete else None)
         server = DPSPCAServer(dim=plan.dim, k=self.k, s_hat=self.s_hat, rounds=self.rounds,
@@ -211,3 +246,18 @@ class DPSPCAScenario(Scenario):
     def distance_to_truth(self, Q: np.ndarray) -> dict[str, float]:
         """``{"distance": ||sin Theta(Q, Q*)||_F}`` against the model's sparse eigenspace."""
         return {"distance": subspace_distance(Q, self.model().truth)}
+
+
+def require_start_named(app_config: Mapping[str, Any], start: StartBasis | None) -> None:
+    """Refuse an App run whose run_config ``start-sha256`` is not the SHA-256 of the
+    server's start file (run_config ``start``; ``""`` for none): the sites plan the run from
+    that name, the server from its file, and they must agree before any release."""
+    named = str(app_config.get(START_HASH, ""))
+    if named == start_name(start):
+        return
+    server = "no file" if start is None else f"{start.path}, of SHA-256 {start.digest}"
+    fix = (f"set start = \"FILE\" (the server's copy of that start), or {START_HASH} = \"\""
+           if start is None else f"set {START_HASH} = \"{start.digest}\"")
+    raise ConfigurationError(
+        f"run_config {START_HASH} = {named!r} and start names {server}; the sites plan the "
+        f"run from {START_HASH} and the server from its file: {fix}")

@@ -5,7 +5,7 @@ of run uses and how many rows it clips (plain, and with a contract centred and s
 a genotype site's panel, its fileset's check against it and its row-norm's clipping),
 whether its ledger is the site's own and complete (its identity and high-water mark:
 :mod:`fedpca.site.ledger_identity`), what it has spent and how many runs of each allowed
-algorithm still fit.
+algorithm still fit, and the public start bases it holds (by the hash a run names).
 
 A problem found here would otherwise show up in the middle of a run, after the other sites
 have paid for their releases. The report is for the operator's own terminal: it gives
@@ -30,6 +30,7 @@ from fedpca.site.ledger_report import counted_runs, summarize
 from fedpca.site.ledger import SiteLedger
 from fedpca.site.policy import SitePolicyFile
 from fedpca.site.real_site import policy_vouched
+from fedpca.site.start_bases import accepted_starts
 
 
 @dataclass
@@ -58,8 +59,23 @@ def check_site(policy: SitePolicyFile) -> SiteCheck:
     if _check_contract(policy, report):
         _check_records(policy, report)
     _check_roster(policy, report)
+    _check_starts(policy, report)
     _check_ledger(policy, report)
     return report
+
+
+def _check_starts(policy: SitePolicyFile, report: SiteCheck) -> None:
+    """Each public start basis the policy holds, by the SHA-256 a run must name
+    (:mod:`fedpca.site.start_bases`); a file that cannot be used is a problem."""
+    for algorithm in policy.algorithms:
+        try:
+            starts = accepted_starts(policy, algorithm)
+        except FedPCAError as exc:
+            report.problem(str(exc))
+            continue
+        for digest, start in sorted(starts.items()):
+            report.add(f"start        {algorithm} from {start.path} ({start.shape[0]} x "
+                       f"{start.shape[1]}) sha256 {digest} (a run names it as start-sha256)")
 
 
 def _check_roster(policy: SitePolicyFile, report: SiteCheck) -> None:

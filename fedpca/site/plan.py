@@ -21,6 +21,9 @@ What a hostile coordinator controls here, and what it cannot do with it:
 * ``contract``: must be the hash of the site's own copy (``""`` when it holds none; a
   genotype site's SNP panel's digest, :mod:`fedpca.site.genotype_site`);
 * ``seed``: refused (a real site's noise comes from the operating system);
+* ``start-sha256``: a public start basis by its hash, only one the site's policy holds
+  (:mod:`fedpca.site.start_bases`): the run is then planned without the algorithm's
+  initialisation release, from the site's own copy; not in a centred run;
 * ``explained-variance``: refused unless the site's policy makes that release;
 * the budget keys (``epsilon``, ``rounds``, ``clip-norm``, ``secure-min-sites``, ...): never
   read: the plan's calibration is the policy's (:data:`~fedpca.site.policy.PRIVACY_KEYS`).
@@ -47,7 +50,9 @@ from fedpca.algorithms.specs import SPECS
 from fedpca.errors import InvalidRequestError
 from fedpca.dp.events import Release
 from fedpca.dp.mechanisms import NO_SEED
+from fedpca.data.start_basis import StartBasis, start_name
 from fedpca.site.ledger import RunCharge
+from fedpca.site.start_bases import planned_start
 from fedpca.site.policy import (
     DPS_PCA,
     EXPLAINED_VARIANCE,
@@ -80,6 +85,8 @@ class RunPlan:
         centred: the site's policy for a centred run (``None``: not centred).
         k: the number of components the request asks for (public; for the ledger's
             description only, never a calibration input).
+        start: the site's own copy of the public start basis the run names (``None``:
+            the run has its initialisation release).
     """
 
     site: str
@@ -93,6 +100,7 @@ class RunPlan:
     secure_min_sites: int | None
     centred: CentredPolicy | None = None
     k: int | None = None
+    start: StartBasis | None = None
 
     @property
     def count(self) -> int:
@@ -114,7 +122,8 @@ class RunPlan:
         return {"algorithm": self.algorithm, "k": self.k, "contract": self.contract,
                 "centring": self.centring, "releases": self.count, "rounds": self.rounds,
                 "explained_variance": self.explained_variance,
-                "secure_min_sites": self.secure_min_sites}
+                "secure_min_sites": self.secure_min_sites,
+                "start": start_name(self.start)}
 
     def charge(self, fingerprint: str) -> RunCharge:
         """The ledger's record of this run for releases computed from the data file of
@@ -140,9 +149,16 @@ def plan_run(policy: SitePolicyFile, run_id: str, algorithm: str,
             f"{policy.name}: refused: a centred run; this genotype site's rows are standardised "
             "with its SNP panel's public frequencies, never centred by a run: run without "
             "centring")
+    start = planned_start(policy, algorithm, request)
+    if start is not None and standardize is not None:
+        raise InvalidRequestError(
+            f"{policy.name}: refused: a public start basis is not built for a centred run "
+            "(the start is a basis of uncentred rows): run with centring=\"\" or without "
+            "start-sha256; nothing was released")
     centred = (None if standardize is None
                else policy.centred_policy(algorithm, standardize))
-    releases = policy.planned_run(algorithm) if centred is None else centred.plan()
+    releases = (policy.planned_run(algorithm, start is not None) if centred is None
+                else centred.plan())
     multi_round = SPECS[algorithm].extra_releases is not None
     return RunPlan(
         site=policy.name, run_id=str(run_id), algorithm=algorithm,
@@ -151,6 +167,7 @@ def plan_run(policy: SitePolicyFile, run_id: str, algorithm: str,
         rounds=policy.rounds(algorithm) if multi_round else None,
         explained_variance=explains and algorithm == DPS_PCA,
         secure_min_sites=policy.secure_min_sites, centred=centred, k=_public_int(request.get("k")),
+        start=start,
     )
 
 

@@ -29,7 +29,6 @@ its budget, is :mod:`fedpca.site.policy_template`'s.
 from __future__ import annotations
 
 import logging
-import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,11 +49,13 @@ from fedpca.dp.exact_noise import EXACT
 from fedpca.file_modes import SHARED_ANY, refuse_shared
 from fedpca.secure.roster import normal_fingerprint
 from fedpca.site.ledger_identity import LedgerWitness
+from fedpca.site.policy_reader import PolicyError, PolicyReader
 from fedpca.data.genotypes import GenotypeRows
 from fedpca.site.genotype_site import GenotypeFiles, genotype_files
 from fedpca.dp.events import Release
 from fedpca.dp.mechanisms import planned_run
 from fedpca.site.ledger import SiteLedger
+from fedpca.site.start_bases import start_files
 
 logger = logging.getLogger(__name__)
 
@@ -72,10 +73,6 @@ DEFAULT_ANSWER_SECONDS = 600.0
 #: Address space (MiB) of each process ``fedpca site supernode|superexec`` starts, unless the
 #: policy's ``[limits] memory-mib`` says otherwise; the least a policy may set (0: no limit).
 DEFAULT_MEMORY_MIB, MIN_MEMORY_MIB = 4096, 512
-
-
-class PolicyError(ConfigurationError):
-    """A site policy file is missing, unreadable or makes no sense (one-line reason)."""
 
 
 @dataclass(frozen=True)
@@ -104,8 +101,8 @@ class SitePolicyFile:
             ``secure_min_sites`` (the verifiable secure aggregation carries nothing else).
         secure_min_sites: ``M`` (>= 2) when the site answers only inside secure sums of at
             least ``M`` sites, else ``None``.
-        algorithms: allowed algorithm -> its settings (``rounds`` and
-            ``explained-variance`` for DPS-PCA).
+        algorithms: allowed algorithm -> its settings (``rounds``; ``explained-variance``
+            and ``start``, its public start files, for DPS-PCA).
         worst_case_epsilon: lifetime bound (at ``delta``) on the unconditional guarantee:
             the site's own shares of its secure releases, seen alone; required with
             ``secure_min_sites``.
@@ -242,11 +239,11 @@ class SitePolicyFile:
         ``rounds``; a single-release algorithm ignores it)."""
         return int(self.require_algorithm(algorithm).get("rounds", DEFAULT_DPS_ROUNDS))
 
-    def releases_per_run(self, algorithm: str) -> int:
+    def releases_per_run(self, algorithm: str, start: bool = False) -> int:
         """The most releases one run of ``algorithm`` may make at this site (its
-        algorithm's releases; a centred run adds its moments release:
-        :class:`~fedpca.site.plan.RunPlan`)."""
-        return (SPECS[algorithm].releases_per_run(self.rounds(algorithm))
+        algorithm's releases, one fewer from a public ``start``; a centred run adds its
+        moments release: :class:`~fedpca.site.plan.RunPlan`)."""
+        return (SPECS[algorithm].releases_per_run(self.rounds(algorithm), start)
                 + int(_explains(self.require_algorithm(algorithm))))
 
     def centred_policy(self, algorithm: str, standardize: bool) -> CentredPolicy:
@@ -294,13 +291,13 @@ class SitePolicyFile:
             config[EXPLAINED_VARIANCE] = _explains(settings)
         return config
 
-    def planned_run(self, algorithm: str) -> list[Release]:
+    def planned_run(self, algorithm: str, start: bool = False) -> list[Release]:
         """The releases of one full run of ``algorithm`` as this site calibrates it (what
         its ledger would charge, :func:`~fedpca.dp.mechanisms.planned_run`), inside
         secure sums of ``min-sites`` when the policy sets it. A site's exact noise is
         charged as the discrete Gaussian replacing each of them, within its grid's rounding
-        (:mod:`fedpca.dp.exact_noise`)."""
-        releases = self.releases_per_run(algorithm)
+        (:mod:`fedpca.dp.exact_noise`). From a public ``start``: one release fewer."""
+        releases = self.releases_per_run(algorithm, start)
         # accounting="paper": the classic formula for one release, else paper 000's
         # (:class:`~fedpca.algorithms.site.SingleReleasePolicy`, ``RoundsPolicy``)
         rule = "classic" if SPECS[algorithm].extra_releases is None else "dps-pca"
@@ -465,49 +462,8 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
     )
 
 
-class _Reader:
-    """Typed access to a parsed policy, with errors naming the file and the key."""
-
-    def __init__(self, path: Path, raw: dict[str, Any]) -> None:
-        self.path, self.raw = path, raw
-
-    def error(self, reason: str) -> PolicyError:
-        return PolicyError(f"site policy {self.path}: {reason}")
-
-    def table(self, name: str, required: bool = True) -> dict[str, Any]:
-        value = self.raw.get(name)
-        if value is None and not required:
-            return {}
-        if not isinstance(value, dict):
-            raise self.error(f"the table [{name}] is missing")
-        return value
-
-    def text(self, table: dict, where: str, key: str, default: str | None = None,
-             hint: str = "") -> str:
-        value = table.get(key, default)
-        if not isinstance(value, str) or not value.strip():
-            raise self.error(f"{where}.{key} must be a non-empty string, got {value!r}"
-                             + (f"; {hint}" if hint else ""))
-        return value
-
-    def positive(self, table: dict, where: str, key: str, default: float | None = None,
-                 hint: str = "") -> float:
-        value = table.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            math.isfinite(value) and value > 0
-        ):
-            raise self.error(f"{where}.{key} must be a finite number > 0, got {value!r}"
-                             + (f"; {hint}" if hint else ""))
-        return float(value)
-
-    def share(self, table: dict, where: str, key: str) -> float | None:
-        """An optional share in ``(0, 1)``."""
-        if key not in table:
-            return None
-        value = self.positive(table, where, key)
-        if value >= 1:
-            raise self.error(f"{where}.{key}={value:g} must be below 1 (a share of the budget)")
-        return value
+class _Reader(PolicyReader):
+    """A site policy's own keys, read with :class:`PolicyReader`'s typed access."""
 
     def ceilings(self, budget: dict, epsilon: float) -> tuple[float, float, float]:
         """``daily-epsilon``, ``weekly-epsilon`` and ``run-epsilon`` (default: the daily
@@ -597,4 +553,8 @@ class _Reader:
             if not isinstance(explains, bool) or (explains and name != DPS_PCA):
                 raise self.error(f"algorithms.{name}.{EXPLAINED_VARIANCE} must be true or "
                                  f"false, and only {DPS_PCA} takes it")
+            try:  # the files are read when a run names one (fedpca.site.start_bases)
+                start_files(settings, self.path.parent, name)
+            except ConfigurationError as exc:
+                raise self.error(str(exc)) from None
         return {name: dict(settings) for name, settings in allowed.items()}

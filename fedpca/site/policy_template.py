@@ -124,6 +124,11 @@ answer-seconds = {answer_seconds:g}           # the longest this site may take t
 rounds = {rounds}                     # power rounds calibrated for (the coordinator may ask fewer)
 # explained-variance = true     # one more release: the final basis's Rayleigh quotients and
                                 # trace (k + 1 numbers), planned within the same budget
+# start = "start.npy"           # public start bases this site holds (a file or a list,
+                                # relative to this file): a run naming one by its SHA-256
+                                # (run_config start-sha256) starts from this site's own copy,
+                                # without the initialisation release (one release fewer).
+                                # Only a basis computed from public data alone costs nothing
 
 {other_algorithms}"""
 

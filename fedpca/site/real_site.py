@@ -12,6 +12,8 @@ untrusted. What a hostile coordinator could try, and what happens:
   policy sets them and its noise is always exact (logged at the site);
 * **talk to a site with data but no policy**: refused, never the coordinator's values;
 * **ask for an algorithm the site does not allow**: refused;
+* **name a public start basis** (run_config ``start-sha256``) the site does not hold, or
+  send another: refused, or ignored for the site's own copy (:mod:`fedpca.site.start_bases`);
 * **start run after run, a new run id for every request, or wait for a restart**: every
   release of every run is charged to the population's lifetime ledger on the site's disk,
   dated by the site's clock, so the release that would pass the site's daily, weekly or
@@ -86,6 +88,7 @@ from fedpca.secure.roster import Roster, load_roster, load_signing_key
 from fedpca.secure.vouching import load_authority, vouched_members
 from fedpca.site.plan import RunPlan, plan_run, require_contract
 from fedpca.site.ready import SiteReady
+from fedpca.site.start_bases import START
 from fedpca.site.results import store_result
 from fedpca.site.service import ResultReader
 from fedpca.scenarios.base import least_sites
@@ -211,7 +214,9 @@ def open_real_site(node: NodeLike, algorithm: str) -> RealSite:
     require_affordable(ledger, plan)
     records = _records(policy)
     policy.check_records(records.shape[0])
-    config = {**untrusted, **own, "seed": NO_SEED}
+    # a public start is the site's own file (its plan checked its hash), never the coordinator's
+    config = {**untrusted, **own, "seed": NO_SEED,
+              START: "" if plan.start is None else str(plan.start.path)}
     logger.info("%s: noise sampler %s (grid points plus exact discrete Gaussian noise)",
                 policy.name, own["noise-sampler"])
     bounds = None if plan.centred is None else policy.load_contract().bounds
