@@ -110,8 +110,8 @@ def cluster():
         assert len(failures) < STARTS, "\n".join(failures)
         yield f"127.0.0.1:{heads[-1]}", env
     finally:
-        for port in heads:
-            stop_processes(cluster_processes(temp, port))
+        for port in heads:  # a Ray node's daemons need no grace: SIGKILL after a second
+            stop_processes(cluster_processes(temp, port), grace=1.0)
             assert not cluster_processes(temp, port)
         shutil.rmtree(temp, ignore_errors=True)
 

@@ -105,13 +105,11 @@ def add_table_flags(parser: argparse.ArgumentParser) -> None:
 def add_genotype_flags(parser: argparse.ArgumentParser) -> None:
     """``--plink PREFIX ... --panel PANEL.toml``: one PLINK fileset per virtual site, read
     against the SNP panel (:class:`fedpca.scenarios.genotypes.GenotypeRun`)."""
-    parser.add_argument("--plink", nargs="+", default=None, metavar="PREFIX",
-                        help="one PLINK fileset PREFIX.bed/.bim/.fam per virtual site (with "
-                             "--panel): genotype rows streamed from each .bed; --sites, --dim, "
-                             "--samples and --clip-norm come from the filesets and the panel, "
-                             "--s-hat defaults to every SNP")
-    parser.add_argument("--panel", default=None, metavar="PANEL.toml",
-                        help="the SNP panel every site holds (with --plink)")
+    parser.add_argument("--plink", nargs="+", metavar="PREFIX", help=(
+        "one PLINK fileset PREFIX.bed/.bim/.fam per virtual site (with --panel), its rows "
+        "streamed; --sites, --dim, --samples and --clip-norm come from the filesets and "
+        "the panel, --s-hat defaults to every SNP"))
+    parser.add_argument("--panel", metavar="PANEL.toml", help="the SNP panel (with --plink)")
 
 
 def genotype_run(values: dict[str, Any], args: argparse.Namespace) -> Any:

@@ -68,6 +68,11 @@ class GenotypeRows:
             panel SNP: required for ``standardise = "private"`` (a released estimate, clipped
             into ``(0, 1)`` by its caller), ``None`` for the panel's public ones.
         block: SNPs per block (memory: ``9 n block`` bytes).
+
+    Attributes:
+        n, d, shape: the rows (the site's individuals) and columns (the panel's SNPs).
+        clip_norm: the bound every row's L2 norm satisfies: the panel's ``row-norm``
+            (public).
     """
 
     def __init__(self, fileset: PlinkFileset, panel: SnpPanel, columns: np.ndarray,
@@ -87,26 +92,9 @@ class GenotypeRows:
         if not isinstance(block, int | np.integer) or block < 1:
             raise InvalidDataError(f"block must be a whole number of SNPs >= 1, got {block!r}")
         self.frequencies, self.block = freq, int(block)
-
-    @property
-    def n(self) -> int:
-        """The number of rows (the site's individuals)."""
-        return self.fileset.samples
-
-    @property
-    def d(self) -> int:
-        """The number of columns (the panel's SNPs)."""
-        return self.panel.d
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """``(n, d)``."""
-        return self.n, self.d
-
-    @property
-    def clip_norm(self) -> float:
-        """The bound every row's L2 norm satisfies: the panel's ``row-norm`` (public)."""
-        return self.panel.row_norm
+        self.n, self.d = fileset.samples, panel.d
+        self.shape = (self.n, self.d)
+        self.clip_norm = panel.row_norm
 
     def blocks(self) -> range:
         """The first column of every block."""
