@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import fedpca
+from fedpca.dp import calibration_cache
 from fedpca.blas import single_thread_env
 
 single_thread_env()
@@ -45,9 +46,12 @@ def loopback_rank(nodeid: str) -> tuple[int, int] | None:
 
 # the suite's Flower processes send Flower no usage telemetry (a site's turn it off anyway)
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-# a real site's kept calibrations go to a temporary folder, not the user's cache
+# a real site's kept calibrations go to a temporary folder, not the user's cache; the
+# suite's own processes keep theirs there too (each entry checked on every read, as a
+# site's), so a calibration one xdist worker made is read, not searched again, by the others
 os.environ.setdefault("FEDPCA_CALIBRATION_CACHE",
                       tempfile.mkdtemp(prefix="fedpca-test-calibrations-"))
+calibration_cache.use_directory(calibration_cache.environment_directory())
 
 
 def pytest_configure(config):
