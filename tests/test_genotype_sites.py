@@ -6,13 +6,14 @@ the local projection as a PLINK covariate file; ``fedpca simulate dps-pca --plin
 --panel`` runs (per-site noise and secure sums). (Three real sites on loopback:
 tests/test_genotype_deployment.py.)"""
 
+import functools
 import json
 
 import numpy as np
 import pytest
 
 from cli_runs import run_cli
-from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
+from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy, run_dps_pca
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite
 from fedpca.data.cohort import write_cohort
 from fedpca.data.covariates import read_covariates
@@ -20,6 +21,8 @@ from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.plink import PlinkFileset
 from fedpca.data.snp_panel import check_fileset, load_panel, write_panel
 from fedpca.dp.site_data import SiteData
+from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.scenarios.genotypes import GenotypeRun
 from fedpca.errors import ConfigurationError, FedPCAError, InvalidDataError, InvalidRequestError
 from fedpca.site.plan import plan_run
 from fedpca.site.policy import PolicyError, load_site_policy
@@ -192,6 +195,14 @@ def test_simulate_dps_pca_over_plink_filesets_names_the_panel_as_contract(
     assert np.array(record["basis"]).shape == (SNPS, 2)
     assert record["config"]["clip-norm"] == panel.row_norm
     assert record["config"]["discrete"] == bool(secure)  # secure: fedpca's verifiable sums
+    if not secure:  # the Flower run is the pure-numpy reference run under the same seeds
+        run = GenotypeRun.build(cohort.sites, cohort.panel, functools.partial(
+            DPSPCAScenario, k=2, rounds=2, epsilon=4.0, seed=1))
+        reference = run_dps_pca([run.site_rows(i) for i in range(run.sites)], 2,
+                                run.scenario.s_hat, run.scenario.policy(), seed=1)
+        np.testing.assert_allclose(np.array(record["basis"]), reference.basis, atol=1e-8, rtol=0)
+        assert reference.config["clipped_rows"] == sum(r.clipped_rows() for r in (
+            run.site_rows(i) for i in range(run.sites)))
 
 
 def test_the_apps_partitions_and_server_read_a_genotype_run_from_run_config(cohort):

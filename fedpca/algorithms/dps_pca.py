@@ -591,7 +591,7 @@ def run_dps_pca(
     config = {
         "k": k, "s_hat": s_hat, "sites": len(sites), "samples": sum(s.n for s in site_objs),
         "dim": site_objs[0].dim, "seed": seed, **policy.record(),
-        "clipped_rows": sum(s.clip_report.clipped_rows for s in site_objs),
+        "clipped_rows": sum(s.rows.clipped_rows() for s in site_objs),
         "wall_seconds": time.perf_counter() - start,
     }
     return server.result(privacy_record(policy, secure), config)

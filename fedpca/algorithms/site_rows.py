@@ -53,6 +53,10 @@ class SiteRows(Protocol):
     def squared_column_norms(self) -> np.ndarray:
         """``diag(X^T X)``: each column's sum of squares, length ``d``."""
 
+    def clipped_rows(self) -> int:
+        """How many rows were scaled down to :attr:`clip_norm` (the site's own count: its
+        log and its simulation records, never a message)."""
+
 
 class DenseRows:
     """A :class:`SiteRows` over validated, clipped records in memory."""
@@ -87,3 +91,7 @@ class DenseRows:
     def squared_column_norms(self) -> np.ndarray:
         """``diag(X^T X)``."""
         return np.einsum("ij,ij->j", self.data.X, self.data.X)
+
+    def clipped_rows(self) -> int:
+        """The rows :meth:`SiteData.prepare` clipped."""
+        return self.data.clip.clipped_rows

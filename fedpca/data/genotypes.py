@@ -119,6 +119,10 @@ class GenotypeRows:
         """Each row's clipping factor ``min(1, C / ||x_i||)`` (``n``; one pass, then kept)."""
         return self._scales.copy()
 
+    def clipped_rows(self) -> int:
+        """How many rows were scaled down to the panel's row-norm (the site's own count)."""
+        return int(np.count_nonzero(self._scales < 1))
+
     def times(self, basis: np.ndarray) -> np.ndarray:
         """``X Q`` for ``Q`` = ``basis`` (``d x k``): ``n x k``, one pass over the blocks."""
         basis = self._checked(basis)
