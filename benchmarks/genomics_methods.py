@@ -51,6 +51,7 @@ from fedpca.algorithms.dps_pca import (
 from fedpca.algorithms.secure_sum import SecureSum
 from fedpca.algorithms.site import SiteAnswer, build_sites
 from fedpca.dp.calibration import calibrate_gaussian
+from fedpca.errors import ConfigurationError
 from fedpca.dp.mechanisms import (
     NoiseSource,
     diagonal_sensitivity,
@@ -73,8 +74,9 @@ NONPRIVATE_COLUMNS = 8
 
 @dataclass(frozen=True)
 class Method:
-    """A secure DPS-PCA variant: its start (``"panel"`` or ``"private"``), power rounds and
-    extra public random columns beside the panel's start."""
+    """A secure DPS-PCA variant: its start (``"panel"``, ``"private"`` or ``"mean"``: the
+    panel's start beside the released sum of the rows, a proposal, :func:`mean_start`), power
+    rounds and extra public random columns beside the panel's start."""
 
     name: str
     start: str
@@ -84,17 +86,24 @@ class Method:
     @property
     def releases(self) -> int:
         """What a site plans: ``T``, plus the initialisation without a start."""
-        return self.rounds + int(self.start == "private")
+        return self.rounds + int(self.start != "panel")
+
+
+#: Each secure sum's replace-one L2 sensitivity and norm per record, from the clip norm ``C``:
+#: a power step ``X_i^T X_i Q``, the diagonal, and the sum of the rows ``X_i^T 1``.
+STATISTICS = {"power": (power_step_sensitivity, lambda c: c**2),
+              "diagonal": (diagonal_sensitivity, lambda c: c**2),
+              "rows": (lambda c: 2 * c, lambda c: c)}
 
 
 def decoded_sigma(statistic: str, clip: float, dim: int, max_records: int, sites: int,
                   epsilon: float, delta: float, releases: int) -> float:
     """The standard deviation per coordinate of a secure sum of ``sites`` sites' messages
-    (``M`` = ``sites``): ``statistic`` ``"power"`` (``X_i^T X_i Q``, length ``dim``) or
-    ``"diagonal"``, from the grid a site derives for ``releases`` releases."""
-    sensitivity = (power_step_sensitivity if statistic == "power" else diagonal_sensitivity)(clip)
-    public = SecureSum(sensitivity=sensitivity, max_records=max_records,
-                       norm_per_record=clip**2, dimension=dim, sites_in_sum=sites,
+    (``M`` = ``sites``) of ``statistic`` (:data:`STATISTICS`, length ``dim``), from the grid a
+    site derives for ``releases`` releases."""
+    sensitivity, per_record = STATISTICS[statistic]
+    public = SecureSum(sensitivity=sensitivity(clip), max_records=max_records,
+                       norm_per_record=per_record(clip), dimension=dim, sites_in_sum=sites,
                        rotation_seed=0)
     return public.grid(epsilon, delta, releases, sites).calibration.central_sigma
 
@@ -186,27 +195,48 @@ def start_basis(start: np.ndarray, extra: int) -> np.ndarray:
     return thin_qr(np.hstack([start, rng.standard_normal((start.shape[0], extra))]))
 
 
+def mean_start(start: np.ndarray, row_sum: np.ndarray) -> np.ndarray:
+    """The panel's start beside the direction of the released sum of the union's rows,
+    orthonormalised (``d x (k + 1)``). Rows standardised with the panel's frequencies have a
+    mean along every population the panel lacks (their frequencies differ from the panel's):
+    the released ``sum_i x_i`` points there. A proposal measured here, not a fedpca release:
+    a site would send ``X_i^T 1`` (replace-one sensitivity ``2 C``) in a secure sum, one more
+    release in its plan (``T + 1``), as the private-frequency moments release would."""
+    return thin_qr(np.column_stack([start, row_sum]))
+
+
 def secure_runs(methods: list[Method], epsilons: list[float], seeds: list[int],
                 start: np.ndarray, n: int, max_records: int, sites: int, clip: float,
-                delta: float) -> list[SecureRun]:
-    """Every (method, epsilon, seed) run, ready for its first round."""
+                delta: float, row_sum: np.ndarray) -> list[SecureRun]:
+    """Every (method, epsilon, seed) run, ready for its first round (``row_sum``: the
+    union's exact ``X^T 1``, for the ``"mean"`` start)."""
     dim, k = start.shape
     runs = []
     for method in methods:
         columns = k + method.extra
         for epsilon in epsilons:
-            sigmas = {PHASE_POWER: decoded_sigma("power", clip, dim * columns, max_records,
-                                                 sites, epsilon, delta, method.releases)}
-            if method.start == "private":
-                sigmas[PHASE_INIT] = decoded_sigma("diagonal", clip, dim, max_records, sites,
-                                                   epsilon, delta, method.releases)
+            try:
+                sigmas = {PHASE_POWER: decoded_sigma("power", clip, dim * columns,
+                                                     max_records, sites, epsilon, delta,
+                                                     method.releases)}
+                if method.start != "panel":
+                    sigmas[PHASE_INIT] = decoded_sigma(
+                        "diagonal" if method.start == "private" else "rows", clip, dim,
+                        max_records, sites, epsilon, delta, method.releases)
+            except ConfigurationError as refused:  # no grid: reported, the rest runs
+                logger.warning("%s at eps %g: no secure sum (%s)", method.name, epsilon,
+                               refused)
+                continue
             for seed in seeds:
-                initial = start_basis(start, method.extra) if method.start == "panel" else None
+                stream = [seed, zlib.crc32(method.name.encode()), int(epsilon * 1000)]
+                rng = np.random.default_rng(stream)
+                initial = {"panel": lambda: start_basis(start, method.extra),
+                           "private": lambda: None,
+                           "mean": lambda: mean_start(start, row_sum + rng.normal(
+                               0.0, sigmas[PHASE_INIT], dim))}[method.start]()
                 server = DPSPCAServer(dim, columns, dim, method.rounds, seed=seed,
                                       initial_basis=initial)
-                stream = [seed, zlib.crc32(method.name.encode()), int(epsilon * 1000)]
-                runs.append(SecureRun(method, epsilon, seed, server, sigmas,
-                                      np.random.default_rng(stream), n, k))
+                runs.append(SecureRun(method, epsilon, seed, server, sigmas, rng, n, k))
     return runs
 
 

@@ -168,6 +168,10 @@ class UnionRows:
             total += np.einsum("ij,ij->j", block, block, dtype=np.float64)
         return total
 
+    def column_sums(self) -> np.ndarray:
+        """``X^T 1``, the sum of the rows (``d``), one pass."""
+        return sum(block.sum(axis=0, dtype=np.float64) for block in self.chunks())
+
 
 def cluster_labels(scores: np.ndarray, clusters: int, seed: int) -> np.ndarray:
     """Each row's cluster among ``clusters`` found in ``scores`` alone: k-means (Lloyd's
