@@ -362,7 +362,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
                 [[f"{row['samples']:,} x {row['snps']:,}, k = {row['k']}",
                   row["plain_seconds"], row["secure_seconds"], row["ratio"],
                   row["encode_seconds"], row["draws"], row["message_bytes"],
-                  row["peak_rss_mib"]]])]
+                  row["peak_rss_mib"]]]), ""]
     return "\n".join(parts) + "\n"
 
 
