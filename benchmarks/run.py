@@ -1,9 +1,10 @@
 """Run the benchmark suites and write
-benchmarks/results/{dps_pca,dpdis_ldp,secagg,central,cli}.{json,md}.
+benchmarks/results/{dps_pca,dpdis_ldp,secagg,central,cli,genomics}.{json,md}.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/run.py [--only accuracy,site_round,flower_round,
                                                             dpdis_ldp,secagg,central,
-                                                            diffprivlib_check,cli_startup]
+                                                            diffprivlib_check,cli_startup,
+                                                            genomics]
                                                      [--quick]
 
 ``--only`` reruns a subset and merges it into the existing results file; ``--quick`` runs
@@ -36,6 +37,7 @@ import cli_startup  # noqa: E402
 import diffprivlib_check  # noqa: E402
 import dpdis_ldp  # noqa: E402
 import flower_round  # noqa: E402
+import genomics  # noqa: E402
 import secagg  # noqa: E402
 import site_round  # noqa: E402
 from common import machine_info, md_table, progress  # noqa: E402
@@ -49,14 +51,18 @@ BENCHMARKS = {
     "central": (central, "(f) Central baselines: PPCA sampler, paper 000 Table 1 timings"),
     "diffprivlib_check": (diffprivlib_check, "(g) diffprivlib PCA beside fedpca (optional)"),
     "cli_startup": (cli_startup, "(h) CLI start-up: fedpca --help"),
+    "genomics": (genomics, "(i) Ancestry PCs of PLINK cohorts: accuracy, one site's cost"),
 }
+#: Benchmarks run only when named by ``--only`` (too long for the default suite).
+ON_REQUEST = frozenset({"genomics"})
 #: Results file stem and heading of each suite; a benchmark not listed is in ``dps_pca``.
 SUITES = {"dps_pca": "DPS-PCA benchmarks", "dpdis_ldp": "DPdisPCA and LDP-PCA benchmarks",
           "secagg": "DPS-PCA with secure aggregation (SecAgg+) benchmarks",
           "central": "Central baselines (MOD-SuLQ, Analyze Gauss, PPCA) benchmarks",
-          "cli": "Command-line start-up"}
+          "cli": "Command-line start-up",
+          "genomics": "Genomics: ancestry PCs across biobanks (issue 35)"}
 SUITE_OF = {"dpdis_ldp": "dpdis_ldp", "secagg": "secagg", "central": "central",
-            "diffprivlib_check": "central", "cli_startup": "cli"}
+            "diffprivlib_check": "central", "cli_startup": "cli", "genomics": "genomics"}
 RESULTS = HERE / "results"
 
 
@@ -107,8 +113,9 @@ def render_markdown(doc: dict, suite: str = "dps_pca") -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default=",".join(BENCHMARKS),
-                        help=f"comma-separated subset of {','.join(BENCHMARKS)}")
+    parser.add_argument("--only", default=",".join(b for b in BENCHMARKS if b not in ON_REQUEST),
+                        help=f"comma-separated subset of {','.join(BENCHMARKS)} (default: all "
+                             f"but {','.join(sorted(ON_REQUEST))})")
     parser.add_argument("--quick", action="store_true", help="small smoke-test sizes")
     args = parser.parse_args(argv)
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]

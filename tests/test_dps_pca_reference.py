@@ -5,9 +5,14 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from fedpca.algorithms.dps_pca import DPSPCAServer, SitePolicy, run_dps_pca
+from fedpca.algorithms.dps_pca import (
+    DPSPCAServer,
+    SitePolicy,
+    run_dps_pca,
+)
 from fedpca.data.synthetic import SparseSpikedModel, site_data, split_sizes
 from fedpca.errors import ConfigurationError
+from fedpca.linalg.subspace import leading_components
 from fedpca.linalg.subspace import subspace_distance, thin_qr, threshold_rows
 
 
@@ -119,3 +124,22 @@ def test_result_exposes_estimator_attributes_and_round_trips(tmp_path):
     assert loaded.privacy == result.privacy and loaded.history == result.history
     X = sites[0][:5]
     np.testing.assert_allclose(loaded.transform(X), X @ result.basis)
+
+
+def test_an_oversampled_step_gives_its_leading_components_in_the_final_span():
+    rng = np.random.default_rng(3)
+    eigenvectors = thin_qr(rng.standard_normal((60, 60)))
+    values = np.r_[50.0, 30.0, 4.0, np.linspace(1.0, 0.1, 57)]
+    covariance = (eigenvectors * values) @ eigenvectors.T
+    # a power step whose basis holds the top two directions behind three weak ones
+    basis = eigenvectors[:, [5, 6, 0, 1, 2]]
+    product = covariance @ basis + 0.05 * rng.standard_normal((60, 5))
+    final = thin_qr(product)
+    top = leading_components(product, 2)
+    assert np.allclose(top.T @ top, np.eye(2), atol=1e-12)
+    assert np.allclose(final @ (final.T @ top), top, atol=1e-10)  # in thinQR(K)'s span
+    assert subspace_distance(top, eigenvectors[:, :2]) < 0.05
+    assert subspace_distance(final[:, :2], eigenvectors[:, :2]) > 1.0  # unordered columns
+    assert (top[np.abs(top).argmax(axis=0), [0, 1]] > 0).all()
+    with pytest.raises(ConfigurationError, match="1 <= k <= k'"):
+        leading_components(product, 6)

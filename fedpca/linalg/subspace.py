@@ -517,3 +517,27 @@ def unpack_symmetric(packed: np.ndarray, dim: int) -> np.ndarray:
     out[rows, cols] = packed
     out[cols, rows] = packed
     return out
+
+
+def leading_components(product: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` leading components of an oversampled run (``k' > k`` columns per power
+    step, ``s_hat = d``): the top ``k`` left singular vectors of its last power step's
+    aggregate ``K`` (``d x k'``: the decoded ``sum_i X_i^T X_i Q`` plus noise, or it over
+    ``n``), the directions of ``K``'s column space (the span of the server's final basis
+    ``thinQR(K)``) the last step stretched most, each with its largest entry positive.
+
+    Privacy: post-processing of released aggregates, no cost and no change to the run's
+    guarantee (a power step of ``k'`` orthonormal columns has the same sensitivity
+    ``sqrt(2) C^2`` as one of ``k``; each site's ``T`` or ``T + 1`` releases are
+    calibrated as for ``k``). Extra columns only make each step's statistic longer; a
+    coordinator asking for more of them gains nothing a site has not bounded (its answer
+    size is capped by :class:`~fedpca.algorithms.site_limits.SiteLimits`).
+    """
+    product = np.asarray(product, dtype=np.float64)
+    if product.ndim != 2 or not 1 <= k <= product.shape[1]:
+        raise ConfigurationError(
+            f"leading_components takes a d x k' power-step aggregate and 1 <= k <= k', got "
+            f"shape {product.shape} and k={k}")
+    vectors = np.linalg.svd(product, full_matrices=False)[0][:, :k]
+    signs = np.sign(vectors[np.abs(vectors).argmax(axis=0), np.arange(k)])
+    return vectors * np.where(signs == 0, 1.0, signs)

@@ -1,0 +1,391 @@
+"""Ancestry PCs across biobanks (issue 35's acceptance benchmark): population accuracy of the
+top-2 PCs of simulated PLINK cohorts, and one genotype site's time and memory.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/genomics.py [--quick]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/run.py --only genomics [--quick]
+
+Cohorts (``fedpca.data.cohort.write_cohort``, cached as PLINK files outside the repository,
+``genomics_union.cache_folder``): Balding-Nichols, 3 populations, 10 sites x 10,000
+individuals, site ``j`` 60% population ``j mod 3``; the public panel (frequencies, row-norm
+bound, start basis: the top 2 PCs of 1,000 reference individuals) from the reference.
+Scenario **(a)**: the reference holds every population; **(b)**: population 2 is absent from
+it (``--absent 2``), and appears only at the sites where it is the main one (18% of the
+union). Grid: SNPs d, Fst, eps, delta = 1e-6, noise seeds (``FULL``); data seed 0.
+
+Accuracy of a basis ``V`` (``d x 2``): every individual's scores ``x_i^T V`` (rows
+standardised with the panel's frequencies and clipped to its row norm, as a site computes
+them at home) are clustered into 3 groups by k-means (``genomics_union.cluster_labels``:
+Lloyd from k-means++ seeds, 5 restarts, least distortion kept; the centroids come from the
+scores alone, never from the labels), each individual assigned to its nearest centroid, and
+the assignment scored against the true populations under the best relabelling (Hungarian).
+
+Methods (``genomics_methods``): secure DPS-PCA from the panel's start (T = ``START_ROUNDS``
+and T = 1 power rounds, calibrated for T releases: a site holding the start plans no
+initialisation) and from the private start (T = ``PRIVATE_ROUNDS`` + the initialisation),
+all with the secure sum's decoded noise (``M`` = 10); the panel's own PCs alone; central
+Analyze Gauss (trusted curator; with the union's covariance, at d <= ``covariance_up_to``
+only: at d = 20,000 it is a 3.2 GB matrix and ``n d^2 = 4e13`` multiply-adds per cohort);
+the non-private PCs. Scenario (b) also runs the study variants (``STUDY``): more rounds,
+extra public random columns (the top 2 kept, ``leading_components``), and a proposal fedpca
+does not release yet (marked "(proposed)", emulated: the panel's start beside the released
+sum of the rows); scenario (b)'s target is judged on the built variant best on a separate
+development cohort (data seed 1, noise seeds 100..), never on the graded seeds. The
+per-site cost: one site of 10,000 x 20,000 in its own process (``genomics_site``). Writes
+``benchmarks/results/genomics.{json,md}`` (through ``run.py``).
+"""
+
+from __future__ import annotations
+
+import os
+
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
+import logging  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from common import md_table, target  # noqa: E402
+from genomics_methods import (  # noqa: E402
+    Method,
+    NonPrivateRun,
+    analyze_gauss,
+    ddg_noise_check,
+    top_eigenvectors,
+    run_lockstep,
+    secure_runs,
+)
+from genomics_site import measure_in_child  # noqa: E402
+from genomics_union import (  # noqa: E402
+    CohortSpec,
+    UnionRows,
+    cache_folder,
+    cohort,
+    population_accuracy,
+)
+
+from fedpca.dp import calibration_cache  # noqa: E402
+
+logger = logging.getLogger("genomics")
+
+#: Marks a studied mechanism fedpca does not release yet (emulated here only).
+PROPOSED = "(proposed) "
+#: Power rounds from the panel's start, and from the private start.
+START_ROUNDS = 2
+PRIVATE_ROUNDS = 10
+#: The methods every cohort runs.
+METHODS = (Method(f"secure, panel start, T={START_ROUNDS}", "panel", START_ROUNDS),
+           Method("secure, panel start, T=1", "panel", 1),
+           Method(f"secure, private start, T={PRIVATE_ROUNDS}", "private", PRIVATE_ROUNDS))
+#: Scenario (b)'s study: what may bring back the population the panel lacks (more rounds,
+#: extra public random columns beside the panel's start, the top 2 of them kept).
+#: The last is a proposal (not a fedpca release yet), never chosen for a target.
+STUDY = (Method("secure, panel start, T=3", "panel", 3),
+         Method("secure, panel start + 2 columns, T=2", "panel", 2, extra=2),
+         Method("secure, panel start + 4 columns, T=3", "panel", 3, extra=4),
+         Method(f"{PROPOSED}secure, panel start + released row sum, T=1", "mean", 1, extra=1))
+PANEL = "panel PCs alone"
+NONPRIVATE = "non-private"
+ANALYZE = "Analyze Gauss (central)"
+#: The accuracy every target asks for.
+ACCURACY = 0.99
+#: The panel's own PCs must score below this in scenario (b) for its target to count.
+PANEL_BELOW = 0.9
+#: Memory a site of 10,000 x 20,000 may use, MiB, and the secure / plain step ratio.
+SITE_MIB = 2048
+STEP_RATIO = 2.0
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The benchmark's sizes."""
+
+    sites: int
+    samples_per_site: int
+    cohorts: tuple[tuple[int, float, str], ...]  # (snps, fst, scenario "a" / "b")
+    epsilons: tuple[float, ...]
+    seeds: tuple[int, ...]
+    delta: float = 1e-6
+    covariance_up_to: int = 5000
+    study: tuple[int, float] | None = (5000, 0.01)  # (snps, fst) of the development cohort
+    study_seeds: tuple[int, ...] = (100, 101, 102)
+    site_snps: int | None = 20000
+    site_repeats: int = 3
+    check_dim: int = 1024
+    methods: tuple[Method, ...] = METHODS
+    study_methods: tuple[Method, ...] = STUDY
+    reference_size: int = 1000
+    budget_seconds: float = 24 * 60
+
+
+#: The issue's grid, cohorts in the order of the targets (those with one first); d = 20,000
+#: at Fst 0.005 is left out (no target there; the most costly cohorts), and a cohort not
+#: started within ``budget_seconds`` is skipped (and reported as such).
+FULL = Grid(10, 10_000, ((5000, 0.01, "a"), (5000, 0.01, "b"), (20000, 0.01, "a"),
+                         (5000, 0.005, "a"), (5000, 0.005, "b"), (20000, 0.01, "b")),
+            epsilons=(1.0, 2.0, 4.0), seeds=(0, 1, 2, 3, 4))
+#: A smoke test (a few seconds): one small cohort of scenario (b), one method of each kind.
+QUICK = Grid(10, 40, ((300, 0.05, "b"),), epsilons=(4.0,), seeds=(0,), covariance_up_to=300,
+             study=None, site_snps=300, site_repeats=1, check_dim=64,
+             methods=(Method("secure, panel start, T=2", "panel", 2),
+                      Method("secure, private start, T=1", "private", 1)),
+             study_methods=(Method(f"{PROPOSED}secure, panel start + released row sum, T=1",
+                                   "mean", 1, extra=1),))
+
+
+def spec(grid: Grid, snps: int, fst: float, scenario: str, seed: int = 0) -> CohortSpec:
+    """The cohort of one grid point (data seed ``seed``)."""
+    return CohortSpec(grid.sites, grid.samples_per_site, snps, fst,
+                      None if scenario == "a" else 2, reference_size=grid.reference_size,
+                      seed=seed)
+
+
+def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[Method, ...],
+             seeds: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Every method's accuracy on one cohort (rows of one method and epsilon each)."""
+    started = time.perf_counter()
+    files = cohort(cohort_spec)
+    written = time.perf_counter()
+    union = UnionRows(files)
+    start = np.load(files.start)
+    clip, k = union.panel.row_norm, start.shape[1]
+    covariance = union.covariance() if union.d <= grid.covariance_up_to else None
+    gram_times = union.gram_times if covariance is None else covariance.__matmul__
+    diagonal = union.diagonal() if covariance is None else np.diag(covariance).copy()
+    row_sum = union.column_sums()
+    loaded = time.perf_counter()
+    runs = secure_runs(list(methods), list(grid.epsilons), list(seeds), start, union.n,
+                       max(union.site_sizes), grid.sites, clip, grid.delta, row_sum)
+    nonprivate = NonPrivateRun(union.d, k) if covariance is None else None
+    run_lockstep(runs + ([nonprivate] if nonprivate else []), gram_times, diagonal)
+    bases: dict[tuple[str, float | None, int | None], np.ndarray] = {
+        (r.method.name, r.epsilon, r.seed): r.components() for r in runs}
+    bases[(PANEL, None, None)] = start
+    bases[(NONPRIVATE, None, None)] = (top_eigenvectors(covariance, k)
+                                       if covariance is not None else nonprivate.components())
+    if covariance is not None:
+        for epsilon in grid.epsilons:
+            for seed in seeds:
+                bases[(ANALYZE, epsilon, seed)] = analyze_gauss(covariance, k, epsilon,
+                                                                grid.delta, clip, seed)
+    del covariance
+    stepped = time.perf_counter()
+    scores = union.times(np.hstack(list(bases.values())))
+    accuracy = {key: population_accuracy(scores[:, 2 * i:2 * i + 2], union.labels,
+                                         cohort_spec.populations)
+                for i, key in enumerate(bases)}
+    seconds = {"cohort": written - started, "load": loaded - written,
+               "methods": stepped - loaded, "scores": time.perf_counter() - stepped}
+    logger.info("cohort %s (%s): %s", cohort_spec.label, scenario,
+                {key: f"{value:.0f}s" for key, value in seconds.items()})
+    common = {"kind": "accuracy", "snps": union.d, "fst": cohort_spec.fst,
+              "scenario": scenario, "data_seed": cohort_spec.seed, "clip_norm": clip,
+              "samples": union.n, "seconds": seconds}
+    return accuracy_rows(accuracy, common)
+
+
+def accuracy_rows(accuracy: dict[tuple[str, float | None, int | None], float],
+                  common: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per method and epsilon: its seeds' accuracies, their mean and minimum."""
+    rows = []
+    for name in dict.fromkeys(key[0] for key in accuracy):
+        for epsilon in dict.fromkeys(key[1] for key in accuracy if key[0] == name):
+            values = [accuracy[key] for key in accuracy if key[:2] == (name, epsilon)]
+            rows.append({**common, "method": name, "epsilon": epsilon, "accuracy": values,
+                         "mean": float(np.mean(values)), "min": float(np.min(values))})
+            logger.info("  %-40s eps=%-4s accuracy mean %.4f min %.4f", name, epsilon,
+                        rows[-1]["mean"], rows[-1]["min"])
+    return rows
+
+
+def site_cost(grid: Grid) -> dict[str, Any]:
+    """One site's secure and plain power step at ``grid.site_snps`` (its own process)."""
+    snps, fst, scenario = next(c for c in grid.cohorts if c[0] == grid.site_snps)
+    files = cohort(spec(grid, snps, fst, scenario))  # written by the cohort's evaluation
+    logger.info("site cost: site 0 of %s in a child process", files.folder.name)
+    cost = measure_in_child(files.sites[0], files.panel, grid.sites, grid.epsilons[0],
+                            grid.delta, START_ROUNDS, grid.site_repeats)
+    logger.info("  plain %.2fs, secure %.2fs (x%.2f), peak RSS %.0f MiB",
+                cost["plain_seconds"], cost["secure_seconds"], cost["ratio"],
+                cost["peak_rss_mib"])
+    return {"kind": "site", **cost}
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """Every row of the benchmark (module docstring); the secure sums' grid choices are kept
+    beside the cohorts (``fedpca.dp.calibration_cache``) for the next invocation."""
+    grid = QUICK if quick else FULL
+    previous = calibration_cache.current_directory()
+    calibration_cache.use_directory(cache_folder() / "calibrations")
+    try:
+        return run_grid(grid)
+    finally:
+        calibration_cache.use_directory(previous)
+
+
+def run_grid(grid: Grid) -> list[dict[str, Any]]:
+    """:func:`run` for ``grid``."""
+    rows: list[dict[str, Any]] = []
+    if grid.study is not None:
+        snps, fst = grid.study
+        logger.info("scenario (b) study on the development cohort (data seed 1)")
+        study = evaluate(grid, spec(grid, snps, fst, "b", seed=1), "b",
+                         grid.methods + grid.study_methods, grid.study_seeds)
+        rows += [{**row, "kind": "study"} for row in study]
+    started = time.perf_counter()
+    for snps, fst, scenario in grid.cohorts:
+        if time.perf_counter() - started > grid.budget_seconds:
+            logger.info("skipped d=%d Fst %g (%s): the run is past its %.0f s budget", snps,
+                        fst, scenario, grid.budget_seconds)
+            rows.append({"kind": "skipped", "snps": snps, "fst": fst, "scenario": scenario})
+            continue
+        methods = grid.methods + (grid.study_methods if scenario == "b" else ())
+        rows += evaluate(grid, spec(grid, snps, fst, scenario), scenario, methods, grid.seeds)
+        if snps == grid.site_snps and not any(r["kind"] == "site" for r in rows):
+            rows.append(site_cost(grid))
+    check = ddg_noise_check(dim=grid.check_dim)
+    logger.info("secure-sum noise check: decoded sd / central_sigma = %.3f over %d coordinates",
+                check["ratio"], check["coordinates"])
+    rows.append({"kind": "ddg_check", **check})
+    return rows
+
+
+def _accuracy(rows: list[dict[str, Any]], snps: int, fst: float, scenario: str, method: str,
+              epsilon: float | None, kind: str = "accuracy") -> float | None:
+    for row in rows:
+        if row["kind"] == kind and (row["snps"], row["fst"], row["scenario"], row["method"],
+                                    row["epsilon"]) == (snps, fst, scenario, method, epsilon):
+            return row["mean"]
+    return None
+
+
+def chosen_method(rows: list[dict[str, Any]], epsilon: float) -> str | None:
+    """Scenario (b)'s secure method for ``epsilon``: the best mean on the development
+    cohort (``kind == "study"``), never on the graded seeds."""
+    study = [r for r in rows if r["kind"] == "study" and r["epsilon"] == epsilon
+             and r["method"].startswith("secure")]  # built methods only, not PROPOSED
+    return max(study, key=lambda r: r["mean"])["method"] if study else None
+
+
+def targets(rows: list[dict[str, Any]], quick: bool = False) -> list[dict[str, Any]]:
+    """Issue 35's targets, as ``1 - accuracy <= 0.01`` (the target helper's ``<=``); (b)'s
+    is judged only where its premise holds (the panel's own PCs below 0.9)."""
+    found = []
+    secure = METHODS[0].name
+    for snps, least in ((5000, 1.0), (20000, 2.0)):
+        for epsilon in (1.0, 2.0, 4.0):
+            if epsilon < least:
+                continue
+            value = _accuracy(rows, snps, 0.01, "a", secure, epsilon)
+            found.append(target(f"(a) 1 - accuracy, {secure}, d={snps}, Fst 0.01, eps {epsilon:g}",
+                                None if value is None else 1 - value, 1 - ACCURACY,
+                                measured=not quick))
+    panel = _accuracy(rows, 5000, 0.01, "b", PANEL, None)
+    for epsilon in (1.0, 2.0, 4.0):
+        method = chosen_method(rows, epsilon)
+        value = None if method is None else _accuracy(rows, 5000, 0.01, "b", method, epsilon)
+        found.append(target(
+            f"(b) 1 - accuracy, {method} (chosen on the development cohort), d=5000, Fst 0.01, "
+            f"eps {epsilon:g}; premise: panel alone < {PANEL_BELOW} (measured "
+            f"{'-' if panel is None else f'{panel:.4f}'})",
+            None if value is None else 1 - value, 1 - ACCURACY,
+            measured=not quick and panel is not None and panel < PANEL_BELOW))
+    for row in rows:
+        if row["kind"] == "site":
+            found.append(target(f"site peak RSS MiB, {row['samples']} x {row['snps']}",
+                                row["peak_rss_mib"], SITE_MIB, measured=not quick))
+            found.append(target("secure / plain power step", row["ratio"], STEP_RATIO,
+                                measured=not quick))
+    return found
+
+
+def accuracy_table(rows: list[dict[str, Any]], kind: str = "accuracy") -> str:
+    """One table per cohort: methods down, epsilons across, ``mean (min)`` over seeds."""
+    parts = []
+    cohorts = dict.fromkeys((r["snps"], r["fst"], r["scenario"], r["data_seed"])
+                            for r in rows if r["kind"] == kind)
+    for snps, fst, scenario, seed in cohorts:
+        mine = [r for r in rows if r["kind"] == kind and
+                (r["snps"], r["fst"], r["scenario"], r["data_seed"]) == (snps, fst, scenario, seed)]
+        epsilons = sorted({r["epsilon"] for r in mine if r["epsilon"] is not None})
+        table = []
+        for method in dict.fromkeys(r["method"] for r in mine):
+            cells = {r["epsilon"]: r for r in mine if r["method"] == method}
+            if None in cells:
+                table.append([method] + [f"{cells[None]['mean']:.4f}"] * len(epsilons))
+            else:
+                table.append([method] + [f"{cells[e]['mean']:.4f} ({cells[e]['min']:.4f})"
+                                         if e in cells else "-" for e in epsilons])
+        seconds = mine[0]["seconds"]
+        parts += [f"**d = {snps:,}, Fst {fst:g}, scenario ({scenario}), data seed {seed}** "
+                  f"(n = {mine[0]['samples']:,}, row norm {mine[0]['clip_norm']:g}; "
+                  f"{max(len(r['accuracy']) for r in mine)} noise seeds; cohort "
+                  f"{seconds['cohort']:.0f} s, load {seconds['load']:.0f} s, methods "
+                  f"{seconds['methods']:.0f} s, scores {seconds['scores']:.0f} s)", "",
+                  md_table(["method"] + [f"eps {e:g}" for e in epsilons], table), ""]
+    return "\n".join(parts)
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """The results section: how accuracy is measured, the tables, the site's cost."""
+    skipped = [f"d = {r['snps']:,}, Fst {r['fst']:g}, scenario ({r['scenario']})"
+               for r in rows if r["kind"] == "skipped"]
+    parts = [__doc__.split("\n\n", 2)[2].strip(), "",
+             *([f"Skipped (the run's time budget was spent): {'; '.join(skipped)}.", ""]
+               if skipped else []),
+             "Cells: mean accuracy over the noise seeds (lowest in brackets); the panel's PCs "
+             "and the non-private PCs have no noise (one value).", "",
+             accuracy_table(rows)]
+    if any(r["kind"] == "study" for r in rows):
+        parts += ["### Scenario (b) study, development cohort", "", accuracy_table(rows, "study")]
+    for row in rows:
+        if row["kind"] == "ddg_check":
+            parts += ["### The emulation's premise", "",
+                      f"fedpca's real secure sum (10 `DPSPCASite`s, discrete policy, `M` = 10, "
+                      f"d = {row['coordinates'] // 6}, k = 2, eps 1, T = 2), decoded by the "
+                      f"server: error sd / `central_sigma` = {row['ratio']:.3f} over "
+                      f"{row['coordinates']} coordinates (mean {row['mean']:+.3f}; beyond 2 sd "
+                      f"{row['beyond_2sd']:.4f}, beyond 3 sd {row['beyond_3sd']:.4f}; a Gaussian: "
+                      f"0.0455 and 0.0027).", ""]
+        if row["kind"] == "site":
+            parts += ["### One site", "", md_table(
+                ["site", "plain step s", "secure step s", "ratio", "encode s", "draws",
+                 "message bytes", "peak RSS MiB"],
+                [[f"{row['samples']:,} x {row['snps']:,}, k = {row['k']}",
+                  row["plain_seconds"], row["secure_seconds"], row["ratio"],
+                  row["encode_seconds"], row["draws"], row["message_bytes"],
+                  row["peak_rss_mib"]]]), ""]
+    return "\n".join(parts) + "\n"
+
+
+def main() -> int:
+    """``python benchmarks/genomics.py [--quick]``: the same as ``run.py --only genomics``."""
+    import run as suite
+
+    quick = "--quick" in sys.argv[1:]
+    return suite.main(["--only", "genomics"] + (["--quick"] if quick else []))
+
+
+def live_progress() -> None:
+    """Progress lines on stderr (the ``genomics`` logger, INFO); fedpca's own at WARNING."""
+    logging.getLogger("fedpca").setLevel(logging.WARNING)
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+live_progress()
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,311 @@
+"""The genomics benchmark's methods over one cohort's union (``genomics_union.UnionRows``):
+DPS-PCA with secure discrete sums (from the panel's start or the private start), the panel's
+own PCs, central Analyze Gauss and the non-private PCs.
+
+**Secure DPS-PCA, emulated at the union.** A reference run (``run_dps_pca`` with a
+``discrete`` policy) holds every site's rows in float64 (16 GB for 10 x 10,000 x 20,000) and
+draws every site's discrete Gaussian message (about 1 s a message at d = 20,000); a grid of
+2 x 3 x 5 runs per cohort cannot afford either. Here the server's own code
+(``DPSPCAServer``: its start, ``receive_diagonal``, ``receive_power``) is driven with what the
+secure sum decodes to: the union's exact statistic (``sum_i X_i^T X_i Q``, or the diagonal)
+plus independent Gaussian noise of the sum's standard deviation ``central_sigma`` per
+coordinate, from the grid every site derives (``SecureSum.grid``: sensitivity
+``sqrt(2) C^2``, ``max_records`` the largest site, norm per record ``C^2``, ``M`` = every
+site in the sum). The decoded sum's noise is the un-rotated sum of ``M`` sites' discrete
+Gaussian draws, of that variance at most, and its grid rounding adds under 2% of the
+sensitivity (:func:`ddg_noise_check` measures the real messages' decoded noise against it).
+
+**Calibration with a start.** A site that holds the public start plans ``T`` releases (the
+power steps; no initialisation release), so the panel-start runs are calibrated for ``T``
+releases; the private-start runs for ``T + 1`` (the initialisation's noisy diagonal too).
+``run_dps_pca(..., initial_basis=...)`` on main still calibrates its policy for ``T + 1``
+(``SitePolicy.releases``), more noise than a start needs.
+
+**Oversampled start** (``extra`` > 0, for a population the panel lacks): the start is the
+panel's basis with ``extra`` public random columns (seeded, orthonormalised), the power
+steps carry ``k + extra`` columns (the same sensitivity ``sqrt(2) C^2`` for any orthonormal
+``Q``; every column's noise is the same ``central_sigma``), and the run's components are the
+top ``k`` of the final basis ordered by the last noisy power step
+(``fedpca.linalg.subspace.leading_components``): post-processing of released sums only.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fedpca.algorithms.central import ANALYZE_GAUSS
+from fedpca.algorithms.dps_pca import (
+    PHASE_INIT,
+    PHASE_POWER,
+    DPSPCASite,
+    DPSPCAServer,
+    SitePolicy,
+    secure_sums,
+)
+from fedpca.algorithms.secure_sum import SecureSum
+from fedpca.algorithms.site import SiteAnswer, build_sites
+from fedpca.dp.calibration import calibrate_gaussian
+from fedpca.errors import ConfigurationError
+from fedpca.linalg.subspace import leading_components
+from fedpca.dp.mechanisms import (
+    NoiseSource,
+    diagonal_sensitivity,
+    power_step_sensitivity,
+    upper_triangle_sensitivity,
+)
+from scipy.sparse.linalg import eigsh
+
+from fedpca.linalg.subspace import LANCZOS_TOL, gram_product, thin_qr
+
+logger = logging.getLogger("genomics")
+
+#: Where the panel start's extra public columns come from (a public seed).
+EXTRA_STREAM = 0x57A7
+#: Power steps of the non-private subspace iteration (at d = 20,000, without a covariance).
+NONPRIVATE_ROUNDS = 12
+#: Columns of that iteration (the top ``k`` are kept).
+NONPRIVATE_COLUMNS = 8
+
+
+@dataclass(frozen=True)
+class Method:
+    """A secure DPS-PCA variant: its start (``"panel"``, ``"private"`` or ``"mean"``: the
+    panel's start beside the released sum of the rows, a proposal, :func:`mean_start`), power
+    rounds and extra public random columns beside the panel's start."""
+
+    name: str
+    start: str
+    rounds: int
+    extra: int = 0
+
+    @property
+    def releases(self) -> int:
+        """What a site plans: ``T``, plus the initialisation without a start."""
+        return self.rounds + int(self.start != "panel")
+
+
+#: Each secure sum's replace-one L2 sensitivity and norm per record, from the clip norm ``C``:
+#: a power step ``X_i^T X_i Q``, the diagonal, and the sum of the rows ``X_i^T 1``.
+STATISTICS = {"power": (power_step_sensitivity, lambda c: c**2),
+              "diagonal": (diagonal_sensitivity, lambda c: c**2),
+              "rows": (lambda c: 2 * c, lambda c: c)}
+
+
+def decoded_sigma(statistic: str, clip: float, dim: int, max_records: int, sites: int,
+                  epsilon: float, delta: float, releases: int) -> float:
+    """The standard deviation per coordinate of a secure sum of ``sites`` sites' messages
+    (``M`` = ``sites``) of ``statistic`` (:data:`STATISTICS`, length ``dim``), from the grid a
+    site derives for ``releases`` releases."""
+    sensitivity, per_record = STATISTICS[statistic]
+    public = SecureSum(sensitivity=sensitivity(clip), max_records=max_records,
+                       norm_per_record=per_record(clip), dimension=dim, sites_in_sum=sites,
+                       rotation_seed=0)
+    return public.grid(epsilon, delta, releases, sites).calibration.central_sigma
+
+
+@dataclass
+class SecureRun:
+    """One emulated secure DPS-PCA run (module docstring) and where it stands."""
+
+    method: Method
+    epsilon: float
+    seed: int
+    server: DPSPCAServer
+    sigmas: dict[str, float]
+    rng: np.random.Generator
+    n: int
+    k: int
+    round: int = 1
+    last: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def done(self) -> bool:
+        """Whether every round has been answered."""
+        return self.round > self.server.total_rounds
+
+    @property
+    def wants_diagonal(self) -> bool:
+        """Whether this round is the initialisation (the noisy diagonal)."""
+        return not self.done and self.server.phase(self.round)[0] == PHASE_INIT
+
+    @property
+    def basis(self) -> np.ndarray:
+        """The basis of this round's power step."""
+        return self.server.basis
+
+    def feed(self, statistic: np.ndarray) -> None:
+        """This round's decoded sum: ``statistic`` plus the sum's noise, to the server."""
+        phase, t = self.server.phase(self.round)
+        noisy = statistic + self.rng.normal(0.0, self.sigmas[phase], statistic.shape)
+        answer = SiteAnswer("union", self.n, noisy / self.n, self.epsilon, self.round)
+        if phase == PHASE_INIT:
+            self.server.receive_diagonal([answer])
+        else:
+            self.server.receive_power(t, [answer])
+            self.last = noisy
+        self.round += 1
+
+    def components(self) -> np.ndarray:
+        """The run's ``k`` components (ordered by the last noisy step when oversampled)."""
+        if self.server.k == self.k:
+            return self.server.basis
+        return leading_components(self.last, self.k)
+
+
+class NonPrivateRun:
+    """The top ``k`` eigenvectors of ``X^T X`` without forming it (at d = 20,000): subspace
+    iteration on ``NONPRIVATE_COLUMNS`` columns for ``NONPRIVATE_ROUNDS`` steps, then
+    Rayleigh-Ritz on the last basis; driven like a :class:`SecureRun`."""
+
+    wants_diagonal = False
+
+    def __init__(self, dim: int, k: int, seed: int = 0) -> None:
+        self.k, self.steps = k, 0
+        self.basis = thin_qr(np.random.default_rng(seed).standard_normal(
+            (dim, NONPRIVATE_COLUMNS)))
+        self.ritz: np.ndarray | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether every step has been taken."""
+        return self.steps == NONPRIVATE_ROUNDS
+
+    def feed(self, product: np.ndarray) -> None:
+        """One step: ``X^T X Q`` for the current ``Q``."""
+        values, vectors = np.linalg.eigh(self.basis.T @ product)
+        self.ritz = self.basis @ vectors[:, ::-1][:, :self.k]
+        self.basis = thin_qr(product)
+        self.steps += 1
+
+    def components(self) -> np.ndarray:
+        """The Ritz vectors of the last step's basis."""
+        return self.ritz
+
+
+def start_basis(start: np.ndarray, extra: int) -> np.ndarray:
+    """The panel's start with ``extra`` public random columns, orthonormalised."""
+    if not extra:
+        return start
+    rng = np.random.default_rng([EXTRA_STREAM, extra])
+    return thin_qr(np.hstack([start, rng.standard_normal((start.shape[0], extra))]))
+
+
+def mean_start(start: np.ndarray, row_sum: np.ndarray) -> np.ndarray:
+    """The panel's start beside the direction of the released sum of the union's rows,
+    orthonormalised (``d x (k + 1)``). Rows standardised with the panel's frequencies have a
+    mean along every population the panel lacks (their frequencies differ from the panel's):
+    the released ``sum_i x_i`` points there. A proposal measured here, not a fedpca release:
+    a site would send ``X_i^T 1`` (replace-one sensitivity ``2 C``) in a secure sum, one more
+    release in its plan (``T + 1``), as the private-frequency moments release would."""
+    return thin_qr(np.column_stack([start, row_sum]))
+
+
+def secure_runs(methods: list[Method], epsilons: list[float], seeds: list[int],
+                start: np.ndarray, n: int, max_records: int, sites: int, clip: float,
+                delta: float, row_sum: np.ndarray) -> list[SecureRun]:
+    """Every (method, epsilon, seed) run, ready for its first round (``row_sum``: the
+    union's exact ``X^T 1``, for the ``"mean"`` start)."""
+    dim, k = start.shape
+    runs = []
+    for method in methods:
+        columns = k + method.extra
+        for epsilon in epsilons:
+            try:
+                sigmas = {PHASE_POWER: decoded_sigma("power", clip, dim * columns,
+                                                     max_records, sites, epsilon, delta,
+                                                     method.releases)}
+                if method.start != "panel":
+                    sigmas[PHASE_INIT] = decoded_sigma(
+                        "diagonal" if method.start == "private" else "rows", clip, dim,
+                        max_records, sites, epsilon, delta, method.releases)
+            except ConfigurationError as refused:  # no grid: reported, the rest runs
+                logger.warning("%s at eps %g: no secure sum (%s)", method.name, epsilon,
+                               refused)
+                continue
+            for seed in seeds:
+                stream = [seed, zlib.crc32(method.name.encode()), int(epsilon * 1000)]
+                rng = np.random.default_rng(stream)
+                initial = {"panel": lambda: start_basis(start, method.extra),
+                           "private": lambda: None,
+                           "mean": lambda: mean_start(start, row_sum + rng.normal(
+                               0.0, sigmas[PHASE_INIT], dim))}[method.start]()
+                server = DPSPCAServer(dim, columns, dim, method.rounds, seed=seed,
+                                      initial_basis=initial)
+                runs.append(SecureRun(method, epsilon, seed, server, sigmas, rng, n, k))
+    return runs
+
+
+def run_lockstep(runs: list, gram_times, diagonal: np.ndarray) -> None:
+    """Every run (:class:`SecureRun`, :class:`NonPrivateRun`) to its end, one round at a
+    time, each round's power steps of all runs in one product ``gram_times(bases side by
+    side)`` (one pass over the data)."""
+    rounds = 0
+    while True:
+        for run in runs:
+            if run.wants_diagonal:
+                run.feed(diagonal)
+        stepping = [r for r in runs if not r.done]
+        if not stepping:
+            return
+        product = gram_times(np.hstack([r.basis for r in stepping]))
+        at = 0
+        for run in stepping:
+            width = run.basis.shape[1]
+            run.feed(product[:, at:at + width])
+            at += width
+        rounds += 1
+        logger.info("  power round %d: %d runs, %d columns", rounds, len(stepping),
+                    product.shape[1])
+
+
+def analyze_gauss(covariance: np.ndarray, k: int, epsilon: float, delta: float, clip: float,
+                  seed: int) -> np.ndarray:
+    """Central Analyze Gauss's top ``k`` components from the union's ``X^T X`` (as
+    ``run_analyze_gauss``: its calibration for one release and its noise stream)."""
+    sigma = calibrate_gaussian(1, epsilon, delta, "pld").sigma(upper_triangle_sensitivity(clip))
+    noise = NoiseSource(seed, ANALYZE_GAUSS).symmetric(0, sigma, covariance.shape[0])
+    noise += covariance
+    return top_eigenvectors(noise, k)
+
+
+def top_eigenvectors(matrix: np.ndarray, k: int) -> np.ndarray:
+    """The top ``k`` eigenvectors of a symmetric ``matrix`` by Lanczos (``eigsh``, fedpca's
+    tolerance ``LANCZOS_TOL``, a fixed start), as ``run_analyze_gauss`` computes them at
+    d >= 1000; a dense ``eigh`` would take ``O(d^3)``."""
+    values, vectors = eigsh(matrix, k, which="LA", tol=LANCZOS_TOL, v0=np.ones(len(matrix)))
+    return vectors[:, np.argsort(values)[::-1]]
+
+
+def ddg_noise_check(sites: int = 10, records: int = 100, dim: int = 512, k: int = 2,
+                    epsilon: float = 1.0, delta: float = 1e-6, rounds: int = 2,
+                    seed: int = 0) -> dict[str, float]:
+    """The emulation's premise, measured with fedpca's real secure sum: ``sites``
+    ``DPSPCASite``s with a ``discrete`` policy (``M`` = ``sites``) answer ``rounds + 1`` power
+    steps through the secure sum ``run_dps_pca`` builds (``secure_sums``), the server decodes
+    them (``SecureSum.decode``), and the decoded sum's error against the exact
+    ``sum_i X_i^T X_i Q`` is compared with the grid's ``central_sigma`` (the emulation's
+    noise): their ratio, its Gaussian tails (share beyond 2 and 3 standard deviations)."""
+    rng = np.random.default_rng(seed)
+    clip = math.sqrt(dim)
+    data = [rng.standard_normal((records, dim)) for _ in range(sites)]
+    policy = SitePolicy(epsilon=epsilon, delta=delta, rounds=rounds, clip_norm=clip,
+                        secure_min_sites=sites, discrete=True)
+    members = build_sites(DPSPCASite, data, policy, seed)
+    public, grid = secure_sums(policy, dim, k, records, sites, rotation_seed=seed)[1]
+    errors = []
+    for _ in range(policy.releases):
+        basis = thin_qr(rng.standard_normal((dim, k)))
+        decoded = public.decode([s.release_power(basis, secure=public) for s in members], grid)
+        exact = sum(gram_product(s.X, basis) for s in members).ravel()
+        errors.append(decoded - exact)
+    error = np.concatenate(errors) / grid.calibration.central_sigma
+    return {"coordinates": int(error.size), "draws": grid.calibration.draws,
+            "central_sigma": grid.calibration.central_sigma,
+            "ratio": float(error.std()), "mean": float(error.mean()),
+            "beyond_2sd": float(np.mean(np.abs(error) > 2)),
+            "beyond_3sd": float(np.mean(np.abs(error) > 3))}
