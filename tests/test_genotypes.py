@@ -238,6 +238,23 @@ def test_the_cohort_has_the_asked_fst_and_a_reference_without_the_absent_populat
         assert ((read_populations(path) == 2).any()) == (default_mixes(3, 3, 2)[site, 2] > 0)
 
 
+def test_an_isolate_drifts_from_its_parent_and_the_panels_pcs_put_it_on_top_of_it(tmp_path):
+    isolate = write_cohort(tmp_path, sites=3, samples_per_site=300, snps=1500, populations=3,
+                           fst=0.05, absent=2, reference_size=300, k=1, seed=7, isolate_of=0)
+    freqs, _ = population_frequencies(isolate)
+    # drifted by F from population 0 (variance F p (1 - p)), from population 1 by about 3 F
+    assert ((freqs[2] - freqs[0]) ** 2).mean() * 2 < ((freqs[2] - freqs[1]) ** 2).mean()
+    start, rows = np.load(isolate.start), cohort_site(isolate, 2)  # site 2: mostly the isolate
+    scores, labels = rows.times(start)[:, 0], read_populations(isolate.populations[2])
+    mean = {k: scores[labels == k].mean() for k in range(3)}
+    assert abs(mean[2] - mean[0]) < abs(mean[0] - mean[1]) / 3  # the panel cannot tell them
+    with pytest.raises(ConfigurationError, match="--isolate-of .* needs --absent"):
+        write_cohort(tmp_path / "bad", sites=3, samples_per_site=10, snps=10, isolate_of=0)
+    with pytest.raises(ConfigurationError, match="--isolate-of"):
+        write_cohort(tmp_path / "bad", sites=3, samples_per_site=10, snps=10, absent=2,
+                     isolate_of=2)
+
+
 def test_the_start_basis_is_orthonormal_and_separates_the_reference_populations(cohort):
     start = np.load(cohort.start)
     assert start.shape == (1500, 3)

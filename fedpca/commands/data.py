@@ -46,6 +46,8 @@ COHORT_FLAGS = (
     ("--fst", float, 0.01, "the populations' differentiation Fst, in (0, 1)"),
     ("--absent", int, None, "a population (0..K-1) left out of the public reference: it "
                             "appears only at some sites"),
+    ("--isolate-of", int, None, "with --absent: make the absent population an isolate drifted "
+                                "from this population of the reference"),
     ("--reference-size", int, 1000, "individuals of the public reference"),
     ("--k", int, 2, "columns of the public start basis"),
     ("--seed", int, 0, "the seed of every file"),
@@ -70,8 +72,10 @@ def _cohort(args: argparse.Namespace) -> int:
     files = write_cohort(args.out, sites=args.sites, samples_per_site=args.samples_per_site,
                          snps=args.snps, populations=args.populations, fst=args.fst,
                          absent=args.absent, reference_size=args.reference_size, k=args.k,
-                         seed=args.seed)
+                         seed=args.seed, isolate_of=args.isolate_of)
     absent = "" if args.absent is None else f", population {args.absent} absent from it"
+    if args.isolate_of is not None:
+        absent += f" (an isolate of population {args.isolate_of})"
     print(f"a cohort of {args.sites} sites x {args.samples_per_site} individuals x "
           f"{args.snps} SNPs, {args.populations} populations at Fst {args.fst}, in "
           f"{files.folder} (seed {args.seed}):")

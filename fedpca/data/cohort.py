@@ -15,7 +15,10 @@ frequencies clipped into ``[0.01, 0.99]``, its default row-norm bound its larges
 standardised row norm (rounded up), and the **public start basis** (``start.npy``, ``d x k``
 orthonormal) its standardised genotypes' top ``k`` right singular vectors. A population
 ``absent`` from the reference appears only at some sites: the case a public panel does not
-cover.
+cover. Drawn around the ancestral frequencies like the others, it lies between the reference's
+populations on the panel's PCs, which then still separate it; ``isolate_of`` makes it an
+isolate drifted from one reference population instead (its frequencies drawn around that
+population's, with the same ``F``), which the panel's PCs place on top of its parent.
 
 Files written in ``out``: per site ``j`` (from 0) ``site{j}.bed/.bim/.fam`` and ``site{j}.pop``
 (each sample's true population, one index a line in ``.fam`` order: for benchmarks and tests
@@ -76,9 +79,16 @@ def balding_nichols(rng: np.random.Generator, snps: int, populations: int,
                     fst: float) -> tuple[np.ndarray, np.ndarray]:
     """Ancestral frequencies (``snps``) and each population's (``populations x snps``)."""
     ancestral = rng.uniform(*ANCESTRAL, size=snps)
+    return ancestral, drifted(rng, ancestral, fst, (populations, snps))
+
+
+def drifted(rng: np.random.Generator, parent: np.ndarray, fst: float,
+            size: tuple[int, ...] | None = None) -> np.ndarray:
+    """Frequencies drifted from ``parent``'s by ``F`` = ``fst``: ``Beta(p (1 - F) / F,
+    (1 - p) (1 - F) / F)`` for each ``p`` of ``parent`` (mean ``p``, variance
+    ``F p (1 - p)``)."""
     shape = (1.0 - fst) / fst
-    return ancestral, rng.beta(ancestral * shape, (1.0 - ancestral) * shape,
-                               size=(populations, snps))
+    return rng.beta(parent * shape, (1.0 - parent) * shape, size=size)
 
 
 def default_mixes(sites: int, populations: int, absent: int | None = None) -> np.ndarray:
@@ -129,7 +139,8 @@ def start_basis(calls: np.ndarray, freq: np.ndarray, k: int) -> tuple[np.ndarray
 
 
 def _check(sites: int, samples_per_site: int, snps: int, populations: int, fst: float,
-           absent: int | None, reference_size: int, k: int, mixes: np.ndarray) -> None:
+           absent: int | None, reference_size: int, k: int, mixes: np.ndarray,
+           isolate_of: int | None = None) -> None:
     """Refuse parameters the simulation cannot honour, naming the fix."""
     for name, value, least in (("sites", sites, 1), ("samples-per-site", samples_per_site, 1),
                                ("snps", snps, 2), ("populations", populations, 1),
@@ -141,6 +152,11 @@ def _check(sites: int, samples_per_site: int, snps: int, populations: int, fst: 
     if absent is not None and not (0 <= absent < populations and populations > 1):
         raise ConfigurationError(f"--absent names a population 0..{populations - 1} (and "
                                  f"another must remain for the reference), got {absent}")
+    if isolate_of is not None and (absent is None or isolate_of == absent
+                                   or not 0 <= isolate_of < populations):
+        raise ConfigurationError(f"--isolate-of names the population (0..{populations - 1}, "
+                                 f"not the --absent one) the absent population drifted from; "
+                                 f"it needs --absent; got {isolate_of}")
     if k > min(snps, reference_size):
         raise ConfigurationError(f"--k {k} exceeds the reference's rank: at most "
                                  f"min(--snps, --reference-size)")
@@ -154,7 +170,7 @@ def write_cohort(out: str | Path, sites: int = 10, samples_per_site: int = 1000,
                  snps: int = 5000, populations: int = 3, fst: float = 0.01,
                  absent: int | None = None, reference_size: int = 1000, k: int = 2,
                  seed: int = 0, mixes: np.ndarray | None = None, missing: float = 0.0,
-                 row_norm: float | None = None) -> CohortFiles:
+                 row_norm: float | None = None, isolate_of: int | None = None) -> CohortFiles:
     """Simulate and write a cohort (module docstring) into folder ``out``.
 
     Args:
@@ -170,13 +186,19 @@ def write_cohort(out: str | Path, sites: int = 10, samples_per_site: int = 1000,
         missing: the share of missing calls at the sites (the reference has none).
         row_norm: the panel's bound (default: the reference's largest standardised row
             norm, rounded up).
+        isolate_of: make the ``absent`` population an isolate drifted (by ``fst``) from this
+            population of the reference instead of from the ancestral frequencies, or
+            ``None``.
     """
     mixes = default_mixes(sites, populations, absent) if mixes is None else np.asarray(mixes)
-    _check(sites, samples_per_site, snps, populations, fst, absent, reference_size, k, mixes)
+    _check(sites, samples_per_site, snps, populations, fst, absent, reference_size, k, mixes,
+           isolate_of)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(sites + 2)]
     _, freqs = balding_nichols(streams[0], snps, populations, fst)
+    if isolate_of is not None:
+        freqs[absent] = drifted(streams[0], freqs[isolate_of], fst)
     public = [p for p in range(populations) if p != absent]
     reference = draw_genotypes(streams[1], freqs, streams[1].choice(public, reference_size))
     freq = np.clip(reference.mean(axis=0) / 2.0, *FREQUENCY_CLIP)
