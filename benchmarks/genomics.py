@@ -9,8 +9,9 @@ Cohorts (``fedpca.data.cohort.write_cohort``, cached as PLINK files outside the 
 individuals, site ``j`` 60% population ``j mod 3``; the public panel (frequencies, row-norm
 bound, start basis: the top 2 PCs of 1,000 reference individuals) from the reference.
 Scenario **(a)**: the reference holds every population; **(b)**: population 2 is absent from
-it (``--absent 2``), and appears only at the sites where it is the main one (18% of the
-union). Grid: SNPs d, Fst, eps, delta = 1e-6, noise seeds (``FULL``); data seed 0.
+it, an isolate drifted from population 0 (``--absent 2 --isolate-of 0``: the panel's PCs place
+it on top of population 0), and appears only at the sites where it is the main one (18% of
+the union). Grid: SNPs d, Fst, eps, delta = 1e-6, noise seeds (``FULL``); data seed 0.
 
 Accuracy of a basis ``V`` (``d x 2``): every individual's scores ``x_i^T V`` (rows
 standardised with the panel's frequencies and clipped to its row norm, as a site computes
@@ -145,7 +146,7 @@ def spec(grid: Grid, snps: int, fst: float, scenario: str, seed: int = 0) -> Coh
     """The cohort of one grid point (data seed ``seed``)."""
     return CohortSpec(grid.sites, grid.samples_per_site, snps, fst,
                       None if scenario == "a" else 2, reference_size=grid.reference_size,
-                      seed=seed)
+                      seed=seed, isolate_of=None if scenario == "a" else 0)
 
 
 def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[Method, ...],

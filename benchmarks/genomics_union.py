@@ -57,12 +57,14 @@ class CohortSpec:
     reference_size: int = 1000
     k: int = 2
     seed: int = 0
+    isolate_of: int | None = None
 
     @property
     def label(self) -> str:
         """The cohort's folder name."""
         return (f"s{self.sites}x{self.samples_per_site}-d{self.snps}-fst{self.fst:g}-"
-                f"{'all' if self.absent is None else f'absent{self.absent}'}-k{self.k}"
+                f"{'all' if self.absent is None else f'absent{self.absent}'}"
+                f"{'' if self.isolate_of is None else f'-isolate{self.isolate_of}'}-k{self.k}"
                 f"-ref{self.reference_size}-seed{self.seed}")
 
 
@@ -87,7 +89,7 @@ def cohort(spec: CohortSpec, cache: Path | None = None) -> CohortFiles:
     written = write_cohort(folder, sites=spec.sites, samples_per_site=spec.samples_per_site,
                            snps=spec.snps, populations=spec.populations, fst=spec.fst,
                            absent=spec.absent, reference_size=spec.reference_size, k=spec.k,
-                           seed=spec.seed)
+                           seed=spec.seed, isolate_of=spec.isolate_of)
     marker.write_text(json.dumps(asdict(spec)))
     return written
 
