@@ -17,7 +17,6 @@ ServerApp runs and however it is started.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 
@@ -42,12 +41,10 @@ def run_coordinator_superexec(runtime_api_address: str, root_certificates: str |
     from flwr.supercore.constant import TaskType
     from flwr.supercore.superexec import run_superexec as superexec
 
-    from fedpca.deployment.poll_waits import adapt_superexec, busy_seconds
+    from fedpca.deployment.poll_waits import adapt_superexec
     from fedpca.deployment.task_forks import ForkingExecutor
 
-    busy = busy_seconds(os.environ)
-    if busy is not None:
-        adapt_superexec(superexec, busy)
+    adapt_superexec(superexec)
     superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor(
         TaskType.SERVER_APP, serverapp_main, SERVERAPP_PRELOAD)
     superexec.run_superexec(

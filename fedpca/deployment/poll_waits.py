@@ -14,6 +14,7 @@ own waits. Only when the process asks: nothing here changes what a site answers.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -81,18 +82,25 @@ def busy_seconds(environ: dict[str, str] | Any) -> float | None:
                                  "(0, 3]") from None
 
 
-def adapt_superexec(superexec: Any, busy: float) -> None:
-    """Flower's SuperExec loop (the module ``superexec``) waiting ``busy`` seconds between
-    asks while tasks come, :data:`IDLE_SECONDS` when none came for a while."""
+def adapt_superexec(superexec: Any) -> None:
+    """Flower's SuperExec loop (the module ``superexec``) waiting :data:`POLL_ENV` seconds
+    between asks while tasks come, :data:`IDLE_SECONDS` when none came for a while
+    (unchanged when :data:`POLL_ENV` is unset)."""
+    busy = busy_seconds(os.environ)
+    if busy is None:
+        return
     waits = PollWaits(busy)
     superexec.time = waits
     superexec._handle_launch_result = touching(waits, superexec._handle_launch_result)
 
 
-def adapt_supernode(start_client_internal: Any, busy: float) -> None:
-    """Flower's SuperNode loop (the module ``start_client_internal``) waiting ``busy``
-    seconds between asks while messages come, :data:`IDLE_SECONDS` when none came for a
-    while."""
+def adapt_supernode(start_client_internal: Any) -> None:
+    """Flower's SuperNode loop (the module ``start_client_internal``) waiting
+    :data:`POLL_ENV` seconds between asks while messages come, :data:`IDLE_SECONDS` when none
+    came for a while (unchanged when :data:`POLL_ENV` is unset)."""
+    busy = busy_seconds(os.environ)
+    if busy is None:
+        return
     waits = PollWaits(busy)
     start_client_internal.time = waits
     start_client_internal._pull_and_store_message = touching(

@@ -38,7 +38,7 @@ from typing import Any
 
 from fedpca.deployment.fab_check import FabRefusedError, check_fab
 from fedpca.deployment.memory_limit import apply_memory_limit
-from fedpca.deployment.poll_waits import adapt_superexec, adapt_supernode, busy_seconds
+from fedpca.deployment.poll_waits import adapt_superexec, adapt_supernode
 from fedpca.errors import ConfigurationError
 from fedpca.site.policy import SitePolicyFile
 
@@ -154,9 +154,7 @@ def run_site_supernode(policy: SitePolicyFile, flower_args: Sequence[str]) -> No
     start_client_internal.get_fused_config_from_fab = checked_fab_config(
         start_client_internal.get_fused_config_from_fab
     )
-    busy = busy_seconds(os.environ)
-    if busy is not None:
-        adapt_supernode(start_client_internal, busy)
+    adapt_supernode(start_client_internal)
     sys.argv = ["flower-supernode", *flower_args, "--node-config", f'policy="{policy.path}"']
     flower_supernode()
 
@@ -192,9 +190,7 @@ def run_site_superexec(
     _site_logging()
     apply_memory_limit(memory_mib)
     TASK_TYPE_TO_COMMAND[TaskType.CLIENT_APP] = PINNED_CLIENTAPP_COMMAND
-    busy = busy_seconds(os.environ)
-    if busy is not None:
-        adapt_superexec(superexec, busy)
+    adapt_superexec(superexec)
     forked = forked_tasks()
     if forked:
         superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor(
