@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.serialization import (
 from loopback import joined
 
 from fedpca.cli import main as cli_main
-from fedpca.deployment import command
+from fedpca.deployment import command, register_keys
 from fedpca.deployment.certs import write_deployment_files, write_site_key
 from fedpca.deployment.fab_check import config_only_pyproject
 from fedpca.deployment.launch import DeploymentError, config_pairs
@@ -272,6 +272,19 @@ def test_a_superlink_that_does_not_come_up_is_reported_and_stopped(tmp_path):
     assert [item.name for item in local.launched] == ["superlink"]
     assert local.launched[0].process.poll() is not None
     assert not local.leftovers()
+
+
+def test_registering_a_group_stops_at_the_first_key_it_cannot_register(monkeypatch, capsys):
+    # one process registers a group of sites' keys (LocalDeployment.register); a malformed
+    # pair or a registration Flower refuses (its entry point exiting 1) makes it exit
+    # non-zero, naming the site, before it tries the keys after it
+    assert register_keys.register("fedpca", ["no-name-or-key"]) == 2
+    assert "'no-name-or-key' is not NAME=PUBLIC_KEY" in capsys.readouterr().err
+    calls = []
+    monkeypatch.setattr("flwr.cli.app.app", lambda args, **_: calls.append(args) or sys.exit(1))
+    assert register_keys.register("fedpca", ["a=/a.pub", "b=/b.pub"]) == 1
+    assert calls == [["supernode", "register", "/a.pub", "fedpca", "--name", "a"]]
+    assert "registering a failed (exit code 1)" in capsys.readouterr().err
 
 
 def test_config_pairs():

@@ -79,9 +79,11 @@ def flwr_run(env: dict, out: Path, run_config: dict, sites: int) -> dict:
     config = " ".join(
         f"{k}={_toml_value(v)}" for k, v in run_config.items() if k in declared
     )
+    # two CPUs per site on this 2-core machine: one Ray worker runs every site in turn (a
+    # worker's start, its imports of fedpca and Flower, costs ~3 s of CPU)
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "flwr"), "run", str(ROOT), "--stream",
-         "--federation-config", f"num-supernodes={sites} client-resources-num-cpus=1",
+         "--federation-config", f"num-supernodes={sites} client-resources-num-cpus=2",
          "--run-config", f'{config} output="{out}"'],
         env=env, capture_output=True, text=True, timeout=400,
     )

@@ -121,7 +121,9 @@ def simulate(address: str, env: dict, out: Path, algorithm: str, *flags: str) ->
     as a user runs it); its result record."""
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "fedpca"), "simulate", algorithm, *flags,
-         "--ray-address", address, "--cpus-per-site", "1", "--quiet", "--output", str(out)],
+         # two CPUs per site: one Ray worker (an actor) on the second node runs every site
+         # in turn; a worker's start (its imports of fedpca and Flower) costs ~3 s of CPU
+         "--ray-address", address, "--cpus-per-site", "2", "--quiet", "--output", str(out)],
         env=env, capture_output=True, text=True, timeout=600, check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

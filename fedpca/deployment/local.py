@@ -10,7 +10,8 @@ SuperNode per site, each with its own policy file, lifetime ledger and pinned Cl
    coordinator's ``fedpca deploy superexec`` (:mod:`fedpca.deployment.coordinator_runtime`:
    each run's ServerApp forked from a warm process);
 3. a ``config.toml`` in a private ``FLWR_HOME`` naming the SuperLink (address and CA);
-4. ``flwr supernode register <site>.pub`` for every site;
+4. ``flwr supernode register <site>.pub`` for every site (one process registers a group of
+   sites: :mod:`fedpca.deployment.register_keys`);
 5. per site: its policy file (``fedpca site init``'s defaults unless the site brings one,
    with the data file and a ledger in the site's folder), ``fedpca site supernode --policy``
    (Flower's SuperNode with the policy's memory limit and FAB check, ``--node-config
@@ -255,19 +256,21 @@ class LocalDeployment:
         keys = tuple(write_site_key(self.workdir / "certs", site.name) for site in sites)
         self._files = dataclasses.replace(self.certificates,
                                           sites=self.certificates.sites + keys)
-        for key in keys:
-            self.register(key.public, key.name)
+        if keys:
+            self.register(keys)
         started = [self.start_site(site, key, wait=False) for site, key in zip(sites, keys)]
         for processes in started:  # all start at once, then all are awaited
             self._wait_online(processes.supernode)
         return keys
 
-    def register(self, public_key: Path, name: str) -> None:
-        """``flwr supernode register`` a site's public key under ``name``."""
-        self._cli(
-            f"register-{name}",
-            ["supernode", "register", str(public_key), self.federation, "--name", name],
-        )
+    def register(self, keys: Sequence[SiteKey]) -> None:
+        """``flwr supernode register`` each site's public key under its name, all in one
+        process (:mod:`fedpca.deployment.register_keys`)."""
+        self._wait(self._launch(
+            "register-" + "-".join(key.name for key in keys),
+            [Path(sys.executable).name, "-m", "fedpca.deployment.register_keys",
+             self.federation, *(f"{key.name}={key.public}" for key in keys)],
+            self.coordinator_env), self.startup_timeout, "flwr supernode register")
 
     def start_site(self, site: Site, key: SiteKey, wait: bool = True) -> SiteProcesses:
         """Start ``site``'s SuperNode (``--isolation process``, its policy in node_config)
@@ -513,11 +516,6 @@ class LocalDeployment:
             f'address = "{self.address}"\n'
             f'root-certificates = "{self.certificates.server.ca_cert}"\n'
         )
-
-    def _cli(self, name: str, args: Sequence[str]) -> None:
-        """Run ``flwr *args`` to its end; raise with its output if it fails."""
-        self._wait(self._launch(name, ["flwr", *args], self.coordinator_env),
-                   self.startup_timeout, "flwr " + args[0])
 
     def _wait(
         self, item: Launched, timeout: float, what: str, during: RunWatcher | None = None
