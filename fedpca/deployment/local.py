@@ -111,8 +111,6 @@ _POLL = 0.2
 RunWatcher = Callable[["Launched"], None]
 
 
-
-
 @dataclass(frozen=True)
 class Site:
     """One site: its ``name`` (its key file's name), its records (``data_path``, ``.npy``,
@@ -131,8 +129,6 @@ class SiteProcesses:
     supernode: Launched
     superexec: Launched
     policy: Path
-
-
 
 
 class LocalDeployment:

@@ -30,7 +30,6 @@ from fedpca.experiments.registry import experiment
 from fedpca.linalg.matrix_bingham import sample_matrix_bingham
 
 
-
 #: Paper 000 Table 1: CPU seconds at d = 200, 400, 800 (R on an Intel Xeon 3.4 GHz; DPS-PCA
 #: "<1ms", entered as its upper bound 1e-3).
 PAPER_DIMS = (200, 400, 800)

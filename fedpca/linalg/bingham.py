@@ -147,8 +147,6 @@ def envelope_parameter(gaps: np.ndarray, start: float | None = None) -> float:
         b = new
 
 
-
-
 def _no_envelope(shift: float) -> NoReturn:
     raise FloatingPointError(
         "Bingham sampler: no positive definite envelope above the conditional top eigenvalue "
@@ -159,8 +157,6 @@ def _no_envelope(shift: float) -> NoReturn:
 def _softplus(x: float) -> float:
     """``log(1 + e^x)`` without overflow."""
     return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
-
-
 
 
 @dataclass(frozen=True)
@@ -238,8 +234,6 @@ class _ChartEnvelope:
         x = self.frame.embed(z, self.frame.m)
         log_ratio -= self.shifted - self.lam @ (x * x)
         return x, log_ratio
-
-
 
 
 class _ConditionalSampler:

@@ -224,7 +224,6 @@ class LDPScenario(Scenario):
         }
 
 
-
 @functools.lru_cache(maxsize=4)
 def _pooled_second_moment(scenario: LDPScenario) -> np.ndarray:
     """``sum_i X_i^T X_i / n`` over every site's prepared records."""

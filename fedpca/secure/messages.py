@@ -93,7 +93,6 @@ class SetupRequest(FlatMessage):
         check_int(self.modulus, "modulus", 2)
 
 
-
 @dataclass(frozen=True)
 class Advertisement(FlatMessage):
     """S1 reply: a member's fresh X25519 public key, signed with its roster key."""
@@ -111,7 +110,6 @@ class Advertisement(FlatMessage):
         check_run_id(self.run_id)
         check_blob(self.public_key, "public_key", KEY_BYTES)
         check_blob(self.signature, "signature", _SIGNATURE_BYTES)
-
 
 
 @dataclass(frozen=True)

@@ -240,8 +240,6 @@ def _fill_sites_in_sum(conn: sqlite3.Connection) -> None:
                      (int(_SECURE_MECHANISM.search(mechanism).group(1)), row_id))
 
 
-
-
 def utc_now() -> float:
     """The site's clock: seconds since the Unix epoch (UTC)."""
     return time.time()

@@ -237,7 +237,6 @@ def write_policy_template(
     return target
 
 
-
 def _records_lines(data: str | None, contract: str | None,
                    genotypes: tuple[str, str] | None) -> str:
     """The ``[site]`` lines naming the records: a data file (and its contract), or a

@@ -254,7 +254,6 @@ def load_result(path: Path) -> ReleasedResult:
     return ReleasedResult.from_dict(raw, str(path))
 
 
-
 @dataclass(frozen=True)
 class SiteScores:
     """A site's own records' scores (``values``, ``m x k``, in the table's row order) and,
