@@ -49,7 +49,9 @@ def server_main(grid: Grid, context: Context) -> None:
         run_centred(grid, context, scenario_cls)
         return
     scenario, config, readiness = server_scenario(scenario_cls, grid, context)
-    strategy = run_plan(grid, context, scenario, scenario.server_plan(config), readiness)
+    plan = (genotype_run(config).server_plan(config) if PLINK in config
+            else scenario.server_plan(config))
+    strategy = run_plan(grid, context, scenario, plan, readiness)
     finish(strategy.result(config), config)
 
 

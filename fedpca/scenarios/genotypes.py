@@ -10,8 +10,17 @@ contract the panel's digest (a real site refuses a run naming another,
 :mod:`fedpca.site.genotype_site`); DPS-PCA keeps every SNP (``s_hat = d``) unless
 ``--s-hat`` says otherwise. The server evaluates nothing (it holds no genotype).
 
+A panel with ``standardise = "private"`` makes the run a private-frequency one
+(:mod:`fedpca.algorithms.genotype_run`): a round of allele counts first (per-site noise or
+inside the secure sum, as the power steps), the rows standardised with the released
+frequencies, the start shifted along their difference from the panel's reference
+frequencies when the run starts from a public basis and the panel lists them; every site
+plans ``1 + T`` releases (``2 + T`` without a start) under
+:func:`~fedpca.algorithms.genotype_centring.genotype_policy`.
+
 Privacy guarantee: DPS-PCA's, per virtual site (unit: one individual's genotype row,
-replace-one; the row bound and the frequencies are the panel's, public).
+replace-one; the row bound is the panel's, the frequencies the panel's public ones or the
+released private ones, charged with the run).
 """
 
 from __future__ import annotations
@@ -22,12 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedpca.algorithms.centring import CentredPolicy
+from fedpca.algorithms.genotype_centring import genotype_policy
+from fedpca.algorithms.genotype_run import genotype_server
 from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.plink import PlinkFileset
 from fedpca.data.snp_panel import SnpPanel, check_fileset, load_panel
 from fedpca.errors import ConfigurationError
 from fedpca.scenarios.base import MAX_WEIGHT
-from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.scenarios.dps_pca import DPSPCAScenario, require_start_named
 from fedpca.scenarios.plans import ServerPlan
 
 #: The run_config ``dataset`` of a genotype run (the server evaluates nothing), and the
@@ -90,9 +102,24 @@ class GenotypeRun:
         return len(self.prefixes)
 
     @property
+    def private(self) -> bool:
+        """Whether the panel's frequencies are released by the run (``standardise =
+        "private"``)."""
+        return run_panel(self.panel).standardise == "private"
+
+    @property
     def flower_rounds(self) -> int:
-        """The scenario's rounds."""
-        return self.scenario.flower_rounds
+        """The scenario's rounds, and the frequencies' round of a private panel."""
+        return self.scenario.flower_rounds + int(self.private)
+
+    def policy(self) -> CentredPolicy:
+        """Every site's policy for a private-panel run (the scenario's budget, the panel's
+        row-norm; :func:`~fedpca.algorithms.genotype_centring.genotype_policy`)."""
+        s = self.scenario
+        return genotype_policy(s.epsilon, s.delta, s.rounds, run_panel(self.panel).row_norm,
+                               bool(s.start), accounting=s.accounting,
+                               noise_sampler=s.noise_sampler,
+                               secure_min_sites=s.secure_min_sites, discrete=s.discrete)
 
     @property
     def digest(self) -> str:
@@ -114,9 +141,25 @@ class GenotypeRun:
         return {**self.scenario.to_run_config(), "dataset": PLINK, "contract": self.digest,
                 MAX_WEIGHT: max(self.sizes())}
 
-    def server_plan(self) -> ServerPlan:
-        """DPS-PCA's server over the panel's width (it evaluates nothing)."""
-        return self.scenario.server_plan(self.run_config())
+    def server_plan(self, app_config: dict[str, Any] | None = None) -> ServerPlan:
+        """DPS-PCA's server over the panel's width (it evaluates nothing); with a private
+        panel, the frequencies' round first (:func:`~fedpca.algorithms.genotype_run.genotype_server`).
+        ``app_config``: the App's run_config (its ``start-sha256`` must name the start)."""
+        if not self.private:
+            return self.scenario.server_plan({**self.run_config(), **(app_config or {})})
+        s = self.scenario
+        start = s.start_basis()
+        if app_config is not None:
+            require_start_named(app_config, start)
+        if s.secure_min_sites is not None and not s.discrete:
+            raise ConfigurationError(
+                "a private-panel run's secure sums are fedpca's discrete ones: add --discrete "
+                "(run_config discrete=true) to the secure aggregation")
+        panel = run_panel(self.panel)
+        server, privacy = genotype_server(
+            self.policy(), panel.d, s.k, s.rounds, self.sites, max(self.sizes()),
+            s_hat=s.s_hat, seed=s.seed, start=start, reference=panel.freq)
+        return ServerPlan(server, privacy, max_weight=max(self.sizes()))
 
     def header(self) -> list[str]:
         """The lines printed before the run."""
