@@ -29,8 +29,14 @@ from fedpca.data.plink import MISSING, PlinkFileset, bed_reader
 from fedpca.data.snp_panel import check_fileset, load_panel, write_panel
 from fedpca.data.start_basis import load_start_basis
 from fedpca.dp.ledger import PrivacyLedger
-from fedpca.errors import BudgetExceededError, InvalidRequestError
+from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
+from fedpca.site.plan import plan_run
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
+from fedpca.site.real_site import RealSiteSource
+from fedpca.site.results import ReleasedResult, site_scores
+from fedpca.site.service import Node
 
 SAMPLES, SNPS = 200, 300
 
@@ -238,3 +244,60 @@ def test_the_shifted_start_beats_the_plain_panel_start_when_a_population_is_abse
     shifted = [distance(panel.freq, seed) for seed in range(3)]
     plain = [distance(None, seed) for seed in range(3)]
     assert max(shifted) < 0.6 < 0.9 < min(plain)  # measured: 0.37-0.41 against 0.99
+
+
+def private_site_policy(folder, cohort, site=0, start=True):
+    """A real genotype site's policy over a private panel (its start file beside it)."""
+    path = write_policy_template(folder / "site.toml", f"biobank-{site}", None,
+                                 genotypes=(str(cohort.sites[site]), str(cohort.panel)))
+    text = path.read_text()
+    if start:
+        text = text.replace("[algorithms.dps-pca]\n",
+                            f"[algorithms.dps-pca]\nstart = \"{cohort.start}\"\n")
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("start", [True, False])
+def test_a_real_private_panel_site_plans_the_frequencies_release_with_the_run(
+        tmp_path, cohort, start):
+    policy = load_site_policy(private_site_policy(tmp_path, cohort, start=start))
+    basis = load_start_basis(cohort.start)
+    request = {"contract": load_panel(cohort.panel).digest,
+               **({"start-sha256": basis.digest} if start else {})}
+    plan = plan_run(policy, "1", "dps-pca", request)
+    rounds = policy.rounds("dps-pca")
+    assert plan.count == 1 + rounds + int(not start)
+    assert plan.charged_algorithm == "dps-pca+private-frequencies"
+    assert plan.releases[0].mechanism.startswith("centring/column-moments")
+    assert (plan.start is not None) == start
+
+
+def test_a_real_private_panel_site_answers_the_counts_then_power_steps_and_projects_with_them(
+        tmp_path, cohort):
+    path = private_site_policy(tmp_path, cohort)
+    panel, basis = load_panel(cohort.panel), load_start_basis(cohort.start)
+    node = Node("7", 1, {"policy": str(path)},
+                {"algorithm": "dps-pca", "contract": panel.digest, "dim": SNPS, "s-hat": SNPS,
+                 "k": 2, "rounds": 3, "dataset": "files", "start-sha256": basis.digest})
+    site = RealSiteSource(node, "dps-pca").site()
+    counts = site.respond([], {CENTRING: MOMENTS_STEP})
+    assert counts.shape == (SNPS,) and site.ledger.count == 1
+    mean, scale = standardisation(np.full(SNPS, 0.4))
+    shifted = thin_qr(np.column_stack([basis.basis, np.ones(SNPS)]))
+    answer = site.respond([shifted, mean, scale], {CENTRING: CENTRED_STEP, "phase": "power",
+                                                   "round": 1, "start": basis.digest})
+    assert answer.shape == (SNPS, 3) and site.ledger.count == 2
+    code, printed = run_cli(["site", "check", "--policy", str(path)])
+    assert code == 0 and "frequencies  private" in printed
+    policy = load_site_policy(path)
+    components = np.linalg.qr(np.random.default_rng(8).normal(size=(SNPS, 2)))[0]
+    p = np.linspace(0.2, 0.6, SNPS)
+    released = ReleasedResult("9", "dps-pca", components, *standardisation(p),
+                              contract=policy.contract_hash())
+    scores = site_scores(policy, released)
+    np.testing.assert_allclose(scores.values, site_rows(cohort, 0).with_frequencies(p).dense()
+                               @ components, rtol=0, atol=1e-12)
+    with pytest.raises(InvalidDataError, match="no released frequencies"):
+        site_scores(policy, ReleasedResult("9", "dps-pca", components,
+                                           contract=policy.contract_hash()))

@@ -26,7 +26,7 @@ released private ones, charged with the run).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.plink import PlinkFileset
 from fedpca.data.snp_panel import SnpPanel, check_fileset, load_panel
 from fedpca.errors import ConfigurationError
-from fedpca.scenarios.base import MAX_WEIGHT
+from fedpca.scenarios.base import MAX_WEIGHT, Scenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario, require_start_named
 from fedpca.scenarios.plans import ServerPlan
 
@@ -113,13 +113,8 @@ class GenotypeRun:
         return self.scenario.flower_rounds + int(self.private)
 
     def policy(self) -> CentredPolicy:
-        """Every site's policy for a private-panel run (the scenario's budget, the panel's
-        row-norm; :func:`~fedpca.algorithms.genotype_centring.genotype_policy`)."""
-        s = self.scenario
-        return genotype_policy(s.epsilon, s.delta, s.rounds, run_panel(self.panel).row_norm,
-                               bool(s.start), accounting=s.accounting,
-                               noise_sampler=s.noise_sampler,
-                               secure_min_sites=s.secure_min_sites, discrete=s.discrete)
+        """Every site's policy for a private-panel run (:func:`panel_policy`)."""
+        return panel_policy(self.scenario, run_panel(self.panel))
 
     @property
     def digest(self) -> str:
@@ -147,19 +142,8 @@ class GenotypeRun:
         ``app_config``: the App's run_config (its ``start-sha256`` must name the start)."""
         if not self.private:
             return self.scenario.server_plan({**self.run_config(), **(app_config or {})})
-        s = self.scenario
-        start = s.start_basis()
-        if app_config is not None:
-            require_start_named(app_config, start)
-        if s.secure_min_sites is not None and not s.discrete:
-            raise ConfigurationError(
-                "a private-panel run's secure sums are fedpca's discrete ones: add --discrete "
-                "(run_config discrete=true) to the secure aggregation")
-        panel = run_panel(self.panel)
-        server, privacy = genotype_server(
-            self.policy(), panel.d, s.k, s.rounds, self.sites, max(self.sizes()),
-            s_hat=s.s_hat, seed=s.seed, start=start, reference=panel.freq)
-        return ServerPlan(server, privacy, max_weight=max(self.sizes()))
+        return private_panel_plan(self.scenario, run_panel(self.panel), self.sites,
+                                  max(self.sizes()), app_config)
 
     def header(self) -> list[str]:
         """The lines printed before the run."""
@@ -171,6 +155,59 @@ class GenotypeRun:
     def report(self, result: Any) -> list[str]:
         """The scenario's report."""
         return self.scenario.report(result)
+
+
+def panel_policy(scenario: DPSPCAScenario, panel: SnpPanel) -> CentredPolicy:
+    """Every simulated site's policy for a private-panel run: the scenario's budget, rounds,
+    start and secure sums, the panel's row-norm
+    (:func:`~fedpca.algorithms.genotype_centring.genotype_policy`)."""
+    s = scenario
+    return genotype_policy(s.epsilon, s.delta, s.rounds, panel.row_norm, bool(s.start),
+                           accounting=s.accounting, noise_sampler=s.noise_sampler,
+                           secure_min_sites=s.secure_min_sites, discrete=s.discrete)
+
+
+def private_panel_plan(scenario: DPSPCAScenario, panel: SnpPanel, sites: int,
+                       max_records: int, app_config: Mapping[str, Any] | None = None
+                       ) -> ServerPlan:
+    """The server of a private-panel run (:func:`~fedpca.algorithms.genotype_run.genotype_server`:
+    the frequencies' round, then DPS-PCA's, its start shifted when the panel lists reference
+    frequencies) over ``sites`` sites of at most ``max_records`` individuals. In the App,
+    the run_config's ``start-sha256`` must name the server's start; secure sums must be
+    fedpca's discrete ones."""
+    start = scenario.start_basis()
+    if app_config is not None:
+        require_start_named(app_config, start)
+    if scenario.secure_min_sites is not None and not scenario.discrete:
+        raise ConfigurationError(
+            "a private-panel run's secure sums are fedpca's discrete ones: add --discrete "
+            "(run_config discrete=true) to the secure aggregation")
+    server, privacy = genotype_server(
+        panel_policy(scenario, panel), panel.d, scenario.k, scenario.rounds, sites,
+        max_records, s_hat=scenario.s_hat, seed=scenario.seed, start=start,
+        reference=panel.freq)
+    return ServerPlan(server, privacy, max_weight=max_records)
+
+
+def genotype_plan(scenario: Scenario, config: dict[str, Any]) -> ServerPlan:
+    """The App's server for a run_config: a simulated genotype run's (``plink``), a DPS-PCA
+    run over real private-panel sites (``panel``, the coordinator's copy of the panel the
+    sites hold, with ``standardise = "private"``; ``secagg-max-weight`` bounds their
+    individuals), or the scenario's own."""
+    if PLINK in config:
+        return genotype_run(config).server_plan(config)
+    panel = run_panel(str(Path(str(config["panel"])).expanduser().resolve())) if config.get(
+        "panel") else None
+    if panel is None or panel.standardise != "private" or not isinstance(scenario,
+                                                                        DPSPCAScenario):
+        return scenario.server_plan(config)
+    if panel.digest != config.get("contract"):
+        raise ConfigurationError(
+            f"run_config panel is {panel.path} of digest {panel.digest}, and contract is "
+            f"{config.get('contract')!r}: the sites refuse a run under another panel; set "
+            f"contract = \"{panel.digest}\"")
+    return private_panel_plan(scenario, panel, scenario.sites,
+                              max(1, scenario.max_records(config) or 0), config)
 
 
 def genotype_run(config: dict[str, Any]) -> GenotypeRun:
