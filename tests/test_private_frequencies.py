@@ -202,23 +202,26 @@ def test_the_released_frequencies_estimate_the_unions(cohort):
 
 
 @pytest.mark.federation
+@pytest.mark.parametrize("secure", [[], ["--secure-aggregation"]])
 def test_the_flower_simulation_equals_the_reference_for_a_private_panel_and_shifted_start(
-        tmp_path, cohort):
+        tmp_path, cohort, secure):
     out = tmp_path / "run.json"
     code, printed = run_cli(["simulate", "dps-pca", "--plink", *map(str, cohort.sites),
                              "--panel", str(cohort.panel), "--start", str(cohort.start),
                              "--k", "2", "--rounds", "2", "--epsilon", "4", "--seed", "1",
-                             "--output", str(out)])
+                             *secure, "--output", str(out)])
     assert code == 0, printed
+    assert "private frequencies: the allele counts released first (share 0.3" in printed
     record = json.loads(out.read_text())
     panel = load_panel(cohort.panel)
     reference = run_genotype_dps_pca(
         [site_rows(cohort, i) for i in range(3)], 2, 2,
-        genotype_policy(4.0, 1e-5, 2, panel.row_norm, True), seed=1,
+        genotype_policy(4.0, 1e-5, 2, panel.row_norm, True, secure_min_sites=3 if secure
+                        else None, discrete=bool(secure)), seed=1,
         start=load_start_basis(cohort.start), reference=panel.freq)
     np.testing.assert_allclose(np.array(record["basis"]), reference.basis, atol=1e-8, rtol=0)
     np.testing.assert_allclose(np.array(record["mean"]), reference.mean, atol=1e-12, rtol=0)
-    assert record["config"]["start_shift"] is True
+    assert record["config"]["start_shift"] is True and record["config"]["discrete"] == bool(secure)
     assert [h["phase"] for h in record["history"]] == ["moments", "power", "power"]
 
 
@@ -301,3 +304,31 @@ def test_a_real_private_panel_site_answers_the_counts_then_power_steps_and_proje
     with pytest.raises(InvalidDataError, match="no released frequencies"):
         site_scores(policy, ReleasedResult("9", "dps-pca", components,
                                            contract=policy.contract_hash()))
+
+
+def test_the_apps_partitions_and_coordinator_run_a_private_panel_from_run_config(cohort):
+    from fedpca.algorithms.centred_rounds import CentredServer, CentredSite
+    from fedpca.flower.app import app_source
+    from fedpca.scenarios.dps_pca import DPSPCAScenario
+    from fedpca.scenarios.genotypes import genotype_plan
+
+    panel, basis = load_panel(cohort.panel), load_start_basis(cohort.start)
+    config = {"algorithm": "dps-pca", "plink": " ".join(map(str, cohort.sites)),
+              "panel": str(cohort.panel), "k": 2, "rounds": 2, "epsilon": 4.0, "seed": 1,
+              "secure-min-sites": 3, "discrete": True, "start": str(cohort.start),
+              "start-sha256": basis.digest}
+    source = app_source(Node("1", 1, {"partition-id": 2, "num-partitions": 3}, config))
+    assert source.identity().max_rounds == 3  # the counts' round and 2 power steps
+    assert isinstance(source.site(), CentredSite)
+    simulated = genotype_plan(None, config)
+    assert isinstance(simulated.server, CentredServer) and simulated.server.num_rounds == 3
+    real = {key: value for key, value in config.items() if key not in ("plink", "seed")}
+    real.update({"contract": panel.digest, "dim": SNPS, "s-hat": SNPS, "sites": 3,
+                 "samples": 3 * SAMPLES, "secagg-max-weight": SAMPLES,
+                 "clip-norm": panel.row_norm})
+    scenario = DPSPCAScenario.from_run_config(real, sites=3)
+    plan = genotype_plan(scenario, real)
+    assert plan.server.num_rounds == 3 and plan.privacy["start_shift"] is True
+    assert plan.server.round_request(1)[1]["centring"] == "moments"
+    with pytest.raises(Exception, match="sites refuse a run under another panel"):
+        genotype_plan(scenario, {**real, "contract": "0" * 64})

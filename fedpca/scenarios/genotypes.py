@@ -148,9 +148,17 @@ class GenotypeRun:
     def header(self) -> list[str]:
         """The lines printed before the run."""
         panel = run_panel(self.panel)
-        return [*self.scenario.header(),
-                f"genotypes of {self.sites} PLINK filesets, panel {panel.name!r} ({panel.d} "
-                f"SNPs, row-norm {panel.row_norm:g}, digest {panel.digest})"]
+        lines = [*self.scenario.header(),
+                 f"genotypes of {self.sites} PLINK filesets, panel {panel.name!r} ({panel.d} "
+                 f"SNPs, row-norm {panel.row_norm:g}, digest {panel.digest})"]
+        if self.private:
+            policy = self.policy()
+            shift = (", the start shifted along them" if self.scenario.start
+                     and panel.freq is not None else "")
+            lines.append(f"private frequencies: the allele counts released first (share "
+                         f"{policy.share:g} of each site's budget, {len(policy.plan())} "
+                         f"releases in all; the lines above describe DPS-PCA alone){shift}")
+        return lines
 
     def report(self, result: Any) -> list[str]:
         """The scenario's report."""
@@ -182,6 +190,10 @@ def private_panel_plan(scenario: DPSPCAScenario, panel: SnpPanel, sites: int,
         raise ConfigurationError(
             "a private-panel run's secure sums are fedpca's discrete ones: add --discrete "
             "(run_config discrete=true) to the secure aggregation")
+    if scenario.explained_variance:
+        raise ConfigurationError(
+            "a private-panel run makes no explained-variance release: drop "
+            "--explained-variance (run_config explained-variance=false)")
     server, privacy = genotype_server(
         panel_policy(scenario, panel), panel.d, scenario.k, scenario.rounds, sites,
         max_records, s_hat=scenario.s_hat, seed=scenario.seed, start=start,
