@@ -86,6 +86,7 @@ def genotype_server(policy: CentredPolicy, dim: int, k: int, rounds: int, sites:
                                    inner.shift if shifted else None)
     privacy = {**centred_privacy(policy, bounds, MECHANISM),
                "unit": "one individual's genotype row at one site (replace-one)",
+               "frequencies": "released (the allele counts' column sums, missing calls 0)",
                "start": "" if start is None else start.digest, "start_shift": shifted}
     return CentredServer(inner, frequencies), privacy
 
