@@ -332,3 +332,19 @@ def test_the_apps_partitions_and_coordinator_run_a_private_panel_from_run_config
     assert plan.server.round_request(1)[1]["centring"] == "moments"
     with pytest.raises(Exception, match="sites refuse a run under another panel"):
         genotype_plan(scenario, {**real, "contract": "0" * 64})
+
+
+@pytest.mark.federation
+def test_a_public_panels_simulation_runs_from_its_start(tmp_path):
+    """``fedpca simulate dps-pca --plink ... --start`` with a public panel: the server names
+    its own start's hash, as the sites plan it (a run without start-sha256 was refused)."""
+    files = write_cohort(tmp_path / "public", sites=3, samples_per_site=60, snps=80,
+                         populations=3, fst=0.05, reference_size=60, k=2, seed=4)
+    out = tmp_path / "run.json"
+    code, printed = run_cli(["simulate", "dps-pca", "--plink", *map(str, files.sites),
+                             "--panel", str(files.panel), "--start", str(files.start),
+                             "--k", "2", "--rounds", "1", "--epsilon", "4", "--seed", "1",
+                             "--output", str(out)])
+    assert code == 0, printed
+    record = json.loads(out.read_text())
+    assert [h["phase"] for h in record["history"]] == ["power"]  # no initialisation

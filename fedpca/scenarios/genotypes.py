@@ -37,6 +37,7 @@ from fedpca.algorithms.genotype_run import genotype_server
 from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.plink import PlinkFileset
 from fedpca.data.snp_panel import SnpPanel, check_fileset, load_panel
+from fedpca.data.start_basis import START_HASH, start_name
 from fedpca.errors import ConfigurationError
 from fedpca.scenarios.base import MAX_WEIGHT, Scenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario, require_start_named
@@ -140,8 +141,10 @@ class GenotypeRun:
         """DPS-PCA's server over the panel's width (it evaluates nothing); with a private
         panel, the frequencies' round first (:func:`~fedpca.algorithms.genotype_run.genotype_server`).
         ``app_config``: the App's run_config (its ``start-sha256`` must name the start)."""
-        if not self.private:
-            return self.scenario.server_plan({**self.run_config(), **(app_config or {})})
+        if not self.private:  # a simulation names its own start, the App's run_config its
+            named = ({START_HASH: start_name(self.scenario.start_basis())} if app_config is None
+                     else app_config)
+            return self.scenario.server_plan({**self.run_config(), **named})
         return private_panel_plan(self.scenario, run_panel(self.panel), self.sites,
                                   max(self.sizes()), app_config)
 
