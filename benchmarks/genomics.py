@@ -27,10 +27,13 @@ all with the secure sum's decoded noise (``M`` = 10); the panel's own PCs alone;
 Analyze Gauss (trusted curator; with the union's covariance, at d <= ``covariance_up_to``
 only: at d = 20,000 it is a 3.2 GB matrix and ``n d^2 = 4e13`` multiply-adds per cohort);
 the non-private PCs. Scenario (b) also runs the study variants (``STUDY``): more rounds,
-extra public random columns (the top 2 kept, ``leading_components``), and a proposal fedpca
-does not release yet (marked "(proposed)", emulated: the panel's start beside the released
-sum of the rows); scenario (b)'s target is judged on the built variant best on a separate
-development cohort (data seed 1, noise seeds 100..), never on the graded seeds. The
+extra public random columns (the top 2 kept, ``leading_components``), and private
+frequencies with the panel's start shifted along them (T = 1 and 2; fedpca's
+``run_genotype_dps_pca`` with a private panel: the allele counts' release first, its share
+and every sum's noise from fedpca's own plan, the rows standardised with each run's released
+frequencies, scored as a site scores its own at home); scenario (b)'s target is judged on
+the variant best on a separate development cohort (data seed 1, noise seeds 100..), never
+on the graded seeds. The
 per-site cost: one site of 10,000 x 20,000 in its own process (``genomics_site``). Writes
 ``benchmarks/results/genomics.{json,md}`` (through ``run.py``).
 """
@@ -58,12 +61,15 @@ from common import md_table, target  # noqa: E402
 from genomics_methods import (  # noqa: E402
     Method,
     NonPrivateRun,
+    SecureRun,
+    Union,
     analyze_gauss,
     ddg_noise_check,
     top_eigenvectors,
     run_lockstep,
     secure_runs,
 )
+from genomics_private import ReleasedRows  # noqa: E402
 from genomics_site import measure_in_child  # noqa: E402
 from genomics_union import (  # noqa: E402
     CohortSpec,
@@ -73,12 +79,11 @@ from genomics_union import (  # noqa: E402
     population_accuracy,
 )
 
+from fedpca.data.start_basis import load_start_basis  # noqa: E402
 from fedpca.dp import calibration_cache  # noqa: E402
 
 logger = logging.getLogger("genomics")
 
-#: Marks a studied mechanism fedpca does not release yet (emulated here only).
-PROPOSED = "(proposed) "
 #: Power rounds from the panel's start, and from the private start.
 START_ROUNDS = 2
 PRIVATE_ROUNDS = 10
@@ -86,13 +91,15 @@ PRIVATE_ROUNDS = 10
 METHODS = (Method(f"secure, panel start, T={START_ROUNDS}", "panel", START_ROUNDS),
            Method("secure, panel start, T=1", "panel", 1),
            Method(f"secure, private start, T={PRIVATE_ROUNDS}", "private", PRIVATE_ROUNDS))
+#: Private frequencies with the panel's start shifted along them (``"shifted"``).
+SHIFTED = (Method("secure, private frequencies, shifted start, T=1", "shifted", 1),
+           Method("secure, private frequencies, shifted start, T=2", "shifted", 2))
 #: Scenario (b)'s study: what may bring back the population the panel lacks (more rounds,
-#: extra public random columns beside the panel's start, the top 2 of them kept).
-#: The last is a proposal (not a fedpca release yet), never chosen for a target.
+#: extra public random columns beside the panel's start, the top 2 of them kept; the start
+#: shifted along the released frequencies).
 STUDY = (Method("secure, panel start, T=3", "panel", 3),
          Method("secure, panel start + 2 columns, T=2", "panel", 2, extra=2),
-         Method("secure, panel start + 4 columns, T=3", "panel", 3, extra=4),
-         Method(f"{PROPOSED}secure, panel start + released row sum, T=1", "mean", 1, extra=1))
+         Method("secure, panel start + 4 columns, T=3", "panel", 3, extra=4), *SHIFTED)
 PANEL = "panel PCs alone"
 NONPRIVATE = "non-private"
 ANALYZE = "Analyze Gauss (central)"
@@ -138,8 +145,7 @@ QUICK = Grid(10, 40, ((300, 0.05, "b"),), epsilons=(4.0,), seeds=(0,), covarianc
              study=None, site_snps=300, site_repeats=1, check_dim=64,
              methods=(Method("secure, panel start, T=2", "panel", 2),
                       Method("secure, private start, T=1", "private", 1)),
-             study_methods=(Method(f"{PROPOSED}secure, panel start + released row sum, T=1",
-                                   "mean", 1, extra=1),))
+             study_methods=SHIFTED[:1])
 
 
 def spec(grid: Grid, snps: int, fst: float, scenario: str, seed: int = 0) -> CohortSpec:
@@ -156,20 +162,23 @@ def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[
     files = cohort(cohort_spec)
     written = time.perf_counter()
     union = UnionRows(files)
-    start = np.load(files.start)
+    start = load_start_basis(files.start)
     clip, k = union.panel.row_norm, start.shape[1]
     covariance = union.covariance() if union.d <= grid.covariance_up_to else None
     gram_times = union.gram_times if covariance is None else covariance.__matmul__
     diagonal = union.diagonal() if covariance is None else np.diag(covariance).copy()
-    row_sum = union.column_sums()
+    public = Union(start, union.panel.freq, union.n, max(union.site_sizes), grid.sites, clip,
+                   union.allele_counts())
     loaded = time.perf_counter()
-    runs = secure_runs(list(methods), list(grid.epsilons), list(seeds), start, union.n,
-                       max(union.site_sizes), grid.sites, clip, grid.delta, row_sum)
+    runs = secure_runs(list(methods), list(grid.epsilons), list(seeds), public, grid.delta)
+    released = released_rows(union, runs)
     nonprivate = NonPrivateRun(union.d, k) if covariance is None else None
-    run_lockstep(runs + ([nonprivate] if nonprivate else []), gram_times, diagonal)
+    run_lockstep(runs + ([nonprivate] if nonprivate else []), gram_times, diagonal, released)
     bases: dict[tuple[str, float | None, int | None], np.ndarray] = {
-        (r.method.name, r.epsilon, r.seed): r.components() for r in runs}
-    bases[(PANEL, None, None)] = start
+        (r.method.name, r.epsilon, r.seed): r.components() for r in runs
+        if r.released is None}
+    own = {(r.method.name, r.epsilon, r.seed): r for r in runs if r.released is not None}
+    bases[(PANEL, None, None)] = start.basis
     bases[(NONPRIVATE, None, None)] = (top_eigenvectors(covariance, k)
                                        if covariance is not None else nonprivate.components())
     if covariance is not None:
@@ -183,6 +192,11 @@ def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[
     accuracy = {key: population_accuracy(scores[:, 2 * i:2 * i + 2], union.labels,
                                          cohort_spec.populations)
                 for i, key in enumerate(bases)}
+    if own:  # scored on the rows each run's frequencies standardise, as a site's at home
+        mine = released.times({r.released: r.components() for r in own.values()})
+        accuracy.update({key: population_accuracy(mine[r.released], union.labels,
+                                                  cohort_spec.populations)
+                         for key, r in own.items()})
     seconds = {"cohort": written - started, "load": loaded - written,
                "methods": stepped - loaded, "scores": time.perf_counter() - stepped}
     logger.info("cohort %s (%s): %s", cohort_spec.label, scenario,
@@ -191,6 +205,15 @@ def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[
               "scenario": scenario, "data_seed": cohort_spec.seed, "clip_norm": clip,
               "samples": union.n, "seconds": seconds}
     return accuracy_rows(accuracy, common)
+
+
+def released_rows(union: UnionRows, runs: list[SecureRun]) -> ReleasedRows | None:
+    """The union under the released frequencies of every run that has them (each run
+    numbered by its row), ``None`` when none has."""
+    own = [r for r in runs if r.frequencies is not None]
+    for index, run in enumerate(own):
+        run.released = index
+    return ReleasedRows(union, np.vstack([r.frequencies for r in own])) if own else None
 
 
 def accuracy_rows(accuracy: dict[tuple[str, float | None, int | None], float],
@@ -272,7 +295,7 @@ def chosen_method(rows: list[dict[str, Any]], epsilon: float) -> str | None:
     """Scenario (b)'s secure method for ``epsilon``: the best mean on the development
     cohort (``kind == "study"``), never on the graded seeds."""
     study = [r for r in rows if r["kind"] == "study" and r["epsilon"] == epsilon
-             and r["method"].startswith("secure")]  # built methods only, not PROPOSED
+             and r["method"].startswith("secure")]
     return max(study, key=lambda r: r["mean"])["method"] if study else None
 
 

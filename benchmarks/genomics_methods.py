@@ -27,6 +27,18 @@ steps carry ``k + extra`` columns (the same sensitivity ``sqrt(2) C^2`` for any 
 ``Q``; every column's noise is the same ``central_sigma``), and the run's components are the
 top ``k`` of the final basis ordered by the last noisy power step
 (``fedpca.linalg.subspace.leading_components``): post-processing of released sums only.
+
+**Private frequencies and the shifted start** (``start = "shifted"``: fedpca's
+``run_genotype_dps_pca`` with a private panel, ``fedpca.algorithms.genotype_run``): every
+site's releases are planned by fedpca's own policy (``genotype_policy``: the allele counts'
+release with the share ``GENOTYPE_MOMENTS_SHARE``, then ``T`` power steps), and each secure
+sum's decoded noise is the grid a site derives from that plan (``moments_sum`` for the
+counts, ``secure_sums`` of the algorithm's part for ``d (k + 1)`` numbers): the union's allele
+counts over 2 plus Gaussian noise of the counts' ``central_sigma`` give the frequencies
+(``S / N`` clamped into ``FREQUENCY_BOUNDS``, as ``FrequencyServer`` does), fedpca's
+``ShiftedStartServer`` starts from ``thinQR([S, s])`` and keeps the top ``k``; the power
+steps read the union's rows standardised with the run's own frequencies
+(``genomics_private.ReleasedRows``).
 """
 
 from __future__ import annotations
@@ -47,8 +59,18 @@ from fedpca.algorithms.dps_pca import (
     SitePolicy,
     secure_sums,
 )
+from fedpca.algorithms.centring import moments_sum
+from fedpca.algorithms.genotype_centring import (
+    FREQUENCY_BOUNDS,
+    GENOTYPE_WIDTH,
+    genotype_bounds,
+    genotype_policy,
+)
 from fedpca.algorithms.secure_sum import SecureSum
+from fedpca.algorithms.shifted_start import SHIFT_COLUMNS, ShiftedStartServer
 from fedpca.algorithms.site import SiteAnswer, build_sites
+from fedpca.data.start_basis import StartBasis
+from fedpca.dp.budget_split import MOMENTS
 from fedpca.dp.calibration import calibrate_gaussian
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import leading_components
@@ -61,6 +83,7 @@ from fedpca.dp.mechanisms import (
 from scipy.sparse.linalg import eigsh
 
 from fedpca.linalg.subspace import LANCZOS_TOL, gram_product, thin_qr
+from genomics_private import ReleasedRows
 
 logger = logging.getLogger("genomics")
 
@@ -74,8 +97,8 @@ NONPRIVATE_COLUMNS = 8
 
 @dataclass(frozen=True)
 class Method:
-    """A secure DPS-PCA variant: its start (``"panel"``, ``"private"`` or ``"mean"``: the
-    panel's start beside the released sum of the rows, a proposal, :func:`mean_start`), power
+    """A secure DPS-PCA variant: its start (``"panel"``, ``"private"`` or ``"shifted"``:
+    private frequencies and the panel's start shifted along them, module docstring), power
     rounds and extra public random columns beside the panel's start."""
 
     name: str
@@ -86,14 +109,13 @@ class Method:
     @property
     def releases(self) -> int:
         """What a site plans: ``T``, plus the initialisation without a start."""
-        return self.rounds + int(self.start != "panel")
+        return self.rounds + int(self.start == "private")
 
 
 #: Each secure sum's replace-one L2 sensitivity and norm per record, from the clip norm ``C``:
-#: a power step ``X_i^T X_i Q``, the diagonal, and the sum of the rows ``X_i^T 1``.
+#: a power step ``X_i^T X_i Q`` and the diagonal.
 STATISTICS = {"power": (power_step_sensitivity, lambda c: c**2),
-              "diagonal": (diagonal_sensitivity, lambda c: c**2),
-              "rows": (lambda c: 2 * c, lambda c: c)}
+              "diagonal": (diagonal_sensitivity, lambda c: c**2)}
 
 
 def decoded_sigma(statistic: str, clip: float, dim: int, max_records: int, sites: int,
@@ -122,6 +144,10 @@ class SecureRun:
     k: int
     round: int = 1
     last: np.ndarray | None = field(default=None, repr=False)
+    #: The run's released frequencies (``"shifted"`` runs: its rows are standardised with
+    #: them) and its index among the cohort's ``ReleasedRows``.
+    frequencies: np.ndarray | None = field(default=None, repr=False)
+    released: int | None = None
 
     @property
     def done(self) -> bool:
@@ -195,34 +221,68 @@ def start_basis(start: np.ndarray, extra: int) -> np.ndarray:
     return thin_qr(np.hstack([start, rng.standard_normal((start.shape[0], extra))]))
 
 
-def mean_start(start: np.ndarray, row_sum: np.ndarray) -> np.ndarray:
-    """The panel's start beside the direction of the released sum of the union's rows,
-    orthonormalised (``d x (k + 1)``). Rows standardised with the panel's frequencies have a
-    mean along every population the panel lacks (their frequencies differ from the panel's):
-    the released ``sum_i x_i`` points there. A proposal measured here, not a fedpca release:
-    a site would send ``X_i^T 1`` (replace-one sensitivity ``2 C``) in a secure sum, one more
-    release in its plan (``T + 1``), as the private-frequency moments release would."""
-    return thin_qr(np.column_stack([start, row_sum]))
+@dataclass(frozen=True)
+class Union:
+    """What every run of one cohort reads that is public or exact: the panel's start and
+    reference frequencies, the union's size, its largest site, its sites and the exact sums
+    of its allele counts (the counts' release before its noise)."""
+
+    start: StartBasis
+    reference: np.ndarray
+    n: int
+    max_records: int
+    sites: int
+    clip: float
+    counts: np.ndarray
 
 
-def secure_runs(methods: list[Method], epsilons: list[float], seeds: list[int],
-                start: np.ndarray, n: int, max_records: int, sites: int, clip: float,
-                delta: float, row_sum: np.ndarray) -> list[SecureRun]:
-    """Every (method, epsilon, seed) run, ready for its first round (``row_sum``: the
-    union's exact ``X^T 1``, for the ``"mean"`` start)."""
-    dim, k = start.shape
+def sigmas_for(method: Method, union: Union, epsilon: float, delta: float
+               ) -> dict[str, float]:
+    """Each phase's decoded noise of ``method`` at ``epsilon`` (module docstring); raises
+    ``ConfigurationError`` when no grid meets the site's wrap bound."""
+    dim, k = union.start.shape
+    if method.start == "shifted":
+        policy = genotype_policy(epsilon, delta, method.rounds, union.clip, True,
+                                 secure_min_sites=union.sites, discrete=True)
+        bounds = genotype_bounds(dim)
+        counts = moments_sum(policy, bounds, union.max_records, union.sites, 0)[1]
+        power = secure_sums(policy.algorithm_policy(bounds), dim, k + SHIFT_COLUMNS,
+                            union.max_records, union.sites, 0)[1][1]
+        return {MOMENTS: counts.calibration.central_sigma,
+                PHASE_POWER: power.calibration.central_sigma}
+    sigmas = {PHASE_POWER: decoded_sigma("power", union.clip, dim * (k + method.extra),
+                                         union.max_records, union.sites, epsilon, delta,
+                                         method.releases)}
+    if method.start == "private":
+        sigmas[PHASE_INIT] = decoded_sigma("diagonal", union.clip, dim, union.max_records,
+                                           union.sites, epsilon, delta, method.releases)
+    return sigmas
+
+
+def shifted_run(method: Method, epsilon: float, seed: int, union: Union,
+                sigmas: dict[str, float], rng: np.random.Generator) -> SecureRun:
+    """A ``"shifted"`` run after its counts' round: the released frequencies (the exact
+    counts over 2 plus the sum's noise, over ``N``, clamped) and fedpca's server started
+    along them."""
+    dim, k = union.start.shape
+    noisy = union.counts / GENOTYPE_WIDTH + rng.normal(0.0, sigmas[MOMENTS], dim)
+    frequencies = np.clip(noisy / union.n, *FREQUENCY_BOUNDS)
+    server = ShiftedStartServer(dim, k, method.rounds, union.start, union.reference,
+                                seed=seed)
+    server.shift(frequencies)
+    return SecureRun(method, epsilon, seed, server, sigmas, rng, union.n, k,
+                     frequencies=frequencies)
+
+
+def secure_runs(methods: list[Method], epsilons: list[float], seeds: list[int], union: Union,
+                delta: float) -> list[SecureRun]:
+    """Every (method, epsilon, seed) run, ready for its first round."""
+    dim, k = union.start.shape
     runs = []
     for method in methods:
-        columns = k + method.extra
         for epsilon in epsilons:
             try:
-                sigmas = {PHASE_POWER: decoded_sigma("power", clip, dim * columns,
-                                                     max_records, sites, epsilon, delta,
-                                                     method.releases)}
-                if method.start != "panel":
-                    sigmas[PHASE_INIT] = decoded_sigma(
-                        "diagonal" if method.start == "private" else "rows", clip, dim,
-                        max_records, sites, epsilon, delta, method.releases)
+                sigmas = sigmas_for(method, union, epsilon, delta)
             except ConfigurationError as refused:  # no grid: reported, the rest runs
                 logger.warning("%s at eps %g: no secure sum (%s)", method.name, epsilon,
                                refused)
@@ -230,20 +290,23 @@ def secure_runs(methods: list[Method], epsilons: list[float], seeds: list[int],
             for seed in seeds:
                 stream = [seed, zlib.crc32(method.name.encode()), int(epsilon * 1000)]
                 rng = np.random.default_rng(stream)
-                initial = {"panel": lambda: start_basis(start, method.extra),
-                           "private": lambda: None,
-                           "mean": lambda: mean_start(start, row_sum + rng.normal(
-                               0.0, sigmas[PHASE_INIT], dim))}[method.start]()
-                server = DPSPCAServer(dim, columns, dim, method.rounds, seed=seed,
+                if method.start == "shifted":
+                    runs.append(shifted_run(method, epsilon, seed, union, sigmas, rng))
+                    continue
+                initial = (start_basis(union.start.basis, method.extra)
+                           if method.start == "panel" else None)
+                server = DPSPCAServer(dim, k + method.extra, dim, method.rounds, seed=seed,
                                       initial_basis=initial)
-                runs.append(SecureRun(method, epsilon, seed, server, sigmas, rng, n, k))
+                runs.append(SecureRun(method, epsilon, seed, server, sigmas, rng, union.n, k))
     return runs
 
 
-def run_lockstep(runs: list, gram_times, diagonal: np.ndarray) -> None:
+def run_lockstep(runs: list, gram_times, diagonal: np.ndarray,
+                 released: ReleasedRows | None = None) -> None:
     """Every run (:class:`SecureRun`, :class:`NonPrivateRun`) to its end, one round at a
     time, each round's power steps of all runs in one product ``gram_times(bases side by
-    side)`` (one pass over the data)."""
+    side)`` (one pass over the data), those of runs with released frequencies in one
+    product of ``released`` (one more pass)."""
     rounds = 0
     while True:
         for run in runs:
@@ -252,15 +315,22 @@ def run_lockstep(runs: list, gram_times, diagonal: np.ndarray) -> None:
         stepping = [r for r in runs if not r.done]
         if not stepping:
             return
-        product = gram_times(np.hstack([r.basis for r in stepping]))
-        at = 0
-        for run in stepping:
-            width = run.basis.shape[1]
-            run.feed(product[:, at:at + width])
-            at += width
+        public = [r for r in stepping if getattr(r, "released", None) is None]
+        if public:
+            product = gram_times(np.hstack([r.basis for r in public]))
+            at = 0
+            for run in public:
+                width = run.basis.shape[1]
+                run.feed(product[:, at:at + width])
+                at += width
+        own = {r.released: r for r in stepping if getattr(r, "released", None) is not None}
+        if own:
+            for index, product in released.gram_times(
+                    {i: r.basis for i, r in own.items()}).items():
+                own[index].feed(product)
         rounds += 1
-        logger.info("  power round %d: %d runs, %d columns", rounds, len(stepping),
-                    product.shape[1])
+        logger.info("  power round %d: %d runs (%d with released frequencies)", rounds,
+                    len(stepping), len(own))
 
 
 def analyze_gauss(covariance: np.ndarray, k: int, epsilon: float, delta: float, clip: float,

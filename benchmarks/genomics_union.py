@@ -170,9 +170,10 @@ class UnionRows:
             total += np.einsum("ij,ij->j", block, block, dtype=np.float64)
         return total
 
-    def column_sums(self) -> np.ndarray:
-        """``X^T 1``, the sum of the rows (``d``), one pass."""
-        return sum(block.sum(axis=0, dtype=np.float64) for block in self.chunks())
+    def allele_counts(self) -> np.ndarray:
+        """The sum of every SNP's raw calls (0/1/2) over the union (``d``, integers): what
+        the sites' allele counts' release sums before its noise."""
+        return sum(calls.sum(axis=0, dtype=np.int64) for calls in self.calls)
 
 
 def cluster_labels(scores: np.ndarray, clusters: int, seed: int) -> np.ndarray:

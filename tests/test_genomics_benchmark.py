@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import genomics  # noqa: E402
 from genomics_methods import NonPrivateRun, ddg_noise_check  # noqa: E402
+from genomics_private import ReleasedRows  # noqa: E402
 from genomics_union import (  # noqa: E402
     CohortSpec,
     UnionRows,
@@ -48,6 +49,28 @@ def test_the_union_equals_every_sites_genotype_rows_stacked(union):
     assert np.allclose(union.diagonal(), np.einsum("ij,ij->j", X, X), rtol=1e-5)
     assert np.allclose(union.times(basis), X @ basis, atol=1e-4)
     assert union.n == X.shape[0] and union.labels.shape == (union.n,)
+
+
+def test_the_union_under_released_frequencies_equals_each_runs_genotype_rows(union):
+    """Every run's own standardisation (its released frequencies), side by side in one
+    pass, equals ``GenotypeRows.with_frequencies`` stacked over the sites."""
+    panel = load_panel(union.panel.path)
+    rng = np.random.default_rng(1)
+    frequencies = rng.uniform(0.01, 0.99, (3, union.d))
+    released = ReleasedRows(union, frequencies)
+    bases = {0: thin_qr(rng.standard_normal((union.d, 2))),
+             2: thin_qr(rng.standard_normal((union.d, 3)))}
+    grams, scores = released.gram_times(bases), released.times(bases)
+    assert set(grams) == set(scores) == {0, 2}
+    for run, basis in bases.items():
+        X = np.vstack([GenotypeRows(fileset, panel, check_fileset(panel, fileset, "0"))
+                       .with_frequencies(frequencies[run]).dense()
+                       for fileset in (PlinkFileset(union.panel.path.parent / f"site{j}")
+                                       for j in range(SPEC.sites))])
+        scale = np.abs(X.T @ X).max()
+        assert np.abs(grams[run] - X.T @ (X @ basis)).max() < 1e-5 * scale
+        assert np.allclose(scores[run], X @ basis, atol=1e-4)
+        assert (released.scales[:, run] < 1).any()  # some rows clipped under these frequencies
 
 
 def test_a_cached_cohort_is_reused(tmp_path):
@@ -88,6 +111,7 @@ def test_the_quick_benchmark_runs_end_to_end(tmp_path, monkeypatch):
     accuracy = [r for r in rows if r["kind"] == "accuracy"]
     methods = {r["method"] for r in accuracy}
     assert {genomics.PANEL, genomics.NONPRIVATE, genomics.ANALYZE} <= methods
+    assert {m.name for m in genomics.SHIFTED[:1]} <= methods  # private frequencies, shifted
     assert all(0.0 <= a <= 1.0 for r in accuracy for a in r["accuracy"])
     site = next(r for r in rows if r["kind"] == "site")
     assert site["peak_rss_mib"] > 0 and site["secure_seconds"] > 0

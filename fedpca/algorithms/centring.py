@@ -91,6 +91,7 @@ from fedpca.algorithms.secure_sum import SecureSum
 from fedpca.algorithms.server import ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, SiteAnswer, SiteLedgerLike
 from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.data.start_basis import StartBasis
 from fedpca.errors import ConfigurationError, InvalidDataError, InvalidRequestError
 from fedpca.dp.budget_split import (
     ALGORITHM,
@@ -185,8 +186,9 @@ class SharePolicy:
     discrete: bool
     run: tuple[Release, ...]
     explained_variance: bool = False
-    #: A centred run starts from no public basis (:func:`fedpca.site.plan.plan_run`).
-    start: None = None
+    #: A table's centred run starts from no public basis (:func:`fedpca.site.plan.plan_run`);
+    #: a private-panel genotype run may (:mod:`fedpca.algorithms.genotype_centring`).
+    start: StartBasis | None = None
 
     def calibration(self) -> Calibration:
         """The part's calibration: its noise multiplier and releases."""

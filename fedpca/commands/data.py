@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from fedpca.data.clinical import CLINICAL_TABLES, SPLIT_FORMATS
+from fedpca.data.snp_panel import STANDARDISE
 
 
 def register_data_command(commands: argparse._SubParsersAction) -> None:
@@ -35,6 +36,10 @@ def register_data_command(commands: argparse._SubParsersAction) -> None:
     for flag, kind, default, meaning in COHORT_FLAGS:
         cohort.add_argument(flag, type=kind, default=default, help=meaning if default is None
                             else f"{meaning} (default {default})")
+    cohort.add_argument("--standardise", choices=STANDARDISE, default="public",
+                        help="the panel's standardise: public (its reference frequencies) or "
+                             "private (a run releases the union's; the reference's stay in "
+                             "the panel for the shifted start) (default public)")
     cohort.set_defaults(func=_cohort)
 
 #: ``fedpca data cohort``'s flags: (flag, type, default, meaning).
@@ -72,7 +77,8 @@ def _cohort(args: argparse.Namespace) -> int:
     files = write_cohort(args.out, sites=args.sites, samples_per_site=args.samples_per_site,
                          snps=args.snps, populations=args.populations, fst=args.fst,
                          absent=args.absent, reference_size=args.reference_size, k=args.k,
-                         seed=args.seed, isolate_of=args.isolate_of)
+                         seed=args.seed, isolate_of=args.isolate_of,
+                         standardise=args.standardise)
     absent = "" if args.absent is None else f", population {args.absent} absent from it"
     if args.isolate_of is not None:
         absent += f" (an isolate of population {args.isolate_of})"
@@ -84,7 +90,8 @@ def _cohort(args: argparse.Namespace) -> int:
                                                                              ".fam", ".pop"))
         print(f"  {prefix}.bed/.bim/.fam/.pop: {sizes}")
     print(f"  {files.panel} and its table {files.panel.with_suffix('.tsv').name}: the SNP "
-          f"panel (public frequencies from a reference of {args.reference_size}{absent})")
+          f"panel (standardise = {args.standardise!r}; reference frequencies from "
+          f"{args.reference_size} individuals{absent})")
     print(f"  {files.start}: the public start basis ({args.snps} x {args.k}), "
           f"{_size(files.start)}, SHA-256 {load_start_basis(files.start).digest}")
     print("the .pop files hold each sample's true population: for benchmarks and tests only")

@@ -170,7 +170,8 @@ def write_cohort(out: str | Path, sites: int = 10, samples_per_site: int = 1000,
                  snps: int = 5000, populations: int = 3, fst: float = 0.01,
                  absent: int | None = None, reference_size: int = 1000, k: int = 2,
                  seed: int = 0, mixes: np.ndarray | None = None, missing: float = 0.0,
-                 row_norm: float | None = None, isolate_of: int | None = None) -> CohortFiles:
+                 row_norm: float | None = None, isolate_of: int | None = None,
+                 standardise: str = "public") -> CohortFiles:
     """Simulate and write a cohort (module docstring) into folder ``out``.
 
     Args:
@@ -189,6 +190,10 @@ def write_cohort(out: str | Path, sites: int = 10, samples_per_site: int = 1000,
         isolate_of: make the ``absent`` population an isolate drifted (by ``fst``) from this
             population of the reference instead of from the ancestral frequencies, or
             ``None``.
+        standardise: the panel's ``standardise``: ``"public"`` (its reference frequencies
+            standardise the rows) or ``"private"`` (a run releases the frequencies; the
+            reference's stay in the panel's TSV for the shifted start,
+            :mod:`fedpca.algorithms.shifted_start`).
     """
     mixes = default_mixes(sites, populations, absent) if mixes is None else np.asarray(mixes)
     _check(sites, samples_per_site, snps, populations, fst, absent, reference_size, k, mixes,
@@ -208,7 +213,7 @@ def write_cohort(out: str | Path, sites: int = 10, samples_per_site: int = 1000,
     a1, a2 = zip(*(ALLELES[j % len(ALLELES)] for j in range(snps)))
     bound = math.ceil(largest) if row_norm is None else row_norm
     panel = write_panel(folder / "panel.toml", f"cohort-seed{seed}", ids, list(a1), list(a2),
-                        freq, bound)
+                        freq, bound, standardise)
     start = folder / "start.npy"
     np.save(start, basis)
     prefixes, pops = [], []

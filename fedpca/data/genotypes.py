@@ -5,9 +5,9 @@ individual's genotypes, each SNP standardised with a frequency ``p_j`` of allele
 
     x_ij = (g_ij - 2 p_j) / sqrt(2 p_j (1 - p_j))      (a missing call: x_ij = 0)
 
-(``g_ij`` in {0, 1, 2} counts allele 1; ``p_j`` is the panel's public frequency, or one given
-for ``standardise = "private"``), then the whole row scaled down to L2 norm at most the panel's
-``row-norm`` ``C`` (clipping: ``x_i <- x_i min(1, C / ||x_i||)``; a first streaming pass
+(``g_ij`` in {0, 1, 2} counts allele 1; ``p_j`` is the panel's public frequency, or for
+``standardise = "private"`` a released one, :mod:`fedpca.algorithms.genotype_centring`),
+then the whole row scaled down to L2 norm at most the panel's ``row-norm`` ``C`` (clipping: ``x_i <- x_i min(1, C / ||x_i||)``; a first streaming pass
 computes the row norms, :meth:`GenotypeRows.row_scales`).
 
 Memory: the site never holds more than one block of SNPs in float: a block is read as
@@ -65,8 +65,10 @@ class GenotypeRows:
         columns: the ``.bed`` column of each panel SNP
             (:func:`~fedpca.data.snp_panel.check_fileset`).
         frequencies: the frequencies of allele 1 to standardise with, in ``(0, 1)``, one per
-            panel SNP: required for ``standardise = "private"`` (a released estimate, clipped
-            into ``(0, 1)`` by its caller), ``None`` for the panel's public ones.
+            panel SNP: the released ones for ``standardise = "private"``
+            (:mod:`fedpca.algorithms.genotype_centring`; :meth:`with_frequencies`), ``None``
+            for the panel's public ones. A private panel's rows without them give their raw
+            counts only (:meth:`column_sums` and friends); a standardised product is refused.
         block: SNPs per block (memory: ``9 n block`` bytes).
 
     Attributes:
@@ -82,16 +84,17 @@ class GenotypeRows:
         if self.columns.shape != (panel.d,):
             raise InvalidDataError(f"{panel.d} panel SNPs need {panel.d} .bed columns, got "
                                    f"shape {self.columns.shape}")
-        freq = panel.freq if frequencies is None else np.asarray(frequencies, dtype=float)
-        if freq is None:
-            raise InvalidDataError(f"panel {panel.name!r} standardises with private "
-                                   f"frequencies: give the released ones (frequencies=...)")
-        if freq.shape != (panel.d,) or not ((freq > 0) & (freq < 1)).all():
+        public = panel.freq if panel.standardise == "public" else None
+        freq = public if frequencies is None else np.asarray(frequencies, dtype=float)
+        if freq is not None and (freq.shape != (panel.d,) or not ((freq > 0) & (freq < 1)).all()):
             raise InvalidDataError(f"frequencies must be {panel.d} numbers in (0, 1) (clip "
                                    f"released ones, e.g. into [0.01, 0.99])")
         if not isinstance(block, int | np.integer) or block < 1:
             raise InvalidDataError(f"block must be a whole number of SNPs >= 1, got {block!r}")
-        self.frequencies, self.block = freq, int(block)
+        #: The frequencies the rows are standardised with (``None``: a private panel's rows
+        #: before the release; only their raw counts can be read).
+        self.frequencies: np.ndarray | None = freq
+        self.block = int(block)
         self.n, self.d = fileset.samples, panel.d
         self.shape = (self.n, self.d)
         self.clip_norm = panel.row_norm
@@ -104,8 +107,17 @@ class GenotypeRows:
         """The raw int8 calls of the block starting at column ``start`` (``n x b``)."""
         return self.fileset.read_block(self.columns[start:start + self.block])
 
+    def with_frequencies(self, frequencies: np.ndarray) -> GenotypeRows:
+        """The same fileset's rows standardised with ``frequencies`` (``d`` numbers in
+        ``(0, 1)``, e.g. released ones) and clipped to the panel's row-norm."""
+        return GenotypeRows(self.fileset, self.panel, self.columns, frequencies, self.block)
+
     def standardised(self, start: int) -> np.ndarray:
         """The block starting at ``start``, standardised but not clipped (``n x b`` float)."""
+        if self.frequencies is None:
+            raise InvalidDataError(
+                f"panel {self.panel.name!r} standardises with private frequencies: these rows "
+                "have none yet; standardise with the released ones (with_frequencies)")
         return standardise(self.calls(start), self.frequencies[start:start + self.block])
 
     @cached_property

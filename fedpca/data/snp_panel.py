@@ -14,7 +14,9 @@ The TSV file, tab-separated, header ``snp a1 a2 freq``, one line per SNP in the 
 (the order of the columns every site's rows have): the SNP id, its allele 1 (the allele
 counted, PLINK's ``A1``), its allele 2, and ``freq``: the public frequency of ``a1`` in
 ``(0, 1)`` (from public genomes), required for ``standardise = "public"`` and optional
-(unused) for ``"private"``, where the frequencies come from a private moments release.
+for ``"private"``, where the frequencies come from a private release of the sites' allele
+counts (:mod:`fedpca.algorithms.genotype_centring`) and ``freq`` is the reference's, read
+only to shift a public start (:mod:`fedpca.algorithms.shifted_start`).
 
 Privacy (unit: one individual's genotype row, replace-one). Everything here is public: the
 panel names SNPs, alleles, public frequencies and the row-norm bound, and every standardised

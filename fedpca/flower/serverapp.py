@@ -20,7 +20,7 @@ from fedpca.flower.app_server import finish, record_path, server_scenario
 from fedpca.flower.prompt_grid import prompt
 from fedpca.flower.workflow import run_plan
 from fedpca.run_record import failure_recorded
-from fedpca.scenarios.genotypes import PLINK, genotype_run
+from fedpca.scenarios.genotypes import PLINK, genotype_plan, genotype_run
 
 
 def run_server_app(grid: Grid, context: Context) -> None:
@@ -49,7 +49,7 @@ def server_main(grid: Grid, context: Context) -> None:
         run_centred(grid, context, scenario_cls)
         return
     scenario, config, readiness = server_scenario(scenario_cls, grid, context)
-    strategy = run_plan(grid, context, scenario, scenario.server_plan(config), readiness)
+    strategy = run_plan(grid, context, scenario, genotype_plan(scenario, config), readiness)
     finish(strategy.result(config), config)
 
 

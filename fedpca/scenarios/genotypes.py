@@ -10,24 +10,37 @@ contract the panel's digest (a real site refuses a run naming another,
 :mod:`fedpca.site.genotype_site`); DPS-PCA keeps every SNP (``s_hat = d``) unless
 ``--s-hat`` says otherwise. The server evaluates nothing (it holds no genotype).
 
+A panel with ``standardise = "private"`` makes the run a private-frequency one
+(:mod:`fedpca.algorithms.genotype_run`): a round of allele counts first (per-site noise or
+inside the secure sum, as the power steps), the rows standardised with the released
+frequencies, the start shifted along their difference from the panel's reference
+frequencies when the run starts from a public basis and the panel lists them; every site
+plans ``1 + T`` releases (``2 + T`` without a start) under
+:func:`~fedpca.algorithms.genotype_centring.genotype_policy`.
+
 Privacy guarantee: DPS-PCA's, per virtual site (unit: one individual's genotype row,
-replace-one; the row bound and the frequencies are the panel's, public).
+replace-one; the row bound is the panel's, the frequencies the panel's public ones or the
+released private ones, charged with the run).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedpca.algorithms.centring import CentredPolicy
+from fedpca.algorithms.genotype_centring import genotype_policy
+from fedpca.algorithms.genotype_run import genotype_server
 from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.plink import PlinkFileset
 from fedpca.data.snp_panel import SnpPanel, check_fileset, load_panel
+from fedpca.data.start_basis import START_HASH, start_name
 from fedpca.errors import ConfigurationError
-from fedpca.scenarios.base import MAX_WEIGHT
-from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.scenarios.base import MAX_WEIGHT, Scenario
+from fedpca.scenarios.dps_pca import DPSPCAScenario, require_start_named
 from fedpca.scenarios.plans import ServerPlan
 
 #: The run_config ``dataset`` of a genotype run (the server evaluates nothing), and the
@@ -90,9 +103,19 @@ class GenotypeRun:
         return len(self.prefixes)
 
     @property
+    def private(self) -> bool:
+        """Whether the panel's frequencies are released by the run (``standardise =
+        "private"``)."""
+        return run_panel(self.panel).standardise == "private"
+
+    @property
     def flower_rounds(self) -> int:
-        """The scenario's rounds."""
-        return self.scenario.flower_rounds
+        """The scenario's rounds, and the frequencies' round of a private panel."""
+        return self.scenario.flower_rounds + int(self.private)
+
+    def policy(self) -> CentredPolicy:
+        """Every site's policy for a private-panel run (:func:`panel_policy`)."""
+        return panel_policy(self.scenario, run_panel(self.panel))
 
     @property
     def digest(self) -> str:
@@ -114,20 +137,92 @@ class GenotypeRun:
         return {**self.scenario.to_run_config(), "dataset": PLINK, "contract": self.digest,
                 MAX_WEIGHT: max(self.sizes())}
 
-    def server_plan(self) -> ServerPlan:
-        """DPS-PCA's server over the panel's width (it evaluates nothing)."""
-        return self.scenario.server_plan(self.run_config())
+    def server_plan(self, app_config: dict[str, Any] | None = None) -> ServerPlan:
+        """DPS-PCA's server over the panel's width (it evaluates nothing); with a private
+        panel, the frequencies' round first (:func:`~fedpca.algorithms.genotype_run.genotype_server`).
+        ``app_config``: the App's run_config (its ``start-sha256`` must name the start)."""
+        if not self.private:  # a simulation names its own start, the App's run_config its
+            named = ({START_HASH: start_name(self.scenario.start_basis())} if app_config is None
+                     else app_config)
+            return self.scenario.server_plan({**self.run_config(), **named})
+        return private_panel_plan(self.scenario, run_panel(self.panel), self.sites,
+                                  max(self.sizes()), app_config)
 
     def header(self) -> list[str]:
         """The lines printed before the run."""
         panel = run_panel(self.panel)
-        return [*self.scenario.header(),
-                f"genotypes of {self.sites} PLINK filesets, panel {panel.name!r} ({panel.d} "
-                f"SNPs, row-norm {panel.row_norm:g}, digest {panel.digest})"]
+        lines = [*self.scenario.header(),
+                 f"genotypes of {self.sites} PLINK filesets, panel {panel.name!r} ({panel.d} "
+                 f"SNPs, row-norm {panel.row_norm:g}, digest {panel.digest})"]
+        if self.private:
+            policy = self.policy()
+            shift = (", the start shifted along them" if self.scenario.start
+                     and panel.freq is not None else "")
+            lines.append(f"private frequencies: the allele counts released first (share "
+                         f"{policy.share:g} of each site's budget, {len(policy.plan())} "
+                         f"releases in all; the lines above describe DPS-PCA alone){shift}")
+        return lines
 
     def report(self, result: Any) -> list[str]:
         """The scenario's report."""
         return self.scenario.report(result)
+
+
+def panel_policy(scenario: DPSPCAScenario, panel: SnpPanel) -> CentredPolicy:
+    """Every simulated site's policy for a private-panel run: the scenario's budget, rounds,
+    start and secure sums, the panel's row-norm
+    (:func:`~fedpca.algorithms.genotype_centring.genotype_policy`)."""
+    s = scenario
+    return genotype_policy(s.epsilon, s.delta, s.rounds, panel.row_norm, bool(s.start),
+                           accounting=s.accounting, noise_sampler=s.noise_sampler,
+                           secure_min_sites=s.secure_min_sites, discrete=s.discrete)
+
+
+def private_panel_plan(scenario: DPSPCAScenario, panel: SnpPanel, sites: int,
+                       max_records: int, app_config: Mapping[str, Any] | None = None
+                       ) -> ServerPlan:
+    """The server of a private-panel run (:func:`~fedpca.algorithms.genotype_run.genotype_server`:
+    the frequencies' round, then DPS-PCA's, its start shifted when the panel lists reference
+    frequencies) over ``sites`` sites of at most ``max_records`` individuals. In the App,
+    the run_config's ``start-sha256`` must name the server's start; secure sums must be
+    fedpca's discrete ones."""
+    start = scenario.start_basis()
+    if app_config is not None:
+        require_start_named(app_config, start)
+    if scenario.secure_min_sites is not None and not scenario.discrete:
+        raise ConfigurationError(
+            "a private-panel run's secure sums are fedpca's discrete ones: add --discrete "
+            "(run_config discrete=true) to the secure aggregation")
+    if scenario.explained_variance:
+        raise ConfigurationError(
+            "a private-panel run makes no explained-variance release: drop "
+            "--explained-variance (run_config explained-variance=false)")
+    server, privacy = genotype_server(
+        panel_policy(scenario, panel), panel.d, scenario.k, scenario.rounds, sites,
+        max_records, s_hat=scenario.s_hat, seed=scenario.seed, start=start,
+        reference=panel.freq)
+    return ServerPlan(server, privacy, max_weight=max_records)
+
+
+def genotype_plan(scenario: Scenario, config: dict[str, Any]) -> ServerPlan:
+    """The App's server for a run_config: a simulated genotype run's (``plink``), a DPS-PCA
+    run over real private-panel sites (``panel``, the coordinator's copy of the panel the
+    sites hold, with ``standardise = "private"``; ``secagg-max-weight`` bounds their
+    individuals), or the scenario's own."""
+    if PLINK in config:
+        return genotype_run(config).server_plan(config)
+    panel = run_panel(str(Path(str(config["panel"])).expanduser().resolve())) if config.get(
+        "panel") else None
+    if panel is None or panel.standardise != "private" or not isinstance(scenario,
+                                                                        DPSPCAScenario):
+        return scenario.server_plan(config)
+    if panel.digest != config.get("contract"):
+        raise ConfigurationError(
+            f"run_config panel is {panel.path} of digest {panel.digest}, and contract is "
+            f"{config.get('contract')!r}: the sites refuse a run under another panel; set "
+            f"contract = \"{panel.digest}\"")
+    return private_panel_plan(scenario, panel, scenario.sites,
+                              max(1, scenario.max_records(config) or 0), config)
 
 
 def genotype_run(config: dict[str, Any]) -> GenotypeRun:

@@ -193,6 +193,11 @@ def _check_genotypes(rows: GenotypeRows, report: SiteCheck) -> None:
                f"digest {panel.digest} (a run must name it as its contract)")
     report.add(f"genotypes    {rows.fileset.prefix}: every panel SNP present, alleles as the "
                "panel's")
+    if rows.frequencies is None:  # a private panel: the run releases the frequencies
+        report.add(f"frequencies  private: each run releases them from the sites' allele "
+                   f"counts first; the row-norm {panel.row_norm:g} clips rows standardised "
+                   "with them")
+        return
     share = float((rows.row_scales() < 1).mean())
     report.add(f"clip norm    the panel's row-norm {panel.row_norm:g} clips {share:.1%} of the "
                "rows (shown here only, never sent)")

@@ -11,7 +11,10 @@ policy's folder)::
     ledger = "ledger.sqlite"
 
 Such a site's records are its individuals' genotype rows over the panel's SNPs, standardised
-with the panel's public frequencies and clipped to its ``row-norm``
+with the panel's public frequencies (or, for a panel with ``standardise = "private"``, with
+the frequencies each run releases first from the sites' allele counts,
+:mod:`fedpca.algorithms.genotype_centring`, planned and charged with the run by
+:func:`~fedpca.site.plan.plan_run`) and clipped to its ``row-norm``
 (:class:`~fedpca.data.genotypes.GenotypeRows`), streamed from the ``.bed`` in blocks of SNPs:
 the site never holds its ``n x d`` matrix in float. Its clip norm is the panel's ``row-norm``
 (a ``[data] clip-norm`` is refused: two bounds would disagree); its contract is the panel,
@@ -23,9 +26,10 @@ policy may allow no other, and a centred run is refused (the panel's frequencies
 genotypes already).
 
 Privacy (unit: one individual's genotype row, replace-one): every row has norm at most the
-panel's ``row-norm`` whatever the genotypes, and the frequencies are the panel's: both are
-public, neither is read off the site's genotypes; so every sensitivity follows from the
-panel alone. The checks of the fileset against the panel
+panel's ``row-norm`` whatever the genotypes, and the frequencies are the panel's (public) or
+a private run's released ones (the allele counts' release, charged with the run; what the
+coordinator sends back is checked and only moves utility): no bound or frequency is read
+off the site's genotypes unreleased; so every sensitivity follows from the panel alone. The checks of the fileset against the panel
 (:func:`~fedpca.data.snp_panel.check_fileset`) name files and SNP ids, never a genotype or
 a sample. ``fedpca site project`` writes the site's own samples' scores beside their
 FID/IID as a PLINK covariate file (0600, :func:`genotype_scores`): computed at the site,
@@ -83,8 +87,7 @@ def genotype_files(error: Callable[[str], FedPCAError], folder: Path,
     """The fileset and panel a policy's ``[site]`` table names (``None``: it names neither),
     paths relative to ``folder``; raises ``error(reason)`` for a policy that also names a
     data file or a contract, sets a clip norm, names only one of the two, allows an
-    algorithm other than :data:`GENOTYPE_ALGORITHMS`, or a panel that cannot be read or
-    standardises with private frequencies."""
+    algorithm other than :data:`GENOTYPE_ALGORITHMS`, or a panel that cannot be read."""
     named = [key for key in (GENOTYPES_KEY, PANEL_KEY) if key in site]
     if not named:
         return None
@@ -110,9 +113,6 @@ def genotype_files(error: Callable[[str], FedPCAError], folder: Path,
         panel = load_panel((folder / values[1]).resolve())
     except FedPCAError as exc:
         raise error(f"site.panel: {exc}") from None
-    if panel.standardise != "public":
-        raise error(f"site.panel: panel {panel.name!r} standardises with private frequencies, "
-                    "which no run releases yet; use a panel with public frequencies")
     return GenotypeFiles((folder / values[0]).resolve(), panel)
 
 
@@ -131,10 +131,14 @@ class GenotypeScores:
         write_covariates(path, self.fid, self.iid, self.values)
 
 
-def genotype_scores(files: GenotypeFiles, site: str, basis: np.ndarray) -> GenotypeScores:
+def genotype_scores(files: GenotypeFiles, site: str, basis: np.ndarray,
+                    frequencies: np.ndarray | None = None) -> GenotypeScores:
     """The scores of the site's own samples on the released ``basis`` (``d x k``): the
-    standardised, clipped rows times the basis (the rows every release was computed from),
-    streamed from the ``.bed``, beside each sample's FID and IID. Computed at the site;
-    nothing is sent."""
+    standardised, clipped rows times the basis (the rows every release was computed from;
+    standardised with the released ``frequencies`` of a private panel's run), streamed
+    from the ``.bed``, beside each sample's FID and IID. Computed at the site; nothing is
+    sent."""
     rows = files.rows(site)
+    if frequencies is not None:
+        rows = rows.with_frequencies(frequencies)
     return GenotypeScores(rows.fileset.fid, rows.fileset.iid, rows.times(basis))

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.centred_rounds import CentredSite
+from fedpca.algorithms.genotype_run import genotype_site
 from fedpca.algorithms.centring import CentringSite
 from fedpca.algorithms.site import PrivateSite
 from fedpca.algorithms.specs import spec
@@ -95,12 +96,15 @@ class GenotypeSource(OpenedSite):
     def __init__(self, run: GenotypeRun, partition: int, partitions: int) -> None:
         self.run, self.partition, self.partitions = run, partition, partitions
 
-    def open(self) -> PrivateSite:
-        """DPS-PCA's site over the fileset's rows."""
-        scenario = self.run.scenario
+    def open(self) -> PrivateSite | CentredSite:
+        """DPS-PCA's site over the fileset's rows (a private panel's: the frequencies'
+        release first, :func:`~fedpca.algorithms.genotype_run.genotype_site`)."""
+        scenario, rows = self.run.scenario, self.run.site_rows(self.partition)
+        if self.run.private:
+            return genotype_site(rows, self.run.policy(), scenario.start_basis(),
+                                 site=str(self.partition), seed=scenario.seed)
         return spec(scenario.ALGORITHM).site_class()(
-            self.run.site_rows(self.partition), scenario.policy(), site=str(self.partition),
-            seed=scenario.seed)
+            rows, scenario.policy(), site=str(self.partition), seed=scenario.seed)
 
     def identity(self) -> SecureIdentity | None:
         """Its identity for the run's secure sums (``None`` without them)."""

@@ -18,6 +18,10 @@ What a hostile coordinator controls here, and what it cannot do with it:
 * ``centring`` (``""``, ``"centre"``, ``"standardize"``): either scaling is planned under the
   site's own budget split and clip norm (:class:`~fedpca.algorithms.centring.CentredPolicy`);
   any other value, or centring without the site's contract or at a genotype site, is refused;
+  a genotype site whose SNP panel says ``standardise = "private"`` plans every run with the
+  release of its allele counts first (:data:`PRIVATE_FREQUENCIES`,
+  :func:`~fedpca.algorithms.genotype_centring.genotype_policy`: ``1 + T`` releases from a
+  public start, ``2 + T`` without), whatever the request says;
 * ``contract``: must be the hash of the site's own copy (``""`` when it holds none; a
   genotype site's SNP panel's digest, :mod:`fedpca.site.genotype_site`);
 * ``seed``: refused (a real site's noise comes from the operating system);
@@ -46,9 +50,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedpca.algorithms.centring import CentredPolicy, requested_scaling
+from fedpca.algorithms.genotype_centring import genotype_policy
 from fedpca.algorithms.specs import SPECS
 from fedpca.errors import InvalidRequestError
 from fedpca.dp.events import Release
+from fedpca.dp.exact_noise import EXACT
 from fedpca.dp.mechanisms import NO_SEED
 from fedpca.data.start_basis import StartBasis, start_name
 from fedpca.site.ledger import RunCharge
@@ -63,6 +69,9 @@ logger = logging.getLogger(__name__)
 
 #: The run_config value of each centring mode (``CentredPolicy.standardize`` -> mode).
 CENTRING_NAMES = {None: "", False: "centre", True: "standardize"}
+#: How a private-panel genotype site's plan names its frequencies' release (the ledger
+#: records ``dps-pca+private-frequencies``: no run mixes it with another plan).
+PRIVATE_FREQUENCIES = "private-frequencies"
 
 
 @dataclass(frozen=True)
@@ -155,20 +164,41 @@ def plan_run(policy: SitePolicyFile, run_id: str, algorithm: str,
             f"{policy.name}: refused: a public start basis is not built for a centred run "
             "(the start is a basis of uncentred rows): run with centring=\"\" or without "
             "start-sha256; nothing was released")
-    centred = (None if standardize is None
+    private = policy.genotypes is not None and policy.genotypes.panel.standardise == "private"
+    centred = (frequency_policy(policy, algorithm, start is not None) if private
+               else None if standardize is None
                else policy.centred_policy(algorithm, standardize))
     releases = (policy.planned_run(algorithm, start is not None) if centred is None
                 else centred.plan())
     multi_round = SPECS[algorithm].extra_releases is not None
     return RunPlan(
         site=policy.name, run_id=str(run_id), algorithm=algorithm,
-        centring=CENTRING_NAMES[standardize], contract=policy.contract_hash(),
+        centring=PRIVATE_FREQUENCIES if private else CENTRING_NAMES[standardize],
+        contract=policy.contract_hash(),
         releases=tuple(releases),
         rounds=policy.rounds(algorithm) if multi_round else None,
         explained_variance=explains and algorithm == DPS_PCA,
         secure_min_sites=policy.secure_min_sites, centred=centred, k=_public_int(request.get("k")),
         start=start,
     )
+
+
+def frequency_policy(policy: SitePolicyFile, algorithm: str, start: bool) -> CentredPolicy:
+    """A private-panel genotype site's policy for a run of ``algorithm`` (its allele counts'
+    release, then DPS-PCA's ``T`` releases from a public ``start``, ``T + 1`` without): the
+    site's run epsilon, delta, accounting and secure sums, exact noise, the panel's
+    row-norm. Refused with ``paper`` accounting (the split needs the PLD or RDP accountant)
+    or the explained-variance release (not built for these runs)."""
+    if policy.accounting == "paper" or policy.require_algorithm(algorithm).get(
+            EXPLAINED_VARIANCE, False):
+        raise InvalidRequestError(
+            f"{policy.name}: refused: a private-frequency genotype run splits its budget with "
+            "the PLD accountant and makes no explained-variance release; set accounting = "
+            f"\"pld\" and explained-variance = false in the policy; nothing was released")
+    return genotype_policy(policy.run_epsilon, policy.delta, policy.rounds(algorithm),
+                           policy.genotypes.panel.row_norm, start,
+                           accounting=policy.accounting, noise_sampler=EXACT,
+                           secure_min_sites=policy.secure_min_sites, discrete=policy.discrete)
 
 
 def _public_int(value: object) -> int | None:

@@ -64,6 +64,7 @@ import numpy as np
 
 from fedpca.algorithms.centred_rounds import CentredSite
 from fedpca.algorithms.centring import CentredPolicy, CentringSite
+from fedpca.algorithms.genotype_run import genotype_site
 from fedpca.algorithms.site import PrivateSite
 from fedpca.algorithms.specs import spec
 from fedpca.algorithms.site_limits import SiteLimits
@@ -130,6 +131,9 @@ class RealSiteSource:
     def _open(self) -> PrivateSite:
         opened = open_real_site(self.node, self.algorithm)
         algorithm = spec(self.algorithm)
+        if opened.centred is not None and isinstance(opened.records, GenotypeRows):
+            return genotype_site(opened.records, opened.centred, opened.plan.start,
+                                 site=opened.name, ledger=opened.ledger, limits=opened.limits)
         if opened.centred is not None:
             centring = CentringSite(opened.records, opened.bounds, opened.centred,
                                     site=opened.name, ledger=opened.ledger,
@@ -219,7 +223,8 @@ def open_real_site(node: NodeLike, algorithm: str) -> RealSite:
               START: "" if plan.start is None else str(plan.start.path)}
     logger.info("%s: noise sampler %s (grid points plus exact discrete Gaussian noise)",
                 policy.name, own["noise-sampler"])
-    bounds = None if plan.centred is None else policy.load_contract().bounds
+    bounds = (None if plan.centred is None or policy.genotypes is not None
+              else policy.load_contract().bounds)
     run = ledger.for_run(plan.charge(file_fingerprint(policy.data)), plan.releases)
     return RealSite(policy.name, records, config, run, policy.limits, plan, bounds)
 

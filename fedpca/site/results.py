@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fedpca.algorithms.genotype_centring import require_frequencies
 from fedpca.data.column_rules import cell_text
 from fedpca.data.tables import read_table
 from fedpca.errors import InvalidDataError, InvalidRequestError
@@ -299,13 +300,7 @@ def site_scores(policy: SitePolicyFile,
             f"under {own or 'none'!r}: its scores would mix two preprocessings"
         )
     if policy.genotypes is not None:
-        result.check(policy.genotypes.panel.d, None)
-        if result.mean is not None or result.scale is not None:
-            raise InvalidDataError(
-                f"the result of run {result.run_id or '?'} is centred (it has a mean or "
-                "scale); a genotype site's rows are standardised with its panel's public "
-                "frequencies and never centred by a run: it was made for other data")
-        return genotype_scores(policy.genotypes, policy.name, result.basis)
+        return _genotype_scores(policy, result)
     contract = policy.load_contract()
     if contract is None:
         records, ids = policy.load_records(), None
@@ -315,3 +310,28 @@ def site_scores(policy: SitePolicyFile,
     result.check(records.shape[1], None if contract is None else tuple(contract.output_columns))
     return SiteScores(result.scores(records), None if contract is None else contract.id_column,
                       ids)
+
+
+def _genotype_scores(policy: SitePolicyFile, result: ReleasedResult) -> GenotypeScores:
+    """A genotype site's scores on ``result``: rows standardised with the panel's public
+    frequencies (a result with a mean or scale is refused: made for other data), or with
+    a private panel the result's released frequencies (its mean ``2 p`` and scale
+    ``sqrt(2 p (1 - p))``, checked as a run's request is,
+    :func:`~fedpca.algorithms.genotype_centring.require_frequencies`)."""
+    files = policy.genotypes
+    result.check(files.panel.d, None)
+    if files.panel.standardise == "private":
+        if result.mean is None or result.scale is None:
+            raise InvalidDataError(
+                f"the result of run {result.run_id or '?'} has no released frequencies (no "
+                "mean and scale); this site's panel standardises with private ones: it was "
+                "made for other data")
+        frequencies = require_frequencies(result.mean, result.scale, files.panel.d,
+                                          policy.name)
+        return genotype_scores(files, policy.name, result.basis, frequencies)
+    if result.mean is not None or result.scale is not None:
+        raise InvalidDataError(
+            f"the result of run {result.run_id or '?'} is centred (it has a mean or "
+            "scale); a genotype site's rows are standardised with its panel's public "
+            "frequencies and never centred by a run: it was made for other data")
+    return genotype_scores(files, policy.name, result.basis)

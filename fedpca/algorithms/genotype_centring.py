@@ -1,0 +1,251 @@
+"""Private allele frequencies for a genotype run whose SNP panel says ``standardise =
+"private"``: a site's allele-count release, the server's frequencies, the site's rows
+standardised with them (no Flower import; the rounds are
+:mod:`fedpca.algorithms.centred_rounds`', the release :mod:`fedpca.algorithms.centring`'s).
+
+A private-panel run has the two steps of any centred run:
+
+1. **Allele counts.** Every site releases the column sums of its individuals' allele counts
+   ``g_ij`` in ``{0, 1, 2}`` (:meth:`FrequencySite.release_moments`), as a table's centring
+   release with every column's public range ``[0, 2]`` (:func:`genotype_bounds`): divided by
+   the width 2, with per-site Gaussian noise or inside the run's secure sum. **A missing
+   call counts 0** and the count of individuals is the public ``n`` (called and missing
+   together): no call counts are released, so the sensitivity is that of the sums alone.
+   The estimate is then ``p_j (1 - m_j)`` for a SNP with a share ``m_j`` of missing calls,
+   biased low by ``m_j p_j`` (under 1% of ``p_j`` at a 99% call rate); the missing calls
+   themselves become 0 once standardised, the SNP's mean under the panel's ``missing =
+   "mean"`` rule.
+2. **Standardised rows.** The server turns the noisy total ``S_j`` over ``N`` individuals
+   into ``p_j = S_j / (2 N)`` clamped into the public interval :data:`FREQUENCY_BOUNDS`
+   (``[0.01, 0.99]``: the scale ``sqrt(2 p (1 - p))`` stays at least 0.14, so no noisy
+   frequency near 0 or 1 blows a SNP up) and sends back ``2 p`` and ``sqrt(2 p (1 - p))``
+   as the run's mean and scale (:class:`FrequencyServer`); every site standardises its
+   calls with them, ``(g - 2 p) / sqrt(2 p (1 - p))`` (missing: 0), clips each row to the
+   panel's ``row-norm`` (its own copy) and every later release (DPS-PCA's) reads only
+   those rows (:meth:`FrequencySite.algorithm_site`).
+
+Privacy guarantee (unit: one individual's genotype row at one site, replace-one):
+replacing one individual moves each column sum by at most 2 (a missing call counts 0, within
+``[0, 2]`` too), so the released sums, divided by the width 2, have L2 sensitivity
+``sqrt(d)`` (:meth:`~fedpca.dp.moments.ColumnBounds.sum_sensitivity` of the unit bounds),
+attained by an individual homozygous for allele 1 at every SNP replaced by one with none.
+The release has the moments multiplier ``z_m`` of the site's split of the run's budget and
+each of DPS-PCA's releases ``z_a`` (:func:`genotype_policy`; the same ledger, ``1 + T``
+releases with a public start, ``1 + T + 1`` without), so the whole run is (epsilon,
+delta)-DP whatever the server does; a site refuses, before its first release, a run whose
+planned releases do not fit its ledger.
+
+**The share** (:data:`GENOTYPE_MOMENTS_SHARE`, 0.3 of the run's ``1/z^2``). The release is
+sums only (no squares), but unlike a table's mean the frequencies set every SNP's centre
+*and* scale, and a scale's error enters the components first order (as when standardising
+a table, :data:`~fedpca.dp.budget_split.STANDARDIZE_MOMENTS_SHARE`); they also give the
+shifted start its direction (:mod:`fedpca.algorithms.shifted_start`), whose noise falls as
+``1/sqrt(share)``; 0.3 costs each power step ``1/sqrt(0.7)``, 20% more noise. Measured
+(``benchmarks/genomics.py``' development cohort of scenario (b), d = 5,000, Fst 0.01, secure
+sums, T = 1, 3 noise seeds, accuracy at eps 1 / 2 / 4): 0.954 / 0.997 / 1.000 at 0.1,
+0.958 / 0.996 / 1.000 at 0.3, 0.944 / 0.993 / 1.000 at 0.5 (T = 2: 0.878, 0.867, 0.848 at
+eps 1): flat from 0.1 to 0.3, worse beyond.
+
+**What a hostile coordinator can do with the frequencies it sends** (checked in
+:func:`require_frequencies` before anything is computed from them): any frequencies in the
+public interval. The site clips its standardised rows to its own ``row-norm``, so every
+later release's sensitivity, noise and charge hold whatever arrives; a lie ruins the utility
+only (wrong centres point the components at them; frequencies near the interval's ends
+inflate those SNPs until the clip scales the row down) and steers which rows are clipped,
+post-processing of released values and public choices. Refused, nothing spent: a wrong
+shape, a non-finite value, a frequency outside the interval, or a scale other than
+``sqrt(2 p (1 - p))`` of the frequencies sent; the refusal quotes the public interval and
+shapes only, never a value read off the genotypes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from fedpca.algorithms.centring import (
+    MOMENTS_MECHANISM,
+    CentredPolicy,
+    MomentsServer,
+    moments_noise,
+)
+from fedpca.algorithms.secure_sum import SecureSum
+from fedpca.algorithms.site import PrivateSite, SiteAnswer, SiteLedgerLike
+from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.data.genotypes import GenotypeRows
+from fedpca.data.start_basis import StartBasis
+from fedpca.dp.distributed_gaussian import GridChoice
+from fedpca.dp.exact_noise import FLOAT, float_error
+from fedpca.dp.moments import ColumnBounds, ColumnMoments
+from fedpca.errors import InvalidRequestError
+
+#: The public range of an allele count (0, 1 or 2 copies of allele 1).
+GENOTYPE_WIDTH = 2.0
+#: The public interval every released frequency is clamped into (and a site accepts).
+FREQUENCY_BOUNDS = (0.01, 0.99)
+#: The allele counts' share of the run's ``1/z^2`` (module docstring: why 0.3).
+GENOTYPE_MOMENTS_SHARE = 0.3
+#: How far a sent scale may sit from ``sqrt(2 p (1 - p))`` of the sent frequencies.
+SCALE_TOLERANCE = 1e-9
+
+
+def genotype_bounds(dim: int) -> ColumnBounds:
+    """The public bounds of ``dim`` allele-count columns: each in ``[0, 2]``, no groups."""
+    return ColumnBounds(widths=(GENOTYPE_WIDTH,) * dim)
+
+
+def genotype_policy(epsilon: float, delta: float, rounds: int, row_norm: float,
+                    start: bool, *, accounting: str = "pld", noise_sampler: str = FLOAT,
+                    secure_min_sites: int | None = None,
+                    discrete: bool = False) -> CentredPolicy:
+    """A site's policy for a private-panel DPS-PCA run of ``rounds`` power steps: the
+    allele counts' release (:data:`GENOTYPE_MOMENTS_SHARE`) and DPS-PCA's ``T`` releases
+    from a public ``start``, ``T + 1`` without (its initialisation), every row clipped to
+    the panel's ``row_norm``."""
+    return CentredPolicy(epsilon=epsilon, delta=delta, moments_share=GENOTYPE_MOMENTS_SHARE,
+                         clip_norm=row_norm, accounting=accounting,
+                         noise_sampler=noise_sampler, secure_min_sites=secure_min_sites,
+                         discrete=discrete, algorithm_releases=rounds + int(not start))
+
+
+def standardisation(frequencies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mean ``2 p`` and scale ``sqrt(2 p (1 - p))`` of allele counts of frequency
+    ``p``."""
+    p = np.asarray(frequencies, dtype=np.float64)
+    return 2.0 * p, np.sqrt(2.0 * p * (1.0 - p))
+
+
+def require_frequencies(mean: object, scale: object, dim: int, site: str = "site"
+                        ) -> np.ndarray:
+    """The frequencies ``mean / 2`` the coordinator sent (UNTRUSTED) with ``scale``,
+    refused unless they are ``dim`` finite numbers within :data:`FREQUENCY_BOUNDS` and
+    ``scale`` is their ``sqrt(2 p (1 - p))``; reads the sent values only."""
+    low, high = FREQUENCY_BOUNDS
+    try:
+        mean, scale = np.asarray(mean, dtype=np.float64), np.asarray(scale, dtype=np.float64)
+    except (TypeError, ValueError):
+        mean = scale = np.empty(0)
+    if mean.shape != (dim,) or scale.shape != (dim,):
+        raise InvalidRequestError(
+            f"{site}: refused: the frequencies' mean and scale must have shape ({dim},) for "
+            f"the panel's {dim} SNPs, got {mean.shape} and {scale.shape}; nothing was "
+            "released")
+    p = mean / GENOTYPE_WIDTH
+    if not (np.isfinite(p).all() and ((p >= low) & (p <= high)).all()):
+        raise InvalidRequestError(
+            f"{site}: refused: every frequency (mean / 2) must be finite and within the "
+            f"public interval [{low}, {high}]; nothing was released")
+    if not (np.isfinite(scale).all()
+            and np.abs(scale - standardisation(p)[1]).max() <= SCALE_TOLERANCE):
+        raise InvalidRequestError(
+            f"{site}: refused: the scale must be sqrt(2 p (1 - p)) of the frequencies sent "
+            "(to 1e-9); nothing was released")
+    return p
+
+
+class FrequencyServer(MomentsServer):
+    """The allele counts' aggregator: the sites' releases (or their decoded secure sum)
+    into clamped frequencies, sent as the run's mean ``2 p`` and scale
+    ``sqrt(2 p (1 - p))`` (post-processing, nothing spent).
+
+    Args:
+        dim: the panel's SNPs.
+        secure: the sum's public parameters and the sites' grid, for discrete messages.
+        noise_sigma: the noise's standard deviation on each coordinate of the sum.
+        on_release: called with the released frequencies (e.g. the shifted start's
+            :meth:`~fedpca.algorithms.shifted_start.ShiftedStartServer.shift`).
+    """
+
+    def __init__(self, dim: int, secure: tuple[SecureSum, GridChoice] | None = None,
+                 noise_sigma: float = 0.0,
+                 on_release: Callable[[np.ndarray], None] | None = None) -> None:
+        super().__init__(genotype_bounds(dim), False, secure, noise_sigma)
+        self.on_release = on_release
+        #: The released frequencies (``None`` before the round).
+        self.frequencies: np.ndarray | None = None
+
+    def receive(self, answers: Sequence[SiteAnswer]) -> ColumnMoments:
+        """The frequencies ``S / (2 N)`` clamped into :data:`FREQUENCY_BOUNDS`, as a mean
+        and scale (the clamped SNPs listed as ``clamped_means``)."""
+        counts = super().receive(answers)
+        raw = counts.mean / GENOTYPE_WIDTH
+        p = np.clip(raw, *FREQUENCY_BOUNDS)
+        self.frequencies = p
+        mean, scale = standardisation(p)
+        clamped = tuple(int(j) for j in np.flatnonzero(p != raw))
+        self.moments = ColumnMoments(mean, scale, clamped, (), standardized=True)
+        if self.on_release is not None:
+            self.on_release(p)
+        return self.moments
+
+
+def frequency_server(policy: CentredPolicy, dim: int, sites: int,
+                     secure: tuple[SecureSum, GridChoice] | None = None,
+                     on_release: Callable[[np.ndarray], None] | None = None
+                     ) -> FrequencyServer:
+    """The allele counts' aggregator for ``sites`` sites under ``policy`` (its secure sum
+    ``secure``, if any)."""
+    noise = moments_noise(policy, genotype_bounds(dim), sites, secure)
+    return FrequencyServer(dim, secure, noise, on_release)
+
+
+class FrequencySite(PrivateSite):
+    """A private-panel site before the frequencies: its raw allele counts, under its
+    :class:`~fedpca.algorithms.centring.CentredPolicy` (:func:`genotype_policy`).
+
+    Args:
+        rows: the site's genotype rows (their raw counts are read; standardised only with
+            the released frequencies).
+        policy: the site's policy for the run.
+        start: the site's own copy of the run's public start basis (``None``: none).
+        site, seed, ledger, limits: as :class:`~fedpca.algorithms.site.PrivateSite`.
+    """
+
+    STREAMS_ROWS = True
+
+    def __init__(self, rows: GenotypeRows, policy: CentredPolicy,
+                 start: StartBasis | None = None, site: str = "site",
+                 seed: int | None = None, ledger: SiteLedgerLike | None = None,
+                 limits: SiteLimits | None = None) -> None:
+        self.bounds = genotype_bounds(rows.d)
+        moments = dataclasses.replace(policy.moments_policy(self.bounds),
+                                      clip_norm=rows.clip_norm)
+        super().__init__(rows, moments, site, seed,
+                         policy.ledger(site) if ledger is None else ledger, limits)
+        self.genotypes, self.centred, self.start = rows, policy, start
+
+    def release_moments(self, secure: SecureSum | None = None) -> np.ndarray:
+        """The noisy sums of the allele counts over 2 (missing: 0), per-site noise or the
+        discrete Gaussian message for ``secure``; charged. Refused before anything is
+        drawn or charged when the run does not fit the ledger or the sum does not describe
+        this statistic.
+
+        Privacy guarantee: one Gaussian release of multiplier ``z_m`` at replace-one L2
+        sensitivity ``sqrt(d)`` (module docstring); the counts are integers, exact in
+        float64, so the float error is that of one division by 2 per column."""
+        self.require_run()
+        unit = self.bounds.unit()
+        sensitivity = norm = unit.sum_sensitivity()
+        self.require_answer_size((self.dim,))
+        statistic = self.genotypes.column_sums() / GENOTYPE_WIDTH
+        if self.discrete:
+            return self.discrete_release(
+                MOMENTS_MECHANISM, statistic, self.discrete_request(secure, None),
+                sensitivity=sensitivity, norm_per_record=norm)
+        return self.noisy_release(MOMENTS_MECHANISM, statistic, sensitivity,
+                                  error=float_error(self.n * norm, self.n + 2))
+
+    def algorithm_site(self, site_cls: type[PrivateSite], mean: object,
+                       scale: object) -> PrivateSite:
+        """The algorithm's site over the rows standardised with the sent frequencies
+        (UNTRUSTED: :func:`require_frequencies`) and clipped to the panel's row-norm,
+        calibrated with the algorithm's share, holding the run's start, charging this
+        run's ledger."""
+        p = require_frequencies(mean, scale, self.dim, self.site)
+        share = dataclasses.replace(self.centred.algorithm_policy(self.bounds),
+                                    start=self.start)
+        return site_cls(self.genotypes.with_frequencies(p), share, site=self.site,
+                        seed=self.noise.seed, ledger=self.ledger, limits=self.limits)
+

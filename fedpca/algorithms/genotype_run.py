@@ -1,0 +1,134 @@
+"""DPS-PCA over genotypes with private allele frequencies (a SNP panel with ``standardise =
+"private"``): the run's server and sites, and the reference run in process (no Flower).
+
+The rounds are a centred run's (:mod:`fedpca.algorithms.centred_rounds`): round 1 asks every
+site for its allele counts' release
+(:class:`~fedpca.algorithms.genotype_centring.FrequencySite`), the server turns them into
+frequencies (:class:`~fedpca.algorithms.genotype_centring.FrequencyServer`) and every later
+request carries them; then DPS-PCA's rounds on the rows standardised with them: its
+initialisation and ``T`` power steps, or from a public start ``T`` power steps (shifted
+along the frequencies' difference from the reference's when the panel lists them,
+:mod:`fedpca.algorithms.shifted_start`). :func:`genotype_server` builds the server side for
+the reference run, the simulation and the Flower App alike; :func:`genotype_site` a site's
+side; :func:`run_genotype_dps_pca` runs both in process (what the benchmark and the
+equivalence tests call; a Flower run with the same seed gives the same basis).
+
+Privacy guarantee (unit: one individual's genotype row at one site, replace-one): every
+site's ``1 + T`` releases (``2 + T`` without a start) are (epsilon, delta)-DP together under
+its :func:`~fedpca.algorithms.genotype_centring.genotype_policy`, charged to one ledger; the
+shift and the components kept are post-processing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fedpca.algorithms.centred_rounds import CentredServer, CentredSite
+from fedpca.algorithms.centred_run import centred_privacy
+from fedpca.algorithms.centring import CentredPolicy, moments_sum
+from fedpca.algorithms.dps_pca import DPSPCAServer, secure_sums
+from fedpca.algorithms.genotype_centring import (
+    FrequencySite,
+    frequency_server,
+    genotype_bounds,
+)
+from fedpca.algorithms.secure_sum import public_seed
+from fedpca.algorithms.server import ServerRecord
+from fedpca.algorithms.shifted_start import SHIFT_COLUMNS, ShiftedStartServer, ShiftedStartSite
+from fedpca.algorithms.site import SiteLedgerLike
+from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.data.genotypes import GenotypeRows
+from fedpca.data.start_basis import StartBasis
+from fedpca.errors import ConfigurationError
+from fedpca.results import CentredPCAResult
+
+#: A private-panel run's mechanism, as its privacy record states it.
+MECHANISM = ("allele counts' column sums (private frequencies), then DPS-PCA's power steps "
+             "on the rows standardised with them")
+
+
+def genotype_server(policy: CentredPolicy, dim: int, k: int, rounds: int, sites: int,
+                    max_records: int, *, s_hat: int | None = None, seed: int | None = None,
+                    start: StartBasis | None = None, reference: np.ndarray | None = None
+                    ) -> tuple[CentredServer, dict[str, Any]]:
+    """The server of a private-panel DPS-PCA run and its privacy record: ``sites`` sites of
+    at most ``max_records`` individuals (public), ``T = rounds`` power steps from ``start``
+    (shifted when ``reference``, the panel's frequencies, is given; ``s_hat`` must then be
+    ``d``) or from DPS-PCA's initialisation; secure sums when ``policy.discrete`` (their
+    rotation seeded by ``seed`` as every reference run's)."""
+    if policy.algorithm_releases != rounds + int(start is None):
+        raise ConfigurationError(
+            f"the policy plans {policy.algorithm_releases} DPS-PCA releases; {rounds} power "
+            f"steps {'from a start' if start else 'and the initialisation'} make "
+            f"{rounds + int(start is None)}: build it with genotype_policy")
+    s_hat = dim if s_hat is None else s_hat
+    shifted = start is not None and reference is not None
+    if shifted and s_hat != dim:
+        raise ConfigurationError(
+            f"the shifted start keeps the top k of the last power step over every SNP: "
+            f"s_hat must be d = {dim}, got {s_hat} (or give no reference frequencies)")
+    bounds = genotype_bounds(dim)
+    rotation_seed = seed if seed is not None else public_seed()
+    moments = (moments_sum(policy, bounds, max_records, sites, rotation_seed)
+               if policy.discrete else None)
+    columns = k + SHIFT_COLUMNS * int(shifted)
+    power = (secure_sums(policy.algorithm_policy(bounds), dim, columns, max_records, sites,
+                         rotation_seed) if policy.discrete else None)
+    inner: DPSPCAServer = (
+        ShiftedStartServer(dim, k, rounds, start, reference, seed=seed, secure=power)
+        if shifted else DPSPCAServer(dim, k, s_hat, rounds, seed=seed, secure=power,
+                                     start=start))
+    frequencies = frequency_server(policy, dim, sites, moments,
+                                   inner.shift if shifted else None)
+    privacy = {**centred_privacy(policy, bounds, MECHANISM),
+               "unit": "one individual's genotype row at one site (replace-one)",
+               "frequencies": "released (the allele counts' column sums, missing calls 0)",
+               "start": "" if start is None else start.digest, "start_shift": shifted}
+    return CentredServer(inner, frequencies), privacy
+
+
+def genotype_site(rows: GenotypeRows, policy: CentredPolicy, start: StartBasis | None = None,
+                  site: str = "site", seed: int | None = None,
+                  ledger: SiteLedgerLike | None = None,
+                  limits: SiteLimits | None = None) -> CentredSite:
+    """A private-panel site: its allele counts' release, then DPS-PCA's site over its rows
+    standardised with the frequencies each request carries."""
+    return CentredSite(FrequencySite(rows, policy, start, site, seed, ledger, limits),
+                       ShiftedStartSite)
+
+
+def answer_in_process(server: ServerRecord, sites: Sequence[CentredSite]) -> None:
+    """Every round of ``server`` answered by ``sites`` in process, as a Flower run carries
+    them: each request to every site, their answers back."""
+    for server_round in range(1, server.num_rounds + 1):
+        arrays, config = server.round_request(server_round)
+        server.round_result(server_round, [s.answer(s.respond(arrays, config)) for s in sites])
+
+
+def run_genotype_dps_pca(sites: Sequence[GenotypeRows], k: int, rounds: int,
+                         policy: CentredPolicy, *, s_hat: int | None = None,
+                         seed: int | None = None, start: StartBasis | None = None,
+                         reference: np.ndarray | None = None) -> CentredPCAResult:
+    """Reference DPS-PCA over private-panel genotype sites (``sites[i]`` is site ``str(i)``;
+    with ``seed`` its noise is the stream ``(seed, i, release)``, as a Flower run's): the
+    frequencies' release, then ``rounds`` power steps (module docstring). The result's
+    ``mean / 2`` are the released frequencies.
+
+    Privacy guarantee: each site's releases are (policy.epsilon, policy.delta)-DP together
+    (unit: one individual's genotype row, replace-one)."""
+    clock = time.perf_counter()
+    members = [genotype_site(rows, policy, start, str(i), seed) for i, rows in enumerate(sites)]
+    dim = sites[0].d
+    server, privacy = genotype_server(policy, dim, k, rounds, len(sites),
+                                      max(rows.n for rows in sites), s_hat=s_hat, seed=seed,
+                                      start=start, reference=reference)
+    answer_in_process(server, members)
+    config = {"k": k, "rounds": rounds, "sites": len(sites), "seed": seed, "dim": dim,
+              "samples": sum(rows.n for rows in sites),
+              "epsilon_spent": max(m.ledger.epsilon_spent() for m in members),
+              "wall_seconds": time.perf_counter() - clock}
+    return server.result(privacy, config)

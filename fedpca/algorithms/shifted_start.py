@@ -1,0 +1,162 @@
+"""The start along the frequency shift: DPS-PCA from a public start basis and the direction
+in which the released private frequencies differ from the reference's (no Flower import).
+
+A private-panel genotype run (:mod:`fedpca.algorithms.genotype_centring`) releases the
+union's allele frequencies ``p`` before its power steps. When it also starts from a public
+basis ``S`` (a reference panel's top PCs, ``d x k``) and the panel lists the reference's own
+frequencies ``f`` (its TSV's ``freq`` column), the server starts the power method from
+``thinQR([S, s])`` with
+
+    s_j = (p_j - f_j) / sqrt(2 f_j (1 - f_j))
+
+and keeps the top ``k`` components at the end
+(:func:`~fedpca.linalg.subspace.leading_components` of the last power step's aggregate):
+:class:`ShiftedStartServer`. Why: a study population absent from the public panel moves the
+union's frequencies away from the reference's by its share times its own difference, so
+``s`` points (in the reference's standardised units) at what the panel's PCs lack; the power
+steps then need not find that direction from noise. It helps when such a population exists
+and its share is large enough for the shift to stand out of the frequencies' noise; when the
+panel covers the study, ``s`` is noise and costs one column of the power steps (no budget).
+It is always on for a run with a private panel, a start and reference frequencies; a run
+without either starts from ``S`` alone.
+
+Privacy: ``s`` is post-processing of the released frequencies and public ones: no budget,
+no release. Every power step from ``thinQR([S, s])`` has ``k + 1`` orthonormal columns and
+the same replace-one sensitivity ``sqrt(2) C^2`` as one of ``k``, so a site's plan (the
+frequencies' release and ``T`` power steps) and its charge do not depend on the shift; only
+its answer is one column longer (``d (k + 1)`` numbers), which the site bounds with its own
+:class:`~fedpca.algorithms.site_limits.SiteLimits` before it computes anything.
+
+What a hostile coordinator could do: send another first basis than the start. A site of such
+a run (:class:`ShiftedStartSite`) accepts, as its first power step, only an orthonormal
+basis of ``k`` or ``k + 1`` columns whose span holds its own copy of the start (to
+:data:`SPAN_TOLERANCE`), refused otherwise before anything is charged; the extra column is
+the coordinator's choice, as every later power step's basis is (any orthonormal basis has
+the same sensitivity), so it can steer utility only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fedpca.algorithms.dps_pca import DPSPCASite, DPSPCAServer, DPSSecureSums
+from fedpca.algorithms.site import SiteAnswer
+from fedpca.data.start_basis import StartBasis
+from fedpca.errors import ConfigurationError
+from fedpca.linalg.basis import validate_basis
+from fedpca.linalg.subspace import leading_components, thin_qr
+from fedpca.results import PCAResult
+
+#: How far a site's start may sit outside the span of the first power step's basis.
+SPAN_TOLERANCE = 1e-9
+#: The columns the shift adds to the start.
+SHIFT_COLUMNS = 1
+#: The releases a private-panel run makes before its power steps (the frequencies').
+FREQUENCY_RELEASES = 1
+#: Stream key of the public column the server holds until the frequencies are released.
+PLACEHOLDER_STREAM = 0x5717
+
+
+def shift_direction(frequencies: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``(p - f) / sqrt(2 f (1 - f))``: the released frequencies' shift from the
+    reference's, in the reference's standardised units (``d``)."""
+    f = np.asarray(reference, dtype=np.float64)
+    return (np.asarray(frequencies, dtype=np.float64) - f) / np.sqrt(2.0 * f * (1.0 - f))
+
+
+def require_reference(reference: object, dim: int) -> np.ndarray:
+    """The panel's reference frequencies as ``dim`` floats in ``(0, 1)``; refused
+    otherwise (a panel lists them in its TSV's ``freq`` column)."""
+    f = np.asarray(reference, dtype=np.float64)
+    if f.shape != (dim,) or not ((f > 0) & (f < 1)).all():
+        raise ConfigurationError(
+            f"the shifted start needs the reference's {dim} frequencies in (0, 1) (the "
+            "panel's freq column), one per panel SNP")
+    return f
+
+
+class ShiftedStartServer(DPSPCAServer):
+    """DPS-PCA's server from ``thinQR([S, s])`` (module docstring): ``k + 1`` columns per
+    power step, the top ``k`` kept at the end. Until the frequencies are released
+    (:meth:`shift`) its basis is the start beside a public random column (seeded), which
+    it keeps if the shift lies within the start's span.
+
+    Args:
+        dim, k, rounds, seed, secure: as :class:`~fedpca.algorithms.dps_pca.DPSPCAServer`
+            (``secure``: sums of ``d (k + 1)`` numbers); ``s_hat`` is ``d`` (nothing is
+            thresholded: the top ``k`` are kept from the whole last step).
+        start: the public start basis every request names.
+        reference: the reference's frequencies (the panel's).
+    """
+
+    def __init__(self, dim: int, k: int, rounds: int, start: StartBasis,
+                 reference: np.ndarray, seed: int | None = None,
+                 secure: DPSSecureSums | None = None) -> None:
+        start.require_shape(dim, k)
+        self.reference = require_reference(reference, dim)
+        rng = np.random.default_rng(None if seed is None else [seed, PLACEHOLDER_STREAM])
+        placeholder = rng.standard_normal((dim, SHIFT_COLUMNS))
+        super().__init__(dim, k + SHIFT_COLUMNS, dim, rounds, seed=seed, secure=secure,
+                         initial_basis=thin_qr(np.column_stack([start.basis, placeholder])))
+        self.start, self.kept, self.shifted = start, k, False
+        self.last_total: np.ndarray | None = None
+
+    def shift(self, frequencies: np.ndarray) -> None:
+        """Start from ``thinQR([S, s])`` for the released ``frequencies`` (before the first
+        power step; post-processing). A shift within the start's span (to
+        :data:`SPAN_TOLERANCE` of its norm) keeps the public column."""
+        if self.history:
+            raise ConfigurationError("the start is shifted before the first power step")
+        s = shift_direction(frequencies, self.reference)
+        outside = s - self.start.basis @ (self.start.basis.T @ s)
+        if np.linalg.norm(outside) > SPAN_TOLERANCE * max(np.linalg.norm(s), 1.0):
+            self.basis = thin_qr(np.column_stack([self.start.basis, s]))
+            self.shifted = True
+
+    def _summed(self, answers: Sequence[SiteAnswer], shape: tuple[int, ...],
+                which: int | None) -> tuple[list[SiteAnswer], np.ndarray]:
+        """The parent's sum, kept: the last power step's aggregate gives the components."""
+        ordered, total = super()._summed(answers, shape, which)
+        self.last_total = total
+        return ordered, total
+
+    def result(self, privacy: dict[str, Any], config: dict[str, Any]) -> PCAResult:
+        """The top ``k`` of the last power step's aggregate, with whether the start was
+        shifted and the columns every step carried."""
+        self.require_finished()
+        self.basis = leading_components(self.last_total, self.kept)
+        return super().result(privacy, {**config, "k": self.kept, "start_shift": self.shifted,
+                                         "power_columns": self.k})
+
+
+class ShiftedStartSite(DPSPCASite):
+    """DPS-PCA's site of a private-panel run (after the frequencies' release): as
+    :class:`~fedpca.algorithms.dps_pca.DPSPCASite`, and with a public start its first power
+    step's basis must hold the start in its span (``k`` or ``k + 1`` orthonormal columns;
+    module docstring), refused otherwise before anything is charged."""
+
+    def release_power(self, Q: np.ndarray, min_noise_multiplier: float | None = None,
+                      secure: Any = None) -> np.ndarray:
+        """``H_i`` for ``Q`` (the parent's), the first power step's ``Q`` checked against
+        the start first."""
+        start = self.policy.start
+        if start is not None and self.ledger.count == FREQUENCY_RELEASES:
+            self.require_answer_size(np.shape(Q))
+            Q = self.require_start_span(validate_basis(Q, self.dim, site=self.site), start)
+        return super().release_power(Q, min_noise_multiplier, secure)
+
+    def require_start_span(self, Q: np.ndarray, start: StartBasis) -> np.ndarray:
+        """``Q``, refused unless it has ``k`` or ``k + 1`` columns and its span holds the
+        start (quoting shapes and the start's public name only)."""
+        k = start.shape[1]
+        inside = Q.shape[1] in (k, k + SHIFT_COLUMNS) and float(
+            np.abs(start.basis - Q @ (Q.T @ start.basis)).max()) <= SPAN_TOLERANCE
+        if not inside:
+            raise self.refuse(
+                f"this run starts from the public basis {start.digest}; the first power "
+                f"step's basis (shape {Q.shape}) must have {k} or {k + SHIFT_COLUMNS} "
+                "orthonormal columns whose span holds it; nothing was released")
+        return Q

@@ -1,0 +1,350 @@
+"""Private allele frequencies for genotype runs (a panel with standardise = "private") and the
+start shifted along them: the release's noise and sensitivity, hostile frequencies, the
+plan's charge, the Flower run against the reference, and what the shift buys."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from cli_runs import run_cli
+from fedpca.algorithms.centred_rounds import CENTRED_STEP, CENTRING, MOMENTS_STEP
+from fedpca.algorithms.genotype_centring import (
+    FREQUENCY_BOUNDS,
+    FrequencySite,
+    genotype_policy,
+    standardisation,
+)
+from fedpca.algorithms.genotype_run import (
+    answer_in_process,
+    genotype_server,
+    genotype_site,
+    run_genotype_dps_pca,
+)
+from fedpca.data.cohort import write_cohort
+from fedpca.data.genotypes import GenotypeRows
+from fedpca.data.plink import MISSING, PlinkFileset, bed_reader
+from fedpca.data.snp_panel import check_fileset, load_panel, write_panel
+from fedpca.data.start_basis import load_start_basis
+from fedpca.dp.ledger import PrivacyLedger
+from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
+from fedpca.linalg.subspace import thin_qr
+from fedpca.site.plan import plan_run
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_template import write_policy_template
+from fedpca.site.real_site import RealSiteSource
+from fedpca.site.results import ReleasedResult, site_scores
+from fedpca.site.service import Node
+
+SAMPLES, SNPS = 200, 300
+
+
+@pytest.fixture(scope="module")
+def cohort(tmp_path_factory):
+    """3 sites x 200 individuals x 300 SNPs, a private panel, missing calls, population 2
+    absent from the reference (an isolate of population 0)."""
+    return write_cohort(tmp_path_factory.mktemp("private"), sites=3, samples_per_site=SAMPLES,
+                        snps=SNPS, populations=3, fst=0.05, reference_size=100, k=2, seed=5,
+                        missing=0.01, standardise="private", absent=2, isolate_of=0)
+
+
+def site_rows(cohort, site):
+    panel, fileset = load_panel(cohort.panel), PlinkFileset(cohort.sites[site])
+    return GenotypeRows(fileset, panel, check_fileset(panel, fileset, str(site)))
+
+
+def test_a_private_panels_rows_give_counts_only_until_frequencies_are_released(cohort):
+    rows = site_rows(cohort, 0)
+    assert rows.frequencies is None and rows.column_sums().shape == (SNPS,)
+    with pytest.raises(Exception, match="private frequencies"):
+        rows.times(np.eye(SNPS)[:, :2])
+    p = np.full(SNPS, 0.3)
+    np.testing.assert_array_equal(rows.with_frequencies(p).frequencies, p)
+
+
+def test_the_counts_release_has_the_noise_its_calibration_states(cohort):
+    rows = site_rows(cohort, 0)
+    policy = genotype_policy(2.0, 1e-6, 2, load_panel(cohort.panel).row_norm, True)
+    sigma = policy.split().moments_multiplier * np.sqrt(SNPS)  # width units: sqrt(d)
+    exact = rows.column_sums() / 2.0
+    errors = np.concatenate([FrequencySite(rows, policy, site="0", seed=seed).release_moments()
+                             - exact for seed in range(100)]) / sigma
+    assert errors.size == 100 * SNPS
+    assert abs(errors.std() - 1.0) < 0.02 and abs(errors.mean()) < 0.02
+    assert 0.040 < np.mean(np.abs(errors) > 2) < 0.051  # a Gaussian: 0.0455
+
+
+def write_bed(prefix, calls):
+    n, d = calls.shape
+    ids = [f"i{i}" for i in range(n)]
+    snps = [f"snp{j}" for j in range(d)]
+    values = np.where(calls == MISSING, np.nan, calls).astype(np.float32)
+    bed_reader().to_bed(prefix.with_suffix(".bed"), values, properties={
+        "fid": ids, "iid": ids, "sid": snps, "allele_1": ["A"] * d, "allele_2": ["G"] * d,
+        "chromosome": ["1"] * d, "bp_position": list(range(1, d + 1))})
+    return PlinkFileset(prefix)
+
+
+def test_the_counts_sensitivity_holds_for_neighbouring_rows_with_missing_calls(tmp_path):
+    """Replace one individual's row (adversarial and random, with missing calls): the
+    released statistic moves by at most the site's sensitivity sqrt(d), and the extremes
+    attain it."""
+    d, rng = 8, np.random.default_rng(0)
+    snps = [f"snp{j}" for j in range(d)]
+    panel = write_panel(tmp_path / "panel.toml", "tiny", snps, ["A"] * d, ["G"] * d, None,
+                        10.0, "private")
+    base = rng.integers(0, 3, (6, d)).astype(np.int8)
+    base[rng.random(base.shape) < 0.2] = MISSING
+    policy = genotype_policy(1.0, 1e-6, 1, panel.row_norm, True)
+    candidates = [np.full(d, 2), np.zeros(d), np.full(d, MISSING), np.r_[[2] * 4, [MISSING] * 4]]
+    candidates += [rng.choice([0, 1, 2, MISSING], d) for _ in range(12)]
+    statistics, bounds = [], set()
+    for i, row in enumerate(candidates):
+        calls = base.copy()
+        calls[0] = row
+        fileset = write_bed(tmp_path / f"c{i}", calls)
+        site = FrequencySite(GenotypeRows(fileset, panel, check_fileset(panel, fileset, "0")),
+                             policy)
+        statistics.append(site.genotypes.column_sums() / 2.0)
+        bounds.add(site.bounds.unit().sum_sensitivity())
+    assert len(bounds) == 1 and bounds.pop() == pytest.approx(np.sqrt(d))
+    moves = [np.linalg.norm(a - b) for a in statistics for b in statistics]
+    assert max(moves) <= np.sqrt(d) + 1e-12
+    assert max(moves) == pytest.approx(np.sqrt(d))  # all 2s against all 0s (or all missing)
+
+
+@pytest.mark.parametrize("mean, scale", [
+    ("shape", None), ("nan", None), ("outside", None), ("scale", None)])
+def test_a_site_refuses_hostile_frequencies_with_public_words_and_charges_nothing(
+        cohort, mean, scale):
+    rows = site_rows(cohort, 1)
+    policy = genotype_policy(2.0, 1e-6, 1, load_panel(cohort.panel).row_norm, True)
+    site = genotype_site(rows, policy, load_start_basis(cohort.start), site="1", seed=0)
+    site.respond([], {CENTRING: MOMENTS_STEP})
+    p = np.full(SNPS, 0.4)
+    mean_, scale_ = standardisation(p)
+    if mean == "shape":
+        mean_ = mean_[:-1]
+    elif mean == "nan":
+        mean_[3] = np.nan
+    elif mean == "outside":
+        mean_[0] = 2 * 0.001
+    else:
+        scale_ = scale_ * 1.5
+    basis = load_start_basis(cohort.start).basis
+    with pytest.raises(InvalidRequestError) as refused:
+        site.respond([basis, mean_, scale_], {CENTRING: CENTRED_STEP, "phase": "power",
+                                              "round": 1, "start": site.start.digest})
+    assert site.ledger.count == 1  # the counts only: the power step charged nothing
+    text = str(refused.value)
+    assert "nothing was released" in text
+    sums = rows.column_sums()
+    assert not any(str(int(v)) in text.split() for v in sums if v > 9)
+    if mean == "outside":
+        assert f"[{FREQUENCY_BOUNDS[0]}, {FREQUENCY_BOUNDS[1]}]" in text
+
+
+def test_a_site_refuses_a_first_basis_that_does_not_hold_its_start(cohort):
+    rows = site_rows(cohort, 0)
+    policy = genotype_policy(2.0, 1e-6, 1, load_panel(cohort.panel).row_norm, True)
+    start = load_start_basis(cohort.start)
+    site = genotype_site(rows, policy, start, site="0", seed=0)
+    site.respond([], {CENTRING: MOMENTS_STEP})
+    other = thin_qr(np.random.default_rng(1).standard_normal((SNPS, 3)))
+    mean, scale = standardisation(np.full(SNPS, 0.4))
+    with pytest.raises(InvalidRequestError, match="span holds it"):
+        site.respond([other, mean, scale], {CENTRING: CENTRED_STEP, "phase": "power",
+                                            "round": 1, "start": start.digest})
+    assert site.ledger.count == 1
+    shifted = thin_qr(np.column_stack([start.basis, np.ones(SNPS)]))
+    site.respond([shifted, mean, scale], {CENTRING: CENTRED_STEP, "phase": "power",
+                                          "round": 1, "start": start.digest})
+    assert site.ledger.count == 2
+
+
+@pytest.mark.parametrize("start", [True, False])
+def test_a_private_panel_run_charges_one_plus_its_algorithm_releases(cohort, start):
+    """1 + T from a start (2 + T with DPS-PCA's initialisation), and a site whose ledger
+    cannot fit them refuses the first release, charging nothing."""
+    panel, rounds = load_panel(cohort.panel), 2
+    basis = load_start_basis(cohort.start) if start else None
+    policy = genotype_policy(2.0, 1e-6, rounds, panel.row_norm, start)
+    assert len(policy.plan()) == 1 + rounds + int(not start)
+    rows = [site_rows(cohort, i) for i in range(3)]
+    sites = [genotype_site(r, policy, basis, site=str(i), seed=3) for i, r in enumerate(rows)]
+    server, _ = genotype_server(policy, SNPS, 2, rounds, 3, SAMPLES, seed=3, start=basis,
+                                reference=panel.freq if start else None)
+    answer_in_process(server, sites)
+    assert [s.ledger.count for s in sites] == [1 + rounds + int(not start)] * 3
+    assert max(s.ledger.epsilon_spent() for s in sites) <= 2.0 + 1e-9
+    poor = PrivacyLedger(1.0, 1e-6, max_releases=1 + rounds + int(not start), site="0")
+    site = genotype_site(rows[0], policy, basis, site="0", seed=3, ledger=poor)
+    with pytest.raises(BudgetExceededError):
+        site.respond([], {CENTRING: MOMENTS_STEP})
+    assert poor.count == 0
+
+
+def test_the_released_frequencies_estimate_the_unions(cohort):
+    panel = load_panel(cohort.panel)
+    rows = [site_rows(cohort, i) for i in range(3)]
+    policy = genotype_policy(8.0, 1e-6, 1, panel.row_norm, True)
+    result = run_genotype_dps_pca(rows, 2, 1, policy, seed=2, start=load_start_basis(
+        cohort.start), reference=panel.freq)
+    union = sum(r.column_sums() for r in rows) / (2.0 * 3 * SAMPLES)
+    released = result.mean / 2
+    assert np.all((released >= FREQUENCY_BOUNDS[0]) & (released <= FREQUENCY_BOUNDS[1]))
+    error = np.sqrt(np.mean((released - np.clip(union, *FREQUENCY_BOUNDS)) ** 2))
+    sd = policy.split().moments_multiplier * np.sqrt(SNPS) * np.sqrt(3) / (3 * SAMPLES)
+    assert 0.7 * sd < error < 1.1 * sd  # the noise's, over 300 SNPs (clamping only shrinks)
+    assert result.config["start_shift"] and result.basis.shape == (SNPS, 2)
+
+
+@pytest.mark.federation
+@pytest.mark.parametrize("secure", [[], ["--secure-aggregation"]])
+def test_the_flower_simulation_equals_the_reference_for_a_private_panel_and_shifted_start(
+        tmp_path, cohort, secure):
+    out = tmp_path / "run.json"
+    code, printed = run_cli(["simulate", "dps-pca", "--plink", *map(str, cohort.sites),
+                             "--panel", str(cohort.panel), "--start", str(cohort.start),
+                             "--k", "2", "--rounds", "2", "--epsilon", "4", "--seed", "1",
+                             *secure, "--output", str(out)])
+    assert code == 0, printed
+    assert "private frequencies: the allele counts released first (share 0.3" in printed
+    record = json.loads(out.read_text())
+    panel = load_panel(cohort.panel)
+    reference = run_genotype_dps_pca(
+        [site_rows(cohort, i) for i in range(3)], 2, 2,
+        genotype_policy(4.0, 1e-5, 2, panel.row_norm, True, secure_min_sites=3 if secure
+                        else None, discrete=bool(secure)), seed=1,
+        start=load_start_basis(cohort.start), reference=panel.freq)
+    np.testing.assert_allclose(np.array(record["basis"]), reference.basis, atol=1e-8, rtol=0)
+    np.testing.assert_allclose(np.array(record["mean"]), reference.mean, atol=1e-12, rtol=0)
+    assert record["config"]["start_shift"] is True and record["config"]["discrete"] == bool(secure)
+    assert [h["phase"] for h in record["history"]] == ["moments", "power", "power"]
+
+
+def test_the_shifted_start_beats_the_plain_panel_start_when_a_population_is_absent(
+        tmp_path):
+    """A scenario-(b)-like cohort (population 2 absent from the reference, an isolate of
+    population 0): the shifted start's components are far closer to the union's top 2."""
+    files = write_cohort(tmp_path, sites=3, samples_per_site=2000, snps=200, populations=3,
+                         fst=0.1, reference_size=300, k=2, seed=3, standardise="private",
+                         absent=2, isolate_of=0)
+    panel, start = load_panel(files.panel), load_start_basis(files.start)
+    rows = [site_rows(files, i) for i in range(3)]
+    union = sum(r.column_sums() for r in rows) / (2.0 * sum(r.n for r in rows))
+    X = np.vstack([r.with_frequencies(np.clip(union, *FREQUENCY_BOUNDS)).dense() for r in rows])
+    top = np.linalg.eigh(X.T @ X)[1][:, -2:]
+    policy = genotype_policy(8.0, 1e-6, 1, panel.row_norm, True)
+
+    def distance(reference, seed):
+        basis = run_genotype_dps_pca(rows, 2, 1, policy, seed=seed, start=start,
+                                     reference=reference).basis
+        return np.linalg.norm(top - basis @ (basis.T @ top), 2)
+
+    shifted = [distance(panel.freq, seed) for seed in range(3)]
+    plain = [distance(None, seed) for seed in range(3)]
+    assert max(shifted) < 0.6 < 0.9 < min(plain)  # measured: 0.37-0.41 against 0.99
+
+
+def private_site_policy(folder, cohort, site=0, start=True):
+    """A real genotype site's policy over a private panel (its start file beside it)."""
+    path = write_policy_template(folder / "site.toml", f"biobank-{site}", None,
+                                 genotypes=(str(cohort.sites[site]), str(cohort.panel)))
+    text = path.read_text()
+    if start:
+        text = text.replace("[algorithms.dps-pca]\n",
+                            f"[algorithms.dps-pca]\nstart = \"{cohort.start}\"\n")
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("start", [True, False])
+def test_a_real_private_panel_site_plans_the_frequencies_release_with_the_run(
+        tmp_path, cohort, start):
+    policy = load_site_policy(private_site_policy(tmp_path, cohort, start=start))
+    basis = load_start_basis(cohort.start)
+    request = {"contract": load_panel(cohort.panel).digest,
+               **({"start-sha256": basis.digest} if start else {})}
+    plan = plan_run(policy, "1", "dps-pca", request)
+    rounds = policy.rounds("dps-pca")
+    assert plan.count == 1 + rounds + int(not start)
+    assert plan.charged_algorithm == "dps-pca+private-frequencies"
+    assert plan.releases[0].mechanism.startswith("centring/column-moments")
+    assert (plan.start is not None) == start
+
+
+def test_a_real_private_panel_site_answers_the_counts_then_power_steps_and_projects_with_them(
+        tmp_path, cohort):
+    path = private_site_policy(tmp_path, cohort)
+    panel, basis = load_panel(cohort.panel), load_start_basis(cohort.start)
+    node = Node("7", 1, {"policy": str(path)},
+                {"algorithm": "dps-pca", "contract": panel.digest, "dim": SNPS, "s-hat": SNPS,
+                 "k": 2, "rounds": 3, "dataset": "files", "start-sha256": basis.digest})
+    site = RealSiteSource(node, "dps-pca").site()
+    counts = site.respond([], {CENTRING: MOMENTS_STEP})
+    assert counts.shape == (SNPS,) and site.ledger.count == 1
+    mean, scale = standardisation(np.full(SNPS, 0.4))
+    shifted = thin_qr(np.column_stack([basis.basis, np.ones(SNPS)]))
+    answer = site.respond([shifted, mean, scale], {CENTRING: CENTRED_STEP, "phase": "power",
+                                                   "round": 1, "start": basis.digest})
+    assert answer.shape == (SNPS, 3) and site.ledger.count == 2
+    code, printed = run_cli(["site", "check", "--policy", str(path)])
+    assert code == 0 and "frequencies  private" in printed
+    policy = load_site_policy(path)
+    components = np.linalg.qr(np.random.default_rng(8).normal(size=(SNPS, 2)))[0]
+    p = np.linspace(0.2, 0.6, SNPS)
+    released = ReleasedResult("9", "dps-pca", components, *standardisation(p),
+                              contract=policy.contract_hash())
+    scores = site_scores(policy, released)
+    np.testing.assert_allclose(scores.values, site_rows(cohort, 0).with_frequencies(p).dense()
+                               @ components, rtol=0, atol=1e-12)
+    with pytest.raises(InvalidDataError, match="no released frequencies"):
+        site_scores(policy, ReleasedResult("9", "dps-pca", components,
+                                           contract=policy.contract_hash()))
+
+
+def test_the_apps_partitions_and_coordinator_run_a_private_panel_from_run_config(cohort):
+    from fedpca.algorithms.centred_rounds import CentredServer, CentredSite
+    from fedpca.flower.app import app_source
+    from fedpca.scenarios.dps_pca import DPSPCAScenario
+    from fedpca.scenarios.genotypes import genotype_plan
+
+    panel, basis = load_panel(cohort.panel), load_start_basis(cohort.start)
+    config = {"algorithm": "dps-pca", "plink": " ".join(map(str, cohort.sites)),
+              "panel": str(cohort.panel), "k": 2, "rounds": 2, "epsilon": 4.0, "seed": 1,
+              "secure-min-sites": 3, "discrete": True, "start": str(cohort.start),
+              "start-sha256": basis.digest}
+    source = app_source(Node("1", 1, {"partition-id": 2, "num-partitions": 3}, config))
+    assert source.identity().max_rounds == 3  # the counts' round and 2 power steps
+    assert isinstance(source.site(), CentredSite)
+    simulated = genotype_plan(None, config)
+    assert isinstance(simulated.server, CentredServer) and simulated.server.num_rounds == 3
+    real = {key: value for key, value in config.items() if key not in ("plink", "seed")}
+    real.update({"contract": panel.digest, "dim": SNPS, "s-hat": SNPS, "sites": 3,
+                 "samples": 3 * SAMPLES, "secagg-max-weight": SAMPLES,
+                 "clip-norm": panel.row_norm})
+    scenario = DPSPCAScenario.from_run_config(real, sites=3)
+    plan = genotype_plan(scenario, real)
+    assert plan.server.num_rounds == 3 and plan.privacy["start_shift"] is True
+    assert plan.server.round_request(1)[1]["centring"] == "moments"
+    with pytest.raises(Exception, match="sites refuse a run under another panel"):
+        genotype_plan(scenario, {**real, "contract": "0" * 64})
+
+
+@pytest.mark.federation
+def test_a_public_panels_simulation_runs_from_its_start(tmp_path):
+    """``fedpca simulate dps-pca --plink ... --start`` with a public panel: the server names
+    its own start's hash, as the sites plan it (a run without start-sha256 was refused)."""
+    files = write_cohort(tmp_path / "public", sites=3, samples_per_site=60, snps=80,
+                         populations=3, fst=0.05, reference_size=60, k=2, seed=4)
+    out = tmp_path / "run.json"
+    code, printed = run_cli(["simulate", "dps-pca", "--plink", *map(str, files.sites),
+                             "--panel", str(files.panel), "--start", str(files.start),
+                             "--k", "2", "--rounds", "1", "--epsilon", "4", "--seed", "1",
+                             "--output", str(out)])
+    assert code == 0, printed
+    record = json.loads(out.read_text())
+    assert [h["phase"] for h in record["history"]] == ["power"]  # no initialisation
