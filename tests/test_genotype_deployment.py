@@ -2,14 +2,18 @@
 ``tests/loopback.py``, shared with tests/test_tables_deployment.py: one run, no deployment
 of its own).
 
-Three biobanks each hold a PLINK fileset of a simulated cohort and the consortium's SNP
-panel; their policies (``fedpca site init --genotypes ... --panel ...``) set the secure-sum
-keys of ``deploy/README.md``'s example. The coordinator runs secure DPS-PCA naming the
-panel's digest as the contract; the run completes with each site's planned releases, and
-each site writes its own samples' scores as a PLINK covariate file (``fedpca site
-project``), ids from its ``.fam``.
+Three biobanks each hold a PLINK fileset of a simulated cohort, the consortium's SNP panel
+(private frequencies: each run releases them first) and the panel's public start basis;
+their policies (``fedpca site init --genotypes ... --panel ...``, ``start``) set the
+secure-sum keys of ``deploy/README.md``'s example. The coordinator runs secure DPS-PCA
+naming the panel's digest as the contract and the start by its SHA-256: the frequencies'
+release, then the power step from the start shifted along them; the run completes with
+each site's planned releases (1 + T), and each site writes its own samples' scores (on the
+released frequencies) as a PLINK covariate file (``fedpca site project``), ids from its
+``.fam``.
 """
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +26,7 @@ from fedpca.data.cohort import write_cohort
 from fedpca.data.covariates import read_covariates
 from fedpca.data.plink import PlinkFileset
 from fedpca.data.snp_panel import load_panel
+from fedpca.data.start_basis import START_HASH, load_start_basis
 from fedpca.deployment.local import Site
 from fedpca.secure.roster import write_roster, write_signing_key
 from fedpca.site.policy import load_site_policy
@@ -40,7 +45,8 @@ def biobanks(loopback, tmp_path_factory):
     """The cohort, the three sites' policies and the running deployment."""
     work = tmp_path_factory.mktemp("biobanks")
     cohort = write_cohort(work / "cohort", sites=3, samples_per_site=120, snps=300,
-                          populations=3, fst=0.05, reference_size=150, k=2, seed=3)
+                          populations=3, fst=0.05, reference_size=150, k=2, seed=3,
+                          standardise="private")
     keys = {name: write_signing_key(work / "secagg", name, "gwas") for name in SITES}
     roster = write_roster(work / "roster.toml", "gwas",
                           {name: entry for name, (_, entry) in keys.items()})
@@ -51,7 +57,9 @@ def biobanks(loopback, tmp_path_factory):
                                        daily_epsilon=4.0, weekly_epsilon=4.0)
         with_readme_keys(policy, roster, keys[name][0],
                          [entry.fingerprint for other, (_, entry) in keys.items() if other != name])
-        policy.write_text(policy.read_text().replace("rounds = 10", f"rounds = {ROUNDS}"))
+        shutil.copyfile(cohort.start, policy.parent / "start.npy")
+        policy.write_text(policy.read_text().replace(
+            "rounds = 10", f'rounds = {ROUNDS}\nstart = "start.npy"'))
         load_site_policy(policy).open_ledger()
         policies.append(policy)
     sites = [Site(name, Path(load_site_policy(p).data), p) for name, p in zip(SITES, policies)]
@@ -61,25 +69,31 @@ def biobanks(loopback, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run(biobanks):
-    """A secure DPS-PCA run under the panel."""
+    """A secure DPS-PCA run under the private panel, from its start."""
     work, cohort, _, deployment = biobanks
     panel = load_panel(cohort.panel)
     return deployment.run({"algorithm": "dps-pca", "dataset": "files", "contract": panel.digest,
+                           "panel": str(cohort.panel), "start": str(cohort.start),
+                           START_HASH: load_start_basis(cohort.start).digest,
                            "dim": panel.d, "s-hat": panel.d, "k": 2, "rounds": ROUNDS,
                            "min-sites": 3, "output": str(work / "dps.json")},
                           timeout=RUN_TIMEOUT)
 
 
 def test_a_secure_genotype_run_completes_with_the_plans_releases_at_every_site(biobanks, run):
-    _, _, policies, _ = biobanks
+    _, cohort, policies, _ = biobanks
     assert all(answered == list(SITES) for answered in run.sites_answered)
     assert {g["secure_min_sites"] for g in run.config["site_guarantees"].values()} == {3}
     run_id = str(run.config["run_id"])
     for policy in policies:
         ledger = load_site_policy(policy).open_ledger()
         record = ledger.run_records()[run_id]
+        # the frequencies' release, then T power steps (no initialisation: the start)
         assert ledger.run_releases(run_id) == ROUNDS + 1 == record["planned"]
         assert record["status"] == "complete", record
+        # planned as a private panel's run from the start the run named by its hash
+        assert record["description"]["centring"] == "private-frequencies", record
+        assert record["description"]["start"] == load_start_basis(cohort.start).digest
 
 
 def test_each_site_writes_its_samples_scores_as_a_plink_covariate_file(biobanks, run):

@@ -167,5 +167,9 @@ CLI_ONLY = frozenset({"sites", "failure_rate"})
 #: widths turn the moments into a mean and a scale).
 #: The SHA-256 of the run's public start basis (``start-sha256``, "": none) is what every site
 #: plans with (:mod:`fedpca.site.start`); the scenario's ``start`` is the server's copy.
+#: A genotype run's SNP panel (``panel``: the coordinator's copy of the file every site holds,
+#: "": none) and a simulated one's PLINK prefixes (``plink``, space-separated, "": none),
+#: :mod:`fedpca.scenarios.genotypes`.
 APP_KEYS: dict[str, Any] = {"secagg-max-weight": 0, "output": "", "contract": "",
-                            "centring": "", "contract-file": "", "start-sha256": ""}
+                            "centring": "", "contract-file": "", "start-sha256": "",
+                            "panel": "", "plink": ""}

@@ -43,7 +43,7 @@ def app_source(node: Node) -> SiteSource:
     from fedpca.site.partition import PartitionSource, genotype_source, partition_of
 
     partition, partitions = partition_of(node.node_config, bool(node.run_config.get("centring")))
-    if PLINK in node.run_config:  # a genotype run: one PLINK fileset per partition
+    if node.run_config.get(PLINK):  # a genotype run: one PLINK fileset per partition
         return genotype_source(genotype_run(dict(node.run_config)), partition, partitions)
     scenario = algorithm.scenario_class().from_run_config(dict(node.run_config),
                                                           sites=partitions)

@@ -43,7 +43,7 @@ def server_main(grid: Grid, context: Context) -> None:
     """Run the configured algorithm over the connected sites (a moments round first when
     run_config ``centring`` asks) and write the result if run_config ``output`` is set."""
     scenario_cls = spec(run_algorithm(context.run_config)).scenario_class()
-    if PLINK in context.run_config:
+    if context.run_config.get(PLINK):
         context = genotype_context(context)
     if is_centred(dict(context.run_config)):
         run_centred(grid, context, scenario_cls)

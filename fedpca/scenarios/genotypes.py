@@ -209,7 +209,7 @@ def genotype_plan(scenario: Scenario, config: dict[str, Any]) -> ServerPlan:
     run over real private-panel sites (``panel``, the coordinator's copy of the panel the
     sites hold, with ``standardise = "private"``; ``secagg-max-weight`` bounds their
     individuals), or the scenario's own."""
-    if PLINK in config:
+    if config.get(PLINK):
         return genotype_run(config).server_plan(config)
     panel = run_panel(str(Path(str(config["panel"])).expanduser().resolve())) if config.get(
         "panel") else None
