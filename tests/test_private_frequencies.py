@@ -214,10 +214,13 @@ def test_the_flower_simulation_equals_the_reference_for_a_private_panel_and_shif
     assert "private frequencies: the allele counts released first (share 0.3" in printed
     record = json.loads(out.read_text())
     panel = load_panel(cohort.panel)
+    policy = genotype_policy(4.0, 1e-5, 2, panel.row_norm, True, secure_min_sites=3 if secure
+                             else None, discrete=bool(secure))
+    counts, step, _ = policy.plan()  # the header states the noise the releases really get
+    assert (f"noise multiplier {counts.sigma:.4g}), then 2 DPS-PCA release(s) at noise "
+            f"multiplier {step.sigma:.4g} each") in printed
     reference = run_genotype_dps_pca(
-        [site_rows(cohort, i) for i in range(3)], 2, 2,
-        genotype_policy(4.0, 1e-5, 2, panel.row_norm, True, secure_min_sites=3 if secure
-                        else None, discrete=bool(secure)), seed=1,
+        [site_rows(cohort, i) for i in range(3)], 2, 2, policy, seed=1,
         start=load_start_basis(cohort.start), reference=panel.freq)
     np.testing.assert_allclose(np.array(record["basis"]), reference.basis, atol=1e-8, rtol=0)
     np.testing.assert_allclose(np.array(record["mean"]), reference.mean, atol=1e-12, rtol=0)

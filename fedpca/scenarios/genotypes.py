@@ -158,9 +158,12 @@ class GenotypeRun:
             policy = self.policy()
             shift = (", the start shifted along them" if self.scenario.start
                      and panel.freq is not None else "")
+            counts, *steps = policy.plan()
             lines.append(f"private frequencies: the allele counts released first (share "
-                         f"{policy.share:g} of each site's budget, {len(policy.plan())} "
-                         f"releases in all; the lines above describe DPS-PCA alone){shift}")
+                         f"{policy.share:g} of each site's budget: noise multiplier "
+                         f"{counts.sigma:.4g}), then {len(steps)} DPS-PCA release(s) at noise "
+                         f"multiplier {steps[0].sigma:.4g} each (the first line's calibration "
+                         f"is DPS-PCA's alone){shift}")
         return lines
 
     def report(self, result: Any) -> list[str]:
