@@ -36,7 +36,8 @@ sum's decoded noise is the grid a site derives from that plan (``moments_sum`` f
 counts, ``secure_sums`` of the algorithm's part for ``d (k + 1)`` numbers): the union's allele
 counts over 2 plus Gaussian noise of the counts' ``central_sigma`` give the frequencies
 (``S / N`` clamped into ``FREQUENCY_BOUNDS``, as ``FrequencyServer`` does), fedpca's
-``ShiftedStartServer`` starts from ``thinQR([S, s])`` and keeps the top ``k``; the power
+``ShiftedStartServer`` starts from ``thinQR([S, s])`` and keeps the top ``k`` Ritz vectors
+of its last step's span (``ShiftedStartServer.components``); the power
 steps read the union's rows standardised with the run's own frequencies
 (``genomics_private.ReleasedRows``).
 """
@@ -177,7 +178,11 @@ class SecureRun:
         self.round += 1
 
     def components(self) -> np.ndarray:
-        """The run's ``k`` components (ordered by the last noisy step when oversampled)."""
+        """The run's ``k`` components: a shifted run's as fedpca's server keeps them (the Ritz
+        vectors of its last step's span), an oversampled run's ordered by its last noisy
+        step."""
+        if isinstance(self.server, ShiftedStartServer):
+            return self.server.components()
         if self.server.k == self.k:
             return self.server.basis
         return leading_components(self.last, self.k)

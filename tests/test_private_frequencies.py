@@ -29,8 +29,13 @@ from fedpca.data.plink import MISSING, PlinkFileset, bed_reader
 from fedpca.data.snp_panel import check_fileset, load_panel, write_panel
 from fedpca.data.start_basis import load_start_basis
 from fedpca.dp.ledger import PrivacyLedger
-from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
-from fedpca.linalg.subspace import thin_qr
+from fedpca.errors import (
+    BudgetExceededError,
+    ConfigurationError,
+    InvalidDataError,
+    InvalidRequestError,
+)
+from fedpca.linalg.subspace import leading_components, ritz_components, thin_qr
 from fedpca.site.plan import plan_run
 from fedpca.site.policy import load_site_policy
 from fedpca.site.policy_template import write_policy_template
@@ -249,7 +254,11 @@ def test_the_shifted_start_beats_the_plain_panel_start_when_a_population_is_abse
 
     shifted = [distance(panel.freq, seed) for seed in range(3)]
     plain = [distance(None, seed) for seed in range(3)]
-    assert max(shifted) < 0.6 < 0.9 < min(plain)  # measured: 0.37-0.41 against 0.99
+    # measured: 0.63 against 0.99 (the components stay within span([S, s]): the top 2 left
+    # singular vectors of the step's aggregate, which leave it, were at 0.37-0.41 on this
+    # strong-signal cohort, and at 0.96 against the Ritz vectors' 0.998 in the benchmark's
+    # scenario (b) at eps 1)
+    assert max(shifted) < 0.75 < 0.9 < min(plain)
 
 
 def private_site_policy(folder, cohort, site=0, start=True):
@@ -351,3 +360,25 @@ def test_a_public_panels_simulation_runs_from_its_start(tmp_path):
     assert code == 0, printed
     record = json.loads(out.read_text())
     assert [h["phase"] for h in record["history"]] == ["power"]  # no initialisation
+
+
+def test_ritz_components_stay_in_the_steps_span_and_find_its_top_directions():
+    # A's top 2 eigenvectors lie in span(Q) (Q: 3 columns); a noisy step K = A Q + E keeps
+    # the Ritz vectors within span(Q) (E enters through Q^T E only) and close to the truth,
+    # where K's top left singular vectors carry E's d-dimensional part
+    rng = np.random.default_rng(4)
+    d = 400
+    eigvecs = np.linalg.qr(rng.standard_normal((d, d)))[0]
+    A = eigvecs @ np.diag(np.r_[50.0, 30.0, np.full(d - 2, 1.0)]) @ eigvecs.T
+    Q = np.linalg.qr(np.column_stack([eigvecs[:, :2] @ rng.standard_normal((2, 2)),
+                                      rng.standard_normal(d)]))[0]
+    K = A @ Q + rng.normal(0.0, 3.0, (d, 3))
+    ritz, leading = ritz_components(Q, K, 2), leading_components(K, 2)
+    np.testing.assert_allclose(Q @ (Q.T @ ritz), ritz, atol=1e-12)
+    truth = eigvecs[:, :2]
+    ritz_error = np.linalg.norm(truth @ truth.T - ritz @ ritz.T)
+    assert ritz_error < 0.2 < np.linalg.norm(truth @ truth.T - leading @ leading.T)
+    np.testing.assert_allclose(ritz_components(Q, A @ Q, 2) @ ritz_components(Q, A @ Q, 2).T,
+                               truth @ truth.T, atol=1e-10)
+    with pytest.raises(ConfigurationError, match="ritz_components takes"):
+        ritz_components(Q, K[:, :2], 2)

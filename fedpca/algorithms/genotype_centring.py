@@ -44,7 +44,8 @@ shifted start its direction (:mod:`fedpca.algorithms.shifted_start`), whose nois
 (``benchmarks/genomics.py``' development cohort of scenario (b), d = 5,000, Fst 0.01, secure
 sums, T = 1, 3 noise seeds, accuracy at eps 1 / 2 / 4): 0.954 / 0.997 / 1.000 at 0.1,
 0.958 / 0.996 / 1.000 at 0.3, 0.944 / 0.993 / 1.000 at 0.5 (T = 2: 0.878, 0.867, 0.848 at
-eps 1): flat from 0.1 to 0.3, worse beyond.
+eps 1): flat from 0.1 to 0.3, worse beyond (measured with the shifted run's components
+then taken as the top left singular vectors of its last step; its Ritz vectors now).
 
 **What a hostile coordinator can do with the frequencies it sends** (checked in
 :func:`require_frequencies` before anything is computed from them): any frequencies in the

@@ -538,6 +538,35 @@ def leading_components(product: np.ndarray, k: int) -> np.ndarray:
         raise ConfigurationError(
             f"leading_components takes a d x k' power-step aggregate and 1 <= k <= k', got "
             f"shape {product.shape} and k={k}")
-    vectors = np.linalg.svd(product, full_matrices=False)[0][:, :k]
-    signs = np.sign(vectors[np.abs(vectors).argmax(axis=0), np.arange(k)])
+    return _signed(np.linalg.svd(product, full_matrices=False)[0][:, :k])
+
+
+def ritz_components(basis: np.ndarray, product: np.ndarray, k: int) -> np.ndarray:
+    """The top ``k`` Ritz vectors of the span of a power step's ``basis`` ``Q`` (``d x k'``
+    orthonormal) from that step's aggregate ``K = A Q + E`` (``d x k'``): the eigenvectors
+    of the symmetric part of ``Q^T K`` (``k' x k'``, the noisy Rayleigh quotient of ``A`` on
+    the span), largest first, mapped back to ``Q W``, each with its largest entry positive.
+    Unlike :func:`leading_components`, the components stay within the span the step was
+    taken in: the step's ``d``-dimensional noise enters only through its ``k' x k'``
+    projection. For a run whose last basis already spans the sought directions (a public
+    start shifted along released frequencies, :mod:`fedpca.algorithms.shifted_start`).
+
+    Privacy: post-processing of the released aggregate and of a basis the server sent, no
+    cost and no change to the run's guarantee.
+    """
+    basis = np.asarray(basis, dtype=np.float64)
+    product = np.asarray(product, dtype=np.float64)
+    if (basis.ndim != 2 or product.shape != basis.shape
+            or not 1 <= k <= basis.shape[1]):
+        raise ConfigurationError(
+            f"ritz_components takes a d x k' basis, the d x k' aggregate of its power step "
+            f"and 1 <= k <= k', got shapes {basis.shape}, {product.shape} and k={k}")
+    quotient = basis.T @ product
+    values, vectors = np.linalg.eigh((quotient + quotient.T) / 2)
+    return _signed(basis @ vectors[:, np.argsort(values)[::-1][:k]])
+
+
+def _signed(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` (columns), each with its largest entry positive."""
+    signs = np.sign(vectors[np.abs(vectors).argmax(axis=0), np.arange(vectors.shape[1])])
     return vectors * np.where(signs == 0, 1.0, signs)
