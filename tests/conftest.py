@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import fedpca
-from fedpca.deployment.poll_waits import POLL_ENV
+from fedpca.deployment.poll_waits import POLL_ENV, SUPEREXEC_POLL_ENV
 from fedpca.dp import calibration_cache
 from fedpca.blas import single_thread_env
 
@@ -52,7 +52,7 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 # every ask costs CPU on both ends of Flower's HTTPS API (11 s of CPU over the suite at 0.2)
 # and the longer wait is hidden behind the other workers' tests
 os.environ.setdefault(POLL_ENV, "0.4")
-os.environ.setdefault("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.4")  # local.SUPEREXEC_POLL_ENV
+os.environ.setdefault(SUPEREXEC_POLL_ENV, "0.4")
 # a real site's kept calibrations go to a temporary folder, not the user's cache; the
 # suite's own processes keep theirs there too (each entry checked on every read, as a
 # site's), so a calibration one xdist worker made is read, not searched again, by the others

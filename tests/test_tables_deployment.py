@@ -173,16 +173,23 @@ def test_the_readme_examples_policy_and_run_config_are_what_the_sites_run(hospit
 def test_centred_secure_runs_complete_with_the_plans_releases_at_every_site(
         hospitals, runs, name, releases):
     _, _, policies, _ = hospitals
-    result = runs[name]
-    assert all(answered == list(SITES) for answered in result.sites_answered)
+    for run in completed_at_every_site(runs[name], SITES, policies, releases):
+        assert run["description"]["centring"] in ("standardize", "centre")
+
+
+def completed_at_every_site(result, sites, policies, releases: int) -> list[dict]:
+    """Every site of ``sites`` (their ``policies``) answered every round of the secure run
+    ``result`` (3 sites at least in each sum) and its ledger records the run complete with
+    ``releases`` releases, as planned; those ledger records."""
+    assert all(answered == list(sites) for answered in result.sites_answered)
     assert {g["secure_min_sites"] for g in result.config["site_guarantees"].values()} == {3}
-    run_id = str(result.config["run_id"])
+    run_id, records = str(result.config["run_id"]), []
     for policy in policies:
         ledger = load_site_policy(policy).open_ledger()
-        run = ledger.run_records()[run_id]
-        assert ledger.run_releases(run_id) == releases == run["planned"]
-        assert run["status"] == "complete", run
-        assert run["description"]["centring"] in ("standardize", "centre")
+        records.append(ledger.run_records()[run_id])
+        assert ledger.run_releases(run_id) == releases == records[-1]["planned"]
+        assert records[-1]["status"] == "complete", records[-1]
+    return records
 
 
 def test_each_site_writes_its_own_records_scores_keyed_by_its_patient_ids(

@@ -35,8 +35,8 @@ gets a larger share of the run's epsilon; what a hostile coordinator could try w
 * **change the start between rounds**: every request names the start, checked each time;
 * **replay the first step**: each answer is a release, charged; the ledger refuses the ``T+1``-th.
 
-An oversampled run (``k' > k`` columns) keeps the top ``k`` directions of its last power
-step's aggregate (:func:`fedpca.linalg.subspace.leading_components`): no release.
+A run from a shifted start (``k + 1`` columns, :mod:`fedpca.algorithms.shifted_start`) keeps
+the top ``k`` Ritz vectors of its last power step's span: post-processing, no release.
 
 Privacy guarantee (per site, unit: one record, replace-one): the ``T + 1`` releases of a site
 (``T`` with a public start; one more with ``explained_variance``) are (epsilon, delta)-DP

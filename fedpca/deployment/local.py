@@ -82,7 +82,7 @@ from fedpca.deployment.processes import (
     signal_processes,
     stop_processes,
 )
-from fedpca.deployment.poll_waits import POLL_ENV
+from fedpca.deployment.poll_waits import POLL_ENV, SUPEREXEC_POLL_ENV
 from fedpca.deployment.site_runtime import TELEMETRY_ENV
 from fedpca.errors import ConfigurationError
 from fedpca.site.policy_template import write_policy_template
@@ -100,8 +100,8 @@ DEFAULT_STARTUP_TIMEOUT = 30.0
 DEFAULT_RUN_TIMEOUT = 600.0
 #: Seconds to wait for the output file once ``flwr run`` has returned.
 OUTPUT_GRACE = 5.0
-#: Flower's SuperExec task poll interval (environment variable, seconds).
-SUPEREXEC_POLL_ENV, SUPEREXEC_POLL_SECONDS = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.2"
+#: Seconds Flower's SuperExecs and the sites' SuperNodes wait between asks on loopback.
+SUPEREXEC_POLL_SECONDS = "0.2"
 #: What Flower's SuperNode logs once the SuperLink has activated it, and how many seconds a
 #: site's SuperNode gets to get there (its start, TLS and authentication on a loaded machine).
 ONLINE_LINE, SITE_ONLINE_TIMEOUT = "SuperNode ID:", 120.0

@@ -24,6 +24,9 @@ from fedpca.errors import ConfigurationError
 #: Environment variable: the seconds a site's SuperNode and the SuperExecs of ``fedpca deploy
 #: local`` wait between asks while a run is under way (``fedpca deploy local`` sets 0.2).
 POLL_ENV = "FEDPCA_SUPERNODE_POLL_SECONDS"
+#: Flower's own SuperExec task poll interval (environment variable, seconds), which ``fedpca
+#: deploy local`` sets for the SuperLink's and each site's SuperExec.
+SUPEREXEC_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
 #: Seconds after the last message or task during which a loop waits its short wait.
 HOT_SECONDS = 10.0
 #: A loop's wait when no message or task came for :data:`HOT_SECONDS`.
