@@ -108,7 +108,7 @@ def rayleigh_statistics(X: np.ndarray | SiteRows, V: np.ndarray) -> np.ndarray:
     read through their products) and an orthonormal basis ``V`` (``d x k``): the ``k``
     Rayleigh quotients ``diag(V^T X^T X V)`` and the trace of ``X^T X`` (unnormalised;
     ``k + 1`` numbers)."""
-    if isinstance(X, SiteRows):
+    if not isinstance(X, np.ndarray) and isinstance(X, SiteRows):
         projected, trace = X.times(V), float(X.squared_column_norms().sum())
     else:
         projected, trace = X @ V, np.einsum("ij,ij->", X, X)

@@ -262,7 +262,8 @@ class PrivateSite:
         self.exact = policy.noise_sampler == EXACT
         self.site = site
         self.clip_norm = policy.clip_norm
-        if isinstance(data, SiteRows):
+        # arrays and SiteData first: a runtime Protocol check costs ~40 us per call
+        if not isinstance(data, (np.ndarray, SiteData)) and isinstance(data, SiteRows):
             self.rows: SiteRows = self._streamed(data)
             #: The records in memory (``None``: streamed, read through :attr:`rows` only).
             self.X, self.clip_report = None, None

@@ -79,6 +79,7 @@ from fedpca.site.answer import answer_request
 from fedpca.errors import ConfigurationError
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import EXACT
+from fedpca.dp.mechanisms import triangle_indices
 from fedpca.dp.site_data import SiteData
 
 #: The audited site's name (its errors and its noise stream).
@@ -139,7 +140,7 @@ class AuditSettings:
 
 def upper_triangle(matrix: np.ndarray) -> np.ndarray:
     """The upper triangle (diagonal included) of a symmetric matrix: its i.i.d. entries."""
-    return matrix[np.triu_indices(matrix.shape[0])]
+    return matrix[triangle_indices(np.triu_indices, matrix.shape[0])]
 
 
 def _prepared(datasets: NeighbouringDatasets, clip_norm: float) -> tuple[SiteData, SiteData]:

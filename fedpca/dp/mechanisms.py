@@ -14,9 +14,11 @@ accountant (:mod:`fedpca.dp.accountant`) composes them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import zlib
+from collections.abc import Callable
 
 import numpy as np
 
@@ -102,15 +104,24 @@ def block_rows(dim: int, block_bytes: int = NOISE_BLOCK_BYTES) -> int:
     return min(max(1, block_bytes // (8 * max(dim, 1))), max(dim, 1))
 
 
+@functools.lru_cache(maxsize=64)
+def triangle_indices(make: Callable[[int, int], tuple[np.ndarray, np.ndarray]], dim: int,
+                     offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``make(dim, offset)`` (``np.triu_indices`` or ``np.tril_indices``), made once per
+    arguments: small releases mirror and cut triangles many times. Read-only: index with it."""
+    rows, cols = make(dim, offset)
+    rows.flags.writeable = cols.flags.writeable = False
+    return rows, cols
+
+
 def mirror_upper_triangle(out: np.ndarray, rows: int) -> None:
     """Copy the upper triangle of square ``out`` below its diagonal, ``rows`` at a time."""
     dim = out.shape[0]
-    below = np.tril_indices(rows, -1)
     for start in range(0, dim, rows):
         stop = min(start + rows, dim)
         out[start:stop, :start] = out[:start, start:stop].T
         diagonal = out[start:stop, start:stop]
-        inside = below if stop - start == rows else np.tril_indices(stop - start, -1)
+        inside = triangle_indices(np.tril_indices, stop - start, -1)
         diagonal[inside] = diagonal.T[inside]
 
 
