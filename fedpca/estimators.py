@@ -76,7 +76,7 @@ from fedpca.algorithms.central import (
 from fedpca.algorithms.centred_run import run_centred_pca, run_pooled_centred_pca
 from fedpca.algorithms.centring import CentredPolicy
 from fedpca.algorithms.ppca import ALGORITHM as PPCA_ALGORITHM
-from fedpca.algorithms.ppca import DEFAULT_BURN_IN, run_ppca_chain
+from fedpca.algorithms.ppca import DEFAULT_BURN_IN, run_ppca
 from fedpca.errors import ConfigurationError, InvalidDataError
 from fedpca.linalg.matrix_bingham import ChainDiagnostics
 from fedpca.dp.moments import ColumnBounds
@@ -551,12 +551,13 @@ class PPCA(_PrivateCentredPCA):
         return super()._fit_centred(X, standardize)
 
     def _fit_uncentred(self, X: object) -> PCAResult:
-        run = run_ppca_chain(
+        return run_ppca(
             X, self.n_components, self.epsilon, self.clip_norm, self.burn_in,
-            _noise_seed(self.random_state),
+            _noise_seed(self.random_state), diagnostics=self._keep_diagnostics,
         )
-        self.diagnostics_: ChainDiagnostics = run.diagnostics
-        return run.result
+
+    def _keep_diagnostics(self, diagnostics: ChainDiagnostics) -> None:
+        self.diagnostics_ = diagnostics
 
 
 for _estimator in (AnalyzeGaussPCA, ModSulqPCA, PPCA):

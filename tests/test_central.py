@@ -210,6 +210,19 @@ def test_ppca_privacy_record_and_exactness(spiked):
     np.testing.assert_array_equal(many.result.basis, again.result.basis)
 
 
+def test_ppca_hands_its_chain_diagnostics_to_the_curator_and_the_old_name_warns(spiked):
+    _, X = spiked
+    found = []
+    result = run_ppca(X[:2000], 2, epsilon=2.0, burn_in=7, seed=3, diagnostics=found.append)
+    assert len(found) == 1 and found[0].energy.shape == (8,)
+    assert "energy" not in str(result.to_dict())
+    with pytest.warns(DeprecationWarning, match="run_ppca_chain is deprecated"):
+        from fedpca.algorithms.ppca import run_ppca_chain as old
+    run = old(X[:2000], 2, epsilon=2.0, burn_in=7, seed=3)
+    np.testing.assert_array_equal(run.result.basis, result.basis)
+    np.testing.assert_array_equal(run.diagnostics.energy, found[0].energy)
+
+
 def test_ppca_samples_the_bingham_of_the_clipped_data_scaled_by_alpha_over_2c2():
     # With C = 2 and rows of norm 2, B = alpha / (2 C^2) X^T X: compare one exact k=1
     # draw's statistic with the vector sampler's on the same B (two-sample KS over seeds).

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +65,8 @@ APPROXIMATE_SAMPLING = (
 
 @dataclass(frozen=True)
 class PPCARun:
-    """A PPCA release and, for the curator only, how its chain mixed.
+    """A PPCA release and, for the curator only, how its chain mixed (what the deprecated
+    ``run_ppca_chain`` returns).
 
     Attributes:
         result: what is released (the frame and its privacy record).
@@ -104,18 +107,20 @@ def privacy_record(epsilon: float, clip_norm: float, k: int, burn_in: int) -> di
     return record
 
 
-def run_ppca_chain(
+def run_ppca(
     data: np.ndarray | SiteData,
     k: int,
     epsilon: float,
     clip_norm: float = 1.0,
     burn_in: int = DEFAULT_BURN_IN,
     seed: int | None = None,
-) -> PPCARun:
-    """PPCA with its chain diagnostics (see :func:`run_ppca` for the release alone).
+    diagnostics: Callable[[ChainDiagnostics], None] | None = None,
+) -> PCAResult:
+    """PPCA (paper 001, Alg. 2): one frame from ``exp(tr(V^T (n alpha / 2) A V))``.
 
     Privacy guarantee: epsilon-DP (pure) per record of the pooled data (replace-one),
-    central trust model; for ``k > 1`` only in the limit of exact sampling.
+    central trust model; exact for ``k = 1``, for ``k > 1`` only in the limit of exact
+    sampling (the privacy record says so).
 
     Args:
         data: the pooled ``n x d`` records (or a :class:`SiteData` clipped to ``clip_norm``).
@@ -125,6 +130,10 @@ def run_ppca_chain(
         burn_in: Gibbs sweeps discarded before the one whose state is released (ignored
             for ``k = 1``: one exact draw).
         seed: seed for reproducible simulation only (``None``: OS randomness).
+        diagnostics: called once with the chain's diagnostics (its ``energy`` is
+            ``tr(V^T B V)``, i.e. ``n alpha / (2 C^2)`` times the captured energy
+            ``tr(V^T A V)``); computed from the data, NOT private: for the curator only,
+            never part of the result.
     """
     start = time.perf_counter()
     epsilon = require_finite_positive(epsilon, "epsilon")
@@ -142,26 +151,27 @@ def run_ppca_chain(
         "wall_seconds": time.perf_counter() - start,
     }
     history = [{"round": 1, "phase": "sample", "sweeps": sweeps + 1}]
-    result = PCAResult(
+    logger.info("PPCA: k=%d, n=%d, d=%d, %d sweeps", k, n, d, sweeps + 1)
+    if diagnostics is not None:
+        diagnostics(chain.diagnostics)
+    return PCAResult(
         ALGORITHM, chain.samples[-1], privacy_record(epsilon, clip_norm, k, sweeps),
         history, config, [[CURATOR]],
     )
-    logger.info("PPCA: k=%d, n=%d, d=%d, %d sweeps", k, n, d, sweeps + 1)
-    return PPCARun(result, chain.diagnostics)
 
 
-def run_ppca(
-    data: np.ndarray | SiteData,
-    k: int,
-    epsilon: float,
-    clip_norm: float = 1.0,
-    burn_in: int = DEFAULT_BURN_IN,
-    seed: int | None = None,
-) -> PCAResult:
-    """PPCA (paper 001, Alg. 2): one frame from ``exp(tr(V^T (n alpha / 2) A V))``.
+def _run_ppca_chain(*args: Any, **kwargs: Any) -> PPCARun:
+    """The deprecated ``run_ppca_chain``: :func:`run_ppca`'s result and its diagnostics."""
+    found: list[ChainDiagnostics] = []
+    result = run_ppca(*args, diagnostics=found.append, **kwargs)
+    return PPCARun(result, found[0])
 
-    Privacy guarantee: epsilon-DP (pure) per record of the pooled data (replace-one),
-    central trust model; exact for ``k = 1``, for ``k > 1`` only in the limit of exact
-    sampling (the privacy record says so). Arguments as :func:`run_ppca_chain`.
-    """
-    return run_ppca_chain(data, k, epsilon, clip_norm, burn_in, seed).result
+
+def __getattr__(name: str) -> Any:
+    """``run_ppca_chain``, deprecated: ``run_ppca(..., diagnostics=...)`` (docs/api.md)."""
+    if name == "run_ppca_chain":
+        warnings.warn("fedpca.algorithms.ppca.run_ppca_chain is deprecated: call run_ppca with "
+                      "diagnostics=, a function it calls with the chain's diagnostics "
+                      "(docs/api.md, Migration)", DeprecationWarning, stacklevel=2)
+        return _run_ppca_chain
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,7 +30,7 @@ the raw records, side by side; its
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -49,35 +49,58 @@ METHOD_LABELS = {
     **CENTRAL_LABELS,
 }
 
+#: Sec. 5.1's model: ``d = 1000``, ``k = 5``, ``s = 10`` (spike and tail: the model's defaults).
+PAPER_MODEL = SparseSpikedModel(dim=1000, k=5, sparsity=10)
+
 
 @dataclass(frozen=True)
 class ModelSetting:
     """The data, DPS-PCA's parameters and the repetitions of one figure.
 
     Attributes:
-        dim, samples, k, sparsity: the model's ``d``, ``n``, ``k`` and ``s``.
+        spiked: the model (its ``d``, ``k``, ``s``, spike and tail); its ``seed`` is
+            replaced by each figure's data seed (:meth:`data`).
+        samples: the model's ``n``.
         s_hat, rounds: DPS-PCA's ``s_hat`` and ``T``.
         burn_in: PPCA's Gibbs sweeps before its release (the paper uses 1000 in Fig. 4a).
         seeds: noise repetitions (seeds ``seed .. seed + seeds - 1``) on one data draw.
     """
 
-    dim: int = 1000
+    spiked: SparseSpikedModel = PAPER_MODEL
     samples: int = 100_000
-    k: int = 5
-    sparsity: int = 10
     s_hat: int = 50
     rounds: int = 10
     burn_in: int = 1000
     seeds: int = 2
 
+    @property
+    def k(self) -> int:
+        """The components every method finds: the model's leading eigenspace dimension."""
+        return self.spiked.k
+
     def at_dim(self, dim: int) -> ModelSetting:
         """The same setting in dimension ``dim`` (``s_hat`` capped at ``dim``)."""
-        return replace(self, dim=dim, s_hat=min(self.s_hat, dim))
+        return replace(self, spiked=replace(self.spiked, dim=dim), s_hat=min(self.s_hat, dim))
+
+    def with_k(self, k: int) -> ModelSetting:
+        """The same setting with a ``k``-dimensional leading eigenspace."""
+        return replace(self, spiked=replace(self.spiked, k=k))
+
+    def model(self, seed: int) -> SparseSpikedModel:
+        """The model of data seed ``seed``."""
+        return replace(self.spiked, seed=seed)
 
     def data(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """``(X, Q*)``: ``n`` scaled rows of the model of ``seed`` and its true eigenspace."""
-        model = SparseSpikedModel(dim=self.dim, k=self.k, sparsity=self.sparsity, seed=seed)
+        model = self.model(seed)
         return model.sample(self.samples), model.truth
+
+    def record(self) -> dict[str, int]:
+        """The setting as a flat JSON object: the model's ``d``, ``k``, ``s`` and the run's
+        parameters (the model's seed is each figure's, recorded beside it)."""
+        return {"dim": self.spiked.dim, "samples": self.samples, "k": self.k,
+                "sparsity": self.spiked.sparsity, "s_hat": self.s_hat, "rounds": self.rounds,
+                "burn_in": self.burn_in, "seeds": self.seeds}
 
     def policy(self, epsilon: float, delta: float, accounting: str) -> SitePolicy:
         """DPS-PCA's site policy at ``(epsilon, delta)``."""
@@ -85,7 +108,7 @@ class ModelSetting:
 
 
 PAPER = ModelSetting()
-QUICK = ModelSetting(dim=200, samples=20_000, burn_in=20, seeds=1)
+QUICK = replace(PAPER.at_dim(200), samples=20_000, burn_in=20, seeds=1)
 
 
 def dps_errors(
@@ -119,9 +142,8 @@ def noise_multipliers(m: ModelSetting, points: Sequence[tuple[float, float]]) ->
 
 def setting_record(m: ModelSetting, seed: int, dims: Sequence[int]) -> dict[str, Any]:
     """The JSON ``setting`` block: the run parameters and, per ``d``, the public row scale."""
-    scales = [SparseSpikedModel(dim=d, k=m.k, sparsity=m.sparsity, seed=seed).scale
-              for d in dims]
-    record = {key: value for key, value in asdict(m).items() if key != "dim"}
+    scales = [m.at_dim(d).model(seed).scale for d in dims]
+    record = {key: value for key, value in m.record().items() if key != "dim"}
     return {**record, "dims": list(dims), "seed": seed, "sites": 1, "clip_norm": CLIP_NORM,
             "row_scale": scales}
 

@@ -88,7 +88,7 @@ def fig3_figure(setting: Fig3Setting, runs: dict[str, Any]) -> plt.Figure:
                 ax.plot(iterations, runs[panel][acc][i]["mean"], linestyle=style, marker="o",
                         markersize=3, color=f"C{i}",
                         label=f"{panel} = {value:g}" if acc == "pld" else None)
-        ax.axhline(random_subspace_distance(m.k, m.dim), color="gray", linestyle=":",
+        ax.axhline(random_subspace_distance(m.k, m.spiked.dim), color="gray", linestyle=":",
                    label="random subspace")
         ax.plot([], [], color="black", linestyle="-", label="PLD (fedpca)")
         ax.plot([], [], color="black", linestyle="--", label="paper's calibration")
@@ -99,8 +99,9 @@ def fig3_figure(setting: Fig3Setting, runs: dict[str, Any]) -> plt.Figure:
         ax.legend(fontsize=8)
     axes[0].set_ylabel("||sin Theta(Q(t), Q*)||_F")
     axes[0].set_ylim(0, 2.4)
-    fig.suptitle(f"DPS-PCA, paper 000 Fig. 3 (d = {m.dim}, n = {m.samples:.0e}, k = {m.k}, "
-                 f"s = {m.sparsity}, s_hat = {m.s_hat}, T = {m.rounds}, one site)")
+    fig.suptitle(f"DPS-PCA, paper 000 Fig. 3 (d = {m.spiked.dim}, n = {m.samples:.0e}, "
+                 f"k = {m.k}, s = {m.spiked.sparsity}, s_hat = {m.s_hat}, T = {m.rounds}, "
+                 "one site)")
     fig.tight_layout()
     return fig
 
@@ -127,11 +128,11 @@ def fig3_markdown(setting: Fig3Setting, runs: dict[str, Any], multipliers: dict[
     m = setting.model
     sections = [
         "# DPS-PCA: paper 000 Fig. 3 (error per iteration)",
-        f"`fedpca experiment dps-pca-fig3`: d = {m.dim}, n = {m.samples}, k = {m.k}, "
-        f"s = {m.sparsity}, s_hat = {m.s_hat}, T = {m.rounds}, one site, rows scaled to norm "
-        f"<= 1 by the model's public constant; mean over {m.seeds} noise seed(s) on one data "
+        f"`fedpca experiment dps-pca-fig3`: d = {m.spiked.dim}, n = {m.samples}, k = {m.k}, "
+        f"s = {m.spiked.sparsity}, s_hat = {m.s_hat}, T = {m.rounds}, one site, rows scaled to "
+        f"norm <= 1 by the model's public constant; mean over {m.seeds} noise seed(s) on one data "
         "draw. Solid: fedpca's PLD calibration; dashed: the paper's formula (same noise seeds). "
-        f"Random-subspace level: {random_subspace_distance(m.k, m.dim):.3f}.",
+        f"Random-subspace level: {random_subspace_distance(m.k, m.spiked.dim):.3f}.",
         "![dps-pca-fig3](dps-pca-fig3.png)",
     ]
     for panel, points in setting.panels().items():
@@ -173,7 +174,7 @@ def dps_pca_fig3(out: Path, quick: bool, seed: int) -> ExperimentOutput:
     return ExperimentOutput(
         name="dps-pca-fig3",
         data={"experiment": "dps-pca-fig3",
-              "setting": {**setting_record(setting.model, seed, [setting.model.dim]),
+              "setting": {**setting_record(setting.model, seed, [setting.model.spiked.dim]),
                           "panels": setting.panels()},
               "noise_multiplier": multipliers, "panels": runs, "findings": found},
         markdown=fig3_markdown(setting, runs, multipliers, found),

@@ -56,10 +56,10 @@ class Fig4Setting:
 
 
 FIG4A = Fig4Setting(PAPER, epsilons=(0.8, 1.2, 1.6, 2.0), dims=(1000,), delta=0.3)
-FIG4A_QUICK = Fig4Setting(QUICK, epsilons=(0.8, 2.0), dims=(QUICK.dim,), delta=0.3)
-FIG4B = Fig4Setting(replace(PAPER, k=3, seeds=3), epsilons=(1.0,),
+FIG4A_QUICK = Fig4Setting(QUICK, epsilons=(0.8, 2.0), dims=(QUICK.spiked.dim,), delta=0.3)
+FIG4B = Fig4Setting(replace(PAPER.with_k(3), seeds=3), epsilons=(1.0,),
                     dims=(40, 60, 80, 100, 120, 140, 160), delta=0.1)
-FIG4B_QUICK = Fig4Setting(replace(QUICK, k=3), epsilons=(1.0,), dims=(40, 100), delta=0.1)
+FIG4B_QUICK = Fig4Setting(QUICK.with_k(3), epsilons=(1.0,), dims=(40, 100), delta=0.1)
 
 
 def fig4_runs(setting: Fig4Setting, seed: int, label: str) -> dict[str, Any]:
@@ -132,7 +132,7 @@ def fig4_experiment(name: str, title: str, setting: Fig4Setting, seed: int,
     yes = {True: "holds", False: "does not hold at every point"}
     markdown = markdown_document([
         f"# {title}",
-        f"`fedpca experiment {name}`: n = {m.samples}, k = {m.k}, s = {m.sparsity}, "
+        f"`fedpca experiment {name}`: n = {m.samples}, k = {m.k}, s = {m.spiked.sparsity}, "
         f"s_hat = min({m.s_hat}, d), T = {m.rounds}, delta = {setting.delta:g} (MOD-SuLQ, "
         f"Analyze Gauss, DPS-PCA), PPCA alpha = eps with {m.burn_in} Gibbs sweeps; one site; "
         f"rows scaled to norm <= 1 by the model's public constant; mean ± std over {m.seeds} "

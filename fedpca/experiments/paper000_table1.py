@@ -209,7 +209,7 @@ def table1_markdown(setting: Table1Setting, rows: dict[str, Any]) -> str:
         "# CPU time: paper 000 Table 1",
         f"`fedpca experiment dps-pca-table1`: CPU seconds (median of {setting.repeats} "
         f"interleaved runs) of each public API from the raw records, n = {m.samples}, "
-        f"k = {m.k}, s = {m.sparsity}, s_hat = {m.s_hat}, T = {m.rounds}, eps = "
+        f"k = {m.k}, s = {m.spiked.sparsity}, s_hat = {m.s_hat}, T = {m.rounds}, eps = "
         f"{setting.epsilon:g}, delta = {setting.delta:g}, PPCA {setting.sweeps} Gibbs sweeps. "
         "The paper's DPS-PCA time is \"<1ms\": its ratios are lower bounds.",
         "![dps-pca-table1](dps-pca-table1.png)",
@@ -230,7 +230,8 @@ def dps_pca_table1(out: Path, quick: bool, seed: int) -> ExperimentOutput:
     return ExperimentOutput(
         name="dps-pca-table1",
         data={"experiment": "dps-pca-table1",
-              "setting": {**asdict(setting), "seed": seed, "clock": "time.process_time"},
+              "setting": {**asdict(setting), "model": setting.model.record(), "seed": seed,
+                          "clock": "time.process_time"},
               "labels": TIMING_LABELS, "methods": rows,
               "paper": {"dims": list(PAPER_DIMS), **PAPER_TABLE1}},
         markdown=table1_markdown(setting, rows),

@@ -1,9 +1,10 @@
 """Each algorithm's Flower strategy by name, started like Flower's ``FedAvg``.
 
 A named strategy is the one Message-API strategy
-(:class:`~fedpca.flower.strategy.MessageSiteStrategy`) or its legacy-API twin
-(:class:`~fedpca.flower.legacy_strategy.LegacySiteStrategy`, the only kind Flower's SecAgg+
-workflow drives) that builds its algorithm's Flower-free server from its parameters. Every
+(:class:`~fedpca.flower.strategy.MessageSiteStrategy`) that builds its algorithm's
+Flower-free server from its parameters, or that class's legacy-API twin (:func:`legacy_twin`:
+a :class:`~fedpca.flower.legacy_strategy.LegacySiteStrategy`, the only kind Flower's SecAgg+
+workflow drives, building the same server). Every
 formula lives in the server's module; the strategies only move arrays. The privacy guarantee
 is the sites' (each adds its own noise before anything leaves it); the server records what
 they state.
@@ -47,22 +48,10 @@ class DPSPCA(MessageSiteStrategy):
     build = DPSPCAServer
 
 
-class DPSPCAStrategy(LegacySiteStrategy):
-    """DPS-PCA on Flower's legacy strategy API (and SecAgg+); parameters: :class:`DPSPCA`'s."""
-
-    build = DPSPCAServer
-
-
 class DPdisPCA(MessageSiteStrategy):
     """DPdisPCA on Flower's Message API; parameters: :class:`DPdisPCAServer`'s (``dim``,
     ``k``, ``r``, ``weighting``, ``variant``, ``evaluation``, ``secure``, ``variance``) and
     :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
-
-    build = DPdisPCAServer
-
-
-class DPdisPCAStrategy(LegacySiteStrategy):
-    """DPdisPCA on Flower's legacy strategy API; parameters: :class:`DPdisPCA`'s."""
 
     build = DPdisPCAServer
 
@@ -90,12 +79,6 @@ class LDPCovariance(MessageSiteStrategy):
     build = build_ldp
 
 
-class LDPCovarianceStrategy(LegacySiteStrategy):
-    """LDP-PCA on Flower's legacy strategy API; parameters: :class:`LDPCovariance`'s."""
-
-    build = build_ldp
-
-
 class SuLQKPlane(MessageSiteStrategy):
     """SuLQ k-plane on Flower's Message API; parameters: :class:`KPlaneServer`'s (``dim``,
     ``clusters``, ``subspace_dim``, ``rounds``, ``clip_norm``, ``seed``, ``initial_bases``,
@@ -104,7 +87,18 @@ class SuLQKPlane(MessageSiteStrategy):
     build = KPlaneServer
 
 
-class KPlaneStrategy(LegacySiteStrategy):
-    """SuLQ k-plane on Flower's legacy strategy API; parameters: :class:`SuLQKPlane`'s."""
+def legacy_twin(strategy: type[MessageSiteStrategy], name: str) -> type[LegacySiteStrategy]:
+    """``strategy``'s twin on Flower's legacy strategy API (the only kind Flower's SecAgg+
+    workflow drives): a :class:`~fedpca.flower.legacy_strategy.LegacySiteStrategy` named
+    ``name`` that builds the same server from the same parameters."""
+    doc = (f"{strategy.__name__} on Flower's legacy strategy API (and SecAgg+); parameters: "
+           f":class:`{strategy.__name__}`'s.")
+    return type(name, (LegacySiteStrategy,), {"build": strategy.build, "__doc__": doc,
+                                              "__module__": __name__, "__qualname__": name})
 
-    build = KPlaneServer
+
+#: Each Message-API strategy's legacy twin.
+DPSPCAStrategy = legacy_twin(DPSPCA, "DPSPCAStrategy")
+DPdisPCAStrategy = legacy_twin(DPdisPCA, "DPdisPCAStrategy")
+LDPCovarianceStrategy = legacy_twin(LDPCovariance, "LDPCovarianceStrategy")
+KPlaneStrategy = legacy_twin(SuLQKPlane, "KPlaneStrategy")

@@ -13,9 +13,11 @@ then each round (:class:`InputRequest` -> :class:`MaskedInput`,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, ClassVar, get_type_hints
 
 import numpy as np
 
@@ -61,17 +63,28 @@ _SIGNATURE_BYTES = 64
 
 
 class FlatMessage:
-    """A message whose wire form is its fields as they are (``WIRE``: each field's type)."""
+    """A message whose wire form is its dataclass fields as they are, each of the wire type
+    its annotation names (``str``, ``int`` or ``bytes``: :meth:`wire`)."""
 
     KIND: ClassVar[str]
-    WIRE: ClassVar[Mapping[str, type]]
+
+    @classmethod
+    def wire(cls) -> Mapping[str, type]:
+        """Each field's name and wire type, in field order, read once from the annotations."""
+        return _flat_wire(cls)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.KIND, **{name: getattr(self, name) for name in self.WIRE}}
+        return {"kind": self.KIND, **{name: getattr(self, name) for name in self.wire()}}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Any:
-        return cls(**read_wire(data, cls.KIND, cls.WIRE))
+        return cls(**read_wire(data, cls.KIND, cls.wire()))
+
+
+@functools.cache
+def _flat_wire(cls: type) -> Mapping[str, type]:
+    hints = get_type_hints(cls)
+    return MappingProxyType({f.name: hints[f.name] for f in fields(cls)})
 
 
 @dataclass(frozen=True)
@@ -79,8 +92,6 @@ class SetupRequest(FlatMessage):
     """S1, server -> every member: the public run parameters."""
 
     KIND: ClassVar[str] = "secagg-setup"
-    WIRE: ClassVar[Mapping[str, type]] = {"run_id": str, "rounds": int, "threshold": int,
-                                          "modulus": int}
     run_id: str
     rounds: int
     threshold: int
@@ -98,8 +109,6 @@ class Advertisement(FlatMessage):
     """S1 reply: a member's fresh X25519 public key, signed with its roster key."""
 
     KIND: ClassVar[str] = "secagg-advertisement"
-    WIRE: ClassVar[Mapping[str, type]] = {"member": str, "run_id": str, "public_key": bytes,
-                                          "signature": bytes}
     member: str
     run_id: str
     public_key: bytes
