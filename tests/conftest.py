@@ -125,12 +125,11 @@ def loopback(tmp_path_factory):
 def flower_sites(request):
     """The module's Flower simulations run their sites in this process
     (:func:`sites_in_process.sites_in_process`), unless the module is marked
-    ``pytest.mark.ray``: then in Ray actors, as ``fedpca simulate`` runs them. Module scope
-    and autouse: set before the module's own fixtures, which start simulations too."""
-    if request.node.get_closest_marker("ray"):
-        yield
-        return
-    from sites_in_process import sites_in_process
+    ``pytest.mark.ray``: then in Ray actors, as ``fedpca simulate`` runs them. Either way
+    Flower's in-memory runtime in this process waits briefly between its looks
+    (:func:`sites_in_process.prompt_waits`). Module scope and autouse: set before the
+    module's own fixtures, which start simulations too."""
+    from sites_in_process import prompt_waits, sites_in_process
 
-    with sites_in_process():
+    with prompt_waits() if request.node.get_closest_marker("ray") else sites_in_process():
         yield

@@ -3,11 +3,15 @@
 one preload: importing it is the loading): Flower's ServerApp runtime and the HTTP transport
 of its Runtime API client, fedpca's ServerApp and what a run imports on first use (the
 privacy accountant, scipy's linear algebra). The coordinator's SuperExec runs no site's
-data and sets no memory limit, so everything is loaded."""
+data and sets no memory limit, so everything is loaded. Last, BLAS is limited to one thread
+(:func:`~fedpca.blas.single_thread_blas`, which every ServerApp asks for), which the tasks
+inherit."""
 
 from __future__ import annotations
 
 import importlib
+
+from fedpca.blas import single_thread_blas
 
 MODULES = (
     "fedpca.deployment.coordinator_runtime",
@@ -23,3 +27,4 @@ MODULES = (
 
 for _name in MODULES:
     importlib.import_module(_name)
+single_thread_blas()
