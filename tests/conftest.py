@@ -125,11 +125,19 @@ def loopback(tmp_path_factory):
 def flower_sites(request):
     """The module's Flower simulations run their sites in this process
     (:func:`sites_in_process.sites_in_process`), unless the module is marked
-    ``pytest.mark.ray``: then in Ray actors, as ``fedpca simulate`` runs them. Either way
-    Flower's in-memory runtime in this process waits briefly between its looks
+    ``pytest.mark.ray``: then in Ray actors, as ``fedpca simulate`` runs them, at the
+    priority of the suite's other work (Ray starts its workers at nice 15: beside the other
+    xdist workers' tests, at nice 0 on 2 cores, the actors got almost no CPU while they
+    imported Flower and fedpca, and a 10 s simulation took 60-70 s). Either way Flower's
+    in-memory runtime in this process waits briefly between its looks
     (:func:`sites_in_process.prompt_waits`). Module scope and autouse: set before the
     module's own fixtures, which start simulations too."""
     from sites_in_process import prompt_waits, sites_in_process
 
-    with prompt_waits() if request.node.get_closest_marker("ray") else sites_in_process():
+    if not request.node.get_closest_marker("ray"):
+        with sites_in_process():
+            yield
+        return
+    with pytest.MonkeyPatch.context() as patch, prompt_waits():
+        patch.setenv("RAY_worker_niceness", "0")
         yield
