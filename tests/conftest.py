@@ -47,12 +47,13 @@ def loopback_rank(nodeid: str) -> tuple[int, int] | None:
 
 # the suite's Flower processes send Flower no usage telemetry (a site's turn it off anyway)
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-# the loopback deployments' SuperNodes and SuperExecs ask for work every 0.4 s while a run is
+# the loopback deployments' SuperNodes and SuperExecs ask for work every 0.7 s while a run is
 # under way (``fedpca deploy local``'s default: 0.2 s): on 2 cores the suite is CPU-bound,
-# every ask costs CPU on both ends of Flower's HTTPS API (11 s of CPU over the suite at 0.2)
-# and the longer wait is hidden behind the other workers' tests
-os.environ.setdefault(POLL_ENV, "0.4")
-os.environ.setdefault(SUPEREXEC_POLL_ENV, "0.4")
+# every ask costs CPU on both ends of Flower's HTTP API (the loopback tests' processes: 184 s
+# of CPU at 0.4, 176 s at 0.7, 170 s at 1.0 but 20 s longer) and the longer wait is hidden
+# behind the other workers' tests
+os.environ.setdefault(POLL_ENV, "0.7")
+os.environ.setdefault(SUPEREXEC_POLL_ENV, "0.7")
 # a real site's kept calibrations go to a temporary folder, not the user's cache; the
 # suite's own processes keep theirs there too (each entry checked on every read, as a
 # site's), so a calibration one xdist worker made is read, not searched again, by the others
