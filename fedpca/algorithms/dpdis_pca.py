@@ -72,7 +72,7 @@ from fedpca.linalg.subspace import (
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import float_error
 from fedpca.dp.events import Release
-from fedpca.dp.mechanisms import upper_triangle_sensitivity
+from fedpca.dp.mechanisms import triangle_indices, upper_triangle_sensitivity
 from fedpca.dp.site_data import SiteData
 from fedpca.dp.validation import (
     require_choice,
@@ -197,7 +197,7 @@ class DPdisPCASite(PrivateSite):
                     f"the {triangle_size(self.dim)} upper-triangle entries of X^T X"
                 )
             self.require_answer_size((triangle_size(self.dim),))
-            statistic = (self.X.T @ self.X)[np.triu_indices(self.dim)]
+            statistic = (self.X.T @ self.X)[triangle_indices(np.triu_indices, self.dim)]
             return self.discrete_release(
                 MECHANISM, statistic, secure,
                 sensitivity=upper_triangle_sensitivity(self.policy.clip_norm),

@@ -71,7 +71,7 @@ from fedpca.linalg.subspace import (
 )
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import float_error
-from fedpca.dp.mechanisms import upper_triangle_sensitivity
+from fedpca.dp.mechanisms import triangle_indices, upper_triangle_sensitivity
 from fedpca.dp.validation import require_finite_positive, require_positive_int
 from fedpca.results import ClusteringResult
 
@@ -123,7 +123,7 @@ def cluster_moments(X: np.ndarray, bases: Sequence[np.ndarray], clip_norm: float
     triangle of ``sum x x^T`` and ``C^2`` times the count (see :func:`message_shape`)."""
     clusters = len(bases)
     labels = assign_to_subspaces(X, bases)
-    rows, cols = np.triu_indices(X.shape[1])
+    rows, cols = triangle_indices(np.triu_indices, X.shape[1])
     counts = np.bincount(labels, minlength=clusters)
     return np.column_stack([
         cluster_scatter(X, labels, clusters)[:, rows, cols], count_weight(clip_norm) * counts

@@ -562,8 +562,7 @@ def ritz_components(basis: np.ndarray, product: np.ndarray, k: int) -> np.ndarra
             f"ritz_components takes a d x k' basis, the d x k' aggregate of its power step "
             f"and 1 <= k <= k', got shapes {basis.shape}, {product.shape} and k={k}")
     quotient = basis.T @ product
-    values, vectors = np.linalg.eigh((quotient + quotient.T) / 2)
-    return _signed(basis @ vectors[:, np.argsort(values)[::-1][:k]])
+    return _signed(basis @ top_eigenvectors((quotient + quotient.T) / 2, k))
 
 
 def _signed(vectors: np.ndarray) -> np.ndarray:
