@@ -64,7 +64,6 @@ import numpy as np
 
 from fedpca.algorithms.centred_rounds import CentredSite
 from fedpca.algorithms.centring import CentredPolicy, CentringSite
-from fedpca.algorithms.genotype_run import genotype_site
 from fedpca.algorithms.site import PrivateSite
 from fedpca.algorithms.specs import spec
 from fedpca.algorithms.site_limits import SiteLimits
@@ -132,6 +131,10 @@ class RealSiteSource:
         opened = open_real_site(self.node, self.algorithm)
         algorithm = spec(self.algorithm)
         if opened.centred is not None and isinstance(opened.records, GenotypeRows):
+            # imported here: the genotype run's module brings the server's centring with it
+            # (scipy's linear algebra), which every other site's message would pay to import
+            from fedpca.algorithms.genotype_run import genotype_site
+
             return genotype_site(opened.records, opened.centred, opened.plan.start,
                                  site=opened.name, ledger=opened.ledger, limits=opened.limits)
         if opened.centred is not None:
