@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from rewrite_once import rewrite_test_modules
 
 import fedpca
 from fedpca.deployment.poll_waits import POLL_ENV, SUPEREXEC_POLL_ENV
@@ -67,9 +68,11 @@ def pytest_configure(config):
     compiles an install; an editable one is compiled by its first import, or never where
     ``PYTHONDONTWRITEBYTECODE`` is set): the hundreds of processes the suite starts (sites,
     ClientApps, ServerApps, Ray workers) then read the bytecode instead of each compiling
-    the modules it imports. Done by the controller only, before the workers start."""
+    the modules it imports; and the test modules' asserts rewritten once, for every worker
+    (:mod:`rewrite_once`). Done by the controller only, before the workers start."""
     if not hasattr(config, "workerinput"):
         compileall.compile_dir(Path(fedpca.__file__).parent, quiet=1)
+        rewrite_test_modules(config, Path(__file__).parent)
 
 
 def pytest_collection_modifyitems(items):

@@ -17,7 +17,9 @@ and ``tests/test_ray_cluster.py`` keep it.
 
 Flower's in-memory runtime also waits between looks (:func:`prompt_waits`): the ServerApp
 0.1 s between pulls for replies, the runtime 0.1 s between looks for new messages, its
-threads up to 1 s on an empty queue before they see the run stop. With the sites answering
+threads up to 1 s on an empty queue before they see the run stop, and the simulation 3 s for
+the ServerApp's context after the run stopped, which a ServerApp that raised never sends
+(every refused or failed run's test). With the sites answering
 in this process at once, every such wait is idle time (about 60% of these tests' wall time
 on 2 cores): within the block each wait is at most :data:`PROMPT_SECONDS`. What a wait
 returns, and every message, is unchanged.
@@ -134,6 +136,8 @@ def prompt_waits() -> Iterator[None]:
     between looks (module docstring)."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(patched(vce_api, "Queue", PromptQueue))
+        # the ServerApp puts its context before it stops the run, so a context comes at once
+        stack.enter_context(patched(SIMULATION, "Queue", PromptQueue))
         stack.enter_context(patched(vce, "start_vce",
                                     functools.partial(_prompt_start_vce, vce.start_vce)))
         stack.enter_context(patched(SIMULATION, "InMemoryGrid", functools.partial(
