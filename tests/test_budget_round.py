@@ -6,6 +6,7 @@ writes its failure record; with 2 it goes on without site 0, which is never aske
 answer, message by message, comes from its policy and ledger. At the end of a run that
 completes, the sites that released in it store its result beside their policy."""
 
+import functools
 import json
 
 import numpy as np
@@ -36,7 +37,14 @@ pytestmark = pytest.mark.usefixtures("run_identity")
 #: What the coordinator asks: DPS-PCA of two rounds (three releases a site).
 REQUEST = {**app_config(), "dim": 12, "samples": 3000, "k": 2, "sparsity": 4, "s-hat": 6,
            "rounds": 2, "data-seed": 1}
-SCENARIO = DPSPCAScenario.from_run_config(REQUEST, sites=3)
+
+
+@functools.cache
+def scenario():
+    """The run's scenario, its policy calibrated when first asked."""
+    return DPSPCAScenario.from_run_config(REQUEST, sites=3)
+
+
 #: Site 0's lifetime budget: one run, of which an earlier run spent one release.
 ONE_RUN = 1.0
 
@@ -61,7 +69,7 @@ def federation(tmp_path):
     """Three real sites (node ids 1, 2, 3 = sites "0", "1", "2"); site 0 has spent one
     release of an earlier run."""
     policies, contexts = [], {}
-    for node, records in enumerate(SCENARIO.all_site_data(), start=1):
+    for node, records in enumerate(scenario().all_site_data(), start=1):
         name = str(node - 1)
         policy = real_site(tmp_path / name, name, records, ONE_RUN if node == 1 else 4.0)
         policies.append(policy)

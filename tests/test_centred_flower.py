@@ -8,6 +8,7 @@ at a large epsilon.
 """
 
 import dataclasses
+import functools
 import json
 import shutil
 
@@ -53,14 +54,22 @@ from liver_contract import CONTRACT, SCALED, liver_table
 from loopback import joined
 from test_contract_site import context, policy_text, site_folder, write_policy  # noqa: F401
 
-POLICY = CentredPolicy(epsilon=2.0, delta=1e-5, standardize=True)
+
+@functools.cache
+def centred_policy():
+    """The sites' centring policy, calibrated when first asked."""
+    return CentredPolicy(epsilon=2.0, delta=1e-5, standardize=True)
+
+
 D = BOUNDS.dim
 FULL = {"variant": "full", "dim": D}
 
 
-def centred_client(ledger=None, rows=ROWS, policy=POLICY) -> PrivateSiteClient:
-    """A centred DPdisPCA site over the liver contract's rows, outside Flower."""
-    site = CentringSite(rows, BOUNDS, policy, site="s", seed=5, ledger=ledger)
+def centred_client(ledger=None, rows=ROWS, policy=None) -> PrivateSiteClient:
+    """A centred DPdisPCA site over the liver contract's rows, outside Flower (with
+    :func:`centred_policy` unless ``policy`` is given)."""
+    site = CentringSite(rows, BOUNDS, policy or centred_policy(), site="s", seed=5,
+                        ledger=ledger)
     return PrivateSiteClient(CentredSite(site, DPdisPCASite))
 
 
@@ -79,8 +88,8 @@ def test_the_moments_round_then_the_centred_round_charge_one_ledger():
     assert answer.shape == (D, D)
     assert client.site.centring.ledger.count == 2
     # the answers state the whole run's guarantee, not the algorithm's part alone
-    split = POLICY.split()
-    assert metrics[PREFIX + "epsilon"] == POLICY.epsilon
+    split = centred_policy().split()
+    assert metrics[PREFIX + "epsilon"] == centred_policy().epsilon
     assert metrics[PREFIX + "epsilon_achieved"] == split.epsilon_achieved
     assert metrics["epsilon_spent"] == pytest.approx(split.epsilon_achieved, rel=1e-6)
 
@@ -94,7 +103,7 @@ def test_an_absurd_mean_and_scale_are_clipped_to_the_sites_own_norm():
     # the same charge (sensitivity and sigma) whatever the coordinator sent
     assert absurd.site.centring.ledger.releases == honest.site.centring.ledger.releases
     rows = absurd.site.centring.algorithm_site(DPdisPCASite, mean, scale).X
-    clip_norm = POLICY.clip_norm_for(BOUNDS)
+    clip_norm = centred_policy().clip_norm_for(BOUNDS)
     np.testing.assert_allclose(np.linalg.norm(rows, axis=1), clip_norm, rtol=1e-9)
 
 
@@ -117,7 +126,8 @@ def test_malformed_requests_are_refused_before_any_charge(arrays, config, match)
 
 def test_the_budget_round_asks_for_the_whole_run_moments_included():
     assert centred_client().get_properties({}) == {"site": "s"}
-    room_for_one = PrivacyLedger(POLICY.epsilon, POLICY.delta, max_releases=1, site="s")
+    policy = centred_policy()
+    room_for_one = PrivacyLedger(policy.epsilon, policy.delta, max_releases=1, site="s")
     with pytest.raises(BudgetExceededError):
         centred_client(ledger=room_for_one).get_properties({})
     assert room_for_one.count == 0
@@ -131,7 +141,7 @@ def test_the_strategy_asks_for_the_moments_first_then_sends_mean_and_scale():
     assert strategy.request(1) == ([], {CENTRING: MOMENTS_STEP})
     with pytest.raises(ConfigurationError, match="moments round"):
         strategy.request(2)
-    sites = [CentringSite(rows, BOUNDS, POLICY, site=str(i), seed=i)
+    sites = [CentringSite(rows, BOUNDS, centred_policy(), site=str(i), seed=i)
              for i, rows in enumerate(np.array_split(ROWS, 2))]
     strategy.server.round_result(1, [s.answer(s.release_moments()) for s in sites])
     arrays, config = strategy.request(2)
@@ -156,7 +166,7 @@ def test_the_dps_reference_recovers_the_standardised_pca_at_a_large_epsilon():
     assert [h["phase"] for h in result.history] == ["init"] + ["power"] * 8
     assert result.explained_variance is None and result.columns == list(COLUMNS)
     with pytest.raises(ConfigurationError, match="algorithm_releases = T . 1 >= 2"):
-        run_centred_pca([ROWS], BOUNDS, 2, POLICY, method="dps-pca")
+        run_centred_pca([ROWS], BOUNDS, 2, centred_policy(), method="dps-pca")
 
 
 @pytest.mark.parametrize("flags, message", [

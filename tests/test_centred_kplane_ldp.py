@@ -4,6 +4,8 @@ standardised subspace at a large epsilon, charge one ledger per site, and a Flow
 simulation over tables equals its reference under the same seeds.
 """
 
+import functools
+
 import numpy as np
 import pytest
 from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
@@ -31,7 +33,11 @@ from fedpca.scenarios.ldp_pca import LDPScenario
 from fedpca.scenarios.tables import TableRun
 from fedpca.flower.simulations import simulate_tables
 
-LOCAL = CentredPolicy(epsilon=2.0, standardize=True, local=True)
+
+@functools.cache
+def local_policy():
+    """The sites' local-DP centring policy, calibrated when first asked."""
+    return CentredPolicy(epsilon=2.0, standardize=True, local=True)
 
 
 def standardised_pca(rows: np.ndarray, k: int) -> np.ndarray:
@@ -72,11 +78,11 @@ def test_local_moments_carry_the_noise_of_n_record_views_and_charge_one_records(
     # views, so the noise on each coordinate has variance n sigma_m^2; the ledger is
     # charged sigma_m, the record's own (unit: one record, local)
     rows = ROWS[:30]
-    sigma_m = LOCAL.split().moments_multiplier * BOUNDS.unit().moments_sensitivity(True)
+    sigma_m = local_policy().split().moments_multiplier * BOUNDS.unit().moments_sensitivity(True)
     statistic = moment_statistic(rows / np.asarray(BOUNDS.widths), standardize=True)
     noise = []
     for seed in range(300):  # one moments release per site and run
-        site = CentringSite(rows, BOUNDS, LOCAL, site="s", seed=seed)
+        site = CentringSite(rows, BOUNDS, local_policy(), site="s", seed=seed)
         noise.append(site.release_moments() - statistic)
         (release,) = site.ledger.releases
         assert release.mechanism == MOMENTS_MECHANISM

@@ -1,6 +1,8 @@
 """Against a curious or malicious server: answers depend only on the clipped data, the
 site's noise and the request; absurd or lowering requests change nothing or are refused."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -16,13 +18,14 @@ from fedpca.dp.guarantee import SiteGuarantee
 
 D = 8
 Q = thin_qr(np.random.default_rng(0).standard_normal((D, 2)))
-#: (client class, site class, policy, parameters, config) of one request per algorithm.
+#: (client class, site class, policy (made when a test asks: its calibration), parameters,
+#: config) of one request per algorithm.
 ALGORITHMS = {
-    "dps-pca": (DPSPCAClient, DPSPCASite, SitePolicy(rounds=3), [Q],
+    "dps-pca": (DPSPCAClient, DPSPCASite, functools.partial(SitePolicy, rounds=3), [Q],
                 {"phase": "power", "round": 1}),
-    "dpdis-pca": (DPdisPCAClient, DPdisPCASite, DPdisPCAPolicy(), [],
+    "dpdis-pca": (DPdisPCAClient, DPdisPCASite, DPdisPCAPolicy, [],
                   {"variant": "factor", "dim": D, "r": 3}),
-    "ldp-pca": (LDPCovarianceClient, LDPCovarianceSite, LDPPolicy(), [],
+    "ldp-pca": (LDPCovarianceClient, LDPCovarianceSite, LDPPolicy, [],
                 {"phase": "covariance", "dim": D}),
 }
 
@@ -34,8 +37,8 @@ def raw_data(seed: int = 1) -> np.ndarray:
 
 
 def answer(name: str, data: np.ndarray, config: dict | None = None):
-    client_cls, site_cls, policy, parameters, request = ALGORITHMS[name]
-    client = client_cls(site_cls(data, policy, site="clinic", seed=11))
+    client_cls, site_cls, policy_of, parameters, request = ALGORITHMS[name]
+    client = client_cls(site_cls(data, policy_of(), site="clinic", seed=11))
     return client.fit(list(parameters), dict(config or request))
 
 
@@ -70,8 +73,8 @@ def test_a_lower_noise_request_changes_nothing(name):
     (1e12, "absurd"), ("loud", "number"),
 ])
 def test_absurd_noise_requests_are_refused_before_release(name, value, match):
-    client_cls, site_cls, policy, parameters, request = ALGORITHMS[name]
-    site = site_cls(raw_data(), policy, site="clinic")
+    client_cls, site_cls, policy_of, parameters, request = ALGORITHMS[name]
+    site = site_cls(raw_data(), policy_of(), site="clinic")
     with pytest.raises(InvalidRequestError, match=f"clinic: refused: .*{match}"):
         client_cls(site).fit(list(parameters), {**request, "min_noise_multiplier": value})
     assert site.ledger.count == 0
@@ -79,8 +82,8 @@ def test_absurd_noise_requests_are_refused_before_release(name, value, match):
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_unknown_config_keys_are_refused_before_release(name):
-    client_cls, site_cls, policy, parameters, request = ALGORITHMS[name]
-    site = site_cls(raw_data(), policy, site="clinic")
+    client_cls, site_cls, policy_of, parameters, request = ALGORITHMS[name]
+    site = site_cls(raw_data(), policy_of(), site="clinic")
     with pytest.raises(InvalidRequestError, match="clinic: refused: unknown config keys"):
         client_cls(site).fit(list(parameters), {**request, "epsilon": 100.0})
     assert site.ledger.count == 0

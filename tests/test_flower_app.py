@@ -9,6 +9,7 @@ module; every process whose command line names the module's FLWR_HOME is stopped
 afterwards, with its descendants, even when a test fails.
 """
 
+import functools
 import json
 import os
 import subprocess
@@ -32,10 +33,15 @@ from fedpca.scenarios.dps_pca import DPSPCAScenario
 pytestmark = pytest.mark.federation
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIO = DPSPCAScenario(
-    sites=3, dim=40, samples=1500, k=2, sparsity=6, s_hat=10, rounds=2,
-    epsilon=1.5, delta=1e-5, seed=21, data_seed=4,
-)
+
+
+@functools.cache
+def scenario():
+    """The DPS-PCA scenario, its policy calibrated when first asked."""
+    return DPSPCAScenario(
+        sites=3, dim=40, samples=1500, k=2, sparsity=6, s_hat=10, rounds=2,
+        epsilon=1.5, delta=1e-5, seed=21, data_seed=4,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -96,15 +102,16 @@ def flwr_run(env: dict, out: Path, run_config: dict, sites: int) -> dict:
 
 
 def test_flwr_run_gives_the_reference_basis(flwr_env, tmp_path):
-    raw = flwr_run(flwr_env, tmp_path / "result.json", SCENARIO.to_run_config(), SCENARIO.sites)
+    setting = scenario()
+    raw = flwr_run(flwr_env, tmp_path / "result.json", setting.to_run_config(), setting.sites)
     assert raw["algorithm"] == "dps-pca"
-    assert raw["sites_answered"] == [["0", "1", "2"]] * (SCENARIO.rounds + 1)
+    assert raw["sites_answered"] == [["0", "1", "2"]] * (setting.rounds + 1)
     reference = run_dps_pca(
-        SCENARIO.all_site_data(), SCENARIO.k, SCENARIO.s_hat, SCENARIO.policy(),
-        seed=SCENARIO.seed, evaluate=SCENARIO.distance_to_truth,
+        setting.all_site_data(), setting.k, setting.s_hat, setting.policy(),
+        seed=setting.seed, evaluate=setting.distance_to_truth,
     )
     np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
-    assert raw["history"][-1]["epsilon_spent"] == pytest.approx(SCENARIO.epsilon, rel=1e-3)
+    assert raw["history"][-1]["epsilon_spent"] == pytest.approx(setting.epsilon, rel=1e-3)
     # the CLI's record (tests/test_flower_simulation.py checks the same key set)
     assert set(raw) == record_keys("dps-pca")
     assert raw["config"]["run_id"].isdigit()  # as the sites' ledgers name the run

@@ -5,6 +5,7 @@ comparison and the CLI's output; the dense variant's record is checked on the Fl
 run (tests/test_flower_app.py), which writes the same record.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -22,11 +23,17 @@ from fedpca.flower.strategies import LDPCovarianceStrategy
 
 pytestmark = pytest.mark.federation
 
-SCENARIO = LDPScenario(
-    sites=3, dim=30, samples=900, k=2, sparse=True, sparsity=5, epsilon=2.0, delta=1e-5,
-    seed=11, data_seed=11,
-)
-#: SCENARIO as command-line flags (the CLI seeds the data with --seed too).
+
+@functools.cache
+def scenario():
+    """The scenario, its policy calibrated when first asked."""
+    return LDPScenario(
+        sites=3, dim=30, samples=900, k=2, sparse=True, sparsity=5, epsilon=2.0, delta=1e-5,
+        seed=11, data_seed=11,
+    )
+
+
+#: scenario() as command-line flags (the CLI seeds the data with --seed too).
 ARGV = [
     "simulate", "ldp-pca", "--sparse", "--sites", "3", "--dim", "30", "--samples", "900",
     "--k", "2", "--sparsity", "5", "--epsilon", "2.0", "--delta", "1e-5", "--seed", "11",
@@ -35,7 +42,7 @@ ARGV = [
 
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
-    """``fedpca simulate ldp-pca --sparse`` with SCENARIO's flags: (printed, record, path)."""
+    """``fedpca simulate ldp-pca --sparse`` with scenario()'s flags: (printed, record, path)."""
     output = tmp_path_factory.mktemp("ldp") / "ldp.json"
     return (*run_cli_record(ARGV, output), output)
 
@@ -46,9 +53,10 @@ def flower_result(cli_run):
 
 
 def test_flower_run_equals_reference(flower_result):
+    setting = scenario()
     reference = run_ldp_pca(
-        SCENARIO.all_sites(), SCENARIO.k, SCENARIO.policy(), seed=SCENARIO.seed, sparse=True,
-        evaluate=SCENARIO.evaluate, true_support=SCENARIO.true_support(),
+        setting.all_sites(), setting.k, setting.policy(), seed=setting.seed, sparse=True,
+        evaluate=setting.evaluate, true_support=setting.true_support(),
     )
     np.testing.assert_allclose(flower_result.basis, reference.basis, atol=1e-8, rtol=0)
     got, want = flower_result.history[0], reference.history[0]
@@ -72,8 +80,8 @@ def test_cli_prints_the_fantope_summary_and_writes_json(cli_run):
     assert set(record) == record_keys("ldp-pca", sparse=True)
     assert record["algorithm"] == "ldp-pca" and record["sparse"] is True
     assert record["distance_reference"] == "model truth"
-    assert record["clipped_rows"] == sum(site.clip.clipped_rows for site in SCENARIO.all_sites())
-    assert record["noise_multiplier"] == SCENARIO.privacy()["noise_multiplier"]
+    assert record["clipped_rows"] == sum(site.clip.clipped_rows for site in scenario().all_sites())
+    assert record["noise_multiplier"] == scenario().privacy()["noise_multiplier"]
     assert record["sigma"] == pytest.approx(math.sqrt(2) * record["noise_multiplier"])
     assert 0 <= record["subspace_distance"] <= math.sqrt(2) + 1e-9
     assert record["subspace_distance"] == record["history"][0]["distance"]

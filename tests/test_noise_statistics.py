@@ -1,6 +1,7 @@
 """The noise a site adds has exactly the calibrated distribution (statistical tests)."""
 
 from dataclasses import replace
+import functools
 
 import numpy as np
 import pytest
@@ -11,7 +12,11 @@ from fedpca.flower.site_client import PrivateSiteClient as DPSPCAClient
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.mechanisms import power_step_sensitivity
 
-POLICY = SitePolicy(epsilon=1.0, delta=1e-5, rounds=60, clip_norm=1.0)
+
+@functools.cache
+def site_policy():
+    """The sites' policy, calibrated when a test first asks, not as each worker collects."""
+    return SitePolicy(epsilon=1.0, delta=1e-5, rounds=60, clip_norm=1.0)
 
 
 def site_data(seed=0, n=50, d=40):
@@ -32,12 +37,12 @@ def test_power_release_noise_has_calibrated_variance_through_the_flower_client(s
     # exact: grid points; the rounding (gamma / 2 <= 1e-4 sigma) and the grid's 0.1% more
     # noise are far below what 9,600 draws resolve
     X = site_data()
-    site = DPSPCASite(X, replace(POLICY, noise_sampler=sampler), site="s0")
+    site = DPSPCASite(X, replace(site_policy(), noise_sampler=sampler), site="s0")
     client = DPSPCAClient(site)
-    sigma = POLICY.calibration().sigma(power_step_sensitivity(1.0))
+    sigma = site_policy().calibration().sigma(power_step_sensitivity(1.0))
     rng = np.random.default_rng(5)
     residuals = []
-    for _ in range(POLICY.rounds):
+    for _ in range(site_policy().rounds):
         Q = thin_qr(rng.standard_normal((X.shape[1], 4)))
         (H,), n, _ = client.fit([Q], {"phase": "power", "round": 1})
         residuals.append(H * n - site.X.T @ (site.X @ Q))  # = the noise G_i
@@ -55,7 +60,7 @@ def test_diagonal_release_noise_has_calibrated_variance():
     sigmas, draws = [], []
     for s in range(30):  # one initialisation release per site
         X = site_data(seed=s, d=d)
-        site = DPSPCASite(X, POLICY, site=f"s{s}")
+        site = DPSPCASite(X, site_policy(), site=f"s{s}")
         draws.append(site.release_diagonal() * site.n - np.einsum("ij,ij->j", site.X, site.X))
         sigmas.append(site.sigma(power_step_sensitivity(1.0)))
     noise = np.concatenate(draws)
@@ -66,20 +71,20 @@ def test_diagonal_release_noise_has_calibrated_variance():
 def test_sites_draw_independent_noise_and_unseeded_noise_differs():
     X = site_data()
     Q = thin_qr(np.random.default_rng(1).standard_normal((X.shape[1], 3)))
-    a = DPSPCASite(X, POLICY, site="a").release_power(Q)
-    b = DPSPCASite(X, POLICY, site="b").release_power(Q)
+    a = DPSPCASite(X, site_policy(), site="a").release_power(Q)
+    b = DPSPCASite(X, site_policy(), site="b").release_power(Q)
     assert not np.allclose(a, b)
-    seeded = [DPSPCASite(X, POLICY, site="a", seed=3).release_power(Q) for _ in range(2)]
+    seeded = [DPSPCASite(X, site_policy(), site="a", seed=3).release_power(Q) for _ in range(2)]
     np.testing.assert_array_equal(seeded[0], seeded[1])
-    other_site = DPSPCASite(X, POLICY, site="b", seed=3).release_power(Q)
+    other_site = DPSPCASite(X, site_policy(), site="b", seed=3).release_power(Q)
     assert not np.allclose(seeded[0], other_site)
 
 
 @pytest.mark.parametrize("factor", [0.5, 1.0, 3.0])
 def test_server_can_only_raise_the_noise(factor):
     X = site_data()
-    site = DPSPCASite(X, POLICY, site="s")
-    own = POLICY.calibration().noise_multiplier
+    site = DPSPCASite(X, site_policy(), site="s")
+    own = site_policy().calibration().noise_multiplier
     Q = thin_qr(np.random.default_rng(2).standard_normal((X.shape[1], 2)))
     DPSPCAClient(site).fit([Q], {"phase": "power", "round": 1, "min_noise_multiplier": own * factor})
     recorded = site.ledger.releases[-1].noise_multiplier

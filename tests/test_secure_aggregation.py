@@ -1,6 +1,7 @@
 """SecAgg+ mode: sites split the noise, refuse unmasked requests, and the sum is exact."""
 
 from dataclasses import replace
+import functools
 
 import numpy as np
 import pytest
@@ -26,16 +27,21 @@ client_for_site = client_factory(DPSPCASite)
 pytestmark = pytest.mark.federation
 
 M = 4
-POLICY = SitePolicy(epsilon=1.0, delta=1e-5, rounds=40, secure_min_sites=M)
+
+
+@functools.cache
+def site_policy():
+    """The sites' policy, calibrated when a test first asks, not as each worker collects."""
+    return SitePolicy(epsilon=1.0, delta=1e-5, rounds=40, secure_min_sites=M)
 
 
 def test_site_adds_sigma_over_sqrt_m_and_ledger_records_sigma():
     rng = np.random.default_rng(0)
     X = rng.uniform(-0.1, 0.1, size=(30, 50))
-    site = DPSPCASite(X, POLICY, site="s")
-    sigma = POLICY.calibration().sigma(power_step_sensitivity(1.0))
+    site = DPSPCASite(X, site_policy(), site="s")
+    sigma = site_policy().calibration().sigma(power_step_sensitivity(1.0))
     noise = []
-    for _ in range(POLICY.rounds):
+    for _ in range(site_policy().rounds):
         Q = thin_qr(rng.standard_normal((50, 3)))
         noise.append(site.release_power(Q) * site.n - site.X.T @ (site.X @ Q))
     noise = np.concatenate([n.ravel() for n in noise])
@@ -50,7 +56,7 @@ def test_site_adds_sigma_over_sqrt_m_and_ledger_records_sigma():
 
 
 def test_secure_site_refuses_an_unmasked_request():
-    site = DPSPCASite(np.eye(5) * 0.1, POLICY, site="hospital-2")
+    site = DPSPCASite(np.eye(5) * 0.1, site_policy(), site="hospital-2")
     Q = thin_qr(np.random.default_rng(1).standard_normal((5, 2)))
     with pytest.raises(InvalidRequestError, match="hospital-2: refused: .*not masked"):
         DPSPCAClient(site).fit([Q], {"phase": "power", "round": 1})

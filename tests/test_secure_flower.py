@@ -4,6 +4,8 @@ its own before anything is charged. (Flower runs of the secure modes against the
 references: DPS-PCA's and k-plane's in tests/test_ray_cluster.py, on a two-node Ray cluster;
 DPdisPCA's as a Flower App in tests/test_flower_app.py.)"""
 
+import functools
+
 import numpy as np
 import pytest
 from flwr.common.secure_aggregation.quantization import dequantize, quantize
@@ -17,8 +19,13 @@ from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 
 EMBEDDING = SecAggPlusEmbedding(DEFAULT_MODULUS)
-DPS = DPSPCAScenario(sites=4, samples=8000, dim=30, k=2, sparsity=5, s_hat=8, rounds=3,
-                     secure_min_sites=4, discrete=True, seed=1, epsilon=2.0)
+
+
+@functools.cache
+def dps_scenario():
+    """The secure DPS-PCA scenario, calibrated when first asked."""
+    return DPSPCAScenario(sites=4, samples=8000, dim=30, k=2, sparsity=5, s_hat=8, rounds=3,
+                          secure_min_sites=4, discrete=True, seed=1, epsilon=2.0)
 
 
 def secagg_sum(residues: list[np.ndarray], embedding: SecAggPlusEmbedding) -> np.ndarray:
@@ -47,12 +54,12 @@ def test_residues_pass_flowers_secagg_quantisation_exactly(sites):
 
 
 def discrete_client(masking):
-    site = DPSPCASite(DPS.prepared_site(0), DPS.policy(), site="0", seed=1)
+    site = DPSPCASite(dps_scenario().prepared_site(0), dps_scenario().policy(), site="0", seed=1)
     return DPSPCAClient(site, masking=masking), site
 
 
 def init_request(**changes):
-    init, _ = DPS.secure_sums()
+    init, _ = dps_scenario().secure_sums()
     return {"phase": PHASE_INIT, "round": 0, **init[0].to_config(), **changes}
 
 

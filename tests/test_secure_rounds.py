@@ -23,8 +23,14 @@ from fedpca.flower.workflow import secure_aggregation
 #: The algorithm's client factory (the one client of every algorithm, over its site).
 client_for_site = client_factory(DPSPCASite)
 
-SCENARIO = DPSPCAScenario(sites=4, samples=1200, dim=20, k=2, sparsity=5, s_hat=8, rounds=2,
+
+@functools.cache
+def scenario():
+    """The scenario, its policy calibrated when a test first asks, not as each worker collects."""
+    return DPSPCAScenario(sites=4, samples=1200, dim=20, k=2, sparsity=5, s_hat=8, rounds=2,
                           secure_min_sites=2, discrete=True, seed=3, epsilon=2.0, min_sites=3)
+
+
 pytestmark = pytest.mark.usefixtures("run_identity")
 
 
@@ -41,28 +47,28 @@ def partition_grid(scenario, **options) -> LocalGrid:
 
 
 def run(grid: LocalGrid):
-    sums = SCENARIO.secure_sums()
-    strategy = DPSPCA(dim=SCENARIO.dim, k=SCENARIO.k, s_hat=SCENARIO.s_hat,
-                      rounds=SCENARIO.rounds, min_sites=SCENARIO.required_sites(),
-                      seed=SCENARIO.seed, secure=sums, evaluate_fn=SCENARIO.distance_to_truth,
-                      privacy=privacy_record(SCENARIO.policy(), sums))
-    assert secure_aggregation(SCENARIO, strategy, SCENARIO.largest_site()) is None
+    sums = scenario().secure_sums()
+    strategy = DPSPCA(dim=scenario().dim, k=scenario().k, s_hat=scenario().s_hat,
+                      rounds=scenario().rounds, min_sites=scenario().required_sites(),
+                      seed=scenario().seed, secure=sums, evaluate_fn=scenario().distance_to_truth,
+                      privacy=privacy_record(scenario().policy(), sums))
+    assert secure_aggregation(scenario(), strategy, scenario().largest_site()) is None
     strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=strategy.num_rounds)
     return strategy.result()
 
 
 def test_one_key_agreement_per_run_and_every_round_exact():
-    grid = partition_grid(SCENARIO)
+    grid = partition_grid(scenario())
     result = run(grid)
-    reference = run_dps_pca(SCENARIO.all_site_data(), SCENARIO.k, SCENARIO.s_hat,
-                            SCENARIO.policy(), seed=SCENARIO.seed)
+    reference = run_dps_pca(scenario().all_site_data(), scenario().k, scenario().s_hat,
+                            scenario().policy(), seed=scenario().seed)
     np.testing.assert_array_equal(result.basis, reference.basis)
-    rounds = SCENARIO.rounds + 1
-    assert grid.sent.count("secagg-setup") == SCENARIO.sites  # once per run
-    assert grid.sent.count("secagg-key-list") == SCENARIO.sites
-    assert grid.sent.count("secagg-input-request") == SCENARIO.sites * rounds
+    rounds = scenario().rounds + 1
+    assert grid.sent.count("secagg-setup") == scenario().sites  # once per run
+    assert grid.sent.count("secagg-key-list") == scenario().sites
+    assert grid.sent.count("secagg-input-request") == scenario().sites * rounds
     # nobody dropped: the last two stages go to the threshold's t = 3 sites only
-    threshold = smallest_threshold(SCENARIO.sites, 0, SCENARIO.secure_min_sites)
+    threshold = smallest_threshold(scenario().sites, 0, scenario().secure_min_sites)
     for kind in ("secagg-consistency-request", "secagg-unmask-request"):
         assert grid.sent.count(kind) == threshold * rounds == 3 * rounds, kind
     assert result.privacy["epsilon_worst_case"] > result.privacy["epsilon_achieved"]
@@ -78,7 +84,7 @@ def test_a_site_dropping_out_of_a_round_within_the_threshold(stage):
     # site "0" (node 1) misses one stage of round 2 (before its input, or before the
     # unmasking, as one of the t sites asked to reveal: the others endorse again with site
     # "3" and it reveals), then takes part again in round 3; every round is decoded
-    grid = partition_grid(SCENARIO, drop=lambda kind, node, round_: (kind, node, round_) == (
+    grid = partition_grid(scenario(), drop=lambda kind, node, round_: (kind, node, round_) == (
         stage, 1, 2))
     result = run(grid)
     answered = [sorted(names) for names in result.sites_answered]
@@ -87,5 +93,5 @@ def test_a_site_dropping_out_of_a_round_within_the_threshold(stage):
     # t = 3 sites endorse per round; the unmask dropout makes round 2 ask "1", "2", "3" again
     retry = 3 if stage == "secagg-unmask-request" else 0
     assert grid.sent.count("secagg-consistency-request") == 3 * 3 + retry
-    assert len(result.history) == SCENARIO.rounds + 1
-    np.testing.assert_allclose(result.basis.T @ result.basis, np.eye(SCENARIO.k), atol=1e-10)
+    assert len(result.history) == scenario().rounds + 1
+    np.testing.assert_allclose(result.basis.T @ result.basis, np.eye(scenario().k), atol=1e-10)

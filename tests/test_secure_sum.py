@@ -4,6 +4,7 @@ the pooled second moment plus noise of the calibrated size, the result reaches c
 Analyze Gauss, the audit passes the shipped mode and catches half the noise) and DPS-PCA with
 discrete noise (the one-site accuracy that per-site noise loses)."""
 
+import functools
 import math
 
 import numpy as np
@@ -161,7 +162,12 @@ def test_the_audit_catches_a_secure_sum_with_half_the_noise():
 # --- DPS-PCA with discrete noise --------------------------------------------------------
 
 DPS_MODEL = SparseSpikedModel(dim=60, k=2, sparsity=6, seed=0)
-DISCRETE = SitePolicy(epsilon=1.0, delta=1e-5, rounds=3, secure_min_sites=10, discrete=True)
+
+
+@functools.cache
+def discrete_policy():
+    """The sites' secure-sum policy, calibrated when first asked."""
+    return SitePolicy(epsilon=1.0, delta=1e-5, rounds=3, secure_min_sites=10, discrete=True)
 
 
 def dps_sites(count: int) -> list[np.ndarray]:
@@ -171,8 +177,8 @@ def dps_sites(count: int) -> list[np.ndarray]:
 def test_a_discrete_policy_needs_its_minimum_and_a_described_sum():
     with pytest.raises(ConfigurationError, match="needs secure_min_sites"):
         SitePolicy(discrete=True)
-    site = DPSPCASite(dps_sites(10)[0], DISCRETE, site="a")
-    init, _ = secure_sums(DISCRETE, 60, 2, 2000, 10, rotation_seed=1)
+    site = DPSPCASite(dps_sites(10)[0], discrete_policy(), site="a")
+    init, _ = secure_sums(discrete_policy(), 60, 2, 2000, 10, rotation_seed=1)
     for request in ({}, {"secure": init[0], "min_noise_multiplier": 2.0}):
         with pytest.raises(InvalidRequestError, match="only inside a secure sum"):
             site.release_diagonal(**request)
@@ -184,7 +190,7 @@ def test_discrete_dps_pca_matches_one_site_where_per_site_noise_fails():
     for label, count, policy in (
         ("one site", 1, SitePolicy(epsilon=1.0, delta=1e-5, rounds=3)),
         ("per-site", 10, SitePolicy(epsilon=1.0, delta=1e-5, rounds=3)),
-        ("discrete", 10, DISCRETE),
+        ("discrete", 10, discrete_policy()),
     ):
         runs = [run_dps_pca(dps_sites(count), 2, 12, policy, seed=seed) for seed in range(3)]
         # the median: a rare failed initialisation (wrong support) is not what this compares

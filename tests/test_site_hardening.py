@@ -5,6 +5,7 @@ error text from.
 Each test is one finding of the issue, failing on the code before the fix.
 """
 
+import functools
 import logging
 
 import numpy as np
@@ -208,10 +209,10 @@ def test_a_site_policy_sets_its_limits(tmp_path):
 
 WIDE = 512  # a d x d answer is 2 MB, above the limit of 1 MB below
 SITES = {
-    "dps-pca": (DPSPCASite, SitePolicy(rounds=2)),
-    "sulq-kplane": (KPlaneSite, KPlanePolicy(rounds=2)),
-    "dpdis-pca": (DPdisPCASite, DPdisPCAPolicy()),
-    "ldp-pca": (LDPCovarianceSite, LDPPolicy()),
+    "dps-pca": (DPSPCASite, functools.partial(SitePolicy, rounds=2)),
+    "sulq-kplane": (KPlaneSite, functools.partial(KPlanePolicy, rounds=2)),
+    "dpdis-pca": (DPdisPCASite, DPdisPCAPolicy),
+    "ldp-pca": (LDPCovarianceSite, LDPPolicy),
 }
 
 
@@ -223,8 +224,8 @@ SITES = {
     ("ldp-pca", lambda site: site.release_covariance()),
 ])
 def test_every_answer_is_bounded_before_anything_is_computed_or_charged(algorithm, ask):
-    site_cls, policy = SITES[algorithm]
-    site = site_cls(np.full((2, WIDE), 0.01), policy, site="clinic",
+    site_cls, policy_of = SITES[algorithm]
+    site = site_cls(np.full((2, WIDE), 0.01), policy_of(), site="clinic",
                     limits=SiteLimits(max_answer_mb=1.0))
     site.noise.generator = lambda index: pytest.fail("noise was drawn")
     with pytest.raises(InvalidRequestError, match=(
@@ -248,10 +249,10 @@ def test_work_that_fails_fails_before_the_charge(tmp_path, monkeypatch, module, 
     # the statistic, the solver, the noise: whatever fails, the durable ledger has no row
     algorithm = {kplane_sites: "sulq-kplane", site_rows: "dps-pca",
                  dpdis_sites: "dpdis-pca", mechanisms: "ldp-pca"}[module]
-    site_cls, policy = SITES[algorithm]
+    site_cls, policy_of = SITES[algorithm]
     create_ledger(tmp_path / "ledger.sqlite")
     ledger = SiteLedger(tmp_path / "ledger.sqlite", "clinic", 4.0, 1e-7, site="clinic")
-    site = site_cls(X, policy, site="clinic", ledger=ledger.for_run(
+    site = site_cls(X, policy_of(), site="clinic", ledger=ledger.for_run(
         RunCharge("run-1", algorithm, "ab" * 32, 4)))
     monkeypatch.setattr(module, name, failing)
     with pytest.raises(MemoryError):

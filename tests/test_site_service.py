@@ -1,5 +1,7 @@
 """The site's trust boundary without Flower: one SiteService answers every request of a run."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -21,7 +23,13 @@ from fedpca.site.service import (
     SiteService,
 )
 
-POLICY = SitePolicy(epsilon=2.0, delta=1e-5, rounds=2)
+
+@functools.cache
+def site_policy():
+    """The site's policy, calibrated when first asked."""
+    return SitePolicy(epsilon=2.0, delta=1e-5, rounds=2)
+
+
 ROWS = np.random.default_rng(0).standard_normal((40, 6)) / 3
 INIT = {"phase": "init"}
 NODE = Node("7", 1, {"partition-id": 0}, {})
@@ -45,8 +53,8 @@ class MemoryState:
 class RowsSource(OpenedSite):
     """A site over ``ROWS`` under ``policy`` (or a site that fails to open with ``error``)."""
 
-    def __init__(self, policy=POLICY, error: Exception | None = None) -> None:
-        self.policy, self.error = policy, error
+    def __init__(self, policy=None, error: Exception | None = None) -> None:
+        self.policy, self.error = policy or site_policy(), error
 
     def open(self):
         if self.error is not None:
@@ -99,7 +107,7 @@ def test_spending_follows_the_run_state_into_another_process():
     assert isinstance(second.handle(power(), state), Answer)
     assert second.site().ledger.count == 2
     assert isinstance(first.handle(power(), state), Answer)  # rereads the changed state
-    assert first.site().ledger.count == 3 == POLICY.releases
+    assert first.site().ledger.count == 3 == site_policy().releases
     refused = second.handle(power(), state)
     assert isinstance(refused, Refusal) and second.site().ledger.count == 3
 

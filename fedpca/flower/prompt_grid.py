@@ -5,7 +5,11 @@ Flower's deployment grid (1.41-1.42) waits 3 s between two looks for replies in
 each stage of a secure sum, the result's delivery) then costs up to 3 s beyond the sites'
 own time, which a secure run pays seven times per round. :class:`PromptGrid` wraps any
 :class:`flwr.serverapp.Grid` and implements ``send_and_receive`` with the grid's own public
-``push_messages`` and ``pull_messages``, looking every :data:`POLL_SECONDS`. It changes
+``push_messages`` and ``pull_messages``: it looks :data:`FIRST_LOOK_SECONDS` after the
+push, then waits twice as long after each look that found nothing new, up to
+:data:`POLL_SECONDS`, and looks soon again once a reply came (the others tend to follow).
+Replies that come at once are read at once, and a slow exchange costs the SuperLink a few
+looks, not one every tenth of a second (each look is a request it answers). It changes
 nothing a site receives or sends (same messages, same timeout): only how soon the server
 reads the replies.
 """
@@ -19,15 +23,19 @@ from typing import Any
 from flwr.app import Message
 from flwr.serverapp import Grid
 
-#: Seconds between two looks for replies.
-POLL_SECONDS = 0.1
+#: Seconds from a push, or from a look that found a reply, to the next look.
+FIRST_LOOK_SECONDS = 0.05
+#: The longest wait between two looks for replies, in seconds.
+POLL_SECONDS = 0.8
 
 
 class PromptGrid(Grid):
-    """``grid`` with replies pulled every ``poll`` seconds (everything else is the grid's)."""
+    """``grid`` with replies pulled after ``first`` seconds, then after waits that double up
+    to ``poll`` seconds while none comes (everything else is the grid's)."""
 
-    def __init__(self, grid: Grid, poll: float = POLL_SECONDS) -> None:
-        self.grid, self.poll = grid, poll
+    def __init__(self, grid: Grid, poll: float = POLL_SECONDS,
+                 first: float = FIRST_LOOK_SECONDS) -> None:
+        self.grid, self.poll, self.first = grid, poll, first
 
     def set_run(self, run: Any) -> None:
         self.grid.set_run(run)
@@ -54,17 +62,19 @@ class PromptGrid(Grid):
     def send_and_receive(self, messages: Iterable[Message], *,
                          timeout: float | None = None) -> Iterable[Message]:
         """Push ``messages``; pull their replies until all arrived or ``timeout`` seconds
-        passed (``None``: no limit), as Flower's grids do, looking every :attr:`poll` s."""
+        passed (``None``: no limit), as Flower's grids do, looking as the class says."""
         waiting = set(self.push_messages(messages))
         end = None if timeout is None else time.monotonic() + timeout
         replies: list[Message] = []
+        wait = self.first
         while waiting:
+            time.sleep(wait if end is None else max(0.0, min(wait, end - time.monotonic())))
             arrived = list(self.pull_messages(list(waiting)))
             replies += arrived
             waiting -= {reply.metadata.reply_to_message_id for reply in arrived}
-            if not waiting or (end is not None and time.monotonic() >= end):
+            if end is not None and time.monotonic() >= end:
                 break
-            time.sleep(self.poll)
+            wait = self.first if arrived else min(2 * wait, self.poll)
         return replies
 
 
