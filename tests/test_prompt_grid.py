@@ -1,12 +1,15 @@
-"""The App's ServerApp grid reads replies soon after they come and looks for them seldom
-while they are slow (``fedpca.flower.prompt_grid``)."""
+"""The ServerApp's waits: its grid reads replies soon after they come and looks for them
+seldom while they are slow (``fedpca.flower.prompt_grid``), and a run waiting for its sites
+to connect sees them soon and looks seldom (``fedpca.flower.rounds.connected_nodes``)."""
 
+import logging
 import time
 from types import SimpleNamespace
 
 import pytest
 
 from fedpca.flower.prompt_grid import PromptGrid
+from fedpca.flower.rounds import connected_nodes
 
 
 class SlowSites:
@@ -55,3 +58,33 @@ def test_the_timeout_ends_the_exchange_with_the_replies_that_came():
     ids, _, seconds = exchange([0.05, 30.0], timeout=0.5)
     assert ids == ["0"]
     assert seconds == pytest.approx(0.5, abs=0.3)
+
+
+class ArrivingSites:
+    """A grid stand-in whose node ``i`` connects ``arrivals[i]`` seconds after it is made;
+    it counts the looks."""
+
+    def __init__(self, arrivals: list[float]) -> None:
+        self.arrivals, self.looks, self.made = arrivals, 0, time.monotonic()
+
+    def get_node_ids(self):
+        self.looks += 1
+        now = time.monotonic() - self.made
+        return [i + 1 for i, at in enumerate(self.arrivals) if at <= now]
+
+
+def test_a_run_sees_its_sites_soon_and_waits_for_the_last_with_few_looks(caplog):
+    caplog.set_level(logging.INFO, logger="fedpca.flower.rounds")
+    fast = ArrivingSites([0.0, 0.005, 0.01])
+    start = time.monotonic()
+    assert connected_nodes(fast, 3) == [1, 2, 3]
+    assert time.monotonic() - start < 0.15  # not the longest wait (0.25 s)
+    slow = ArrivingSites([0.0, 0.6])
+    start = time.monotonic()
+    assert connected_nodes(slow, 2) == [1, 2]
+    # 0.01, 0.02, 0.04, 0.08, 0.16, then every 0.25 s: about 7 looks, and one log line for
+    # each number of sites seen while waiting
+    assert slow.looks <= 9 and time.monotonic() - start < 0.6 + 0.25 + 0.3
+    waiting = [r.getMessage() for r in caplog.records if "waiting for sites" in r.getMessage()]
+    assert waiting[-1] == "waiting for sites: 1 connected, 2 wanted"
+    assert len(waiting) == len(set(waiting))

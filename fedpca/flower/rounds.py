@@ -49,7 +49,11 @@ WARNING_TOO_FEW_AFFORD = (
 Reply = TypeVar("Reply")
 
 
-#: Seconds between two looks at the connected sites while waiting for ``wait_for_sites``.
+#: Seconds before the second look at the connected sites while waiting for
+#: ``wait_for_sites`` (a simulation's virtual sites connect within milliseconds); each further
+#: wait is twice the last, up to :data:`POLL_SECONDS`.
+FIRST_POLL_SECONDS = 0.01
+#: The longest wait between two looks at the connected sites.
 POLL_SECONDS = 0.25
 
 
@@ -63,10 +67,15 @@ class BudgetRoundError(RoundFailedError):
 
 
 def connected_nodes(grid: Grid, wanted: int) -> list[int]:
-    """Every node connected to ``grid``, once at least ``wanted`` are."""
+    """Every node connected to ``grid``, once at least ``wanted`` are (logged whenever the
+    number connected changes while it waits)."""
+    wait, seen = FIRST_POLL_SECONDS, None
     while len(nodes := sorted(grid.get_node_ids())) < wanted:
-        logger.info("waiting for sites: %d connected, %d wanted", len(nodes), wanted)
-        time.sleep(POLL_SECONDS)
+        if len(nodes) != seen:
+            logger.info("waiting for sites: %d connected, %d wanted", len(nodes), wanted)
+            seen = len(nodes)
+        time.sleep(wait)
+        wait = min(2 * wait, POLL_SECONDS)
     return nodes
 
 
