@@ -26,7 +26,7 @@ from flwr.serverapp import Grid
 #: Seconds from a push, or from a look that found a reply, to the next look.
 FIRST_LOOK_SECONDS = 0.05
 #: The longest wait between two looks for replies, in seconds.
-POLL_SECONDS = 0.8
+POLL_SECONDS = 0.4
 
 
 class PromptGrid(Grid):
