@@ -398,24 +398,54 @@ def test_the_fork_switch_takes_on_or_off_only(monkeypatch):
         forked_tasks()
 
 
-@pytest.mark.parametrize("limit_mib, extras", [(512, False), (0, True)])
-def test_the_fork_servers_preload_fits_a_sites_smallest_memory_limit(limit_mib, extras):
-    """Under the smallest memory limit a policy allows, the fork server loads what every
-    task imports and leaves the rest to the tasks; without a limit it loads the rest too."""
-    from fedpca.deployment.clientapp_preload import room_for_extras
-
-    assert room_for_extras(resource.RLIM_INFINITY) and not room_for_extras(512 * 2**20)
-    script = ("import resource, sys\n"
+def preloaded(limit_mib: int, steps: dict[str, tuple[str, ...]]) -> list[list[str]]:
+    """For each preload module of ``steps`` in turn, imported in one process limited to
+    ``limit_mib`` MiB of address space (0: none) as a site's fork server imports them:
+    whether each of its modules is loaded once it has been imported."""
+    script = ("import importlib, resource, sys\n"
               f"limit = {limit_mib} * 2**20 or resource.RLIM_INFINITY\n"
               "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
-              "import fedpca.deployment.clientapp_preload\n"
-              "print('fedpca.flower.app' in sys.modules, 'pyarrow' in sys.modules,\n"
-              "      'fedpca.deployment.task_forks' in sys.modules)\n")
+              f"for preload, modules in {list(steps.items())!r}:\n"
+              "    importlib.import_module(preload)\n"
+              "    print(*[name in sys.modules for name in modules])\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    # the module a forked task starts in is loaded once, not by every task
-    assert done.stdout.split() == ["True", str(extras), "True"]
+    return [line.split() for line in done.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("limit_mib, extras", [(512, False), (0, True)])
+def test_the_fork_servers_preload_fits_a_sites_smallest_memory_limit(limit_mib, extras):
+    """Under the smallest memory limit a policy allows, the fork server loads what every
+    task imports and leaves the rest to the tasks; without a limit it loads the rest too,
+    and a table site's the table reader."""
+    from fedpca.deployment.clientapp_preload import room_for_extras
+    from fedpca.deployment.site_runtime import CLIENTAPP_PRELOAD, TABLE_PRELOAD
+
+    assert room_for_extras(resource.RLIM_INFINITY) and not room_for_extras(512 * 2**20)
+    every_site, table_site = preloaded(limit_mib, {
+        CLIENTAPP_PRELOAD: ("fedpca.flower.app", "dp_accounting.pld",
+                            "fedpca.deployment.task_forks", "pyarrow"),
+        # what reading a CSV or Parquet file imports on first use, its first conversion's too
+        TABLE_PRELOAD: ("pyarrow.csv", "pyarrow.parquet", "pyarrow.dataset", "pyarrow.compute"),
+    })
+    # the module a forked task starts in is loaded once, not by every task; a site whose
+    # records are not a table never loads pyarrow
+    assert every_site == ["True", str(extras), "True", "False"]
+    assert table_site == [str(extras)] * 4
+
+
+def test_only_a_table_sites_fork_server_loads_the_table_reader(tmp_path):
+    from fedpca.deployment.site_runtime import (CLIENTAPP_PRELOAD, TABLE_PRELOAD,
+                                                clientapp_preloads)
+
+    for data in ("records.npy", "records.csv", "records.csv.gz", "records.parquet"):
+        folder = tmp_path / data.replace(".", "-")
+        folder.mkdir()
+        policy = load_site_policy(write_policy_template(folder / "policy.toml", "0", data))
+        table = data != "records.npy"
+        assert clientapp_preloads(policy) == (
+            (CLIENTAPP_PRELOAD, TABLE_PRELOAD) if table else (CLIENTAPP_PRELOAD,))
 
 
 def test_a_sites_processes_send_flower_no_telemetry_whatever_the_environment_says(

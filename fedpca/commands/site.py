@@ -284,5 +284,5 @@ def _superexec(args: argparse.Namespace) -> int:
     from fedpca.site.policy import load_site_policy
 
     run_site_superexec(args.runtime_api_address, args.insecure, args.root_certificates,
-                       load_site_policy(args.policy).memory_mib)
+                       load_site_policy(args.policy))
     return 0

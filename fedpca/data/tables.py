@@ -190,6 +190,27 @@ def _numeric(kind: pa.DataType) -> bool:
             or pa.types.is_decimal(kind) or pa.types.is_null(kind))
 
 
+def load_reader() -> None:
+    """Import what reading a table imports on first use: pyarrow with its ``csv``,
+    ``parquet``, ``dataset`` (a Parquet file's reader) and ``compute`` modules, and what
+    pyarrow's first conversion imports (pandas, where it is installed: about 0.3 s of CPU),
+    by converting a column of numbers and one of text as :func:`read_table` does. A
+    process that forks a table site's tasks calls it once, so that no task pays it. The
+    first conversion also reserves the address space of pyarrow's memory pool (about 1 GB),
+    as every task that reads a table does."""
+    pa = _arrow()
+    import pyarrow.dataset  # noqa: F401 (what pyarrow.parquet.read_table imports)
+
+    for values in ([1.0], ["text"]):
+        _column_array(pa.chunked_array([pa.array(values)]), "site", Path("load_reader"),
+                      "load_reader")
+
+
+def is_table_file(path: str | Path) -> bool:
+    """Whether ``path`` names a CSV or Parquet file (by its suffix)."""
+    return Path(path).name.lower().endswith(TABLE_SUFFIXES)
+
+
 def _arrow() -> ModuleType:
     """pyarrow with its ``csv`` and ``parquet`` modules, imported on first use, not with this
     module: a site whose records are a ``.npy`` file never loads them (a real site starts a

@@ -1,17 +1,17 @@
 """What a site's fork server loads before it forks ClientApp tasks
-(:data:`fedpca.deployment.site_runtime.CLIENTAPP_PRELOAD` names this module as its one
-preload: importing it is the loading).
+(:data:`fedpca.deployment.site_runtime.CLIENTAPP_PRELOAD` names this module as its first
+preload: importing it is the loading; a table site's adds
+:mod:`~fedpca.deployment.table_preload`).
 
 Always the modules every task imports (:data:`ALWAYS`: the pinned runtime, the fork
 executor's module that every task starts in, Flower's ClientApp runtime and the HTTP
 transport of its Runtime API client, fedpca's ClientApp).
 Then, if the process's address space leaves room for them (no limit, or at least
-:data:`EXTRAS_MIN_MIB`), the modules a message imports on first use (:data:`EXTRAS`: a
-table's reader, the privacy accountant, scipy's linear algebra, cryptography's OpenSSL
-backend). Every forked task starts with the fork server's whole address space: under a
-site's smaller ``[limits] memory-mib`` (512 MiB at least) the extras' ~370 MB would be
-taken from every task's room for its data, so its tasks import them when they need them,
-as a fresh process does. Last, BLAS is limited to one thread
+:data:`EXTRAS_MIN_MIB`), the modules a message imports on first use (:data:`EXTRAS`: the
+privacy accountant, scipy's linear algebra, cryptography's OpenSSL backend). Every forked
+task starts with the fork server's whole address space: under a site's smaller ``[limits]
+memory-mib`` (512 MiB at least) the extras' hundreds of MB would be taken from every task's
+room for its data, so its tasks import them when they need them, as a fresh process does. Last, BLAS is limited to one thread
 (:func:`~fedpca.blas.single_thread_blas`, which every message's ClientApp asks for): the
 tasks inherit the limit instead of each inspecting the process's libraries again (~20 ms of
 CPU per message)."""
@@ -33,8 +33,6 @@ ALWAYS = (
 )
 #: The modules a message imports on first use.
 EXTRAS = (
-    "pyarrow.csv",
-    "pyarrow.parquet",
     "dp_accounting.pld",
     "dp_accounting.rdp",
     "scipy.linalg",

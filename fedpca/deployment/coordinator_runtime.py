@@ -46,7 +46,7 @@ def run_coordinator_superexec(runtime_api_address: str, root_certificates: str |
 
     adapt_superexec(superexec)
     superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor(
-        TaskType.SERVER_APP, serverapp_main, SERVERAPP_PRELOAD)
+        TaskType.SERVER_APP, serverapp_main, (SERVERAPP_PRELOAD,))
     superexec.run_superexec(
         runtime_api_address=runtime_api_address,
         insecure=root_certificates is None,

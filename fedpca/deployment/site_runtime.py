@@ -36,6 +36,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from fedpca.data.tables import is_table_file
 from fedpca.deployment.fab_check import FabRefusedError, check_fab
 from fedpca.deployment.memory_limit import apply_memory_limit
 from fedpca.deployment.poll_waits import adapt_superexec, adapt_supernode
@@ -49,6 +50,8 @@ PINNED_CLIENTAPP_COMMAND = "fedpca-site-clientapp"
 #: What a site's fork server imports before it forks ClientApp tasks (under the site's
 #: memory limit).
 CLIENTAPP_PRELOAD = "fedpca.deployment.clientapp_preload"
+#: What a table site's fork server imports after it (:func:`clientapp_preloads`).
+TABLE_PRELOAD = "fedpca.deployment.table_preload"
 
 
 def _pinned_loader(**_: object) -> Callable[..., object]:
@@ -173,14 +176,24 @@ def forked_tasks() -> bool:
     return value == "on"
 
 
+def clientapp_preloads(policy: SitePolicyFile) -> tuple[str, ...]:
+    """The modules the fork server of the site with ``policy`` imports before it forks
+    ClientApp tasks: :data:`CLIENTAPP_PRELOAD`, then :data:`TABLE_PRELOAD` when the site's
+    records are a CSV or Parquet table (the modules its tasks import to read it)."""
+    if policy.genotypes is None and is_table_file(policy.data):
+        return CLIENTAPP_PRELOAD, TABLE_PRELOAD
+    return (CLIENTAPP_PRELOAD,)
+
+
 def run_site_superexec(
-    runtime_api_address: str, insecure: bool, root_certificates: str | None = None,
-    memory_mib: int = 0,
+    runtime_api_address: str, insecure: bool, root_certificates: str | None,
+    policy: SitePolicyFile,
 ) -> None:
     """Flower's SuperExec for a SuperNode in ``--isolation process`` mode, running
     :data:`PINNED_CLIENTAPP_COMMAND`'s code for ClientApp tasks (never a FAB's), each forked
-    from a warm process (:class:`~fedpca.deployment.task_forks.ForkingExecutor`), with
-    the address space of itself and every ClientApp limited to ``memory_mib`` MiB (0: none)."""
+    from a warm process (:class:`~fedpca.deployment.task_forks.ForkingExecutor`, with
+    :func:`clientapp_preloads`), with the address space of itself and every ClientApp
+    limited to the ``policy``'s ``memory_mib`` MiB (0: none)."""
     no_flower_telemetry()
     from flwr.supercore.constant import TASK_TYPE_TO_COMMAND, TaskType
     from flwr.supercore.superexec import run_superexec as superexec
@@ -188,13 +201,13 @@ def run_site_superexec(
     from fedpca.deployment.task_forks import ForkingExecutor
 
     _site_logging()
-    apply_memory_limit(memory_mib)
+    apply_memory_limit(policy.memory_mib)
     TASK_TYPE_TO_COMMAND[TaskType.CLIENT_APP] = PINNED_CLIENTAPP_COMMAND
     adapt_superexec(superexec)
     forked = forked_tasks()
     if forked:
         superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor(
-            TaskType.CLIENT_APP, pinned_clientapp_main, CLIENTAPP_PRELOAD)
+            TaskType.CLIENT_APP, pinned_clientapp_main, clientapp_preloads(policy))
     logger.info("site SuperExec: ClientApp tasks run %s, %s", PINNED_CLIENTAPP_COMMAND,
                 "forked from a warm process" if forked else "each a fresh process")
     superexec.run_superexec(

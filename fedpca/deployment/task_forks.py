@@ -5,8 +5,9 @@ Flower's SuperExec starts a new process for every task (every message of a run a
 every run at the coordinator), and each one imports Python's runtime, Flower and fedpca
 again: a second or more of CPU before it reads its message. :class:`ForkingExecutor` is
 Flower's subprocess executor with one change: a task of its type is a child of Python's
-``multiprocessing`` fork server, started once with a preload module imported (a site's:
-:mod:`~fedpca.deployment.clientapp_preload`; the coordinator's:
+``multiprocessing`` fork server, started once with its preload modules imported (a site's:
+:mod:`~fedpca.deployment.clientapp_preload`, and a table site's
+:mod:`~fedpca.deployment.table_preload`; the coordinator's:
 :mod:`~fedpca.deployment.serverapp_preload`), so a task begins with its code already loaded
 (the entry it is given, e.g. :func:`fedpca.deployment.site_runtime.pinned_clientapp_main`,
 with the task's token, address and certificates as its arguments, exactly as Flower's
@@ -31,7 +32,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from flwr.supercore.constant import TASK_TYPE_TO_APPIO_API_ADDRESS_ARG
 from flwr.supercore.superexec.executor.subprocess_executor import SubprocessExecutor
@@ -40,15 +41,16 @@ from flwr.supercore.superexec.executor.types import ExecutionSpec, LaunchResult
 
 class ForkingExecutor(SubprocessExecutor):
     """Flower's subprocess executor, with the tasks of ``task_type`` forked from a warm
-    fork server that imported ``preload``, each running ``task_main`` with the task's
-    arguments; a task of any other type as Flower starts it."""
+    fork server that imported the modules ``preloads`` (in order), each running
+    ``task_main`` with the task's arguments; a task of any other type as Flower starts
+    it."""
 
     def __init__(self, task_type: str, task_main: Callable[[list[str]], None],
-                 preload: str) -> None:
+                 preloads: Sequence[str]) -> None:
         self._task_type = task_type
         self._task_main = task_main
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload([preload])
+        self._context.set_forkserver_preload(list(preloads))
 
     def launch(self, spec: ExecutionSpec) -> LaunchResult:
         """Start the task: one of this executor's type as a fork of the warm process, any
