@@ -120,8 +120,11 @@ class FeatureRanges:
         return unit
 
     def unit_rows(self, X: np.ndarray, centred: bool = False) -> np.ndarray:
-        """:meth:`scale`, then :func:`bound_rows` by ``sqrt(d)``: every row has norm ``<= 1``."""
-        return bound_rows(self.scale(X, centred))
+        """:meth:`scale`, then :func:`bound_rows` by ``sqrt(d)`` in place (:meth:`scale`'s
+        array is a new one; a second copy would double the memory a data set's load takes):
+        every row has norm ``<= 1``."""
+        unit = self.scale(X, centred)
+        return bound_rows(unit, out=unit)
 
     def describe(self, centred: bool = False) -> str:
         """One line saying how :meth:`unit_rows` scales: reported with the data set."""
@@ -133,14 +136,16 @@ class FeatureRanges:
         )
 
 
-def bound_rows(X: np.ndarray, bound: float | None = None) -> np.ndarray:
-    """Divide every row by the public constant ``bound`` (default ``sqrt(d)``).
+def bound_rows(X: np.ndarray, bound: float | None = None, *,
+               out: np.ndarray | None = None) -> np.ndarray:
+    """Divide every row by the public constant ``bound`` (default ``sqrt(d)``), into ``out``
+    when given (``X`` itself: no copy).
 
     With features in ``[-1, 1]``, ``sqrt(d)`` bounds every row norm by 1. ``bound`` must not be
     computed from the data (e.g. its largest row norm): that breaks DP.
     """
     bound = math.sqrt(X.shape[1]) if bound is None else require_finite_positive(bound, "bound")
-    return X / bound
+    return np.divide(X, bound, out=out)
 
 
 def _per_feature(value: object, dim: int, name: str) -> np.ndarray:
