@@ -7,6 +7,7 @@ files scheduled first."""
 
 import compileall
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -62,9 +63,12 @@ os.environ.setdefault(POLL_ENV, "0.7")
 os.environ.setdefault(SUPEREXEC_POLL_ENV, "0.7")
 # a real site's kept calibrations go to a temporary folder, not the user's cache; the
 # suite's own processes keep theirs there too (each entry checked on every read, as a
-# site's), so a calibration one xdist worker made is read, not searched again, by the others
-os.environ.setdefault("FEDPCA_CALIBRATION_CACHE",
-                      tempfile.mkdtemp(prefix="fedpca-test-calibrations-"))
+# site's), so a calibration one xdist worker made is read, not searched again, by the others;
+# the process that made the folder (the controller) removes it at the end
+CALIBRATIONS: Path | None = None
+if calibration_cache.DIRECTORY_VARIABLE not in os.environ:
+    CALIBRATIONS = Path(tempfile.mkdtemp(prefix="fedpca-test-calibrations-"))
+    os.environ[calibration_cache.DIRECTORY_VARIABLE] = str(CALIBRATIONS)
 calibration_cache.use_directory(calibration_cache.environment_directory())
 
 
@@ -78,6 +82,13 @@ def pytest_configure(config):
     if not hasattr(config, "workerinput"):
         compileall.compile_dir(Path(fedpca.__file__).parent, quiet=1)
         rewrite_test_modules(config, Path(__file__).parent)
+
+
+def pytest_unconfigure(config):
+    """The calibrations folder this process made is removed (its sites and workers have
+    stopped: the loopback deployments and the workers end before the controller)."""
+    if CALIBRATIONS is not None:
+        shutil.rmtree(CALIBRATIONS, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items):
