@@ -206,11 +206,6 @@ def load_reader() -> None:
                       "load_reader")
 
 
-def is_table_file(path: str | Path) -> bool:
-    """Whether ``path`` names a CSV or Parquet file (by its suffix)."""
-    return Path(path).name.lower().endswith(TABLE_SUFFIXES)
-
-
 def _arrow() -> ModuleType:
     """pyarrow with its ``csv`` and ``parquet`` modules, imported on first use, not with this
     module: a site whose records are a ``.npy`` file never loads them (a real site starts a
@@ -220,6 +215,11 @@ def _arrow() -> ModuleType:
     import pyarrow.parquet  # noqa: F401 (pyarrow.parquet, read through the package)
 
     return pyarrow
+
+
+def is_table_file(path: str | Path) -> bool:
+    """Whether ``path`` names a CSV or Parquet file (by its suffix)."""
+    return Path(path).name.lower().endswith(TABLE_SUFFIXES)
 
 
 def _is_csv(path: Path) -> bool:

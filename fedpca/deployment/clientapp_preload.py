@@ -11,10 +11,10 @@ Then, if the process's address space leaves room for them (no limit, or at least
 privacy accountant, scipy's linear algebra, cryptography's OpenSSL backend). Every forked
 task starts with the fork server's whole address space: under a site's smaller ``[limits]
 memory-mib`` (512 MiB at least) the extras' hundreds of MB would be taken from every task's
-room for its data, so its tasks import them when they need them, as a fresh process does. Last, BLAS is limited to one thread
-(:func:`~fedpca.blas.single_thread_blas`, which every message's ClientApp asks for): the
-tasks inherit the limit instead of each inspecting the process's libraries again (~20 ms of
-CPU per message)."""
+room for its data, so its tasks import them when they need them, as a fresh process does.
+Last, BLAS is limited to one thread (:func:`~fedpca.blas.single_thread_blas`, which every
+message's ClientApp asks for): the tasks inherit the limit instead of each inspecting the
+process's libraries again (~20 ms of CPU per message)."""
 
 from __future__ import annotations
 
