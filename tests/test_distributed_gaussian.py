@@ -34,6 +34,7 @@ from fedpca.dp.ddg_accounting import (
     rounded_sensitivity,
     zcdp_epsilon,
 )
+from fedpca.dp import distributed_gaussian
 from fedpca.dp.distributed_gaussian import (
     INFLATION_RANGE,
     calibrate_ddg,
@@ -282,6 +283,33 @@ def test_calibration_is_minimal_and_meets_the_target():
     assert rdp_to_epsilon(smaller, 1e-5) > 1.0
     assert cal.padded == 1024
     assert cal.grid_sensitivity == pytest.approx(SQRT2 / 0.01 + 32, rel=1e-9)
+
+
+@pytest.mark.parametrize("epsilon, delta, changes", [
+    (1.0, 1e-5, {}), (1.0, 1e-5, {"releases": 1}), (1.0, 1e-5, {"gamma": 2e-4}),
+    (1.0, 1e-5, {"releases": 30, "dimension": 4}), (1.0, 1e-5, {"gamma": 0.5, "sites": 2}),
+    # a few grid steps of noise: KLS's RDP bound decides, below the Gaussian's guess
+    (1.0, 1e-3, {"releases": 1, "gamma": 30.0, "sites": 1, "dimension": 1}),
+    (8.0, 1e-9, {"releases": 5, "gamma": 5.0, "sites": 1, "dimension": 8}),
+])
+def test_the_noise_is_the_smallest_that_either_bound_allows(epsilon, delta, changes):
+    # the search starts from the continuous Gaussian's noise and never trusts it: whichever
+    # bound decides, the noise one grid step^2 smaller fails both
+    cal = calibrate_ddg(epsilon, delta, **{**BASE, **changes})
+    check = (cal.sites * cal.draws, cal.grid_sensitivity, cal.padded, cal.releases, delta,
+             epsilon)
+    assert distributed_gaussian._within(cal.sigma_sq, *check)
+    assert cal.sigma_sq == 1 or not distributed_gaussian._within(cal.sigma_sq - 1, *check)
+
+
+@pytest.mark.parametrize("answer", [1, 2, 123_457, MAX_SIGMA_SQ - 1, MAX_SIGMA_SQ])
+@pytest.mark.parametrize("miss", [-MAX_SIGMA_SQ, -1000, -1, 0, 1, 37, MAX_SIGMA_SQ])
+def test_the_noise_search_finds_the_smallest_from_any_starting_guess(answer, miss):
+    looked = []
+    found = distributed_gaussian._smallest(lambda s2: looked.append(s2) or s2 >= answer,
+                                           answer + miss)
+    assert found == answer and all(1 <= s2 <= MAX_SIGMA_SQ for s2 in looked)
+    assert len(looked) <= (2 if miss == 0 else 2 * MAX_SIGMA_SQ.bit_length() + 2)
 
 
 def test_calibration_is_monotone():

@@ -91,6 +91,7 @@ below ``1e-30``. Both bounds are valid; every epsilon here is the smaller of the
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -171,6 +172,19 @@ def _composed_curve(releases: list[tuple[float, float]]) -> tuple[Any, float]:
 
     combined = sum(z**-2 for z, _ in releases) ** -0.5
     return GaussianPrivacyLoss(combined, sensitivity=1.0), sum(h for _, h in releases)
+
+
+@functools.lru_cache(maxsize=256)
+def gaussian_std_needed(epsilon: float, delta: float) -> float:
+    """The standard deviation, per unit of sensitivity, of the one Gaussian release whose
+    exact delta curve meets (``epsilon``, ``delta``) (dp-accounting's own search, to 1e-7;
+    cached). Only a starting point for searches whose every answer is checked by
+    :func:`ddg_pld_within`: never a privacy decision itself."""
+    from dp_accounting.pld.common import DifferentialPrivacyParameters
+    from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
+
+    guarantee = DifferentialPrivacyParameters(epsilon, delta)
+    return GaussianPrivacyLoss.from_privacy_guarantee(guarantee).standard_deviation
 
 
 def ddg_pld_epsilon(releases: list[tuple[float, float]], delta: float) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,13 +20,16 @@ import numpy as np
 from fedpca.dp import calibration_cache
 from fedpca.dp.accountant import worst_case_epsilon
 from fedpca.dp.ddg_accounting import (
+    PLD_TOLERANCE,
     RDP_ORDERS,
+    SMOOTHING_VARIANCE,
     ddg_gaussian_multiplier,
     ddg_pld_epsilon,
     ddg_pld_slack,
     ddg_pld_within,
     ddg_rdp,
     ddg_tau,
+    gaussian_std_needed,
     rdp_to_epsilon,
     rounded_sensitivity,
 )
@@ -204,6 +208,19 @@ def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: f
         logger.warning("calibration cache: the noise kept for %s does not meet them; "
                        "recalibrating", public)
 
+    sigma_sq, draws = _noise(epsilon, delta, releases, sites, gamma, grid_sens, padded,
+                             max_draws)
+    calibration_cache.store_ddg(public, sigma_sq, draws)
+    return _ddg_calibration(sigma_sq, draws, epsilon, delta, releases, sensitivity, sites,
+                            gamma, grid_sens, padded)
+
+
+def _noise(epsilon: float, delta: float, releases: int, sites: int, gamma: float,
+           grid_sens: float, padded: int, max_draws: int) -> tuple[int, int]:
+    """:func:`calibrate_ddg`'s search: the fewest draws per site that
+    :data:`MAX_SIGMA_SQ` makes enough, then the smallest ``s^2`` with them (both by
+    :func:`_within`, which is monotone in each)."""
+
     def enough(count: int) -> bool:  # monotone: more draws are more noise
         return _within(MAX_SIGMA_SQ, sites * count, grid_sens, padded, releases, delta, epsilon)
 
@@ -220,20 +237,37 @@ def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: f
     while draws - fewest > 1:  # the fewest draws that are enough, by bisection
         middle = (fewest + draws) // 2
         fewest, draws = (fewest, middle) if enough(middle) else (middle, draws)
+    # the continuous Gaussian part alone meets the target at K s^2 - t^2 = T (std Delta)^2
+    summands = sites * draws
+    std = gaussian_std_needed(max(epsilon - PLD_TOLERANCE, epsilon / 2), delta)
+    guess = math.ceil((releases * (std * grid_sens) ** 2 + SMOOTHING_VARIANCE) / summands)
+    return _smallest(lambda s2: _within(s2, summands, grid_sens, padded, releases, delta,
+                                        epsilon), guess), draws
 
-    def within(s2: int) -> bool:
-        return _within(s2, sites * draws, grid_sens, padded, releases, delta, epsilon)
 
-    low, high = 0, MAX_SIGMA_SQ  # eps_at(high) <= epsilon; low is infeasible (or 0)
+def _smallest(within: Callable[[int], bool], guess: int) -> int:
+    """The smallest ``s^2`` in ``[1, MAX_SIGMA_SQ]`` at which the monotone ``within`` holds
+    (it holds at :data:`MAX_SIGMA_SQ`), searched outward from ``guess``: steps that double
+    bracket it, a bisection closes the bracket. Two checks when the guess is right, where a
+    bisection of the whole range takes 26; the answer is the same either way."""
+    guess = min(max(guess, 1), MAX_SIGMA_SQ)
+    step = 1
+    if within(guess):
+        low, high = guess - 1, guess
+        while low >= 1 and within(low):
+            high, step = low, 2 * step
+            low = guess - step
+        low = max(low, 0)  # not within (0: below the range)
+    else:
+        low, high = guess, guess + 1
+        while high < MAX_SIGMA_SQ and not within(high):
+            low, step = high, 2 * step
+            high = guess + step
+        high = min(high, MAX_SIGMA_SQ)
     while high - low > 1:
-        mid = (low + high) // 2
-        if within(mid):
-            high = mid
-        else:
-            low = mid
-    calibration_cache.store_ddg(public, high, draws)
-    return _ddg_calibration(high, draws, epsilon, delta, releases, sensitivity, sites, gamma,
-                            grid_sens, padded)
+        middle = (low + high) // 2
+        low, high = (low, middle) if within(middle) else (middle, high)
+    return high
 
 
 def _ddg_calibration(sigma_sq: int, draws: int, epsilon: float, delta: float, releases: int,
@@ -374,15 +408,32 @@ def _finest_grid(*, epsilon: float, delta: float, releases: int, sensitivity: fl
     if best is None or best.wrap_probability > max_wrap_probability:
         _refuse(best, epsilon, delta, releases, dimension, next_power_of_two(dimension), sites,
                 n_sum, modulus, max_wrap_probability, max_inflation, max_draws)
-    low, high = math.log(max_inflation / INFLATION_RANGE), math.log(max_inflation)
+    top = math.log(max_inflation)
+    low, high = math.log(max_inflation / INFLATION_RANGE), top
     for _ in range(8):  # bisection on log(inflation): feasibility is monotone in it
         mid = (low + high) / 2
-        choice = _grid_at(math.exp(mid), **common)
-        if choice is not None and choice.wrap_probability <= max_wrap_probability:
-            best, high = choice, mid
-        else:
-            low = mid
-    return best
+        low, high = (low, mid) if _fits(math.exp(mid), **common) else (mid, high)
+    return best if high == top else _grid_at(math.exp(high), **common)
+
+
+def _fits(inflation: float, *, epsilon: float, delta: float, releases: int,
+          sensitivity: float, norm_bound: float, dimension: int, sites: int, n_sum: int,
+          modulus: int, max_wrap_probability: float, max_draws: int) -> bool:
+    """Whether the grid of rounding inflation ``inflation`` qualifies: its noise, searched
+    from the public inputs alone (no kept calibration, no epsilon to state), needs at most
+    ``max_draws`` draws per site and its sum wraps with probability at most
+    ``max_wrap_probability`` (:func:`_grid_at`'s test, for the bisection's trial grids)."""
+    padded = next_power_of_two(dimension)
+    gamma = inflation * sensitivity / math.sqrt(padded)
+    grid_sens = rounded_sensitivity(sensitivity, gamma, padded, norm_bound)
+    try:
+        sigma_sq, draws = _noise(epsilon, delta, releases, sites, gamma, grid_sens, padded,
+                                 max_draws)
+    except ConfigurationError:
+        return False
+    wrap = wrap_probability(norm_bound=norm_bound, sites_in_sum=n_sum, dimension=dimension,
+                            gamma=gamma, sigma_sq=sigma_sq, draws=draws, modulus=modulus)
+    return wrap <= max_wrap_probability
 
 
 def _grid_at(inflation: float, *, epsilon: float, delta: float, releases: int,
