@@ -224,10 +224,16 @@ def _refused(node) -> str:
     return log
 
 
+#: An intruder's SuperNode runs no ClientApp of its own: with Flower's default isolation it
+#: would start a SuperExec process beside it, which the refusal never reaches.
+NO_CLIENTAPP = ["--isolation", "process"]
+
+
 def test_an_unregistered_supernode_is_refused(deployment, tmp_path):
     key = write_site_key(tmp_path, "intruder")
     node = deployment.start_supernode(
         "supernode-intruder", key.private, {"policy": str(deployment.sites[0].policy)},
+        extra_args=NO_CLIENTAPP,
     )
     assert "Failed to activate SuperNode" in _refused(node)
 
@@ -237,7 +243,8 @@ def test_an_insecure_supernode_cannot_join_the_tls_superlink(deployment):
     # dialling; this checks that the SuperLink does not speak plaintext.
     node = deployment.start_supernode(
         "supernode-insecure", None, {"policy": str(deployment.sites[0].policy)},
-        insecure=True, extra_args=["--max-retries", "2", "--max-wait-time", "20"],
+        insecure=True,
+        extra_args=["--max-retries", "2", "--max-wait-time", "20", *NO_CLIENTAPP],
     )
     assert "Failed to initialize the connection to the SuperLink" in _refused(node)
 
