@@ -199,6 +199,36 @@ def test_pld_slack_bound_is_the_gaussian_one_for_practical_noise():
     assert ddg_pld_epsilon(eleven, 1e-5) < 0.95 * rdp
 
 
+def bisected_epsilon(releases: list[tuple[float, float]], delta: float) -> float:
+    """ddg_pld_epsilon's definition, every step evaluated: the bisection on the composed
+    Gaussian's delta curve, to 1e-9 and rounded up, plus twice the slack."""
+    from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
+
+    curve = GaussianPrivacyLoss(sum(z**-2 for z, _ in releases) ** -0.5, sensitivity=1.0)
+    slack = sum(h for _, h in releases)
+    target = delta * math.exp(-slack)
+    low, high = 0.0, 1.0
+    while curve.get_delta_for_epsilon(high) > target:
+        low, high = high, 2 * high
+    if curve.get_delta_for_epsilon(0.0) <= target:
+        return 2 * slack
+    while high - low > 1e-9:
+        mid = (low + high) / 2
+        low, high = (mid, high) if curve.get_delta_for_epsilon(mid) > target else (low, mid)
+    return high + 2 * slack
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_pld_epsilon_is_the_plain_bisections_value(seed):
+    # the bisection skips the comparisons the curve's monotonicity answers: same value
+    rng = np.random.default_rng(seed)
+    for _ in range(15):
+        releases = [(float(z), float(rng.choice([0.0, 1e-40, 1e-6, 1e-3])))
+                    for z in 10 ** rng.uniform(-0.7, 1.5, size=rng.choice([1, 3, 11]))]
+        delta = float(10 ** rng.uniform(-12, -2))
+        assert ddg_pld_epsilon(releases, delta) == bisected_epsilon(releases, delta)
+
+
 @pytest.mark.parametrize("slack", [0.0, 1e-6, 0.05])
 def test_the_calibration_search_point_test_never_accepts_more_than_the_bisection(slack):
     # the calibration's search asks "epsilon <= target?" with one point of the delta curve;

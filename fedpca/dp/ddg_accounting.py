@@ -193,20 +193,52 @@ def ddg_pld_epsilon(releases: list[tuple[float, float]], delta: float) -> float:
     with ``H`` the total slack. Gaussian releases compose exactly into one Gaussian of
     multiplier ``(sum_i z_i^-2)^-1/2`` (their privacy loss distributions are Gaussian), whose
     exact delta curve is dp-accounting's ``GaussianPrivacyLoss``; epsilon is found by bisection
-    on that decreasing curve (to 1e-9, rounded up)."""
+    on that decreasing curve (to 1e-9, rounded up). The bisection skips the comparisons that
+    the curve's monotonicity already answers, from points next to its root found first by
+    Brent's method: the same value from about 15 evaluations of the curve instead of 35."""
     curve, slack = _composed_curve(releases)
     target = delta * math.exp(-slack)
+
+    def exceeds(epsilon: float) -> bool:
+        return curve.get_delta_for_epsilon(epsilon) > target
+
     low, high = 0.0, 1.0
-    while curve.get_delta_for_epsilon(high) > target:
+    while exceeds(high):
         low, high = high, 2 * high
         if high > 1e6:
             return math.inf
-    if curve.get_delta_for_epsilon(0.0) <= target:
+    if not exceeds(0.0):
         return 2 * slack
+    above, below = _root_bracket(curve, target, low, high)
     while high - low > PLD_TOLERANCE:
         mid = (low + high) / 2
-        low, high = (low, mid) if curve.get_delta_for_epsilon(mid) <= target else (mid, high)
+        if mid <= above or (mid < below and exceeds(mid)):
+            low = mid
+        else:
+            high = mid
     return high + 2 * slack
+
+
+def _root_bracket(curve: Any, target: float, low: float, high: float) -> tuple[float, float]:
+    """Points ``above <= below`` of ``[low, high]`` (where the decreasing delta ``curve``
+    crosses ``target``) with the curve above ``target`` at ``above`` (or ``above == low``)
+    and not above it at ``below`` (or ``below == high``): about 1e-11 on either side of the
+    crossing that Brent's method finds on the log of the curve."""
+    from scipy import optimize
+
+    def gap(epsilon: float) -> float:
+        return math.log(max(curve.get_delta_for_epsilon(epsilon), 1e-300)) - math.log(target)
+
+    root = optimize.brentq(gap, low, high, xtol=1e-12, rtol=1e-12)
+    above, below = low, high
+    width = 1e-11 + 1e-12 * root
+    for epsilon in (root - width, root + width):
+        if above < epsilon < below:
+            if curve.get_delta_for_epsilon(epsilon) > target:
+                above = epsilon
+            else:
+                below = epsilon
+    return above, below
 
 
 def rounded_sensitivity(sensitivity: float, gamma: float, padded: int, norm_bound: float) -> float:
