@@ -227,6 +227,9 @@ def test_the_pld_epsilon_is_the_plain_bisections_value(seed):
                     for z in 10 ** rng.uniform(-0.7, 1.5, size=rng.choice([1, 3, 11]))]
         delta = float(10 ** rng.uniform(-12, -2))
         assert ddg_pld_epsilon(releases, delta) == bisected_epsilon(releases, delta)
+    # a slack so large that delta e^-H underflows to 0 and one that leaves it subnormal
+    for slack in (800.0, 700.0, 745.0):
+        assert ddg_pld_epsilon([(0.05, slack)], 1e-5) == bisected_epsilon([(0.05, slack)], 1e-5)
 
 
 @pytest.mark.parametrize("slack", [0.0, 1e-6, 0.05])

@@ -223,11 +223,16 @@ def _root_bracket(curve: Any, target: float, low: float, high: float) -> tuple[f
     """Points ``above <= below`` of ``[low, high]`` (where the decreasing delta ``curve``
     crosses ``target``) with the curve above ``target`` at ``above`` (or ``above == low``)
     and not above it at ``below`` (or ``below == high``): about 1e-11 on either side of the
-    crossing that Brent's method finds on the log of the curve."""
+    crossing that Brent's method finds on the log of the curve (none when ``target`` is 0: a
+    slack so large that ``delta e^-H`` underflows)."""
     from scipy import optimize
 
+    if not target > 0:
+        return low, high
+    floor = max(target * 1e-10, math.ulp(0.0))  # for a curve that underflows to 0
+
     def gap(epsilon: float) -> float:
-        return math.log(max(curve.get_delta_for_epsilon(epsilon), 1e-300)) - math.log(target)
+        return math.log(max(curve.get_delta_for_epsilon(epsilon), floor) / target)
 
     root = optimize.brentq(gap, low, high, xtol=1e-12, rtol=1e-12)
     above, below = low, high
