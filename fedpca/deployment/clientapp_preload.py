@@ -48,9 +48,14 @@ def room_for_extras(limit: int) -> bool:
     return limit == resource.RLIM_INFINITY or limit >= EXTRAS_MIN_MIB * 2**20
 
 
+def room_here() -> bool:
+    """:func:`room_for_extras` for this process's own address space limit."""
+    return room_for_extras(resource.getrlimit(resource.RLIMIT_AS)[0])
+
+
 for _name in ALWAYS:
     importlib.import_module(_name)
-if room_for_extras(resource.getrlimit(resource.RLIMIT_AS)[0]):
+if room_here():
     for _name in EXTRAS:
         importlib.import_module(_name)
 single_thread_blas()

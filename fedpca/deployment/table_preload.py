@@ -4,14 +4,12 @@ table: :func:`fedpca.deployment.site_runtime.clientapp_preloads` names this modu
 conversion imports (:func:`fedpca.data.tables.load_reader`: pyarrow's, and pandas where it
 is installed), which every task that reads the site's table would otherwise import again
 (about 0.4 s of CPU per message). Loaded under the rule of the other modules a message
-imports on first use (:func:`~fedpca.deployment.clientapp_preload.room_for_extras`)."""
+imports on first use (:func:`~fedpca.deployment.clientapp_preload.room_here`)."""
 
 from __future__ import annotations
 
-import resource
-
 from fedpca.data.tables import load_reader
-from fedpca.deployment.clientapp_preload import room_for_extras
+from fedpca.deployment.clientapp_preload import room_here
 
-if room_for_extras(resource.getrlimit(resource.RLIMIT_AS)[0]):
+if room_here():
     load_reader()

@@ -424,7 +424,7 @@ def _fits(inflation: float, *, epsilon: float, delta: float, releases: int,
     ``max_draws`` draws per site and its sum wraps with probability at most
     ``max_wrap_probability`` (:func:`_grid_at`'s test, for the bisection's trial grids)."""
     padded = next_power_of_two(dimension)
-    gamma = inflation * sensitivity / math.sqrt(padded)
+    gamma = _grid_step(inflation, sensitivity, dimension)
     grid_sens = rounded_sensitivity(sensitivity, gamma, padded, norm_bound)
     try:
         sigma_sq, draws = _noise(epsilon, delta, releases, sites, gamma, grid_sens, padded,
@@ -441,7 +441,7 @@ def _grid_at(inflation: float, *, epsilon: float, delta: float, releases: int,
              modulus: int, max_wrap_probability: float, max_draws: int) -> GridChoice | None:
     """The grid of rounding inflation ``inflation``, its calibrated noise (at most
     ``max_draws`` draws per site) and its wrap probability (``None``: no noise qualifies)."""
-    gamma = inflation * sensitivity / math.sqrt(next_power_of_two(dimension))
+    gamma = _grid_step(inflation, sensitivity, dimension)
     try:
         cal = calibrate_ddg(epsilon, delta, gamma=gamma, releases=releases,
                             sensitivity=sensitivity, dimension=dimension, sites=sites,
@@ -453,6 +453,12 @@ def _grid_at(inflation: float, *, epsilon: float, delta: float, releases: int,
     wrap = wrap_probability(modulus=modulus, **spec)
     needed = minimum_modulus(max_wrap_probability=max_wrap_probability, **spec)
     return GridChoice(gamma, inflation, cal, modulus, wrap, n_sum, needed)
+
+
+def _grid_step(inflation: float, sensitivity: float, dimension: int) -> float:
+    """The grid step ``gamma`` of rounding inflation ``sqrt(D) gamma / Delta`` (one formula for
+    the bisection's trial grids and the chosen one)."""
+    return inflation * sensitivity / math.sqrt(next_power_of_two(dimension))
 
 
 def _refuse(best: GridChoice | None, epsilon, delta, releases, dimension, padded, sites, n_sum,
