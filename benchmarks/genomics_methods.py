@@ -375,7 +375,7 @@ def ddg_noise_check(sites: int = 10, records: int = 100, dim: int = 512, k: int 
     errors = []
     for _ in range(policy.releases):
         basis = thin_qr(rng.standard_normal((dim, k)))
-        decoded = public.decode([s.release_power(basis, secure=public) for s in members], grid)
+        decoded = public.decode([s.release_power(basis, secure=public) for s in members])
         exact = sum(gram_product(s.X, basis) for s in members).ravel()
         errors.append(decoded - exact)
     error = np.concatenate(errors) / grid.calibration.central_sigma

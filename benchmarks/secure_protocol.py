@@ -42,6 +42,7 @@ import numpy as np  # noqa: E402
 from common import machine_info, md_table, median, progress  # noqa: E402
 from flower_round import _scenario, stamped_simulation  # noqa: E402
 
+from fedpca.algorithms.secure_sum import SecureSum, SumDescription  # noqa: E402
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS  # noqa: E402
 from fedpca.secure.conditions import smallest_threshold  # noqa: E402
 from fedpca.secure.identity import simulation_key, simulation_roster  # noqa: E402
@@ -107,7 +108,11 @@ def protocol_costs(sites: int, length: int, rounds: int) -> dict[str, float]:
                                     min_sites=max(2, members // 2), colluders=0,
                                     max_rounds=rounds, vouched=roster.names)
                 for p in range(members)}
-    server = ServerSession("bench", rounds, threshold, DEFAULT_MODULUS)
+    # the run's description every member signs (one sum of the message's length per round)
+    public = SecureSum(sensitivity=1.0, max_records=200, norm_per_record=1.0, dimension=length,
+                       sites_in_sum=members, rotation_seed=1)
+    described = SumDescription(max(2, members // 2), 0, (public,) * rounds).to_text()
+    server = ServerSession("bench", rounds, threshold, DEFAULT_MODULUS, described)
     for session in sessions.values():
         server.receive_advertisement(session.advertise(server.setup_request()))
     key_list = server.key_list()

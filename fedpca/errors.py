@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
+
+#: The most characters of a value from the coordinator that a refusal quotes (:func:`quoted`).
+MAX_QUOTED = 80
+
+
+def quoted(value: Any, most: int = MAX_QUOTED) -> str:
+    """``repr(value)`` for a refusal, when it is at most ``most`` characters; otherwise its
+    type, its length and the start of the SHA-256 of its text: a value the coordinator sent
+    (a 10 MB string, say) is never echoed back whole, nor written whole to the site's log."""
+    text = repr(value)
+    if len(text) <= most:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16]
+    return f"<{type(value).__name__} of {len(text)} characters, sha256 {digest}...>"
 
 
 class FedPCAError(Exception):
@@ -60,8 +75,9 @@ class KeywordNames:
         return parameter
 
     def assignment(self, parameter: str, value: object) -> str:
-        """``parameter=value`` (strings quoted)."""
-        return f"{parameter}={value!r}" if isinstance(value, str) else f"{parameter}={value}"
+        """``parameter=value`` (strings quoted; a long value by :func:`quoted`)."""
+        text = quoted(value) if isinstance(value, str) else str(value)
+        return f"{parameter}={text if len(text) <= MAX_QUOTED else quoted(value)}"
 
 
 class RunConfigNames(KeywordNames):

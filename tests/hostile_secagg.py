@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
+from fedpca.algorithms.secure_sum import SumDescription
 from fedpca.flower.app_server import server_scenario
 from fedpca.flower.wire import request_content
 from fedpca.flower.secure_site import PROTOCOL_RECORD
@@ -178,9 +179,12 @@ def hostile(grid: Grid, context: Context) -> None:
     survivor sets (no site may reveal)."""
     nodes = wait_for_sites(grid)
     rec = Recorder(grid, context)
-    arrays, config = dpdis_strategy(grid, context).request(1)
+    strategy = dpdis_strategy(grid, context)
+    arrays, config = strategy.request(1)
     modulus = int(config["sum_modulus"])
-    server = ServerSession(rec.run_id, 1, THRESHOLD, modulus)
+    # the run's honest description of its one sum (the attacks below are about the keys)
+    description = SumDescription(THRESHOLD, 0, (strategy.server.round_sum(1),)).to_text()
+    server = ServerSession(rec.run_id, 1, THRESHOLD, modulus, description)
     request = server.setup_request()
     # a proper setup: every site advertises a signed key (it sends nothing else yet)
     replies = rec.send({"setup": dict.fromkeys(nodes, request)})
@@ -200,7 +204,7 @@ def hostile(grid: Grid, context: Context) -> None:
     # order of a site's messages does not matter.
     rec.send({
         # Attack 1: threshold 1 (a share would be the seed itself), and the site alone
-        "threshold-1": {node_of[a]: SetupRequest(rec.run_id, 1, 1, modulus)},
+        "threshold-1": {node_of[a]: SetupRequest(rec.run_id, 1, 1, modulus, description)},
         "alone": {node_of[a]: KeyList(rec.run_id, (by_name[a],))},
         # Attack 2: M distinct members by their roster names, keys the coordinator made
         "fake-neighbours": {node_of[b]: KeyList(rec.run_id, (by_name[b], *forged(

@@ -4,6 +4,7 @@ the pooled second moment plus noise of the calibrated size, the result reaches c
 Analyze Gauss, the audit passes the shipped mode and catches half the noise) and DPS-PCA with
 discrete noise (the one-site accuracy that per-site noise loses)."""
 
+import dataclasses
 import functools
 import math
 
@@ -23,7 +24,7 @@ from fedpca.algorithms.dpdis_pca import (
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy, run_dps_pca, secure_sums
 from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite, run_sulq_kplane
 from fedpca.algorithms.kplane import secure_sum_for as kplane_secure_sum
-from fedpca.algorithms.secure_sum import SecureSum
+from fedpca.algorithms.secure_sum import SecureSum, SumDescription
 from fedpca.audit.attack import run_audit
 from fedpca.audit.broken import halved_secure_sum_noise
 from fedpca.audit.targets import audit_target
@@ -57,12 +58,12 @@ def secure(dim=12, sizes=(300,) * 4, **changes):
 def test_a_site_refuses_a_sum_whose_modulus_would_overflow_before_any_release(changes):
     site = DPdisPCASite(SITES[0], POLICY, site="a", seed=1)
     public, _ = secure()
-    with pytest.raises(ParameterError, match="a modular sum can wrap") as refused:
+    with pytest.raises(InvalidRequestError, match="a modular sum can wrap") as refused:
         site.release(VARIANT_SECURE, secure=SecureSum(**{**public.__dict__, **changes}))
     assert site.ledger.count == 0
     # the refusal quotes public quantities only: the same text for another site's records
     other = DPdisPCASite(SITES[1], POLICY, site="a", seed=1)
-    with pytest.raises(ParameterError) as again:
+    with pytest.raises(InvalidRequestError) as again:
         other.release(VARIANT_SECURE, secure=SecureSum(**{**public.__dict__, **changes}))
     assert str(again.value) == str(refused.value)
 
@@ -112,7 +113,7 @@ def test_the_decoded_sum_is_the_pooled_second_moment_plus_calibrated_noise():
     errors = []
     for trial in range(60):
         sites = [DPdisPCASite(X, POLICY, site=str(i), seed=trial) for i, X in enumerate(SITES)]
-        decoded = public.decode([s.release(VARIANT_SECURE, secure=public) for s in sites], grid)
+        decoded = public.decode([s.release(VARIANT_SECURE, secure=public) for s in sites])
         errors.append(decoded - truth)
     errors = np.concatenate(errors)
     sd = grid.calibration.central_sigma  # the discrete Gaussians' variance is just below
@@ -263,3 +264,43 @@ def test_the_grid_does_not_depend_on_the_draw_cap_when_a_smaller_one_serves():
               "dimension": 300, "sites": 3}
     grids = [choose_grid(1.0, 1e-6, **common, max_draws=cap) for cap in (16, 64, 1024)]
     assert len({(g.gamma, g.calibration.sigma_sq, g.calibration.draws) for g in grids}) == 1
+
+
+def test_the_runs_description_reads_back_exactly_and_refuses_anything_else_without_quoting_it():
+    agreed, _ = secure()
+    other = dataclasses.replace(agreed, rotation_seed=6)
+    description = SumDescription(4, 1, (agreed, None, other, agreed))
+    text = description.to_text()
+    assert SumDescription.from_text(text, "a") == description
+    assert description.round_sum(3) == other and description.round_sum(2) is None
+    assert description.round_sum(5) is None and text.count('"rotation_seed"') == 2
+    huge = "9" * 100_000
+    for bad, why in [
+        ("{", "is not JSON"),
+        (text.replace('"colluders":1', '"colluders":true'), "min_sites or colluders"),
+        (text.replace('"rounds":[0,-1,1,0]', '"rounds":[0,-1,2,0]'), "names a sum it does not"),
+        (text.replace('"draws":', '"drawz":'), "missing or unexpected fields"),
+        (text.replace('"rotation_seed":5', '"rotation_seed":5.5'), "sum_rotation_seed"),
+        (text.replace('"rotation_seed":5', f'"rotation_seed":"{huge}"'), "sum_rotation_seed"),
+        (text.replace(",", ", "), "canonical form"),
+    ]:
+        with pytest.raises(InvalidRequestError, match=why) as refused:
+            SumDescription.from_text(bad, "a")
+        assert len(str(refused.value)) < 400 and huge not in str(refused.value)
+
+
+def test_the_agreed_noise_is_the_sites_own_calibration_and_never_less():
+    """A site checks the noise the members agreed on against its own policy: the noise the
+    honest coordinator derives from that policy is exactly the site's own calibration; any
+    less (per draw, or draws) is refused; more is accepted and recorded as it is."""
+    agreed, grid = secure()
+    assert agreed.agreed and agreed.grid_step == grid.gamma
+    assert agreed.agreed_noise(POLICY) == grid.calibration
+    with pytest.raises(ConfigurationError, match="is below what epsilon=1"):
+        dataclasses.replace(agreed, sigma_sq=agreed.sigma_sq - 1).agreed_noise(POLICY)
+    louder = dataclasses.replace(agreed, draws=2).agreed_noise(POLICY)
+    assert louder.draws == 2 and louder.epsilon < grid.calibration.epsilon
+    assert louder.release("x").sigma == pytest.approx(
+        math.sqrt(2) * grid.calibration.release("x").sigma)
+    with pytest.raises(ConfigurationError, match="names no agreed grid"):
+        agreed.public_part().agreed_noise(POLICY)

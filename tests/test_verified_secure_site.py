@@ -7,164 +7,72 @@ is refused before the site sends anything masked, and its ledger shows no releas
 honest run charges both guarantees and sends a vector only the sum unmasks.
 """
 
-import json
-
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.app import ConfigRecord, Context, RecordDict
 from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS
-from flwr.supercore.task_identity import TaskIdentity
+from secure_consortium import (
+    CONSORTIUM,
+    D,
+    PEERS,
+    RUN_ID,
+    SITE,
+    ledger_rows,
+    make_consortium,
+    protocol,
+    refused,
+    run_identity,
+    send,
+    server_for,
+    setup,
+    site_context,
+    the_sum,
+    with_request,
+)
 
-from fedpca.algorithms.dpdis_pca import VARIANT_SECURE
-from fedpca.algorithms.secure_sum import SecureSum
-from fedpca.flower.app import client_app
-from fedpca.flower.wire import request_content
-from fedpca.flower.secure_site import PROTOCOL_RECORD, read_masked_input
 from fedpca.linalg.subspace import triangle_size
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.dp.mechanisms import upper_triangle_sensitivity
+from fedpca.flower.secure_site import PROTOCOL_RECORD, read_masked_input
 from fedpca.site.ledger_report import format_ledger, summarize
 from fedpca.site.policy import load_site_policy
-from fedpca.site.policy_template import write_policy_template
-from fedpca.secure.messages import (
-    Advertisement,
-    Endorsement,
-    InputRequest,
-    KeyList,
-    Reveal,
-    ShareBundle,
-)
+from fedpca.secure.messages import Advertisement, Endorsement, InputRequest, KeyList, Reveal
 from fedpca.secure.roster import (
     load_roster,
     load_signing_key,
     public_key_b64,
     roster_entry,
     write_roster,
-    write_signing_key,
 )
-from fedpca.secure.server_session import ServerSession
 from fedpca.secure.site_session import SiteSession
-
-D, N = 8, 400
-SITE, PEERS = "hospital-a", ("hospital-b", "hospital-c")
-RUN_ID = 1
-CONSORTIUM = "test-consortium"
-#: The coordinator's run_config (a real site replaces its privacy keys with its policy's).
-RUN_CONFIG = {"algorithm": "dpdis-pca", "dim": D, "k": 2, "r": 0, "epsilon": 1e6,
-              "delta": 0.5, "rounds": 1, "clip-norm": 100.0, "accounting": "pld",
-              "secure-min-sites": 0, "seed": -1, "variant": VARIANT_SECURE,
-              "weighting": "uniform", "alpha": 0.0}
 
 
 @pytest.fixture(autouse=True)
-def run_identity(monkeypatch):
-    """Flower's messages need the run's identity (set by Flower in a real run)."""
-    for attribute in ("_task_id", "_run_id", "_node_id"):
-        monkeypatch.setattr(TaskIdentity, attribute, RUN_ID)
+def _run_identity(monkeypatch):
+    run_identity(monkeypatch)
 
 
 @pytest.fixture
 def consortium(tmp_path):
-    """The real site's folder (records, keys, roster, a policy with M = 3) and its peers'
-    keys; returns the policy path, the roster and every member's signing key."""
-    keys = {name: write_signing_key(tmp_path / "keys", name, CONSORTIUM)
-            for name in (SITE, *PEERS)}
-    roster_path = write_roster(tmp_path / "roster.toml", CONSORTIUM,
-                               {name: entry for name, (_, entry) in keys.items()})
-    vouched = [keys[name][1].fingerprint for name in PEERS]  # compared with them by phone
-    X = np.random.default_rng(0).standard_normal((N, D))
-    np.save(tmp_path / "records.npy", X / np.linalg.norm(X, axis=1, keepdims=True))
-    policy = write_policy_template(tmp_path / "policy.toml", SITE, "records.npy")
-    text = (policy.read_text()
-            .replace("min-sites = 0", "min-sites = 3")
-            .replace("# worst-case-epsilon = 8", "worst-case-epsilon = 8")
-            .replace('# roster = "roster.toml"', f'roster = "{roster_path}"')
-            .replace('# signing-key = "secagg.pem"', f'signing-key = "{keys[SITE][0]}"')
-            .replace("# vouched = []", f"vouched = {json.dumps(vouched)}"))
-    policy.write_text(text)
-    return policy, load_roster(roster_path), {n: load_signing_key(p) for n, (p, _) in keys.items()}
-
-
-def site_context(policy) -> Context:
-    return Context(run_id=RUN_ID, node_id=7, node_config={"policy": str(policy)},
-                   state=RecordDict(), run_config=dict(RUN_CONFIG))
-
-
-def send(context: Context, content: RecordDict) -> Message:
-    return client_app(Message(content=content, dst_node_id=7, message_type=MessageType.TRAIN),
-                      context)
-
-
-def protocol(message) -> RecordDict:
-    return RecordDict({PROTOCOL_RECORD: ConfigRecord(message.to_dict())})
-
-
-def ledger_rows(policy):
-    return load_site_policy(policy).open_ledger().rows()
-
-
-def peers(roster, keys):
-    return {name: SiteSession(name, keys[name], roster, min_sites=3, colluders=0,
-                              max_rounds=1, vouched=roster.names) for name in PEERS}
-
-
-def refused(reply: Message, *fragments: str) -> None:
-    assert reply.has_error(), "the site answered"
-    for fragment in fragments:
-        assert fragment in reply.error.reason, reply.error.reason
-    assert "Traceback" not in reply.error.reason
-
-
-def the_sum(sites_in_sum=3, **changes) -> dict:
-    secure = SecureSum(sensitivity=upper_triangle_sensitivity(1.0), max_records=N,
-                       norm_per_record=1.0, dimension=triangle_size(D),
-                       sites_in_sum=sites_in_sum, rotation_seed=11)
-    return {"dim": D, "variant": VARIANT_SECURE, **secure.to_config(), **changes}
-
-
-def setup(context, roster, keys, threshold=3):
-    """An honest setup of the three members; the server and the peers' sessions."""
-    server = ServerSession(str(RUN_ID), 1, threshold, DEFAULT_MODULUS)
-    others = peers(roster, keys)
-    reply = send(context, protocol(server.setup_request()))
-    assert not reply.has_error(), reply.error.reason
-    server.receive_advertisement(Advertisement.from_dict(
-        dict(reply.content.config_records[PROTOCOL_RECORD])))
-    for session in others.values():
-        server.receive_advertisement(session.advertise(server.setup_request()))
-    key_list = server.key_list()
-    reply = send(context, protocol(key_list))
-    assert not reply.has_error(), reply.error.reason
-    server.receive_bundle(ShareBundle.from_dict(
-        dict(reply.content.config_records[PROTOCOL_RECORD])))
-    for session in others.values():
-        server.receive_bundle(session.share(key_list))
-    return server, others
-
-
-def with_request(request, config) -> RecordDict:
-    """A Message-API request carrying the protocol's input request."""
-    content = request_content([], config)
-    content[PROTOCOL_RECORD] = ConfigRecord(request.to_dict())
-    return content
+    return make_consortium(tmp_path)
 
 
 def test_attack_1_threshold_one_and_the_site_alone_is_refused_before_anything_masked(
         consortium):
     policy, roster, keys = consortium
     context = site_context(policy)
-    server = ServerSession(str(RUN_ID), 1, 1, DEFAULT_MODULUS)
+    server = server_for(policy, 1)
     refused(send(context, protocol(server.setup_request())), "threshold t=1", "M=3")
     # a threshold that fits, then a key list of the site alone
-    server = ServerSession(str(RUN_ID), 1, 3, DEFAULT_MODULUS)
+    server = server_for(policy, 3)
     reply = send(context, protocol(server.setup_request()))
     own = Advertisement.from_dict(dict(reply.content.config_records[PROTOCOL_RECORD]))
     refused(send(context, protocol(KeyList(str(RUN_ID), (own,)))), "N=1")
     # asked for its input anyway, with no completed setup: nothing is computed or charged
     alone = InputRequest(str(RUN_ID), 1, next_power_of_two(triangle_size(D)), (SITE,))
-    refused(send(context, with_request(alone, the_sum())), "hospital-a")
+    refused(send(context, with_request(alone, the_sum(policy))), "hospital-a")
     assert ledger_rows(policy) == []
 
 
@@ -172,7 +80,7 @@ def forged_key_list(policy, keys, forged: dict) -> tuple[Context, KeyList]:
     """The site's own advertisement beside members the coordinator made: ``forged`` maps
     their names to key pairs it holds (advertised as if by members of a roster it wrote)."""
     context = site_context(policy)
-    server = ServerSession(str(RUN_ID), 1, 3, DEFAULT_MODULUS)
+    server = server_for(policy, 3)
     reply = send(context, protocol(server.setup_request()))
     server.receive_advertisement(Advertisement.from_dict(
         dict(reply.content.config_records[PROTOCOL_RECORD])))
@@ -215,18 +123,18 @@ def test_flowers_secagg_plus_is_refused_at_a_site_with_min_sites(consortium):
 def test_the_sites_policy_decides_its_sum_and_the_honest_answer_is_masked(consortium):
     policy, roster, keys = consortium
     context = site_context(policy)
-    server, others = setup(context, roster, keys)
+    server, others = setup(context, policy, roster, keys)
     length = next_power_of_two(triangle_size(D))
     requests = server.input_requests(1, length)
 
     def ask(**changes):
-        return send(context, with_request(requests[SITE], the_sum(**changes)))
+        return send(context, with_request(requests[SITE], the_sum(policy, **changes)))
 
-    # a sum over fewer sites than the site's M, of a smaller sensitivity, another modulus:
-    # refused before anything is charged
-    refused(ask(sites_in_sum=2), "fewer than this site's minimum M=3")
-    refused(ask(sum_sensitivity=upper_triangle_sensitivity(1.0) / 4), "sensitivity")
-    refused(ask(sum_modulus=2**20), "modulus")
+    # a sum over fewer sites than the site's M, of a smaller sensitivity, another modulus
+    # than the members agreed on: refused before anything is charged
+    refused(ask(sum_sites_in_sum=2), "differs from the one", "sum_sites_in_sum")
+    refused(ask(sum_sensitivity=upper_triangle_sensitivity(1.0) / 4), "sum_sensitivity")
+    refused(ask(sum_modulus=2**20), "sum_modulus")
     assert ledger_rows(policy) == []
     reply = ask()
     assert not reply.has_error(), reply.error.reason
@@ -293,10 +201,10 @@ def test_concurrent_endorsements_in_two_processes_are_refused_after_the_first(co
 
     policy, roster, keys = consortium
     context = site_context(policy)
-    server, others = setup(context, roster, keys)
+    server, others = setup(context, policy, roster, keys)
     length = next_power_of_two(triangle_size(D))
     requests = server.input_requests(1, length)
-    reply = send(context, with_request(requests[SITE], the_sum()))
+    reply = send(context, with_request(requests[SITE], the_sum(policy)))
     server.receive_masked_input(read_masked_input(reply.content))
     for name, session in others.items():
         server.receive_masked_input(session.masked_input(requests[name],
@@ -315,8 +223,9 @@ def test_concurrent_endorsements_in_two_processes_are_refused_after_the_first(co
     assert "already recorded its endorsement for round 1" in answers[1], answers
     assert "Traceback" not in answers[1]
     ledger = load_site_policy(policy).open_ledger()
-    assert ledger.run_records()[str(RUN_ID)]["key_list"] == (
-        "3 members, every one vouched for by this site")
+    note = ledger.run_records()[str(RUN_ID)]["key_list"]
+    assert note.startswith("3 members, every one vouched for by this site; sums agreed as "
+                           "description "), note
     assert "secure sums: 3 members, every one vouched" in format_ledger(summarize(ledger))
 
 
@@ -334,11 +243,11 @@ def test_a_roster_the_coordinator_wrote_with_its_own_members_is_refused_before_a
         SITE: roster_entry(CONSORTIUM, SITE, keys[SITE]),
         **{name: roster_entry(CONSORTIUM, name, key) for name, key in sybils.items()}})
     try:
-        server = ServerSession(str(RUN_ID), 1, 10, DEFAULT_MODULUS)
+        server = server_for(policy, 10)
         refused(send(site_context(policy), protocol(server.setup_request())),
                 "vouches for key", "which no member of the roster")
     finally:
         site_roster.write_text(honest)
     assert ledger_rows(policy) == []
-    server = ServerSession(str(RUN_ID), 1, 3, DEFAULT_MODULUS)
+    server = server_for(policy, 3)
     assert not send(site_context(policy), protocol(server.setup_request())).has_error()

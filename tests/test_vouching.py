@@ -23,6 +23,7 @@ from fedpca.secure.server_session import ServerSession
 from fedpca.secure.site_session import SiteSession
 from fedpca.secure.vouching import (
     load_authority,
+    load_revocation_list,
     member_certificate,
     new_authority,
     vouched_members,
@@ -143,13 +144,13 @@ def test_a_site_may_vouch_by_a_certificate_authority_that_is_not_the_coordinator
     entries = {
         SITE: roster_entry(CONSORTIUM, SITE, keys[SITE]),
         PEERS[0]: roster_entry(CONSORTIUM, PEERS[0], keys[PEERS[0]], member_certificate(
-            authority_key, authority, PEERS[0], keys[PEERS[0]].public_key())),
+            authority_key, authority, PEERS[0], keys[PEERS[0]].public_key(), CONSORTIUM)),
         # issued by a CA the site does not vouch for
         PEERS[1]: roster_entry(CONSORTIUM, PEERS[1], keys[PEERS[1]], member_certificate(
-            rogue_key, rogue, PEERS[1], keys[PEERS[1]].public_key())),
+            rogue_key, rogue, PEERS[1], keys[PEERS[1]].public_key(), CONSORTIUM)),
         # the consortium CA's certificate, but of another member's name
         "sybil-0": roster_entry(CONSORTIUM, "sybil-0", keys["sybil-0"], member_certificate(
-            authority_key, authority, PEERS[0], keys["sybil-0"].public_key())),
+            authority_key, authority, PEERS[0], keys["sybil-0"].public_key(), CONSORTIUM)),
     }
     roster = load_roster(write_roster(tmp_path / "roster.toml", CONSORTIUM, entries))
     assert vouched_members(roster, SITE, [], [authority]) == {SITE, PEERS[0]}
@@ -227,11 +228,37 @@ def test_the_ca_commands_certify_a_members_key_in_its_roster_entry(tmp_path, cap
         assert normal_fingerprint(out.split("fingerprint: ")[1].split()[0])
     key = entries["h1"].split("=", 1)[1].split(":")[0]
     assert main(["deploy", "secagg-cert", "--ca", str(tmp_path / "ca"), "--name", "h1",
-                 "--key", key, "--out", str(tmp_path / "h1.pem")]) == 0
+                 "--key", key, "--consortium", CONSORTIUM, "--out", str(tmp_path / "h1.pem")]) == 0
     assert main(["deploy", "roster", "--out", str(tmp_path / "roster.toml"), "--consortium",
                  CONSORTIUM, *(f"--member={e}" for e in entries.values()),
                  "--certificate", f"h1={tmp_path / 'h1.pem'}"]) == 0
     roster = load_roster(tmp_path / "roster.toml")
     authority = load_authority(tmp_path / "ca" / "secagg-ca.pem")
     assert vouched_members(roster, "h2", [], [authority]) == {"h1", "h2"}
+    # the CA withdraws h1's certificate: a site holding its fresh list no longer vouches
+    assert main(["deploy", "secagg-revoke", "--ca", str(tmp_path / "ca"), "--certificate",
+                 str(tmp_path / "h1.pem"), "--out", str(tmp_path / "crl.pem")]) == 0
+    crl = load_revocation_list(tmp_path / "crl.pem", [authority])
+    assert vouched_members(roster, "h2", [], [authority], revocation_lists=[crl]) == {"h2"}
+    later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=31)
+    with pytest.raises(ConfigurationError, match="expired on"):
+        load_revocation_list(tmp_path / "crl.pem", [authority], now=later)
     assert main(["deploy", "secagg-ca", "--out", str(tmp_path / "ca"), "--name", "again"]) != 0
+
+
+def test_a_certificate_vouches_only_in_its_consortium_while_its_ca_is_valid_and_unrevoked(
+        keys, tmp_path):
+    authority_key, authority = new_authority("consortium CA", days=10)
+    entries = {SITE: roster_entry(CONSORTIUM, SITE, keys[SITE])}
+    for name, consortium in ((PEERS[0], CONSORTIUM), (PEERS[1], "another-study")):
+        entries[name] = roster_entry(CONSORTIUM, name, keys[name], member_certificate(
+            authority_key, authority, name, keys[name].public_key(), consortium, days=30))
+    roster = load_roster(write_roster(tmp_path / "roster.toml", CONSORTIUM, entries))
+    assert vouched_members(roster, SITE, [], [authority]) == {SITE, PEERS[0]}
+    # the member's certificate is still valid in 20 days, the CA's own is not
+    later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=20)
+    assert vouched_members(roster, SITE, [], [authority], now=later) == {SITE}
+    revoked = [roster.fingerprint(PEERS[0])]
+    assert vouched_members(roster, SITE, [], [authority], revoked=revoked) == {SITE}
+    with pytest.raises(ConfigurationError, match="both vouches for and revokes"):
+        vouched_members(roster, SITE, revoked, [], revoked=revoked)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.centring import MOMENTS_PHASE, CentringSite, MomentsServer
+from fedpca.algorithms.secure_sum import SecureSum
 from fedpca.algorithms.server import ServerRecord
 from fedpca.algorithms.site import PrivateSite, SiteAnswer
 from fedpca.dp.guarantee import SiteGuarantee
@@ -87,6 +88,13 @@ class CentredServer:
                 "run round 1 first")
         arrays, config = self.inner.round_request(server_round - 1)
         return [*arrays, moments.mean, moments.scale], {**config, CENTRING: CENTRED_STEP}
+
+    def round_sum(self, server_round: int) -> SecureSum | None:
+        """Round 1: the moments' secure sum; later rounds: the algorithm's round
+        ``server_round - 1``'s."""
+        if server_round == 1:
+            return None if self.centring.secure is None else self.centring.secure[0]
+        return self.inner.round_sum(server_round - 1)
 
     def round_result(self, server_round: int, answers: Sequence[SiteAnswer]
                      ) -> tuple[np.ndarray, dict[str, Any]]:

@@ -87,7 +87,7 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.algorithms.secure_sum import SecureSum
+from fedpca.algorithms.secure_sum import SecureSum, agreed_sum
 from fedpca.algorithms.server import ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, SiteAnswer, SiteLedgerLike
 from fedpca.algorithms.site_limits import SiteLimits
@@ -487,7 +487,7 @@ def moments_sum(policy: CentredPolicy, bounds: ColumnBounds, max_records: int,
         dimension=bounds.statistic_dim(standardize), sites_in_sum=sites_in_sum,
         rotation_seed=rotation_seed,
     )
-    return secure, secure.grid_for(policy.moments_policy(bounds))
+    return agreed_sum(secure, policy.moments_policy(bounds))
 
 
 def moments_noise(policy: CentredPolicy, bounds: ColumnBounds, sites: int,
@@ -563,8 +563,7 @@ class MomentsServer:
         """The released mean and scale from the sites' answers (post-processing)."""
         ordered = ordered_answers(answers, self.answer_shape)
         if self.secure is not None:
-            secure, grid = self.secure
-            total = secure.decode([a.value for a in ordered], grid)
+            total = self.secure[0].decode([a.value for a in ordered])
         else:
             total = weighted_sum(ordered, weighted=False)
         records = sum(a.n for a in ordered)

@@ -53,7 +53,7 @@ from fedpca.algorithms.dpdis_factors import (
     stacked_factors,
 )
 from fedpca.algorithms.explained_variance import along_basis, choose_k
-from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, public_seed
+from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, agreed_sum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers
 from fedpca.algorithms.site import (
     PrivateSite,
@@ -350,6 +350,10 @@ class DPdisPCAServer(ServerRecord):
         """The one round: no arrays; the variant, ``d`` and ``r`` (and the secure sum)."""
         return [], self.request()
 
+    def round_sum(self, server_round: int) -> SecureSum | None:
+        """The one round's secure sum (secure-sum variant)."""
+        return None if self.secure is None else self.secure[0]
+
     def round_result(self, server_round: int, answers: Sequence[SiteAnswer]
                      ) -> tuple[np.ndarray, dict[str, Any]]:
         """The top-``K`` basis of ``A_c``."""
@@ -385,8 +389,7 @@ class DPdisPCAServer(ServerRecord):
         weights = merge_weights([a.n for a in ordered], self.weighting)
         values = [a.value for a in ordered]
         if self.secure is not None:
-            secure, grid = self.secure
-            self.released = unpack_symmetric(secure.decode(values, grid), self.dim) / sum(
+            self.released = unpack_symmetric(self.secure[0].decode(values), self.dim) / sum(
                 a.n for a in ordered)
             self.basis = self.top_basis()
         elif self.variant == VARIANT_FACTOR:
@@ -483,7 +486,7 @@ def secure_sum_for(
         norm_per_record=policy.clip_norm**2, dimension=triangle_size(dim),
         sites_in_sum=sites_in_sum, rotation_seed=rotation_seed,
     )
-    return secure, secure.grid_for(policy)
+    return agreed_sum(secure, policy)
 
 
 def secure_privacy_record(policy: DPdisPCAPolicy, grid: GridChoice) -> dict[str, Any]:

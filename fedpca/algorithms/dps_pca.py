@@ -61,7 +61,7 @@ from fedpca.algorithms.explained_variance import (
     rayleigh_sensitivity,
     rayleigh_statistics,
 )
-from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, public_seed
+from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, agreed_sum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
 from fedpca.data.start_basis import StartBasis, require_named_start, start_name
@@ -389,9 +389,16 @@ class DPSPCAServer(ServerRecord):
         config: dict[str, Any] = {"phase": phase, "round": t}
         if self.start is not None:
             config[START] = self.start.digest
-        if self.secure is not None:
-            config.update(self.secure[phase != PHASE_INIT][0].to_config())
+        secure = self.round_sum(server_round)
+        if secure is not None:
+            config.update(secure.to_config())
         return arrays, config
+
+    def round_sum(self, server_round: int) -> SecureSum | None:
+        """The initialisation's secure sum in its round, the power steps' in every other."""
+        if self.secure is None:
+            return None
+        return self.secure[self.phase(server_round)[0] != PHASE_INIT][0]
 
     def round_result(self, server_round: int, answers: Sequence[SiteAnswer]
                      ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -459,7 +466,7 @@ class DPSPCAServer(ServerRecord):
             return ordered, weighted_sum(ordered, weighted=True)
         public, grid = self.secure[which]
         ordered = ordered_answers(answers, (grid.calibration.padded,))
-        return ordered, public.decode([a.value for a in ordered], grid).reshape(shape)
+        return ordered, public.decode([a.value for a in ordered]).reshape(shape)
 
     def _record(self, t: int, phase: str, ordered: list[SiteAnswer]) -> None:
         entry: dict[str, Any] = {
@@ -503,7 +510,7 @@ def secure_sums(policy: SitePolicy, dim: int, k: int, max_records: int, sites_in
         public = SecureSum(sensitivity=sensitivity, max_records=max_records,
                            norm_per_record=policy.clip_norm**2, dimension=length,
                            sites_in_sum=sites_in_sum, rotation_seed=rotation_seed + which)
-        sums.append((public, public.grid_for(policy)))
+        sums.append(agreed_sum(public, policy))
     return sums[0], sums[1]
 
 

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, public_seed
+from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, agreed_sum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import (
     PrivateSite,
@@ -301,6 +301,10 @@ class KPlaneServer(ServerRecord):
             config.update(self.secure[0].to_config())
         return list(self.bases), config
 
+    def round_sum(self, server_round: int) -> SecureSum | None:
+        """Every round's secure sum (the same one)."""
+        return None if self.secure is None else self.secure[0]
+
     def round_result(self, server_round: int, answers: Sequence[SiteAnswer]
                      ) -> tuple[np.ndarray, dict[str, Any]]:
         """One k-plane update; the new bases stacked ``k x d x q``."""
@@ -329,7 +333,7 @@ class KPlaneServer(ServerRecord):
         else:
             public, grid = self.secure
             ordered = ordered_answers(answers, (grid.calibration.padded,))
-            total = public.decode([a.value for a in ordered], grid).reshape(shape)
+            total = public.decode([a.value for a in ordered]).reshape(shape)
         self.bases = [
             top_eigenvectors(unpack_symmetric(row[:-1], self.dim), self.subspace_dim)
             for row in total
@@ -371,7 +375,7 @@ def secure_sum_for(
         norm_per_record=message_norm_per_record(policy.clip_norm), dimension=rows * cols,
         sites_in_sum=sites_in_sum, rotation_seed=rotation_seed,
     )
-    return secure, secure.grid_for(policy)
+    return agreed_sum(secure, policy)
 
 
 def answer_rounds(server: KPlaneServer, sites: Sequence[KPlaneSite],

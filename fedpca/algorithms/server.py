@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from fedpca.algorithms.secure_sum import SecureSum
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.results import PCAResult
@@ -48,6 +49,13 @@ class ServerRecord:
         """The round's array (e.g. the new basis) and metrics from the sites' answers.
         Subclasses."""
         raise NotImplementedError
+
+    def round_sum(self, server_round: int) -> SecureSum | None:
+        """The secure sum round ``server_round``'s request names (its ``sum_*`` keys), known
+        before the run starts: the run's agreed description is made of them
+        (:class:`~fedpca.algorithms.secure_sum.SumDescription`); ``None``: no secure sum
+        (subclasses with secure sums override it)."""
+        return None
 
     def round_metrics(self) -> dict[str, Any]:
         """The last history entry's plain numbers and words (the phase aside)."""

@@ -436,11 +436,13 @@ class PrivateSite:
         ``sensitivity`` (replace-one, L2) and ``norm_per_record`` describe ``statistic`` as
         this site computes it; the request's sum must name the same values.
 
-        The grid and the noise come from the site's own policy (its budget over all its
-        releases, its ``M``) and the sum's public parameters; a sum the site cannot take part
-        in, or a grid that cannot meet the wrap bound, is refused before anything is
-        charged. The ledger records the noise of a sum of ``M`` sites (the conditional
-        guarantee) and the site's own draws (the unconditional one).
+        The grid and the noise are the ones the sum names, agreed by every member
+        (:mod:`fedpca.algorithms.secure_sum`); the site checks them against its own policy
+        (its budget over all its releases, its ``M``) and refuses, before anything is
+        charged, a noise below what its policy needs, a sum it cannot take part in or a
+        grid whose sum could wrap. The ledger records the agreed noise of a sum of ``M``
+        members' shares (the conditional guarantee) and the site's own draws (the
+        unconditional one).
         """
         m = self.secure_min_sites
         if m is None:
@@ -452,12 +454,15 @@ class PrivateSite:
                         norm_per_record=norm_per_record, dimension=statistic.size,
                         sites_in_sum=m, rotation_seed=0)
         secure.check_site(self.n, m, self.site, own)
-        grid = secure.grid_for(self.policy)
-        cal = grid.calibration
+        try:
+            cal = secure.agreed_noise(self.policy)
+        except ConfigurationError as exc:
+            raise self.refuse(f"{exc}; nothing was released") from None
         self.limits.require_draws(cal.draws, cal.padded, self.site)
         residues = self.publish(cal.release(mechanism + f"+ddg(m={m})"), lambda index: encode_site(
-            statistic, gamma=grid.gamma, rotation=secure.rotation(), sigma_sq=cal.sigma_sq,
-            modulus=grid.modulus, draws=cal.draws, rng=self.noise.generator(index)))
+            statistic, gamma=secure.grid_step, rotation=secure.rotation(),
+            sigma_sq=cal.sigma_sq, modulus=secure.modulus, draws=cal.draws,
+            rng=self.noise.generator(index)))
         self.sum_calibration = cal
         return residues
 

@@ -77,7 +77,6 @@ from fedpca.audit.attack import (
 )
 from fedpca.site.answer import answer_request
 from fedpca.errors import ConfigurationError
-from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import EXACT
 from fedpca.dp.mechanisms import triangle_indices
 from fedpca.dp.site_data import SiteData
@@ -241,9 +240,9 @@ def dpdis_secure(settings: AuditSettings) -> AuditTarget:
     distributed discrete Gaussian messages of ``X_s^T X_s`` (upper triangle)."""
     policy = DPdisPCAPolicy(settings.epsilon, settings.delta, clip_norm=settings.clip_norm,
                             secure_min_sites=SECURE_SITES)
-    secure, grid = secure_sum_for(policy, settings.dim, settings.samples, SECURE_SITES,
-                                  rotation_seed=settings.data_seed)
-    return _secure_target("dpdis-pca/secure-sum", settings, DPdisPCASite, policy, grid,
+    secure, _ = secure_sum_for(policy, settings.dim, settings.samples, SECURE_SITES,
+                               rotation_seed=settings.data_seed)
+    return _secure_target("dpdis-pca/secure-sum", settings, DPdisPCASite, policy,
                           lambda site: site.release(VARIANT_SECURE, secure=secure), secure)
 
 
@@ -253,16 +252,16 @@ def kplane_secure(settings: AuditSettings) -> AuditTarget:
     ``C e_1 -> C e_2`` switches cluster, attaining the ``2 C^2`` bound)."""
     policy = KPlanePolicy(settings.epsilon, settings.delta, rounds=1,
                           clip_norm=settings.clip_norm, secure_min_sites=SECURE_SITES)
-    secure, grid = kplane_secure_sum(policy, settings.dim, 2, settings.samples, SECURE_SITES,
-                                     rotation_seed=settings.data_seed)
+    secure, _ = kplane_secure_sum(policy, settings.dim, 2, settings.samples, SECURE_SITES,
+                                  rotation_seed=settings.data_seed)
     axes = np.eye(settings.dim)
     bases = [axes[:, :1], axes[:, 1:2]]
-    return _secure_target("sulq-kplane/secure-sum", settings, KPlaneSite, policy, grid,
+    return _secure_target("sulq-kplane/secure-sum", settings, KPlaneSite, policy,
                           lambda site: site.release_clusters(bases, secure=secure), secure)
 
 
 def _secure_target(name: str, settings: AuditSettings, site_cls: type[PrivateSite],
-                   policy: SitePrivacyPolicy, grid: GridChoice,
+                   policy: SitePrivacyPolicy,
                    answer: Callable[[PrivateSite], np.ndarray], secure: SecureSum) -> AuditTarget:
     """A secure sum's audit: the audited site holds the neighbouring records, the other
     :data:`SECURE_SITES` - 1 the fixed ones; the server's view is the decoded sum of their
@@ -276,7 +275,7 @@ def _secure_target(name: str, settings: AuditSettings, site_cls: type[PrivateSit
                            for i in range(1, SECURE_SITES))]
 
     def release(neighbour: bool, seed: int | None) -> np.ndarray:
-        return secure.decode([answer(site) for site in sites(neighbour, seed)], grid)
+        return secure.decode([answer(site) for site in sites(neighbour, seed)])
 
     audited = sites(False, None)[0]
     answer(audited)

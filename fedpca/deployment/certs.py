@@ -36,7 +36,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from fedpca.errors import ConfigurationError
 from fedpca.secure.roster import check_member_name, load_roster_key
-from fedpca.secure.vouching import member_certificate, new_authority
+from fedpca.secure.vouching import member_certificate, new_authority, revocation_list
 
 logger = logging.getLogger(__name__)
 
@@ -175,9 +175,32 @@ def write_secagg_authority(out_dir: str | Path, name: str) -> tuple[Path, Path]:
     return key_path, cert_path
 
 
-def write_member_certificate(ca_dir: str | Path, name: str, key: str, out: str | Path) -> Path:
-    """The CA in ``ca_dir``'s certificate of member ``name``'s public ``key`` (base64), as a
-    PEM file ``out``."""
+def write_member_certificate(ca_dir: str | Path, name: str, key: str, consortium: str,
+                             out: str | Path) -> Path:
+    """The CA in ``ca_dir``'s certificate of member ``name``'s public ``key`` (base64) in
+    ``consortium``, as a PEM file ``out``."""
+    authority_key, authority = _secagg_authority(ca_dir)
+    public = Ed25519PublicKey.from_public_bytes(load_roster_key(key))
+    path = Path(out)
+    path.write_text(member_certificate(authority_key, authority, check_member_name(name), public,
+                                       consortium), encoding="ascii")
+    return path
+
+
+def write_revocation_list(ca_dir: str | Path, certificates: list[Path], out: str | Path,
+                          days: int) -> Path:
+    """The CA in ``ca_dir``'s revocation list of the member ``certificates`` (PEM files it
+    issued), valid for ``days`` days, as a PEM file ``out``."""
+    authority_key, authority = _secagg_authority(ca_dir)
+    revoked = [x509.load_pem_x509_certificate(Path(p).read_bytes()) for p in certificates]
+    path = Path(out)
+    path.write_bytes(revocation_list(authority_key, authority, revoked, days).public_bytes(
+        serialization.Encoding.PEM))
+    return path
+
+
+def _secagg_authority(ca_dir: str | Path) -> tuple[Ed25519PrivateKey, x509.Certificate]:
+    """The secure-aggregation CA's key and certificate in ``ca_dir``."""
     ca_dir = Path(ca_dir)
     authority_key = serialization.load_pem_private_key(
         (ca_dir / "secagg-ca.key.pem").read_bytes(), password=None)
@@ -185,11 +208,7 @@ def write_member_certificate(ca_dir: str | Path, name: str, key: str, out: str |
     if not isinstance(authority_key, Ed25519PrivateKey):
         raise ConfigurationError(f"{ca_dir} holds no secure-aggregation CA key; make one with "
                                  "fedpca deploy secagg-ca")
-    public = Ed25519PublicKey.from_public_bytes(load_roster_key(key))
-    path = Path(out)
-    path.write_text(member_certificate(authority_key, authority, check_member_name(name), public),
-                    encoding="ascii")
-    return path
+    return authority_key, authority
 
 
 def _directory(path: str | Path) -> Path:

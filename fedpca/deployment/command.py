@@ -8,9 +8,11 @@
   roster entry it sends the consortium (signed: proof of possession);
 * ``roster --out FILE --consortium NAME --member NAME=KEY:PROOF ... [--certificate
   NAME=FILE ...]``: the consortium's roster, which every member site holds;
-* ``secagg-ca --out DIR --name NAME`` and ``secagg-cert --ca DIR --name NAME --key KEY``: a
-  consortium certificate authority (run by a party that is not the coordinator) and its
-  certificate of one member's key, for sites that vouch by CA;
+* ``secagg-ca --out DIR --name NAME`` and ``secagg-cert --ca DIR --name NAME --key KEY
+  --consortium C``: a consortium certificate authority (run by a party that is not the
+  coordinator) and its certificate of one member's key in consortium ``C``, for sites that
+  vouch by CA; ``secagg-revoke --ca DIR [--certificate FILE ...] --out CRL``: its
+  revocation list of member certificates;
 * ``app --out DIR``: the configuration-only Flower App that fedpca sites accept;
 * ``local --workdir DIR --data A.npy B.npy ... [--policy A.toml B.toml] [--run-config
   'k=2 rounds=5']``: the whole deployment on 127.0.0.1 (TLS, SuperNode authentication, a
@@ -90,8 +92,22 @@ def register_deploy_command(commands: argparse._SubParsersAction) -> None:
     certificate.add_argument("--key", required=True,
                              help="the member's public key (KEY of its roster entry), "
                                   "confirmed with the member out of band")
+    certificate.add_argument("--consortium", required=True,
+                             help="the consortium's name (the roster's): the certificate "
+                                  "vouches for the member in this consortium only")
     certificate.add_argument("--out", type=Path, required=True, help="the PEM file to write")
     certificate.set_defaults(func=_secagg_cert)
+
+    revoke = commands.add_parser(
+        "secagg-revoke", help="the consortium CA's revocation list of member certificates")
+    revoke.add_argument("--ca", type=Path, required=True, help="the CA's folder")
+    revoke.add_argument("--certificate", type=Path, action="append", default=[],
+                        help="a member certificate the CA withdraws (repeat; none: an empty "
+                             "list, to publish a fresh one)")
+    revoke.add_argument("--days", type=int, default=30,
+                        help="days until the sites refuse the list as stale (default 30)")
+    revoke.add_argument("--out", type=Path, required=True, help="the PEM file to write")
+    revoke.set_defaults(func=_secagg_revoke)
 
     app = commands.add_parser(
         "app", help="write the configuration-only Flower App the sites accept (flwr run DIR)"
@@ -216,9 +232,19 @@ def _secagg_ca(args: argparse.Namespace) -> int:
 def _secagg_cert(args: argparse.Namespace) -> int:
     from fedpca.deployment.certs import write_member_certificate
 
-    path = write_member_certificate(args.ca, args.name, args.key, args.out)
+    path = write_member_certificate(args.ca, args.name, args.key, args.consortium, args.out)
     print(f"certificate {path}: the consortium lists it in {args.name}'s roster entry "
           f"(fedpca deploy roster --certificate {args.name}={path})")
+    return 0
+
+
+def _secagg_revoke(args: argparse.Namespace) -> int:
+    from fedpca.deployment.certs import write_revocation_list
+
+    path = write_revocation_list(args.ca, args.certificate, args.out, args.days)
+    print(f"revocation list {path} ({len(args.certificate)} certificate(s), valid {args.days} "
+          "days): give it to every site that vouches by this CA ([secure-aggregation] "
+          "revocation-list), outside the coordinator's channels, before it expires")
     return 0
 
 

@@ -215,6 +215,44 @@ def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: f
                             gamma, grid_sens, padded)
 
 
+def agreed_calibration(epsilon: float, delta: float, *, releases: int, sensitivity: float,
+                       dimension: int, sites: int, gamma: float, norm_bound: float,
+                       sigma_sq: int, draws: int) -> DDGCalibration:
+    """The calibration of a given noise: ``draws`` draws of ``N_Z(0, sigma_sq)`` per site and
+    coordinate on grid step ``gamma`` (the noise a secure sum's members agreed on), checked to
+    make ``releases`` releases, each the sum of at least ``sites`` such shares, (epsilon,
+    delta)-DP per record of the releasing site (the same privacy check as
+    :func:`calibrate_ddg`'s; its epsilon is the smaller of the two bounds).
+
+    Raises ConfigurationError, quoting only these public inputs, when the noise is outside
+    the sampler's range or below what the target needs.
+    """
+    from fedpca.dp.calibration import check_privacy_parameters
+
+    check_privacy_parameters(epsilon, delta)
+    for name, value, high in (("releases", releases, None), ("sites", sites, None),
+                              ("dimension", dimension, None), ("sigma_sq", sigma_sq, MAX_SIGMA_SQ),
+                              ("draws", draws, MAX_DRAWS)):
+        if (not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1
+                or (high is not None and value > high)):
+            raise ConfigurationError(f"{name} must be an integer in 1..{high or 'any'}, "
+                                     f"got {value!r}")
+    for name, value in (("sensitivity", sensitivity), ("gamma", gamma),
+                        ("norm_bound", norm_bound)):
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigurationError(f"{name} must be a finite number > 0, got {value!r}")
+    padded = next_power_of_two(dimension)
+    grid_sens = rounded_sensitivity(sensitivity, gamma, padded, norm_bound)
+    if not _within(sigma_sq, sites * draws, grid_sens, padded, releases, delta, epsilon):
+        raise ConfigurationError(
+            f"the agreed noise ({draws} draw(s) of variance {sigma_sq} grid steps^2 per site, "
+            f"grid step {gamma:.4g}) in sums of {sites} sites is below what epsilon={epsilon:g}, "
+            f"delta={delta:g} over {releases} releases needs"
+        )
+    return _ddg_calibration(sigma_sq, draws, epsilon, delta, releases, sensitivity, sites,
+                            gamma, grid_sens, padded)
+
+
 def _noise(epsilon: float, delta: float, releases: int, sites: int, gamma: float,
            grid_sens: float, padded: int, max_draws: int) -> tuple[int, int]:
     """:func:`calibrate_ddg`'s search: the fewest draws per site that

@@ -25,7 +25,7 @@ import numpy as np
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 
-from fedpca.algorithms.secure_sum import SUM_PREFIX
+from fedpca.algorithms.secure_sum import SUM_PREFIX, SecureSum, SumDescription
 from fedpca.flower.secure_site import (
     PROTOCOL_RECORD,
     is_protocol_message,
@@ -75,11 +75,15 @@ class VerifiedSecureAggregation:
         return (f"VerifiedSecureAggregation(min_sites={self.min_sites}, "
                 f"colluders={self.colluders}, modulus={self.modulus})")
 
-    def setup(self, grid: Grid, nodes: Sequence[int], rounds: int) -> None:
-        """The run's one key agreement with ``nodes`` for ``rounds`` rounds; raises
-        :class:`RoundFailedError` with the sites' reasons when too few take part."""
+    def setup(self, grid: Grid, nodes: Sequence[int], sums: Sequence[SecureSum | None]) -> None:
+        """The run's one key agreement with ``nodes`` for one round per entry of ``sums``
+        (each round's secure sum, or ``None``), under the run's agreed description of them
+        (:class:`~fedpca.algorithms.secure_sum.SumDescription`, which every site signs);
+        raises :class:`RoundFailedError` with the sites' reasons when too few take part."""
         threshold = smallest_threshold(len(nodes), self.colluders, self.min_sites)
-        self.session = ServerSession(str(grid.run.run_id), rounds, threshold, self.modulus)
+        description = SumDescription(self.min_sites, self.colluders, tuple(sums))
+        self.session = ServerSession(str(grid.run.run_id), len(sums), threshold, self.modulus,
+                                     description.to_text())
         request = self.session.setup_request().to_dict()
         for node, reply in self._exchange(grid, {n: request for n in nodes}, "setup",
                                           needed=threshold):

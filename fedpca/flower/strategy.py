@@ -102,7 +102,8 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         try:
             if self.secure_protocol is not None:
                 self.secure_protocol.timeout = timeout
-                self.secure_protocol.setup(grid, sites, num_rounds)
+                self.secure_protocol.setup(grid, sites, [
+                    self.server.round_sum(r) for r in range(1, num_rounds + 1)])
             result = super().start(grid, ArrayRecord(), num_rounds, timeout, train_config,
                                    evaluate_config, evaluate_fn)
         except Exception as error:

@@ -39,7 +39,7 @@ from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFI
 
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.site.answer import RECORDS, Answer
-from fedpca.errors import FedPCAError, InvalidRequestError
+from fedpca.errors import FedPCAError, InvalidRequestError, quoted
 from fedpca.dp.guarantee import PREFIX as GUARANTEE, SiteGuarantee
 from fedpca.site.ready import SiteReady
 
@@ -73,7 +73,7 @@ def read_budget_question(content: RecordDict) -> None:
     if set(content) != {BUDGET} or not isinstance(content.get(BUDGET), ConfigRecord):
         raise InvalidRequestError(
             f"refused: the only question a site answers is the budget round's (a ConfigRecord "
-            f"{BUDGET!r}), got records {sorted(content)}"
+            f"{BUDGET!r}), got records {quoted(sorted(content))}"
         )
 
 

@@ -17,11 +17,14 @@ roster stay in its files).
 
 Messages. Setup (once per run):
 
-1. ``SetupRequest`` (run id, rounds ``R``, threshold ``t``, modulus) -> ``Advertisement``: a
-   fresh X25519 public key, signed with the member's Ed25519 roster key over the protocol
-   version, consortium, run id, member, key and the run parameters. The site refuses rounds
-   above its ``max_rounds``, a modulus that is not a power of two in ``2..2**62``, and at once
-   a threshold no member count could make valid (``t < c + M`` or above the roster size).
+1. ``SetupRequest`` (run id, rounds ``R``, threshold ``t``, modulus, the run's description of
+   its sums) -> ``Advertisement``: a fresh X25519 public key, signed with the member's Ed25519
+   roster key over the protocol version, consortium, run id, member, key and the run
+   parameters, the description's digest included (so members shown different descriptions
+   refuse each other: what each field of each request could do, sent per member, is listed
+   in :mod:`fedpca.secure.messages`). The site refuses rounds above its ``max_rounds``, a
+   modulus that is not a power of two in ``2..2**62``, and at once a threshold no member count
+   could make valid (``t < c + M`` or above the roster size).
 2. ``KeyList`` -> ``ShareBundle``. The site verifies *before sending anything*: every
    advertisement is from a roster member and signed over the parameters it saw, names are
    distinct, its own advertisement is there unchanged, and ``N`` satisfies

@@ -5,10 +5,12 @@ with :data:`~fedpca.secure.keys.PROTOCOL_VERSION` and a label of its kind, so no
 one kind reads as another:
 
 * an advertisement's Ed25519 signature covers the member's fresh key and every public run
-  parameter (:func:`advertisement_payload`): the coordinator cannot reuse it for another
-  run, member or threshold;
-* the session id hashes the run parameters and the sorted (member, key) list
-  (:func:`session_id_for`): members shown different key lists (a split view) derive
+  parameter, the run's description of its sums included (:func:`advertisement_payload`): the
+  coordinator cannot reuse it for another run, member, threshold or description, so members
+  shown different descriptions (a grid or a noise per member) refuse each other's
+  advertisements before any of them sends a share;
+* the session id hashes the run parameters, the description and the sorted (member, key)
+  list (:func:`session_id_for`): members shown different key lists (a split view) derive
   different ids, hence different keys;
 * a share ciphertext's AES-GCM associated data names the session, its sender and its
   recipient (:func:`shares_aad`): it cannot be replayed to another member or run;
@@ -28,6 +30,7 @@ from fedpca.secure.messages import Advertisement, SetupRequest
 
 __all__ = [
     "advertisement_payload",
+    "description_digest",
     "endorsed_set",
     "endorsement_mac",
     "session_id_for",
@@ -38,17 +41,25 @@ __all__ = [
 
 def advertisement_payload(consortium: str, request: SetupRequest, member: str,
                           public_key: bytes) -> bytes:
-    """What an advertisement's signature covers: the key and every public run parameter."""
+    """What an advertisement's signature covers: the key and every public run parameter (the
+    description by its digest)."""
     return canonical(PROTOCOL_VERSION, "advertisement", consortium, request.run_id, member,
-                     public_key, request.rounds, request.threshold, request.modulus)
+                     public_key, request.rounds, request.threshold, request.modulus,
+                     description_digest(request))
 
 
 def session_id_for(consortium: str, request: SetupRequest, ads: Sequence[Advertisement]
                    ) -> bytes:
-    """The session id: a hash of the run parameters and the sorted (member, key) list."""
+    """The session id: a hash of the run parameters, the description and the sorted
+    (member, key) list."""
     keys = sorted([a.member, a.public_key] for a in ads)
     return digest(PROTOCOL_VERSION, "session", consortium, request.run_id, request.rounds,
-                  request.threshold, request.modulus, keys)
+                  request.threshold, request.modulus, description_digest(request), keys)
+
+
+def description_digest(request: SetupRequest) -> bytes:
+    """The SHA-256 of the run's description (what members sign and compare of it)."""
+    return digest(PROTOCOL_VERSION, "description", request.description)
 
 
 def shares_aad(session_id: bytes, sender: str, recipient: str) -> bytes:

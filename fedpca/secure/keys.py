@@ -36,7 +36,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 #: The version string every signed, MAC'd, or hashed protocol message starts with.
-PROTOCOL_VERSION = "fedpca-secagg/1"
+PROTOCOL_VERSION = "fedpca-secagg/2"
 #: Bytes of every symmetric key and seed.
 KEY_BYTES = 32
 #: The largest modulus :func:`prg_sum` reduces to.

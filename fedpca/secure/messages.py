@@ -9,6 +9,32 @@ then each round (:class:`InputRequest` -> :class:`MaskedInput`,
 :class:`ConsistencyRequest` -> :class:`Endorsement`, :class:`UnmaskRequest` ->
 :class:`Reveal`). A message the coordinator sends is untrusted: a malformed one raises
 :class:`~fedpca.secure.conditions.ProtocolRefusal` before any session reads it.
+
+What a coordinator that sends each member *different* values could do with every field of a
+request, and what stops it (a value every member gets alike is the protocol's to check, in
+:mod:`fedpca.secure.site_session`):
+
+* :class:`SetupRequest` ``run_id``, ``rounds``, ``threshold``, ``modulus``, ``description``:
+  every one of them is covered by the member's advertisement signature and hashed into the
+  session id (:mod:`fedpca.secure.authenticated`), so a member shown other values than its
+  peers refuses their advertisements at the key list, before it sends any share. The
+  ``description`` is the run's description of every round's sum (grid step, noise, record
+  bound, sites per sum, dimension, sensitivity, rotation seed, modulus; the ``M`` and ``c``
+  it assumes: :class:`~fedpca.algorithms.secure_sum.SumDescription`): per-member grids or
+  noises are therefore refused, and a round's request must name exactly the described sum.
+* :class:`KeyList` ``advertisements``: a different list per member (a split view) gives
+  different session ids, so the shares and MACs of members shown different lists neither
+  decrypt nor verify; a list holding Sybils, forged or altered keys is refused outright.
+* :class:`InputRequest` ``round``, ``length``: a member masks each round once and checks the
+  length against the described sum; ``setup_members`` and ``ciphertexts`` (``U_setup``): a
+  different set per member is harmless, since a member reveals only for survivors inside its
+  own ``U_setup``, which holds ``t`` members.
+* :class:`ConsistencyRequest` ``survivors``, ``endorsers``: a different survivor set per
+  member (to unmask two sums differing by one member) gets no reveal: a member reveals only
+  for the one set it endorsed, once ``t - 1`` others' MACs of that set verify, and at most
+  one set per round can gather ``t`` endorsements (:mod:`fedpca.secure.conditions`).
+* :class:`UnmaskRequest` ``survivors``, ``macs_for_you``: another set than the member
+  endorsed, or MACs that do not verify, are refused; the member reveals once per round.
 """
 
 from __future__ import annotations
@@ -27,6 +53,7 @@ from fedpca.secure.wire import (
     BLOBS,
     check_blob,
     check_blobs,
+    check_description,
     check_int,
     check_name,
     check_names,
@@ -89,19 +116,23 @@ def _flat_wire(cls: type) -> Mapping[str, type]:
 
 @dataclass(frozen=True)
 class SetupRequest(FlatMessage):
-    """S1, server -> every member: the public run parameters."""
+    """S1, server -> every member: the public run parameters, with the run's description
+    (what every round's sum is, in the words of the layer that makes the sums: a site's
+    :mod:`fedpca.site.secure_stage` reads it), which every member signs with its key."""
 
     KIND: ClassVar[str] = "secagg-setup"
     run_id: str
     rounds: int
     threshold: int
     modulus: int
+    description: str = ""
 
     def __post_init__(self) -> None:
         check_run_id(self.run_id)
         check_int(self.rounds, "rounds", 1)
         check_int(self.threshold, "threshold", 1)
         check_int(self.modulus, "modulus", 2)
+        check_description(self.description)
 
 
 @dataclass(frozen=True)

@@ -55,8 +55,9 @@ class ServerSession:
     it); a round it cannot decode raises :class:`SecureAggregationError`.
     """
 
-    def __init__(self, run_id: str, rounds: int, threshold: int, modulus: int) -> None:
-        self.params = messages.SetupRequest(run_id, rounds, threshold, modulus)
+    def __init__(self, run_id: str, rounds: int, threshold: int, modulus: int,
+                 description: str = "") -> None:
+        self.params = messages.SetupRequest(run_id, rounds, threshold, modulus, description)
         if modulus > MAX_MODULUS or modulus & (modulus - 1):
             raise ConfigurationError("the modulus must be a power of two between 2 and 2**62")
         self._ads: dict[str, messages.Advertisement] = {}

@@ -75,7 +75,7 @@ __all__ = ["SiteSession"]
 logger = logging.getLogger(__name__)
 
 _NONCE_BYTES = 12
-_STATE_FORMAT = "fedpca-secagg-site-state/3"
+_STATE_FORMAT = "fedpca-secagg-site-state/4"
 _NEW, _ADVERTISED, _SHARED, _READY = "new", "advertised", "shared", "ready"
 
 
@@ -450,7 +450,8 @@ class SiteSession:
             "format": _STATE_FORMAT, "member": self.member, "min_sites": self.min_sites,
             "colluders": self.colluders, "max_rounds": self.max_rounds, "stage": self._stage,
             "params": None if params is None else [params.run_id, params.rounds,
-                                                   params.threshold, params.modulus],
+                                                   params.threshold, params.modulus,
+                                                   params.description],
             "exchange_key": _b64(self._exchange_key),
             "advertisement": None if self._advertisement is None else [
                 _b64(self._advertisement.public_key), _b64(self._advertisement.signature)],

@@ -13,8 +13,15 @@ So a site names, in its own policy, the members it vouches for:
   member, and compared with the one ``fedpca site check`` prints for the roster's entry;
 * **by certificate authority** (``vouched-ca``): a CA the site trusts to certify members (the
   consortium's own CA, run by a party that is not the coordinator, or an institution's); a
-  member whose roster entry carries an X.509 certificate of its key, issued to its name by that
-  CA and valid now, is vouched for (:func:`member_certificate` issues one).
+  member whose roster entry carries an X.509 certificate of its key, issued to its name *for
+  this consortium* (the certificate's organisational unit names the roster's consortium) by
+  that CA, both certificates valid now, and not revoked, is vouched for
+  (:func:`member_certificate` issues one).
+
+**Revocation**: a policy may list revoked key fingerprints (``revoked``) and CRL files of its
+vouched CAs (``revocation-list``, :func:`load_revocation_list`: signed by one of them and not
+past its next update); a revoked member is vouched for neither by fingerprint nor by
+certificate.
 
 What a hostile roster writer could do, and what stops it: list Sybils (they count as
 colluders: ``c`` grows by one per unvouched member of a key list, and
@@ -22,9 +29,13 @@ colluders: ``c`` grows by one per unvouched member of a key list, and
 honest members in a sum); replace a vouched member's key (its fingerprint no longer matches:
 the site refuses to start, naming the fingerprint); issue a certificate itself (it is not a
 CA the site vouched for); list a vouched member under another name (the proof of possession
-binds name and key). What the site must do out of band: compare fingerprints (or obtain the
-CA's certificate) from a source the coordinator does not control. If it vouches for keys it did
-not compare, its guarantee rests on the roster writer's word.
+binds name and key); present a certificate the same CA issued for another study, or to the
+coordinator's own node (the consortium in its organisational unit is not this roster's, or its
+name is not the member's); keep using a certificate after the CA's own certificate expired, or
+after the consortium revoked it (both refused). What the site must do out of band: compare
+fingerprints (or obtain the CA's certificate and its revocation list) from a source the
+coordinator does not control. If it vouches for keys it did not compare, its guarantee rests on
+the roster writer's word.
 """
 
 from __future__ import annotations
@@ -48,18 +59,27 @@ CERTIFICATE_DAYS = 730
 
 def vouched_members(roster: Roster, member: str, fingerprints: Sequence[str],
                     authorities: Sequence[x509.Certificate],
-                    now: datetime.datetime | None = None) -> frozenset[str]:
+                    now: datetime.datetime | None = None, revoked: Sequence[str] = (),
+                    revocation_lists: Sequence[x509.CertificateRevocationList] = ()
+                    ) -> frozenset[str]:
     """The roster members site ``member`` vouches for: itself, every member whose key has one
-    of ``fingerprints``, and every member whose certificate one of ``authorities`` issued.
+    of ``fingerprints``, and every member whose certificate one of ``authorities`` issued for
+    the roster's consortium (both valid at ``now``, the certificate in none of the
+    ``revocation_lists``), except the members whose key fingerprint is ``revoked``.
 
     Raises:
         ConfigurationError: a fingerprint matches no roster entry (the roster changed that
-            member's key, or dropped it).
+            member's key, or dropped it), or the policy vouches for a key it revokes.
     """
     by_fingerprint = {roster.fingerprint(name): name for name in roster.names}
+    withdrawn = {normal_fingerprint(text) for text in revoked}
     vouched = {member}
     for text in fingerprints:
         fingerprint = normal_fingerprint(text)
+        if fingerprint in withdrawn:
+            raise ConfigurationError(
+                f"the policy both vouches for and revokes key {fingerprint}; remove it from "
+                "vouched (a revoked member is never counted as honest)")
         if fingerprint not in by_fingerprint:
             raise ConfigurationError(
                 f"the policy vouches for key {fingerprint}, which no member of the roster "
@@ -69,7 +89,10 @@ def vouched_members(roster: Roster, member: str, fingerprints: Sequence[str],
         vouched.add(by_fingerprint[fingerprint])
     moment = now or datetime.datetime.now(datetime.timezone.utc)
     for name, pem in roster.certificates.items():
-        if any(_certifies(pem, authority, name, roster.keys[name], moment)
+        if roster.fingerprint(name) in withdrawn:
+            continue
+        if any(_certifies(pem, authority, name, roster.keys[name], roster.consortium, moment,
+                          revocation_lists)
                for authority in authorities):
             vouched.add(name)
     return frozenset(vouched)
@@ -95,22 +118,63 @@ def load_authority(path: str | Path) -> x509.Certificate:
     return certificate
 
 
-def _certifies(pem: str, authority: x509.Certificate, name: str, key: bytes,
-               now: datetime.datetime) -> bool:
-    """Whether ``pem`` is ``authority``'s certificate, valid at ``now``, of ``key`` for
-    member ``name``."""
+def load_revocation_list(path: str | Path, authorities: Sequence[x509.Certificate],
+                         now: datetime.datetime | None = None
+                         ) -> x509.CertificateRevocationList:
+    """A vouched CA's PEM certificate revocation list; refuses a file that is not one, that
+    none of ``authorities`` signed, or that is past its next update (a stale list could miss
+    a revocation: fetch a fresh one from the CA)."""
+    path = Path(path).expanduser()
+    try:
+        crl = x509.load_pem_x509_crl(path.read_bytes())
+    except FileNotFoundError:
+        raise ConfigurationError(f"revocation-list {path} does not exist; put the consortium "
+                                 "CA's revocation list there") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"revocation-list {path} is not a PEM revocation list "
+                                 f"({type(exc).__name__}); ask the CA for its list") from None
+    if not any(crl.issuer == a.subject and crl.is_signature_valid(a.public_key())
+               for a in authorities):
+        raise ConfigurationError(f"revocation-list {path} is not signed by a CA this site "
+                                 "vouches for (vouched-ca); ask that CA for its list")
+    moment = now or datetime.datetime.now(datetime.timezone.utc)
+    if crl.next_update_utc is not None and crl.next_update_utc < moment:
+        raise ConfigurationError(f"revocation-list {path} expired on {crl.next_update_utc:%Y-%m-%d} "
+                                 "(its next update); fetch a fresh one from the CA")
+    return crl
+
+
+def _certifies(pem: str, authority: x509.Certificate, name: str, key: bytes, consortium: str,
+               now: datetime.datetime,
+               revocation_lists: Sequence[x509.CertificateRevocationList] = ()) -> bool:
+    """Whether ``pem`` is ``authority``'s certificate of ``key`` for member ``name`` of
+    ``consortium``, both certificates valid at ``now`` and ``pem`` revoked by none of the
+    authority's ``revocation_lists``."""
     try:
         certificate = x509.load_pem_x509_certificate(pem.encode())
         certificate.verify_directly_issued_by(authority)
     except (ValueError, TypeError, InvalidSignature):
         return False
-    subject = certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    subject = certificate.subject
     public = certificate.public_key()
-    return (certificate.not_valid_before_utc <= now <= certificate.not_valid_after_utc
-            and [attribute.value for attribute in subject] == [name]
+    return (_valid_at(certificate, now) and _valid_at(authority, now)
+            and _values(subject, NameOID.COMMON_NAME) == [name]
+            and _values(subject, NameOID.ORGANIZATIONAL_UNIT_NAME) == [consortium]
             and isinstance(public, Ed25519PublicKey)
             and public.public_bytes(serialization.Encoding.Raw,
-                                    serialization.PublicFormat.Raw) == key)
+                                    serialization.PublicFormat.Raw) == key
+            and not any(crl.issuer == authority.subject
+                        and crl.get_revoked_certificate_by_serial_number(
+                            certificate.serial_number) is not None
+                        for crl in revocation_lists))
+
+
+def _valid_at(certificate: x509.Certificate, now: datetime.datetime) -> bool:
+    return certificate.not_valid_before_utc <= now <= certificate.not_valid_after_utc
+
+
+def _values(name: x509.Name, oid: x509.ObjectIdentifier) -> list[str]:
+    return [str(attribute.value) for attribute in name.get_attributes_for_oid(oid)]
 
 
 def new_authority(name: str, days: int = CERTIFICATE_DAYS
@@ -125,15 +189,34 @@ def new_authority(name: str, days: int = CERTIFICATE_DAYS
 
 
 def member_certificate(authority_key: Ed25519PrivateKey, authority: x509.Certificate,
-                       name: str, key: Ed25519PublicKey, days: int = CERTIFICATE_DAYS) -> str:
-    """The CA's PEM certificate of member ``name``'s secure-aggregation key (for its roster
-    entry's ``certificate``)."""
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+                       name: str, key: Ed25519PublicKey, consortium: str,
+                       days: int = CERTIFICATE_DAYS) -> str:
+    """The CA's PEM certificate of member ``name``'s secure-aggregation key in
+    ``consortium`` (its organisational unit: a site vouches only for certificates of its
+    roster's consortium), for its roster entry's ``certificate``."""
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name),
+                         x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, consortium)])
     certificate = (_builder(subject, authority.subject, key, days)
                    .add_extension(x509.BasicConstraints(ca=False, path_length=None),
                                   critical=True)
                    .sign(authority_key, None))
     return certificate.public_bytes(serialization.Encoding.PEM).decode("ascii")
+
+
+def revocation_list(authority_key: Ed25519PrivateKey, authority: x509.Certificate,
+                    certificates: Sequence[x509.Certificate], days: int = 30
+                    ) -> x509.CertificateRevocationList:
+    """The CA's revocation list of ``certificates`` (its members' certificates it withdraws),
+    valid for ``days`` days (the sites refuse it after that: publish a fresh one)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (x509.CertificateRevocationListBuilder().issuer_name(authority.subject)
+               .last_update(now - datetime.timedelta(minutes=5))
+               .next_update(now + datetime.timedelta(days=days)))
+    for certificate in certificates:
+        builder = builder.add_revoked_certificate(
+            x509.RevokedCertificateBuilder().serial_number(certificate.serial_number)
+            .revocation_date(now - datetime.timedelta(minutes=5)).build())
+    return builder.sign(authority_key, None)
 
 
 def _builder(subject: x509.Name, issuer: x509.Name, key: Ed25519PublicKey, days: int

@@ -25,6 +25,7 @@ __all__ = [
     "BLOBS",
     "check_blob",
     "check_blobs",
+    "check_description",
     "check_int",
     "check_name",
     "check_names",
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 _MAX_RUN_ID = 256
+#: The most characters of a run's description (:func:`check_description`).
+MAX_DESCRIPTION = 65536
 
 
 def refuse(message: str) -> NoReturn:
@@ -59,6 +62,15 @@ def check_run_id(value: object) -> str:
     """``value`` if it is a run id: a non-empty string of at most 256 characters."""
     if not isinstance(value, str) or not 0 < len(value) <= _MAX_RUN_ID:
         refuse("run_id must be a non-empty string of at most 256 characters")
+    return value
+
+
+def check_description(value: object) -> str:
+    """``value`` if it is a run description: a string of at most :data:`MAX_DESCRIPTION`
+    characters (what it says is read by the site's own layer, not here)."""
+    if not isinstance(value, str) or len(value) > MAX_DESCRIPTION:
+        refuse(f"the run's description must be a string of at most {MAX_DESCRIPTION} "
+               "characters; the message is malformed")
     return value
 
 

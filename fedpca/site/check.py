@@ -91,8 +91,11 @@ def _check_roster(policy: SitePolicyFile, report: SiteCheck) -> None:
         return
     report.add(f"roster       {roster.consortium}, {len(roster.names)} members, digest "
                f"{roster.digest} (every member should print the same)")
+    revoked = set(policy.revoked)
     for name in roster.names:
-        mark = "vouched" if name in vouched else "NOT vouched: counts as a colluder"
+        mark = ("vouched" if name in vouched else
+                "REVOKED: counts as a colluder" if roster.fingerprint(name) in revoked else
+                "NOT vouched: counts as a colluder")
         report.add(f"  member     {name:<20} {roster.fingerprint(name)}  {mark}")
     honest = len(vouched) - policy.colluders
     line = (f"{len(vouched)} vouched members (this site included), colluders={policy.colluders}: "

@@ -11,7 +11,8 @@ Two tables of the ledger's SQLite file (:mod:`fedpca.site.ledger_store`), which
 * ``policy_events``: every change of the site's own policy, dated by the site's clock when
   the ledger is opened under it (:func:`note_policy`): the settings before and after;
 * ``protocol_steps``: the secure-aggregation steps the site took once per run and round (its
-  key list's acceptance, each endorsement, each reveal), written under the ledger's write lock
+  key list's acceptance, each masked input, each endorsement, each reveal), written under the
+  ledger's write lock
   before the reply leaves (:func:`record_step`): a second request for the same step is refused
   across processes and restarts, whatever the SuperNode's memory holds.
 
@@ -54,7 +55,7 @@ __all__ = [
 COMPLETE, FAILED = "complete", "failed"
 RUN_ENDS = (COMPLETE, FAILED)
 #: The secure-aggregation steps a site records once per run and round (round 0: the setup).
-KEY_LIST, ENDORSE, REVEAL = "key-list", "endorsement", "reveal"
+KEY_LIST, INPUT, ENDORSE, REVEAL = "key-list", "masked-input", "endorsement", "reveal"
 #: The most characters of a run's end reason (untrusted: possibly the coordinator's) kept.
 MAX_REASON = 200
 #: The most keys of a run's description kept, and characters of each key and text value.

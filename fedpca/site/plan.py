@@ -52,7 +52,7 @@ from typing import Any
 from fedpca.algorithms.centring import CentredPolicy, requested_scaling
 from fedpca.algorithms.genotype_centring import genotype_policy
 from fedpca.algorithms.specs import SPECS
-from fedpca.errors import InvalidRequestError
+from fedpca.errors import InvalidRequestError, quoted
 from fedpca.dp.events import Release
 from fedpca.dp.exact_noise import EXACT
 from fedpca.dp.mechanisms import NO_SEED
@@ -210,7 +210,7 @@ def _refuse_seed(policy: SitePolicyFile, seed: object) -> None:
     if seed in (NO_SEED, None, ""):
         return
     raise InvalidRequestError(
-        f"{policy.name}: refused: run_config seed={seed!r}. A real site draws its noise from "
+        f"{policy.name}: refused: run_config seed={quoted(seed)}. A real site draws its noise from "
         "the operating system; a seed would let whoever knows it remove the noise. Seeds are "
         f"for simulations only: run with seed={NO_SEED}"
     )
@@ -242,8 +242,8 @@ def require_contract(policy: SitePolicyFile, requested: object) -> None:
             "no contract (its data file is a numeric matrix): run with contract=\"\""
             if contract is None else
             f"contract {contract.name!r}: run with contract=\"{contract.hash}\"")
-    logger.error("%s: refused a run under contract %r: this site's policy %s names %s",
-                 policy.name, requested, policy.path, held)
+    logger.error("%s: refused a run under contract %s: this site's policy %s names %s",
+                 policy.name, quoted(requested), policy.path, held)
     raise InvalidRequestError(
-        f"{policy.name}: refused: the run names data contract {str(requested) or 'none'!r}; "
+        f"{policy.name}: refused: the run names data contract {quoted(str(requested) or 'none')}; "
         f"this site holds its data under {held}")

@@ -113,6 +113,9 @@ class SitePolicyFile:
             with that member out of band (:mod:`fedpca.secure.vouching`).
         vouched_ca: certificate authorities whose member certificates the site accepts as
             its vouching. With ``secure_min_sites``, at least one of the two is required.
+        revoked: key fingerprints the site no longer vouches for, however vouched.
+        revocation_lists: the vouched CAs' revocation lists (PEM files): a member
+            certificate on one does not vouch.
         limits: the most one answer may hold (table ``[limits]``), whatever the
             coordinator asks.
         memory_mib: address space limit (MiB) of the site's processes, 0 for none
@@ -147,6 +150,8 @@ class SitePolicyFile:
     colluders: int = 0
     vouched: tuple[str, ...] = ()
     vouched_ca: tuple[Path, ...] = ()
+    revoked: tuple[str, ...] = ()
+    revocation_lists: tuple[Path, ...] = ()
     limits: SiteLimits = SiteLimits()
     memory_mib: int = DEFAULT_MEMORY_MIB
     contract: Path | None = None
@@ -204,6 +209,9 @@ class SitePolicyFile:
             "secure-aggregation.vouched": sorted(self.vouched),
             "secure-aggregation.vouched-ca": [file_fingerprint(p) if p.is_file() else None
                                               for p in self.vouched_ca],
+            "secure-aggregation.revoked": sorted(self.revoked),
+            "secure-aggregation.revocation-list": [
+                file_fingerprint(p) if p.is_file() else None for p in self.revocation_lists],
             "limits.max-noise-draws": self.limits.max_noise_draws,
         }
         for algorithm in POLICY_ALGORITHMS:
@@ -425,6 +433,7 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
                                                   hint)
         refuse_shared(members["roster"], "roster")
         members["vouched"], members["vouched_ca"] = reader.vouching(secure)
+        members["revoked"], members["revocation_lists"] = reader.revocations(secure)
     ledger = reader.file_path(site, "site", "ledger")
     refuse_shared(ledger, "ledger", SHARED_ANY)
     contract = reader.file_path(site, "site", "contract") if "contract" in site else None
@@ -503,14 +512,8 @@ class _Reader(PolicyReader):
     def vouching(self, secure: dict[str, Any]) -> tuple[tuple[str, ...], tuple[Path, ...]]:
         """``[secure-aggregation] vouched`` (key fingerprints) and ``vouched-ca`` (CA
         certificate files); a secure site needs one of them."""
-        fingerprints = secure.get("vouched", [])
-        authorities = secure.get("vouched-ca", [])
-        authorities = [authorities] if isinstance(authorities, str) else authorities
-        if (not isinstance(fingerprints, list) or not isinstance(authorities, list)
-                or not all(isinstance(v, str) for v in [*fingerprints, *authorities])):
-            raise self.error("secure-aggregation.vouched must be a list of key fingerprints and "
-                             "vouched-ca a file name or a list of them")
-        if not fingerprints and not authorities:
+        vouched, authorities = self.fingerprints_and_files(secure, "vouched", "vouched-ca")
+        if not vouched and not authorities:
             raise self.error(
                 "secure-aggregation.min-sites needs vouched = [\"FINGERPRINT\", ...]: the key "
                 "fingerprints of the members this site vouches for (fedpca site check lists "
@@ -519,11 +522,30 @@ class _Reader(PolicyReader):
                 "certificate authority that is not the coordinator; only vouched members "
                 "count toward min-sites"
             )
+        return vouched, authorities
+
+    def revocations(self, secure: dict[str, Any]) -> tuple[tuple[str, ...], tuple[Path, ...]]:
+        """``[secure-aggregation] revoked`` (key fingerprints) and ``revocation-list`` (the
+        vouched CAs' revocation list files)."""
+        return self.fingerprints_and_files(secure, "revoked", "revocation-list")
+
+    def fingerprints_and_files(self, secure: dict[str, Any], fingerprints_key: str,
+                               files_key: str) -> tuple[tuple[str, ...], tuple[Path, ...]]:
+        """The key fingerprints under ``fingerprints_key`` (a list) and the files under
+        ``files_key`` (a name or a list of them, relative to the policy) of
+        ``[secure-aggregation]``."""
+        fingerprints = secure.get(fingerprints_key, [])
+        files = secure.get(files_key, [])
+        files = [files] if isinstance(files, str) else files
+        if (not isinstance(fingerprints, list) or not isinstance(files, list)
+                or not all(isinstance(v, str) for v in [*fingerprints, *files])):
+            raise self.error(f"secure-aggregation.{fingerprints_key} must be a list of key "
+                             f"fingerprints and {files_key} a file name or a list of them")
         try:
-            vouched = tuple(normal_fingerprint(v) for v in fingerprints)
+            normal = tuple(normal_fingerprint(v) for v in fingerprints)
         except ConfigurationError as exc:
-            raise self.error(f"secure-aggregation.vouched: {exc}") from None
-        return vouched, tuple((self.path.parent / a).resolve() for a in authorities)
+            raise self.error(f"secure-aggregation.{fingerprints_key}: {exc}") from None
+        return normal, tuple((self.path.parent / name).resolve() for name in files)
 
     def limits(self) -> SiteLimits:
         """The table ``[limits]`` (absent keys: the public defaults)."""

@@ -102,7 +102,9 @@ min-sites = 0                   # M >= 2: answer only inside secure sums of >= M
                                 # only they count toward min-sites, any other member of a
                                 # run counts as a colluder
 # vouched-ca = "ca.pem"         # or: a CA (not the coordinator) whose member certificates
-                                # count as vouching
+                                # for this consortium count as vouching
+# revoked = []                  # key fingerprints this site no longer vouches for
+# revocation-list = "crl.pem"   # the vouched CA's revocation list (refused once stale)
 
 [limits]                        # what one answer may hold, whatever the coordinator asks
 max-answer-mb = 512             # the answer's size (DPS-PCA: d x k; k-plane: clusters x d^2/2)

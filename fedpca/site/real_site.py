@@ -69,7 +69,7 @@ from fedpca.algorithms.specs import spec
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.data.files import file_fingerprint
 from fedpca.data.genotypes import GenotypeRows
-from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError
+from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError, quoted
 from fedpca.site.ledger_identity import LedgerIdentityError, refused_run
 from fedpca.dp import calibration_cache
 from fedpca.dp.mechanisms import NO_SEED
@@ -85,7 +85,7 @@ from fedpca.site.policy import (
 from fedpca.secure.conditions import check_vouched
 from fedpca.secure.identity import SecureIdentity
 from fedpca.secure.roster import Roster, load_roster, load_signing_key
-from fedpca.secure.vouching import load_authority, vouched_members
+from fedpca.secure.vouching import load_authority, load_revocation_list, vouched_members
 from fedpca.site.plan import RunPlan, plan_run, require_contract
 from fedpca.site.ready import SiteReady
 from fedpca.site.start_bases import START
@@ -215,7 +215,8 @@ def open_real_site(node: NodeLike, algorithm: str) -> RealSite:
     if overridden:
         logger.warning(
             "%s: run_config %s ignored: this site's policy %s sets its privacy",
-            policy.name, ", ".join(f"{k}={untrusted[k]!r}" for k in overridden), policy.path,
+            policy.name, ", ".join(f"{k}={quoted(untrusted[k])}" for k in overridden),
+            policy.path,
         )
     ledger = _open_ledger(policy)
     require_affordable(ledger, plan)
@@ -328,8 +329,11 @@ def real_site_identity(node: NodeLike, algorithm: str) -> SecureIdentity | None:
 
 def policy_vouched(policy: SitePolicyFile, roster: Roster) -> frozenset[str]:
     """The roster members ``policy`` vouches for (:mod:`fedpca.secure.vouching`)."""
-    return vouched_members(roster, policy.name, policy.vouched,
-                           [load_authority(path) for path in policy.vouched_ca])
+    authorities = [load_authority(path) for path in policy.vouched_ca]
+    return vouched_members(roster, policy.name, policy.vouched, authorities,
+                           revoked=policy.revoked,
+                           revocation_lists=[load_revocation_list(path, authorities)
+                                             for path in policy.revocation_lists])
 
 
 def _policy(node: NodeLike) -> SitePolicyFile:

@@ -17,7 +17,12 @@ What a hostile coordinator could try against the boundary as a whole, and what s
   :class:`~fedpca.errors.FedPCAError`, whose text quotes only public quantities); any other
   failure (``MemoryError``, a library's ``ValueError`` quoting a file, ...), whose text nobody
   vetted and may describe the site's files or data, is answered with the fixed
-  :data:`SITE_FAILURE`, its traceback in the site's own log only;
+  :data:`SITE_FAILURE`, its traceback in the site's own log only; a refusal leaves without
+  the site's file paths (each absolute path becomes :data:`SITE_FILE`; the site's log keeps
+  them) and with at most :data:`MAX_REFUSAL` characters (:func:`public_refusal`);
+* **flood the site's log or its reply** with a huge run_config value echoed back: values
+  from the coordinator are quoted by :func:`~fedpca.errors.quoted` (at most 80 characters,
+  or their hash), and no refusal's log line exceeds :data:`MAX_LOGGED` characters;
 * **make a site pay for work that fails**: every check runs before the charge
   (:func:`fedpca.site.answer.answer_request`), the charge before the answer leaves;
 * **reset a simulated site's spending** by sending its messages to another process: the
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -59,6 +65,20 @@ logger = logging.getLogger(__name__)
 SITE_FAILURE = "the site could not answer; its operator has the details in its log"
 #: The run state's key of a simulated site's in-memory ledger.
 LEDGER = "ledger"
+#: The most characters of a refusal the coordinator receives, and of its line in the
+#: site's own log.
+MAX_REFUSAL, MAX_LOGGED = 900, 1800
+#: What an absolute path of the site's files reads as in a refusal the coordinator receives.
+SITE_FILE = "<a file of the site>"
+#: An absolute path (POSIX, home-relative or Windows) standing on its own in a text.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/\\])(?:~|[A-Za-z]:)?[/\\][^\s'\",;()\[\]{}<>]+")
+
+
+def public_refusal(text: str) -> str:
+    """A refusal's text as the coordinator receives it: every absolute path replaced by
+    :data:`SITE_FILE`, at most :data:`MAX_REFUSAL` characters."""
+    public = _ABSOLUTE_PATH.sub(SITE_FILE, text)
+    return public if len(public) <= MAX_REFUSAL else public[:MAX_REFUSAL - 16] + " ... (cut short)"
 
 #: ``(dim, limits, columns) -> result``: reads a result message for a site of width ``dim``
 #: with these limits (and column names, when it has a contract), refusing before it
@@ -150,8 +170,9 @@ def guarded(what: str, reply: Callable[[], Any]) -> Any:
     try:
         return reply()
     except FedPCAError as error:  # a refusal: its text quotes only public quantities
-        logger.warning("%s", error)
-        return Refusal(str(error))
+        text = str(error)
+        logger.warning("%s", text if len(text) <= MAX_LOGGED else text[:MAX_LOGGED] + " ...")
+        return Refusal(public_refusal(text))
     except Exception:  # not fedpca's words: they stay in the site's log
         logger.exception("answering a %s request failed; the coordinator is told only %r",
                          what, SITE_FAILURE)

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from fedpca.algorithms.specs import SPECS
 from fedpca.data.start_basis import START_HASH, StartBasis, load_start_basis
-from fedpca.errors import ConfigurationError, InvalidRequestError
+from fedpca.errors import ConfigurationError, InvalidRequestError, quoted
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +85,12 @@ def planned_start(policy: PolicyLike, algorithm: str,
     held = accepted_starts(policy, algorithm) if SPECS[algorithm].public_start else {}
     if named in held:
         return held[named]
-    logger.error("%s: refused a run of %s from the public start %r; this site's policy %s "
-                 "holds %s", policy.name, algorithm, named, policy.path, sorted(held) or "none")
+    logger.error("%s: refused a run of %s from the public start %s; this site's policy %s "
+                 "holds %s", policy.name, algorithm, quoted(named), policy.path,
+                 sorted(held) or "none")
     raise InvalidRequestError(
         f"{policy.name}: refused: the run starts {algorithm} from the public basis "
-        f"{named!r}, which this site does not hold (it holds "
+        f"{quoted(named)}, which this site does not hold (it holds "
         f"{', '.join(sorted(held)) or 'none'}); a site that has the consortium's start file "
         f"names it in its policy ({START} = \"FILE\" under [algorithms.{algorithm}]), or the "
         f"run names no start ({START_HASH} = \"\"); nothing was released")
