@@ -212,6 +212,15 @@ def test_site_check_prints_the_rosters_digest_fingerprints_vouches_and_reachable
     out = capsys.readouterr().out
     assert f"c                    {roster.fingerprint('c')}  NOT vouched" in out
     assert "PROBLEM: 2 vouched members" in out and "fewer than min-sites=3" in out
+    # ... and revokes it: the check says so; vouching for a revoked key is a problem too
+    unvouched = policies[0].read_text()
+    revoked = f'revoked = ["{roster.fingerprint("c")}"]\n'
+    policies[0].write_text(unvouched.replace("\nvouched = ", f"\n{revoked}vouched = "))
+    assert main(["site", "check", "--policy", str(policies[0])]) == 1
+    assert f"c                    {roster.fingerprint('c')}  REVOKED" in capsys.readouterr().out
+    policies[0].write_text(text.replace("\nvouched = ", f"\n{revoked}vouched = "))
+    assert main(["site", "check", "--policy", str(policies[0])]) == 1
+    assert "both vouches for and revokes key" in capsys.readouterr().out
 
 
 def test_the_ca_commands_certify_a_members_key_in_its_roster_entry(tmp_path, capsys):
