@@ -29,14 +29,19 @@ class SlowSites:
         return [SimpleNamespace(metadata=SimpleNamespace(reply_to_message_id=i))
                 for i in message_ids if self.delays[int(i)] <= now]
 
+    def get_node_ids(self):
+        return list(range(1, len(self.delays) + 1))  # every site stays connected
+
 
 def exchange(delays: list[float], timeout: float | None = None, poll: float = 0.4,
              first: float = 0.01) -> tuple[list[str], int, float]:
     """The replies' ids, the number of looks and the seconds the exchange took."""
     sites = SlowSites(delays)
     start = time.monotonic()
-    replies = PromptGrid(sites, poll=poll, first=first).send_and_receive(
-        [object()] * len(delays), timeout=timeout)
+    messages = [SimpleNamespace(metadata=SimpleNamespace(dst_node_id=i + 1))
+                for i in range(len(delays))]
+    replies = PromptGrid(sites, poll=poll, first=first).send_and_receive(messages,
+                                                                         timeout=timeout)
     return (sorted(r.metadata.reply_to_message_id for r in replies), sites.looks,
             time.monotonic() - start)
 
@@ -58,6 +63,45 @@ def test_the_timeout_ends_the_exchange_with_the_replies_that_came():
     ids, _, seconds = exchange([0.05, 30.0], timeout=0.5)
     assert ids == ["0"]
     assert seconds == pytest.approx(0.5, abs=0.3)
+
+
+class LeavingSite(SlowSites):
+    """Two sites: node 1 answers at once, node 2 never does and leaves the SuperLink's
+    online nodes ``gone`` seconds after the push (its SuperNode stopped)."""
+
+    def __init__(self, gone: float) -> None:
+        super().__init__([0.0, 1e9])
+        self.gone = gone
+
+    def push_messages(self, messages):
+        ids = super().push_messages(messages)
+        for message, message_id in zip(messages, ids):  # as Flower's grids set them
+            message.metadata.__dict__["_message_id"] = message_id
+        return ids
+
+    def get_node_ids(self):
+        return [1] if time.monotonic() - self.pushed >= self.gone else [1, 2]
+
+
+def test_a_site_that_stops_gets_an_error_reply_instead_of_holding_the_exchange(monkeypatch):
+    from flwr.app import Message, MessageType, RecordDict
+    from flwr.common.constant import ErrorCode
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for attribute in ("_task_id", "_run_id", "_node_id"):  # what a ServerApp process sets
+        monkeypatch.setattr(TaskIdentity, attribute, 1)
+    sites = LeavingSite(gone=0.3)
+    messages = [Message(RecordDict(), dst_node_id=node, message_type=MessageType.TRAIN)
+                for node in (1, 2)]
+    start = time.monotonic()
+    replies = PromptGrid(sites, first=0.01).send_and_receive(messages, timeout=60)
+    seconds = time.monotonic() - start
+    assert seconds < 3, seconds  # not the 60 s timeout
+    failed = [r for r in replies if getattr(r, "has_error", lambda: False)()]
+    assert len(replies) == 2 and len(failed) == 1
+    assert failed[0].error.code == ErrorCode.NODE_UNAVAILABLE
+    assert "node 2 is no longer connected" in failed[0].error.reason
+    assert failed[0].metadata.src_node_id == 2 and failed[0].metadata.reply_to_message_id == "1"
 
 
 class ArrivingSites:

@@ -12,6 +12,13 @@ Replies that come at once are read at once, and a slow exchange costs the SuperL
 looks, not one every tenth of a second (each look is a request it answers). It changes
 nothing a site receives or sends (same messages, same timeout): only how soon the server
 reads the replies.
+
+A site that stops does not hold an exchange until its timeout: at most every
+:data:`LIVENESS_SECONDS` while replies are awaited, the grid asks which nodes are still
+connected (``get_node_ids``, the SuperLink's online nodes), and a message whose node is gone
+gets an error reply in its place (:data:`NODE_GONE`), as Flower 1.41-1.42's SuperLink itself
+answers for a node that missed its heartbeats; the run then goes on without that site, or
+fails naming it, as for any failed site.
 """
 
 from __future__ import annotations
@@ -20,13 +27,19 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from flwr.app import Message
+from flwr.app import Error, Message
+from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
 
 #: Seconds from a push, or from a look that found a reply, to the next look.
 FIRST_LOOK_SECONDS = 0.05
 #: The longest wait between two looks for replies, in seconds.
 POLL_SECONDS = 0.4
+#: The shortest time between two looks at which nodes are still connected, in seconds.
+LIVENESS_SECONDS = 1.0
+#: The reason of the error reply a message gets when its node is no longer connected.
+NODE_GONE = ("Node Unavailable: node {node} is no longer connected to the SuperLink, so its "
+             "reply will not come")
 
 
 class PromptGrid(Grid):
@@ -63,19 +76,32 @@ class PromptGrid(Grid):
                          timeout: float | None = None) -> Iterable[Message]:
         """Push ``messages``; pull their replies until all arrived or ``timeout`` seconds
         passed (``None``: no limit), as Flower's grids do, looking as the class says."""
-        waiting = set(self.push_messages(messages))
+        messages = list(messages)
+        sent = dict(zip(self.push_messages(messages), messages))
+        waiting = set(sent)
         end = None if timeout is None else time.monotonic() + timeout
         replies: list[Message] = []
-        wait = self.first
+        wait, looked = self.first, time.monotonic()
         while waiting:
             time.sleep(wait if end is None else max(0.0, min(wait, end - time.monotonic())))
             arrived = list(self.pull_messages(list(waiting)))
+            if not arrived and time.monotonic() - looked >= LIVENESS_SECONDS:
+                arrived, looked = self._gone(sent, waiting), time.monotonic()
             replies += arrived
             waiting -= {reply.metadata.reply_to_message_id for reply in arrived}
             if end is not None and time.monotonic() >= end:
                 break
             wait = self.first if arrived else min(2 * wait, self.poll)
         return replies
+
+    def _gone(self, sent: dict[str, Message], waiting: set[str]) -> list[Message]:
+        """An error reply (:data:`NODE_GONE`) for each ``waiting`` message whose node is no
+        longer connected."""
+        connected = set(self.get_node_ids())
+        return [Message(Error(code=ErrorCode.NODE_UNAVAILABLE,
+                              reason=NODE_GONE.format(node=sent[i].metadata.dst_node_id)),
+                        reply_to=sent[i])
+                for i in sorted(waiting) if sent[i].metadata.dst_node_id not in connected]
 
 
 def prompt(grid: object) -> object:
