@@ -78,7 +78,7 @@ class PromptGrid(Grid):
         passed (``None``: no limit), as Flower's grids do, looking as the class says."""
         messages = list(messages)
         sent = dict(zip(self.push_messages(messages), messages))
-        waiting = set(sent)
+        waiting = {message_id for message_id in sent if message_id}  # not pushed: no reply
         end = None if timeout is None else time.monotonic() + timeout
         replies: list[Message] = []
         wait, looked = self.first, time.monotonic()
