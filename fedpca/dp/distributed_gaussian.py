@@ -183,17 +183,8 @@ def calibrate_ddg(epsilon: float, delta: float, *, releases: int, sensitivity: f
         sites: ``M``; gamma: grid step; norm_bound: public ``B >= ||v||`` (float slack).
     Raises ConfigurationError if even ``max_draws`` draws of ``MAX_SIGMA_SQ`` are not enough.
     """
-    from fedpca.dp.calibration import check_privacy_parameters
-
-    check_privacy_parameters(epsilon, delta)
-    for name, value in (("releases", releases), ("sites", sites), ("dimension", dimension)):
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ConfigurationError(f"{name} must be an integer >= 1, got {value!r}")
-    for name, value in (("sensitivity", sensitivity), ("gamma", gamma), ("norm_bound", norm_bound)):
-        if not (math.isfinite(value) and value > 0):
-            raise ConfigurationError(f"{name} must be a finite number > 0, got {value!r}")
-    padded = next_power_of_two(dimension)
-    grid_sens = rounded_sensitivity(sensitivity, gamma, padded, norm_bound)
+    padded, grid_sens = _checked_grid(epsilon, delta, releases, sites, dimension, sensitivity,
+                                      gamma, norm_bound)
     public = {"epsilon": epsilon, "delta": delta, "releases": releases,
               "sensitivity": sensitivity, "dimension": dimension, "sites": sites,
               "gamma": gamma, "norm_bound": norm_bound, "max_draws": max_draws}
@@ -227,22 +218,11 @@ def agreed_calibration(epsilon: float, delta: float, *, releases: int, sensitivi
     Raises ConfigurationError, quoting only these public inputs, when the noise is outside
     the sampler's range or below what the target needs.
     """
-    from fedpca.dp.calibration import check_privacy_parameters
-
-    check_privacy_parameters(epsilon, delta)
-    for name, value, high in (("releases", releases, None), ("sites", sites, None),
-                              ("dimension", dimension, None), ("sigma_sq", sigma_sq, MAX_SIGMA_SQ),
-                              ("draws", draws, MAX_DRAWS)):
-        if (not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1
-                or (high is not None and value > high)):
-            raise ConfigurationError(f"{name} must be an integer in 1..{high or 'any'}, "
-                                     f"got {value!r}")
-    for name, value in (("sensitivity", sensitivity), ("gamma", gamma),
-                        ("norm_bound", norm_bound)):
-        if not (math.isfinite(value) and value > 0):
-            raise ConfigurationError(f"{name} must be a finite number > 0, got {value!r}")
-    padded = next_power_of_two(dimension)
-    grid_sens = rounded_sensitivity(sensitivity, gamma, padded, norm_bound)
+    padded, grid_sens = _checked_grid(epsilon, delta, releases, sites, dimension, sensitivity,
+                                      gamma, norm_bound)
+    for name, value, high in (("sigma_sq", sigma_sq, MAX_SIGMA_SQ), ("draws", draws, MAX_DRAWS)):
+        if not _count(value) or value > high:
+            raise ConfigurationError(f"{name} must be an integer in 1..{high}, got {value!r}")
     if not _within(sigma_sq, sites * draws, grid_sens, padded, releases, delta, epsilon):
         raise ConfigurationError(
             f"the agreed noise ({draws} draw(s) of variance {sigma_sq} grid steps^2 per site, "
@@ -251,6 +231,28 @@ def agreed_calibration(epsilon: float, delta: float, *, releases: int, sensitivi
         )
     return _ddg_calibration(sigma_sq, draws, epsilon, delta, releases, sensitivity, sites,
                             gamma, grid_sens, padded)
+
+
+def _checked_grid(epsilon: float, delta: float, releases: int, sites: int, dimension: int,
+                  sensitivity: float, gamma: float, norm_bound: float) -> tuple[int, float]:
+    """The padded dimension and the rounded sensitivity (grid units) of a release, once every
+    input is checked (ConfigurationError, quoting the input, for one out of range)."""
+    from fedpca.dp.calibration import check_privacy_parameters
+
+    check_privacy_parameters(epsilon, delta)
+    for name, value in (("releases", releases), ("sites", sites), ("dimension", dimension)):
+        if not _count(value):
+            raise ConfigurationError(f"{name} must be an integer >= 1, got {value!r}")
+    for name, value in (("sensitivity", sensitivity), ("gamma", gamma), ("norm_bound", norm_bound)):
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigurationError(f"{name} must be a finite number > 0, got {value!r}")
+    padded = next_power_of_two(dimension)
+    return padded, rounded_sensitivity(sensitivity, gamma, padded, norm_bound)
+
+
+def _count(value: object) -> bool:
+    """Whether ``value`` is an integer (not a bool) of at least 1."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
 
 
 def _noise(epsilon: float, delta: float, releases: int, sites: int, gamma: float,
