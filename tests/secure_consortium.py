@@ -22,7 +22,13 @@ from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.site.policy import load_site_policy
 from fedpca.site.policy_template import write_policy_template
-from fedpca.secure.messages import Advertisement, ShareBundle
+from fedpca.secure.messages import (
+    Advertisement,
+    Endorsement,
+    Reveal,
+    ShareBundle,
+    UnmaskRequest,
+)
 from fedpca.secure.roster import (
     load_roster,
     load_signing_key,
@@ -186,3 +192,23 @@ def with_request(request, config) -> RecordDict:
     content = request_content([], config)
     content[PROTOCOL_RECORD] = ConfigRecord(request.to_dict())
     return content
+
+
+def finish_round(context, server, sessions) -> tuple[np.ndarray, UnmaskRequest]:
+    """The consistency and unmasking stages of round 1 once every member's masked input is
+    in: the site answers through its ClientApp, its peers' ``sessions`` in process; the
+    round's sum of residues the server then decodes, and the unmask request the site
+    answered."""
+    consistency = server.consistency_request(1)
+    reply = send(context, protocol(consistency))
+    server.receive_endorsement(Endorsement.from_dict(
+        dict(reply.content.config_records[PROTOCOL_RECORD])))
+    for session in sessions.values():
+        server.receive_endorsement(session.endorse(consistency))
+    unmask = server.unmask_requests(1)
+    reply = send(context, protocol(unmask[SITE]))
+    server.receive_reveal(Reveal.from_dict(dict(reply.content.config_records[PROTOCOL_RECORD])))
+    for name, session in sessions.items():
+        server.receive_reveal(session.unmask(unmask[name]))
+    return server.decode(1), unmask[SITE]
+

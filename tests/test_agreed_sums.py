@@ -36,6 +36,7 @@ from secure_consortium import (
     SITE,
     agreed_sum,
     description,
+    finish_round,
     ledger_rows,
     make_consortium,
     protocol,
@@ -60,7 +61,7 @@ from fedpca.flower.secure_site import PROTOCOL_RECORD, read_masked_input
 from fedpca.flower.wire import budget_question
 from fedpca.linalg.subspace import triangle_size
 from fedpca.secure.conditions import ProtocolRefusal
-from fedpca.secure.messages import Advertisement, Endorsement, KeyList, Reveal, SetupRequest
+from fedpca.secure.messages import Advertisement, KeyList, SetupRequest
 from fedpca.secure.site_session import SiteSession
 from fedpca.secure.vouching import member_certificate, new_authority, revocation_list
 
@@ -200,18 +201,7 @@ def one_run(policy, roster, keys, run_id, peers_policy):
         peer = DPdisPCASite(records[name], peers_policy, site=name, seed=None)
         residues = peer.release(VARIANT_SECURE, secure=secure)
         server.receive_masked_input(session.masked_input(requests[name], residues))
-    consistency = server.consistency_request(1)
-    reply = send(context, protocol(consistency))
-    server.receive_endorsement(Endorsement.from_dict(
-        dict(reply.content.config_records[PROTOCOL_RECORD])))
-    for session in sessions.values():
-        server.receive_endorsement(session.endorse(consistency))
-    unmask = server.unmask_requests(1)
-    reply = send(context, protocol(unmask[SITE]))
-    server.receive_reveal(Reveal.from_dict(dict(reply.content.config_records[PROTOCOL_RECORD])))
-    for name, session in sessions.items():
-        server.receive_reveal(session.unmask(unmask[name]))
-    decoded = secure.decode([server.decode(1)])
+    decoded = secure.decode([finish_round(context, server, sessions)[0]])
     dim = width(policy)
     truth = sum(X.T @ X for X in records.values())[np.triu_indices(dim)]
     (row,) = [r for r in ledger_rows(policy) if r["run_id"] == str(run_id)]

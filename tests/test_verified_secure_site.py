@@ -18,6 +18,7 @@ from secure_consortium import (
     PEERS,
     RUN_ID,
     SITE,
+    finish_round,
     ledger_rows,
     make_consortium,
     protocol,
@@ -38,7 +39,7 @@ from fedpca.dp.mechanisms import upper_triangle_sensitivity
 from fedpca.flower.secure_site import PROTOCOL_RECORD, read_masked_input
 from fedpca.site.ledger_report import format_ledger, summarize
 from fedpca.site.policy import load_site_policy
-from fedpca.secure.messages import Advertisement, Endorsement, InputRequest, KeyList, Reveal
+from fedpca.secure.messages import Advertisement, InputRequest, KeyList
 from fedpca.secure.roster import (
     load_roster,
     load_signing_key,
@@ -149,21 +150,10 @@ def test_the_sites_policy_decides_its_sum_and_the_honest_answer_is_masked(consor
     for name, session in others.items():
         server.receive_masked_input(session.masked_input(requests[name],
                                                          np.zeros(length, dtype=np.int64)))
-    consistency = server.consistency_request(1)
-    reply = send(context, protocol(consistency))
-    server.receive_endorsement(Endorsement.from_dict(
-        dict(reply.content.config_records[PROTOCOL_RECORD])))
-    for session in others.values():
-        server.receive_endorsement(session.endorse(consistency))
-    unmask = server.unmask_requests(1)
-    reply = send(context, protocol(unmask[SITE]))
-    server.receive_reveal(Reveal.from_dict(dict(reply.content.config_records[PROTOCOL_RECORD])))
-    for name, session in others.items():
-        server.receive_reveal(session.unmask(unmask[name]))
-    residues = server.decode(1)
+    residues, unmask = finish_round(context, server, others)
     assert residues.shape == (length,) and not np.array_equal(residues, masked.vector)
     assert residues.min() >= 0 and residues.max() < DEFAULT_MODULUS
-    refused(send(context, protocol(unmask[SITE])), "hospital-a")  # one reveal per round
+    refused(send(context, protocol(unmask)), "hospital-a")  # one reveal per round
 
 
 def test_the_key_and_roster_commands_write_what_a_site_loads(tmp_path, capsys):
