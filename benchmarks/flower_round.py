@@ -56,7 +56,7 @@ FEDAVG_SIGMA = 1.0
 
 class RoundClock:
     """Mixin: stamps ``configure_train`` entry and ``aggregate_train`` exit of every round
-    (Message API; :class:`FitClock`: the legacy API's ``configure_fit``/``aggregate_fit``)."""
+    (Message API)."""
 
     def _clock(self) -> dict[int, dict[str, float]]:
         if not hasattr(self, "_stamps"):
@@ -101,24 +101,10 @@ class RoundClock:
         return rounds
 
 
-class FitClock(RoundClock):
-    """:class:`RoundClock` for a legacy-API strategy (e.g. under Flower's SecAgg+)."""
-
-    def configure_fit(self, server_round, parameters, client_manager):
-        return self._configured(server_round, lambda: super(RoundClock, self).configure_fit(
-            server_round, parameters, client_manager))
-
-    def aggregate_fit(self, server_round, results, failures):
-        return self._aggregated(
-            server_round, len(results) + len(failures), len(failures),
-            lambda: super(RoundClock, self).aggregate_fit(server_round, results, failures))
-
-
 def timed_class(cls: type, *mixins: type) -> type:
-    """``cls`` with its rounds stamped (:class:`RoundClock` or, for a legacy-API strategy,
-    :class:`FitClock`), after ``mixins``."""
-    clock = RoundClock if hasattr(cls, "configure_train") else FitClock
-    return type(f"Timed{cls.__name__}", (*mixins, clock, cls), {})
+    """``cls`` (a Message-API strategy) with its rounds stamped (:class:`RoundClock`), after
+    ``mixins``."""
+    return type(f"Timed{cls.__name__}", (*mixins, RoundClock, cls), {})
 
 
 # --- FedAvg's side: a module-level ClientApp doing a power round's work ------------------

@@ -1,8 +1,8 @@
 """Run the benchmark suites and write
-benchmarks/results/{dps_pca,dpdis_ldp,secagg,central,cli,genomics}.{json,md}.
+benchmarks/results/{dps_pca,dpdis_ldp,central,cli,genomics}.{json,md}.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/run.py [--only accuracy,site_round,flower_round,
-                                                            dpdis_ldp,secagg,central,
+                                                            dpdis_ldp,central,
                                                             diffprivlib_check,cli_startup,
                                                             genomics]
                                                      [--quick]
@@ -38,7 +38,6 @@ import diffprivlib_check  # noqa: E402
 import dpdis_ldp  # noqa: E402
 import flower_round  # noqa: E402
 import genomics  # noqa: E402
-import secagg  # noqa: E402
 import site_round  # noqa: E402
 from common import machine_info, md_table, progress  # noqa: E402
 
@@ -47,7 +46,6 @@ BENCHMARKS = {
     "site_round": (site_round, "(b) One site round: release_power vs bare numpy"),
     "flower_round": (flower_round, "(c) One Flower round: DPS-PCA vs FedAvg"),
     "dpdis_ldp": (dpdis_ldp, "(d) DPdisPCA bytes and merge, LDP-PCA Fantope ADMM"),
-    "secagg": (secagg, "(e) SecAgg+: accuracy gain, quantisation error, round time"),
     "central": (central, "(f) Central baselines: PPCA sampler, paper 000 Table 1 timings"),
     "diffprivlib_check": (diffprivlib_check, "(g) diffprivlib PCA beside fedpca (optional)"),
     "cli_startup": (cli_startup, "(h) CLI start-up: fedpca --help"),
@@ -57,11 +55,10 @@ BENCHMARKS = {
 ON_REQUEST = frozenset({"genomics"})
 #: Results file stem and heading of each suite; a benchmark not listed is in ``dps_pca``.
 SUITES = {"dps_pca": "DPS-PCA benchmarks", "dpdis_ldp": "DPdisPCA and LDP-PCA benchmarks",
-          "secagg": "DPS-PCA with secure aggregation (SecAgg+) benchmarks",
           "central": "Central baselines (MOD-SuLQ, Analyze Gauss, PPCA) benchmarks",
           "cli": "Command-line start-up",
           "genomics": "Genomics: ancestry PCs across biobanks (issue 35)"}
-SUITE_OF = {"dpdis_ldp": "dpdis_ldp", "secagg": "secagg", "central": "central",
+SUITE_OF = {"dpdis_ldp": "dpdis_ldp", "central": "central",
             "diffprivlib_check": "central", "cli_startup": "cli", "genomics": "genomics"}
 RESULTS = HERE / "results"
 

@@ -23,7 +23,7 @@ from fedpca.algorithms.centred_run import run_centred_pca
 from fedpca.algorithms.centring import CentredPolicy, CentringSite, MomentsServer
 from fedpca.algorithms.dpdis_pca import DPdisPCAServer, DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite
-from fedpca.flower.site_client import site_client
+from fedpca.flower.site_client import source_client
 from fedpca.site.real_site import RealSiteSource
 from fedpca.site.real_site import real_site_budget
 from fedpca.cli import main as cli_main
@@ -316,7 +316,7 @@ def real_site_fit(policy, arrays, config, **run_config):
     of a centred DPdisPCA run under the site's own contract."""
     own = load_contract(policy.parent / "contract.toml").hash
     node = context(policy, contract=own, **run_config)
-    return site_client(node, RealSiteSource(node, "dpdis-pca").site()).fit(
+    return source_client(node, RealSiteSource(node, "dpdis-pca")).fit(
         FitIns(ndarrays_to_parameters(arrays), config))
 
 

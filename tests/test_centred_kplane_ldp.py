@@ -17,7 +17,7 @@ from test_noise_statistics import variance_interval
 
 from fedpca.algorithms.centred_run import run_centred_kplane, run_centred_ldp
 from fedpca.algorithms.centring import MOMENTS_MECHANISM, CentredPolicy, CentringSite
-from fedpca.flower.site_client import site_client
+from fedpca.flower.site_client import source_client
 from fedpca.site.real_site import RealSiteSource
 from fedpca.algorithms.centred_rounds import CENTRED_STEP, CENTRING, MOMENTS_STEP
 from fedpca.results import CentredClusteringResult
@@ -172,7 +172,7 @@ def test_a_real_ldp_site_answers_a_centred_run_on_its_lifetime_ledger(tmp_path, 
 
     def fit(arrays, config):  # a fresh client per message, as a SuperNode's process builds it
         node = context(policy, contract=own, centring="standardize", algorithm="ldp-pca")
-        answer = site_client(node, RealSiteSource(node, "ldp-pca").site()).fit(
+        answer = source_client(node, RealSiteSource(node, "ldp-pca")).fit(
             FitIns(ndarrays_to_parameters(arrays), config))
         return parameters_to_ndarrays(answer.parameters)
 

@@ -18,7 +18,8 @@ from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite, run_dpdis_
 from fedpca.cli import main as cli_main
 from fedpca.flower.site_client import PrivateSiteClient as DPdisPCAClient
 from fedpca.flower.site_client import client_factory
-from fedpca.flower.run_state import load_ledger
+from fedpca.flower.run_state import ContextState
+from fedpca.site.service import LEDGER
 from fedpca.errors import BudgetExceededError, InvalidRequestError
 from fedpca.results import PCAResult
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
@@ -107,7 +108,9 @@ def test_the_ledger_in_context_state_survives_a_rebuilt_client():
     client_for_site(context, X, POLICY, "s").fit(request)
     with pytest.raises(BudgetExceededError, match="allows 1 releases and has made 1"):
         client_for_site(context, X, POLICY, "s").fit(request)  # a rebuilt client remembers
-    assert load_ledger(context, DPdisPCASite(X, POLICY, site="s").ledger).count == 1
+    kept = DPdisPCASite(X, POLICY, site="s").ledger
+    kept.restore(json.loads(ContextState(context).load(LEDGER)))
+    assert kept.count == 1
 
 
 def test_strategy_describes_itself_and_asks_for_one_round():

@@ -284,13 +284,13 @@ def test_exact_site_releases_are_grid_points():
         assert all(r.discrete for r in dpdis.ledger.releases + ldp.ledger.releases)
 
 
-def test_exact_noise_inside_continuous_secure_shares_is_refused():
+@pytest.mark.parametrize("sampler", ["exact", "float"])
+def test_continuous_secure_shares_are_refused_before_the_site_exists(sampler):
     X = np.random.default_rng(0).standard_normal((50, 5)) / 3
-    site = DPSPCASite(X, SitePolicy(1.0, 1e-5, rounds=2, secure_min_sites=3,
-                                    noise_sampler="exact"))
-    with pytest.raises(ConfigurationError, match="discrete=true"):
-        site.release_diagonal()
-    assert site.ledger.count == 0
+    with pytest.raises(ConfigurationError, match="discrete=true") as refused:
+        DPSPCASite(X, SitePolicy(1.0, 1e-5, rounds=2, secure_min_sites=3,
+                                 noise_sampler=sampler))
+    assert "Migrating from SecAgg+" in str(refused.value)
 
 
 def test_noise_beyond_the_samplers_range_coarsens_the_grid_or_is_refused(caplog):

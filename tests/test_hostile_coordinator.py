@@ -6,8 +6,6 @@ and lifetime ledger decide. The attacks that need a network (a FAB with modified
 SuperNode restart) run on the loopback deployment in ``tests/test_deployment.py``.
 """
 
-import dataclasses
-import functools
 import math
 import multiprocessing
 import sqlite3
@@ -24,13 +22,10 @@ from flwr.common import (
 )
 from ledger_race import race
 
-from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
+from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.algorithms.specs import app_config
 from fedpca.flower.app import client_fn
-from fedpca.flower.simulations import partition_client
-from fedpca.flower.site_client import PrivateSiteClient as DPSPCAClient
 from fedpca.flower.site_client import client_factory
-from fedpca.site.answer import SecAggMasking
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.calibration import calibrate_gaussian, pld_epsilon
@@ -41,11 +36,6 @@ from fedpca.site.ledger_store import create_ledger
 from fedpca.site.ledger_report import summarize
 from fedpca.site.policy import PolicyError, load_site_policy
 from fedpca.site.policy_template import write_policy_template
-from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.flower.federation import client_sites, run_federation
-from fedpca.flower.rounds import RoundFailedError
-from fedpca.flower.strategies import DPSPCAStrategy
-from fedpca.flower.workflow import SecAggSettings
 
 #: The algorithm's client factory (the one client of every algorithm, over its site).
 client_for_site = client_factory(DPSPCASite)
@@ -267,54 +257,6 @@ def test_a_bad_data_file_is_refused_without_quoting_the_data(tmp_path, caplog):
         ask(policy, GREEDY)
     assert "site's log" in str(info.value) and not any(c.isdigit() for c in str(info.value))
     assert "cannot be used" in caplog.text  # the operator sees the reason locally
-
-
-def secure_client(X, clipping_range):
-    policy = SitePolicy(epsilon=1.0, delta=1e-5, rounds=3, secure_min_sites=4)
-    return DPSPCAClient(DPSPCASite(X, policy, site="hospital-b"),
-                        masking=SecAggMasking(clipping_range))
-
-
-def test_a_too_small_secagg_clipping_range_is_refused_before_any_charge():
-    Q = thin_qr(np.random.default_rng(1).standard_normal((D, 2)))
-    messages = []
-    for seed in (0, 1):  # two different data sets with the same public n and C
-        client = secure_client(records(seed), clipping_range=0.5)
-        with pytest.raises(InvalidRequestError, match="clipping_range=0.5 is below") as info:
-            client.fit([Q], {"phase": "power", "round": 1})
-        assert client.site.ledger.count == 0
-        messages.append(str(info.value))
-    assert messages[0] == messages[1]  # the refusal carries nothing derived from the records
-    (H,), n, _ = secure_client(records(0), clipping_range=8.0).fit(
-        [Q], {"phase": "power", "round": 1})
-    assert H.shape == (D, 2) and n == N
-
-
-def test_secagg_settings_a_site_cannot_honour_stop_the_run_cleanly_on_the_server():
-    scenario = DPSPCAScenario(sites=3, dim=20, samples=600, k=2, sparsity=4, s_hat=6,
-                              rounds=1, epsilon=2.0, seed=3, secure_min_sites=3)
-    strategy = DPSPCAStrategy(dim=20, k=2, s_hat=6, rounds=1, min_sites=3)
-    secure = dataclasses.replace(
-        SecAggSettings.for_sites(3, scenario.largest_site(), 3), clipping_range=0.5
-    )
-    with pytest.raises(RoundFailedError, match=r"halted in collect_masked_vectors_stage; site "
-                                               r"failures: \['0: refused: SecAgg\+ clipping_range=0.5"):
-        run_federation(strategy, client_sites(functools.partial(partition_client, scenario)),
-                       3, secure=secure)
-    assert strategy.server.history == []
-
-
-def test_the_public_answer_bound_holds_for_worst_case_records():
-    # All records on one axis maximise |X^T X Q / n|: the bound's C^2 part is tight.
-    X = np.zeros((N, D))
-    X[:, 0] = 1.0
-    Q = np.eye(D)[:, :2]
-    client = secure_client(X, clipping_range=100.0)
-    bound = client.site.answer_bound({})
-    for _ in range(20):
-        client.site.ledger.releases.clear()
-        (H,), _, _ = client.fit([Q], {"phase": "power", "round": 1})
-        assert np.abs(H).max() <= bound
 
 
 def test_two_processes_racing_for_the_last_release_exactly_one_wins(tmp_path):

@@ -41,34 +41,26 @@ def test_the_flower_free_packages_import_no_flower():
     assert json.loads(done.stdout) == []
 
 
-@pytest.mark.parametrize(("old", "name", "new"), [
+@pytest.mark.parametrize(("face", "name", "home"), [
     ("fedpca.strategies", "DPSPCA", "fedpca.flower.strategies:DPSPCA"),
     ("fedpca.strategies", "KPlaneStrategy", "fedpca.flower.strategies:KPlaneStrategy"),
+    ("fedpca.strategies", "run_strategy", "fedpca.flower.workflow:run_strategy"),
     ("fedpca.clients", "site_client_app", "fedpca.flower.clientapp:site_client_app"),
     ("fedpca.clients", "DPSPCAClient", "fedpca.flower.site_client:PrivateSiteClient"),
-    ("fedpca.simulations.dps_pca", "simulate_dps_pca", "fedpca.flower.simulations:simulate"),
-    ("fedpca.apps.app", "server_app", "fedpca.flower.app:server_app"),
+    ("fedpca.simulations", "simulate", "fedpca.flower.simulations:simulate"),
 ])
-def test_a_moved_name_still_imports_from_its_old_home_with_a_warning(old, name, new):
+def test_the_public_faces_name_the_flower_layers_objects_without_a_warning(face, name, home):
     import importlib
 
-    for module in [m for m in sys.modules if m.startswith(old.split(".")[0] + "." +
-                                                              old.split(".")[1])]:
-        del sys.modules[module]  # import afresh, so that the warning fires
+    for module in [m for m in sys.modules if m == face or m.startswith(face + ".")]:
+        del sys.modules[module]  # import afresh, so that a warning would fire
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        moved = getattr(importlib.import_module(old), name)
-    module, _, attribute = new.partition(":")
-    assert moved is getattr(importlib.import_module(module), attribute)
-    assert any(issubclass(w.category, DeprecationWarning) and "deprecated" in str(w.message)
-               for w in caught)
-
-
-def test_an_old_client_module_builds_the_algorithms_client():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from fedpca.clients.kplane import client_for_site
-    assert "KPlaneSite" in client_for_site.__doc__
+        public = getattr(importlib.import_module(face), name)
+    module, _, attribute = home.partition(":")
+    assert public is getattr(importlib.import_module(module), attribute)
+    assert not [w for w in caught if issubclass(w.category, DeprecationWarning)
+                and "fedpca" in str(w.message)]
 
 
 def layout_entries() -> set[str]:

@@ -65,7 +65,9 @@ from fedpca.flower.strategies import (
     SuLQKPlane,
 )
 from fedpca.flower.rounds import RoundFailedError
-from fedpca.flower.workflow import SecAggSettings, run_strategy
+from fedpca.flower.legacy_strategy import LegacySiteStrategy
+from fedpca.flower.secure_server import VerifiedSecureAggregation
+from fedpca.flower.workflow import run_strategy
 
 pytestmark = pytest.mark.federation
 
@@ -394,7 +396,8 @@ def test_switching_format_does_not_reset_the_ledger(run_identity):
 
 
 def test_a_secure_aggregation_site_refuses_unmasked_requests_of_either_format(run_identity):
-    app = site_app(SitePolicy(epsilon=1.0, delta=1e-5, rounds=2, secure_min_sites=3))
+    app = site_app(SitePolicy(epsilon=1.0, delta=1e-5, rounds=2, secure_min_sites=3,
+                              discrete=True))
     for request in (message_request([BASIS], POWER), legacy_request([BASIS], POWER)):
         context = new_context()
         reply = app(request, context)
@@ -413,10 +416,13 @@ def test_start_refuses_a_round_count_or_arrays_the_algorithm_cannot_use():
         strategy.start(grid=None, initial_arrays=ArrayRecord([BASIS]))
 
 
-def test_secure_aggregation_needs_the_legacy_twin():
-    secure = SecAggSettings.for_sites(3, 100, 3)
-    with pytest.raises(ConfigurationError, match="or its legacy twin"):
-        run_strategy(None, None, DPSPCA(dim=D, k=K, s_hat=4, rounds=1), secure=secure)
+def test_the_legacy_adapter_carries_no_secure_sums():
+    secure = DPSPCA(dim=D, k=K, s_hat=4, rounds=1)
+    secure.secure_protocol = VerifiedSecureAggregation(min_sites=3)
+    with pytest.raises(ConfigurationError, match="only through fedpca's verifiable secure"):
+        LegacySiteStrategy(strategy=secure)
+    adapter = DPSPCAStrategy(dim=D, k=K, s_hat=4, rounds=1)
+    assert adapter.num_rounds == 2 and adapter.rounds.server is adapter.server
 
 
 def test_reply_errors_are_the_failures_and_too_few_answers_stop_the_round(run_identity):

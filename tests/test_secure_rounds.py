@@ -52,7 +52,8 @@ def run(grid: LocalGrid):
                       rounds=scenario().rounds, min_sites=scenario().required_sites(),
                       seed=scenario().seed, secure=sums, evaluate_fn=scenario().distance_to_truth,
                       privacy=privacy_record(scenario().policy(), sums))
-    assert secure_aggregation(scenario(), strategy, scenario().largest_site()) is None
+    secure_aggregation(scenario(), strategy)
+    assert strategy.secure_protocol.min_sites == scenario().secure_min_sites
     strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=strategy.num_rounds)
     return strategy.result()
 

@@ -91,7 +91,8 @@ def test_a_failure_that_is_not_a_refusal_reaches_the_coordinator_as_fixed_words(
 
 
 def test_a_site_that_relies_on_secure_sums_refuses_an_unmasked_request():
-    masked_only = SitePolicy(epsilon=2.0, delta=1e-5, rounds=2, secure_min_sites=3)
+    masked_only = SitePolicy(epsilon=2.0, delta=1e-5, rounds=2, secure_min_sites=3,
+                             discrete=True)
     service = SiteService(NODE, RowsSource(masked_only))
     reply = service.handle(Ask([], INIT), MemoryState())
     assert isinstance(reply, Refusal) and "not masked" in reply.reason

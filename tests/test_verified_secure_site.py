@@ -117,7 +117,7 @@ def test_attack_3_sybils_outside_the_roster_are_refused(consortium):
 def test_flowers_secagg_plus_is_refused_at_a_site_with_min_sites(consortium):
     policy, _, _ = consortium
     content = RecordDict({RECORD_KEY_CONFIGS: ConfigRecord({"stage": "setup"})})
-    refused(send(site_context(policy), content), "hospital-a: refused", "not Flower's SecAgg+")
+    refused(send(site_context(policy), content), "refused", "a request carries exactly")
     assert ledger_rows(policy) == []
 
 

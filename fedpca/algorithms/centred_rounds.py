@@ -153,10 +153,6 @@ class CentredSite:
     def check_config(self, config: Mapping[str, Any]) -> None:
         """Nothing at this level: each step checks the keys it understands."""
 
-    def answer_bound(self, config: Mapping[str, Any]) -> float | None:
-        """No continuous secure sums in a centred run."""
-        return None
-
     def respond(self, arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
         """The release the request's step names; any other step is refused before any
         work."""

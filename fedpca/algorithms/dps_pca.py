@@ -74,7 +74,6 @@ from fedpca.dp.accountant import worst_case_epsilon
 from fedpca.dp.events import Release
 from fedpca.dp.mechanisms import (
     diagonal_sensitivity,
-    gaussian_tail_bound,
     power_step_sensitivity,
 )
 from fedpca.dp.validation import require_positive_int
@@ -104,8 +103,7 @@ class SitePolicy(RoundsPolicy):
 
     ``discrete`` (with ``secure_min_sites = M``): the site sends distributed discrete
     Gaussian messages (:mod:`fedpca.algorithms.secure_sum`), whose sums over at least ``M``
-    sites carry an exact guarantee; otherwise secure aggregation uses continuous shares
-    ``sigma / sqrt(M)`` (Flower's SecAgg+ mode).
+    sites carry an exact guarantee (secure sums need it).
 
     ``explained_variance``: the site agrees to one more release at the end, the Rayleigh
     quotients of the final basis and its trace (``k + 1`` numbers), planned and calibrated
@@ -184,18 +182,6 @@ class DPSPCASite(PrivateSite):
         if phase == PHASE_VARIANCE:
             return self.release_rayleigh(arrays[0], floor)
         return self.release_power(arrays[0], floor, secure=self.requested_sum(config))
-
-    def answer_bound(self, config: Mapping[str, Any]) -> float:
-        """Every entry of ``diag(X^T X) / n``, of ``X^T X Q / n`` (orthonormal ``Q``) and of
-        the Rayleigh quotients and trace over ``n`` is at most ``C^2``; the noise adds
-        ``sigma / sqrt(m) / n`` per entry, bounded by its tail over the ``d x k`` (at most
-        ``d x d``) entries."""
-        # Every release has sensitivity sqrt(2) C^2 (see fedpca.dp.mechanisms).
-        share = self.sigma(power_step_sensitivity(self.clip_norm),
-                           config.get("min_noise_multiplier"))
-        if self.secure_min_sites is not None:
-            share /= math.sqrt(self.secure_min_sites)
-        return self.clip_norm**2 + gaussian_tail_bound(share / self.n, self.dim * self.dim)
 
     def release_diagonal(
         self, min_noise_multiplier: float | None = None, secure: SecureSum | None = None

@@ -207,71 +207,13 @@ class SecureSum:
 
     def decode(self, messages: list[np.ndarray]) -> np.ndarray:
         """The (noisy) sum of the sites' statistics from their messages on the agreed grid:
-        the modular sum, centred, un-rotated and rescaled. Over Flower's SecAgg+ the server
-        receives the modular sum only; here (simulation, reference) it adds the messages
-        itself."""
+        the modular sum, centred, un-rotated and rescaled (the verifiable secure aggregation
+        hands the server only the modular sum; a reference run adds the messages itself)."""
         if not self.agreed:
             raise ConfigurationError("a secure sum decodes only on its agreed grid (with_grid)")
         total = modular_sum([np.asarray(m, dtype=np.int64) for m in messages], self.modulus)
         return decode_sum(total, gamma=self.grid_step, rotation=self.rotation(),
                           modulus=self.modulus)
-
-
-@dataclass(frozen=True)
-class SecAggPlusEmbedding:
-    """How a site's residues modulo ``m`` pass through Flower's SecAgg+ unchanged, so that
-    the server learns their sum modulo ``m`` and nothing else (no Flower import: this is
-    arithmetic on Flower's published quantisation).
-
-    SecAgg+ scales a site's floats by ``round(w / max_weight * q) / q``, clips them to
-    ``[-c, c]``, maps them to ``(x + c) q / (2c)``, rounds stochastically, adds masks and sums
-    modulo its ``modulus_range``. With ``c = (m - 1) / 2``, ``q = m - 1``,
-    ``modulus_range = m`` and ``w = max_weight = 1`` every step is exact on the half-integers
-    ``r - (m - 1) / 2`` (``0 <= r < m``, ``m <= 2^31``): the quantised value is ``r`` itself
-    and the server's unmasked sum is ``sum_i r_i mod m``. Any other setting could round,
-    clip, scale or reveal more than the sum modulo ``m`` (e.g. a larger ``modulus_range``
-    reveals how many sites' residues wrapped), so a site refuses it (:meth:`matches`).
-    """
-
-    modulus: int
-
-    @property
-    def clipping_range(self) -> float:
-        """SecAgg+'s ``clipping_range``: ``(m - 1) / 2``."""
-        return (self.modulus - 1) / 2
-
-    @property
-    def quantization_range(self) -> int:
-        """SecAgg+'s ``quantization_range``: ``m - 1`` (Flower needs it below the modulus)."""
-        return self.modulus - 1
-
-    #: SecAgg+'s ``max_weight`` and every site's reported weight (``num_examples``).
-    weight = 1
-
-    def settings(self) -> dict[str, float | int]:
-        """The SecAgg+ parameters, by the names Flower's workflow takes."""
-        return {"clipping_range": self.clipping_range,
-                "quantization_range": self.quantization_range,
-                "modulus_range": self.modulus, "max_weight": float(self.weight)}
-
-    def matches(self, clipping_range: float, quantization_range: int, modulus_range: int,
-                max_weight: float) -> bool:
-        """Whether SecAgg+ parameters proposed by the coordinator are exactly these."""
-        return (clipping_range, quantization_range, modulus_range, max_weight) == (
-            self.clipping_range, self.quantization_range, self.modulus, float(self.weight))
-
-    def encode(self, residues: np.ndarray) -> np.ndarray:
-        """The floats a site hands to SecAgg+ for its residues in ``[0, m)``."""
-        return np.asarray(residues, dtype=np.int64).astype(np.float64) - self.clipping_range
-
-    def residue_sum(self, aggregate: np.ndarray, sites: int) -> np.ndarray:
-        """``sum_i r_i mod m`` from the vector Flower's SecAgg+ workflow hands the strategy
-        after summing ``sites`` sites (its dequantisation inverted; exact for
-        ``sites < m``)."""
-        m, q = self.modulus, self.quantization_range
-        total = (np.asarray(aggregate, dtype=np.float64) * ((m - sites) / q)
-                 + sites * self.clipping_range)
-        return np.mod(np.rint(total).astype(np.int64), m)
 
 
 #: Every request config key describing a secure sum.

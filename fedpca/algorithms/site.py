@@ -158,9 +158,10 @@ class RoundsPolicy(EqualReleases):
         accounting: ``"pld"`` (default), ``"rdp"`` or ``"paper"`` (the closed form
             :attr:`PAPER_RULE`).
         clip_norm: public row-norm bound ``C``.
-        secure_min_sites: ``m``, set only when every answer is revealed only inside a secure
-            sum over at least ``m`` sites (SecAgg+): the site then adds ``sigma / sqrt(m)``
-            and refuses any request that would reveal its answer unmasked.
+        secure_min_sites: ``M``, set only when every answer is revealed only inside a secure
+            sum over at least ``M`` sites (fedpca's verifiable secure aggregation, with
+            ``discrete``): the site refuses any request that would reveal its answer
+            unmasked.
         noise_sampler: ``"float"`` (numpy Gaussians: simulation only) or ``"exact"`` (grid points
             plus exact discrete Gaussian noise: a real site's).
     """
@@ -199,6 +200,13 @@ class RoundsPolicy(EqualReleases):
 
 #: A server may raise a site's noise multiplier up to this; beyond it a request is absurd.
 MAX_NOISE_MULTIPLIER = 1e6
+#: The refusal of a policy with secure sums of continuous shares (Flower's SecAgg+ carried
+#: them; fedpca retired it: docs/api.md, "Migrating from SecAgg+").
+CONTINUOUS_SHARES_RETIRED = (
+    "secure sums are distributed discrete Gaussian residues through fedpca's verifiable "
+    "secure aggregation: set discrete=true with secure_min_sites (--discrete on the command "
+    "line); continuous shares ran only through Flower's SecAgg+, which fedpca no longer "
+    "uses (docs/api.md, \"Migrating from SecAgg+\")")
 
 
 @dataclass(frozen=True)
@@ -225,10 +233,9 @@ class PrivateSite:
             :class:`~fedpca.algorithms.site_rows.SiteRows` read only through their products
             (streamed genotypes; an algorithm with :attr:`STREAMS_ROWS` only).
         policy: the site's own :class:`SitePrivacyPolicy`. With ``policy.secure_min_sites =
-            m`` the site's answers are only revealed summed with those of at least ``m``
-            sites (secure aggregation): it then adds noise of standard deviation
-            ``sigma / sqrt(m)`` so the sum carries ``sigma``; the ledger records both
-            guarantees (:meth:`~fedpca.dp.events.Release.own_share`).
+            M`` (and ``discrete``) the site's answers are only revealed summed with those of
+            at least ``M`` sites, as distributed discrete Gaussian residues
+            (:mod:`fedpca.algorithms.secure_sum`).
         site: the site's name (messages, and with ``seed`` its noise stream).
         seed: seed for reproducible simulation only; ``None`` draws OS randomness.
         ledger: the ledger to charge: a real site's durable lifetime ledger for this run,
@@ -252,12 +259,14 @@ class PrivateSite:
         ledger: SiteLedgerLike | None = None,
         limits: SiteLimits | None = None,
     ) -> None:
-        if policy.secure_min_sites is not None:
-            require_positive_int(policy.secure_min_sites, "secure_min_sites", minimum=2)
-        self.policy = policy
-        self.secure_min_sites = policy.secure_min_sites
         #: Whether the site sends distributed discrete Gaussian messages (secure sums only).
         self.discrete = bool(getattr(policy, "discrete", False))
+        if policy.secure_min_sites is not None:
+            require_positive_int(policy.secure_min_sites, "secure_min_sites", minimum=2)
+            if not self.discrete:
+                raise ConfigurationError(CONTINUOUS_SHARES_RETIRED)
+        self.policy = policy
+        self.secure_min_sites = policy.secure_min_sites
         #: Whether its own releases are grid points with exact discrete Gaussian noise.
         self.exact = policy.noise_sampler == EXACT
         self.site = site
@@ -365,19 +374,11 @@ class PrivateSite:
         :func:`~fedpca.dp.exact_noise.float_error`) describe the statistic. The noise
         is the site's ``sigma`` (possibly raised by the server). Exact noise: grid points,
         charged as their discrete Gaussian (:mod:`fedpca.dp.exact_noise`). Float
-        noise: charged as the Gaussian of ``sigma``; under secure aggregation the site's
-        own share is ``sigma / sqrt(m)``, and the ledger records that too (the guarantee
-        against a coordinator that bypasses the secure sum). ``scale >= 1``: the noise drawn
+        noise: charged as the Gaussian of ``sigma``. ``scale >= 1``: the noise drawn
         is ``scale`` times the one charged (e.g. the sum of ``n`` records' own views, each
         charged ``sigma``: ``scale = sqrt(n)``).
         """
         sigma = self.sigma(sensitivity, min_noise_multiplier)
-        if self.exact and self.secure_min_sites is not None:
-            raise ConfigurationError(
-                f"{self.site}: exact noise inside secure sums is the distributed discrete "
-                "Gaussian: set discrete=true with secure_min_sites, or noise_sampler='float' "
-                "(simulation only) for continuous shares"
-            )
         shape = statistic.shape
         if self.exact:
             charged = ExactGaussian.for_release(sigma, sensitivity, statistic.size, error)
@@ -385,13 +386,9 @@ class PrivateSite:
                      ExactGaussian.for_release(scale * sigma, sensitivity, statistic.size, error))
             return self.publish(charged.release(mechanism, shape), lambda index: drawn.noisy(
                 statistic, self.noise.generator(index)).reshape(shape))
-        release = Release(mechanism, sensitivity, sigma, shape)
-        if self.secure_min_sites is not None:
-            release = Release(f"{mechanism}+secagg(m={self.secure_min_sites})", sensitivity,
-                              sigma, shape, sites_in_sum=self.secure_min_sites)
-        own_sigma = release.own_share().sigma
-        return self.publish(release, lambda index: statistic + self.noise.gaussian(
-            index, scale * own_sigma, shape))
+        return self.publish(Release(mechanism, sensitivity, sigma, shape),
+                            lambda index: statistic + self.noise.gaussian(
+                                index, scale * sigma, shape))
 
     def noisy_symmetric_release(
         self, mechanism: str, matrix: np.ndarray, sensitivity: float, sigma: float, *,
@@ -471,14 +468,6 @@ class PrivateSite:
         coordinator's, UNTRUSTED: each algorithm checks them before anything is computed
         or charged, and refuses with :meth:`refuse`). Subclasses."""
         raise NotImplementedError
-
-    def answer_bound(self, config: Mapping[str, Any]) -> float | None:
-        """A bound on ``max |answer|`` from public quantities only (clip norm, record count,
-        the site's sigma), exceeded with probability at most
-        :data:`~fedpca.dp.mechanisms.TAIL_PROBABILITY`, for a secure sum of continuous
-        shares whose clipping range must hold it; ``None`` when the algorithm has no such
-        mode (subclasses that have one override it)."""
-        return None
 
     def check_config(self, config: Mapping[str, Any]) -> None:
         """Refuse a request whose config holds a key the algorithm does not know

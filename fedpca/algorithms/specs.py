@@ -159,7 +159,7 @@ def app_config() -> dict[str, Any]:
 
 #: Scenario fields that are not run_config keys.
 CLI_ONLY = frozenset({"sites", "failure_rate"})
-#: run_config keys of the App itself: SecAgg+'s public bound on a site's record count, the
+#: run_config keys of the App itself: secure sums' public bound on a site's record count, the
 #: path the ServerApp writes its run record to ("": none), the hash of the data contract
 #: the run is made under ("": none; a real site refuses a run under another,
 #: :mod:`fedpca.site.real_site`), a centred run's scaling (``centring``: "", "centre" or

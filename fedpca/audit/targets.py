@@ -22,8 +22,8 @@ grid points plus exact discrete Gaussian noise, unless ``noise_sampler="float"``
   site agreed to the release (``rounds=1``: three releases, the claim one of them).
 * ``dpdis-pca/secure-sum`` and ``sulq-kplane/secure-sum``: the decoded secure sum of two
   sites' distributed discrete Gaussian messages, the audited site holding the neighbours
-  (made by the sites' own release code; through Flower the same residues pass SecAgg+
-  unchanged).
+  (made by the sites' own release code; through Flower the same residues are masked and
+  summed exactly by the verifiable secure aggregation).
 * ``dpdis-pca``: the noisy ``A^_s`` (``variant=full``), upper triangle. The default
   ``variant=factor`` sends ``P_s``, computed from the same ``A^_s``: post-processing, which
   can only make the two datasets harder to tell apart.
@@ -265,8 +265,8 @@ def _secure_target(name: str, settings: AuditSettings, site_cls: type[PrivateSit
                    answer: Callable[[PrivateSite], np.ndarray], secure: SecureSum) -> AuditTarget:
     """A secure sum's audit: the audited site holds the neighbouring records, the other
     :data:`SECURE_SITES` - 1 the fixed ones; the server's view is the decoded sum of their
-    ``answer`` messages (the residues the Flower client sends through SecAgg+ unchanged,
-    ``tests/test_secure_flower.py``)."""
+    ``answer`` messages (the residues a site masks in the verifiable secure aggregation,
+    whose unmasked sum is theirs exactly)."""
     data = _prepared(settings.neighbours(), settings.clip_norm)
 
     def sites(neighbour: bool, seed: int | None) -> list[PrivateSite]:

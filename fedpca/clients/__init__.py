@@ -1,19 +1,13 @@
-"""Deprecated: fedpca's Flower clients live in :mod:`fedpca.flower` (the ClientApp in
-:mod:`fedpca.flower.clientapp`, the one client of every algorithm and its factories in
-:mod:`fedpca.flower.site_client`). Importing this package warns."""
+"""fedpca's Flower clients (the stable public names; the Flower layer holds them): a site's
+ClientApp (:func:`site_client_app`, for the Message-API strategies and the legacy adapters
+alike) and each algorithm's ``NumPyClient``, one thin adapter over the site's
+``SiteService`` (:class:`~fedpca.flower.site_client.PrivateSiteClient`, which every
+algorithm's client is), with the factory of an algorithm's client (:func:`client_factory`)."""
 
-from fedpca.algorithms.specs import SPECS
 from fedpca.flower.clientapp import site_client_app
-from fedpca.flower.deprecated import alias_package
 from fedpca.flower.site_client import PrivateSiteClient, client_factory
 
 DPSPCAClient = DPdisPCAClient = KPlaneClient = LDPCovarianceClient = PrivateSiteClient
 
-alias_package(__name__, {
-    module: {"client_for_site": client_factory(SPECS[algorithm].site_class())}
-    for module, algorithm in (("dps_pca", "dps-pca"), ("dpdis_pca", "dpdis-pca"),
-                              ("ldp_pca", "ldp-pca"), ("kplane", "sulq-kplane"))
-}, "fedpca.flower.clientapp and fedpca.flower.site_client")
-
 __all__ = ["DPSPCAClient", "DPdisPCAClient", "KPlaneClient", "LDPCovarianceClient",
-           "site_client_app"]
+           "PrivateSiteClient", "client_factory", "site_client_app"]

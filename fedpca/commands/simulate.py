@@ -115,8 +115,7 @@ def add_genotype_flags(parser: argparse.ArgumentParser) -> None:
 def genotype_run(values: dict[str, Any], args: argparse.Namespace) -> Any:
     """The DPS-PCA run over ``--plink`` under ``--panel``
     (:class:`~fedpca.scenarios.genotypes.GenotypeRun`): ``--secure-aggregation`` alone means
-    every fileset's site, and always fedpca's verifiable discrete secure sums (Flower's
-    SecAgg+ clips every share to 8, far below a genotype row's squared bound); the data seed
+    every fileset's site, and always fedpca's verifiable discrete secure sums; the data seed
     is ``--seed``."""
     from fedpca.scenarios.base import ALL_SITES
     from fedpca.scenarios.dps_pca import DPSPCAScenario
@@ -129,7 +128,7 @@ def genotype_run(values: dict[str, Any], args: argparse.Namespace) -> Any:
                if k not in ("clip_norm", "sites", "dim", "samples")}
     if options.get("secure_min_sites") == ALL_SITES:
         options["secure_min_sites"] = len(args.plink)
-    if options.get("secure_min_sites") is not None:  # SecAgg+ clips shares at 8, below C^2
+    if options.get("secure_min_sites") is not None:  # secure sums are discrete ones
         options["discrete"] = True
     return GenotypeRun.build(args.plink, args.panel,
                              functools.partial(DPSPCAScenario, **options), set(args.given))

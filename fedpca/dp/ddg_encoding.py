@@ -13,21 +13,7 @@ default freshly seeded from the operating system for every call. A seeded genera
 run reproducible and NOT private against anyone who knows the seed (the rotation's seed, by
 contrast, is public by design and never affects privacy).
 
-Passing the residues through Flower's SecAgg+ exactly (flwr 1.x ``SecAggPlusWorkflow`` and
-``secaggplus_mod``): the client mod multiplies each value by ``q_ratio / quantization_range``
-(``q_ratio = round(num_examples / max_weight * quantization_range)``), clips to
-``[-clipping_range, clipping_range]``, maps ``x -> (x + c) * quantization_range / (2 c)``,
-stochastically rounds into int32, adds masks and reduces modulo ``modulus_range`` (a power of
-two, at most ``2^32``, larger than ``quantization_range``); the weight factor ``q_ratio`` is summed
-in the same modular vector. With ``clipping_range = 0.5``, ``quantization_range = m``,
-``modulus_range = 2 m`` and every site reporting ``num_examples / max_weight = 1 / m`` (so
-``q_ratio = 1``), a residue ``z`` handed to Flower as the float ``z - m/2`` becomes
-``(z - m/2) / m`` after the weight factor and is quantised to exactly ``z`` (powers of two scale
-floats exactly; an integer is its own stochastic rounding); the server's output ``y`` (Flower's
-weighted average) satisfies ``sum z mod 2m = round(N y + N m / 2)``, to be reduced modulo
-``m``. This needs ``m <= 2^31`` (int32 and ``2 m <= 2^32``): hence the default modulus
-``2^31``. Flower warns when ``num_shares > modulus_range / quantization_range``; with
-``q_ratio = 1`` the factor sum is ``N`` and does not overflow.
+The modulus ``m = 2^31`` (the default) keeps every residue a non-negative int32.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from fedpca.errors import ConfigurationError, ParameterError
 
 logger = logging.getLogger(__name__)
 
-#: Default modulus: the largest that passes Flower's SecAgg+ exactly (see ``ddg_encoding``).
+#: Default modulus: residues fit a signed 32-bit integer and the protocol's mask arithmetic.
 DEFAULT_MODULUS = 2**31
 #: Default bound on the probability that a modular sum wraps (a utility failure, not privacy).
 DEFAULT_WRAP_PROBABILITY = 1e-9

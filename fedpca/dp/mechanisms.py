@@ -37,17 +37,6 @@ SEEDED_NOISE_WARNING = (
 NO_SEED = -1
 
 
-#: Probability that an array of Gaussian noise exceeds :func:`gaussian_tail_bound` anywhere.
-TAIL_PROBABILITY = 1e-12
-
-
-def gaussian_tail_bound(sigma: float, size: int, probability: float = TAIL_PROBABILITY) -> float:
-    """``t sigma`` with ``t = sqrt(2 ln(2 size / probability))``: all ``size`` i.i.d.
-    ``N(0, sigma^2)`` entries lie within it except with at most ``probability`` (union bound
-    with ``P(|N(0,1)| > t) <= 2 exp(-t^2/2)``)."""
-    return sigma * math.sqrt(2.0 * math.log(2.0 * max(size, 1) / probability))
-
-
 def power_step_sensitivity(clip_norm: float) -> float:
     """Replace-one L2 sensitivity of ``X^T X Q`` for orthonormal ``Q``: ``sqrt(2) C^2``."""
     return SQRT2 * clip_norm**2

@@ -26,7 +26,7 @@ from flwr.server import Grid, ServerApp
 from fedpca.algorithms.specs import run_algorithm, spec
 from fedpca.blas import single_thread_blas
 from fedpca.flower.clientapp import cached_service, node_of, service_client_app
-from fedpca.flower.site_client import site_client
+from fedpca.flower.site_client import source_client
 from fedpca.site.real_site import RealSiteSource, is_real_site
 from fedpca.site.service import Node, SiteSource
 
@@ -53,7 +53,7 @@ def app_source(node: Node) -> SiteSource:
 def client_fn(context: Context) -> Client:
     """This node's site as a Flower ``Client`` (the site the App's ClientApp answers with,
     :func:`app_source`), e.g. for a ClientApp of one's own."""
-    return site_client(context, app_source(node_of(context)).site())
+    return source_client(context, app_source(node_of(context)))
 
 
 client_app = service_client_app(functools.partial(cached_service, app_source))

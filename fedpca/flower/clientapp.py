@@ -11,11 +11,11 @@ format:
   detour): never inside a secure sum, so a site whose policy relies on one refuses it;
 * a stage of fedpca's verifiable secure aggregation is a
   :class:`~fedpca.site.service.Secure` (:mod:`fedpca.flower.secure_site`);
-* a legacy ``FitIns``, or a stage of Flower's SecAgg+, goes to Flower's own
-  ``ClientApp(client_fn=..., mods=[secure_aggregation_mod])`` over the same site as a
-  :class:`~fedpca.flower.site_client.PrivateSiteClient` (Flower's SecAgg+ exists only on the
-  legacy API); a site whose identity is ``verified_only`` (a real site) refuses SecAgg+,
-  which holds only against an honest-but-curious coordinator.
+* a legacy ``FitIns`` goes to Flower's own ``ClientApp(client_fn=...)`` over the same
+  service as a :class:`~fedpca.flower.site_client.PrivateSiteClient` (the ``NumPyClient``
+  adapter, one :class:`~fedpca.site.service.Ask` per ``fit``); any other train content,
+  e.g. a stage of Flower's SecAgg+ (which fedpca does not use: it holds only against an
+  honest-but-curious coordinator), is refused as a malformed request.
 
 A QUERY message is the readiness question before round 1 (:mod:`fedpca.flower.readiness`),
 the run's released result after the last round (:mod:`fedpca.flower.result_wire`), or the news
@@ -47,10 +47,9 @@ from flwr.common.constant import ErrorCode
 from fedpca.algorithms.site import PrivateSite
 from fedpca.flower.result_wire import is_result_message, read_result_message, result_answer
 from fedpca.flower.run_end import is_run_end_message, read_run_end, run_end_answer
-from fedpca.flower.run_state import ContextState
-from fedpca.flower.secagg_plus import is_secagg_plus_stage, secure_aggregation_mod
+from fedpca.flower.run_state import ContextState, node_of
 from fedpca.flower.secure_site import is_protocol_message, protocol_content, protocol_request
-from fedpca.flower.site_client import site_client
+from fedpca.flower.site_client import PrivateSiteClient
 from fedpca.flower.wire import (
     answer_content,
     budget_answer,
@@ -95,12 +94,6 @@ SERVICES: dict[tuple[int, int], tuple[Node, SiteService]] = {}
 MAX_SERVICES = 20_000
 
 
-def node_of(context: Context) -> Node:
-    """The Flower-free view of a message's context."""
-    return Node(str(context.run_id), int(context.node_id), dict(context.node_config),
-                dict(context.run_config))
-
-
 def cached_service(source_fn: SourceFn, context: Context) -> SiteService:
     """The service of the message's node in its run, opened once per process and kept while
     its node_config and run_config stay the same."""
@@ -120,7 +113,7 @@ def service_client_app(service_for: ServiceFn) -> ClientApp:
 
     It holds only module-level functions bound to ``service_for``, so it is cheap to pickle
     (Flower's Ray backend pickles the ClientApp with every message); the legacy path's
-    ClientApp is built for the message that needs it (:func:`legacy_app`)."""
+    ClientApp is built for the message that needs it (:func:`legacy_answer`)."""
     app = ClientApp()
     app.train()(functools.partial(answer_train, service_for))
     app.query()(functools.partial(answer_query, service_for))
@@ -162,41 +155,30 @@ def answer_query(service_for: ServiceFn, message: Message, context: Context) -> 
 def respond(service_for: ServiceFn, message: Message, context: Context,
             read: Callable[[], Request], encode: Callable[[Any], RecordDict]) -> Message:
     """The answer to ``message``: its request (``read``, UNTRUSTED: a malformed one is
-    refused) handled by the node's service, the reply encoded by ``encode``; a refusal is
-    the reply's error."""
-    def reply() -> Any:
-        return service_for(context).reply(read(), ContextState(context))
-
-    outcome = guarded(str(message.metadata.message_type), reply)
+    refused) handled by the node's service (:meth:`~fedpca.site.service.SiteService.handle`),
+    the reply encoded by ``encode``; a refusal is the reply's error."""
+    what = str(message.metadata.message_type)
+    request = guarded(what, read)
+    outcome = (request if isinstance(request, Refusal)
+               else service_for(context).handle(request, ContextState(context)))
     if isinstance(outcome, Refusal):
         return error_reply(message, outcome.reason)
     return Message(encode(outcome), reply_to=message)
 
 
-def legacy_app(service_for: ServiceFn) -> ClientApp:
-    """Flower's own ClientApp over ``service_for(context)``'s site as a legacy ``Client``,
-    with Flower's SecAgg+ mod (its state lives in the context, not in the app)."""
-    return ClientApp(client_fn=functools.partial(legacy_client, service_for),
-                     mods=[secure_aggregation_mod])
-
-
 def legacy_answer(service_for: ServiceFn, message: Message, context: Context) -> Message:
-    """A legacy ``FitIns`` or SecAgg+ stage, through Flower's own ClientApp over the site
-    (:func:`legacy_app`; a ``verified_only`` site refuses SecAgg+ first)."""
-    def reply() -> Message:
-        if is_secagg_plus_stage(message.content):
-            service_for(context).refuse_secagg_plus()
-        return legacy_app(service_for)(message, context)
-
-    outcome = guarded(str(message.metadata.message_type), reply)
+    """A legacy ``FitIns``, through Flower's own ClientApp over the node's service as a
+    ``NumPyClient`` (:class:`~fedpca.flower.site_client.PrivateSiteClient`)."""
+    app = ClientApp(client_fn=functools.partial(legacy_client, service_for))
+    outcome = guarded(str(message.metadata.message_type), lambda: app(message, context))
     if isinstance(outcome, Refusal):
         return error_reply(message, outcome.reason)
     return outcome
 
 
 def legacy_client(service_for: ServiceFn, context: Context) -> Client:
-    """The site of ``service_for(context)`` as a Flower ``Client`` (the legacy API)."""
-    return site_client(context, service_for(context).synced_site(ContextState(context)))
+    """The node's service as a Flower ``Client`` (the legacy API)."""
+    return PrivateSiteClient(service_for(context), ContextState(context)).to_client()
 
 
 def error_reply(message: Message, reason: str) -> Message:
@@ -241,8 +223,8 @@ def function_service(client_fn: ClientFn, identity_fn: IdentityFn | None,
 def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
                     budget_fn: BudgetFn | None = None) -> ClientApp:
     """A site's ClientApp answering fedpca's Message-API strategies (``DPSPCA``, ..., with or
-    without verified secure aggregation), its legacy strategies (``DPSPCAStrategy``, ...,
-    with or without SecAgg+) and their readiness round, from ``client_fn``.
+    without verified secure aggregation), their legacy-API adapters (``DPSPCAStrategy``, ...)
+    and their readiness round, from ``client_fn``.
 
     Args:
         client_fn: ``context -> Client`` building the site's client for each message, e.g.

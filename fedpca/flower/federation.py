@@ -35,7 +35,7 @@ from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.extras import SIMULATION, require_extra
 from fedpca.progress import RoundObserver
 from fedpca.flower.rounds import SiteRoundStrategy
-from fedpca.flower.workflow import SecAggSettings, run_strategy
+from fedpca.flower.workflow import run_strategy
 
 
 @dataclass(frozen=True)
@@ -151,14 +151,12 @@ def run_federation(
     sites: SitesApp,
     num_sites: int,
     verbose: bool = False,
-    secure: SecAggSettings | None = None,
     observer: RoundObserver | None = None,
     engine: Engine | None = None,
 ) -> None:
     """Simulate ``num_sites`` ``sites`` (:func:`source_sites`, :func:`client_sites`)
     answering ``strategy``
-    for ``strategy.num_rounds`` rounds (SecAgg+ fit rounds if ``secure``: legacy strategies
-    only); raise if the run stopped before its last round.
+    for ``strategy.num_rounds`` rounds; raise if the run stopped before its last round.
 
     ``observer`` (e.g. :class:`fedpca.progress.RoundProgress`) is called by the strategy,
     in this process, after every aggregated round. A run that the strategy stops
@@ -170,7 +168,7 @@ def run_federation(
 
     @server_app.main()
     def _main(grid: Grid, context: Context) -> None:
-        run_strategy(grid, context, strategy, strategy.num_rounds, secure=secure)
+        run_strategy(grid, context, strategy, strategy.num_rounds)
 
     engine = engine or Engine()
     with site_store_for(engine) as store:

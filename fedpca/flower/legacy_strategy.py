@@ -1,19 +1,25 @@
-"""A fedpca algorithm on Flower's legacy strategy API (``flwr.server.strategy.Strategy``).
+"""A fedpca strategy on Flower's legacy strategy API (``flwr.server.strategy.Strategy``).
 
-The legacy API is the only one Flower's SecAgg+ workflow drives
-(:func:`fedpca.flower.workflow.run_strategy` with ``secure=...``). Everything the rounds
-do lives in :class:`~fedpca.flower.rounds.SiteRoundStrategy`; this module only turns its
-requests into ``FitIns`` and the sites' ``FitRes`` into answers. Its budget round
-(:mod:`fedpca.flower.readiness`) is run by ``run_strategy`` before Flower's workflow
-starts: the legacy API has no hook before round 1 that may exchange messages.
+For a ServerApp written against Flower's legacy API (``ServerApp(server_fn=...)`` returning
+``ServerAppComponents(strategy=...)``, or ``DefaultWorkflow`` in a ``main``) whose sites are
+``NumPyClient`` s (:mod:`fedpca.flower.site_client`). :class:`LegacySiteStrategy` is an
+adapter over one :class:`~fedpca.flower.strategy.MessageSiteStrategy`: its requests become
+``FitIns``, the sites' ``FitRes`` its answers; every round's check, combination, readiness
+round, failure notice and result delivery is the Message-API strategy's own. It carries no
+secure sums: those run only through fedpca's verifiable secure aggregation on the Message API.
+Through :func:`fedpca.flower.workflow.run_strategy` the readiness round runs before Flower's
+``DefaultWorkflow`` (the legacy API has no hook before round 1 that may exchange messages)
+and the released result goes to every site after it.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any, ClassVar
 
 from flwr.app import Error
 from flwr.common import (
+    Context,
     EvaluateIns,
     EvaluateRes,
     FitIns,
@@ -22,51 +28,109 @@ from flwr.common import (
     Scalar,
     ndarrays_to_parameters,
 )
+from flwr.server import Grid, LegacyContext, ServerConfig
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
+from flwr.server.workflow import DefaultWorkflow
 
+from fedpca.errors import ConfigurationError
+from fedpca.flower.readiness import Readiness
+from fedpca.flower.strategy import MessageSiteStrategy
 from fedpca.flower.wire import read_fit_res
-from fedpca.flower.rounds import SiteRoundStrategy
 
 logger = logging.getLogger(__name__)
 
 WARNING_NO_BUDGET_ROUND = (
-    "%s: no budget round before round 1 (run the strategy with "
+    "%s: no readiness round before round 1 (run the strategy with "
     "fedpca.flower.workflow.run_strategy to have one): a site that cannot afford the "
     "whole run refuses its first request, but the other sites may then spend on a run "
     "that does not finish"
 )
 
 
-class LegacySiteStrategy(SiteRoundStrategy, Strategy):
-    """A :class:`SiteRoundStrategy` as a legacy Flower strategy (hooks in the order Flower
-    calls them); same constructor parameters."""
+class LegacySiteStrategy(Strategy):
+    """Flower's legacy strategy hooks over :attr:`rounds`, a Message-API strategy (hooks in
+    the order Flower calls them); every other attribute (``result()``, ``failures``,
+    ``site_sizes``, ...) is that strategy's."""
+
+    #: The Message-API strategy an algorithm's adapter builds from its parameters.
+    STRATEGY: ClassVar[type[MessageSiteStrategy]] = MessageSiteStrategy
+
+    def __init__(self, *args: Any, strategy: MessageSiteStrategy | None = None,
+                 **params: Any) -> None:
+        """Adapt ``strategy``, or the :attr:`STRATEGY` built from ``args`` and ``params``
+        (the Message-API strategy's constructor parameters)."""
+        rounds = self.STRATEGY(*args, **params) if strategy is None else strategy
+        if rounds.secure_protocol is not None:
+            raise ConfigurationError(
+                f"{rounds.label}: secure sums run only through fedpca's verifiable secure "
+                "aggregation on Flower's Message API; run the Message-API strategy itself")
+        self.rounds = rounds
+
+    def __getattr__(self, name: str) -> Any:
+        """What the adapter does not define is the Message-API strategy's."""
+        if name == "rounds":  # not set yet (e.g. while unpickling)
+            raise AttributeError(name)
+        return getattr(self.rounds, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Every attribute but :attr:`rounds` is the Message-API strategy's (e.g. its
+        ``contract``, ``asked``, ``privacy``)."""
+        if name == "rounds":
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.rounds, name, value)
+
+    def __repr__(self) -> str:
+        described = repr(self.rounds).split("(", 1)[1]  # the strategy's own parameters
+        return f"{type(self).__name__}({described}"
+
+    def run(self, grid: Grid, contract: str, readiness: Readiness | None = None, *,
+            num_rounds: int | None = None, context: Context | None = None) -> None:
+        """Run in a ServerApp's ``main`` (:func:`fedpca.flower.workflow.run_strategy`): the
+        readiness round, Flower's ``DefaultWorkflow`` over ``context`` for ``num_rounds``
+        rounds (default: the algorithm's), then the released result under ``contract`` to
+        every site; a failure is told to every ready site, then raised."""
+        rounds = self.rounds
+        rounds.contract = contract
+        if readiness is not None:
+            rounds.readiness = readiness
+        rounds.budget_round(grid)
+        legacy = LegacyContext(context=context, strategy=self, config=ServerConfig(
+            num_rounds=rounds.num_rounds if num_rounds is None else num_rounds))
+        try:
+            DefaultWorkflow()(grid, legacy)
+        except Exception as error:
+            rounds.announce_failure(grid, error)
+            raise
+        rounds.deliver_result(grid)
 
     def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
         """No client is asked for parameters: the first round carries what it needs."""
-        self.begin()
+        self.rounds.begin()
         return ndarrays_to_parameters([])
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
         """Ask every connected site (after ``wait_for_sites`` connected) that did not decline
-        the run in the budget round for its release."""
-        if server_round == 1 and not self.budget_asked:
-            logger.warning(WARNING_NO_BUDGET_ROUND, self.label)
-        arrays, config = self.request(server_round)
+        the run in the readiness round for its release."""
+        rounds = self.rounds
+        if server_round == 1 and not rounds.budget_asked:
+            logger.warning(WARNING_NO_BUDGET_ROUND, rounds.label)
+        arrays, config = rounds.request(server_round)
         ins = FitIns(ndarrays_to_parameters(arrays), config)
         # Flower's legacy workflow registers the connected nodes when asked for their number
         # (else only every 5 s, which wait_for alone would sit out)
         client_manager.num_available()
-        client_manager.wait_for(self.wait_for_sites)
+        client_manager.wait_for(rounds.wait_for_sites)
         clients = client_manager.sample(
-            num_clients=client_manager.num_available(), min_num_clients=self.wait_for_sites
+            num_clients=client_manager.num_available(), min_num_clients=rounds.wait_for_sites
         )
-        declined = {str(node) for node in self.declined}
+        declined = {str(node) for node in rounds.declined}
         clients = [client for client in clients if client.cid not in declined]
-        self.asked = len(clients)
+        rounds.asked = len(clients)
         return [(client, ins) for client in clients]
 
     def aggregate_fit(
@@ -76,7 +140,7 @@ class LegacySiteStrategy(SiteRoundStrategy, Strategy):
         failures: list[tuple[ClientProxy, FitRes] | BaseException],
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
         """Check enough sites answered, then combine their releases."""
-        array, metrics = self.aggregate(
+        array, metrics = self.rounds.aggregate(
             server_round, results, [failure_reason(f) for f in failures],
             lambda result: read_fit_res(result[1], result[0].cid),
         )

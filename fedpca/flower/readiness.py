@@ -20,7 +20,7 @@ own check at the run's first request (:func:`~fedpca.site.real_site.require_affo
 
 Both strategy APIs run it through the ServerApp's grid: a Message-API strategy in its
 ``start``; a legacy one in :func:`fedpca.flower.workflow.run_strategy`, before Flower's
-``DefaultWorkflow`` (with or without SecAgg+). The legacy strategy API has no hook before
+``DefaultWorkflow``. The legacy strategy API has no hook before
 round 1 that may exchange messages, and the legacy ``get_properties`` exchange
 (``GridClientProxy.get_properties``) uses a message type that a Message-API ClientApp (like
 fedpca's, :func:`~fedpca.flower.clientapp.site_client_app`) does not accept. A legacy strategy driven

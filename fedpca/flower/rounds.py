@@ -7,9 +7,10 @@ failing site's own reason), hands the decoded :class:`~fedpca.algorithms.site.Si
 objects to :meth:`~SiteRoundStrategy.combine` and tells its observers
 (:meth:`~SiteRoundStrategy.aggregate`). Each algorithm writes its request and its combination
 once, in a subclass of this class (:mod:`fedpca.flower.strategies`);
-:mod:`fedpca.flower.legacy_strategy` and :mod:`fedpca.flower.strategy` only move its arrays
-through Flower's legacy or Message API. The arithmetic stays in the Flower-free servers of
-:mod:`fedpca.algorithms`. No federated evaluation: sites release nothing else.
+:mod:`fedpca.flower.strategy` moves its arrays through Flower's Message API, and
+:mod:`fedpca.flower.legacy_strategy` adapts that one strategy to Flower's legacy API. The
+arithmetic stays in the Flower-free servers of :mod:`fedpca.algorithms`. No federated
+evaluation: sites release nothing else.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import numpy as np
 from flwr.common import Scalar
 from flwr.serverapp import Grid
 
-from fedpca.algorithms.secure_sum import SecAggPlusEmbedding
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import ConfigurationError, RunFailedError
 from fedpca.dp.guarantee import SiteGuarantee, as_guaranteed
@@ -116,9 +116,6 @@ class SiteRoundStrategy:
         **params: the algorithm's parameters, for :meth:`build`.
     """
 
-    #: Set when the sites send distributed discrete Gaussian residues through SecAgg+: every
-    #: reply then carries SecAgg+'s decoded aggregate instead of the site's own message.
-    secagg_embedding: SecAggPlusEmbedding | None = None
     #: The hash of the data contract the run is made under (run_config ``contract``; ``""``:
     #: none), sent to the sites with the released result.
     contract: str = ""
@@ -140,8 +137,6 @@ class SiteRoundStrategy:
         self.privacy = dict(privacy or {})
         #: The Flower-free server: it plans the rounds, keeps the history, makes the result.
         self.server = server if server is not None else self.build(**params)
-        if self.server.secure_modulus is not None:
-            self.secagg_embedding = SecAggPlusEmbedding(self.server.secure_modulus)
         #: Every failing site's reason, over the whole run.
         self.failures: list[str] = []
         #: The sites (node ids) that declined the run in the budget round, with their
@@ -333,29 +328,12 @@ class SiteRoundStrategy:
         answers = [decode(reply) for reply in replies]
         if summed is not None:
             answers = summed_answers(answers, summed)
-        elif self.secagg_embedding is not None:
-            answers = secure_sum_answers(answers, self.secagg_embedding)
         self.site_releases.update({a.site: a.releases for a in answers})
         self.site_sizes.update({a.site: a.n for a in answers})
         self.site_guarantees.update({a.site: a.guarantee for a in answers if a.guarantee})
         array, metrics = self.server.round_result(server_round, answers)
         self.notify()
         return array, metrics
-
-
-def secure_sum_answers(
-    answers: list[SiteAnswer], embedding: SecAggPlusEmbedding
-) -> list[SiteAnswer]:
-    """The answers of a SecAgg+ round of residues, as the Flower-free server reads them: the
-    sum of all residues modulo ``m`` as the first site's message, zeros as the others' (so
-    their modular sum is SecAgg+'s sum). Every reply must carry the same aggregate."""
-    aggregate = answers[0].value
-    if any(not np.array_equal(a.value, aggregate) for a in answers):
-        raise RoundFailedError(
-            "the sites' replies carry different vectors: this round did not run through "
-            "SecAgg+, whose replies all carry the one unmasked sum"
-        )
-    return summed_answers(answers, embedding.residue_sum(aggregate, len(answers)))
 
 
 def summed_answers(answers: list[SiteAnswer], total: np.ndarray) -> list[SiteAnswer]:

@@ -1,4 +1,5 @@
-"""What a site keeps between the messages of one run, in Flower's ``context.state``.
+"""What a site keeps between the messages of one run, in Flower's ``context.state``, and who
+is asked in which run (a message's context, Flower-free).
 
 ``context.state`` persists per node for the whole run, in simulation (where a site's
 objects may be rebuilt, or answer in another Ray process, for every message) and in
@@ -9,12 +10,9 @@ leaves the site.
 
 from __future__ import annotations
 
-import json
-
 from flwr.app import ConfigRecord, Context
 
-from fedpca.dp.ledger import PrivacyLedger
-from fedpca.site.service import LEDGER
+from fedpca.site.service import LEDGER, Node
 
 #: The prefix of fedpca's records in ``context.state``.
 PREFIX = "fedpca."
@@ -41,14 +39,7 @@ class ContextState:
 LEDGER_RECORD = PREFIX + LEDGER
 
 
-def load_ledger(context: Context, ledger: PrivacyLedger) -> PrivacyLedger:
-    """Fill ``ledger`` with the releases the run's state holds (if any) and return it."""
-    stored = ContextState(context).load(LEDGER)
-    if stored is not None:
-        ledger.restore(json.loads(stored))
-    return ledger
-
-
-def store_ledger(context: Context, ledger: PrivacyLedger) -> None:
-    """Keep ``ledger``'s releases in the run's state."""
-    ContextState(context).store(LEDGER, json.dumps(ledger.to_dict()).encode())
+def node_of(context: Context) -> Node:
+    """The Flower-free view of a message's context: who is asked, in which run."""
+    return Node(str(context.run_id), int(context.node_id), dict(context.node_config),
+                dict(context.run_config))

@@ -2,7 +2,7 @@
 :data:`fedpca.flower.app.server_app` runs): the configured algorithm's server over the
 connected sites (a simulated genotype run's over its PLINK filesets: :func:`genotype_context`),
 or a centred run (:func:`~fedpca.flower.app_centring.run_centred`), on the
-Message API unless Flower's SecAgg+ is asked; a run that fails writes a failure record
+Message API; a run that fails writes a failure record
 (:func:`fedpca.run_record.failure_recorded`). Kept apart from :mod:`fedpca.flower.app` so
 that a ClientApp process, which imports that module for every message, loads no server
 code."""

@@ -29,8 +29,8 @@ from flwr.common import Context
 
 from fedpca.flower.clientapp import node_of
 from fedpca.flower.federation import Engine, run_federation, source_sites
-from fedpca.flower.site_client import site_client
-from fedpca.flower.workflow import after_run, secure_aggregation, strategy_for
+from fedpca.flower.site_client import source_client
+from fedpca.flower.workflow import after_run, strategy_for
 from fedpca.progress import RoundObserver
 from fedpca.scenarios.base import Scenario
 from fedpca.scenarios.genotypes import GenotypeRun
@@ -61,7 +61,7 @@ def partition_client(scenario: Scenario, context: Context) -> Client:
     """Virtual site ``partition-id``'s client for ``scenario`` (for a ClientApp of your own,
     :func:`~fedpca.flower.clientapp.site_client_app`), its in-memory ledger in
     ``context.state``."""
-    return site_client(context, partition_source(scenario, node_of(context)).site())
+    return source_client(context, partition_source(scenario, node_of(context)))
 
 
 def partition_identity(scenario: Scenario, context: Context) -> SecureIdentity | None:
@@ -92,7 +92,7 @@ def run_sources(scenario: Scenario, plan: ServerPlan, sites: int,
     start = time.perf_counter()
     strategy = strategy_for(plan, scenario, wait_for_sites=sites)
     run_federation(strategy, source_sites(source), sites, verbose=verbose, observer=observer,
-                   engine=engine, secure=secure_aggregation(scenario, strategy, plan.max_weight))
+                   engine=engine)
     after_run(plan, strategy)
     return strategy.result({
         **config, "wall_seconds": time.perf_counter() - start,
@@ -147,7 +147,7 @@ def simulate_tables(
     strategy = strategy_for(plan, scenario, wait_for_sites=run.sites)
     sites = source_sites(functools.partial(table_source, run, strategy.num_rounds))
     run_federation(strategy, sites, run.sites, verbose=verbose, observer=observer,
-                   engine=engine, secure=secure_aggregation(scenario, strategy, plan.max_weight))
+                   engine=engine)
     config = {**scenario.to_run_config(), "dataset": "tables", "standardize": run.standardize,
               "contract": run.loaded_contract.hash,
               "wall_seconds": time.perf_counter() - start}

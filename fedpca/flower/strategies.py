@@ -2,9 +2,9 @@
 
 A named strategy is the one Message-API strategy
 (:class:`~fedpca.flower.strategy.MessageSiteStrategy`) that builds its algorithm's
-Flower-free server from its parameters, or that class's legacy-API twin (:func:`legacy_twin`:
-a :class:`~fedpca.flower.legacy_strategy.LegacySiteStrategy`, the only kind Flower's SecAgg+
-workflow drives, building the same server). Every
+Flower-free server from its parameters, or the adapter of that strategy to Flower's legacy
+strategy API (:class:`~fedpca.flower.legacy_strategy.LegacySiteStrategy`, e.g.
+:class:`DPSPCAStrategy` for a ``ServerApp(server_fn=...)``). Every
 formula lives in the server's module; the strategies only move arrays. The privacy guarantee
 is the sites' (each adds its own noise before anything leaves it); the server records what
 they state.
@@ -87,18 +87,25 @@ class SuLQKPlane(MessageSiteStrategy):
     build = KPlaneServer
 
 
-def legacy_twin(strategy: type[MessageSiteStrategy], name: str) -> type[LegacySiteStrategy]:
-    """``strategy``'s twin on Flower's legacy strategy API (the only kind Flower's SecAgg+
-    workflow drives): a :class:`~fedpca.flower.legacy_strategy.LegacySiteStrategy` named
-    ``name`` that builds the same server from the same parameters."""
-    doc = (f"{strategy.__name__} on Flower's legacy strategy API (and SecAgg+); parameters: "
-           f":class:`{strategy.__name__}`'s.")
-    return type(name, (LegacySiteStrategy,), {"build": strategy.build, "__doc__": doc,
-                                              "__module__": __name__, "__qualname__": name})
+class DPSPCAStrategy(LegacySiteStrategy):
+    """DPS-PCA on Flower's legacy strategy API; parameters: :class:`DPSPCA`'s."""
+
+    STRATEGY = DPSPCA
 
 
-#: Each Message-API strategy's legacy twin.
-DPSPCAStrategy = legacy_twin(DPSPCA, "DPSPCAStrategy")
-DPdisPCAStrategy = legacy_twin(DPdisPCA, "DPdisPCAStrategy")
-LDPCovarianceStrategy = legacy_twin(LDPCovariance, "LDPCovarianceStrategy")
-KPlaneStrategy = legacy_twin(SuLQKPlane, "KPlaneStrategy")
+class DPdisPCAStrategy(LegacySiteStrategy):
+    """DPdisPCA on Flower's legacy strategy API; parameters: :class:`DPdisPCA`'s."""
+
+    STRATEGY = DPdisPCA
+
+
+class LDPCovarianceStrategy(LegacySiteStrategy):
+    """LDP-PCA on Flower's legacy strategy API; parameters: :class:`LDPCovariance`'s."""
+
+    STRATEGY = LDPCovariance
+
+
+class KPlaneStrategy(LegacySiteStrategy):
+    """SuLQ k-plane on Flower's legacy strategy API; parameters: :class:`SuLQKPlane`'s."""
+
+    STRATEGY = SuLQKPlane

@@ -17,8 +17,8 @@ carries an error is a failed site: its reason is ``msg.error.reason`` (the site'
 see :mod:`fedpca.flower.clientapp`). Sites answer through
 :func:`fedpca.flower.clientapp.site_client_app`. Secure sums of distributed discrete Gaussian residues
 run through fedpca's verifiable secure aggregation (:meth:`MessageSiteStrategy.use_secure_protocol`,
-:mod:`fedpca.flower.secure_server`); Flower's SecAgg+ (honest-but-curious only) exists in
-Flower 1.41 only as a legacy workflow: the legacy twin (e.g. ``DPSPCAStrategy``) runs it.
+:mod:`fedpca.flower.secure_server`). Flower's legacy strategy API drives the same strategy
+through its adapter (:mod:`fedpca.flower.legacy_strategy`).
 """
 
 from __future__ import annotations
@@ -26,13 +26,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import (
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    MessageType,
+    MetricRecord,
+    RecordDict,
+)
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
 from fedpca.flower.wire import read_reply, request_content
 from fedpca.flower.secure_site import PROTOCOL_RECORD
 from fedpca.errors import ConfigurationError
+from fedpca.flower.readiness import Readiness
 from fedpca.flower.rounds import SiteRoundStrategy
 from fedpca.flower.secure_server import VerifiedSecureAggregation
 
@@ -51,12 +60,23 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
     def use_secure_protocol(self, protocol: VerifiedSecureAggregation) -> None:
         """Run every round's answers through ``protocol``: a strategy whose sites send
         distributed discrete Gaussian residues (``secure=...``) only."""
-        if self.secagg_embedding is None:
+        if self.server.secure_modulus is None:
             raise ConfigurationError(
                 f"{self.label}: the verifiable secure aggregation sums residues; build the "
                 "strategy with its secure sums (secure=...)"
             )
         self.secure_protocol = protocol
+
+    def run(self, grid: Grid, contract: str, readiness: Readiness | None = None, *,
+            num_rounds: int | None = None, context: Context | None = None) -> None:
+        """Run in a ServerApp's ``main`` (:func:`fedpca.flower.workflow.run_strategy`):
+        :meth:`start` under the data contract ``contract``, with the readiness round's
+        answers ``readiness`` when the ServerApp asked already (``context``: unused, the
+        legacy adapter's)."""
+        self.contract = contract
+        if readiness is not None:
+            self.readiness = readiness
+        self.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=num_rounds)
 
     def start(
         self,

@@ -4,7 +4,7 @@ Both sides read this module: the strategies build requests and decode answers wi
 sites' ClientApp (:mod:`fedpca.flower.clientapp`) reads requests and builds answers with it
 (from the Flower-free requests and replies of :mod:`fedpca.site.service`).
 
-* Legacy format (``flwr.server.strategy`` strategies, and Flower's SecAgg+ workflow): the
+* Legacy format (``flwr.server.strategy`` strategies, :mod:`fedpca.flower.legacy_strategy`): the
   request is a ``FitIns`` (records ``fitins.parameters`` / ``fitins.config``), the answer a
   ``FitRes``; the site's name, epsilon spent and release count travel in its metrics.
 * The budget round (before round 1, :mod:`fedpca.flower.readiness`), in either
@@ -35,7 +35,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.common import FitRes, Scalar, parameters_to_ndarrays
-from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS
 
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.site.answer import RECORDS, Answer
@@ -111,11 +110,9 @@ def read_budget_answer(content: RecordDict, node: str) -> SiteReady:
 
 
 def is_legacy_request(content: RecordDict) -> bool:
-    """Whether a train message is in the legacy format: a ``FitIns``, or a stage of Flower's
-    SecAgg+ protocol (which only the legacy path speaks)."""
+    """Whether a train message is in the legacy format: a ``FitIns``."""
     # content.get, not content.config_records: that view is rebuilt on every access
-    return any(isinstance(content.get(key), ConfigRecord)
-               for key in (LEGACY_CONFIG, RECORD_KEY_CONFIGS))
+    return isinstance(content.get(LEGACY_CONFIG), ConfigRecord)
 
 
 def request_content(arrays: Sequence[np.ndarray], config: Mapping[str, Scalar]) -> RecordDict:
@@ -153,7 +150,7 @@ def answer_from(
     site: str, n: int, arrays: Sequence[np.ndarray], metrics: Mapping[str, object]
 ) -> SiteAnswer:
     """One site's answer: exactly one array, its record count (``metrics[RECORDS]`` when the
-    weight ``n`` is SecAgg+'s fixed one), its reported spending and guarantee."""
+    weight ``n`` is a secure sum's fixed one), its reported spending and guarantee."""
     if len(arrays) != 1:
         raise FedPCAError(
             f"site {site} returned {len(arrays)} arrays, expected 1; is it running fedpca's "

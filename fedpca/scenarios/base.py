@@ -63,8 +63,8 @@ NOISE_SAMPLER = flag(
 #: ``--secure-aggregation`` without a number: every site of the federation.
 ALL_SITES = -1
 SECURE_MIN_SITES = flag(
-    "Flower SecAgg+: each site's noise assumes every secure sum holds at least M sites "
-    "(M defaults to all sites)",
+    "fedpca's verifiable secure aggregation: each site's noise assumes every secure sum "
+    "holds at least M sites (M defaults to all sites)",
     flags=("--secure-aggregation",), nargs="?", type=int, const=ALL_SITES, metavar="M", none=0,
 )
 SEED = flag("seed noise and data for a reproducible run (never in production)", type=int,

@@ -87,7 +87,7 @@ class DPdisPCAScenario(Scenario):
         choices=WEIGHTINGS))
     variant: str = parameter(VARIANT_FACTOR, flag(
         "factor: send P_s (d x r); full: send the noisy d x d matrix; secure-sum: send "
-        "X^T X as distributed discrete Gaussian residues summed by SecAgg+ (needs M, "
+        "X^T X as distributed discrete Gaussian residues in verifiable secure sums (needs M, "
         "below)", choices=VARIANTS))
     secure_min_sites: int | None = parameter(None, SECURE_MIN_SITES)
     alpha: float | None = parameter(None, flag(

@@ -29,6 +29,7 @@ from fedpca.algorithms.dps_pca import (
     secure_sums,
 )
 from fedpca.algorithms.secure_sum import public_seed
+from fedpca.algorithms.site import CONTINUOUS_SHARES_RETIRED
 from fedpca.data.start_basis import START_HASH, StartBasis, load_start_basis, start_name
 from fedpca.data.synthetic import (
     SparseSpikedModel,
@@ -73,9 +74,9 @@ SHAPE_RELATIONS = (("k", "dim"), ("sparsity", "dim"), ("s_hat", "dim"), ("k", "s
 class DPSPCAScenario(Scenario):
     """DPS-PCA over ``sites`` sites holding ``samples`` synthetic records in total.
 
-    ``secure_min_sites = m``: every site adds ``sigma / sqrt(m)`` (or, with ``discrete``,
-    distributed discrete Gaussian noise) and answers only inside SecAgg+ sums of at least
-    ``m`` sites. ``failure_rate`` (simulation only) makes each
+    ``secure_min_sites = M`` (with ``discrete``): every site adds distributed discrete
+    Gaussian noise and answers only inside fedpca's verifiable secure sums of at least ``M``
+    sites. ``failure_rate`` (simulation only) makes each
     site fail each round with that probability before it releases anything.
     """
 
@@ -90,8 +91,8 @@ class DPSPCAScenario(Scenario):
     rounds: int = parameter(10, flag("power rounds T"))
     secure_min_sites: int | None = parameter(None, SECURE_MIN_SITES)
     discrete: bool = parameter(False, flag(
-        "with --secure-aggregation: sites send distributed discrete Gaussian residues "
-        "(exact guarantee for every sum of at least M sites) instead of continuous shares"))
+        "required with --secure-aggregation: sites send distributed discrete Gaussian "
+        "residues (exact guarantee for every sum of at least M sites)"))
     explained_variance: bool = parameter(False, flag(
         "one more round: every site releases the Rayleigh quotients of the final basis and "
         "its trace (k + 1 numbers, planned within the same budget), giving the explained "
@@ -113,6 +114,8 @@ class DPSPCAScenario(Scenario):
             require_ordered({name: getattr(self, name) for name in names})
         # secure_min_sites is the guaranteed minimum m of sites in every secure sum.
         require_site_count(self.secure_min_sites, "secure_min_sites", self.sites, minimum=2)
+        if self.secure_min_sites is not None and not self.discrete:
+            raise ConfigurationError(CONTINUOUS_SHARES_RETIRED)
         if not 0.0 <= self.failure_rate < 1.0:
             raise ParameterError("{failure_rate} must be in [0, 1)",
                                  {"failure_rate": self.failure_rate})
@@ -179,17 +182,9 @@ class DPSPCAScenario(Scenario):
 
         return [result_summary(result)]
 
-    @property
-    def secagg_plus(self) -> bool:
-        """Whether the run's secure sums are continuous shares through Flower's SecAgg+
-        (legacy API; an honest-but-curious coordinator only); discrete ones run fedpca's
-        verifiable secure aggregation on the Message API."""
-        return self.secure_min_sites is not None and not self.discrete
-
     def server_plan(self, app_config: Mapping[str, Any] | None = None) -> ServerPlan:
         """DPS-PCA's server; it measures the distance to the model's truth where the truth
-        is public (a simulation, or the App on the synthetic model); continuous secure
-        shares run through Flower's SecAgg+ (legacy API). In the App, the run_config's
+        is public (a simulation, or the App on the synthetic model). In the App, the run_config's
         ``start-sha256`` must name the server's start (:func:`require_start_named`)."""
         start = self.start_basis()
         if app_config is not None:
@@ -202,8 +197,7 @@ class DPSPCAScenario(Scenario):
             evaluate_fn=self.distance_to_truth if public else None, secure=sums,
             explained_variance=self.explained_variance, start=start,
         )
-        return ServerPlan(server, privacy_record(self.policy(), sums), legacy=self.secagg_plus,
-                          max_weight=max_records or self.largest_site())
+        return ServerPlan(server, privacy_record(self.policy(), sums))
 
     def centred_server(self, plan: CentredPlan) -> ServerPlan:
         """Centred DPS-PCA (with its Rayleigh-quotient round when the policy asks for the
@@ -221,7 +215,8 @@ class DPSPCAScenario(Scenario):
         return plan.plan(server, DPS_MECHANISM)
 
     def largest_site(self) -> int:
-        """The largest site's record count (public; SecAgg+'s ``max_weight``)."""
+        """The largest site's record count (public; a simulation's bound on the record count
+        of its secure sums' members)."""
         return site_size(self.samples, self.sites, 0)
 
     def privacy(self) -> dict[str, Any]:

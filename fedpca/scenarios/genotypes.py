@@ -204,7 +204,7 @@ def private_panel_plan(scenario: DPSPCAScenario, panel: SnpPanel, sites: int,
         panel_policy(scenario, panel), panel.d, scenario.k, scenario.rounds, sites,
         max_records, s_hat=scenario.s_hat, seed=scenario.seed, start=start,
         reference=panel.freq)
-    return ServerPlan(server, privacy, max_weight=max_records)
+    return ServerPlan(server, privacy)
 
 
 def genotype_plan(scenario: Scenario, config: dict[str, Any]) -> ServerPlan:

@@ -33,10 +33,6 @@ class ServerPlan:
         server: the algorithm's server (its round protocol,
             :class:`~fedpca.algorithms.server.ServerRecord`).
         privacy: the privacy the run was configured with (the request's, for the result).
-        legacy: the run's secure sums are continuous shares that only Flower's SecAgg+
-            (its legacy strategy API) carries.
-        max_weight: SecAgg+'s ``max_weight`` (continuous shares are weighted by the sites'
-            record counts).
         after_run: called with each answering site's record count once the rounds ran,
             before the result is made; returns the run's privacy record when it depends
             on them (``None``: :attr:`privacy` stands).
@@ -44,8 +40,6 @@ class ServerPlan:
 
     server: Any
     privacy: dict[str, Any]
-    legacy: bool = False
-    max_weight: float = 1.0
     after_run: Callable[[Mapping[str, int]], dict[str, Any] | None] | None = None
 
 

@@ -36,8 +36,6 @@ class SecureIdentity:
         min_sites: ``M``, the fewest honest members in any sum it helps reveal.
         colluders: ``c``, how many other members it assumes may collude with the coordinator.
         max_rounds: the most secure rounds it agrees to in one run (its releases per run).
-        verified_only: whether it refuses Flower's SecAgg+ (honest-but-curious only): a real
-            site does; a simulated one may run either.
         vouched: the members it vouched for (itself included): only they count toward ``M``;
             every other member of a key list counts as a possible colluder
             (:mod:`fedpca.secure.vouching`).
@@ -49,7 +47,6 @@ class SecureIdentity:
     min_sites: int
     colluders: int
     max_rounds: int
-    verified_only: bool
     vouched: frozenset[str]
 
 
@@ -76,4 +73,4 @@ def simulation_identity(
     colluders assumed and every member vouched for: one party runs every site)."""
     roster = simulation_roster(partitions)
     return SecureIdentity(str(partition), simulation_key(partition), roster, min_sites, 0,
-                          max_rounds, False, frozenset(roster.names))
+                          max_rounds, frozenset(roster.names))

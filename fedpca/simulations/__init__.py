@@ -1,11 +1,10 @@
-"""Deprecated: one simulation runs every algorithm, :func:`fedpca.flower.simulations.simulate`
-(``fedpca.simulations.dps_pca.simulate_dps_pca`` and its siblings are that function).
-Importing this package warns."""
+"""fedpca's Flower simulations (the stable public names; the Flower layer holds them): any
+algorithm's scenario (:func:`simulate`), a centred run over one table per site
+(:func:`simulate_tables`), DPS-PCA over PLINK filesets (:func:`simulate_genotypes`), and a
+strategy against sites of one's own (:func:`run_federation`)."""
 
-from fedpca.flower.deprecated import alias_package
-from fedpca.flower.simulations import simulate
+from fedpca.flower.federation import client_sites, run_federation, source_sites
+from fedpca.flower.simulations import simulate, simulate_genotypes, simulate_tables
 
-alias_package(__name__, {
-    "dps_pca": {"simulate_dps_pca": simulate}, "dpdis_pca": {"simulate_dpdis_pca": simulate},
-    "ldp_pca": {"simulate_ldp_pca": simulate}, "kplane": {"simulate_kplane": simulate},
-}, "fedpca.flower.simulations")
+__all__ = ["client_sites", "run_federation", "simulate", "simulate_genotypes",
+           "simulate_tables", "source_sites"]

@@ -322,7 +322,7 @@ def real_site_identity(node: NodeLike, algorithm: str) -> SecureIdentity | None:
     return SecureIdentity(
         member=policy.name, signing_key=load_signing_key(policy.signing_key),
         roster=roster, min_sites=policy.secure_min_sites,
-        colluders=policy.colluders, max_rounds=plan.count, verified_only=True,
+        colluders=policy.colluders, max_rounds=plan.count,
         vouched=policy_vouched(policy, roster),
     )
 

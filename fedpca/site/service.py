@@ -138,9 +138,11 @@ class RunEnd:
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why the site answered nothing (public words only)."""
+    """Why the site answered nothing (public words only); ``cause``: the site's own
+    refusal, for a caller in the site's process (never sent)."""
 
     reason: str
+    cause: FedPCAError | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,7 @@ def guarded(what: str, reply: Callable[[], Any]) -> Any:
     except FedPCAError as error:  # a refusal: its text quotes only public quantities
         text = str(error)
         logger.warning("%s", text if len(text) <= MAX_LOGGED else text[:MAX_LOGGED] + " ...")
-        return Refusal(public_refusal(text))
+        return Refusal(public_refusal(text), error)
     except Exception:  # not fedpca's words: they stay in the site's log
         logger.exception("answering a %s request failed; the coordinator is told only %r",
                          what, SITE_FAILURE)
@@ -262,17 +264,6 @@ class SiteService:
         """The site the source opened for this run."""
         return self.source.site()
 
-    def refuse_secagg_plus(self) -> None:
-        """Refuse Flower's SecAgg+ (which trusts the coordinator to follow the protocol) at
-        a site that joins only fedpca's verifiable protocol."""
-        own = self.source.identity()
-        if own is not None and own.verified_only:
-            raise InvalidRequestError(
-                f"{own.member}: refused: this site answers secure sums only through fedpca's "
-                "verifiable secure aggregation, not Flower's SecAgg+ (which trusts the "
-                "coordinator to follow the protocol); nothing was released"
-            )
-
     def synced_site(self, state: RunState) -> PrivateSite:
         """The opened site, its in-memory ledger (a simulation's) read from the run's
         ``state`` when another process changed it."""
@@ -328,3 +319,37 @@ class OpenedSite:
         site = self.site().site
         logger.warning("%s: the coordinator says the run failed: %s", site, reason)
         return site
+
+
+class GivenSite(OpenedSite):
+    """A source answering from a site already built (an audit, a ``NumPyClient`` built from
+    a site, an example)."""
+
+    def __init__(self, site: PrivateSite) -> None:
+        self._site = site
+
+    def open(self) -> PrivateSite:
+        """The given site (it is open already)."""
+        return self._site
+
+
+class MemoryState:
+    """A :class:`~fedpca.site.secure_stage.RunState` held in this process's memory: the run
+    state of a service that answers one process's run (a site given as an object)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, bytes] = {}
+
+    def load(self, key: str) -> bytes | None:
+        """The bytes stored under ``key``, or ``None``."""
+        return self.values.get(key)
+
+    def store(self, key: str, value: bytes) -> None:
+        """Keep ``value`` under ``key``."""
+        self.values[key] = value
+
+
+def site_service(site: PrivateSite, node: Node | None = None) -> SiteService:
+    """A service answering from ``site`` (``node``: who is asked, default a local run of
+    the site's own; the run_config is empty)."""
+    return SiteService(node or Node("local", 0, {}, {}), GivenSite(site))

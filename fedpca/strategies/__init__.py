@@ -1,7 +1,9 @@
-"""Deprecated: each algorithm's Flower strategy lives in :mod:`fedpca.flower.strategies`.
-Importing this package warns."""
+"""fedpca's Flower strategies, started like Flower's ``FedAvg``: each algorithm's strategy on
+the Message API (:mod:`fedpca.flower.strategies`), the one strategy that runs any algorithm's
+server, their adapters to Flower's legacy strategy API and the function that runs either in
+a ServerApp's ``main`` (the stable public names; the Flower layer holds them)."""
 
-from fedpca.flower.deprecated import alias_package
+from fedpca.flower.legacy_strategy import LegacySiteStrategy
 from fedpca.flower.strategies import (
     DPSPCA,
     DPdisPCA,
@@ -12,8 +14,9 @@ from fedpca.flower.strategies import (
     LDPCovarianceStrategy,
     SuLQKPlane,
 )
-
-alias_package(__name__, {}, "fedpca.flower.strategies")
+from fedpca.flower.strategy import MessageSiteStrategy
+from fedpca.flower.workflow import run_strategy
 
 __all__ = ["DPSPCA", "DPSPCAStrategy", "DPdisPCA", "DPdisPCAStrategy", "KPlaneStrategy",
-           "LDPCovariance", "LDPCovarianceStrategy", "SuLQKPlane"]
+           "LDPCovariance", "LDPCovarianceStrategy", "LegacySiteStrategy",
+           "MessageSiteStrategy", "SuLQKPlane", "run_strategy"]
