@@ -1,29 +1,20 @@
 """A site's lifetime privacy ledger on its own disk: every release of every run, in SQLite.
 
 Privacy guarantee enforced (unit: one record of the site's population, replace-one): the
-composition of *all* releases ever charged to a population (PLD; with distributed discrete
-Gaussian releases among them, the smaller of their two valid bounds,
-:func:`fedpca.dp.accountant.composed_epsilon`) stays within the lifetime
-``(epsilon, delta)`` of the site's policy; the composition, by the same accountant at the
-same delta, of the releases charged in the current calendar day (UTC) stays within
-``daily_epsilon``, and of those charged in the last 7 x 24 hours within ``weekly_epsilon``.
-Those windows are the site's own clock's, so a coordinator cannot reset them: a new run id
-for every request changes nothing (a run only caps its releases at ``max_releases``, what
-its calibration assumed). A release that would break any of them is refused before it is
-sent, and nothing is recorded. Before a run's first release, the site also asks
-:meth:`SiteLedger.require_run` whether the *whole* run, as it calibrates it, fits all of these
-at once (every one of its releases assumed to land now), and refuses the run when it does not:
-no site spends on a run it cannot finish. (Two runs that start at one site at the same moment
-are each tested against what the other has charged so far; the per-release check still holds
-whichever of them runs out.)
-
-A release inside a secure sum of at least ``M`` sites has two guarantees, both composed over
-the lifetime with the same accountant (:class:`~fedpca.dp.events.Release`): the
-*conditional* one (the sum's noise; it holds when every sum holds at least ``M`` honest
-sites' shares and the protocol is followed) is bounded by the lifetime ``epsilon``; the
-*unconditional* one (the site's own share alone: what a coordinator that bypasses the
-protocol sees) by the policy's ``worst_case_epsilon``. A ledger without a worst-case bound
-refuses every secure release.
+rules of :class:`fedpca.dp.ledger.BudgetRules` over *all* releases ever charged to a
+population: their composition stays within the lifetime ``(epsilon, delta)`` of the site's
+policy, what a coordinator that bypasses the secure sums sees within its
+``worst_case_epsilon`` (a ledger without one refuses every secure release), the releases
+charged in the current UTC calendar day within ``daily_epsilon`` and in the last 7 x 24 hours
+within ``weekly_epsilon``. Those windows are the site's own clock's, so a coordinator cannot
+reset them: a new run id for every request changes nothing (a run only caps its releases at
+``max_releases``, what its calibration assumed). A release that would break any of them is
+refused before it is sent, and nothing is recorded. Before a run's first release, the site
+also asks :meth:`SiteLedger.require_run` whether the *whole* run, as it calibrates it, fits
+all of these at once (every one of its releases assumed to land now), and refuses the run
+when it does not: no site spends on a run it cannot finish. (Two runs that start at one site
+at the same moment are each tested against what the other has charged so far; the
+per-release check still holds whichever of them runs out.)
 
 Durability and races. A charge is one ``BEGIN IMMEDIATE`` transaction (check, then insert)
 committed with ``synchronous=FULL`` *before* the caller draws noise or answers: a crash
