@@ -106,7 +106,7 @@ def test_the_ledger_in_context_state_survives_a_rebuilt_client():
     X = np.eye(D) * 0.5
     request = FitIns(ndarrays_to_parameters([]), dict(REQUEST))
     client_for_site(context, X, POLICY, "s").fit(request)
-    with pytest.raises(BudgetExceededError, match="allows 1 releases and has made 1"):
+    with pytest.raises(BudgetExceededError, match="allows 1 releases per run and this run has made 1"):
         client_for_site(context, X, POLICY, "s").fit(request)  # a rebuilt client remembers
     kept = DPdisPCASite(X, POLICY, site="s").ledger
     kept.restore(json.loads(ContextState(context).load(LEDGER)))

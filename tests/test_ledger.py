@@ -20,7 +20,8 @@ def test_calibrated_releases_fit_and_one_more_is_refused():
         ledger.charge(release(sigma))
     assert ledger.count == 5
     assert ledger.epsilon_spent() == pytest.approx(1.0, rel=1e-3)
-    with pytest.raises(BudgetExceededError, match="above the site's budget"):
+    with pytest.raises(BudgetExceededError,
+                       match=r"the site's budget epsilon=1 \(delta=1e-05\) would be exceeded"):
         ledger.charge(release(sigma))
     assert ledger.count == 5  # nothing recorded
 

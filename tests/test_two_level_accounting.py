@@ -15,7 +15,7 @@ from fedpca.errors import BudgetExceededError
 from fedpca.dp.calibration import calibrate_gaussian
 from fedpca.dp.ddg_accounting import RDP_ORDERS, ddg_pld_epsilon, rdp_to_epsilon
 from fedpca.dp.distributed_gaussian import calibrate_ddg
-from fedpca.dp.accountant import composed_epsilon
+from fedpca.dp.accountant import composed_epsilon, gaussian_view, release_rdp
 from fedpca.dp.ledger import PrivacyLedger
 from fedpca.dp.events import Release
 from fedpca.site.ledger_report import format_ledger, summarize
@@ -99,8 +99,8 @@ def test_a_discrete_releases_worst_case_is_one_sites_draws(ledger_path):
     ledger = charge(ledger_path, [release] * 2)
     share = release.own_share()
     # by hand: the KLS Renyi bound of one site's draws, and the PLD-plus-slack bound
-    rdp = rdp_to_epsilon(2 * share.rdp(RDP_ORDERS), DELTA)
-    own = min(rdp, ddg_pld_epsilon([share.gaussian_view()] * 2, DELTA))
+    rdp = rdp_to_epsilon(2 * release_rdp(share, RDP_ORDERS), DELTA)
+    own = min(rdp, ddg_pld_epsilon([gaussian_view(share)] * 2, DELTA))
     assert ledger.worst_case_spent() == pytest.approx(own, rel=0.05)
     assert ledger.worst_case_spent() == pytest.approx(composed_epsilon([share] * 2, DELTA))
     assert ledger.worst_case_spent() > 1.5 * ledger.epsilon_spent()

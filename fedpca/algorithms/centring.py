@@ -317,9 +317,9 @@ class CentredPolicy:
 
     def ledger(self, site: str) -> PrivacyLedger:
         """A fresh in-memory ledger for one run (a simulation's): the run's (epsilon, delta),
-        ``1 + T`` releases."""
-        return PrivacyLedger(self.epsilon, self.delta, max_releases=1 + self.algorithm_releases,
-                             site=site)
+        ``1 + T`` releases, inside secure sums its worst case reported, not bounded."""
+        return PrivacyLedger.for_run(self.epsilon, self.delta, self.plan(),
+                                     1 + self.algorithm_releases, site)
 
     def plan(self) -> list[Release]:
         """The run's releases as the site calibrates them (what its ledger must fit before

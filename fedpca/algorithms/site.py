@@ -88,9 +88,11 @@ class SiteLedgerLike(Protocol):
 
 def run_ledger(policy: SitePrivacyPolicy, site: str) -> PrivacyLedger:
     """A fresh in-memory ledger for one run under ``policy`` (a simulation's): its budget the
-    calibration's target, at most ``policy.releases`` releases."""
+    calibration's target, at most ``policy.releases`` releases, inside secure sums its worst
+    case reported, not bounded (:meth:`~fedpca.dp.ledger.PrivacyLedger.for_run`)."""
     cal = policy.calibration()
-    return PrivacyLedger(cal.target_epsilon, cal.delta, max_releases=policy.releases, site=site)
+    return PrivacyLedger.for_run(cal.target_epsilon, cal.delta, policy.plan(), policy.releases,
+                                 site)
 
 
 def require_rest_of_run(policy: SitePrivacyPolicy, ledger: SiteLedgerLike) -> None:

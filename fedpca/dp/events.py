@@ -12,10 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
-from fedpca.dp.ddg_accounting import ddg_gaussian_multiplier, ddg_pld_slack, ddg_rdp
-
 
 @dataclass(frozen=True)
 class Release:
@@ -85,26 +81,7 @@ class Release:
         """Whether this is a distributed discrete Gaussian release."""
         return self.summands > 0
 
-    def rdp(self, orders: tuple[float, ...]) -> np.ndarray:
-        """This release's Renyi-DP curve at ``orders``: ``alpha / (2 z^2)`` for a continuous
-        Gaussian, the Kairouz-Liu-Steinke bound for a sum of discrete Gaussians."""
-        if not self.discrete:
-            return np.asarray(orders, dtype=np.float64) / (2 * self.noise_multiplier**2)
-        sigma_sq = round(self.sigma**2 / self.summands)
-        return ddg_rdp(sigma_sq, self.summands, self.sensitivity, self.padded, 1, orders)
-
     @property
     def noise_multiplier(self) -> float:
         """``sigma / sensitivity``: what the accountant composes."""
         return self.sigma / self.sensitivity
-
-    def gaussian_view(self) -> tuple[float, float]:
-        """``(z, H)``: this release is, up to a pointwise factor ``exp(+-H)`` on every
-        outcome's probability, a post-processing of a Gaussian release with multiplier ``z``
-        (``H = 0`` for a continuous Gaussian; the bound of
-        :mod:`fedpca.dp.distributed_gaussian` for a discrete one)."""
-        if not self.discrete:
-            return self.noise_multiplier, 0.0
-        sigma_sq = round(self.sigma**2 / self.summands)
-        return (ddg_gaussian_multiplier(sigma_sq, self.summands, self.sensitivity),
-                ddg_pld_slack(sigma_sq, self.summands, self.padded))

@@ -1,29 +1,20 @@
 """A site's lifetime privacy ledger on its own disk: every release of every run, in SQLite.
 
 Privacy guarantee enforced (unit: one record of the site's population, replace-one): the
-composition of *all* releases ever charged to a population (PLD; with distributed discrete
-Gaussian releases among them, the smaller of their two valid bounds,
-:func:`fedpca.dp.accountant.composed_epsilon`) stays within the lifetime
-``(epsilon, delta)`` of the site's policy; the composition, by the same accountant at the
-same delta, of the releases charged in the current calendar day (UTC) stays within
-``daily_epsilon``, and of those charged in the last 7 x 24 hours within ``weekly_epsilon``.
-Those windows are the site's own clock's, so a coordinator cannot reset them: a new run id
-for every request changes nothing (a run only caps its releases at ``max_releases``, what
-its calibration assumed). A release that would break any of them is refused before it is
-sent, and nothing is recorded. Before a run's first release, the site also asks
-:meth:`SiteLedger.require_run` whether the *whole* run, as it calibrates it, fits all of these
-at once (every one of its releases assumed to land now), and refuses the run when it does not:
-no site spends on a run it cannot finish. (Two runs that start at one site at the same moment
-are each tested against what the other has charged so far; the per-release check still holds
-whichever of them runs out.)
-
-A release inside a secure sum of at least ``M`` sites has two guarantees, both composed over
-the lifetime with the same accountant (:class:`~fedpca.dp.events.Release`): the
-*conditional* one (the sum's noise; it holds when every sum holds at least ``M`` honest
-sites' shares and the protocol is followed) is bounded by the lifetime ``epsilon``; the
-*unconditional* one (the site's own share alone: what a coordinator that bypasses the
-protocol sees) by the policy's ``worst_case_epsilon``. A ledger without a worst-case bound
-refuses every secure release.
+rules of :class:`fedpca.dp.ledger.BudgetRules` over *all* releases ever charged to a
+population: their composition stays within the lifetime ``(epsilon, delta)`` of the site's
+policy, what a coordinator that bypasses the secure sums sees within its
+``worst_case_epsilon`` (a ledger without one refuses every secure release), the releases
+charged in the current UTC calendar day within ``daily_epsilon`` and in the last 7 x 24 hours
+within ``weekly_epsilon``. Those windows are the site's own clock's, so a coordinator cannot
+reset them: a new run id for every request changes nothing (a run only caps its releases at
+``max_releases``, what its calibration assumed). A release that would break any of them is
+refused before it is sent, and nothing is recorded. Before a run's first release, the site
+also asks :meth:`SiteLedger.require_run` whether the *whole* run, as it calibrates it, fits
+all of these at once (every one of its releases assumed to land now), and refuses the run
+when it does not: no site spends on a run it cannot finish. (Two runs that start at one site
+at the same moment are each tested against what the other has charged so far; the
+per-release check still holds whichever of them runs out.)
 
 Durability and races. A charge is one ``BEGIN IMMEDIATE`` transaction (check, then insert)
 committed with ``synchronous=FULL`` *before* the caller draws noise or answers: a crash
@@ -64,26 +55,28 @@ with its site's identity file (:class:`~fedpca.site.ledger_identity.LedgerWitnes
 checked against it when it is opened and at every charge, which then moves the file's
 high-water mark (why, and what this stops: :mod:`fedpca.site.ledger_identity`).
 
-This module holds the budget rules (:class:`SiteLedger`, a run's view :class:`RunLedger`);
-the SQLite file itself (schema, connections, creation, copies, upgrades of older ledgers) is
+The budget rules are :class:`fedpca.dp.ledger.BudgetRules`, the very rules a simulated site's
+in-memory ledger decides by; this module keeps them over the site's SQLite releases
+(:class:`SiteLedger`, a run's view :class:`RunLedger`); the SQLite file itself (schema,
+connections, creation, copies, upgrades of older ledgers) is
 :mod:`fedpca.site.ledger_store`'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sqlite3
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fedpca.dp.accountant import EPSILON_SLACK, composed_epsilon, worst_case_epsilon
-from fedpca.dp.calibration import check_privacy_parameters
+from fedpca.dp.accountant import accounted, composed_epsilon, worst_case_epsilon
 from fedpca.dp.events import Release
+from fedpca.dp.ledger import BudgetRules, Dated, window_starts
 from fedpca.errors import BudgetExceededError, ConfigurationError
 from fedpca.site import ledger_records
 from fedpca.site.ledger_identity import (
@@ -101,50 +94,18 @@ from fedpca.site.ledger_store import (
     utc_now,
 )
 
-#: Seconds of a calendar day (UTC: Unix time counts no leap seconds) and of a rolling week.
-DAY_SECONDS, WEEK_SECONDS = 86_400.0, 7 * 86_400.0
-#: What each spending window holds, for refusals and the ledger's report.
-WINDOWS = {"daily": "the calendar day in UTC", "weekly": "the last 7 x 24 hours"}
 #: The most runs :meth:`SiteLedger.runs_remaining` counts (a larger count says "at least").
 MAX_RUNS_COUNTED = 1000
 #: The columns the accounting reads, in :class:`Release`'s order.
 _ACCOUNTED = "sensitivity, sigma, summands, padded, sites_in_sum"
 
 
-#: An accounted row: ``(sensitivity, sigma, summands, padded, sites_in_sum)``.
-Accounted = tuple[float, float, int, int, int]
-
-
-def _releases(rows: list[Accounted]) -> list[Release]:
-    """The releases of accounted rows (sorted so equal histories share the caches)."""
-    return [Release("", *row[:2], (), *row[2:]) for row in sorted(rows)]
-
-
-def _epsilon(rows: list[Accounted], delta: float) -> float:
-    """The conditional epsilon at ``delta`` of the releases of accounted ``rows``."""
-    return composed_epsilon(_releases(rows), delta)
-
-
-def _worst_case(rows: list[Accounted], delta: float) -> float:
-    """The unconditional epsilon at ``delta`` of the releases of accounted ``rows``."""
-    return worst_case_epsilon(_releases(rows), delta)
-
-
-def _accounted(row: dict[str, Any]) -> Accounted:
-    return (row["sensitivity"], row["sigma"], row["summands"], row["padded"],
-            row["sites_in_sum"])
-
-
-def _accounted_release(release: Release) -> Accounted:
-    """What the ledger accounts of ``release`` (the row it would write)."""
-    return (release.sensitivity, release.sigma, release.summands, release.padded,
-            release.sites_in_sum)
-
-
-def window_starts(now: float) -> dict[str, float]:
-    """When each spending window holding ``now`` began (Unix seconds): ``daily`` at the
-    start of its UTC calendar day, ``weekly`` 7 x 24 hours earlier."""
-    return {"daily": now - now % DAY_SECONDS, "weekly": now - WEEK_SECONDS}
+def _release(row: Mapping[str, Any] | Sequence[Any]) -> Release:
+    """The release of a stored row (a ``releases`` row, or its :data:`_ACCOUNTED` columns
+    first), as the accountant reads it."""
+    if isinstance(row, Mapping):
+        row = [row[column] for column in _ACCOUNTED.split(", ")]
+    return Release("", row[0], row[1], (), *row[2:5])
 
 
 @dataclass(frozen=True)
@@ -193,17 +154,15 @@ class SiteLedger:
         daily_epsilon: float | None = None, weekly_epsilon: float | None = None,
         clock: Callable[[], float] | None = None, witness: LedgerWitness | None = None,
     ) -> None:
-        check_privacy_parameters(epsilon, delta)
-        for bound in (worst_case_epsilon, daily_epsilon, weekly_epsilon):
-            if bound is not None:
-                check_privacy_parameters(bound, delta)
+        self.rules = BudgetRules(epsilon, delta, worst_case_epsilon, daily_epsilon,
+                                 weekly_epsilon, site=site)
         self.path = Path(path)
         self.population = population
         self.epsilon = epsilon
         self.delta = delta
         self.site = site
         self.worst_case_epsilon = worst_case_epsilon
-        self.ceilings = {"daily": daily_epsilon, "weekly": weekly_epsilon}
+        self.ceilings = self.rules.ceilings
         self.clock = clock or utc_now
         self.witness = witness
         if witness is None:
@@ -237,21 +196,20 @@ class SiteLedger:
 
     def epsilon_spent(self) -> float:
         """Lifetime epsilon spent at the lifetime delta (PLD; conditional guarantee)."""
-        return _epsilon([_accounted(r) for r in self.rows()], self.delta)
+        return self.epsilon_of(self.rows())
 
     def worst_case_spent(self) -> float:
         """Lifetime unconditional epsilon spent at the lifetime delta."""
-        return _worst_case([_accounted(r) for r in self.rows()], self.delta)
+        return self.worst_case_of(self.rows())
 
     def runs_remaining(self, run: list[Release], most: int = MAX_RUNS_COUNTED) -> int:
         """How many more runs of ``run``'s releases fit the lifetime budget (and, for
         releases inside secure sums, the worst-case bound) after every release charged so
         far, composed by the accountant that charges them; counted up to ``most``."""
-        spent = [_accounted(r) for r in self.rows()]
-        planned = [_accounted_release(release) for release in run]
-        secure = any(release.sites_in_sum for release in run)
-        return _most_runs(lambda runs: self._lifetime_refusal(
-            spent + planned * runs, secure, "them") is None, most)
+        lifetime = dataclasses.replace(self.rules, daily_epsilon=None, weekly_epsilon=None)
+        spent, now = self._dated(), self.clock()
+        return _most_runs(lambda runs: lifetime.refusal(spent, list(run) * runs, now) is None,
+                          most)
 
     def runs_now(self, run: list[Release], most: int = MAX_RUNS_COUNTED) -> int:
         """How many more runs of ``run``'s releases fit if they all landed now: the lifetime
@@ -266,24 +224,17 @@ class SiteLedger:
         lifetime budget, the worst-case bound (when they are inside secure sums) or a
         spending window's ceiling they would pass; ``None`` when they fit. Public numbers
         only (budgets, and epsilons of the ledger's releases); writes nothing."""
-        now = self.clock()
-        dated = [(_accounted(r), r["time"]) for r in self.rows()]
-        dated += [(_accounted_release(release), now) for release in planned]
-        secure = any(release.sites_in_sum for release in planned)
-        return next(self._refusals(dated, now, secure, "this run"), None)
+        return self.rules.refusal(self._dated(), planned, self.clock(), after="this run")
 
-    def require_run(self, planned: Sequence[Release], algorithm: str) -> None:
+    def require_run(self, planned: Sequence[Release], algorithm: str, *,
+                    cap: int | None = None, made: int = 0) -> None:
         """Refuse (:class:`~fedpca.errors.BudgetExceededError`, nothing charged) a run of
-        ``algorithm`` whose ``planned`` releases do not all fit (:meth:`run_refusal`): a
-        site asks this before the run's first release, so that no site spends on a run
-        that it cannot finish."""
-        reason = self.run_refusal(planned)
-        if reason is not None:
-            raise BudgetExceededError(
-                f"{self.site}: refused this run of {algorithm}: the {len(planned)} releases "
-                f"left of it, as this site calibrates them, do not fit: {reason}; nothing "
-                "was released"
-            )
+        ``algorithm`` whose ``planned`` releases do not all fit (:meth:`run_refusal`; with
+        ``cap``, the run's release cap after the ``made`` it has made): a site asks this
+        before the run's first release, so that no site spends on a run that it cannot
+        finish (:meth:`fedpca.dp.ledger.BudgetRules.require_run`)."""
+        self.rules.require_run(self._dated(), planned, self.clock(), cap=cap, made=made,
+                               algorithm=algorithm)
 
     def run_releases(self, run_id: str) -> int:
         """How many releases run ``run_id`` has made at this site."""
@@ -302,11 +253,11 @@ class SiteLedger:
     def epsilon_of(self, rows: Sequence[Mapping[str, Any]]) -> float:
         """The conditional epsilon at the ledger's delta of the releases of ``rows`` (rows of
         :meth:`rows`), composed as a charge composes them."""
-        return _epsilon([_accounted(r) for r in rows], self.delta)
+        return composed_epsilon([_release(r) for r in rows], self.delta)
 
     def worst_case_of(self, rows: Sequence[Mapping[str, Any]]) -> float:
         """The unconditional epsilon at the ledger's delta of the releases of ``rows``."""
-        return _worst_case([_accounted(r) for r in rows], self.delta)
+        return worst_case_epsilon([_release(r) for r in rows], self.delta)
 
     def windows(self, rows: Sequence[Mapping[str, Any]], now: float) -> list[dict[str, Any]]:
         """Each spending window holding ``now``: its start, ceiling, and the epsilon spent and
@@ -355,13 +306,6 @@ class SiteLedger:
 
     def _charge(self, charge: RunCharge, release: Release) -> int:
         """Check and record ``release`` in one transaction; the run's release count after it."""
-        if not (math.isfinite(release.sigma) and release.sigma > 0
-                and math.isfinite(release.sensitivity) and release.sensitivity > 0):
-            raise BudgetExceededError(
-                f"{self.site}: refused {release.mechanism}: sigma and sensitivity must be "
-                "finite and > 0"
-            )
-        new = _accounted_release(release)
         described = clean_description(charge.description)  # never fails in the transaction
         with closing(connect_ledger(self.path)) as conn:
             conn.execute("BEGIN IMMEDIATE")
@@ -375,8 +319,8 @@ class SiteLedger:
                 ).fetchall()
                 earlier = {r[7] for r in rows if r[5] == charge.run_id}
                 run = sum(r[5] == charge.run_id for r in rows) + 1
-                self._check(charge, release, run, [(r[:5], r[6]) for r in rows] + [(new, now)],
-                            now, earlier)
+                self._check(charge, release, run, [(_release(r), r[6]) for r in rows], now,
+                            earlier)
                 conn.execute(
                     "INSERT INTO releases (time, population, run_id, algorithm, mechanism, "
                     "sensitivity, sigma, shape, data_fingerprint, summands, padded, "
@@ -422,79 +366,25 @@ class SiteLedger:
         finally:
             conn.execute("COMMIT")
 
-    def _check(self, charge: RunCharge, release: Release, run: int,
-               dated: list[tuple[Accounted, float]], now: float, earlier: set[str]) -> None:
-        """Refuse ``release`` (the last of the ``dated`` releases, the run's ``run``-th)
-        in a run whose ``earlier`` releases here were of another algorithm (its calibration
-        assumed one plan per run), past the run's release cap or any bound of
-        :meth:`_refusals`."""
-        refused = f"{self.site}: refused {release.mechanism}"
+    def _check(self, charge: RunCharge, release: Release, run: int, spent: list[Dated],
+               now: float, earlier: set[str]) -> None:
+        """Refuse ``release`` (the run's ``run``-th, after the ``spent`` releases) in a run
+        whose ``earlier`` releases here were of another algorithm (its calibration assumed
+        one plan per run), or that breaks a budget rule (the run's release cap included:
+        :meth:`fedpca.dp.ledger.BudgetRules.refusal`)."""
         if earlier - {charge.algorithm}:
             raise BudgetExceededError(
-                f"{refused}: this run's earlier releases here were of "
-                f"{', '.join(sorted(earlier))}, and one run is one algorithm (its releases "
-                f"are calibrated together); this request asks for {charge.algorithm}; "
-                "nothing was released"
+                f"{self.site}: refused {release.mechanism}: this run's earlier releases here "
+                f"were of {', '.join(sorted(earlier))}, and one run is one algorithm (its "
+                f"releases are calibrated together); this request asks for "
+                f"{charge.algorithm}; nothing was released"
             )
-        if run > charge.max_releases:
-            raise BudgetExceededError(
-                f"{refused}: this site's policy allows {charge.max_releases} releases per run "
-                f"of {charge.algorithm} and this run has made {run - 1}; nothing was released"
-            )
-        reason = next(self._refusals(dated, now, bool(release.sites_in_sum), "this release"),
-                      None)
-        if reason is not None:
-            raise BudgetExceededError(f"{refused}: {reason}; nothing was released")
+        self.rules.require_release(spent, release, now, cap=charge.max_releases,
+                                   made=run - 1, algorithm=charge.algorithm)
 
-    def _refusals(self, dated: list[tuple[Accounted, float]], now: float, secure: bool,
-                  after: str) -> Iterator[str]:
-        """Each bound the ``dated`` releases (the last of them new, charged at ``now``) would
-        pass, the longest-lasting first: the lifetime budget and the worst-case bound
-        (checked when the new ones are ``secure``), then the weekly and daily ceilings;
-        each reason quotes the epsilon ``after`` (e.g. "this release") they would reach."""
-        lifetime = self._lifetime_refusal([r for r, _ in dated], secure, after)
-        if lifetime is not None:
-            yield lifetime
-        for window, since in reversed(window_starts(now).items()):
-            reason = self._window_refusal(window, [r for r, t in dated if t >= since], now,
-                                          after)
-            if reason is not None:
-                yield reason
-
-    def _lifetime_refusal(self, rows: list[Accounted], secure: bool, after: str) -> str | None:
-        """Why ``rows`` do not compose within the lifetime budget or, when the new ones are
-        ``secure`` (inside secure sums), within the worst-case bound; ``None`` if they do."""
-        spent = _epsilon(rows, self.delta)
-        if spent > self.epsilon * (1 + EPSILON_SLACK):
-            return (f"the site's lifetime budget epsilon={self.epsilon:g} (delta={self.delta:g}) "
-                    f"would be exceeded ({spent:.4g} after {after})")
-        if not secure:
-            return None
-        if self.worst_case_epsilon is None:
-            return ("it is revealed only inside secure sums, and this site's policy sets no "
-                    "budget.worst-case-epsilon for what a coordinator that bypasses the secure "
-                    "sum would see; set one (fedpca site init suggests values)")
-        worst = _worst_case(rows, self.delta)
-        if worst > self.worst_case_epsilon * (1 + EPSILON_SLACK):
-            return (f"against a coordinator that bypasses the secure sum, the site's "
-                    f"worst-case lifetime budget epsilon={self.worst_case_epsilon:g} "
-                    f"(delta={self.delta:g}) would be exceeded ({worst:.4g} after {after})")
-        return None
-
-    def _window_refusal(self, window: str, inside: list[Accounted], now: float,
-                        after: str) -> str | None:
-        """Why the releases ``inside`` a spending window would pass its ceiling (and when
-        it reopens); ``None`` if they do not."""
-        ceiling = self.ceilings[window]
-        if ceiling is None:
-            return None
-        spent = _epsilon(inside, self.delta)
-        if spent <= ceiling * (1 + EPSILON_SLACK):
-            return None
-        reopens = (f"the day ends at {_utc(now - now % DAY_SECONDS + DAY_SECONDS)} UTC"
-                   if window == "daily" else "a release leaves it 7 days after it was made")
-        return (f"the site's {window} ceiling epsilon={ceiling:g} (delta={self.delta:g}) over "
-                f"{WINDOWS[window]} would be exceeded ({spent:.4g} after {after}); {reopens}")
+    def _dated(self) -> list[Dated]:
+        """Every release of this population with the time it was charged."""
+        return [(_release(r), r["time"]) for r in self.rows()]
 
 
 class RunLedger:
@@ -532,15 +422,16 @@ class RunLedger:
                 f"releases for run {self.run.run_id!r}, the site's plan of the run "
                 f"{len(self.plan) - self._count}, or at another calibration; nothing was "
                 "released (a fault in fedpca: report it)")
-        self.ledger.require_run(planned, self.run.algorithm)
+        self.ledger.require_run(planned, self.run.algorithm, cap=self.run.max_releases,
+                                made=self._count)
 
     def epsilon_spent(self) -> float:
         """Epsilon this run has spent at the ledger's delta (conditional guarantee)."""
-        return _epsilon([_accounted(r) for r in self._run_rows()], self.ledger.delta)
+        return self.ledger.epsilon_of(self._run_rows())
 
     def worst_case_spent(self) -> float:
         """The unconditional epsilon this run has spent at the ledger's delta."""
-        return _worst_case([_accounted(r) for r in self._run_rows()], self.ledger.delta)
+        return self.ledger.worst_case_of(self._run_rows())
 
     def _run_rows(self) -> list[dict[str, Any]]:
         return [r for r in self.ledger.rows() if r["run_id"] == self.run.run_id]
@@ -551,7 +442,7 @@ def _same_releases(one: Sequence[Release], other: Sequence[Release]) -> bool:
     return len(one) == len(other) and all(
         math.isclose(a, b, rel_tol=1e-12)
         for x, y in zip(one, other)
-        for a, b in zip(_accounted_release(x), _accounted_release(y)))
+        for a, b in zip(accounted(x), accounted(y)))
 
 
 def _most_runs(fits: Callable[[int], bool], most: int) -> int:
@@ -566,6 +457,3 @@ def _most_runs(fits: Callable[[int], bool], most: int) -> int:
         fitting, failing = (middle, failing) if fits(middle) else (fitting, middle)
     return fitting
 
-
-def _utc(seconds: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))

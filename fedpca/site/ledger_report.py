@@ -33,7 +33,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fedpca.site import policy_changes
-from fedpca.site.ledger import MAX_RUNS_COUNTED, WINDOWS, SiteLedger, window_starts
+from fedpca.dp.ledger import WINDOWS, utc_text, window_starts
+from fedpca.site.ledger import MAX_RUNS_COUNTED, SiteLedger
 
 #: A stopped run whose last release is younger than this (seconds) may still be running.
 RUNNING_SECONDS = 3600.0
@@ -291,15 +292,11 @@ def _window_line(window: dict[str, Any]) -> str:
     ceiling = window["epsilon_ceiling"]
     return (
         f"{window['window']} ceiling {'none' if ceiling is None else f'{ceiling:g}'} over "
-        f"{WINDOWS[window['window']]}, from {_utc(window['since'])}: spent "
+        f"{WINDOWS[window['window']]}, from {utc_text(window['since'])}: spent "
         f"{window['epsilon_spent']:.4f}"
         + ("" if ceiling is None else f", remaining {window['epsilon_remaining']:.4f}")
         + f" in {window['releases']} releases"
     )
-
-
-def _utc(seconds: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
 
 
 def iso_utc(seconds: float) -> str:
