@@ -1,12 +1,18 @@
-"""One registration per federated algorithm.
+"""One registration per federated algorithm: the only table an algorithm appears in.
 
 An :class:`AlgorithmSpec` names everything the product derives for an algorithm: the
 ``fedpca simulate NAME`` command and its flags (from the scenario's fields, see
 :mod:`fedpca.scenarios.base`), the Flower App's dispatch on run_config ``algorithm`` and
-its run_config keys, the site that answers its requests and the ``fedpca audit`` targets.
-The Flower layer (:mod:`fedpca.flower`) runs any algorithm from its scenario's server plan
-and its site class: no algorithm has Flower code of its own. Everything is named by import
-path and loaded only when used, so that ``fedpca --help`` imports neither Flower nor numpy.
+its run_config keys, its named Flower strategy (:mod:`fedpca.flower.strategies`), the site
+that answers its requests and what a site's policy and plan need to know of it (its extra
+releases, a public start, an explained-variance release, whether a genotype site answers
+it, whether ``fedpca site init`` writes its table), its centred reference run
+(:mod:`fedpca.algorithms.centred_run`), its run record's fields (:mod:`fedpca.run_record`),
+its round table's columns (:mod:`fedpca.report`), its ``fedpca audit`` targets and the
+sensitivity figures the audit's broken mechanisms understate (:mod:`fedpca.audit.broken`).
+Upper layers read the spec (plain data, or ``"package.module:attribute"`` paths loaded only
+when used, so that ``fedpca --help`` imports neither Flower nor numpy); no module keeps a
+table of algorithms of its own, and no site code compares an algorithm's name.
 Adding an algorithm touches three files: its Flower-free module in
 :mod:`fedpca.algorithms` (server and site), its scenario in :mod:`fedpca.scenarios` (its
 parameters, data and server plan) and one entry here.
@@ -44,6 +50,15 @@ class AlgorithmSpec:
         public_start: a run may start from a public basis named by its hash
             (:mod:`fedpca.data.start_basis`) instead of its first release (DPS-PCA's
             initialisation): such a run makes one release fewer.
+        explained_variance: a site's policy may agree to one more release at the end of a
+            run, the final basis's noisy Rayleigh quotients and trace (the policy key
+            ``explained-variance``), planned within the same budget.
+        genotype_rows: a genotype site answers it (it reads rows only through their
+            products, so a site streams them from its PLINK fileset).
+        site_template: ``fedpca site init`` writes its ``[algorithms.NAME]`` table.
+        paper_rule: the closed form a site's ``accounting = "paper"`` calibrates a run with
+            (:data:`fedpca.dp.calibration.PAPER_RULES`: the rounds rule of paper 000 for a
+            multi-round algorithm, the classic Gaussian for one release).
         local_dp: the guarantee is local (every record against everyone, its own site
             included): a centred run's moments are then every record's own views
             (:class:`~fedpca.algorithms.centring.CentredPolicy` ``local``).
@@ -57,7 +72,16 @@ class AlgorithmSpec:
     audit: tuple[tuple[str, str], ...]
     extra_releases: int | None = None
     public_start: bool = False
+    explained_variance: bool = False
+    genotype_rows: bool = False
+    site_template: bool = True
+    paper_rule: str = "classic"
     local_dp: bool = False
+
+    @property
+    def multi_round(self) -> bool:
+        """Whether a run has rounds (a policy's ``rounds`` calibrates it), not one release."""
+        return self.extra_releases is not None
 
     def releases_per_run(self, rounds: int, start: bool = False) -> int:
         """The releases one run with ``rounds`` rounds makes at a site (one fewer from a
@@ -75,6 +99,8 @@ class AlgorithmSpec:
         return load(self.site)
 
 
+#: Where the audit targets named below live.
+_TARGETS = "fedpca.audit.targets:"
 SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
     AlgorithmSpec(
         name="dps-pca",
@@ -82,11 +108,14 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         description="Flower simulation of DPS-PCA: every site adds its own calibrated noise.",
         scenario="fedpca.scenarios.dps_pca:DPSPCAScenario",
         site="fedpca.algorithms.dps_pca:DPSPCASite",
-        audit=(("dps-pca/init", "fedpca.audit.targets:dps_init"),
-               ("dps-pca/power", "fedpca.audit.targets:dps_power"),
-               ("dps-pca/variance", "fedpca.audit.targets:dps_variance")),
+        audit=(("dps-pca/init", _TARGETS + "dps_init"),
+               ("dps-pca/power", _TARGETS + "dps_power"),
+               ("dps-pca/variance", _TARGETS + "dps_variance")),
         extra_releases=1,
+        paper_rule="dps-pca",
         public_start=True,
+        explained_variance=True,
+        genotype_rows=True,
     ),
     AlgorithmSpec(
         name="dpdis-pca",
@@ -95,8 +124,8 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "of its noisy second-moment matrix once; the server merges them.",
         scenario="fedpca.scenarios.dpdis_pca:DPdisPCAScenario",
         site="fedpca.algorithms.dpdis_pca:DPdisPCASite",
-        audit=(("dpdis-pca", "fedpca.audit.targets:dpdis"),
-               ("dpdis-pca/secure-sum", "fedpca.audit.targets:dpdis_secure")),
+        audit=(("dpdis-pca", _TARGETS + "dpdis"),
+               ("dpdis-pca/secure-sum", _TARGETS + "dpdis_secure")),
     ),
     AlgorithmSpec(
         name="ldp-pca",
@@ -105,7 +134,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "(eps, delta)-DP on its own; a site sends the sum of its records' views.",
         scenario="fedpca.scenarios.ldp_pca:LDPScenario",
         site="fedpca.algorithms.ldp_pca:LDPCovarianceSite",
-        audit=(("ldp-pca", "fedpca.audit.targets:ldp"),),
+        audit=(("ldp-pca", _TARGETS + "ldp"),),
         local_dp=True,
     ),
     AlgorithmSpec(
@@ -116,9 +145,11 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "public randomness.",
         scenario="fedpca.scenarios.kplane:KPlaneScenario",
         site="fedpca.algorithms.kplane:KPlaneSite",
-        audit=(("sulq-kplane", "fedpca.audit.targets:kplane"),
-               ("sulq-kplane/secure-sum", "fedpca.audit.targets:kplane_secure")),
+        audit=(("sulq-kplane", _TARGETS + "kplane"),
+               ("sulq-kplane/secure-sum", _TARGETS + "kplane_secure")),
         extra_releases=0,
+        paper_rule="dps-pca",
+        site_template=False,
     ),
 )}
 #: The algorithm ``flwr run`` runs when run_config names none.
