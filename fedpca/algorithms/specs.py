@@ -44,6 +44,10 @@ class AlgorithmSpec:
         description: the sub-command's description.
         scenario: the scenario dataclass (parameters, defaults, help, data, policy).
         site: the Flower-free site class (its data, noise and ledger).
+        record: its run record's own fields: ``RunResult -> dict``
+            (:func:`fedpca.run_record.run_record`, after the headline).
+        columns: its round table's metric columns: (history key, column title).
+        phased: its rounds differ in kind (a phase column in the round table).
         audit: ``fedpca audit`` mechanism name -> ``AuditSettings -> AuditTarget`` builder.
         extra_releases: ``None`` for one release per site and run; else a run makes
             ``rounds + extra_releases`` releases (DPS-PCA's initialisation: 1).
@@ -69,7 +73,10 @@ class AlgorithmSpec:
     description: str
     scenario: str
     site: str
+    record: str
+    columns: tuple[tuple[str, str], ...]
     audit: tuple[tuple[str, str], ...]
+    phased: bool = False
     extra_releases: int | None = None
     public_start: bool = False
     explained_variance: bool = False
@@ -99,8 +106,8 @@ class AlgorithmSpec:
         return load(self.site)
 
 
-#: Where the audit targets named below live.
-_TARGETS = "fedpca.audit.targets:"
+#: Where the record fields and audit targets named below live.
+_RECORD, _TARGETS = ("fedpca.run_record:", "fedpca.audit.targets:")
 SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
     AlgorithmSpec(
         name="dps-pca",
@@ -108,9 +115,12 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         description="Flower simulation of DPS-PCA: every site adds its own calibrated noise.",
         scenario="fedpca.scenarios.dps_pca:DPSPCAScenario",
         site="fedpca.algorithms.dps_pca:DPSPCASite",
+        record=_RECORD + "dps_pca_fields",
+        columns=(("distance", "distance"),),
         audit=(("dps-pca/init", _TARGETS + "dps_init"),
                ("dps-pca/power", _TARGETS + "dps_power"),
                ("dps-pca/variance", _TARGETS + "dps_variance")),
+        phased=True,
         extra_releases=1,
         paper_rule="dps-pca",
         public_start=True,
@@ -124,6 +134,8 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "of its noisy second-moment matrix once; the server merges them.",
         scenario="fedpca.scenarios.dpdis_pca:DPdisPCAScenario",
         site="fedpca.algorithms.dpdis_pca:DPdisPCASite",
+        record=_RECORD + "dpdis_pca_fields",
+        columns=(("energy_ratio", "energy"),),
         audit=(("dpdis-pca", _TARGETS + "dpdis"),
                ("dpdis-pca/secure-sum", _TARGETS + "dpdis_secure")),
     ),
@@ -134,6 +146,8 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "(eps, delta)-DP on its own; a site sends the sum of its records' views.",
         scenario="fedpca.scenarios.ldp_pca:LDPScenario",
         site="fedpca.algorithms.ldp_pca:LDPCovarianceSite",
+        record=_RECORD + "ldp_pca_fields",
+        columns=(("distance", "distance"), ("energy_ratio", "energy")),
         audit=(("ldp-pca", _TARGETS + "ldp"),),
         local_dp=True,
     ),
@@ -145,6 +159,8 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "public randomness.",
         scenario="fedpca.scenarios.kplane:KPlaneScenario",
         site="fedpca.algorithms.kplane:KPlaneSite",
+        record=_RECORD + "sulq_kplane_fields",
+        columns=(("cost", "cost"), ("wasserstein_distance", "W dist")),
         audit=(("sulq-kplane", _TARGETS + "kplane"),
                ("sulq-kplane/secure-sum", _TARGETS + "kplane_secure")),
         extra_releases=0,
