@@ -49,6 +49,10 @@ class AlgorithmSpec:
         columns: its round table's metric columns: (history key, column title).
         phased: its rounds differ in kind (a phase column in the round table).
         audit: ``fedpca audit`` mechanism name -> ``AuditSettings -> AuditTarget`` builder.
+        sensitivities: audit mechanism -> the sensitivity figure its calibration reads, as
+            ``module:attribute`` of the module that reads it (the audit's broken mechanism
+            :func:`~fedpca.audit.broken.add_remove_sensitivity` understates it ``sqrt(2)``
+            times: the add/remove-one figure instead of the replace-one one).
         extra_releases: ``None`` for one release per site and run; else a run makes
             ``rounds + extra_releases`` releases (DPS-PCA's initialisation: 1).
         public_start: a run may start from a public basis named by its hash
@@ -76,6 +80,7 @@ class AlgorithmSpec:
     record: str
     columns: tuple[tuple[str, str], ...]
     audit: tuple[tuple[str, str], ...]
+    sensitivities: tuple[tuple[str, str], ...]
     phased: bool = False
     extra_releases: int | None = None
     public_start: bool = False
@@ -120,6 +125,9 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         audit=(("dps-pca/init", _TARGETS + "dps_init"),
                ("dps-pca/power", _TARGETS + "dps_power"),
                ("dps-pca/variance", _TARGETS + "dps_variance")),
+        sensitivities=(("dps-pca/init", "fedpca.algorithms.dps_pca:diagonal_sensitivity"),
+                       ("dps-pca/power", "fedpca.algorithms.dps_pca:power_step_sensitivity"),
+                       ("dps-pca/variance", "fedpca.algorithms.dps_pca:rayleigh_sensitivity")),
         phased=True,
         extra_releases=1,
         paper_rule="dps-pca",
@@ -138,6 +146,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         columns=(("energy_ratio", "energy"),),
         audit=(("dpdis-pca", _TARGETS + "dpdis"),
                ("dpdis-pca/secure-sum", _TARGETS + "dpdis_secure")),
+        sensitivities=(("dpdis-pca", "fedpca.algorithms.dpdis_pca:second_moment_sensitivity"),),
     ),
     AlgorithmSpec(
         name="ldp-pca",
@@ -149,6 +158,8 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         record=_RECORD + "ldp_pca_fields",
         columns=(("distance", "distance"), ("energy_ratio", "energy")),
         audit=(("ldp-pca", _TARGETS + "ldp"),),
+        # the site and its policy read the module's figure
+        sensitivities=(("ldp-pca", "fedpca.algorithms.ldp_pca:upper_triangle_sensitivity"),),
         local_dp=True,
     ),
     AlgorithmSpec(
@@ -163,6 +174,10 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         columns=(("cost", "cost"), ("wasserstein_distance", "W dist")),
         audit=(("sulq-kplane", _TARGETS + "kplane"),
                ("sulq-kplane/secure-sum", _TARGETS + "kplane_secure")),
+        # the within-one-cluster figure sqrt(2) C^2 instead of the 2 C^2 of a record that
+        # switches cluster (the same sqrt(2) understatement)
+        sensitivities=(("sulq-kplane",
+                        "fedpca.algorithms.kplane:cluster_moments_sensitivity"),),
         extra_releases=0,
         paper_rule="dps-pca",
         site_template=False,
