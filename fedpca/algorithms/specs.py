@@ -44,6 +44,9 @@ class AlgorithmSpec:
         description: the sub-command's description.
         scenario: the scenario dataclass (parameters, defaults, help, data, policy).
         site: the Flower-free site class (its data, noise and ledger).
+        strategy: the public name of its Message-API strategy class
+            (:data:`fedpca.flower.strategies.STRATEGIES`) and what that class builds its
+            server with (the server class, or a builder taking the strategy first).
         record: its run record's own fields: ``RunResult -> dict``
             (:func:`fedpca.run_record.run_record`, after the headline).
         columns: its round table's metric columns: (history key, column title).
@@ -77,6 +80,7 @@ class AlgorithmSpec:
     description: str
     scenario: str
     site: str
+    strategy: tuple[str, str]
     record: str
     columns: tuple[tuple[str, str], ...]
     audit: tuple[tuple[str, str], ...]
@@ -120,6 +124,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         description="Flower simulation of DPS-PCA: every site adds its own calibrated noise.",
         scenario="fedpca.scenarios.dps_pca:DPSPCAScenario",
         site="fedpca.algorithms.dps_pca:DPSPCASite",
+        strategy=("DPSPCA", "fedpca.algorithms.dps_pca:DPSPCAServer"),
         record=_RECORD + "dps_pca_fields",
         columns=(("distance", "distance"),),
         audit=(("dps-pca/init", _TARGETS + "dps_init"),
@@ -142,6 +147,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "of its noisy second-moment matrix once; the server merges them.",
         scenario="fedpca.scenarios.dpdis_pca:DPdisPCAScenario",
         site="fedpca.algorithms.dpdis_pca:DPdisPCASite",
+        strategy=("DPdisPCA", "fedpca.algorithms.dpdis_pca:DPdisPCAServer"),
         record=_RECORD + "dpdis_pca_fields",
         columns=(("energy_ratio", "energy"),),
         audit=(("dpdis-pca", _TARGETS + "dpdis"),
@@ -155,6 +161,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "(eps, delta)-DP on its own; a site sends the sum of its records' views.",
         scenario="fedpca.scenarios.ldp_pca:LDPScenario",
         site="fedpca.algorithms.ldp_pca:LDPCovarianceSite",
+        strategy=("LDPCovariance", "fedpca.flower.strategies:build_ldp"),
         record=_RECORD + "ldp_pca_fields",
         columns=(("distance", "distance"), ("energy_ratio", "energy")),
         audit=(("ldp-pca", _TARGETS + "ldp"),),
@@ -170,6 +177,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "public randomness.",
         scenario="fedpca.scenarios.kplane:KPlaneScenario",
         site="fedpca.algorithms.kplane:KPlaneSite",
+        strategy=("SuLQKPlane", "fedpca.algorithms.kplane:KPlaneServer"),
         record=_RECORD + "sulq_kplane_fields",
         columns=(("cost", "cost"), ("wasserstein_distance", "W dist")),
         audit=(("sulq-kplane", _TARGETS + "kplane"),
