@@ -192,3 +192,12 @@ class CentredSite:
         split = self.centring.centred.split()
         return dataclasses.replace(self.answering.guarantee(), epsilon=split.epsilon,
                                    epsilon_achieved=split.epsilon_achieved)
+
+
+def answer_in_process(server: ServerRecord | CentredServer,
+                      sites: Sequence[PrivateSite | CentredSite]) -> None:
+    """Every round of ``server`` answered by ``sites`` in process, as a Flower run carries
+    them: each request to every site, their answers back."""
+    for server_round in range(1, server.num_rounds + 1):
+        arrays, config = server.round_request(server_round)
+        server.round_result(server_round, [s.answer(s.respond(arrays, config)) for s in sites])

@@ -73,6 +73,8 @@ class AlgorithmSpec:
         local_dp: the guarantee is local (every record against everyone, its own site
             included): a centred run's moments are then every record's own views
             (:class:`~fedpca.algorithms.centring.CentredPolicy` ``local``).
+        centred: its part of a centred reference run: ``(CentredSetup, **params) ->
+            CentredAlgorithm`` (:func:`fedpca.algorithms.centred_run.run_centred`).
     """
 
     name: str
@@ -85,6 +87,7 @@ class AlgorithmSpec:
     columns: tuple[tuple[str, str], ...]
     audit: tuple[tuple[str, str], ...]
     sensitivities: tuple[tuple[str, str], ...]
+    centred: str
     phased: bool = False
     extra_releases: int | None = None
     public_start: bool = False
@@ -115,8 +118,9 @@ class AlgorithmSpec:
         return load(self.site)
 
 
-#: Where the record fields and audit targets named below live.
-_RECORD, _TARGETS = ("fedpca.run_record:", "fedpca.audit.targets:")
+#: Where the record fields, audit targets and centred parts named below live.
+_RECORD, _TARGETS, _CENTRED = ("fedpca.run_record:", "fedpca.audit.targets:",
+                               "fedpca.algorithms.centred_run:")
 SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
     AlgorithmSpec(
         name="dps-pca",
@@ -133,6 +137,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         sensitivities=(("dps-pca/init", "fedpca.algorithms.dps_pca:diagonal_sensitivity"),
                        ("dps-pca/power", "fedpca.algorithms.dps_pca:power_step_sensitivity"),
                        ("dps-pca/variance", "fedpca.algorithms.dps_pca:rayleigh_sensitivity")),
+        centred=_CENTRED + "centred_dps",
         phased=True,
         extra_releases=1,
         paper_rule="dps-pca",
@@ -153,6 +158,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         audit=(("dpdis-pca", _TARGETS + "dpdis"),
                ("dpdis-pca/secure-sum", _TARGETS + "dpdis_secure")),
         sensitivities=(("dpdis-pca", "fedpca.algorithms.dpdis_pca:second_moment_sensitivity"),),
+        centred=_CENTRED + "centred_dpdis",
     ),
     AlgorithmSpec(
         name="ldp-pca",
@@ -167,6 +173,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         audit=(("ldp-pca", _TARGETS + "ldp"),),
         # the site and its policy read the module's figure
         sensitivities=(("ldp-pca", "fedpca.algorithms.ldp_pca:upper_triangle_sensitivity"),),
+        centred=_CENTRED + "centred_ldp",
         local_dp=True,
     ),
     AlgorithmSpec(
@@ -186,6 +193,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         # switches cluster (the same sqrt(2) understatement)
         sensitivities=(("sulq-kplane",
                         "fedpca.algorithms.kplane:cluster_moments_sensitivity"),),
+        centred=_CENTRED + "centred_kplane",
         extra_releases=0,
         paper_rule="dps-pca",
         site_template=False,
