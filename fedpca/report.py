@@ -158,8 +158,8 @@ def result_summary(result: RunResult) -> str:
     return (
         f"{result.algorithm}: k={result.k}, {distance}"
         f"(eps={p.get('epsilon')}, delta={p.get('delta')})-DP per record per site "
-        f"[{p.get('accounting')}, noise multiplier {p.get('noise_multiplier') or float('nan'):.3f}, "
-        f"{p.get('trust_model')}]"
+        f"[{p.get('accounting')}, noise multiplier "
+        f"{p.get('noise_multiplier') or float('nan'):.3f}, {p.get('trust_model')}]"
     )
 
 

@@ -1,10 +1,11 @@
 """Centring as a step before any algorithm: a moments round, then the algorithm's rounds on
 centred (standardised) rows, for every algorithm at once (no Flower import).
 
-:class:`CentredServer` wraps any algorithm's server (:class:`~fedpca.algorithms.server.ServerRecord`):
-round 1 asks every site for its moments release (per-site noise, or its discrete Gaussian
-message inside the secure sum the :class:`~fedpca.algorithms.centring.MomentsServer`
-describes); the released total becomes a mean and a scale (post-processing, nothing spent);
+:class:`CentredServer` wraps any algorithm's server
+(:class:`~fedpca.algorithms.server.ServerRecord`): round 1 asks every site for its moments
+release (per-site noise, or its discrete Gaussian message inside the secure sum the
+:class:`~fedpca.algorithms.centring.MomentsServer` describes); the released total becomes a
+mean and a scale (post-processing, nothing spent);
 every later round is the algorithm's round ``t - 1``, its request carrying the mean and scale
 as its last two arrays, since a site keeps nothing between rounds but its ledger.
 :class:`CentredSite` is a site's side: the request's :data:`CENTRING` step names which

@@ -224,7 +224,8 @@ def app_config() -> dict[str, Any]:
     default), without ``sites`` (the federation decides) and ``failure_rate`` (the CLI's
     fault simulation), plus the App's own keys."""
     config: dict[str, Any] = {"algorithm": DEFAULT_ALGORITHM}
-    ordered = [SPECS[DEFAULT_ALGORITHM], *(s for s in SPECS.values() if s.name != DEFAULT_ALGORITHM)]
+    ordered = [SPECS[DEFAULT_ALGORITHM],
+               *(s for s in SPECS.values() if s.name != DEFAULT_ALGORITHM)]
     for algorithm in ordered:
         cls = algorithm.scenario_class()
         none = cls.run_config_none()

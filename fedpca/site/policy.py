@@ -125,8 +125,9 @@ class SitePolicyFile:
             answer-seconds``): it states it in the readiness round, and the coordinator's
             fedpca ServerApp waits that long for every answer (a slow site is not dropped).
         moments_share: the share of a centred run's budget its moments release takes
-            (``[data] moments-share``; ``None``: :class:`~fedpca.algorithms.centring.CentredPolicy`'s
-            default, 0.1, or 0.3 when standardising).
+            (``[data] moments-share``; ``None``:
+            :class:`~fedpca.algorithms.centring.CentredPolicy`'s default, 0.1, or 0.3 when
+            standardising).
     """
 
     path: Path
