@@ -9,19 +9,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from fedpca.algorithms.specs import SPECS
+
 if TYPE_CHECKING:
     from fedpca.results import ClusteringResult, PCAResult
     from fedpca.run_record import RunResult
 
-#: Each algorithm's metric columns: (history key, column title).
-METRIC_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
-    "dps-pca": (("distance", "distance"),),
-    "dpdis-pca": (("energy_ratio", "energy"),),
-    "ldp-pca": (("distance", "distance"), ("energy_ratio", "energy")),
-    "sulq-kplane": (("cost", "cost"), ("wasserstein_distance", "W dist")),
-}
-#: Algorithms whose rounds differ in kind (DPS-PCA's initialisation, then power rounds).
-PHASED = ("dps-pca",)
+#: The metric columns of a table whose algorithm has no spec: (history key, column title).
+DEFAULT_COLUMNS = (("distance", "distance"),)
 #: The phase column's width: its longest phase ("variance").
 PHASE_WIDTH = 8
 
@@ -33,13 +28,23 @@ def _fmt(value: object) -> str:
 
 
 def metric_columns(algorithm: str) -> tuple[tuple[str, str], ...]:
-    """The metric columns of ``algorithm``'s table (distance by default)."""
-    return METRIC_COLUMNS.get(algorithm, METRIC_COLUMNS["dps-pca"])
+    """The metric columns of ``algorithm``'s table (its spec's
+    :attr:`~fedpca.algorithms.specs.AlgorithmSpec.columns`; distance without a spec)."""
+    spec = SPECS.get(algorithm)
+    return DEFAULT_COLUMNS if spec is None else spec.columns
+
+
+def phased(algorithm: str) -> bool:
+    """Whether ``algorithm``'s rounds differ in kind (a phase column; its spec's
+    :attr:`~fedpca.algorithms.specs.AlgorithmSpec.phased`: DPS-PCA's initialisation, then
+    its power rounds)."""
+    spec = SPECS.get(algorithm)
+    return spec is not None and spec.phased
 
 
 def table_header(algorithm: str, elapsed: bool = False) -> str:
     """The table's two header lines (titles and a rule), with an ``elapsed`` column if asked."""
-    titles = f"{'round':>5}" + (f"  {'phase':<{PHASE_WIDTH}}" if algorithm in PHASED else "")
+    titles = f"{'round':>5}" + (f"  {'phase':<{PHASE_WIDTH}}" if phased(algorithm) else "")
     titles += f" {'sites':>7}" + "".join(f"  {t:>9}" for _, t in metric_columns(algorithm))
     titles += f"  {'eps spent':>9}" + (f"  {'elapsed':>8}" if elapsed else "")
     return titles + "\n" + "-" * len(titles)
@@ -54,7 +59,7 @@ def round_line(
     given; ``-`` where a metric was not evaluated."""
     sites = f"{entry.get('sites', '-')}" + (f"/{asked}" if asked is not None else "")
     line = f"{entry.get('round', '-'):>5}"
-    line += f"  {entry.get('phase', '-'):<{PHASE_WIDTH}}" if algorithm in PHASED else ""
+    line += f"  {entry.get('phase', '-'):<{PHASE_WIDTH}}" if phased(algorithm) else ""
     line += f" {sites:>7}"
     line += "".join(f"  {_fmt(entry.get(key)):>9}" for key, _ in metric_columns(algorithm))
     line += f"  {_fmt(entry.get('epsilon_spent')):>9}"
@@ -153,8 +158,8 @@ def result_summary(result: RunResult) -> str:
     return (
         f"{result.algorithm}: k={result.k}, {distance}"
         f"(eps={p.get('epsilon')}, delta={p.get('delta')})-DP per record per site "
-        f"[{p.get('accounting')}, noise multiplier {p.get('noise_multiplier') or float('nan'):.3f}, "
-        f"{p.get('trust_model')}]"
+        f"[{p.get('accounting')}, noise multiplier "
+        f"{p.get('noise_multiplier') or float('nan'):.3f}, {p.get('trust_model')}]"
     )
 
 

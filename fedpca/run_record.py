@@ -3,7 +3,8 @@ App's run_config ``output`` (docs/api.md, "Result JSON").
 
 :func:`run_record` derives everything from the result itself (its privacy record, history,
 config and answering sites), never from how the run was started, so both paths write the
-same keys: headline fields, then the algorithm's own metrics, then the full result
+same keys: headline fields, then the algorithm's own fields (its spec's
+:attr:`~fedpca.algorithms.specs.AlgorithmSpec.record`), then the full result
 (``basis`` or ``bases``, ``privacy``, ``history``, ``config`` and, for PCA, ``sites_answered``),
 which :meth:`fedpca.results.PCAResult.load` reads back. A metric the run could not evaluate
 (the distance to a truth that only a simulation knows) is ``null``.
@@ -27,12 +28,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from fedpca.algorithms.centring import MOMENTS_PHASE
 from fedpca.algorithms.dpdis_pca import message_bytes
+from fedpca.algorithms.specs import SPECS, load
 from fedpca.errors import RunFailedError
 from fedpca.loadings import loadings
 from fedpca.dp.guarantee import SiteGuarantee, weakest
@@ -109,8 +111,9 @@ def failure_recorded(algorithm: str, path: str | Path | None) -> Iterator[None]:
 def run_record(result: RunResult) -> dict[str, Any]:
     """The record of ``result``: headline fields, the algorithm's metrics, the full result
     and, for a PCA result, its loadings table (:func:`fedpca.loadings.loadings`)."""
-    metrics = ALGORITHM_METRICS.get(result.algorithm, _no_metrics)
-    record = {**headline(result), **metrics(result), **result.to_dict()}
+    spec = SPECS.get(result.algorithm)
+    fields = {} if spec is None else load(spec.record)(result)
+    record = {**headline(result), **fields, **result.to_dict()}
     if isinstance(result, PCAResult):
         record["loadings"] = loadings(result)
     return record
@@ -217,11 +220,8 @@ def _final(result: RunResult, key: str) -> Any:
     return result.history[-1].get(key) if result.history else None
 
 
-def _no_metrics(result: RunResult) -> dict[str, Any]:
-    return {}
-
-
-def _dps_pca(result: RunResult) -> dict[str, Any]:
+def dps_pca_fields(result: RunResult) -> dict[str, Any]:
+    """DPS-PCA's record fields: its sparsity, ``s_hat``, secure sums and distances."""
     return {
         "sparsity": _config(result.config, "sparsity"),
         "s_hat": _config(result.config, "s_hat"),
@@ -231,7 +231,8 @@ def _dps_pca(result: RunResult) -> dict[str, Any]:
     }
 
 
-def _dpdis_pca(result: RunResult) -> dict[str, Any]:
+def dpdis_pca_fields(result: RunResult) -> dict[str, Any]:
+    """DPdisPCA's record fields: its data, ``r``, weighting, variant, energy and bytes."""
     config = result.config
     return {
         "dataset": _config(config, "dataset"),
@@ -244,7 +245,9 @@ def _dpdis_pca(result: RunResult) -> dict[str, Any]:
     }
 
 
-def _ldp_pca(result: RunResult) -> dict[str, Any]:
+def ldp_pca_fields(result: RunResult) -> dict[str, Any]:
+    """LDP-PCA's record fields: its data, distance (and to what), energy, clipped rows and,
+    sparse, the Fantope solver's (:data:`SPARSE_LDP_KEYS`)."""
     config = result.config
     sparse = bool(_config(config, "sparse"))
     distance = _final(result, "distance")
@@ -263,7 +266,8 @@ def _ldp_pca(result: RunResult) -> dict[str, Any]:
     return fields
 
 
-def _sulq_kplane(result: RunResult) -> dict[str, Any]:
+def sulq_kplane_fields(result: RunResult) -> dict[str, Any]:
+    """SuLQ k-plane's record fields: its clusters, their dimension, its costs and distances."""
     return {
         "clusters": result.k,
         "subspace_dim": _config(result.config, "subspace_dim"),
@@ -274,11 +278,3 @@ def _sulq_kplane(result: RunResult) -> dict[str, Any]:
         "wasserstein_distances": _series(result, "wasserstein_distance"),
     }
 
-
-#: Each algorithm's own record fields, after the headline.
-ALGORITHM_METRICS: dict[str, Callable[[RunResult], dict[str, Any]]] = {
-    "dps-pca": _dps_pca,
-    "dpdis-pca": _dpdis_pca,
-    "ldp-pca": _ldp_pca,
-    "sulq-kplane": _sulq_kplane,
-}

@@ -1,10 +1,11 @@
 """Centring as a step before any algorithm: a moments round, then the algorithm's rounds on
 centred (standardised) rows, for every algorithm at once (no Flower import).
 
-:class:`CentredServer` wraps any algorithm's server (:class:`~fedpca.algorithms.server.ServerRecord`):
-round 1 asks every site for its moments release (per-site noise, or its discrete Gaussian
-message inside the secure sum the :class:`~fedpca.algorithms.centring.MomentsServer`
-describes); the released total becomes a mean and a scale (post-processing, nothing spent);
+:class:`CentredServer` wraps any algorithm's server
+(:class:`~fedpca.algorithms.server.ServerRecord`): round 1 asks every site for its moments
+release (per-site noise, or its discrete Gaussian message inside the secure sum the
+:class:`~fedpca.algorithms.centring.MomentsServer` describes); the released total becomes a
+mean and a scale (post-processing, nothing spent);
 every later round is the algorithm's round ``t - 1``, its request carrying the mean and scale
 as its last two arrays, since a site keeps nothing between rounds but its ledger.
 :class:`CentredSite` is a site's side: the request's :data:`CENTRING` step names which
@@ -188,3 +189,12 @@ class CentredSite:
         split = self.centring.centred.split()
         return dataclasses.replace(self.answering.guarantee(), epsilon=split.epsilon,
                                    epsilon_achieved=split.epsilon_achieved)
+
+
+def answer_in_process(server: ServerRecord | CentredServer,
+                      sites: Sequence[PrivateSite | CentredSite]) -> None:
+    """Every round of ``server`` answered by ``sites`` in process, as a Flower run carries
+    them: each request to every site, their answers back."""
+    for server_round in range(1, server.num_rounds + 1):
+        arrays, config = server.round_request(server_round)
+        server.round_result(server_round, [s.answer(s.respond(arrays, config)) for s in sites])

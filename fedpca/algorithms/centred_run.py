@@ -1,28 +1,36 @@
-"""Reference centred PCA (no Flower): private centring and scaling, then the algorithm on
+"""Reference centred runs (no Flower): private centring and scaling, then an algorithm on
 the centred (standardised) rows, clipped to the public norm ``C``.
 
-* ``method="dpdis-pca"``: every site releases its column moments
-  (:class:`~fedpca.algorithms.centring.CentringSite`), the server turns their sum into a
-  mean and a scale (:class:`~fedpca.algorithms.centring.MomentsServer`), every site centres
-  and clips its rows with them and runs DPdisPCA's one release
-  (:mod:`fedpca.algorithms.dpdis_pca`): per-site noise (``variant="factor"`` or ``"full"``)
-  or both rounds inside secure sums of distributed discrete Gaussian messages
-  (``"secure-sum"``: a policy with ``secure_min_sites`` and ``discrete``).
-* ``method="dps-pca"``: the same moments round, then DPS-PCA's initialisation and ``T``
-  power steps (:mod:`fedpca.algorithms.dps_pca`) on the centred rows, per-site noise or
-  inside secure sums (a policy with ``discrete``); ``T + 1`` algorithm releases
+:func:`run_centred` is the one federated run, for every algorithm: every site's moments
+release (:class:`~fedpca.algorithms.centring.CentringSite`; per-site noise, every record's
+own views with a local policy, or inside a secure sum of distributed discrete Gaussian
+messages with ``discrete``), the server's mean and scale
+(:class:`~fedpca.algorithms.centring.MomentsServer`), then the algorithm's rounds on the
+centred rows, each its server's request and its sites' answers as a Flower run carries them
+(:func:`~fedpca.algorithms.centred_rounds.answer_in_process`). What is
+the algorithm's own, its server, its secure sums, its privacy record and its config, is its
+spec's part (:attr:`~fedpca.algorithms.specs.AlgorithmSpec.centred`, a
+``CentredSetup -> CentredAlgorithm`` function below):
+
+* :func:`centred_dpdis`: DPdisPCA's one release (:mod:`fedpca.algorithms.dpdis_pca`):
+  ``variant="factor"`` or ``"full"``, or ``"secure-sum"`` (a policy with
+  ``secure_min_sites`` and ``discrete``).
+* :func:`centred_dps`: DPS-PCA's initialisation and ``T`` power steps
+  (:mod:`fedpca.algorithms.dps_pca`); ``T + 1`` algorithm releases
   (``CentredPolicy.algorithm_releases``). No noisy matrix, so no free explained variance:
   with the policy's ``explained_variance`` (per-site noise only) one more release, every
   site's noisy Rayleigh quotients of the final basis and trace of its centred rows
   (``T + 2`` algorithm releases within the same split).
-* :func:`run_centred_kplane`: the same moments round, then SuLQ k-plane's ``T`` rounds
-  (:mod:`fedpca.algorithms.kplane`) on the centred rows, per-site noise or inside secure
-  sums; its result is a :class:`~fedpca.results.CentredClusteringResult` (one
-  basis per cluster, no explained variance).
-* :func:`run_centred_ldp`: local moments (every record releases its own noisy row
-  statistic, :class:`~fedpca.algorithms.centring.CentredPolicy` with ``local``), then
-  LDP-PCA's one release (:mod:`fedpca.algorithms.ldp_pca`) of every record's view of its
-  centred row; unit: one record, local.
+* :func:`centred_kplane`: SuLQ k-plane's ``T`` rounds (:mod:`fedpca.algorithms.kplane`);
+  its result is a :class:`~fedpca.results.CentredClusteringResult` (one basis per cluster,
+  no explained variance).
+* :func:`centred_ldp`: local moments, then LDP-PCA's one release
+  (:mod:`fedpca.algorithms.ldp_pca`) of every record's view of its centred row; unit: one
+  record, local.
+
+:func:`run_centred_pca` (DPdisPCA, DPS-PCA or a central method), :func:`run_centred_kplane`
+and :func:`run_centred_ldp` are its public faces with each algorithm's parameters.
+
 * ``method="analyze-gauss"``: one trusted curator holding the pooled rows does the same with
   one moments release and one Analyze Gauss release
   (:func:`~fedpca.algorithms.central.calibrated_analyze_gauss`), the same budget split.
@@ -43,7 +51,8 @@ the centred (standardised) rows, clipped to the public norm ``C``.
 Privacy guarantee (unit: one record at one site, replace-one; the curator's pooled data
 for the central methods): each site's (the curator's) releases compose to the policy's
 (epsilon, delta) by its split (:mod:`fedpca.dp.budget_split`; MOD-SuLQ and PPCA:
-:mod:`fedpca.dp.basic_composition`), charged to one ledger per site.
+:mod:`fedpca.dp.basic_composition`), charged to one ledger per site; with secure sums the
+privacy record states the worst case too (``epsilon_worst_case``: a site's own share alone).
 
 Explained variance (post-processing of the releases,
 :mod:`fedpca.algorithms.explained_variance`): the top-``k`` eigenvalues of the noisy centred
@@ -62,7 +71,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -80,35 +90,32 @@ from fedpca.algorithms.central import (
     mod_sulq_release,
     run_pooled_pca,
 )
+from fedpca.algorithms.centred_rounds import answer_in_process
 from fedpca.algorithms.centring import (
     CentredPolicy,
     CentringSite,
     moments_server,
     moments_sum,
 )
-from fedpca.algorithms.dpdis_pca import (
-    ALGORITHM as DPDIS_PCA,
-)
+from fedpca.algorithms.dpdis_pca import ALGORITHM as DPDIS_PCA
 from fedpca.algorithms.dpdis_pca import (
     VARIANT_FACTOR,
     VARIANT_SECURE,
     WEIGHTING_UNIFORM,
     DPdisPCAServer,
-    DPdisPCASite,
-    answer_round,
     secure_sum_for,
 )
 from fedpca.algorithms.dps_pca import ALGORITHM as DPS_PCA
-from fedpca.algorithms.dps_pca import DPSPCAServer, DPSPCASite, secure_sums
-from fedpca.algorithms.dps_pca import answer_rounds as answer_dps_rounds
+from fedpca.algorithms.dps_pca import DPSPCAServer, secure_sums
 from fedpca.algorithms.explained_variance import choose_k, explained_variance
-from fedpca.algorithms.kplane import KPlaneServer, KPlaneSite, answer_rounds
+from fedpca.algorithms.kplane import KPlaneServer
 from fedpca.algorithms.kplane import secure_sum_for as kplane_secure_sum
-from fedpca.algorithms.ldp_pca import LDPCovarianceServer, LDPCovarianceSite
+from fedpca.algorithms.ldp_pca import LDPCovarianceServer
 from fedpca.algorithms.ppca import ALGORITHM as PPCA
 from fedpca.algorithms.ppca import DEFAULT_BURN_IN, run_ppca
 from fedpca.algorithms.secure_sum import VERIFIED_TRUST, public_seed
-from fedpca.algorithms.site import PrivateSite
+from fedpca.algorithms.server import ServerRecord
+from fedpca.algorithms.specs import load, spec
 from fedpca.errors import ConfigurationError
 from fedpca.dp.basic_composition import BasicSplit, basic_split
 from fedpca.dp.budget_split import ALGORITHM
@@ -120,17 +127,103 @@ from fedpca.dp.validation import (
     require_positive_int,
     validate_site_data,
 )
-from fedpca.results import (
-    CentredClusteringResult,
-    CentredPCAResult,
-    centred_result,
-    floored_total,
-)
+from fedpca.results import CentredPCAResult, centred_result, floored_total
 
 #: The central algorithms (one trusted curator holding the pooled rows).
 CENTRAL_METHODS = (ANALYZE_GAUSS, MOD_SULQ, PPCA)
-#: The algorithms a centred reference run can end with.
+#: The algorithms :func:`run_centred_pca` can end with.
 METHODS = (DPDIS_PCA, DPS_PCA, *CENTRAL_METHODS)
+
+
+@dataclass(frozen=True)
+class CentredSetup:
+    """What an algorithm's part of a centred run is built from (all public).
+
+    Attributes:
+        bounds: the contract's public bounds (the algorithm's ``d`` is ``bounds.dim``).
+        policy: every site's :class:`~fedpca.algorithms.centring.CentredPolicy`.
+        sites: the number of sites (the members of every secure sum).
+        max_records: the most records a site holds (the secure sums' public bound).
+        rotation_seed: the run's public rotation seed of the secure sums.
+        seed: the server's seed (``None``: OS randomness; simulation only).
+    """
+
+    bounds: ColumnBounds
+    policy: CentredPolicy
+    sites: int
+    max_records: int
+    rotation_seed: int
+    seed: int | None
+
+    @property
+    def share(self) -> Any:
+        """The algorithm's part of the policy (its multiplier, clip norm ``C`` and grid)."""
+        return self.policy.algorithm_policy(self.bounds)
+
+
+@dataclass(frozen=True)
+class CentredAlgorithm:
+    """An algorithm's part of a centred run: its ``server``, the run's ``privacy`` record
+    and its own ``config`` entries, read once the rounds ran (DPdisPCA's ``variance``
+    chooses its ``k`` from the releases)."""
+
+    server: ServerRecord
+    privacy: dict[str, Any]
+    config: Callable[[], dict[str, Any]]
+
+
+def run_centred(
+    algorithm: str,
+    sites: Sequence[np.ndarray],
+    bounds: ColumnBounds,
+    policy: CentredPolicy | None = None,
+    columns: Sequence[str] | None = None,
+    seed: int | None = None,
+    **params: Any,
+) -> Any:
+    """Private centring (and scaling), then ``algorithm`` on the centred rows (module
+    docstring): a centred federated run in process.
+
+    Args:
+        algorithm: a federated algorithm's name (its spec's ``centred`` part builds the
+            rest: its server, secure sums and privacy record).
+        sites: each site's preprocessed rows (``Contract.preprocess(table).matrix``), all
+            within ``bounds``; site ``i`` is named ``str(i)``.
+        bounds: the contract's public bounds (``Contract.bounds``).
+        policy: every site's :class:`~fedpca.algorithms.centring.CentredPolicy` (default: its
+            defaults, local for a local-DP algorithm).
+        columns: the contract's output column names (``Contract.output_columns``).
+        seed: seed for reproducible simulation only (``None``: OS randomness); with it every
+            site's noise is the stream a Flower run's is, so both give the same result.
+        params: the algorithm's own (e.g. ``k``; :func:`centred_dpdis`, :func:`centred_dps`,
+            :func:`centred_kplane`, :func:`centred_ldp`).
+
+    Privacy guarantee: see the module docstring; the result's ``privacy`` states the split.
+    """
+    start = time.perf_counter()
+    algorithm_spec = spec(algorithm)
+    policy = policy or CentredPolicy(local=algorithm_spec.local_dp)
+    require_sites(sites, bounds, columns)
+    centring = [CentringSite(X, bounds, policy, site=str(i), seed=seed)
+                for i, X in enumerate(sites)]
+    setup = CentredSetup(bounds, policy, len(centring), max(s.n for s in centring),
+                         seed if seed is not None else public_seed(), seed)
+    part: CentredAlgorithm = load(algorithm_spec.centred)(setup, **params)
+    moments_secure = (moments_sum(policy, bounds, setup.max_records, setup.sites,
+                                  setup.rotation_seed) if policy.discrete else None)
+    sum_params = None if moments_secure is None else moments_secure[0]
+    moments = moments_server(policy, bounds, setup.sites, moments_secure).receive(
+        [s.answer(s.release_moments(sum_params)) for s in centring])
+    members = [s.algorithm_site(algorithm_spec.site_class(), moments.mean, moments.scale)
+               for s in centring]
+    answer_in_process(part.server, members)
+    privacy = dict(part.privacy)
+    if policy.discrete:  # a site's own share alone
+        privacy["epsilon_worst_case"] = max(s.ledger.worst_case_spent() for s in centring)
+    clipped = sum(m.clip_report.clipped_rows for m in members)
+    config = {**part.config(), "sites": len(sites), "seed": seed,
+              **_outcome(moments, centring, clipped), "wall_seconds": time.perf_counter() - start}
+    return centred_result(part.server.result(privacy, config), moments, columns)
 
 
 def run_centred_pca(
@@ -151,43 +244,34 @@ def run_centred_pca(
     """Private centring (and scaling), then ``method`` on the centred rows.
 
     Args:
-        sites: each site's preprocessed rows (``Contract.preprocess(table).matrix``), all
-            within ``bounds``.
-        bounds: the contract's public bounds (``Contract.bounds``).
+        sites, bounds, columns, seed: as :func:`run_centred`.
         k: number of components.
         policy: every site's :class:`~fedpca.algorithms.centring.CentredPolicy` (default: its
-            defaults); ``method="analyze-gauss"`` uses its budget, split, scaling and clip
-            norm for the curator.
-        method: ``"dpdis-pca"``, ``"dps-pca"``, or a central method on the pooled rows:
-            ``"analyze-gauss"``, ``"mod-sulq"`` or ``"ppca"``.
-        variant: DPdisPCA's ``"factor"``, ``"full"`` or ``"secure-sum"``.
-        columns: the contract's output column names (``Contract.output_columns``).
-        seed: seed for reproducible simulation only (``None``: OS randomness).
-        r, weighting: DPdisPCA's (:func:`~fedpca.algorithms.dpdis_pca.run_dpdis_pca`).
+            defaults); a central method uses its budget, split, scaling and clip norm for
+            the curator.
+        method: ``"dpdis-pca"``, ``"dps-pca"`` (:func:`run_centred`), or a central method
+            on the pooled rows: ``"analyze-gauss"``, ``"mod-sulq"`` or ``"ppca"``.
+        variant, r, weighting: DPdisPCA's (:func:`centred_dpdis`).
         variance: keep the fewest components, at most ``k``, whose cumulative DP
             explained-variance ratio reaches this share
             (:func:`~fedpca.algorithms.explained_variance.choose_k`; post-processing of the
             whole noisy matrix, so not with DPdisPCA's factor variant, DPS-PCA nor PPCA).
-        s_hat: DPS-PCA's rows kept by thresholding (default ``d``: no thresholding); its
-            ``T`` power rounds are the policy's ``algorithm_releases - 1``.
+        s_hat: DPS-PCA's (:func:`centred_dps`).
         burn_in: PPCA's Gibbs sweeps before the released frame (``k > 1``;
             :func:`~fedpca.algorithms.ppca.run_ppca`).
 
     Privacy guarantee: see the module docstring; the result's ``privacy`` states the split.
     """
-    start = time.perf_counter()
-    policy = policy or CentredPolicy()
     require_choice(method, "method", METHODS)
+    if method not in CENTRAL_METHODS:
+        options = ({"s_hat": s_hat} if method == DPS_PCA
+                   else {"variant": variant, "r": r, "weighting": weighting})
+        return run_centred(method, sites, bounds, policy, columns, seed, k=k,
+                           variance=variance, **options)
+    start = time.perf_counter()
     require_sites(sites, bounds, columns)
-    if method == DPS_PCA:
-        if variance is not None:
-            raise ConfigurationError(
-                "DPS-PCA needs k before its first round: give k, not variance")
-        result = _dps(sites, bounds, k, policy, seed, bounds.dim if s_hat is None else s_hat)
-    elif method in CENTRAL_METHODS:
-        result = _central(method, sites, bounds, k, policy, seed, variance, burn_in)
-    else:
-        result = _dpdis(sites, bounds, k, policy, variant, seed, r, weighting, variance)
+    result = _central(method, sites, bounds, k, policy or CentredPolicy(), seed, variance,
+                      burn_in)
     result.columns = None if columns is None else list(columns)
     result.config["wall_seconds"] = time.perf_counter() - start
     return result
@@ -204,97 +288,105 @@ def require_sites(sites: Sequence[np.ndarray], bounds: ColumnBounds,
             "output_columns")
 
 
-def run_centred_kplane(
-    sites: Sequence[np.ndarray],
-    bounds: ColumnBounds,
-    clusters: int,
-    subspace_dim: int,
-    policy: CentredPolicy | None = None,
-    columns: Sequence[str] | None = None,
-    seed: int | None = None,
-) -> CentredClusteringResult:
-    """Private centring (and scaling), then SuLQ k-plane on the centred rows clipped to the
-    site's own ``C``: ``policy.algorithm_releases`` k-plane rounds ``T``, per-site noise or
-    (a policy with ``discrete``) every release inside secure sums of discrete Gaussian
-    messages.
-
-    Args:
-        sites, bounds, columns, seed: as :func:`run_centred_pca`.
-        clusters, subspace_dim: k-plane's ``k`` subspaces of dimension ``q``.
-        policy: every site's :class:`~fedpca.algorithms.centring.CentredPolicy`.
-
+def run_centred_kplane(sites: Sequence[np.ndarray], bounds: ColumnBounds, clusters: int,
+                       subspace_dim: int, policy: CentredPolicy | None = None,
+                       columns: Sequence[str] | None = None, seed: int | None = None) -> Any:
+    """:func:`run_centred` of SuLQ k-plane (:func:`centred_kplane`): ``clusters`` subspaces
+    of dimension ``subspace_dim``, a :class:`~fedpca.results.CentredClusteringResult`.
     Privacy guarantee (unit: one record at one site, replace-one; the record may change
     cluster): the moments release and the ``T`` rounds compose to the policy's (epsilon,
-    delta) by its split, charged to one ledger per site.
-    """
-    start = time.perf_counter()
-    policy = policy or CentredPolicy()
-    require_sites(sites, bounds, columns)
-    centring, rotation_seed, moments = _moments_round(sites, bounds, policy, seed,
-                                                      policy.discrete)
-    algorithm = [s.algorithm_site(KPlaneSite, moments.mean, moments.scale) for s in centring]
-    share = policy.algorithm_policy(bounds)
-    secure = (kplane_secure_sum(share, bounds.dim, clusters, max(s.n for s in centring),
-                                len(centring), rotation_seed) if policy.discrete else None)
-    server = KPlaneServer(bounds.dim, clusters, subspace_dim, policy.algorithm_releases,
-                          clip_norm=share.clip_norm, seed=seed, secure=secure)
-    answer_rounds(server, algorithm, secure)
-    config = {"clusters": clusters, "subspace_dim": subspace_dim,
-              "rounds": policy.algorithm_releases, "sites": len(sites), "seed": seed,
-              **_outcome(moments, centring, _clipped(algorithm)),
-              "wall_seconds": time.perf_counter() - start}
-    result = server.result(centred_privacy(policy, bounds, KPLANE_MECHANISM), config)
-    return centred_result(result, moments, columns)
+    delta) by its split, charged to one ledger per site."""
+    return run_centred("sulq-kplane", sites, bounds, policy, columns, seed,
+                       clusters=clusters, subspace_dim=subspace_dim)
 
 
-def run_centred_ldp(
-    sites: Sequence[np.ndarray],
-    bounds: ColumnBounds,
-    k: int,
-    policy: CentredPolicy | None = None,
-    columns: Sequence[str] | None = None,
-    seed: int | None = None,
-    sparse: bool = False,
-    lam: float | None = None,
-) -> CentredPCAResult:
-    """Local private centring (and scaling), then LDP-PCA on the centred rows clipped to the
-    site's own ``C``.
+def run_centred_ldp(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int,
+                    policy: CentredPolicy | None = None, columns: Sequence[str] | None = None,
+                    seed: int | None = None, sparse: bool = False,
+                    lam: float | None = None) -> CentredPCAResult:
+    """:func:`run_centred` of LDP-PCA (:func:`centred_ldp`; default policy
+    ``CentredPolicy(local=True)``). Privacy guarantee (unit: one record, replace-one; local
+    model): every record's moments view (multiplier ``z_m``) and its covariance view
+    ``x_c x_c^T + Z`` (``z_a``) compose to the policy's (epsilon, delta) on their own,
+    whoever sees them (its own site included); each site's ledger is charged the record's
+    multipliers."""
+    return run_centred("ldp-pca", sites, bounds, policy, columns, seed, k=k, sparse=sparse,
+                       lam=lam)
 
-    Args:
-        sites, bounds, k, columns, seed: as :func:`run_centred_pca`.
-        policy: every site's :class:`~fedpca.algorithms.centring.CentredPolicy`, with
-            ``local`` (default: ``CentredPolicy(local=True)``) and one algorithm release.
-        sparse, lam: LDP-PCA's (:func:`~fedpca.algorithms.ldp_pca.run_ldp_pca`).
 
-    Privacy guarantee (unit: one record, replace-one; local model): every record's moments
-    view (multiplier ``z_m``) and its covariance view ``x_c x_c^T + Z`` (``z_a``) compose to
-    the policy's (epsilon, delta) on their own, whoever sees them (its own site included);
-    each site's ledger is charged the record's multipliers.
-    """
-    start = time.perf_counter()
-    policy = policy or CentredPolicy(local=True)
+def centred_dpdis(setup: CentredSetup, k: int, variant: str = VARIANT_FACTOR,
+                  r: int | None = None, weighting: str = WEIGHTING_UNIFORM,
+                  variance: float | None = None) -> CentredAlgorithm:
+    """DPdisPCA's part: its server (``k``, ``variant``, ``r``, ``weighting``, ``variance``:
+    :func:`~fedpca.algorithms.dpdis_pca.run_dpdis_pca`'s), inside a secure sum for the
+    ``"secure-sum"`` variant, which needs a discrete policy and only it takes one."""
+    secure = variant == VARIANT_SECURE
+    if secure != setup.policy.discrete:
+        raise ConfigurationError(
+            "the secure-sum variant needs a policy with secure_min_sites and discrete=True, "
+            "and only it takes one")
+    algorithm_secure = (secure_sum_for(setup.share, setup.bounds.dim, setup.max_records,
+                                       setup.sites, setup.rotation_seed) if secure else None)
+    server = DPdisPCAServer(setup.bounds.dim, k, r, weighting, variant, None,
+                            algorithm_secure, variance)
+    return CentredAlgorithm(server, centred_privacy(setup.policy, setup.bounds), lambda: {
+        "k": server.k, "variance": variance, "r": server.r, "variant": variant,
+        "weighting": weighting})
+
+
+def centred_dps(setup: CentredSetup, k: int, s_hat: int | None = None,
+                variance: float | None = None) -> CentredAlgorithm:
+    """DPS-PCA's part: its server (``k``; ``s_hat`` rows kept by thresholding, default
+    ``d``: none), ``T = algorithm_releases - 1`` power rounds (one fewer with the
+    explained variance), inside secure sums with a discrete policy. It needs ``k`` before
+    its first round, so no ``variance``."""
+    if variance is not None:
+        raise ConfigurationError("DPS-PCA needs k before its first round: give k, not variance")
+    policy, dim = setup.policy, setup.bounds.dim
+    rounds = policy.algorithm_releases - 1 - int(policy.explained_variance)
+    if rounds < 1:
+        raise ConfigurationError(
+            "DPS-PCA makes T + 1 releases (its initialisation and T power steps; T + 2 with "
+            "the explained variance): give the policy algorithm_releases = T + 1 >= 2 (T + 2 "
+            "with explained_variance)")
+    secure = (secure_sums(setup.share, dim, k, setup.max_records, setup.sites,
+                          setup.rotation_seed) if policy.discrete else None)
+    s_hat = dim if s_hat is None else s_hat
+    server = DPSPCAServer(dim, k, s_hat, rounds, seed=setup.seed, secure=secure,
+                          explained_variance=policy.explained_variance)
+    return CentredAlgorithm(server, centred_privacy(policy, setup.bounds, DPS_MECHANISM),
+                            lambda: {"k": k, "s_hat": s_hat, "rounds": rounds})
+
+
+def centred_kplane(setup: CentredSetup, clusters: int, subspace_dim: int) -> CentredAlgorithm:
+    """SuLQ k-plane's part: ``policy.algorithm_releases`` rounds ``T`` of ``clusters``
+    subspaces of dimension ``subspace_dim`` on rows clipped to the site's own ``C``, inside
+    secure sums with a discrete policy."""
+    policy, share = setup.policy, setup.share
+    secure = (kplane_secure_sum(share, setup.bounds.dim, clusters, setup.max_records,
+                                setup.sites, setup.rotation_seed) if policy.discrete else None)
+    server = KPlaneServer(setup.bounds.dim, clusters, subspace_dim, policy.algorithm_releases,
+                          clip_norm=share.clip_norm, seed=setup.seed, secure=secure)
+    return CentredAlgorithm(server, centred_privacy(policy, setup.bounds, KPLANE_MECHANISM),
+                            lambda: {"clusters": clusters, "subspace_dim": subspace_dim,
+                                     "rounds": policy.algorithm_releases})
+
+
+def centred_ldp(setup: CentredSetup, k: int, sparse: bool = False,
+                lam: float | None = None) -> CentredAlgorithm:
+    """LDP-PCA's part: its server (``k``, ``sparse``, ``lam``:
+    :func:`~fedpca.algorithms.ldp_pca.run_ldp_pca`'s) with the per-record noise; refused
+    unless the policy is local with one algorithm release."""
+    policy = setup.policy
     if not policy.local or policy.algorithm_releases != 1:
         raise ConfigurationError(
             "LDP-PCA protects every record against everyone, its own site included: its "
             "moments must be local too and it makes one release; give a CentredPolicy with "
             "local=True and algorithm_releases=1")
-    require_sites(sites, bounds, columns)
-    centring, _, moments = _moments_round(sites, bounds, policy, seed, secure=False)
-    algorithm = [s.algorithm_site(LDPCovarianceSite, moments.mean, moments.scale)
-                 for s in centring]
-    privacy = centred_ldp_privacy(policy, bounds)
-    server = LDPCovarianceServer(bounds.dim, k, sparse=sparse, lam=lam,
+    privacy = centred_ldp_privacy(policy, setup.bounds)
+    server = LDPCovarianceServer(setup.bounds.dim, k, sparse=sparse, lam=lam,
                                  record_sigma=privacy["sigma"])
-    server.receive([s.answer(s.release_covariance()) for s in algorithm])
-    config = {"k": k, "sparse": sparse, "lam": lam, "sites": len(sites), "seed": seed,
-              **_outcome(moments, centring, _clipped(algorithm)),
-              "wall_seconds": time.perf_counter() - start}
-    return centred_result(server.result(privacy, config), moments, columns)
-
-
-def _clipped(sites: Sequence[PrivateSite]) -> int:
-    """The rows the algorithm's sites clipped to ``C``, all sites together."""
-    return sum(s.clip_report.clipped_rows for s in sites)
+    return CentredAlgorithm(server, privacy, lambda: {"k": k, "sparse": sparse, "lam": lam})
 
 
 def _outcome(moments: ColumnMoments, centring: Sequence[CentringSite],
@@ -308,70 +400,6 @@ def _outcome(moments: ColumnMoments, centring: Sequence[CentringSite],
         "floored_variances": list(moments.floored_variances),
         "epsilon_spent": max(s.ledger.epsilon_spent() for s in centring),
     }
-
-
-def _dpdis(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,
-           variant: str, seed: int | None, r: int | None, weighting: str,
-           variance: float | None) -> CentredPCAResult:
-    secure = variant == VARIANT_SECURE
-    if secure != policy.discrete:
-        raise ConfigurationError(
-            "the secure-sum variant needs a policy with secure_min_sites and discrete=True, "
-            "and only it takes one")
-    centring, rotation_seed, moments = _moments_round(sites, bounds, policy, seed, secure)
-    sizes = [s.n for s in centring]
-    algorithm = [s.algorithm_site(DPdisPCASite, moments.mean, moments.scale) for s in centring]
-    algorithm_secure = (secure_sum_for(policy.algorithm_policy(bounds), bounds.dim, max(sizes),
-                                       len(sizes), rotation_seed) if secure else None)
-    server = DPdisPCAServer(bounds.dim, k, r, weighting, variant, None, algorithm_secure,
-                            variance)
-    answer_round(server, algorithm)
-    privacy = centred_privacy(policy, bounds)
-    if secure:
-        privacy["epsilon_worst_case"] = max(s.ledger.worst_case_spent() for s in centring)
-    config = {"k": server.k, "variance": variance, "r": server.r, "variant": variant,
-              "weighting": weighting, "sites": len(sites), "seed": seed,
-              **_outcome(moments, centring, _clipped(algorithm))}
-    return centred_result(server.result(privacy, config), moments)
-
-
-def _moments_round(sites: Sequence[np.ndarray], bounds: ColumnBounds, policy: CentredPolicy,
-                   seed: int | None, secure: bool
-                   ) -> tuple[list[CentringSite], int, ColumnMoments]:
-    """Every site's :class:`CentringSite`, the run's public rotation seed and the released
-    moments (inside a secure sum when ``secure``)."""
-    centring = [CentringSite(X, bounds, policy, site=str(i), seed=seed)
-                for i, X in enumerate(sites)]
-    rotation_seed = seed if seed is not None else public_seed()
-    moments_secure = (moments_sum(policy, bounds, max(s.n for s in centring), len(centring),
-                                  rotation_seed) if secure else None)
-    server = moments_server(policy, bounds, len(centring), moments_secure)
-    sum_params = None if moments_secure is None else moments_secure[0]
-    moments = server.receive([s.answer(s.release_moments(sum_params)) for s in centring])
-    return centring, rotation_seed, moments
-
-
-def _dps(sites: Sequence[np.ndarray], bounds: ColumnBounds, k: int, policy: CentredPolicy,
-         seed: int | None, s_hat: int) -> CentredPCAResult:
-    rounds = policy.algorithm_releases - 1 - int(policy.explained_variance)
-    if rounds < 1:
-        raise ConfigurationError(
-            "DPS-PCA makes T + 1 releases (its initialisation and T power steps; T + 2 with "
-            "the explained variance): give the policy algorithm_releases = T + 1 >= 2 (T + 2 "
-            "with explained_variance)")
-    centring, rotation_seed, moments = _moments_round(sites, bounds, policy, seed,
-                                                      policy.discrete)
-    algorithm = [s.algorithm_site(DPSPCASite, moments.mean, moments.scale) for s in centring]
-    secure = (secure_sums(policy.algorithm_policy(bounds), bounds.dim, k,
-                          max(s.n for s in centring), len(centring), rotation_seed)
-              if policy.discrete else None)
-    server = DPSPCAServer(bounds.dim, k, s_hat, rounds, seed=seed, secure=secure,
-                          explained_variance=policy.explained_variance)
-    answer_dps_rounds(server, algorithm, secure)
-    config = {"k": k, "s_hat": s_hat, "rounds": rounds, "sites": len(sites), "seed": seed,
-              **_outcome(moments, centring, _clipped(algorithm))}
-    result = server.result(centred_privacy(policy, bounds, DPS_MECHANISM), config)
-    return centred_result(result, moments)
 
 
 #: A centred DPS-PCA run's mechanism, as its privacy record states it.

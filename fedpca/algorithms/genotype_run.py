@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.algorithms.centred_rounds import CentredServer, CentredSite
+from fedpca.algorithms.centred_rounds import CentredServer, CentredSite, answer_in_process
 from fedpca.algorithms.centred_run import centred_privacy
 from fedpca.algorithms.centring import CentredPolicy, moments_sum
 from fedpca.algorithms.dps_pca import DPSPCAServer, secure_sums
@@ -37,7 +37,6 @@ from fedpca.algorithms.genotype_centring import (
     genotype_bounds,
 )
 from fedpca.algorithms.secure_sum import public_seed
-from fedpca.algorithms.server import ServerRecord
 from fedpca.algorithms.shifted_start import SHIFT_COLUMNS, ShiftedStartServer, ShiftedStartSite
 from fedpca.algorithms.site import SiteLedgerLike
 from fedpca.algorithms.site_limits import SiteLimits
@@ -99,14 +98,6 @@ def genotype_site(rows: GenotypeRows, policy: CentredPolicy, start: StartBasis |
     standardised with the frequencies each request carries."""
     return CentredSite(FrequencySite(rows, policy, start, site, seed, ledger, limits),
                        ShiftedStartSite)
-
-
-def answer_in_process(server: ServerRecord, sites: Sequence[CentredSite]) -> None:
-    """Every round of ``server`` answered by ``sites`` in process, as a Flower run carries
-    them: each request to every site, their answers back."""
-    for server_round in range(1, server.num_rounds + 1):
-        arrays, config = server.round_request(server_round)
-        server.round_result(server_round, [s.answer(s.respond(arrays, config)) for s in sites])
 
 
 def run_genotype_dps_pca(sites: Sequence[GenotypeRows], k: int, rounds: int,

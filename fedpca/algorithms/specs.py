@@ -1,12 +1,18 @@
-"""One registration per federated algorithm.
+"""One registration per federated algorithm: the only table an algorithm appears in.
 
 An :class:`AlgorithmSpec` names everything the product derives for an algorithm: the
 ``fedpca simulate NAME`` command and its flags (from the scenario's fields, see
 :mod:`fedpca.scenarios.base`), the Flower App's dispatch on run_config ``algorithm`` and
-its run_config keys, the site that answers its requests and the ``fedpca audit`` targets.
-The Flower layer (:mod:`fedpca.flower`) runs any algorithm from its scenario's server plan
-and its site class: no algorithm has Flower code of its own. Everything is named by import
-path and loaded only when used, so that ``fedpca --help`` imports neither Flower nor numpy.
+its run_config keys, its named Flower strategy (:mod:`fedpca.flower.strategies`), the site
+that answers its requests and what a site's policy and plan need to know of it (its extra
+releases, a public start, an explained-variance release, whether a genotype site answers
+it, whether ``fedpca site init`` writes its table), its centred reference run
+(:mod:`fedpca.algorithms.centred_run`), its run record's fields (:mod:`fedpca.run_record`),
+its round table's columns (:mod:`fedpca.report`), its ``fedpca audit`` targets and the
+sensitivity figures the audit's broken mechanisms understate (:mod:`fedpca.audit.broken`).
+Upper layers read the spec (plain data, or ``"package.module:attribute"`` paths loaded only
+when used, so that ``fedpca --help`` imports neither Flower nor numpy); no module keeps a
+table of algorithms of its own, and no site code compares an algorithm's name.
 Adding an algorithm touches three files: its Flower-free module in
 :mod:`fedpca.algorithms` (server and site), its scenario in :mod:`fedpca.scenarios` (its
 parameters, data and server plan) and one entry here.
@@ -38,15 +44,37 @@ class AlgorithmSpec:
         description: the sub-command's description.
         scenario: the scenario dataclass (parameters, defaults, help, data, policy).
         site: the Flower-free site class (its data, noise and ledger).
+        strategy: the public name of its Message-API strategy class
+            (:data:`fedpca.flower.strategies.STRATEGIES`) and what that class builds its
+            server with (the server class, or a builder taking the strategy first).
+        record: its run record's own fields: ``RunResult -> dict``
+            (:func:`fedpca.run_record.run_record`, after the headline).
+        columns: its round table's metric columns: (history key, column title).
+        phased: its rounds differ in kind (a phase column in the round table).
         audit: ``fedpca audit`` mechanism name -> ``AuditSettings -> AuditTarget`` builder.
+        sensitivities: audit mechanism -> the sensitivity figure its calibration reads, as
+            ``module:attribute`` of the module that reads it (the audit's broken mechanism
+            :func:`~fedpca.audit.broken.add_remove_sensitivity` understates it ``sqrt(2)``
+            times: the add/remove-one figure instead of the replace-one one).
         extra_releases: ``None`` for one release per site and run; else a run makes
             ``rounds + extra_releases`` releases (DPS-PCA's initialisation: 1).
         public_start: a run may start from a public basis named by its hash
             (:mod:`fedpca.data.start_basis`) instead of its first release (DPS-PCA's
             initialisation): such a run makes one release fewer.
+        explained_variance: a site's policy may agree to one more release at the end of a
+            run, the final basis's noisy Rayleigh quotients and trace (the policy key
+            ``explained-variance``), planned within the same budget.
+        genotype_rows: a genotype site answers it (it reads rows only through their
+            products, so a site streams them from its PLINK fileset).
+        site_template: ``fedpca site init`` writes its ``[algorithms.NAME]`` table.
+        paper_rule: the closed form a site's ``accounting = "paper"`` calibrates a run with
+            (:data:`fedpca.dp.calibration.PAPER_RULES`: the rounds rule of paper 000 for a
+            multi-round algorithm, the classic Gaussian for one release).
         local_dp: the guarantee is local (every record against everyone, its own site
             included): a centred run's moments are then every record's own views
             (:class:`~fedpca.algorithms.centring.CentredPolicy` ``local``).
+        centred: its part of a centred reference run: ``(CentredSetup, **params) ->
+            CentredAlgorithm`` (:func:`fedpca.algorithms.centred_run.run_centred`).
     """
 
     name: str
@@ -54,10 +82,25 @@ class AlgorithmSpec:
     description: str
     scenario: str
     site: str
+    strategy: tuple[str, str]
+    record: str
+    columns: tuple[tuple[str, str], ...]
     audit: tuple[tuple[str, str], ...]
+    sensitivities: tuple[tuple[str, str], ...]
+    centred: str
+    phased: bool = False
     extra_releases: int | None = None
     public_start: bool = False
+    explained_variance: bool = False
+    genotype_rows: bool = False
+    site_template: bool = True
+    paper_rule: str = "classic"
     local_dp: bool = False
+
+    @property
+    def multi_round(self) -> bool:
+        """Whether a run has rounds (a policy's ``rounds`` calibrates it), not one release."""
+        return self.extra_releases is not None
 
     def releases_per_run(self, rounds: int, start: bool = False) -> int:
         """The releases one run with ``rounds`` rounds makes at a site (one fewer from a
@@ -75,6 +118,9 @@ class AlgorithmSpec:
         return load(self.site)
 
 
+#: Where the record fields, audit targets and centred parts named below live.
+_RECORD, _TARGETS, _CENTRED = ("fedpca.run_record:", "fedpca.audit.targets:",
+                               "fedpca.algorithms.centred_run:")
 SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
     AlgorithmSpec(
         name="dps-pca",
@@ -82,11 +128,22 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         description="Flower simulation of DPS-PCA: every site adds its own calibrated noise.",
         scenario="fedpca.scenarios.dps_pca:DPSPCAScenario",
         site="fedpca.algorithms.dps_pca:DPSPCASite",
-        audit=(("dps-pca/init", "fedpca.audit.targets:dps_init"),
-               ("dps-pca/power", "fedpca.audit.targets:dps_power"),
-               ("dps-pca/variance", "fedpca.audit.targets:dps_variance")),
+        strategy=("DPSPCA", "fedpca.algorithms.dps_pca:DPSPCAServer"),
+        record=_RECORD + "dps_pca_fields",
+        columns=(("distance", "distance"),),
+        audit=(("dps-pca/init", _TARGETS + "dps_init"),
+               ("dps-pca/power", _TARGETS + "dps_power"),
+               ("dps-pca/variance", _TARGETS + "dps_variance")),
+        sensitivities=(("dps-pca/init", "fedpca.algorithms.dps_pca:diagonal_sensitivity"),
+                       ("dps-pca/power", "fedpca.algorithms.dps_pca:power_step_sensitivity"),
+                       ("dps-pca/variance", "fedpca.algorithms.dps_pca:rayleigh_sensitivity")),
+        centred=_CENTRED + "centred_dps",
+        phased=True,
         extra_releases=1,
+        paper_rule="dps-pca",
         public_start=True,
+        explained_variance=True,
+        genotype_rows=True,
     ),
     AlgorithmSpec(
         name="dpdis-pca",
@@ -95,8 +152,13 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "of its noisy second-moment matrix once; the server merges them.",
         scenario="fedpca.scenarios.dpdis_pca:DPdisPCAScenario",
         site="fedpca.algorithms.dpdis_pca:DPdisPCASite",
-        audit=(("dpdis-pca", "fedpca.audit.targets:dpdis"),
-               ("dpdis-pca/secure-sum", "fedpca.audit.targets:dpdis_secure")),
+        strategy=("DPdisPCA", "fedpca.algorithms.dpdis_pca:DPdisPCAServer"),
+        record=_RECORD + "dpdis_pca_fields",
+        columns=(("energy_ratio", "energy"),),
+        audit=(("dpdis-pca", _TARGETS + "dpdis"),
+               ("dpdis-pca/secure-sum", _TARGETS + "dpdis_secure")),
+        sensitivities=(("dpdis-pca", "fedpca.algorithms.dpdis_pca:second_moment_sensitivity"),),
+        centred=_CENTRED + "centred_dpdis",
     ),
     AlgorithmSpec(
         name="ldp-pca",
@@ -105,7 +167,13 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "(eps, delta)-DP on its own; a site sends the sum of its records' views.",
         scenario="fedpca.scenarios.ldp_pca:LDPScenario",
         site="fedpca.algorithms.ldp_pca:LDPCovarianceSite",
-        audit=(("ldp-pca", "fedpca.audit.targets:ldp"),),
+        strategy=("LDPCovariance", "fedpca.flower.strategies:build_ldp"),
+        record=_RECORD + "ldp_pca_fields",
+        columns=(("distance", "distance"), ("energy_ratio", "energy")),
+        audit=(("ldp-pca", _TARGETS + "ldp"),),
+        # the site and its policy read the module's figure
+        sensitivities=(("ldp-pca", "fedpca.algorithms.ldp_pca:upper_triangle_sensitivity"),),
+        centred=_CENTRED + "centred_ldp",
         local_dp=True,
     ),
     AlgorithmSpec(
@@ -116,9 +184,19 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "public randomness.",
         scenario="fedpca.scenarios.kplane:KPlaneScenario",
         site="fedpca.algorithms.kplane:KPlaneSite",
-        audit=(("sulq-kplane", "fedpca.audit.targets:kplane"),
-               ("sulq-kplane/secure-sum", "fedpca.audit.targets:kplane_secure")),
+        strategy=("SuLQKPlane", "fedpca.algorithms.kplane:KPlaneServer"),
+        record=_RECORD + "sulq_kplane_fields",
+        columns=(("cost", "cost"), ("wasserstein_distance", "W dist")),
+        audit=(("sulq-kplane", _TARGETS + "kplane"),
+               ("sulq-kplane/secure-sum", _TARGETS + "kplane_secure")),
+        # the within-one-cluster figure sqrt(2) C^2 instead of the 2 C^2 of a record that
+        # switches cluster (the same sqrt(2) understatement)
+        sensitivities=(("sulq-kplane",
+                        "fedpca.algorithms.kplane:cluster_moments_sensitivity"),),
+        centred=_CENTRED + "centred_kplane",
         extra_releases=0,
+        paper_rule="dps-pca",
+        site_template=False,
     ),
 )}
 #: The algorithm ``flwr run`` runs when run_config names none.
@@ -146,7 +224,8 @@ def app_config() -> dict[str, Any]:
     default), without ``sites`` (the federation decides) and ``failure_rate`` (the CLI's
     fault simulation), plus the App's own keys."""
     config: dict[str, Any] = {"algorithm": DEFAULT_ALGORITHM}
-    ordered = [SPECS[DEFAULT_ALGORITHM], *(s for s in SPECS.values() if s.name != DEFAULT_ALGORITHM)]
+    ordered = [SPECS[DEFAULT_ALGORITHM],
+               *(s for s in SPECS.values() if s.name != DEFAULT_ALGORITHM)]
     for algorithm in ordered:
         cls = algorithm.scenario_class()
         none = cls.run_config_none()

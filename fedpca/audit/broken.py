@@ -18,34 +18,36 @@ Never use them outside an audit's test: the releases they make are not what they
 from __future__ import annotations
 
 import contextlib
+import importlib
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
-import fedpca.algorithms.central as central
-import fedpca.algorithms.dpdis_pca as dpdis_pca
-import fedpca.algorithms.dps_pca as dps_pca
-import fedpca.algorithms.kplane as kplane
-import fedpca.algorithms.ldp_pca as ldp_pca
 import fedpca.dp.ddg_encoding as ddg_encoding
+from fedpca.algorithms.specs import SPECS, load
 from fedpca.dp.exact_noise import ExactGaussian
 from fedpca.dp.mechanisms import NoiseSource
 
+
+def _figure(path: str) -> tuple[ModuleType, str, Callable[..., float]]:
+    """The module at ``path`` (``module:attribute``), the figure's name, and that figure
+    ``sqrt(2)`` too small (every audited figure is ``sqrt(2)`` times its add/remove-one
+    counterpart: a changed row's ``sqrt(2) C^2`` against an added row's ``C^2``)."""
+    module, _, attribute = path.partition(":")
+    real = load(path)
+    return (importlib.import_module(module), attribute,
+            lambda *args: real(*args) / math.sqrt(2))
+
+
 #: Per audited mechanism: the module whose figure its calibration reads, the figure's name,
-#: and the understated add/remove-one figure (``sqrt(2)`` too small).
+#: and the understated add/remove-one figure (``sqrt(2)`` too small): the federated
+#: algorithms' from their specs
+#: (:attr:`~fedpca.algorithms.specs.AlgorithmSpec.sensitivities`), then Analyze Gauss's.
 ADD_REMOVE_SENSITIVITY: dict[str, tuple[ModuleType, str, Callable[..., float]]] = {
-    "dps-pca/init": (dps_pca, "diagonal_sensitivity", lambda c: c**2),
-    "dps-pca/power": (dps_pca, "power_step_sensitivity", lambda c: c**2),
-    "dps-pca/variance": (dps_pca, "rayleigh_sensitivity", lambda c: c**2),
-    "dpdis-pca": (dpdis_pca, "second_moment_sensitivity", lambda c, n: c**2 / n),
-    # the site and its policy read the module's figure
-    "ldp-pca": (ldp_pca, "upper_triangle_sensitivity", lambda c: c**2),
-    "analyze-gauss": (central, "upper_triangle_sensitivity", lambda c: c**2),
-    # SuLQ k-plane: the within-one-cluster figure sqrt(2) C^2 instead of the 2 C^2 of a record
-    # that switches cluster (the same sqrt(2) understatement).
-    "sulq-kplane": (kplane, "cluster_moments_sensitivity", lambda c: math.sqrt(2) * c**2),
+    **{name: _figure(path) for spec in SPECS.values() for name, path in spec.sensitivities},
+    "analyze-gauss": _figure("fedpca.algorithms.central:upper_triangle_sensitivity"),
 }
 #: The mechanisms both bugs are checked on. MOD-SuLQ's calibration is the paper's beta (no
 #: sensitivity figure) and far above what its claim needs: halving it leaves it private at

@@ -62,8 +62,6 @@ def register_simulate_command(commands: argparse._SubParsersAction) -> None:
 
 def _fill(spec: AlgorithmSpec, parser: argparse.ArgumentParser) -> None:
     """Give ``parser`` the flags of ``spec``'s scenario and its run function."""
-    from fedpca.site.genotype_site import GENOTYPE_ALGORITHMS
-
     scenario_cls = spec.scenario_class()
     for f in scenario_cls.flag_fields():
         options = dict(f.metadata["argparse"])
@@ -76,7 +74,7 @@ def _fill(spec: AlgorithmSpec, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(*names, dest=f.name, default=f.default, help=f.metadata["help"],
                             **options)
     add_table_flags(parser)
-    if spec.name in GENOTYPE_ALGORITHMS:
+    if spec.genotype_rows:
         add_genotype_flags(parser)
     add_output_flags(parser)
     add_engine_flags(parser)

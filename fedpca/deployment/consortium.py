@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fedpca.algorithms.specs import SPECS
 from fedpca.errors import ConfigurationError
-from fedpca.site.policy import DEFAULT_DPS_ROUNDS
+from fedpca.site.policy import DEFAULT_ROUNDS
 from fedpca.site.policy_template import (
     TEMPLATE_EPSILON,
     TEMPLATE_RUN_EPSILON,
@@ -50,7 +50,7 @@ def write_consortium(
                           {name: entry for name, (_, entry) in keys.items()})
     # a demonstration's one operator made every key: each site vouches for every member
     vouched = json.dumps([entry.fingerprint for _, entry in keys.values()])
-    releases = SPECS["dps-pca"].releases_per_run(DEFAULT_DPS_ROUNDS)
+    releases = SPECS["dps-pca"].releases_per_run(DEFAULT_ROUNDS)
     (case,) = worst_cases(TEMPLATE_EPSILON, TEMPLATE_RUN_EPSILON, DELTA, releases, (min_sites,))
     policies = []
     for name, records in zip(names, data):

@@ -24,36 +24,20 @@ they state.
   round (:class:`~fedpca.algorithms.kplane.KPlaneServer`).
 
 A run of any algorithm, centred or not, needs no named class:
-``MessageSiteStrategy(server, min_sites=...)`` runs the server it is given.
+``MessageSiteStrategy(server, min_sites=...)`` runs the server it is given. The named classes
+are derived from the specs (:data:`STRATEGIES`: one per
+:data:`~fedpca.algorithms.specs.SPECS` entry, named and built as its ``strategy`` says).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fedpca.algorithms.dpdis_pca import DPdisPCAServer
-from fedpca.algorithms.dps_pca import DPSPCAServer
-from fedpca.algorithms.kplane import KPlaneServer
 from fedpca.algorithms.ldp_pca import LDPCovarianceServer
+from fedpca.algorithms.specs import SPECS, AlgorithmSpec, load
 from fedpca.flower.legacy_strategy import LegacySiteStrategy
 from fedpca.flower.rounds import SiteRoundStrategy
 from fedpca.flower.strategy import MessageSiteStrategy
-
-
-class DPSPCA(MessageSiteStrategy):
-    """DPS-PCA on Flower's Message API; parameters: :class:`DPSPCAServer`'s (``dim``, ``k``,
-    ``s_hat``, ``rounds``, ``seed``, ``initial_basis``, ``evaluate_fn``, ``secure``,
-    ``explained_variance``, ``start``) and :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
-
-    build = DPSPCAServer
-
-
-class DPdisPCA(MessageSiteStrategy):
-    """DPdisPCA on Flower's Message API; parameters: :class:`DPdisPCAServer`'s (``dim``,
-    ``k``, ``r``, ``weighting``, ``variant``, ``evaluation``, ``secure``, ``variance``) and
-    :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
-
-    build = DPdisPCAServer
 
 
 def record_sigma(strategy: SiteRoundStrategy) -> float | None:
@@ -72,19 +56,22 @@ def build_ldp(strategy: SiteRoundStrategy, **params: Any) -> LDPCovarianceServer
     return LDPCovarianceServer(record_sigma=record_sigma(strategy), **params)
 
 
-class LDPCovariance(MessageSiteStrategy):
-    """LDP-PCA on Flower's Message API; parameters: :func:`build_ldp`'s and
-    :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
+def message_strategy(spec: AlgorithmSpec) -> type[MessageSiteStrategy]:
+    """``spec``'s named Message-API strategy (:attr:`AlgorithmSpec.strategy`): a
+    :class:`~fedpca.flower.strategy.MessageSiteStrategy` that builds the algorithm's server
+    from its parameters."""
+    name, build = spec.strategy
+    doc = (f"{spec.name} on Flower's Message API; parameters: "
+           f":obj:`~{build.replace(':', '.')}`'s and "
+           ":class:`~fedpca.flower.rounds.SiteRoundStrategy`'s.")
+    return type(name, (MessageSiteStrategy,), {"build": load(build), "__doc__": doc,
+                                               "__module__": __name__, "__qualname__": name})
 
-    build = build_ldp
 
-
-class SuLQKPlane(MessageSiteStrategy):
-    """SuLQ k-plane on Flower's Message API; parameters: :class:`KPlaneServer`'s (``dim``,
-    ``clusters``, ``subspace_dim``, ``rounds``, ``clip_norm``, ``seed``, ``initial_bases``,
-    ``evaluate_fn``, ``secure``) and :class:`~fedpca.flower.rounds.SiteRoundStrategy`'s."""
-
-    build = KPlaneServer
+#: Each algorithm's named Message-API strategy, by algorithm name.
+STRATEGIES = {spec.name: message_strategy(spec) for spec in SPECS.values()}
+DPSPCA, DPdisPCA = STRATEGIES["dps-pca"], STRATEGIES["dpdis-pca"]
+LDPCovariance, SuLQKPlane = STRATEGIES["ldp-pca"], STRATEGIES["sulq-kplane"]
 
 
 class DPSPCAStrategy(LegacySiteStrategy):

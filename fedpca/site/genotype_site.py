@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from fedpca.algorithms.specs import SPECS
 from fedpca.data.covariates import write_covariates
 from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.plink import PlinkFileset
@@ -58,8 +59,9 @@ from fedpca.errors import FedPCAError
 
 #: The ``[site]`` keys of a genotype site.
 GENOTYPES_KEY, PANEL_KEY = "genotypes", "panel"
-#: The algorithms a genotype site answers (they read rows only through their products).
-GENOTYPE_ALGORITHMS = ("dps-pca",)
+#: The algorithms a genotype site answers (they read rows only through their products:
+#: :attr:`~fedpca.algorithms.specs.AlgorithmSpec.genotype_rows`).
+GENOTYPE_ALGORITHMS = tuple(spec.name for spec in SPECS.values() if spec.genotype_rows)
 
 
 @dataclass(frozen=True)

@@ -59,11 +59,7 @@ from fedpca.dp.mechanisms import NO_SEED
 from fedpca.data.start_basis import StartBasis, start_name
 from fedpca.site.ledger import RunCharge
 from fedpca.site.start_bases import planned_start
-from fedpca.site.policy import (
-    DPS_PCA,
-    EXPLAINED_VARIANCE,
-    SitePolicyFile,
-)
+from fedpca.site.policy import EXPLAINED_VARIANCE, SitePolicyFile
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +84,7 @@ class RunPlan:
             ledger must fit before the first one): a centred run's moments release first.
         rounds: the algorithm's rounds the policy calibrates for (multi-round algorithms),
             else ``None``.
-        explained_variance: the run ends with DPS-PCA's explained-variance release.
+        explained_variance: the run ends with its algorithm's explained-variance release.
         secure_min_sites: ``M`` when every release is revealed only inside secure sums of at
             least ``M`` sites, else ``None``.
         centred: the site's policy for a centred run (``None``: not centred).
@@ -170,14 +166,14 @@ def plan_run(policy: SitePolicyFile, run_id: str, algorithm: str,
                else policy.centred_policy(algorithm, standardize))
     releases = (policy.planned_run(algorithm, start is not None) if centred is None
                 else centred.plan())
-    multi_round = SPECS[algorithm].extra_releases is not None
+    spec = SPECS[algorithm]
     return RunPlan(
         site=policy.name, run_id=str(run_id), algorithm=algorithm,
         centring=PRIVATE_FREQUENCIES if private else CENTRING_NAMES[standardize],
         contract=policy.contract_hash(),
         releases=tuple(releases),
-        rounds=policy.rounds(algorithm) if multi_round else None,
-        explained_variance=explains and algorithm == DPS_PCA,
+        rounds=policy.rounds(algorithm) if spec.multi_round else None,
+        explained_variance=explains and spec.explained_variance,
         secure_min_sites=policy.secure_min_sites, centred=centred, k=_public_int(request.get("k")),
         start=start,
     )
@@ -218,15 +214,15 @@ def _refuse_seed(policy: SitePolicyFile, seed: object) -> None:
 
 def _refuse_unagreed_variance(policy: SitePolicyFile, asked: object, algorithm: str,
                               explains: bool) -> None:
-    """Refuse a DPS-PCA run whose run_config asks for the explained-variance release when
-    this site's policy does not make it: the run would fail at its last round, after the
-    site had paid for every other release."""
-    if algorithm != DPS_PCA or asked not in (True, "true") or explains:
+    """Refuse a run (of an algorithm with an explained-variance release) whose run_config
+    asks for that release when this site's policy does not make it: the run would fail at
+    its last round, after the site had paid for every other release."""
+    if not SPECS[algorithm].explained_variance or asked not in (True, "true") or explains:
         return
     raise InvalidRequestError(
-        f"{policy.name}: refused: this run asks for DPS-PCA's explained-variance release "
+        f"{policy.name}: refused: this run asks for the explained-variance release "
         f"(run_config {EXPLAINED_VARIANCE}=true), which this site's policy does not make "
-        f"({EXPLAINED_VARIANCE} = false under [algorithms.{DPS_PCA}]); nothing was released")
+        f"({EXPLAINED_VARIANCE} = false under [algorithms.{algorithm}]); nothing was released")
 
 
 def require_contract(policy: SitePolicyFile, requested: object) -> None:

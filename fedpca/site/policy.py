@@ -65,7 +65,7 @@ POLICY_ALGORITHMS = tuple(SPECS)
 #: or a mechanism may publish a whole record with probability delta.
 MAX_DELTA_TIMES_N = 0.1
 #: Rounds a site calibrates a multi-round algorithm for when its policy does not say.
-DEFAULT_DPS_ROUNDS = 10
+DEFAULT_ROUNDS = 10
 #: Seconds a site may take to answer one request unless its ``[limits] answer-seconds``
 #: says otherwise (a secure round at d = 20,000 takes seconds; loopback tests on a loaded
 #: 2-core machine took up to a few minutes per message).
@@ -125,8 +125,9 @@ class SitePolicyFile:
             answer-seconds``): it states it in the readiness round, and the coordinator's
             fedpca ServerApp waits that long for every answer (a slow site is not dropped).
         moments_share: the share of a centred run's budget its moments release takes
-            (``[data] moments-share``; ``None``: :class:`~fedpca.algorithms.centring.CentredPolicy`'s
-            default, 0.1, or 0.3 when standardising).
+            (``[data] moments-share``; ``None``:
+            :class:`~fedpca.algorithms.centring.CentredPolicy`'s default, 0.1, or 0.3 when
+            standardising).
     """
 
     path: Path
@@ -245,7 +246,7 @@ class SitePolicyFile:
     def rounds(self, algorithm: str) -> int:
         """The rounds this site calibrates a run of ``algorithm`` for (its table's
         ``rounds``; a single-release algorithm ignores it)."""
-        return int(self.require_algorithm(algorithm).get("rounds", DEFAULT_DPS_ROUNDS))
+        return int(self.require_algorithm(algorithm).get("rounds", DEFAULT_ROUNDS))
 
     def releases_per_run(self, algorithm: str, start: bool = False) -> int:
         """The most releases one run of ``algorithm`` may make at this site (its
@@ -293,9 +294,9 @@ class SitePolicyFile:
             "discrete": self.discrete,
             "noise-sampler": EXACT,  # never float at a real site: its low bits could leak
         }
-        if SPECS[algorithm].extra_releases is not None:  # a multi-round algorithm
+        if SPECS[algorithm].multi_round:
             config["rounds"] = self.rounds(algorithm)
-        if algorithm == DPS_PCA:
+        if SPECS[algorithm].explained_variance:
             config[EXPLAINED_VARIANCE] = _explains(settings)
         return config
 
@@ -306,11 +307,8 @@ class SitePolicyFile:
         charged as the discrete Gaussian replacing each of them, within its grid's rounding
         (:mod:`fedpca.dp.exact_noise`). From a public ``start``: one release fewer."""
         releases = self.releases_per_run(algorithm, start)
-        # accounting="paper": the classic formula for one release, else paper 000's
-        # (:class:`~fedpca.algorithms.site.SingleReleasePolicy`, ``RoundsPolicy``)
-        rule = "classic" if SPECS[algorithm].extra_releases is None else "dps-pca"
         z = calibrate_gaussian(releases, self.run_epsilon, self.delta, self.accounting,
-                               paper_rule=rule).noise_multiplier
+                               paper_rule=SPECS[algorithm].paper_rule).noise_multiplier
         return planned_run(algorithm, releases, z, self.secure_min_sites or 0)
 
     def load_contract(self) -> Contract | None:
@@ -348,8 +346,9 @@ class SitePolicyFile:
 #: ``run_config`` keys a real site never takes from the coordinator.
 PRIVACY_KEYS = ("epsilon", "delta", "rounds", "accounting", "clip-norm", "secure-min-sites",
                 "discrete", "noise-sampler", "explained-variance")
-#: DPS-PCA's setting (``[algorithms.dps-pca]``): one more release, the explained variance.
-DPS_PCA, EXPLAINED_VARIANCE = "dps-pca", "explained-variance"
+#: The setting of an algorithm with an explained-variance release
+#: (:attr:`~fedpca.algorithms.specs.AlgorithmSpec.explained_variance`): one more release.
+EXPLAINED_VARIANCE = "explained-variance"
 
 
 def _allowed(settings: dict[str, Any] | None) -> str:
@@ -362,7 +361,7 @@ def _allowed(settings: dict[str, Any] | None) -> str:
 
 
 def _explains(settings: dict[str, Any]) -> bool:
-    """Whether an algorithm's settings agree to DPS-PCA's explained-variance release."""
+    """Whether an algorithm's settings agree to its explained-variance release."""
     return bool(settings.get(EXPLAINED_VARIANCE, False))
 
 
@@ -568,13 +567,14 @@ class _Reader(PolicyReader):
         if not allowed:
             raise self.error("no [algorithms.NAME] table: the site would take part in nothing")
         for name, settings in allowed.items():
-            rounds = settings.get("rounds", DEFAULT_DPS_ROUNDS)
+            rounds = settings.get("rounds", DEFAULT_ROUNDS)
             if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
                 raise self.error(f"algorithms.{name}.rounds must be an integer >= 1")
             explains = settings.get(EXPLAINED_VARIANCE, False)
-            if not isinstance(explains, bool) or (explains and name != DPS_PCA):
+            if not isinstance(explains, bool) or (explains and not SPECS[name].explained_variance):
+                takers = [spec.name for spec in SPECS.values() if spec.explained_variance]
                 raise self.error(f"algorithms.{name}.{EXPLAINED_VARIANCE} must be true or "
-                                 f"false, and only {DPS_PCA} takes it")
+                                 f"false, and only {', '.join(takers)} takes it")
             try:  # the files are read when a run names one (fedpca.site.start_bases)
                 start_files(settings, self.path.parent, name)
             except ConfigurationError as exc:

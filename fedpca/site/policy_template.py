@@ -21,13 +21,13 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedpca.algorithms.specs import SPECS
+from fedpca.algorithms.specs import DEFAULT_ALGORITHM, SPECS, AlgorithmSpec
 from fedpca.dp.calibration import calibrate_gaussian, pld_epsilon
 from fedpca.file_modes import create_owner_only
 from fedpca.site.ledger_lifecycle import create_site_ledger
 from fedpca.site.policy import (
     DEFAULT_ANSWER_SECONDS,
-    DEFAULT_DPS_ROUNDS,
+    DEFAULT_ROUNDS,
     DEFAULT_MEMORY_MIB,
     MIN_MEMORY_MIB,
     PolicyError,
@@ -75,7 +75,7 @@ accounting = "pld"              # pld (tight) or paper (the papers' looser close
 # worst-case-epsilon: required with secure-aggregation.min-sites = M. Inside a secure sum
 # the site adds only its share of the noise (sigma/sqrt(M)): the budget above holds if every
 # sum holds >= M honest sites' shares; a coordinator that bypasses the protocol sees the
-# share alone. With the values above ({releases} releases a run of dps-pca), the worst-case
+# share alone. With the values above ({releases} releases a run of {algorithm}), the worst-case
 # epsilon is (the recorded one in brackets):
 {worst_case_table}
 # worst-case-epsilon = {suggestion:g}
@@ -122,17 +122,7 @@ answer-seconds = {answer_seconds:g}           # the longest this site may take t
                                 # fedpca ServerApp waits that long before giving up on it
 
 # One table per algorithm this site takes part in; a request for any other is refused.
-[algorithms.dps-pca]
-rounds = {rounds}                     # power rounds calibrated for (the coordinator may ask fewer)
-# explained-variance = true     # one more release: the final basis's Rayleigh quotients and
-                                # trace (k + 1 numbers), planned within the same budget
-# start = "start.npy"           # public start bases this site holds (a file or a list,
-                                # relative to this file): a run naming one by its SHA-256
-                                # (run_config start-sha256) starts from this site's own copy,
-                                # without the initialisation release (one release fewer).
-                                # Only a basis computed from public data alone costs nothing
-
-{other_algorithms}"""
+{algorithm_tables}"""
 
 #: The template's lifetime, weekly, daily and per-run (calibration) epsilon.
 TEMPLATE_EPSILON, TEMPLATE_WEEKLY_EPSILON, TEMPLATE_DAILY_EPSILON, TEMPLATE_RUN_EPSILON = (
@@ -189,8 +179,38 @@ GENOTYPE_LINES = ('genotypes = "{prefix}"  # PLINK fileset PREFIX.bed/.bim/.fam 
 #: The template's clip norm: a table's, or a genotype site's (its panel's row-norm).
 CLIP_LINE = "clip-norm = 1.0                 # public bound C: every row is scaled to norm <= C"
 GENOTYPE_CLIP_LINE = "# the panel's row-norm bounds every genotype row (no clip-norm here)"
-#: The algorithms other than DPS-PCA a table site allows (a genotype site answers DPS-PCA).
-OTHER_ALGORITHMS = "[algorithms.dpdis-pca]\n\n[algorithms.ldp-pca]\n"
+#: A multi-round algorithm's ``rounds`` line in its table.
+ROUNDS_LINE = ("rounds = {rounds}                     # rounds calibrated for (the coordinator "
+               "may ask fewer)")
+#: The commented line of an algorithm with an explained-variance release.
+EXPLAINED_VARIANCE_LINES = """\
+# explained-variance = true     # one more release: the final basis's Rayleigh quotients and
+                                # trace (k + 1 numbers), planned within the same budget"""
+#: The commented line of an algorithm that may start from a public basis.
+START_LINES = """\
+# start = "start.npy"           # public start bases this site holds (a file or a list,
+                                # relative to this file): a run naming one by its SHA-256
+                                # (run_config start-sha256) starts from this site's own copy,
+                                # without the initialisation release (one release fewer).
+                                # Only a basis computed from public data alone costs nothing"""
+
+
+def algorithm_table(spec: AlgorithmSpec, rounds: int) -> str:
+    """``spec``'s ``[algorithms.NAME]`` table as the template writes it: its ``rounds``
+    (a multi-round algorithm), then its optional settings commented out."""
+    lines = [f"[algorithms.{spec.name}]"]
+    lines += [ROUNDS_LINE.format(rounds=rounds)] if spec.multi_round else []
+    lines += [EXPLAINED_VARIANCE_LINES] if spec.explained_variance else []
+    lines += [START_LINES] if spec.public_start else []
+    return "\n".join(lines) + "\n"
+
+
+def algorithm_tables(rounds: int, genotypes: bool) -> str:
+    """The tables of the algorithms a new site takes part in
+    (:attr:`~fedpca.algorithms.specs.AlgorithmSpec.site_template`; a genotype site's:
+    those it answers, :attr:`~fedpca.algorithms.specs.AlgorithmSpec.genotype_rows`)."""
+    return "\n".join(algorithm_table(spec, rounds) for spec in SPECS.values()
+                     if spec.site_template and (spec.genotype_rows or not genotypes))
 
 #: The policy template's line naming no contract.
 NO_CONTRACT_LINE = ('# contract = "contract.toml"  # the consortium\'s data contract: the data '
@@ -201,7 +221,7 @@ NO_CONTRACT_LINE = ('# contract = "contract.toml"  # the consortium\'s data cont
 def write_policy_template(
     path: str | Path, name: str, data: str | None, ledger: str = "ledger.sqlite",
     contract: str | None = None,
-    delta: float = 1e-7, rounds: int = DEFAULT_DPS_ROUNDS,
+    delta: float = 1e-7, rounds: int = DEFAULT_ROUNDS,
     genotypes: tuple[str, str] | None = None,
     daily_epsilon: float = TEMPLATE_DAILY_EPSILON,
     weekly_epsilon: float = TEMPLATE_WEEKLY_EPSILON,
@@ -214,18 +234,19 @@ def write_policy_template(
     day raises them, up to the lifetime :data:`TEMPLATE_EPSILON`). ``contract`` names the
     consortium's data contract (relative to the policy's folder); ``genotypes``, a genotype
     site's PLINK prefix and SNP panel instead of ``data`` (:mod:`fedpca.site.genotype_site`:
-    its clip norm is the panel's, it allows DPS-PCA only)."""
+    its clip norm is the panel's, it allows only the algorithms a genotype site answers)."""
     target = Path(path)
     if target.exists():
         raise PolicyError(f"{target} exists; a site policy is never overwritten: edit it")
-    releases = SPECS["dps-pca"].releases_per_run(rounds)
+    releases = SPECS[DEFAULT_ALGORITHM].releases_per_run(rounds)
     cases = worst_cases(TEMPLATE_EPSILON, TEMPLATE_RUN_EPSILON, delta, releases)
     text = POLICY_TEMPLATE.format(
         path=target.resolve(), name=name, ledger=ledger, delta=delta, rounds=rounds,
         records_lines=_records_lines(data, contract, genotypes),
         clip_line=CLIP_LINE if genotypes is None else GENOTYPE_CLIP_LINE,
-        other_algorithms=OTHER_ALGORITHMS if genotypes is None else "",
+        algorithm_tables=algorithm_tables(rounds, genotypes is not None),
         epsilon=TEMPLATE_EPSILON, run_epsilon=TEMPLATE_RUN_EPSILON, releases=releases,
+        algorithm=DEFAULT_ALGORITHM,
         daily_epsilon=daily_epsilon, weekly_epsilon=weekly_epsilon,
         worst_case_table=_worst_case_lines(cases, TEMPLATE_RUN_EPSILON),
         suggestion=math.ceil(cases[0].lifetime_epsilon),
