@@ -398,8 +398,9 @@ class LocalDeployment:
     ) -> RunResult | None:
         """``flwr run`` the App (``app_dir``, default: the deployment's) with ``run_config``
         (plus ``output``, unless given) and return the ServerApp's result (of its kind,
-        :func:`~fedpca.run_record.load_run_result`). ``during``, if given, is called with the ``flwr run`` process (its log streams the ServerApp's)
-        about every 0.2 s until it exits, e.g. to time the rounds or :meth:`kill_site` a
+        :func:`~fedpca.run_record.load_run_result`). ``during``, if given, is called with
+        the ``flwr run`` process (its log streams the ServerApp's) about every 0.2 s until it
+        exits, e.g. to time the rounds or :meth:`kill_site` a
         site. ``result=False``: the ServerApp writes no fedpca result (e.g. a coordinator's
         own ServerApp); return ``None`` as soon as ``flwr run`` has exited (it exits with 0
         even when the ServerApp raised: its log holds the error). Raises DeploymentError if a

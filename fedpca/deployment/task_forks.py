@@ -5,9 +5,9 @@ Flower's SuperExec starts a new process for every task (every message of a run a
 every run at the coordinator), and each one imports Python's runtime, Flower and fedpca
 again: a second or more of CPU before it reads its message. :class:`ForkingExecutor` is
 Flower's subprocess executor (reached through
-:mod:`~fedpca.deployment.flower_internals`) with one change: a task of its type is a child of Python's
-``multiprocessing`` fork server, started once with its preload modules imported (a site's:
-:mod:`~fedpca.deployment.clientapp_preload`, and a table site's
+:mod:`~fedpca.deployment.flower_internals`) with one change: a task of its type is a child
+of Python's ``multiprocessing`` fork server, started once with its preload modules imported
+(a site's: :mod:`~fedpca.deployment.clientapp_preload`, and a table site's
 :mod:`~fedpca.deployment.table_preload`; the coordinator's:
 :mod:`~fedpca.deployment.serverapp_preload`), so a task begins with its code already loaded
 (the entry it is given, e.g. :func:`fedpca.deployment.site_runtime.pinned_clientapp_main`,
