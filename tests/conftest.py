@@ -1,5 +1,6 @@
 """Shared test setup: fedpca compiled to bytecode once; single-threaded BLAS before numpy
-loads (Flower deadlock guard); Flower
+loads (Flower deadlock guard); the suite's Flower processes polling briefly
+(:mod:`flower_hooks.poll_waits`); Flower
 simulations with their sites in this process unless a file is marked ``ray``
 (:mod:`sites_in_process`); the loopback deployments (:mod:`loopback`), one per group of
 tests, each group run by one xdist worker, at a higher priority than the other tests; the long
@@ -15,9 +16,10 @@ import pytest
 from rewrite_once import rewrite_test_modules
 
 import fedpca
-from fedpca.deployment.poll_waits import POLL_ENV, SUPEREXEC_POLL_ENV
+from fedpca.deployment.local import SUPEREXEC_POLL_ENV
 from fedpca.dp import calibration_cache
 from fedpca.blas import single_thread_env
+from flower_hooks.poll_waits import POLL_ENV
 
 single_thread_env()
 
@@ -54,11 +56,18 @@ def loopback_rank(nodeid: str) -> tuple[int, int] | None:
 
 # the suite's Flower processes send Flower no usage telemetry (a site's turn it off anyway)
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-# the loopback deployments' SuperNodes and SuperExecs ask for work every 0.5 s while a run is
-# under way (``fedpca deploy local``'s default: 0.2 s): on 2 cores every ask costs CPU on both
-# ends of Flower's HTTP API, and a shorter wait lets the loopback groups finish sooner, with
-# less time idle while every worker waits on them (whole suite, alternated, two runs each:
-# 0.7 s 225.2-227.1 s and 426-427 busy core-s, 0.5 s 218.0-222.8 s and 414-423)
+# every process the suite starts runs ``flower_hooks/sitecustomize.py``: the loopback
+# deployments' SuperNodes and SuperExecs (Flower's polling loops, patched as they are
+# imported: ``flower_hooks/poll_waits.py``) ask for work every 0.5 s while a run is under way
+# instead of Flower's 3 s and 1 s (``fedpca deploy local`` sets Flower's own SuperExec
+# interval to 0.2 s): on 2 cores every ask costs CPU on both ends of Flower's HTTP API, and a
+# shorter wait lets the loopback groups finish sooner, with less time idle while every worker
+# waits on them (whole suite, alternated, two runs each: 0.7 s 225.2-227.1 s and 426-427 busy
+# core-s, 0.5 s 218.0-222.8 s and 414-423)
+FLOWER_HOOKS = Path(__file__).resolve().parent / "flower_hooks"
+if str(FLOWER_HOOKS) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(FLOWER_HOOKS), os.environ.get("PYTHONPATH")]))
 os.environ.setdefault(POLL_ENV, "0.5")
 os.environ.setdefault(SUPEREXEC_POLL_ENV, "0.5")
 # a real site's kept calibrations go to a temporary folder, not the user's cache; the

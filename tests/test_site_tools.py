@@ -466,30 +466,3 @@ def test_a_sites_processes_send_flower_no_telemetry_whatever_the_environment_say
     child = subprocess.run([sys.executable, "-c", "import os; print(os.environ['"
                             f"{TELEMETRY_ENV}'])"], capture_output=True, text=True, check=True)
     assert child.stdout.strip() == "0"
-
-
-def test_polling_loops_wait_short_while_messages_come_and_a_second_when_idle(monkeypatch):
-    from fedpca.deployment import poll_waits
-
-    slept = []
-    monkeypatch.setattr(poll_waits.time, "sleep", slept.append)
-    waits = poll_waits.PollWaits(0.2)
-    pulls = iter([None, "run-1", None, None])
-    pull = poll_waits.touching(waits, lambda: next(pulls), lambda run: run is not None)
-    assert waits.time is poll_waits.time.time  # every other function is time's own
-    pull()
-    waits.sleep(3.0)  # nothing came yet: idle
-    pull()
-    waits.sleep(3.0)  # a message came: a run is under way
-    waits.sleep(0.05)  # never longer than asked while busy
-    clock = poll_waits.time.monotonic() + poll_waits.HOT_SECONDS + 1
-    monkeypatch.setattr(poll_waits.time, "monotonic", lambda: clock)
-    pull()
-    waits.sleep(0.2)  # no message for a while: idle again
-    assert slept == [poll_waits.IDLE_SECONDS, 0.2, 0.05, poll_waits.IDLE_SECONDS]
-    for bad in (0.0, 4.0, float("nan")):
-        with pytest.raises(ConfigurationError, match="FEDPCA_SUPERNODE_POLL_SECONDS"):
-            poll_waits.PollWaits(bad)
-    with pytest.raises(ConfigurationError, match="number of seconds"):
-        poll_waits.busy_seconds({poll_waits.POLL_ENV: "fast"})
-    assert poll_waits.busy_seconds({}) is None

@@ -22,12 +22,13 @@ import importlib
 import resource
 
 from fedpca.blas import single_thread_blas
+from fedpca.deployment.flower_internals import CLIENTAPP_RUNTIME
 
 #: The modules every ClientApp task imports.
 ALWAYS = (
     "fedpca.deployment.site_runtime",
     "fedpca.deployment.task_forks",
-    "flwr.supernode.runtime.run_clientapp",
+    CLIENTAPP_RUNTIME,
     "fedpca.flower.app",
     "httpcore",
 )

@@ -281,7 +281,8 @@ def _local(args: argparse.Namespace) -> int:
             f"--policy names {len(policies)} files for {len(args.data)} --data files; give one "
             "per site, in the same order, or none"
         )
-    sites = [Site(str(i), path, policy) for i, (path, policy) in enumerate(zip(args.data, policies))]
+    sites = [Site(str(i), path, policy)
+             for i, (path, policy) in enumerate(zip(args.data, policies))]
     start = time.perf_counter()
     with LocalDeployment(args.workdir, sites, args.app_dir) as deployment:
         up = time.perf_counter()

@@ -37,7 +37,8 @@ def write_consortium(
     contract: str | Path | None = None,
 ) -> list[Path]:
     """One policy per site (``folder/NAME/policy.toml``: the template of ``fedpca site init``
-    with ``min-sites`` (its secure sums are distributed discrete Gaussian residues), ``colluders``, its own key and the shared roster, and
+    with ``min-sites`` (its secure sums are distributed discrete Gaussian residues),
+    ``colluders``, its own key and the shared roster, and
     a worst-case epsilon of the template's lifetime at that ``M``, rounded up; a
     demonstration runs several times a day, so its daily and weekly ceilings are the
     lifetime budget; ``contract``: the consortium's data contract every site's table is

@@ -17,8 +17,9 @@ ServerApp runs and however it is started.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
+
+from fedpca.deployment import flower_internals
 
 #: What the coordinator's fork server imports before it forks ServerApp tasks.
 SERVERAPP_PRELOAD = "fedpca.deployment.serverapp_preload"
@@ -26,10 +27,7 @@ SERVERAPP_PRELOAD = "fedpca.deployment.serverapp_preload"
 
 def serverapp_main(argv: Sequence[str]) -> None:
     """One ServerApp task: Flower's ``flwr-serverapp`` with the arguments ``argv``."""
-    from flwr.superlink.cli.flwr_serverapp import flwr_serverapp
-
-    sys.argv = ["flwr-serverapp", *argv]
-    flwr_serverapp()
+    flower_internals.run_serverapp(argv)
 
 
 def run_coordinator_superexec(runtime_api_address: str, root_certificates: str | None,
@@ -38,19 +36,11 @@ def run_coordinator_superexec(runtime_api_address: str, root_certificates: str |
     with the CA ``root_certificates``; ``None``: insecure), forking ServerApp tasks from a
     warm process; it stops when the process ``parent_pid`` (if given) exits. FABs'
     dependencies are never installed."""
-    from flwr.supercore.constant import TaskType
-    from flwr.supercore.superexec import run_superexec as superexec
-
-    from fedpca.deployment.poll_waits import adapt_superexec
     from fedpca.deployment.task_forks import ForkingExecutor
 
-    adapt_superexec(superexec)
-    superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor(
-        TaskType.SERVER_APP, serverapp_main, (SERVERAPP_PRELOAD,))
-    superexec.run_superexec(
-        runtime_api_address=runtime_api_address,
-        insecure=root_certificates is None,
-        root_certificates_path=root_certificates,
+    flower_internals.run_superexec(
+        runtime_api_address, root_certificates is None, root_certificates,
+        executor=lambda: ForkingExecutor(flower_internals.SERVER_APP, serverapp_main,
+                                         (SERVERAPP_PRELOAD,)),
         parent_pid=parent_pid,
-        runtime_dependency_install=False,
     )

@@ -68,7 +68,8 @@ def check_fab(content: bytes) -> None:
         project = tomllib.loads(text)
     except (zipfile.BadZipFile, KeyError, EOFError, UnicodeDecodeError,
             tomllib.TOMLDecodeError) as exc:
-        raise FabRefusedError(f"refused: the App (FAB) is not a readable Flower App: {exc}") from None
+        raise FabRefusedError(
+            f"refused: the App (FAB) is not a readable Flower App: {exc}") from None
     clientapp = project.get("tool", {}).get("flwr", {}).get("app", {}).get("components", {}).get(
         "clientapp"
     )

@@ -82,7 +82,6 @@ from fedpca.deployment.processes import (
     signal_processes,
     stop_processes,
 )
-from fedpca.deployment.poll_waits import POLL_ENV, SUPEREXEC_POLL_ENV
 from fedpca.deployment.site_runtime import TELEMETRY_ENV
 from fedpca.errors import ConfigurationError
 from fedpca.site.policy_template import write_policy_template
@@ -100,8 +99,9 @@ DEFAULT_STARTUP_TIMEOUT = 30.0
 DEFAULT_RUN_TIMEOUT = 600.0
 #: Seconds to wait for the output file once ``flwr run`` has returned.
 OUTPUT_GRACE = 5.0
-#: Seconds Flower's SuperExecs and the sites' SuperNodes wait between asks on loopback.
-SUPEREXEC_POLL_SECONDS = "0.2"
+#: Flower's own SuperExec task poll interval (environment variable, seconds), and the value
+#: the deployment gives the SuperLink's and each site's SuperExec on loopback.
+SUPEREXEC_POLL_ENV, SUPEREXEC_POLL_SECONDS = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.2"
 #: What Flower's SuperNode logs once the SuperLink has activated it, and how many seconds a
 #: site's SuperNode gets to get there (its start, TLS and authentication on a loaded machine).
 ONLINE_LINE, SITE_ONLINE_TIMEOUT = "SuperNode ID:", 120.0
@@ -398,8 +398,9 @@ class LocalDeployment:
     ) -> RunResult | None:
         """``flwr run`` the App (``app_dir``, default: the deployment's) with ``run_config``
         (plus ``output``, unless given) and return the ServerApp's result (of its kind,
-        :func:`~fedpca.run_record.load_run_result`). ``during``, if given, is called with the ``flwr run`` process (its log streams the ServerApp's)
-        about every 0.2 s until it exits, e.g. to time the rounds or :meth:`kill_site` a
+        :func:`~fedpca.run_record.load_run_result`). ``during``, if given, is called with
+        the ``flwr run`` process (its log streams the ServerApp's) about every 0.2 s until it
+        exits, e.g. to time the rounds or :meth:`kill_site` a
         site. ``result=False``: the ServerApp writes no fedpca result (e.g. a coordinator's
         own ServerApp); return ``None`` as soon as ``flwr run`` has exited (it exits with 0
         even when the ServerApp raised: its log holds the error). Raises DeploymentError if a
@@ -564,8 +565,6 @@ class LocalDeployment:
         # SuperExecs (the SuperLink's and each site's) look for new tasks every second by
         # default; on loopback a shorter poll cuts the latency of every round.
         env.setdefault(SUPEREXEC_POLL_ENV, SUPEREXEC_POLL_SECONDS)
-        # the sites' SuperNodes likewise, and every loop only while a run is under way
-        env.setdefault(POLL_ENV, SUPEREXEC_POLL_SECONDS)
         # Flower's usage telemetry off unless asked for (the sites' runtimes turn it off
         # whatever the environment says)
         env.setdefault(TELEMETRY_ENV, "0")

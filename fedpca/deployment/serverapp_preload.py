@@ -12,11 +12,12 @@ from __future__ import annotations
 import importlib
 
 from fedpca.blas import single_thread_blas
+from fedpca.deployment.flower_internals import SERVERAPP_RUNTIME
 
 MODULES = (
     "fedpca.deployment.coordinator_runtime",
     "fedpca.deployment.task_forks",
-    "flwr.superlink.cli.flwr_serverapp",
+    SERVERAPP_RUNTIME,
     "httpcore",
     "fedpca.flower.app",
     "fedpca.flower.serverapp",

@@ -29,17 +29,15 @@ itself does not protect against a coordinator-shipped FAB in a self-hosted feder
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from fedpca.data.tables import is_table_file
+from fedpca.deployment import flower_internals
 from fedpca.deployment.fab_check import FabRefusedError, check_fab
 from fedpca.deployment.memory_limit import apply_memory_limit
-from fedpca.deployment.poll_waits import adapt_superexec, adapt_supernode
 from fedpca.errors import ConfigurationError
 from fedpca.site.policy import SitePolicyFile
 
@@ -54,50 +52,24 @@ CLIENTAPP_PRELOAD = "fedpca.deployment.clientapp_preload"
 TABLE_PRELOAD = "fedpca.deployment.table_preload"
 
 
-def _pinned_loader(**_: object) -> Callable[..., object]:
-    """Flower's ``get_load_client_app_fn`` replacement: always the installed ClientApp."""
+def _installed_client_app() -> object:
+    """The ClientApp every task runs: the installed package's, never a FAB's."""
+    from fedpca.flower.app import client_app
 
-    def load(*_args: object) -> object:
-        from fedpca.flower.app import client_app
-
-        return client_app
-
-    return load
-
-
-def _check_instead_of_install(fab_content: bytes, *_args: object, **_kwargs: object) -> None:
-    """Flower's ``install_from_fab`` replacement: inspect the FAB, install nothing."""
-    check_fab(fab_content)
+    return client_app
 
 
 def pinned_clientapp_main(argv: Sequence[str] | None = None) -> None:
     """``fedpca-site-clientapp``: run one ClientApp task with the site's pinned code."""
-    from flwr.common.args import add_args_flwr_app_common, try_obtain_flwr_app_token
-    from flwr.supercore.constant import SUPERNODE_DEFAULT_CLIENT_ADDRESS
-    from flwr.supercore.tls import validate_and_resolve_root_certificates
-    from flwr.supernode.runtime import run_clientapp as runtime
-
     from fedpca.cli import LOG_FORMAT
 
-    parser = argparse.ArgumentParser(description="A fedpca site's pinned ClientApp task")
-    parser.add_argument("--runtime-api-address", default=SUPERNODE_DEFAULT_CLIENT_ADDRESS)
-    add_args_flwr_app_common(parser=parser)
-    args = parser.parse_args(argv)
+    args = flower_internals.clientapp_arguments(argv, "A fedpca site's pinned ClientApp task")
     # the site's log shows what its answer did (e.g. each secure-aggregation step) and why
     # it refused, as its SuperNode's and SuperExec's do
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     _site_logging()
     no_flower_telemetry()
-    runtime.install_from_fab = _check_instead_of_install
-    runtime.get_load_client_app_fn = _pinned_loader
-    runtime.run_clientapp(
-        runtime_api_address=args.runtime_api_address,
-        token=try_obtain_flwr_app_token(args),
-        insecure=args.insecure,
-        certificates=validate_and_resolve_root_certificates(args.root_certificates, args.insecure),
-        parent_pid=args.parent_pid,
-        runtime_dependency_install=False,
-    )
+    flower_internals.run_pinned_clientapp(args, check_fab, _installed_client_app)
 
 
 def checked_fab_config(parse: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
@@ -127,9 +99,7 @@ def no_flower_telemetry() -> None:
     to nothing else (deploy/README.md). Flower reads the switch into a module constant when
     it is first imported; that constant is set too, for an import that came first."""
     os.environ[TELEMETRY_ENV] = "0"
-    from flwr.supercore import telemetry
-
-    telemetry.FLWR_TELEMETRY_ENABLED = "0"
+    flower_internals.telemetry_off()
 
 
 def _site_logging() -> None:
@@ -144,9 +114,6 @@ def run_site_supernode(policy: SitePolicyFile, flower_args: Sequence[str]) -> No
     the policy named in its node_config, and :func:`checked_fab_config` in front of
     Flower's FAB parser."""
     no_flower_telemetry()
-    from flwr.supernode import start_client_internal
-    from flwr.supernode.cli.flower_supernode import flower_supernode
-
     if any(arg.startswith("--node-config") for arg in flower_args):
         raise ConfigurationError(
             "fedpca site supernode sets --node-config itself (policy=the --policy file, the "
@@ -154,12 +121,8 @@ def run_site_supernode(policy: SitePolicyFile, flower_args: Sequence[str]) -> No
         )
     _site_logging()
     apply_memory_limit(policy.memory_mib)
-    start_client_internal.get_fused_config_from_fab = checked_fab_config(
-        start_client_internal.get_fused_config_from_fab
-    )
-    adapt_supernode(start_client_internal)
-    sys.argv = ["flower-supernode", *flower_args, "--node-config", f'policy="{policy.path}"']
-    flower_supernode()
+    flower_internals.run_checked_supernode(
+        [*flower_args, "--node-config", f'policy="{policy.path}"'], checked_fab_config)
 
 
 #: Environment variable: ``off`` makes a site's SuperExec start every ClientApp task as a
@@ -195,24 +158,18 @@ def run_site_superexec(
     :func:`clientapp_preloads`), with the address space of itself and every ClientApp
     limited to the ``policy``'s ``memory_mib`` MiB (0: none)."""
     no_flower_telemetry()
-    from flwr.supercore.constant import TASK_TYPE_TO_COMMAND, TaskType
-    from flwr.supercore.superexec import run_superexec as superexec
-
     from fedpca.deployment.task_forks import ForkingExecutor
 
     _site_logging()
     apply_memory_limit(policy.memory_mib)
-    TASK_TYPE_TO_COMMAND[TaskType.CLIENT_APP] = PINNED_CLIENTAPP_COMMAND
-    adapt_superexec(superexec)
     forked = forked_tasks()
-    if forked:
-        superexec.get_executor = lambda *_args, **_kwargs: ForkingExecutor(
-            TaskType.CLIENT_APP, pinned_clientapp_main, clientapp_preloads(policy))
+    preloads = clientapp_preloads(policy)
     logger.info("site SuperExec: ClientApp tasks run %s, %s", PINNED_CLIENTAPP_COMMAND,
                 "forked from a warm process" if forked else "each a fresh process")
-    superexec.run_superexec(
-        runtime_api_address=runtime_api_address,
-        insecure=insecure,
-        root_certificates_path=root_certificates,
-        runtime_dependency_install=False,
+    flower_internals.run_superexec(
+        runtime_api_address, insecure, root_certificates,
+        executor=((lambda: ForkingExecutor(flower_internals.CLIENT_APP, pinned_clientapp_main,
+                                           preloads))
+                  if forked else None),
+        clientapp_command=PINNED_CLIENTAPP_COMMAND,
     )

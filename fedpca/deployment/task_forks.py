@@ -4,9 +4,10 @@ process instead of started cold.
 Flower's SuperExec starts a new process for every task (every message of a run at a site,
 every run at the coordinator), and each one imports Python's runtime, Flower and fedpca
 again: a second or more of CPU before it reads its message. :class:`ForkingExecutor` is
-Flower's subprocess executor with one change: a task of its type is a child of Python's
-``multiprocessing`` fork server, started once with its preload modules imported (a site's:
-:mod:`~fedpca.deployment.clientapp_preload`, and a table site's
+Flower's subprocess executor (reached through
+:mod:`~fedpca.deployment.flower_internals`) with one change: a task of its type is a child
+of Python's ``multiprocessing`` fork server, started once with its preload modules imported
+(a site's: :mod:`~fedpca.deployment.clientapp_preload`, and a table site's
 :mod:`~fedpca.deployment.table_preload`; the coordinator's:
 :mod:`~fedpca.deployment.serverapp_preload`), so a task begins with its code already loaded
 (the entry it is given, e.g. :func:`fedpca.deployment.site_runtime.pinned_clientapp_main`,
@@ -33,49 +34,53 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from flwr.supercore.constant import TASK_TYPE_TO_APPIO_API_ADDRESS_ARG
-from flwr.supercore.superexec.executor.subprocess_executor import SubprocessExecutor
-from flwr.supercore.superexec.executor.types import ExecutionSpec, LaunchResult
+from fedpca.deployment import flower_internals
 
 
-class ForkingExecutor(SubprocessExecutor):
+class ForkingExecutor:
     """Flower's subprocess executor, with the tasks of ``task_type`` forked from a warm
     fork server that imported the modules ``preloads`` (in order), each running
     ``task_main`` with the task's arguments; a task of any other type as Flower starts
-    it."""
+    it, and every other call of the SuperExec (capacity, close) answered by Flower's
+    executor."""
 
     def __init__(self, task_type: str, task_main: Callable[[list[str]], None],
                  preloads: Sequence[str]) -> None:
         self._task_type = task_type
         self._task_main = task_main
+        self._flowers = flower_internals.subprocess_executor()
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(list(preloads))
 
-    def launch(self, spec: ExecutionSpec) -> LaunchResult:
-        """Start the task: one of this executor's type as a fork of the warm process, any
-        other as Flower starts it."""
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._flowers, name)
+
+    def launch(self, spec: Any) -> Any:
+        """Start the task (Flower's ``ExecutionSpec``): one of this executor's type as a
+        fork of the warm process, any other as Flower starts it."""
         if spec.task_type != self._task_type:
-            return super().launch(spec)
+            return self._flowers.launch(spec)
         task = self._context.Process(
             target=_run_task,
             args=(self._task_main, task_arguments(spec), spec.suppress_output),
             name=f"fedpca {spec.task_type} task {spec.task_id}", daemon=True,
         )
         task.start()
-        return LaunchResult.accepted()
+        return flower_internals.launch_accepted()
 
     def reconcile(self) -> None:
         """Collect the exit status of finished tasks (no process is left a zombie)."""
         self._context.active_children()
-        super().reconcile()
+        self._flowers.reconcile()
 
 
-def task_arguments(spec: ExecutionSpec) -> list[str]:
+def task_arguments(spec: Any) -> list[str]:
     """The arguments Flower's executor would give the task's command for ``spec`` (a forked
     task runs the fork server's modules and never installs a FAB's dependencies, so that
     flag is never among them)."""
-    arguments = [TASK_TYPE_TO_APPIO_API_ADDRESS_ARG[spec.task_type], spec.runtime_api_address,
+    arguments = [flower_internals.appio_address_arg(spec.task_type), spec.runtime_api_address,
                  "--token", spec.token]
     if spec.insecure:
         arguments.append("--insecure")

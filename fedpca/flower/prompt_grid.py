@@ -19,6 +19,14 @@ connected (``get_node_ids``, the SuperLink's online nodes), and a message whose 
 gets an error reply in its place (:data:`NODE_GONE`), as Flower 1.41-1.42's SuperLink itself
 answers for a node that missed its heartbeats; the run then goes on without that site, or
 fails naming it, as for any failed site.
+
+No exchange waits past its deadline: the ``timeout`` its caller passes, which the run's plan
+sets (the budget round's own, then the longest ``answer-seconds`` a ready site stated:
+:meth:`fedpca.flower.readiness.Readiness.answer_seconds`), and
+:data:`~fedpca.site.policy.DEFAULT_ANSWER_SECONDS` when a caller passes none. At the deadline
+the exchange ends with the replies that came; the caller names the nodes whose reply did
+not, so a site that is connected but silent (its ClientApp blocked, its machine stalled) is
+left out, or fails the run by name, as a site that refused.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from typing import Any
 from flwr.app import Error, Message
 from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
+
+from fedpca.site.policy import DEFAULT_ANSWER_SECONDS
 
 #: Seconds from a push, or from a look that found a reply, to the next look.
 FIRST_LOOK_SECONDS = 0.05
@@ -75,21 +85,22 @@ class PromptGrid(Grid):
     def send_and_receive(self, messages: Iterable[Message], *,
                          timeout: float | None = None) -> Iterable[Message]:
         """Push ``messages``; pull their replies until all arrived or ``timeout`` seconds
-        passed (``None``: no limit), as Flower's grids do, looking as the class says."""
+        passed (``None``: :data:`~fedpca.site.policy.DEFAULT_ANSWER_SECONDS`), looking as the
+        class says."""
         messages = list(messages)
         sent = dict(zip(self.push_messages(messages), messages))
         waiting = {message_id for message_id in sent if message_id}  # not pushed: no reply
-        end = None if timeout is None else time.monotonic() + timeout
+        end = time.monotonic() + (DEFAULT_ANSWER_SECONDS if timeout is None else timeout)
         replies: list[Message] = []
         wait, looked = self.first, time.monotonic()
         while waiting:
-            time.sleep(wait if end is None else max(0.0, min(wait, end - time.monotonic())))
+            time.sleep(max(0.0, min(wait, end - time.monotonic())))
             arrived = list(self.pull_messages(list(waiting)))
             if not arrived and time.monotonic() - looked >= LIVENESS_SECONDS:
                 arrived, looked = self._gone(sent, waiting), time.monotonic()
             replies += arrived
             waiting -= {reply.metadata.reply_to_message_id for reply in arrived}
-            if end is not None and time.monotonic() >= end:
+            if time.monotonic() >= end:
                 break
             wait = self.first if arrived else min(2 * wait, self.poll)
         return replies
@@ -102,6 +113,16 @@ class PromptGrid(Grid):
                               reason=NODE_GONE.format(node=sent[i].metadata.dst_node_id)),
                         reply_to=sent[i])
                 for i in sorted(waiting) if sent[i].metadata.dst_node_id not in connected]
+
+
+def no_reply(missing: int, asked: Iterable[int], replies: Iterable[Message]) -> str:
+    """The failure of ``missing`` sites whose reply did not come by an exchange's deadline,
+    naming each node of ``asked`` that sent none of ``replies`` (none named when ``asked``
+    is empty: the caller did not keep them)."""
+    replied = {reply.metadata.src_node_id for reply in replies}
+    silent = [f"node {node}" for node in sorted(set(asked) - replied)]
+    named = f": {', '.join(silent)}" if silent else ""
+    return f"{missing} site(s) sent no reply in time{named}"
 
 
 def prompt(grid: object) -> object:

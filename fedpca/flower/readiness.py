@@ -58,11 +58,12 @@ class Readiness:
         return max(stated, default=default)
 
 
-def ask_budget(grid: Grid, nodes: Sequence[int], timeout: float = BUDGET_TIMEOUT
+def ask_budget(grid: Grid, nodes: Sequence[int], timeout: float | None = None
                ) -> Readiness:
     """Ask every node of ``nodes`` the budget question: what each node that is ready for
     the whole run states, and why each other node is not (it declined, or sent no valid
-    answer within ``timeout`` seconds)."""
+    answer within ``timeout`` seconds; ``None``: :data:`BUDGET_TIMEOUT`)."""
+    timeout = BUDGET_TIMEOUT if timeout is None else timeout
     messages = [Message(budget_question(), message_type=MessageType.QUERY, dst_node_id=node)
                 for node in nodes]
     ready: dict[int, SiteReady] = {}

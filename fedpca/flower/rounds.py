@@ -30,7 +30,7 @@ from fedpca.errors import ConfigurationError, RunFailedError
 from fedpca.dp.guarantee import SiteGuarantee, as_guaranteed
 from fedpca.progress import RoundEvent, RoundObserver
 from fedpca.site.results import ReleasedResult
-from fedpca.flower.readiness import Readiness, ask_budget
+from fedpca.flower.readiness import BUDGET_TIMEOUT, Readiness, ask_budget
 from fedpca.flower.delivery import DELIVERY_TIMEOUT, announce_failure, deliver
 
 logger = logging.getLogger(__name__)
@@ -55,6 +55,10 @@ Reply = TypeVar("Reply")
 FIRST_POLL_SECONDS = 0.01
 #: The longest wait between two looks at the connected sites.
 POLL_SECONDS = 0.25
+#: Seconds a run waits for ``wait_for_sites`` sites to connect before it goes on with those
+#: connected (the budget round's own deadline,
+#: :data:`~fedpca.flower.readiness.BUDGET_TIMEOUT`).
+CONNECT_TIMEOUT = BUDGET_TIMEOUT
 
 
 class RoundFailedError(RunFailedError):
@@ -66,15 +70,23 @@ class BudgetRoundError(RoundFailedError):
     (:mod:`fedpca.flower.readiness`); the run stopped before any release."""
 
 
-def connected_nodes(grid: Grid, wanted: int) -> list[int]:
-    """Every node connected to ``grid``, once at least ``wanted`` are (logged whenever the
-    number connected changes while it waits)."""
+def connected_nodes(grid: Grid, wanted: int, timeout: float | None = None) -> list[int]:
+    """Every node connected to ``grid``, once at least ``wanted`` are or ``timeout`` seconds
+    passed (``None``: :data:`CONNECT_TIMEOUT`; then the run goes on with those connected,
+    and ``min_sites`` decides whether it can; logged whenever the number connected changes
+    while it waits)."""
+    timeout = CONNECT_TIMEOUT if timeout is None else timeout
+    end = time.monotonic() + timeout
     wait, seen = FIRST_POLL_SECONDS, None
     while len(nodes := sorted(grid.get_node_ids())) < wanted:
+        if time.monotonic() >= end:
+            logger.warning("waiting for sites: %d connected after %g s, %d wanted; going on "
+                           "with those connected", len(nodes), timeout, wanted)
+            break
         if len(nodes) != seen:
             logger.info("waiting for sites: %d connected, %d wanted", len(nodes), wanted)
             seen = len(nodes)
-        time.sleep(wait)
+        time.sleep(max(0.0, min(wait, end - time.monotonic())))
         wait = min(2 * wait, POLL_SECONDS)
     return nodes
 
@@ -155,8 +167,9 @@ class SiteRoundStrategy:
         self.site_guarantees: dict[str, SiteGuarantee] = {}
         #: When the run started (:meth:`begin`).
         self.started: float | None = None
-        #: Sites asked in the current round (set when the round's requests are sent).
-        self.asked = 0
+        #: Sites asked in the current round, and their nodes (set when the round's requests
+        #: are sent).
+        self.asked, self.asked_nodes = 0, []
         #: Called with a :class:`~fedpca.progress.RoundEvent` after every aggregated round.
         self.observers: list[RoundObserver] = []
         #: The sites that received the released result (:meth:`deliver_result`).

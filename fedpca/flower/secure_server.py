@@ -36,6 +36,7 @@ from fedpca.dp.hadamard import next_power_of_two
 from fedpca.secure.conditions import smallest_threshold
 from fedpca.secure.messages import Advertisement, Endorsement, Reveal, ShareBundle
 from fedpca.secure.server_session import ServerSession
+from fedpca.flower.prompt_grid import no_reply
 from fedpca.flower.rounds import RoundFailedError
 
 logger = logging.getLogger(__name__)
@@ -110,7 +111,8 @@ class VerifiedSecureAggregation:
     def unmask(self, grid: Grid, server_round: int, replies: Sequence[Message]) -> np.ndarray:
         """The exact sum modulo the modulus of the masked answers in ``replies``, after the
         consistency round and the unmasking (repeated with more survivors when one asked
-        fails; :class:`~fedpca.secure.server_session.SecureAggregationError` when too few remain)."""
+        fails; :class:`~fedpca.secure.server_session.SecureAggregationError` when too few
+        remain)."""
         for reply in replies:
             self.session.receive_masked_input(read_masked_input(reply.content))
         while not self.session.decodable(server_round):  # a retry only after a failure
@@ -138,7 +140,8 @@ class VerifiedSecureAggregation:
                             dst_node_id=node, message_type=MessageType.TRAIN)
                     for node, record in records.items()]
         answered, reasons = [], []
-        for reply in grid.send_and_receive(messages, timeout=self.timeout):
+        replies = list(grid.send_and_receive(messages, timeout=self.timeout))
+        for reply in replies:
             node = reply.metadata.src_node_id
             if reply.has_error():
                 reasons.append(reply.error.reason or f"node {node}: error {reply.error.code}")
@@ -148,7 +151,7 @@ class VerifiedSecureAggregation:
                 answered.append((node, dict(reply.content[PROTOCOL_RECORD])))
         missing = len(records) - len(answered) - len(reasons)
         if missing > 0:
-            reasons.append(f"{missing} site(s) sent no reply in time")
+            reasons.append(no_reply(missing, records, replies))
         for reason in reasons:
             logger.warning("secure aggregation, %s: a site failed: %s", stage, reason)
         self.failures += [f"secure aggregation, {stage}: {reason}" for reason in reasons]

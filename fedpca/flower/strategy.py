@@ -41,6 +41,7 @@ from flwr.serverapp.strategy import Result, Strategy
 from fedpca.flower.wire import read_reply, request_content
 from fedpca.flower.secure_site import PROTOCOL_RECORD
 from fedpca.errors import ConfigurationError
+from fedpca.flower.prompt_grid import no_reply
 from fedpca.flower.readiness import Readiness
 from fedpca.flower.rounds import SiteRoundStrategy
 from fedpca.flower.secure_server import VerifiedSecureAggregation
@@ -149,14 +150,14 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         content = request_content(request_arrays, request)
         if self.secure_protocol is not None:
             inputs = self.secure_protocol.input_records(server_round, request)
-            self.asked = len(inputs)
+            self.asked, self.asked_nodes = len(inputs), list(inputs)
             return [
                 Message(content=_with(content, record), message_type=MessageType.TRAIN,
                         dst_node_id=node)
                 for node, record in inputs.items()
             ]
         nodes = [node for node in self.connected_sites(grid) if node not in self.declined]
-        self.asked = len(nodes)
+        self.asked, self.asked_nodes = len(nodes), nodes
         return [
             Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node)
             for node in nodes
@@ -174,7 +175,7 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
             for msg in replies if msg.has_error()
         ]
         if len(replies) < self.asked:
-            reasons.append(f"{self.asked - len(replies)} site(s) sent no reply in time")
+            reasons.append(no_reply(self.asked - len(replies), self.asked_nodes, replies))
         if self.secure_protocol is not None:  # sites lost since the key agreement
             reasons += self.secure_protocol.take_failures()
         summed = None

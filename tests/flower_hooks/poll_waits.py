@@ -1,32 +1,32 @@
-"""Flower's polling loops on loopback: short waits while a run is under way, longer ones when
-idle.
+"""The suite's Flower polling loops on loopback: short waits while a run is under way, longer
+ones when idle (test speed only: the product runs Flower's own waits).
 
 A site's SuperNode asks the SuperLink for its next message, and a SuperExec asks for its next
-task, in loops that sleep between asks (Flower 1.41-1.42: 3 s and 1 s). On one machine
-(``fedpca deploy local``) those waits are most of a round's latency, and asking every 0.2 s
-instead costs CPU the whole time the processes run, idle or not. With :data:`POLL_ENV` set,
-a loop waits that many seconds while a run is under way (a message or task came within the
-last :data:`HOT_SECONDS`) and :data:`IDLE_SECONDS` otherwise: a run's first message waits
-about a second longer per hop, and an idle consortium polls five times less. Unset: Flower's
-own waits. Only when the process asks: nothing here changes what a site answers.
+task, in loops that sleep between asks (Flower 1.41-1.43: 3 s and 1 s). On one machine those
+waits are most of a loopback round's latency, and asking every 0.2 s instead costs CPU the
+whole time the processes run, idle or not. With :data:`POLL_ENV` set, a loop waits that many
+seconds while a run is under way (a message or task came within the last
+:data:`HOT_SECONDS`) and :data:`IDLE_SECONDS` otherwise. :func:`install` (called by this
+folder's ``sitecustomize`` in every process the suite starts) patches the two loops'
+modules as they are imported; :data:`PATCHED` names every Flower attribute replaced, and
+``tests/test_flower_internals.py`` fails naming one a Flower release removed. Nothing here
+changes what a site answers.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import math
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from fedpca.errors import ConfigurationError
-
-#: Environment variable: the seconds a site's SuperNode and the SuperExecs of ``fedpca deploy
-#: local`` wait between asks while a run is under way (``fedpca deploy local`` sets 0.2).
+#: Environment variable: the seconds the suite's SuperNodes and SuperExecs wait between asks
+#: while a run is under way (``tests/conftest.py`` sets it).
 POLL_ENV = "FEDPCA_SUPERNODE_POLL_SECONDS"
-#: Flower's own SuperExec task poll interval (environment variable, seconds), which ``fedpca
-#: deploy local`` sets for the SuperLink's and each site's SuperExec.
-SUPEREXEC_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
 #: Seconds after the last message or task during which a loop waits its short wait.
 HOT_SECONDS = 10.0
 #: A loop's wait when no message or task came for :data:`HOT_SECONDS`.
@@ -42,6 +42,8 @@ class PollWaits:
 
     def __init__(self, busy: float) -> None:
         if not (math.isfinite(busy) and 0 < busy <= 3):
+            from fedpca.errors import ConfigurationError
+
             raise ConfigurationError(f"{POLL_ENV}={busy:g} must be in (0, 3] seconds")
         self.busy = busy
         self._touched = -math.inf
@@ -81,6 +83,8 @@ def busy_seconds(environ: dict[str, str] | Any) -> float | None:
     try:
         return float(value)
     except ValueError:
+        from fedpca.errors import ConfigurationError
+
         raise ConfigurationError(f"{POLL_ENV}={value!r} must be a number of seconds in "
                                  "(0, 3]") from None
 
@@ -108,3 +112,47 @@ def adapt_supernode(start_client_internal: Any) -> None:
     start_client_internal.time = waits
     start_client_internal._pull_and_store_message = touching(
         waits, start_client_internal._pull_and_store_message, lambda run_id: run_id is not None)
+
+
+#: The Flower modules patched, each with its patch and the attributes that patch replaces.
+PATCHED = {
+    "flwr.supercore.superexec.run_superexec": (adapt_superexec,
+                                               ("time", "_handle_launch_result")),
+    "flwr.supernode.start_client_internal": (adapt_supernode,
+                                             ("time", "_pull_and_store_message")),
+}
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    """``loader``, with ``patch(module)`` once the module has run."""
+
+    def __init__(self, loader: importlib.abc.Loader, patch: Callable[[Any], None]) -> None:
+        self.loader, self.patch = loader, patch
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.loader.exec_module(module)
+        self.patch(module)
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Finds the modules of :data:`PATCHED` as the other finders do, patched once run."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name not in PATCHED:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _PatchingLoader(spec.loader, PATCHED[name][0])
+        return spec
+
+
+def install() -> None:
+    """Patch the modules of :data:`PATCHED` when this process imports them."""
+    sys.meta_path.insert(0, _PatchOnImport())
