@@ -53,7 +53,8 @@ class SavedResult:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable description, arrays included."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+        return {f.name: _plain(getattr(self, f.name))
+                for f in fields(self)}  # type: ignore[arg-type]
 
     def save(self, path: str | Path) -> None:
         """Write the result as JSON."""

@@ -26,7 +26,8 @@ which changes no eigenvector); fedpca uses the paper's calibration as published 
 cross-check, reports the exact epsilon the same noise gives as a Gaussian mechanism with L2
 sensitivity ``sqrt(2) C^2 / n`` (``epsilon_analytic``: well below alpha, the paper's beta is
 conservative). The paper's beta is undefined when ``(d^2+d)/(2 sqrt(2 pi) delta) <= 1``
-(only ``d = 1`` with ``delta >= 0.399``): refused. The top-``k`` eigenvalues of the noisy matrix (scaled to ``A``) are
+(only ``d = 1`` with ``delta >= 0.399``): refused. The top-``k`` eigenvalues of the noisy matrix
+(scaled to ``A``) are
 post-processing of the release and are returned in the history, and as the result's
 ``explained_variance`` (clamped at 0) with its ratio over the noisy matrix's trace
 (:mod:`fedpca.algorithms.explained_variance`).

@@ -1,1 +1,3 @@
-"""Empirical privacy audit: the Flower-free distinguishing attack (:mod:`fedpca.audit.attack.attack`) and the audited releases (:mod:`fedpca.audit.attack.targets`)."""
+"""Empirical privacy audit: the Flower-free distinguishing attack
+(:mod:`fedpca.audit.attack.attack`) and the audited releases
+(:mod:`fedpca.audit.attack.targets`)."""

@@ -3,7 +3,7 @@
 Every entry of :data:`MECHANISMS` builds an :class:`~fedpca.audit.attack.AuditTarget` from
 :class:`AuditSettings`: the two worst-case neighbouring datasets of
 :func:`~fedpca.audit.attack.worst_case_neighbours`, a release function that answers one request
-through the site's real answer path (:func:`fedpca.site.answer.answer_request`, which every
+through the site's real door (:meth:`fedpca.site.service.SiteService.handle`, which every
 transport calls; a fresh site per trial, so a fresh ledger and its own noise stream), and the
 epsilon the site itself reports for that one release (``epsilon_spent`` in its answer's
 metrics). The central baselines have no site: their
@@ -75,8 +75,8 @@ from fedpca.audit.attack import (
     worst_case_basis,
     worst_case_neighbours,
 )
-from fedpca.site.answer import answer_request
-from fedpca.errors import ConfigurationError
+from fedpca.site.service import Ask, MemoryState, Refusal, site_service
+from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.dp.exact_noise import EXACT
 from fedpca.dp.mechanisms import triangle_indices
 from fedpca.dp.site_data import SiteData
@@ -159,14 +159,17 @@ def _client_target(
     samples: int | None = None,
 ) -> AuditTarget:
     """A target whose release is the site's answer to ``parameters`` and ``config``
-    (:func:`~fedpca.site.answer.answer_request`, as every transport calls it),
+    (:meth:`~fedpca.site.service.SiteService.handle`, as every transport calls it),
     read by ``view``; ``request`` describes it; ``samples`` overrides the settings'."""
     samples = samples or settings.samples
     data = _prepared(settings.neighbours(samples), settings.clip_norm)
 
     def fit(neighbour: bool, seed: int | None) -> tuple[np.ndarray, dict]:
         private_site = site(data[int(neighbour)], policy, site=SITE, seed=seed)
-        answer = answer_request(private_site, list(parameters), dict(config))
+        answer = site_service(private_site).handle(Ask(list(parameters), dict(config)),
+                                                   MemoryState())
+        if isinstance(answer, Refusal):
+            raise answer.cause or InvalidRequestError(answer.reason)
         return view(answer.values[0]), answer.metrics
 
     _, metrics = fit(False, None)  # what the client reports having spent on one release

@@ -1,4 +1,5 @@
-"""Differentially private subspace clustering (Wang, Wang, Singh, "Differentially Private Subspace Clustering", NIPS 2015).
+"""Differentially private subspace clustering (Wang, Wang, Singh, "Differentially Private Subspace
+Clustering", NIPS 2015).
 
 :mod:`~fedpca.clustering.metrics` holds the utility measures (k-means subspace cost,
 Wasserstein subspace distance), :class:`~fedpca.results.ClusteringResult` is the result

@@ -22,7 +22,8 @@ next to its SuperNode.
   ledger, or make an existing ledger the site's; each recorded, dated, in the identity
   file's history and the log (:mod:`fedpca.site.ledger_lifecycle`);
 * ``project --policy FILE [--result FILE] --out FILE``: the site's own records' scores
-  (``PC1..PCk``, after its contract's id column when it has one) on a run's released components, with its contract's preprocessing and the
+  (``PC1..PCk``, after its contract's id column when it has one) on a run's released components,
+  with its contract's preprocessing and the
   released mean and scale, from the latest result the site received (or a given result or
   run record); written at the site, sent nowhere (:mod:`fedpca.site.results`);
 * ``supernode --policy FILE -- FLOWER_SUPERNODE_ARGS``: Flower's SuperNode with the policy

@@ -11,8 +11,8 @@ Sources (nothing is downloaded at run time):
 * :func:`load_table`: a site's own ``.npy``/``.csv``/``.csv.gz``/``.parquet`` file with
   caller-given public feature ranges.
 
-Scaling uses only public facts (see :mod:`fedpca.data.scaling`): pixel ranges for images, ranges fixed
-before the data are read for tables (:mod:`fedpca.data.scaling`). The data's own statistics
+Scaling uses only public facts (see :mod:`fedpca.data.scaling`): pixel ranges for images, ranges
+fixed before the data are read for tables (:mod:`fedpca.data.scaling`). The data's own statistics
 are used only on explicit request, and the :class:`Dataset` then says it is not private.
 """
 

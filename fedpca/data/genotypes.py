@@ -7,7 +7,8 @@ individual's genotypes, each SNP standardised with a frequency ``p_j`` of allele
 
 (``g_ij`` in {0, 1, 2} counts allele 1; ``p_j`` is the panel's public frequency, or for
 ``standardise = "private"`` a released one, :mod:`fedpca.algorithms.genotype_centring`),
-then the whole row scaled down to L2 norm at most the panel's ``row-norm`` ``C`` (clipping: ``x_i <- x_i min(1, C / ||x_i||)``; a first streaming pass
+then the whole row scaled down to L2 norm at most the panel's ``row-norm`` ``C`` (clipping: ``x_i
+<- x_i min(1, C / ||x_i||)``; a first streaming pass
 computes the row norms, :meth:`GenotypeRows.row_scales`).
 
 Memory: the site never holds more than one block of SNPs in float: a block is read as

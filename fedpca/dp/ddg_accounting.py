@@ -12,8 +12,8 @@ Pipeline (encoding in ``fedpca.dp.ddg_encoding``): a site with statistic ``v`` (
 replace-one L2 sensitivity ``Delta``, public norm bound ``||v|| <= B``) sends
 ``(floor(R(v / gamma) + U) + noise) mod m``: ``R`` the public randomised Hadamard rotation
 (``fedpca.dp.hadamard``, padded dimension ``D``), ``U`` uniform on ``[0, 1)^D``, noise
-the sum of ``k`` i.i.d. ``N_Z(0, s^2)`` per coordinate with an integer ``s^2``. The server decodes the modular
-sum of at least ``M`` such messages.
+the sum of ``k`` i.i.d. ``N_Z(0, s^2)`` per coordinate with an integer ``s^2``. The server decodes
+the modular sum of at least ``M`` such messages.
 
 **Unit of privacy: one record of one site (replace-one).** Two neighbouring datasets give
 statistics ``v, v'`` with ``||v - v'|| <= Delta``. Privacy of the rounded vector, for every
@@ -25,7 +25,8 @@ rotation is orthogonal, ``||R_U(y) - R_U(y')||_2 <= Delta / gamma + sqrt(D)`` fo
 Each fixed ``U`` thus gives an additive-noise mechanism whose two neighbouring inputs differ by
 an integer vector of at most that norm, covered by the bound below; the real mechanism is the
 mixture over ``U`` (the same ``U`` law for both inputs), and the hockey-stick divergence (like
-``exp((alpha - 1) D_alpha)``) is jointly convex, so the mixture obeys the same bound. Because the bound holds for every ``U``, it holds whatever the
+``exp((alpha - 1) D_alpha)``) is jointly convex, so the mixture obeys the same bound. Because the
+bound holds for every ``U``, it holds whatever the
 law of ``U`` (the generator's 53-bit uniforms included): the law of ``U`` only decides that the
 rounding is unbiased. Floating point: the computed ``y`` differs from the exact one by at most
 ``(log2 D + 4) 2^-52 (||v||/gamma + sqrt(D))`` in L2 per dataset; twice that is added to the
@@ -34,8 +35,8 @@ bound is about one client's whole vector of norm at most ``c``, not about the di
 two aggregates, and is not used.
 
 **The sum of M discrete Gaussians** is not a discrete Gaussian. KLS bound it (Proposition 14,
-in RDP form, as the authors' own accounting code implements it): with ``a = Delta_2^2 / (M s^2)`` and
-``tau = 10 sum_{k=1}^{M-1} exp(-2 pi^2 s^2 k / (k + 1))``, for every order ``alpha >= 1``
+in RDP form, as the authors' own accounting code implements it): with ``a = Delta_2^2 / (M s^2)``
+and ``tau = 10 sum_{k=1}^{M-1} exp(-2 pi^2 s^2 k / (k + 1))``, for every order ``alpha >= 1``
 ``D_alpha(Z || Z + delta) <= min(alpha a / 2 + tau D, alpha (sqrt(a) + tau sqrt(D))^2 / 2)``
 (valid for ``s >= 1/2``, i.e. every integer ``s^2 >= 1``). Their Theorem 1 is also quoted in
 the concentrated form ``eps = min(sqrt(a + tau D / 2), sqrt(a) + tau sqrt(D))``, whose first
@@ -85,8 +86,8 @@ integer-shift-equivariant post-processing of ``T`` Gaussian releases with noise
 ``sqrt(K s^2 - t^2)`` and sensitivity ``Delta / gamma + sqrt(D)`` (per fixed ``U``, as above).
 Hence ``delta(eps) <= exp(H) delta_Gauss(eps - 2 H)`` (hockey-stick divergence, then data
 processing), and the Gaussians compose exactly into one Gaussian whose delta curve
-dp-accounting gives in closed form (:func:`ddg_pld_epsilon`). With ``t^2 = 4`` and practical noise ``H`` is
-below ``1e-30``. Both bounds are valid; every epsilon here is the smaller of the two.
+dp-accounting gives in closed form (:func:`ddg_pld_epsilon`). With ``t^2 = 4`` and practical noise
+``H`` is below ``1e-30``. Both bounds are valid; every epsilon here is the smaller of the two.
 """
 
 from __future__ import annotations

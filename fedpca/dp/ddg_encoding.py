@@ -2,7 +2,8 @@
 
 Site (:func:`encode_site`): scale by ``1/gamma`` -> public randomised Hadamard rotation (pad to a
 power of two) -> randomised rounding ``floor(y + U)`` -> add ``k`` i.i.d. ``N_Z(0, s^2)`` draws
-per coordinate (exact sampler) -> reduce modulo ``m``. Server (:func:`modular_sum`, :func:`decode_sum`): sum the
+per coordinate (exact sampler) -> reduce modulo ``m``. Server (:func:`modular_sum`,
+:func:`decode_sum`): sum the
 residues modulo ``m`` -> map to the centred range ``[-m/2, m/2)`` -> un-rotate -> times
 ``gamma`` -> unpad. Privacy and the choice of ``gamma``, ``s^2`` and ``m`` are in
 ``fedpca.dp.distributed_gaussian`` (Kairouz, Liu and Steinke, "The Distributed Discrete

@@ -3,7 +3,8 @@
 The ServerApp runs the moments round, then the algorithm's rounds on the centred
 (standardised) rows (:meth:`~fedpca.scenarios.base.Scenario.centred_server`: a
 :class:`~fedpca.algorithms.centred_rounds.CentredServer`; every later request carries the
-released mean and scale, the sites keep nothing between rounds but their ledgers). It holds no data: it needs the
+released mean and scale, the sites keep nothing between rounds but their ledgers). It holds no
+data: it needs the
 consortium's contract only for its public widths (run_config ``contract-file``, the
 server's copy, which must have the run's hash ``contract``). Real sites answer from their
 own table, contract and policy (:func:`fedpca.site.real_site.open_real_site`); simulated

@@ -1,4 +1,5 @@
-"""A fedpca site's Flower ClientApp: a thin shell over its :class:`~fedpca.site.service.SiteService`.
+"""A fedpca site's Flower ClientApp: a thin shell over its
+:class:`~fedpca.site.service.SiteService`.
 
 Each message becomes one request of the site's service (:mod:`fedpca.site.service`, the whole
 trust boundary) and the service's reply becomes the answer; nothing here decides anything a

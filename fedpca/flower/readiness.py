@@ -23,8 +23,8 @@ Both strategy APIs run it through the ServerApp's grid: a Message-API strategy i
 ``DefaultWorkflow``. The legacy strategy API has no hook before
 round 1 that may exchange messages, and the legacy ``get_properties`` exchange
 (``GridClientProxy.get_properties``) uses a message type that a Message-API ClientApp (like
-fedpca's, :func:`~fedpca.flower.clientapp.site_client_app`) does not accept. A legacy strategy driven
-by one's own ``DefaultWorkflow`` therefore has no budget round (it logs so at round 1) and
+fedpca's, :func:`~fedpca.flower.clientapp.site_client_app`) does not accept. A legacy strategy
+driven by one's own ``DefaultWorkflow`` therefore has no budget round (it logs so at round 1) and
 relies on the sites' own refusal.
 """
 

@@ -128,6 +128,7 @@ def read_result_answer(content: RecordDict, node: str) -> str:
     if answer is None or not isinstance(answer.get(SITE), str):
         raise FedPCAError(
             f"node {node} answered the result message with records {sorted(content)}, not "
-            f"{RESULT!r}; is it running fedpca's ClientApp (fedpca.flower.clientapp.site_client_app)?"
+            f"{RESULT!r}; is it running fedpca's ClientApp "
+            "(fedpca.flower.clientapp.site_client_app)?"
         )
     return str(answer[SITE])

@@ -76,7 +76,8 @@ def simulate(
 ) -> Any:
     """Run ``scenario`` as a Flower simulation and return its result (its config: the
     scenario's parameters, ``wall_seconds``, each site's ``site_releases``, the number of
-    ``failures`` and what the scenario adds, :meth:`~fedpca.scenarios.base.Scenario.simulation_config`)."""
+    ``failures`` and what the scenario adds,
+    :meth:`~fedpca.scenarios.base.Scenario.simulation_config`)."""
     return run_sources(scenario, scenario.server_plan(), scenario.sites,
                        functools.partial(partition_source, scenario),
                        {**scenario.to_run_config(), **scenario.simulation_config()},

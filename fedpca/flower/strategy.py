@@ -15,7 +15,8 @@ module only turns its requests into train ``Message`` objects
 (:func:`fedpca.flower.wire.request_content`) and the replies into answers. A reply that
 carries an error is a failed site: its reason is ``msg.error.reason`` (the site's own refusal,
 see :mod:`fedpca.flower.clientapp`). Sites answer through
-:func:`fedpca.flower.clientapp.site_client_app`. Secure sums of distributed discrete Gaussian residues
+:func:`fedpca.flower.clientapp.site_client_app`. Secure sums of distributed discrete Gaussian
+residues
 run through fedpca's verifiable secure aggregation (:meth:`MessageSiteStrategy.use_secure_protocol`,
 :mod:`fedpca.flower.secure_server`). Flower's legacy strategy API drives the same strategy
 through its adapter (:mod:`fedpca.flower.legacy_strategy`).

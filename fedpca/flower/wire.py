@@ -96,7 +96,8 @@ def read_budget_answer(content: RecordDict, node: str) -> SiteReady:
     if answer is None or answer.get(AFFORDS) is not True:
         raise FedPCAError(
             f"node {node} answered the budget round with records {sorted(content)}, not "
-            f"{BUDGET!r}; is it running fedpca's ClientApp (fedpca.flower.clientapp.site_client_app)?"
+            f"{BUDGET!r}; is it running fedpca's ClientApp "
+            "(fedpca.flower.clientapp.site_client_app)?"
         )
     records, seconds = answer.get(RECORDS), answer.get(ANSWER_SECONDS)
     return SiteReady(
@@ -175,7 +176,8 @@ def read_reply(content: RecordDict, node: str) -> SiteAnswer:
     if not isinstance(arrays, ArrayRecord) or not isinstance(metrics, MetricRecord):
         raise FedPCAError(
             f"node {node} answered with records {sorted(content)}, expected {ARRAYS!r} and "
-            f"{METRICS!r}; is it running fedpca's ClientApp (fedpca.flower.clientapp.site_client_app)?"
+            f"{METRICS!r}; is it running fedpca's ClientApp "
+            "(fedpca.flower.clientapp.site_client_app)?"
         )
     if not isinstance(names, ConfigRecord):
         names = ConfigRecord()

@@ -1,1 +1,2 @@
-"""Linear algebra: subspaces and eigensolvers, the Fantope projection, Bingham sampling; no Flower import."""
+"""Linear algebra: subspaces and eigensolvers, the Fantope projection, Bingham sampling; no Flower
+import."""

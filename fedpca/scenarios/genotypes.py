@@ -139,7 +139,8 @@ class GenotypeRun:
 
     def server_plan(self, app_config: dict[str, Any] | None = None) -> ServerPlan:
         """DPS-PCA's server over the panel's width (it evaluates nothing); with a private
-        panel, the frequencies' round first (:func:`~fedpca.algorithms.genotype_run.genotype_server`).
+        panel, the frequencies' round first
+        (:func:`~fedpca.algorithms.genotype_run.genotype_server`).
         ``app_config``: the App's run_config (its ``start-sha256`` must name the start)."""
         if not self.private:  # a simulation names its own start, the App's run_config its
             named = ({START_HASH: start_name(self.scenario.start_basis())} if app_config is None

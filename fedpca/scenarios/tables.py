@@ -4,7 +4,8 @@
 [--standardize]``: every virtual site reads its own table (CSV or Parquet,
 :func:`fedpca.data.tables.read_table`), preprocesses it with the contract
 (:meth:`fedpca.data.contract.Contract.preprocess`), and takes part in a centred run
-(:mod:`fedpca.algorithms.centring`) under the same :class:`~fedpca.algorithms.centring.CentredPolicy`:
+(:mod:`fedpca.algorithms.centring`) under the same
+:class:`~fedpca.algorithms.centring.CentredPolicy`:
 the algorithm scenario's budget, accounting, noise sampler and secure sums, the moments'
 share and the clip norm of the table run (``None``: the policy's defaults from the
 contract).

@@ -139,7 +139,8 @@ def load_revocation_list(path: str | Path, authorities: Sequence[x509.Certificat
                                  "vouches for (vouched-ca); ask that CA for its list")
     moment = now or datetime.datetime.now(datetime.timezone.utc)
     if crl.next_update_utc is not None and crl.next_update_utc < moment:
-        raise ConfigurationError(f"revocation-list {path} expired on {crl.next_update_utc:%Y-%m-%d} "
+        raise ConfigurationError(f"revocation-list {path} expired on "
+                                 f"{crl.next_update_utc:%Y-%m-%d} "
                                  "(its next update); fetch a fresh one from the CA")
     return crl
 

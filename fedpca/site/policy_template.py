@@ -64,11 +64,11 @@ ledger = "{ledger}"             # the lifetime privacy ledger (SQLite; fedpca si
 population = "{name}"
 
 [budget]
-epsilon = {epsilon!r}                   # lifetime epsilon: all runs, all algorithms (PLD composition)
+epsilon = {epsilon!r}                   # lifetime epsilon: every run and algorithm, PLD-composed
 delta = {delta:.0e}                  # lifetime delta; must be <= 0.1 / (number of records)
-daily-epsilon = {daily_epsilon!r}             # ceiling on all releases of one calendar day (UTC), composed
-weekly-epsilon = {weekly_epsilon!r}            # ceiling on all releases of any 7 x 24 hours, composed
-run-epsilon = {run_epsilon!r}               # the noise: each release is calibrated so a full run spends
+daily-epsilon = {daily_epsilon!r}             # ceiling on the releases of one UTC calendar day
+weekly-epsilon = {weekly_epsilon!r}            # ceiling on the releases of any 7 x 24 hours
+run-epsilon = {run_epsilon!r}               # the noise: releases calibrated so a full run spends
                                 # at most this (not a limit: the coordinator picks run ids;
                                 # the ceilings above hold whatever it does)
 accounting = "pld"              # pld (tight) or paper (the papers' looser closed forms)
@@ -117,7 +117,7 @@ memory-mib = {memory_mib}               # address space of each site process sta
                                 # the ClientApps): a FAB or request that inflates fails there,
                                 # not the host; >= {min_memory_mib}, or 0 to leave it to the OS
                                 # (systemd MemoryMax=, prlimit, a container's limit)
-answer-seconds = {answer_seconds:g}           # the longest this site may take to answer one request:
+answer-seconds = {answer_seconds:g}           # the longest this site may take to answer a request:
                                 # stated in each run's readiness round, the coordinator's
                                 # fedpca ServerApp waits that long before giving up on it
 
