@@ -63,7 +63,7 @@ scenario.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Protocol
@@ -180,7 +180,10 @@ class RealSiteSource:
 
     @cached_property
     def opened(self) -> RealSite:
-        """The run as the site answers it (:func:`open_real_site`)."""
+        """The run as the site answers it, opened once: planned, its whole plan checked
+        against the ledger at the run's first request here (:meth:`require_affordable`),
+        then its data read and its run's view of the ledger opened. Raises (nothing
+        charged) when the site refuses."""
         policy, plan = self.policy, self.plan
         untrusted = dict(self.node.run_config)
         own = policy.privacy_config(self.algorithm)
@@ -333,25 +336,6 @@ def is_real_site(node: NodeLike) -> bool:
     return any(key in node.node_config for key in REAL_SITE_KEYS)
 
 
-def site_plan(node: NodeLike, algorithm: str) -> tuple[SitePolicyFile, RunPlan]:
-    """The site's policy and its plan of the current run of ``algorithm``
-    (:attr:`RealSiteSource.plan`)."""
-    source = RealSiteSource(node, algorithm)
-    return source.policy, source.plan
-
-
-def open_real_site(node: NodeLike, algorithm: str) -> RealSite:
-    """Plan the run, check at the run's first request here that the whole plan fits the
-    ledger (:meth:`RealSiteSource.require_affordable`), then open the site's data and its
-    lifetime ledger for this run. Raises (nothing charged) when the site refuses."""
-    return RealSiteSource(node, algorithm).opened
-
-
-def real_site_budget(node: NodeLike, algorithm: str) -> SiteReady:
-    """The site's answer to the readiness round (:meth:`RealSiteSource.ready`)."""
-    return RealSiteSource(node, algorithm).ready()
-
-
 def policy_vouched(policy: SitePolicyFile, roster: Roster) -> frozenset[str]:
     """The roster members ``policy`` vouches for (:mod:`fedpca.secure.vouching`)."""
     authorities = [load_authority(path) for path in policy.vouched_ca]
@@ -390,7 +374,7 @@ def _width(policy: SitePolicyFile) -> int:
     return _unusable_if_failing(policy, lambda: matrix_width(policy.data))
 
 
-def _unusable_if_failing(policy: SitePolicyFile, read: Any) -> Any:
+def _unusable_if_failing(policy: SitePolicyFile, read: Callable[[], Any]) -> Any:
     """``read()``; its failure described only in the site's log, the coordinator told the
     fixed words that the data file cannot be used."""
     try:
