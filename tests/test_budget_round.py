@@ -186,3 +186,47 @@ def test_a_query_that_is_not_the_budget_question_is_refused():
     reply = app(query(RecordDict({"secrets": ConfigRecord({"row": 0})})), context)
     assert reply.has_error() and "the only question a site answers is the budget round's" \
         in reply.error.reason
+
+
+def test_a_real_site_reads_its_policy_plans_the_run_and_opens_its_ledger_once_a_request(
+        tmp_path, monkeypatch):
+    """One readiness question, then one round's request, each to a fresh ClientApp process
+    (as a SuperNode starts one per message): each reads the policy file once, plans the run
+    once and opens the ledger once, however many checks read them."""
+    import fedpca.flower.clientapp as clientapp
+    import fedpca.site.real_site as real_site_module
+
+    records = scenario().all_site_data()[0]
+    policy = real_site(tmp_path / "clinic", "clinic", records, 4.0)
+    counts = {"policy": 0, "plan": 0, "ledger": 0}
+
+    def counted(name, function):
+        def call(*args, **kwargs):
+            counts[name] += 1
+            return function(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(real_site_module, "load_site_policy",
+                        counted("policy", real_site_module.load_site_policy))
+    monkeypatch.setattr(real_site_module, "plan_run",
+                        counted("plan", real_site_module.plan_run))
+    monkeypatch.setattr(type(policy), "open_ledger",
+                        counted("ledger", type(policy).open_ledger))
+
+    def ask(message: Message) -> Message:
+        clientapp.SERVICES.clear()  # a fresh process: nothing kept from the last message
+        counts.update(policy=0, plan=0, ledger=0)
+        context = Context(run_id=RUN_ID, node_id=1, state=RecordDict(), run_config=REQUEST,
+                          node_config={"policy": str(policy.path)})
+        return client_app(message, context)
+
+    ready = ask(query())
+    assert not ready.has_error()
+    assert ready.content.config_records["budget"]["site"] == "clinic"
+    assert counts == {"policy": 1, "plan": 1, "ledger": 1}
+    basis = np.linalg.qr(np.random.default_rng(1).standard_normal((REQUEST["dim"], 2)))[0]
+    answer = ask(Message(content=request_content([basis], {"phase": "power", "round": 1}),
+                         dst_node_id=1, message_type=MessageType.TRAIN))
+    assert not answer.has_error()
+    assert counts == {"policy": 1, "plan": 1, "ledger": 1}
+    assert len(ledger_rows(policy)) == 1  # the round's one release, charged once

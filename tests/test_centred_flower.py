@@ -25,7 +25,6 @@ from fedpca.algorithms.dpdis_pca import DPdisPCAServer, DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.flower.site_client import source_client
 from fedpca.site.real_site import RealSiteSource
-from fedpca.site.real_site import real_site_budget
 from fedpca.cli import main as cli_main
 from fedpca.algorithms.centred_rounds import (
     CENTRED_STEP,
@@ -372,7 +371,7 @@ def test_a_real_site_refuses_a_centring_it_cannot_do_before_any_charge(
             "table.csv", "records.npy").replace('contract = "contract.toml"', "# none"))
         node = context(policy, centring=centring)
     with pytest.raises(error, match=match):
-        real_site_budget(node, "dpdis-pca")
+        RealSiteSource(node, "dpdis-pca").ready()
     loaded = load_site_policy(policy)
     assert SiteLedger(loaded.ledger, loaded.population, loaded.epsilon, loaded.delta).rows() == []
 

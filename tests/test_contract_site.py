@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from flwr.common import Context, RecordDict
 
-from fedpca.site.real_site import open_real_site
+from fedpca.site.real_site import RealSiteSource
 from fedpca.cli import main as cli_main
 from fedpca.data.contract import load_contract
 from fedpca.errors import ConfigurationError, InvalidRequestError
@@ -103,7 +103,7 @@ def test_a_run_under_another_contract_is_refused_before_anything_is_read_or_char
             match=rf"clinic: refused: the run names data contract '{requested or 'none'}'; this "
                   rf"site holds its data under contract 'liver-v1': run with "
                   rf"contract=\"{own}\""):
-        open_real_site(context(policy, contract=requested), "dpdis-pca")
+        RealSiteSource(context(policy, contract=requested), "dpdis-pca").opened
     assert f"clinic: refused a run under contract {requested!r}" in caplog.text
     loaded = load_site_policy(policy)
     ledger = SiteLedger(loaded.ledger, loaded.population, loaded.epsilon, loaded.delta)
@@ -114,7 +114,7 @@ def test_a_run_under_the_sites_contract_is_answered_and_one_without_contract_nee
         tmp_path, policy_text):
     policy = site_folder(tmp_path, policy_text)
     own = load_contract(tmp_path / "contract.toml").hash
-    site = open_real_site(context(policy, contract=own), "dpdis-pca")
+    site = RealSiteSource(context(policy, contract=own), "dpdis-pca").opened
     assert site.records.shape == (ROWS, 8) and site.config["contract"] == own
     plain = tmp_path / "plain"
     plain.mkdir()
@@ -122,11 +122,11 @@ def test_a_run_under_the_sites_contract_is_answered_and_one_without_contract_nee
     matrix_site = write_policy(plain / "site.toml", policy_text.replace('"clinic"', '"plain"')
                                .replace("table.csv", "records.npy")
                                .replace('contract = "contract.toml"', "# no contract"))
-    assert open_real_site(context(matrix_site), "dpdis-pca").records.shape == (ROWS, 3)
+    assert RealSiteSource(context(matrix_site), "dpdis-pca").opened.records.shape == (ROWS, 3)
     with pytest.raises(InvalidRequestError, match=r"plain: refused: the run names data "
                                                   rf"contract '{own}'; this site holds its "
                                                   r"data under no contract"):
-        open_real_site(context(matrix_site, contract=own), "dpdis-pca")
+        RealSiteSource(context(matrix_site, contract=own), "dpdis-pca").opened
 
 
 def test_a_contract_others_may_change_is_refused(tmp_path, policy_text):

@@ -238,7 +238,7 @@ def test_a_site_refuses_a_variance_release_it_does_not_make_in_the_budget_round(
                                                                                   agreed):
     from flwr.common import Context, RecordDict
 
-    from fedpca.site.real_site import real_site_budget
+    from fedpca.site.real_site import RealSiteSource
     from fedpca.site.ledger_lifecycle import create_site_ledger
 
     np.save(tmp_path / "records.npy", X)
@@ -252,10 +252,10 @@ def test_a_site_refuses_a_variance_release_it_does_not_make_in_the_budget_round(
     node = Context(run_id=3, node_id=1, node_config={"policy": str(path)}, state=RecordDict(),
                    run_config={"algorithm": "dps-pca", "explained-variance": True})
     if agreed:
-        assert real_site_budget(node, "dps-pca").site == "a"
+        assert RealSiteSource(node, "dps-pca").ready().site == "a"
     else:  # the run would fail at its last round: refused now, before any release
         with pytest.raises(InvalidRequestError, match="does not make"):
-            real_site_budget(node, "dps-pca")
+            RealSiteSource(node, "dps-pca").ready()
     assert policy.open_ledger().rows() == []
 
 

@@ -210,7 +210,7 @@ def test_the_apps_partitions_and_server_read_a_genotype_run_from_run_config(coho
 
     from fedpca.flower.app import app_source
     from fedpca.flower.serverapp import genotype_context
-    from fedpca.site.partition import GenotypeSource
+    from fedpca.simulated_sites import GenotypeSource
 
     config = {"algorithm": "dps-pca", "plink": " ".join(map(str, cohort.sites)),
               "panel": str(cohort.panel), "k": 2, "rounds": 2, "epsilon": 4.0, "seed": 1,

@@ -17,7 +17,7 @@ import fedpca
 #: algorithms' servers and sites, the scenarios, the audit of the mechanisms).
 FLOWER_FREE = ("dp", "site", "algorithms", "secure", "data", "linalg", "scenarios",
                "clustering", "experiments", "estimators", "results", "run_record", "report",
-               "progress", "loadings", "errors", "audit")
+               "progress", "loadings", "errors", "audit", "simulated_sites")
 
 
 def flower_free_modules() -> list[str]:

@@ -23,7 +23,7 @@ from fedpca.dp.calibration import calibrate_gaussian
 from fedpca.errors import BudgetExceededError, ConfigurationError, InvalidRequestError
 from fedpca.flower.app import client_app
 from fedpca.flower.app import main as app_main
-from fedpca.site.real_site import open_real_site
+from fedpca.site.real_site import RealSiteSource
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.check import check_site
 from fedpca.site.plan import plan_run
@@ -317,5 +317,5 @@ def test_a_secure_run_from_a_start_at_real_sites_charges_T_releases(consortium, 
         assert len(rows) == ROUNDS and all(r["planned"] == ROUNDS for r in rows)
         assert all(r["sites_in_sum"] == 2 for r in rows)
     # each site read its own copy, not the coordinator's path
-    own = open_real_site(contexts[1], "dps-pca").config["start"]
+    own = RealSiteSource(contexts[1], "dps-pca").opened.config["start"]
     assert own == str(policies[0].parent / "start.npy") != config["start"]

@@ -23,7 +23,7 @@ from local_grid import LocalGrid, set_run_identity
 from fedpca.algorithms.specs import app_config
 from fedpca.flower.app import client_app
 from fedpca.flower.app import main as app_main
-from fedpca.site.real_site import site_plan
+from fedpca.site.real_site import RealSiteSource
 from fedpca.data.contract import load_contract
 from fedpca.deployment.consortium import write_consortium
 from fedpca.errors import ConfigurationError, InvalidRequestError
@@ -113,7 +113,7 @@ def test_a_centred_secure_run_completes_at_real_sites_with_the_plans_releases(
     assert [entry["sites"] for entry in record["history"]] == [len(SITES)] * releases
     assert record["flower_rounds"] == releases
     for (name, site_rows), context in zip(rows.items(), contexts.values()):
-        _, plan = site_plan(context, request_["algorithm"])
+        plan = RealSiteSource(context, request_["algorithm"]).plan
         assert plan.count == releases and len(site_rows) == releases, name
         assert all(r["planned"] == releases and r["sites_in_sum"] == 2 for r in site_rows)
     # the sites' own settings ran the sum: M and the record bound came from them

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 from flwr.common import Context, RecordDict
 
-from fedpca.site.real_site import open_real_site
+from fedpca.site.real_site import RealSiteSource
 from liver_contract import CONTRACT, liver_table
 from fedpca.cli import main as cli_main
 from fedpca.errors import BudgetExceededError, ConfigurationError
@@ -410,7 +410,7 @@ def test_a_lost_emptied_or_replaced_ledger_is_refused_and_never_created(
     context = Context(run_id=1, node_id=7, node_config={"policy": str(policy.path)},
                       state=RecordDict(), run_config={})
     with pytest.raises(LedgerIdentityError) as refusal:
-        open_real_site(context, "dpdis-pca")
+        RealSiteSource(context, "dpdis-pca").opened
     assert str(refusal.value) == RUN_REFUSAL.format(site="h")
     assert re.search(problem, caplog.text)  # the detail is in the site's log
     assert sorted(tmp_path.iterdir()) == before  # nothing was created, nothing repaired

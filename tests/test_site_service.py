@@ -9,7 +9,7 @@ from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.errors import FedPCAError
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.answer import Answer
-from fedpca.site.partition import PartitionSource
+from fedpca.simulated_sites import PartitionSource
 from fedpca.site.ready import SiteReady
 from fedpca.site.service import (
     LEDGER,

@@ -12,7 +12,7 @@ from fedpca.cli import main as cli_main
 from fedpca.data.clinical import shipped_contract
 from fedpca.data.contract import load_contract
 from fedpca.data.files import load_site_file
-from fedpca.data.tables import read_table, write_table
+from fedpca.data.tables import matrix_width, read_table, write_table
 from fedpca.errors import InvalidDataError
 
 ROWS = pa.table({"age": [31, None, 70], "sex": ["f", "m", None], "crp": [0.5, 2.0, None]})
@@ -60,6 +60,23 @@ def test_a_matrix_file_may_have_a_header_or_none_and_be_parquet(tmp_path):
                                                "contract") as error:
         load_site_file(tmp_path / "text.csv")
     assert "Smith" not in str(error.value)
+
+
+def test_a_matrix_files_width_is_read_from_its_head_alone(tmp_path):
+    records = np.array([[0.5, -1.0, 2.0], [2.0, 3.25, 4.0]])
+    (tmp_path / "plain.csv").write_text("0.5,-1,2\n2,3.25,4\n")
+    (tmp_path / "header.csv").write_text("a,b,c\n0.5,-1,2\n2,3.25,4\n")
+    with gzip.open(tmp_path / "zipped.csv.gz", "wt") as handle:
+        handle.write("0.5,-1,2\n2,3.25,4\n")
+    write_table(pa.table({k: records[:, j] for j, k in enumerate("abc")}), tmp_path / "t.parquet")
+    np.save(tmp_path / "m.npy", records)
+    for name in ("plain.csv", "header.csv", "zipped.csv.gz", "t.parquet", "m.npy"):
+        assert matrix_width(tmp_path / name) == load_site_file(tmp_path / name).shape[1] == 3
+    np.save(tmp_path / "vector.npy", records[0])
+    (tmp_path / "empty.csv").write_text("")
+    for name in ("vector.npy", "empty.csv", "missing.npy"):
+        with pytest.raises(InvalidDataError, match="is not a matrix|does not exist"):
+            matrix_width(tmp_path / name)
 
 
 @pytest.mark.parametrize("name,sites,file_format,rows,columns,blanks", [

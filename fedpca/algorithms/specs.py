@@ -20,6 +20,7 @@ parameters, data and server plan) and one entry here.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ class AlgorithmSpec:
         description: the sub-command's description.
         scenario: the scenario dataclass (parameters, defaults, help, data, policy).
         site: the Flower-free site class (its data, noise and ledger).
+        policy: its site's privacy policy class (a dataclass whose fields are the
+            run_config privacy keys with ``_`` for ``-``), built by :meth:`site_policy`.
         strategy: the public name of its Message-API strategy class
             (:data:`fedpca.flower.strategies.STRATEGIES`) and what that class builds its
             server with (the server class, or a builder taking the strategy first).
@@ -82,6 +85,7 @@ class AlgorithmSpec:
     description: str
     scenario: str
     site: str
+    policy: str
     strategy: tuple[str, str]
     record: str
     columns: tuple[tuple[str, str], ...]
@@ -117,6 +121,17 @@ class AlgorithmSpec:
         """The Flower-free site class."""
         return load(self.site)
 
+    def site_policy(self, settings: Mapping[str, Any], start: Any = None) -> Any:
+        """Its site's privacy policy from a site's own ``settings`` (run_config privacy keys:
+        a real site's :meth:`~fedpca.site.policy.SitePolicyFile.privacy_config`, never the
+        coordinator's) and the public ``start`` basis its plan holds (``None``: none); keys
+        the policy has no field for are not read, ``secure-min-sites = 0`` is none."""
+        values = {**settings, "start": start}
+        values["secure-min-sites"] = values.get("secure-min-sites") or None
+        cls = load(self.policy)
+        return cls(**{f.name: values[f.name.replace("_", "-")] for f in dataclasses.fields(cls)
+                      if f.name.replace("_", "-") in values})
+
 
 #: Where the record fields, audit targets and centred parts named below live.
 _RECORD, _TARGETS, _CENTRED = ("fedpca.run_record:", "fedpca.audit.targets:",
@@ -128,6 +143,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         description="Flower simulation of DPS-PCA: every site adds its own calibrated noise.",
         scenario="fedpca.scenarios.dps_pca:DPSPCAScenario",
         site="fedpca.algorithms.dps_pca:DPSPCASite",
+        policy="fedpca.algorithms.dps_pca:SitePolicy",
         strategy=("DPSPCA", "fedpca.algorithms.dps_pca:DPSPCAServer"),
         record=_RECORD + "dps_pca_fields",
         columns=(("distance", "distance"),),
@@ -152,6 +168,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "of its noisy second-moment matrix once; the server merges them.",
         scenario="fedpca.scenarios.dpdis_pca:DPdisPCAScenario",
         site="fedpca.algorithms.dpdis_pca:DPdisPCASite",
+        policy="fedpca.algorithms.dpdis_pca:DPdisPCAPolicy",
         strategy=("DPdisPCA", "fedpca.algorithms.dpdis_pca:DPdisPCAServer"),
         record=_RECORD + "dpdis_pca_fields",
         columns=(("energy_ratio", "energy"),),
@@ -167,6 +184,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "(eps, delta)-DP on its own; a site sends the sum of its records' views.",
         scenario="fedpca.scenarios.ldp_pca:LDPScenario",
         site="fedpca.algorithms.ldp_pca:LDPCovarianceSite",
+        policy="fedpca.algorithms.ldp_pca:LDPPolicy",
         strategy=("LDPCovariance", "fedpca.flower.strategies:build_ldp"),
         record=_RECORD + "ldp_pca_fields",
         columns=(("distance", "distance"), ("energy_ratio", "energy")),
@@ -184,6 +202,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                     "public randomness.",
         scenario="fedpca.scenarios.kplane:KPlaneScenario",
         site="fedpca.algorithms.kplane:KPlaneSite",
+        policy="fedpca.algorithms.kplane:KPlanePolicy",
         strategy=("SuLQKPlane", "fedpca.algorithms.kplane:KPlaneServer"),
         record=_RECORD + "sulq_kplane_fields",
         columns=(("cost", "cost"), ("wasserstein_distance", "W dist")),

@@ -8,6 +8,7 @@ Parquet (``.parquet``), and NumPy's ``.npy`` for a plain numeric matrix.
 * :func:`read_matrix`: an ``n x d`` float64 matrix without a contract: a ``.npy`` file
   (memory-mapped), or a CSV (with or without a header line) or Parquet file whose every
   column holds numbers.
+* :func:`matrix_width`: the columns :func:`read_matrix` would read, from the file's head.
 * :func:`write_table`: a pyarrow table to ``.csv`` or ``.parquet``.
 
 Errors name the file and the column, never a cell's value: pyarrow's own messages quote rows,
@@ -78,6 +79,28 @@ def read_matrix(path: str | Path, site: str = "site") -> np.ndarray:
     if not columns:
         raise InvalidDataError(f"{site}: {path} has no columns")
     return np.column_stack(columns)
+
+
+def matrix_width(path: str | Path, site: str = "site") -> int:
+    """The number of columns :func:`read_matrix` reads from ``path``, from the file's head
+    alone (a ``.npy`` header, a Parquet schema, a CSV file's first line), no value read;
+    raises InvalidDataError naming ``site`` and the file when it is missing, of another
+    format or holds no columns."""
+    path = Path(path)
+    _require_file(path, site, (*TABLE_SUFFIXES, *NPY_SUFFIXES))
+    if path.name.lower().endswith(NPY_SUFFIXES):
+        shape = np.load(path, mmap_mode="r", allow_pickle=False).shape
+        width = shape[1] if len(shape) == 2 else 0
+    elif _is_csv(path):
+        width = len(_first_line(path))
+    else:
+        try:
+            width = len(_arrow().parquet.read_schema(path).names)
+        except (_arrow().ArrowException, OSError):
+            width = 0
+    if not width:
+        raise InvalidDataError(f"{site}: {path} is not a matrix with columns")
+    return width
 
 
 def write_table(table: pa.Table, path: str | Path) -> Path:

@@ -7,9 +7,9 @@ the site's shell (:mod:`fedpca.flower.clientapp`) over its
 (:func:`app_source`): a real site (node_config names its ``policy``) answers from its own
 policy, data and lifetime ledger (:class:`~fedpca.site.real_site.RealSiteSource`), a
 simulated partition from the run_config's scenario
-(:class:`~fedpca.site.partition.PartitionSource`), or, when the run_config names ``plink``
+(:class:`~fedpca.simulated_sites.PartitionSource`), or, when the run_config names ``plink``
 prefixes and a ``panel``, from its PLINK fileset
-(:class:`~fedpca.site.partition.GenotypeSource`). The ServerApp (:data:`server_app`) runs
+(:class:`~fedpca.simulated_sites.GenotypeSource`). The ServerApp (:data:`server_app`) runs
 :func:`fedpca.flower.serverapp.run_server_app`, imported when it runs: a real site starts a
 fresh ClientApp process for every message, and that process imports this module, so this
 module imports no server code (nor a simulated partition's).
@@ -40,7 +40,7 @@ def app_source(node: Node) -> SiteSource:
         return RealSiteSource(node, algorithm.name)
     # imported here, not above: a real site's ClientApp process never simulates (start-up)
     from fedpca.scenarios.genotypes import PLINK, genotype_run
-    from fedpca.site.partition import PartitionSource, genotype_source, partition_of
+    from fedpca.simulated_sites import PartitionSource, genotype_source, partition_of
 
     partition, partitions = partition_of(node.node_config, bool(node.run_config.get("centring")))
     if node.run_config.get(PLINK):  # a genotype run: one PLINK fileset per partition

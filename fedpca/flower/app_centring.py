@@ -7,7 +7,7 @@ released mean and scale, the sites keep nothing between rounds but their ledgers
 data: it needs the
 consortium's contract only for its public widths (run_config ``contract-file``, the
 server's copy, which must have the run's hash ``contract``). Real sites answer from their
-own table, contract and policy (:func:`fedpca.site.real_site.open_real_site`); simulated
+own table, contract and policy (:attr:`fedpca.site.real_site.RealSiteSource.opened`); simulated
 partitions have no table and refuse a centred run (``fedpca simulate ALGORITHM --tables``
 simulates one).
 """

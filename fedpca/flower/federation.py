@@ -139,7 +139,7 @@ def client_sites(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
 
 def source_sites(source_fn: SourceFn) -> SitesApp:
     """Virtual sites each the :class:`~fedpca.site.service.SiteSource` that ``source_fn``
-    gives for its node (e.g. a scenario's :class:`~fedpca.site.partition.PartitionSource`),
+    gives for its node (e.g. a scenario's :class:`~fedpca.simulated_sites.PartitionSource`),
     its service opened once per run in each process
     (:func:`~fedpca.flower.clientapp.cached_service`)."""
     return lambda store: service_client_app(functools.partial(

@@ -8,7 +8,7 @@ sends every connected site one QUERY message, "can you afford the whole of this 
 site answers from its own policy and ledger alone, never its data, so its answer depends on
 no record: a real site whether all of the run's releases, as its policy calibrates them, fit
 its lifetime budget, its worst-case bound and its daily and weekly ceilings
-(:func:`~fedpca.site.real_site.real_site_budget`); a simulated site whether they fit the run's
+(:meth:`~fedpca.site.real_site.RealSiteSource.ready`); a simulated site whether they fit the run's
 in-memory ledger. A site that can says its name; one that cannot answers with its refusal
 (public numbers only: budgets and epsilons). When fewer than ``min_sites`` can, the run
 stops before any release with
@@ -16,7 +16,8 @@ stops before any release with
 otherwise the sites that declined are not asked for releases in the run.
 
 This round serves honest coordinators. A hostile one may skip it; what binds is each site's
-own check at the run's first request (:func:`~fedpca.site.real_site.require_affordable`).
+own check at the run's first request
+(:meth:`~fedpca.site.real_site.RealSiteSource.require_affordable`).
 
 Both strategy APIs run it through the ServerApp's grid: a Message-API strategy in its
 ``start``; a legacy one in :func:`fedpca.flower.workflow.run_strategy`, before Flower's

@@ -37,7 +37,7 @@ from fedpca.scenarios.genotypes import GenotypeRun
 from fedpca.scenarios.plans import CentredPlan, ServerPlan
 from fedpca.scenarios.tables import TableRun
 from fedpca.secure.identity import SecureIdentity
-from fedpca.site.partition import (
+from fedpca.simulated_sites import (
     PARTITION,
     PARTITIONS,
     FlakySource,

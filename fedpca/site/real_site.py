@@ -42,7 +42,7 @@ untrusted. What a hostile coordinator could try, and what happens:
 * **ask for an answer too large to compute** (400,000 k-plane clusters, a ``d x d`` basis at
   large ``d``): refused before anything is allocated, by the limits of the site's policy
   (:mod:`fedpca.algorithms.site_limits`);
-* **send a wrong released result** at the end of a run (:func:`real_site_result`): a basis
+* **send a wrong released result** at the end of a run (:meth:`RealSiteSource.take_result`): a basis
   of another shape, values that are not finite, columns that are not orthonormal, another
   contract, or a run the site released nothing in, is refused and not stored; a wrong but
   well-formed one makes the site's own scores wrong (``fedpca site project``) and leaks
@@ -51,13 +51,21 @@ untrusted. What a hostile coordinator could try, and what happens:
 
 Refusals happen before anything is charged, and their text carries no number derived from
 the records (a data file that fails validation is reported only in the site's own log).
+
+A :class:`RealSiteSource` holds what it opens for the run: its policy file is read once, the
+run planned once, its ledger opened once (each when a request first needs it, so a refusal
+of the plan comes before the ledger is opened, and the ledger's check before any record is
+read), and the algorithm's site is built from the site's own privacy settings and that plan
+(:meth:`~fedpca.algorithms.specs.AlgorithmSpec.site_policy`), never from the coordinator's
+scenario.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
@@ -69,6 +77,7 @@ from fedpca.algorithms.specs import spec
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.data.files import file_fingerprint
 from fedpca.data.genotypes import GenotypeRows
+from fedpca.data.tables import matrix_width
 from fedpca.errors import FedPCAError, InvalidDataError, InvalidRequestError, quoted
 from fedpca.site.ledger_identity import LedgerIdentityError, refused_run
 from fedpca.dp import calibration_cache
@@ -91,7 +100,6 @@ from fedpca.site.ready import SiteReady
 from fedpca.site.start_bases import START
 from fedpca.site.results import store_result
 from fedpca.site.service import ResultReader
-from fedpca.scenarios.base import least_sites
 
 logger = logging.getLogger(__name__)
 
@@ -108,67 +116,6 @@ class NodeLike(Protocol):
     run_id: Any
     node_config: Mapping[str, Any]
     run_config: Mapping[str, Any]
-
-
-class RealSiteSource:
-    """A real site's answers in one run of ``algorithm``
-    (:class:`~fedpca.site.service.SiteSource`): its own policy, plan, data and lifetime
-    ledger; the run_config supplies only the non-privacy parameters."""
-
-    def __init__(self, node: NodeLike, algorithm: str) -> None:
-        self.node, self.algorithm = node, algorithm
-        self._identity: tuple[SecureIdentity | None] | None = None
-        self._site: PrivateSite | None = None
-
-    def site(self) -> PrivateSite:
-        """The site for this run, opened once (:func:`open_real_site`): the algorithm's, or
-        in a centred run the moments round's, then the algorithm's on the centred rows."""
-        if self._site is None:
-            self._site = self._open()
-        return self._site
-
-    def _open(self) -> PrivateSite:
-        opened = open_real_site(self.node, self.algorithm)
-        algorithm = spec(self.algorithm)
-        if opened.centred is not None and isinstance(opened.records, GenotypeRows):
-            # imported here: the genotype run's module brings the server's centring with it
-            # (scipy's linear algebra), which every other site's message would pay to import
-            from fedpca.algorithms.genotype_run import genotype_site
-
-            return genotype_site(opened.records, opened.centred, opened.plan.start,
-                                 site=opened.name, ledger=opened.ledger, limits=opened.limits)
-        if opened.centred is not None:
-            centring = CentringSite(opened.records, opened.bounds, opened.centred,
-                                    site=opened.name, ledger=opened.ledger,
-                                    limits=opened.limits)
-            return CentredSite(centring, algorithm.site_class())
-        scenario = algorithm.scenario_class().from_run_config(
-            opened.config, sites=least_sites(opened.config))
-        return algorithm.site_class()(opened.records, scenario.policy(), site=opened.name,
-                                      seed=None, ledger=opened.ledger, limits=opened.limits)
-
-    def ready(self) -> SiteReady:
-        """:func:`real_site_budget`."""
-        return real_site_budget(self.node, self.algorithm)
-
-    def identity(self) -> SecureIdentity | None:
-        """:func:`real_site_identity` (read once per run)."""
-        if self._identity is None:
-            self._identity = (real_site_identity(self.node, self.algorithm),)
-        return self._identity[0]
-
-    def take_result(self, read: ResultReader) -> str:
-        """:func:`real_site_result`."""
-        return real_site_result(self.node, read)
-
-    def run_failed(self, reason: str) -> str:
-        """:func:`real_site_run_failed`."""
-        return real_site_run_failed(self.node, reason)
-
-    def record_step(self, run_id: str, round_number: int, stage: str, note: str) -> None:
-        """Record the step in the site's lifetime ledger, once per run and round
-        (:meth:`~fedpca.site.ledger.SiteLedger.record_step`)."""
-        _open_ledger(_policy(self.node)).record_step(run_id, round_number, stage, note)
 
 
 @dataclass(frozen=True)
@@ -191,140 +138,202 @@ class RealSite:
         return self.plan.centred
 
 
+class RealSiteSource:
+    """A real site's answers in one run of ``algorithm``
+    (:class:`~fedpca.site.service.SiteSource`): its own policy, plan, data and lifetime
+    ledger, each opened once for the run when a request first needs it (module docstring);
+    the run_config supplies only the non-privacy parameters."""
+
+    def __init__(self, node: NodeLike, algorithm: str) -> None:
+        self.node, self.algorithm = node, algorithm
+
+    @cached_property
+    def policy(self) -> SitePolicyFile:
+        """The site's policy file, read once (refused when the node names none)."""
+        return _read_policy(self.node)
+
+    @cached_property
+    def plan(self) -> RunPlan:
+        """The site's plan of the run (:func:`~fedpca.site.plan.plan_run`), made once:
+        refused, nothing read or charged, when the policy does not allow the request."""
+        return plan_run(self.policy, str(self.node.run_id), self.algorithm,
+                        self.node.run_config)
+
+    @cached_property
+    def ledger(self) -> SiteLedger:
+        """The site's lifetime ledger once it passes its identity check, opened once; a
+        refusal tells the coordinator only that it failed (its counts and paths stay in the
+        site's log)."""
+        try:
+            return self.policy.open_ledger()
+        except LedgerIdentityError as error:
+            raise refused_run(self.policy.name, error) from None
+
+    @cached_property
+    def records(self) -> np.ndarray | GenotypeRows:
+        """The site's records, read once, after the plan and the ledger allow the run
+        (:func:`_records`), their count checked against the policy's delta."""
+        self.require_affordable()
+        records = _records(self.policy)
+        self.policy.check_records(records.shape[0])
+        return records
+
+    @cached_property
+    def opened(self) -> RealSite:
+        """The run as the site answers it, opened once: planned, its whole plan checked
+        against the ledger at the run's first request here (:meth:`require_affordable`),
+        then its data read and its run's view of the ledger opened. Raises (nothing
+        charged) when the site refuses."""
+        policy, plan = self.policy, self.plan
+        untrusted = dict(self.node.run_config)
+        own = policy.privacy_config(self.algorithm)
+        overridden = sorted(k for k in PRIVACY_KEYS
+                            if k in untrusted and untrusted[k] != own.get(k))
+        if overridden:
+            logger.warning(
+                "%s: run_config %s ignored: this site's policy %s sets its privacy",
+                policy.name, ", ".join(f"{k}={quoted(untrusted[k])}" for k in overridden),
+                policy.path,
+            )
+        records = self.records
+        # a public start is the site's own file (its plan checked its hash), never the
+        # coordinator's
+        config = {**untrusted, **own, "seed": NO_SEED,
+                  START: "" if plan.start is None else str(plan.start.path)}
+        logger.info("%s: noise sampler %s (grid points plus exact discrete Gaussian noise)",
+                    policy.name, own["noise-sampler"])
+        bounds = (None if plan.centred is None or policy.genotypes is not None
+                  else policy.load_contract().bounds)
+        run = self.ledger.for_run(plan.charge(file_fingerprint(policy.data)), plan.releases)
+        return RealSite(policy.name, records, config, run, policy.limits, plan, bounds)
+
+    def site(self) -> PrivateSite:
+        """The site for this run, opened once: the algorithm's under the site's own privacy
+        settings and its plan's start, or in a centred run the moments round's, then the
+        algorithm's on the centred rows."""
+        return self._site
+
+    @cached_property
+    def _site(self) -> PrivateSite:
+        opened = self.opened
+        algorithm = spec(self.algorithm)
+        if opened.centred is not None and isinstance(opened.records, GenotypeRows):
+            # imported here: the genotype run's module brings the server's centring with it
+            # (scipy's linear algebra), which every other site's message would pay to import
+            from fedpca.algorithms.genotype_run import genotype_site
+
+            return genotype_site(opened.records, opened.centred, opened.plan.start,
+                                 site=opened.name, ledger=opened.ledger, limits=opened.limits)
+        if opened.centred is not None:
+            centring = CentringSite(opened.records, opened.bounds, opened.centred,
+                                    site=opened.name, ledger=opened.ledger,
+                                    limits=opened.limits)
+            return CentredSite(centring, algorithm.site_class())
+        policy = algorithm.site_policy(self.policy.privacy_config(self.algorithm),
+                                       opened.plan.start)
+        return algorithm.site_class()(opened.records, policy, site=opened.name, seed=None,
+                                      ledger=opened.ledger, limits=opened.limits)
+
+    def require_affordable(self) -> None:
+        """Before the run's first release at this site, refuse the run unless all of its
+        planned releases (:attr:`~fedpca.site.plan.RunPlan.releases`) fit the ledger's
+        lifetime budget, worst-case bound and daily and weekly ceilings
+        (:meth:`SiteLedger.require_run`): whichever ServerApp the coordinator runs, the
+        site spends nothing on a run it cannot finish. A run that has made releases here is
+        past that point: each of its releases is checked as it is charged."""
+        plan = self.plan
+        if not self.ledger.run_releases(plan.run_id):
+            self.ledger.require_run(plan.releases, plan.charged_algorithm)
+
+    def ready(self) -> SiteReady:
+        """The site's answer to the readiness round (:mod:`fedpca.flower.readiness`) when
+        its policy allows the request (:attr:`plan`), the whole planned run fits its ledger
+        (:meth:`require_affordable`), its secure identity reads (roster, key, vouches:
+        enough vouched members for its ``M``) and its data file can be read through its
+        contract with enough records for its delta: its name, record count, its policy's
+        privacy settings for the run and its answer deadline
+        (:class:`~fedpca.site.ready.SiteReady`); raises its refusal otherwise. Nothing is
+        charged or written. A refusal about the data is the fixed text of :func:`_records`
+        (its reason, which may quote the records, goes to the site's log only): whether the
+        site's file is usable is what its first request would reveal anyway; its record
+        count is public under replace-one and travels with every answer."""
+        self.require_affordable()
+        identity = self.identity()
+        if identity is not None:  # its roster, key and vouches, read before any secure stage
+            check_vouched(len(identity.vouched), identity.colluders, identity.min_sites)
+        policy = self.policy
+        return SiteReady(policy.name, self.records.shape[0],
+                         policy.privacy_config(self.algorithm), policy.answer_seconds)
+
+    def identity(self) -> SecureIdentity | None:
+        """The site's identity in fedpca's verifiable secure aggregation (read once per
+        run), from its policy (``None`` when it sets no ``min-sites``); it agrees to as many
+        secure rounds as its plan of the run has releases (a centred run's moments round
+        included). A real site joins no other secure sum."""
+        return self._identity
+
+    @cached_property
+    def _identity(self) -> SecureIdentity | None:
+        policy, plan = self.policy, self.plan
+        if policy.secure_min_sites is None:
+            return None
+        roster = load_roster(policy.roster)
+        return SecureIdentity(
+            member=policy.name, signing_key=load_signing_key(policy.signing_key),
+            roster=roster, min_sites=policy.secure_min_sites,
+            colluders=policy.colluders, max_rounds=plan.count,
+            vouched=policy_vouched(policy, roster),
+        )
+
+    def take_result(self, read: ResultReader) -> str:
+        """Take the run's released result (untrusted, read by ``read`` for the site's width,
+        limits and columns: :func:`~fedpca.flower.result_wire.read_result_message`): refuse
+        one the site cannot compute scores with, one made under another data contract, or
+        one of a run that made no release here (so a coordinator cannot fill the site's
+        disk with runs it never took part in); store it in ``results/`` beside the policy
+        (:func:`fedpca.site.results.store_result`, 0600), record the run as complete in the
+        ledger and answer with the site's name. Costs no budget."""
+        policy, run_id = self.policy, str(self.node.run_id)
+        if not self.ledger.run_releases(run_id):
+            raise InvalidRequestError(
+                f"{policy.name}: refused the released result: this site stores the result of "
+                f"a run it released in, and made no release in run {run_id!r}; nothing was "
+                "stored"
+            )
+        contract = policy.load_contract()
+        columns = None if contract is None else tuple(contract.output_columns)
+        result = read(_width(policy) if columns is None else len(columns), policy.limits,
+                      columns)
+        require_contract(policy, result.contract)
+        if result.run_id != run_id:
+            raise InvalidRequestError(
+                f"{policy.name}: refused the released result: it names run {result.run_id!r} "
+                f"and came in run {run_id!r}; nothing was stored"
+            )
+        store_result(policy.path, result, policy.name)
+        self.ledger.end_run(run_id, COMPLETE)
+        return policy.name
+
+    def run_failed(self, reason: str) -> str:
+        """Take the coordinator's word (UNTRUSTED, :mod:`fedpca.flower.run_end`) that the
+        current run failed for ``reason``: the site's ledger records the run as failed (its
+        releases stay charged; a run the site released nothing in is not recorded) and the
+        site answers with its name. Costs no budget and changes no budget."""
+        name = self.policy.name
+        if self.ledger.end_run(str(self.node.run_id), FAILED, reason):
+            logger.warning("%s: run %s failed (the coordinator says: %s); its releases here "
+                           "stay spent", name, self.node.run_id, reason)
+        return name
+
+    def record_step(self, run_id: str, round_number: int, stage: str, note: str) -> None:
+        """Record the step in the site's lifetime ledger, once per run and round
+        (:meth:`~fedpca.site.ledger.SiteLedger.record_step`)."""
+        self.ledger.record_step(run_id, round_number, stage, note)
+
+
 def is_real_site(node: NodeLike) -> bool:
     """Whether this node is a real site (its node_config names a policy or a data file)."""
     return any(key in node.node_config for key in REAL_SITE_KEYS)
-
-
-def site_plan(node: NodeLike, algorithm: str) -> tuple[SitePolicyFile, RunPlan]:
-    """The site's policy and its plan of the current run of ``algorithm``
-    (:func:`~fedpca.site.plan.plan_run`: refused, nothing read or charged, when the policy
-    does not allow the request)."""
-    policy = _policy(node)
-    return policy, plan_run(policy, str(node.run_id), algorithm, node.run_config)
-
-
-def open_real_site(node: NodeLike, algorithm: str) -> RealSite:
-    """Plan the run (:func:`site_plan`), check at the run's first request here that the
-    whole plan fits the ledger (:func:`require_affordable`), then open the site's data and
-    its lifetime ledger for this run. Raises (nothing charged) when the site refuses."""
-    policy, plan = site_plan(node, algorithm)
-    untrusted = dict(node.run_config)
-    own = policy.privacy_config(algorithm)
-    overridden = sorted(k for k in PRIVACY_KEYS if k in untrusted and untrusted[k] != own.get(k))
-    if overridden:
-        logger.warning(
-            "%s: run_config %s ignored: this site's policy %s sets its privacy",
-            policy.name, ", ".join(f"{k}={quoted(untrusted[k])}" for k in overridden),
-            policy.path,
-        )
-    ledger = _open_ledger(policy)
-    require_affordable(ledger, plan)
-    records = _records(policy)
-    policy.check_records(records.shape[0])
-    # a public start is the site's own file (its plan checked its hash), never the coordinator's
-    config = {**untrusted, **own, "seed": NO_SEED,
-              START: "" if plan.start is None else str(plan.start.path)}
-    logger.info("%s: noise sampler %s (grid points plus exact discrete Gaussian noise)",
-                policy.name, own["noise-sampler"])
-    bounds = (None if plan.centred is None or policy.genotypes is not None
-              else policy.load_contract().bounds)
-    run = ledger.for_run(plan.charge(file_fingerprint(policy.data)), plan.releases)
-    return RealSite(policy.name, records, config, run, policy.limits, plan, bounds)
-
-
-def real_site_budget(node: NodeLike, algorithm: str) -> SiteReady:
-    """The site's answer to the readiness (budget) round
-    (:mod:`fedpca.flower.readiness`) when its policy allows the request
-    (:func:`site_plan`), the whole planned run fits its ledger (:func:`require_affordable`),
-    its secure identity reads (roster, key, vouches: enough vouched members for its ``M``)
-    and its data file can be read through its contract with enough records for its delta:
-    its name, record count, its policy's privacy settings for the run and its answer
-    deadline (:class:`~fedpca.site.ready.SiteReady`); raises its refusal otherwise. Nothing
-    is charged or written. A refusal about the data is the fixed text of :func:`_records`
-    (its reason, which may quote the records, goes to the site's log only): whether the
-    site's file is usable is what its first request would reveal anyway; its record count
-    is public under replace-one and travels with every answer."""
-    policy, plan = site_plan(node, algorithm)
-    require_affordable(_open_ledger(policy), plan)
-    identity = real_site_identity(node, algorithm)
-    if identity is not None:  # its roster, key and vouches, read before any secure stage
-        check_vouched(len(identity.vouched), identity.colluders, identity.min_sites)
-    records = _records(policy).shape[0]
-    policy.check_records(records)
-    return SiteReady(policy.name, records, policy.privacy_config(algorithm),
-                     policy.answer_seconds)
-
-
-def real_site_result(node: NodeLike, read: ResultReader) -> str:
-    """Take the run's released result (untrusted, read by ``read`` for the site's width,
-    limits and columns: :func:`~fedpca.flower.result_wire.read_result_message`): refuse one
-    the site cannot
-    compute scores with, one made under another data contract, or one of a run that made no
-    release here (so a coordinator cannot fill the site's disk with runs it never took part
-    in); store it in ``results/`` beside the policy (:func:`fedpca.site.results.store_result`,
-    0600), record the run as complete in the ledger and answer with the site's name. Costs
-    no budget."""
-    policy = _policy(node)
-    run_id = str(node.run_id)
-    if not _open_ledger(policy).run_releases(run_id):
-        raise InvalidRequestError(
-            f"{policy.name}: refused the released result: this site stores the result of a "
-            f"run it released in, and made no release in run {run_id!r}; nothing was stored"
-        )
-    contract = policy.load_contract()
-    columns = None if contract is None else tuple(contract.output_columns)
-    dim = len(columns) if columns is not None else _records(policy).shape[1]
-    result = read(dim, policy.limits, columns)
-    require_contract(policy, result.contract)
-    if result.run_id != run_id:
-        raise InvalidRequestError(
-            f"{policy.name}: refused the released result: it names run {result.run_id!r} "
-            f"and came in run {run_id!r}; nothing was stored"
-        )
-    store_result(policy.path, result, policy.name)
-    _open_ledger(policy).end_run(run_id, COMPLETE)
-    return policy.name
-
-
-def real_site_run_failed(node: NodeLike, reason: str) -> str:
-    """Take the coordinator's word (UNTRUSTED, :mod:`fedpca.flower.run_end`) that the
-    current run failed for ``reason``: the site's ledger records the run as failed (its
-    releases stay charged; a run the site released nothing in is not recorded) and the site
-    answers with its name. Costs no budget and changes no budget."""
-    policy = _policy(node)
-    if _open_ledger(policy).end_run(str(node.run_id), FAILED, reason):
-        logger.warning("%s: run %s failed (the coordinator says: %s); its releases here stay "
-                       "spent", policy.name, node.run_id, reason)
-    return policy.name
-
-
-def require_affordable(ledger: SiteLedger, plan: RunPlan) -> None:
-    """Before run ``plan.run_id``'s first release at this site, refuse the run unless all of
-    its planned releases (:attr:`~fedpca.site.plan.RunPlan.releases`) fit the ledger's
-    lifetime budget, worst-case bound and daily and weekly ceilings
-    (:meth:`SiteLedger.require_run`): whichever ServerApp the coordinator runs, the site
-    spends nothing on a run it cannot finish. A run that has made releases here is past
-    that point: each of its releases is checked as it is charged."""
-    if not ledger.run_releases(plan.run_id):
-        ledger.require_run(plan.releases, plan.charged_algorithm)
-
-
-def real_site_identity(node: NodeLike, algorithm: str) -> SecureIdentity | None:
-    """The site's identity in fedpca's verifiable secure aggregation, from its policy
-    (``None`` when it sets no ``min-sites``); it agrees to as many secure rounds as its plan
-    of the run has releases (a centred run's moments round included). A real site joins no
-    other secure sum."""
-    policy, plan = site_plan(node, algorithm)
-    if policy.secure_min_sites is None:
-        return None
-    roster = load_roster(policy.roster)
-    return SecureIdentity(
-        member=policy.name, signing_key=load_signing_key(policy.signing_key),
-        roster=roster, min_sites=policy.secure_min_sites,
-        colluders=policy.colluders, max_rounds=plan.count,
-        vouched=policy_vouched(policy, roster),
-    )
 
 
 def policy_vouched(policy: SitePolicyFile, roster: Roster) -> frozenset[str]:
@@ -336,7 +345,7 @@ def policy_vouched(policy: SitePolicyFile, roster: Roster) -> frozenset[str]:
                                              for path in policy.revocation_lists])
 
 
-def _policy(node: NodeLike) -> SitePolicyFile:
+def _read_policy(node: NodeLike) -> SitePolicyFile:
     node = node.node_config
     if POLICY_KEY not in node:
         raise PolicyError(
@@ -351,20 +360,25 @@ def _policy(node: NodeLike) -> SitePolicyFile:
     return policy
 
 
-def _open_ledger(policy: SitePolicyFile) -> SiteLedger:
-    """The site's ledger once it passes its identity check; a refusal that tells the
-    coordinator only that it failed (its counts and paths stay in the site's log)."""
-    try:
-        return policy.open_ledger()
-    except LedgerIdentityError as error:
-        raise refused_run(policy.name, error) from None
-
-
 def _records(policy: SitePolicyFile) -> np.ndarray | GenotypeRows:
     """The site's records; a file that fails validation is described only in the site's
     log (the reason may quote values from the records)."""
+    return _unusable_if_failing(policy, policy.load_records)
+
+
+def _width(policy: SitePolicyFile) -> int:
+    """The width of a site's records without a contract, read without loading them: its
+    SNP panel's, or its matrix file's (:func:`~fedpca.data.tables.matrix_width`)."""
+    if policy.genotypes is not None:
+        return policy.genotypes.panel.d
+    return _unusable_if_failing(policy, lambda: matrix_width(policy.data))
+
+
+def _unusable_if_failing(policy: SitePolicyFile, read: Callable[[], Any]) -> Any:
+    """``read()``; its failure described only in the site's log, the coordinator told the
+    fixed words that the data file cannot be used."""
     try:
-        return policy.load_records()
+        return read()
     except FedPCAError as exc:
         logger.error("%s: the data file %s cannot be used: %s", policy.name, policy.data, exc)
         raise InvalidDataError(

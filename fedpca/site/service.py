@@ -9,7 +9,7 @@ news that the run failed (:class:`RunEnd`). The service is sans-I/O: the Flower 
 message, and nothing else of the site's code sees Flower. Its :class:`SiteSource` opens the
 site for the run once (a real site: its own policy, its plan of the run, its lifetime ledger,
 :mod:`fedpca.site.real_site`; a simulated partition: its data and the run's in-memory ledger,
-:mod:`fedpca.site.partition`), and every check, charge and secure step reads what it opened.
+:mod:`fedpca.simulated_sites`), and every check, charge and secure step reads what it opened.
 
 What a hostile coordinator could try against the boundary as a whole, and what stops it:
 

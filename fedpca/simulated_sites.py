@@ -8,6 +8,10 @@ seeds, once per process (the scenario's cache and, across processes, the run's s
 prepared sites, :mod:`fedpca.data.site_store`); a simulation whose records would not fit in
 this machine's memory is refused before any is generated.
 
+The sources stand above both :mod:`fedpca.site` (whose :class:`~fedpca.site.service.SiteService`
+they feed) and :mod:`fedpca.scenarios` (whose data and policy they answer with), so that a
+real site's code imports no scenario; they import no Flower.
+
 Privacy guarantee: the scenario's policy's (unit: one record of the partition,
 replace-one); the run's in-memory ledger refuses a release past the policy's plan.
 """
