@@ -30,10 +30,10 @@ panel's ``row-norm`` whatever the genotypes, and the frequencies are the panel's
 a private run's released ones (the allele counts' release, charged with the run; what the
 coordinator sends back is checked and only moves utility): no bound or frequency is read
 off the site's genotypes unreleased; so every sensitivity follows from the panel alone. The
-checks of the fileset against the panel (:func:`~fedpca.data.snp_panel.check_fileset`) name files and SNP ids, never a genotype or
-a sample. ``fedpca site project`` writes the site's own samples' scores beside their
-FID/IID as a PLINK covariate file (0600, :func:`genotype_scores`): computed at the site,
-never sent.
+checks of the fileset against the panel (:func:`~fedpca.data.snp_panel.check_fileset`) name
+files and SNP ids, never a genotype or a sample. ``fedpca site project`` writes the site's
+own samples' scores beside their FID/IID as a PLINK covariate file (0600,
+:func:`genotype_scores`): computed at the site, never sent.
 
 What a hostile coordinator could do: name another panel's digest (refused, naming the
 site's), ask for another algorithm or a centred run (refused), send a released result of
