@@ -5,7 +5,7 @@ per virtual site, one BLAS thread) on Flower's Message API, with 1,000 virtual s
 records each (d = 200, k = 3):
 
 * DPS-PCA: the real :func:`fedpca.flower.simulations.simulate` of a ``DPSPCAScenario``: its
-  strategy, its sites' ClientApp (:func:`~fedpca.flower.clientapp.service_client_app` over
+  strategy, its sites' ClientApp (:func:`~fedpca.flower.site.clientapp.service_client_app` over
   each partition's :class:`~fedpca.site.service.SiteService`, with every privacy check, the
   charge to the run's ledger and the answer's public numbers). Round 1 is the
   initialisation (a d-vector up); rounds 2.. are power rounds (``Q`` down, ``H_i`` up).
@@ -41,7 +41,7 @@ from flwr.supercore.task_identity import TaskIdentity
 
 import fedpca.flower.simulations as simulations
 from fedpca.blas import single_thread_blas
-from fedpca.flower.clientapp import SERVICES, cached_service, service_client_app
+from fedpca.flower.site.clientapp import SERVICES, cached_service, service_client_app
 from fedpca.flower.federation import launch
 from fedpca.flower.wire import request_content
 from fedpca.linalg.subspace import thin_qr

@@ -48,7 +48,7 @@ from fedpca.secure.conditions import smallest_threshold  # noqa: E402
 from fedpca.secure.identity import simulation_key, simulation_roster  # noqa: E402
 from fedpca.secure.server_session import ServerSession  # noqa: E402
 from fedpca.secure.site_session import SiteSession  # noqa: E402
-from fedpca.flower.secure_server import VerifiedSecureAggregation  # noqa: E402
+from fedpca.flower.server.secure_server import VerifiedSecureAggregation  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 FULL = {"sites": (100, 300), "dim": 200, "k": 3, "power_rounds": 4, "rows": 200}

@@ -71,7 +71,7 @@ FULL = {"sizes": (3, 20), "repeats": 2, "rounds": 3, "kill": {"sites": 20, "min_
 QUICK = {"sizes": (3, 5), "repeats": 1, "rounds": 2, "kill": {"sites": 5, "min_sites": 3}}
 #: What Flower's fit workflow logs in the ServerApp once a round's replies are all in.
 ROUND_LINE = re.compile(r"aggregate_fit: received (\d+) results and (\d+) failures")
-#: A site failure the strategy logs (fedpca.flower.rounds).
+#: A site failure the strategy logs (fedpca.flower.server.rounds).
 FAILURE_LINE = re.compile(r"round (\d+): a site failed: (.*)")
 MEMORY_EVERY = 1.0
 RUN_TIMEOUT = 900.0

@@ -1,7 +1,7 @@
 """Live progress of a run, driven by the server's own round events (no Flower import).
 
 Every fedpca strategy calls its observers after it has aggregated a round
-(:meth:`fedpca.flower.rounds.SiteRoundStrategy.add_observer`) with a :class:`RoundEvent`:
+(:meth:`fedpca.flower.server.rounds.SiteRoundStrategy.add_observer`) with a :class:`RoundEvent`:
 the round's history entry, how many sites were asked and answered, and how many rounds the
 run has. Under Ray the strategy runs in the driver process, so an observer here sees every
 round as it completes.

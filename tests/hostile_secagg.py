@@ -34,9 +34,9 @@ from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
 from fedpca.algorithms.secure_sum import SumDescription
-from fedpca.flower.app_server import server_scenario
+from fedpca.flower.server.app_server import server_scenario
 from fedpca.flower.wire import request_content
-from fedpca.flower.secure_site import PROTOCOL_RECORD
+from fedpca.flower.secure_wire import PROTOCOL_RECORD
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.secure.messages import (
@@ -51,7 +51,7 @@ from fedpca.secure.messages import (
 from fedpca.secure.roster import Roster, roster_entry
 from fedpca.secure.server_session import ServerSession
 from fedpca.secure.site_session import SiteSession
-from fedpca.flower.strategies import DPdisPCA
+from fedpca.flower.server.strategies import DPdisPCA
 
 #: The consortium of the test's roster (public: the coordinator knows it too).
 CONSORTIUM = "fedpca-test-consortium"

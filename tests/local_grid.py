@@ -8,7 +8,7 @@ from flwr.app import Context
 from flwr.clientapp import ClientApp
 from flwr.supercore.task_identity import TaskIdentity
 
-from fedpca.flower.secure_site import PROTOCOL_RECORD
+from fedpca.flower.secure_wire import PROTOCOL_RECORD
 
 #: The run id every message and context of a local grid carries.
 RUN_ID = 5

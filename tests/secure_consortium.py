@@ -17,7 +17,7 @@ from fedpca.algorithms.dpdis_pca import VARIANT_SECURE, secure_sum_for
 from fedpca.algorithms.secure_sum import SecureSum, SumDescription
 from fedpca.flower.app import client_app
 from fedpca.flower.wire import request_content
-from fedpca.flower.secure_site import PROTOCOL_RECORD
+from fedpca.flower.secure_wire import PROTOCOL_RECORD
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.site.policy import load_site_policy

@@ -57,7 +57,7 @@ from fedpca.algorithms.dpdis_pca import VARIANT_SECURE, DPdisPCASite, secure_sum
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.flower.app import client_app
-from fedpca.flower.secure_site import PROTOCOL_RECORD, read_masked_input
+from fedpca.flower.secure_wire import PROTOCOL_RECORD, read_masked_input
 from fedpca.flower.wire import budget_question
 from fedpca.linalg.subspace import triangle_size
 from fedpca.secure.conditions import ProtocolRefusal

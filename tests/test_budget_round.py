@@ -17,10 +17,10 @@ from local_grid import RUN_ID, LocalGrid, run_identity  # noqa: F401 (a fixture)
 from fedpca.algorithms.dps_pca import SitePolicy
 from fedpca.algorithms.specs import app_config
 from fedpca.flower.app import client_app, main
-from fedpca.flower.app_server import server_scenario
-from fedpca.flower.site_client import client_factory
+from fedpca.flower.server.app_server import server_scenario
+from fedpca.flower.site.site_client import client_factory
 from fedpca.algorithms.dps_pca import DPSPCASite
-from fedpca.flower.clientapp import site_client_app
+from fedpca.flower.site.clientapp import site_client_app
 from fedpca.flower.wire import budget_question, request_content
 from fedpca.site.ledger import RunCharge, SiteLedger
 from fedpca.site.ledger_store import create_ledger
@@ -28,9 +28,9 @@ from fedpca.site.policy import load_site_policy
 from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.results import load_result, results_folder
-from fedpca.flower.rounds import BudgetRoundError
-from fedpca.flower.strategies import DPSPCAStrategy
-from fedpca.flower.workflow import run_strategy
+from fedpca.flower.server.rounds import BudgetRoundError
+from fedpca.flower.server.strategies import DPSPCAStrategy
+from fedpca.flower.server.workflow import run_strategy
 
 pytestmark = pytest.mark.usefixtures("run_identity")
 
@@ -193,7 +193,7 @@ def test_a_real_site_reads_its_policy_plans_the_run_and_opens_its_ledger_once_a_
     """One readiness question, then one round's request, each to a fresh ClientApp process
     (as a SuperNode starts one per message): each reads the policy file once, plans the run
     once and opens the ledger once, however many checks read them."""
-    import fedpca.flower.clientapp as clientapp
+    import fedpca.flower.site.clientapp as clientapp
     import fedpca.site.real_site as real_site_module
 
     records = scenario().all_site_data()[0]

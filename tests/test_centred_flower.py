@@ -23,7 +23,7 @@ from fedpca.algorithms.centred_run import run_centred_pca
 from fedpca.algorithms.centring import CentredPolicy, CentringSite, MomentsServer
 from fedpca.algorithms.dpdis_pca import DPdisPCAServer, DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite
-from fedpca.flower.site_client import source_client
+from fedpca.flower.site.site_client import source_client
 from fedpca.site.real_site import RealSiteSource
 from fedpca.cli import main as cli_main
 from fedpca.algorithms.centred_rounds import (
@@ -33,7 +33,7 @@ from fedpca.algorithms.centred_rounds import (
     CentredServer,
     CentredSite,
 )
-from fedpca.flower.site_client import PrivateSiteClient
+from fedpca.flower.site.site_client import PrivateSiteClient
 from fedpca.data.contract import load_contract
 from fedpca.data.tables import read_table
 from fedpca.deployment import command
@@ -48,7 +48,7 @@ from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.scenarios.tables import TableRun
 from fedpca.flower.simulations import simulate_tables
-from fedpca.flower.strategy import MessageSiteStrategy
+from fedpca.flower.server.strategy import MessageSiteStrategy
 from liver_contract import CONTRACT, SCALED, liver_table
 from loopback import joined
 from test_contract_site import context, policy_text, site_folder, write_policy  # noqa: F401

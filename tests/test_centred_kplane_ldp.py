@@ -17,7 +17,7 @@ from test_noise_statistics import variance_interval
 
 from fedpca.algorithms.centred_run import run_centred_kplane, run_centred_ldp
 from fedpca.algorithms.centring import MOMENTS_MECHANISM, CentredPolicy, CentringSite
-from fedpca.flower.site_client import source_client
+from fedpca.flower.site.site_client import source_client
 from fedpca.site.real_site import RealSiteSource
 from fedpca.algorithms.centred_rounds import CENTRED_STEP, CENTRING, MOMENTS_STEP
 from fedpca.results import CentredClusteringResult

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
-from fedpca.flower.site_client import PrivateSiteClient as DPSPCAClient
+from fedpca.flower.site.site_client import PrivateSiteClient as DPSPCAClient
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 

@@ -9,9 +9,9 @@ import pytest
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite, LDPPolicy
-from fedpca.flower.site_client import PrivateSiteClient as DPdisPCAClient
-from fedpca.flower.site_client import PrivateSiteClient as DPSPCAClient
-from fedpca.flower.site_client import PrivateSiteClient as LDPCovarianceClient
+from fedpca.flower.site.site_client import PrivateSiteClient as DPdisPCAClient
+from fedpca.flower.site.site_client import PrivateSiteClient as DPSPCAClient
+from fedpca.flower.site.site_client import PrivateSiteClient as LDPCovarianceClient
 from fedpca.errors import InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.guarantee import SiteGuarantee

@@ -16,14 +16,14 @@ from record_schema import record_keys
 
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite, run_dpdis_pca
 from fedpca.cli import main as cli_main
-from fedpca.flower.site_client import PrivateSiteClient as DPdisPCAClient
-from fedpca.flower.site_client import client_factory
-from fedpca.flower.run_state import ContextState
+from fedpca.flower.site.site_client import PrivateSiteClient as DPdisPCAClient
+from fedpca.flower.site.site_client import client_factory
+from fedpca.flower.site.run_state import ContextState
 from fedpca.site.service import LEDGER
 from fedpca.errors import BudgetExceededError, InvalidRequestError
 from fedpca.results import PCAResult
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
-from fedpca.flower.strategies import DPdisPCAStrategy
+from fedpca.flower.server.strategies import DPdisPCAStrategy
 
 #: The algorithm's client factory (the one client of every algorithm, over its site).
 client_for_site = client_factory(DPdisPCASite)

@@ -1,5 +1,5 @@
 """A site that stops answering never hangs a run: the Flower App's real ServerApp (its
-:class:`~fedpca.flower.prompt_grid.PromptGrid` over a grid) against three real sites (their
+:class:`~fedpca.flower.server.prompt_grid.PromptGrid` over a grid) against three real sites (their
 own policy files, data and ledgers, the real ClientApp) that answer in threads of this
 process, as a SuperLink's nodes answer, one message at a time. Each site's policy states
 ``[limits] answer-seconds = 2``, so the run's plan (the budget round's answers) gives every
@@ -24,7 +24,7 @@ from local_grid import RUN_ID, run_identity  # noqa: F401 (a fixture)
 from fedpca.algorithms.specs import app_config
 from fedpca.flower import readiness
 from fedpca.flower.app import client_app, main
-from fedpca.flower.rounds import RoundFailedError, connected_nodes
+from fedpca.flower.server.rounds import RoundFailedError, connected_nodes
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.policy_template import write_policy_template
 

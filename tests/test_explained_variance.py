@@ -22,7 +22,7 @@ from fedpca.algorithms.explained_variance import (
 )
 from fedpca.algorithms.ldp_pca import LDPPolicy, run_ldp_pca
 from fedpca.cli import main as cli_main
-from fedpca.flower.site_client import PrivateSiteClient as DPSPCAClient
+from fedpca.flower.site.site_client import PrivateSiteClient as DPSPCAClient
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.loadings import write_loadings
@@ -348,7 +348,7 @@ def test_the_estimators_expose_the_ratio_where_it_is_released():
 
 
 def test_the_flower_app_writes_the_loadings_next_to_its_record(tmp_path):
-    from fedpca.flower.app_server import finish
+    from fedpca.flower.server.app_server import finish
 
     result = run_analyze_gauss(X, 2, 1.0, 1e-5, seed=1)
     finish(result, {"output": str(tmp_path / "run.json")})

@@ -209,7 +209,7 @@ def test_the_apps_partitions_and_server_read_a_genotype_run_from_run_config(coho
     from flwr.app import Context, RecordDict
 
     from fedpca.flower.app import app_source
-    from fedpca.flower.serverapp import genotype_context
+    from fedpca.flower.server.serverapp import genotype_context
     from fedpca.simulated_sites import GenotypeSource
 
     config = {"algorithm": "dps-pca", "plink": " ".join(map(str, cohort.sites)),

@@ -25,7 +25,7 @@ from ledger_race import race
 from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.algorithms.specs import app_config
 from fedpca.flower.app import client_fn
-from fedpca.flower.site_client import client_factory
+from fedpca.flower.site.site_client import client_factory
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.calibration import calibrate_gaussian, pld_epsilon

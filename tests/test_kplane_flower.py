@@ -15,7 +15,7 @@ from record_schema import record_keys
 
 from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite, run_sulq_kplane
 from fedpca.cli import main as cli_main
-from fedpca.flower.site_client import PrivateSiteClient as KPlaneClient
+from fedpca.flower.site.site_client import PrivateSiteClient as KPlaneClient
 from fedpca.results import ClusteringResult
 from fedpca.errors import BudgetExceededError, InvalidRequestError
 from fedpca.linalg.subspace import random_subspaces

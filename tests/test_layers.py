@@ -42,11 +42,11 @@ def test_the_flower_free_packages_import_no_flower():
 
 
 @pytest.mark.parametrize(("face", "name", "home"), [
-    ("fedpca.strategies", "DPSPCA", "fedpca.flower.strategies:DPSPCA"),
-    ("fedpca.strategies", "KPlaneStrategy", "fedpca.flower.strategies:KPlaneStrategy"),
-    ("fedpca.strategies", "run_strategy", "fedpca.flower.workflow:run_strategy"),
-    ("fedpca.clients", "site_client_app", "fedpca.flower.clientapp:site_client_app"),
-    ("fedpca.clients", "DPSPCAClient", "fedpca.flower.site_client:PrivateSiteClient"),
+    ("fedpca.strategies", "DPSPCA", "fedpca.flower.server.strategies:DPSPCA"),
+    ("fedpca.strategies", "KPlaneStrategy", "fedpca.flower.server.strategies:KPlaneStrategy"),
+    ("fedpca.strategies", "run_strategy", "fedpca.flower.server.workflow:run_strategy"),
+    ("fedpca.clients", "site_client_app", "fedpca.flower.site.clientapp:site_client_app"),
+    ("fedpca.clients", "DPSPCAClient", "fedpca.flower.site.site_client:PrivateSiteClient"),
     ("fedpca.simulations", "simulate", "fedpca.flower.simulations:simulate"),
 ])
 def test_the_public_faces_name_the_flower_layers_objects_without_a_warning(face, name, home):
@@ -75,6 +75,21 @@ def layout_entries() -> set[str]:
         if package and item:
             entries.add(f"{package}/{item.group(1)}")
     return entries
+
+
+@pytest.mark.parametrize(("half", "other"), [("site", "server"), ("server", "site")])
+def test_the_flower_layers_halves_import_only_the_wire_not_each_other(half, other):
+    import ast
+
+    root = pathlib.Path(fedpca.__path__[0]) / "flower"
+    crossing = []
+    for path in sorted((root / half).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            crossing += [f"{path.name}: {n}" for n in names
+                         if n.startswith(f"fedpca.flower.{other}")]
+    assert list((root / half).glob("*.py")) and crossing == []
 
 
 def test_docs_layout_names_every_module_once_in_one_sentence():

@@ -19,7 +19,7 @@ from fedpca.cli import main as cli_main
 from fedpca.errors import ConfigurationError
 from fedpca.results import PCAResult
 from fedpca.scenarios.ldp_pca import LDPScenario
-from fedpca.flower.strategies import LDPCovarianceStrategy
+from fedpca.flower.server.strategies import LDPCovarianceStrategy
 
 pytestmark = pytest.mark.federation
 

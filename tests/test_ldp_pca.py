@@ -16,7 +16,7 @@ from fedpca.algorithms.ldp_pca import (
     support_scores,
 )
 from fedpca.algorithms.site import SiteAnswer
-from fedpca.flower.site_client import PrivateSiteClient as LDPCovarianceClient
+from fedpca.flower.site.site_client import PrivateSiteClient as LDPCovarianceClient
 from fedpca.data.ldp_model import LDPSpikedModel
 from fedpca.errors import (
     BudgetExceededError,

@@ -42,10 +42,10 @@ from fedpca.algorithms.dps_pca import SitePolicy, privacy_record, run_dps_pca
 from fedpca.algorithms.kplane import run_sulq_kplane
 from fedpca.algorithms.ldp_pca import run_ldp_pca
 from fedpca.flower.simulations import partition_client
-from fedpca.flower.site_client import client_factory
+from fedpca.flower.site.site_client import client_factory
 from fedpca.algorithms.dps_pca import DPSPCASite
-from fedpca.flower.clientapp import site_client_app
-from fedpca.flower.run_state import LEDGER_RECORD
+from fedpca.flower.site.clientapp import site_client_app
+from fedpca.flower.site.run_state import LEDGER_RECORD
 from fedpca.flower.wire import is_legacy_request
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import thin_qr
@@ -54,7 +54,7 @@ from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.scenarios.ldp_pca import LDPScenario
 from fedpca.flower.federation import launch
-from fedpca.flower.strategies import (
+from fedpca.flower.server.strategies import (
     DPSPCA,
     DPdisPCA,
     DPdisPCAStrategy,
@@ -64,10 +64,10 @@ from fedpca.flower.strategies import (
     LDPCovarianceStrategy,
     SuLQKPlane,
 )
-from fedpca.flower.rounds import RoundFailedError
-from fedpca.flower.legacy_strategy import LegacySiteStrategy
-from fedpca.flower.secure_server import VerifiedSecureAggregation
-from fedpca.flower.workflow import run_strategy
+from fedpca.flower.server.rounds import RoundFailedError
+from fedpca.flower.server.legacy_strategy import LegacySiteStrategy
+from fedpca.flower.server.secure_server import VerifiedSecureAggregation
+from fedpca.flower.server.workflow import run_strategy
 
 pytestmark = pytest.mark.federation
 

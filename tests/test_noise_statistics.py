@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
-from fedpca.flower.site_client import PrivateSiteClient as DPSPCAClient
+from fedpca.flower.site.site_client import PrivateSiteClient as DPSPCAClient
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.mechanisms import power_step_sensitivity
 

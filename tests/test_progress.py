@@ -15,7 +15,7 @@ from fedpca.experiments.progress import progress, silenced
 from fedpca.plots import plot_run, title
 from fedpca.progress import CLEAR_LINE, RoundEvent, RoundProgress, log_round
 from fedpca.report import history_table, round_line, table_header
-from fedpca.flower.strategies import LDPCovarianceStrategy
+from fedpca.flower.server.strategies import LDPCovarianceStrategy
 
 
 class FakeTerminal(io.StringIO):

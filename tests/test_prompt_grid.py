@@ -1,6 +1,6 @@
 """The ServerApp's waits: its grid reads replies soon after they come and looks for them
-seldom while they are slow (``fedpca.flower.prompt_grid``), and a run waiting for its sites
-to connect sees them soon and looks seldom (``fedpca.flower.rounds.connected_nodes``)."""
+seldom while they are slow (``fedpca.flower.server.prompt_grid``), and a run waiting for its sites
+to connect sees them soon and looks seldom (``fedpca.flower.server.rounds.connected_nodes``)."""
 
 import logging
 import time
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from fedpca.flower.prompt_grid import PromptGrid
-from fedpca.flower.rounds import connected_nodes
+from fedpca.flower.server.prompt_grid import PromptGrid
+from fedpca.flower.server.rounds import connected_nodes
 
 
 class SlowSites:
@@ -118,7 +118,7 @@ class ArrivingSites:
 
 
 def test_a_run_sees_its_sites_soon_and_waits_for_the_last_with_few_looks(caplog):
-    caplog.set_level(logging.INFO, logger="fedpca.flower.rounds")
+    caplog.set_level(logging.INFO, logger="fedpca.flower.server.rounds")
     fast = ArrivingSites([0.0, 0.005, 0.01])
     start = time.monotonic()
     assert connected_nodes(fast, 3) == [1, 2, 3]

@@ -19,7 +19,7 @@ from fedpca.results import PCAResult
 from fedpca.run_record import run_record, save_run_record
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.flower.rounds import BudgetRoundError
+from fedpca.flower.server.rounds import BudgetRoundError
 
 README = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 

@@ -102,7 +102,7 @@ def send_inputs(server, sites, round_number, values, skip=()):
 
 def finish_round(server, sites, round_number, skip_unmask=(), between=None, skip_endorse=()):
     """Consistency and unmask stages, again while the reveals do not suffice (as
-    :class:`~fedpca.flower.secure_server.VerifiedSecureAggregation` runs them); the
+    :class:`~fedpca.flower.server.secure_server.VerifiedSecureAggregation` runs them); the
     sites in ``skip_endorse``/``skip_unmask`` never answer that stage; ``between(sites)``
     runs after the endorsements."""
     while not server.decodable(round_number):

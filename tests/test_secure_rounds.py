@@ -12,13 +12,13 @@ from local_grid import RUN_ID, LocalGrid, run_identity  # noqa: F401 (a fixture)
 
 from fedpca.algorithms.dps_pca import privacy_record, run_dps_pca
 from fedpca.flower.simulations import partition_client, partition_identity
-from fedpca.flower.site_client import client_factory
+from fedpca.flower.site.site_client import client_factory
 from fedpca.algorithms.dps_pca import DPSPCASite
-from fedpca.flower.clientapp import site_client_app
+from fedpca.flower.site.clientapp import site_client_app
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.secure.conditions import smallest_threshold
-from fedpca.flower.strategies import DPSPCA
-from fedpca.flower.workflow import secure_aggregation
+from fedpca.flower.server.strategies import DPSPCA
+from fedpca.flower.server.workflow import secure_aggregation
 
 #: The algorithm's client factory (the one client of every algorithm, over its site).
 client_for_site = client_factory(DPSPCASite)

@@ -13,7 +13,7 @@ from local_grid import RUN_ID, LocalGrid, set_run_identity
 
 from fedpca.algorithms.specs import app_config
 from fedpca.flower.app import client_app
-from fedpca.flower.serverapp import server_main
+from fedpca.flower.server.serverapp import server_main
 from fedpca.cli import main as cli_main
 from fedpca.dp.calibration import calibrate_gaussian
 from fedpca.site.policy_template import write_policy_template

@@ -25,9 +25,9 @@ from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite, LDPPolicy
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.flower.app import client_fn
-from fedpca.flower.site_client import client_factory
-from fedpca.flower.clientapp import site_client_app
-from fedpca.flower.run_state import LEDGER_RECORD
+from fedpca.flower.site.site_client import client_factory
+from fedpca.flower.site.clientapp import site_client_app
+from fedpca.flower.site.run_state import LEDGER_RECORD
 from fedpca.site.service import SITE_FAILURE
 from fedpca.errors import InvalidRequestError, ParameterError
 from fedpca.linalg.subspace import thin_qr
@@ -83,7 +83,7 @@ def test_a_foreign_exception_reaches_the_coordinator_only_as_the_fixed_message(
     app = site_client_app(lambda context: client_factory(DPSPCASite)(
         context, X, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2), "clinic", seed=4))
     context = new_context()
-    with caplog.at_level(logging.ERROR, logger="fedpca.flower.clientapp"):
+    with caplog.at_level(logging.ERROR, logger="fedpca.flower.site.clientapp"):
         reply = app(request_for([BASIS], POWER), context)
     assert reply.has_error() and reply.error.reason == SITE_FAILURE
     assert str(error) in caplog.text and type(error).__name__ in caplog.text  # the site's log

@@ -18,9 +18,9 @@ from fedpca.algorithms.dps_pca import SitePolicy
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.flower.app import client_app
 from fedpca.cli import main as cli_main
-from fedpca.flower.site_client import client_factory
+from fedpca.flower.site.site_client import client_factory
 from fedpca.algorithms.dps_pca import DPSPCASite
-from fedpca.flower.clientapp import site_client_app
+from fedpca.flower.site.clientapp import site_client_app
 from fedpca.flower.result_wire import RESULT_ARRAYS, read_result_message, result_message
 from fedpca.data.contract import load_contract
 from fedpca.data.tables import read_table

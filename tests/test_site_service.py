@@ -150,7 +150,7 @@ def test_an_unknown_request_is_refused():
 def test_a_nodes_service_is_kept_for_its_run_and_renewed_when_its_configs_change():
     from flwr.app import Context, RecordDict
 
-    from fedpca.flower.clientapp import cached_service
+    from fedpca.flower.site.clientapp import cached_service
 
     opened = []
 

@@ -126,8 +126,8 @@ def test_a_configuration_only_fab_is_accepted():
 
 
 @pytest.mark.parametrize("files,match", [
-    ({"pyproject.toml": config_only_pyproject(), "fedpca/flower/site_client.py": "leak()"},
-     r"carries 1 files besides its configuration \(fedpca/flower/site_client.py\)"),
+    ({"pyproject.toml": config_only_pyproject(), "fedpca/flower/site/site_client.py": "leak()"},
+     r"carries 1 files besides its configuration \(fedpca/flower/site/site_client.py\)"),
     ({"pyproject.toml": config_only_pyproject(), "evil.so": ""}, r"\(evil.so\)"),
     ({"pyproject.toml": config_only_pyproject().replace(
         "fedpca.flower.app:client_app", "evil.app:client_app")}, "clientapp='evil.app:client_app'"),

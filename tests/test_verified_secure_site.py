@@ -36,7 +36,7 @@ from fedpca.linalg.subspace import triangle_size
 from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.dp.mechanisms import upper_triangle_sensitivity
-from fedpca.flower.secure_site import PROTOCOL_RECORD, read_masked_input
+from fedpca.flower.secure_wire import PROTOCOL_RECORD, read_masked_input
 from fedpca.site.ledger_report import format_ledger, summarize
 from fedpca.site.policy import load_site_policy
 from fedpca.secure.messages import Advertisement, InputRequest, KeyList

@@ -3,7 +3,7 @@
 An :class:`AlgorithmSpec` names everything the product derives for an algorithm: the
 ``fedpca simulate NAME`` command and its flags (from the scenario's fields, see
 :mod:`fedpca.scenarios.base`), the Flower App's dispatch on run_config ``algorithm`` and
-its run_config keys, its named Flower strategy (:mod:`fedpca.flower.strategies`), the site
+its run_config keys, its named Flower strategy (:mod:`fedpca.flower.server.strategies`), the site
 that answers its requests and what a site's policy and plan need to know of it (its extra
 releases, a public start, an explained-variance release, whether a genotype site answers
 it, whether ``fedpca site init`` writes its table), its centred reference run
@@ -48,7 +48,7 @@ class AlgorithmSpec:
         policy: its site's privacy policy class (a dataclass whose fields are the
             run_config privacy keys with ``_`` for ``-``), built by :meth:`site_policy`.
         strategy: the public name of its Message-API strategy class
-            (:data:`fedpca.flower.strategies.STRATEGIES`) and what that class builds its
+            (:data:`fedpca.flower.server.strategies.STRATEGIES`) and what that class builds its
             server with (the server class, or a builder taking the strategy first).
         record: its run record's own fields: ``RunResult -> dict``
             (:func:`fedpca.run_record.run_record`, after the headline).
@@ -185,7 +185,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         scenario="fedpca.scenarios.ldp_pca:LDPScenario",
         site="fedpca.algorithms.ldp_pca:LDPCovarianceSite",
         policy="fedpca.algorithms.ldp_pca:LDPPolicy",
-        strategy=("LDPCovariance", "fedpca.flower.strategies:build_ldp"),
+        strategy=("LDPCovariance", "fedpca.flower.server.strategies:build_ldp"),
         record=_RECORD + "ldp_pca_fields",
         columns=(("distance", "distance"), ("energy_ratio", "energy")),
         audit=(("ldp-pca", _TARGETS + "ldp"),),

@@ -20,7 +20,7 @@ MODULES = (
     SERVERAPP_RUNTIME,
     "httpcore",
     "fedpca.flower.app",
-    "fedpca.flower.serverapp",
+    "fedpca.flower.server.serverapp",
     "dp_accounting.pld",
     "dp_accounting.rdp",
     "scipy.linalg",

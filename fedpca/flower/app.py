@@ -2,7 +2,7 @@
 
 ``run_config["algorithm"]`` picks the algorithm (``dps-pca`` by default) among
 :data:`fedpca.algorithms.specs.SPECS`. The ClientApp (:data:`client_app`, module level) is
-the site's shell (:mod:`fedpca.flower.clientapp`) over its
+the site's shell (:mod:`fedpca.flower.site.clientapp`) over its
 :class:`~fedpca.site.service.SiteService`, opened once per node and run in each process
 (:func:`app_source`): a real site (node_config names its ``policy``) answers from its own
 policy, data and lifetime ledger (:class:`~fedpca.site.real_site.RealSiteSource`), a
@@ -10,7 +10,7 @@ simulated partition from the run_config's scenario
 (:class:`~fedpca.simulated_sites.PartitionSource`), or, when the run_config names ``plink``
 prefixes and a ``panel``, from its PLINK fileset
 (:class:`~fedpca.simulated_sites.GenotypeSource`). The ServerApp (:data:`server_app`) runs
-:func:`fedpca.flower.serverapp.run_server_app`, imported when it runs: a real site starts a
+:func:`fedpca.flower.server.serverapp.run_server_app`, imported when it runs: a real site starts a
 fresh ClientApp process for every message, and that process imports this module, so this
 module imports no server code (nor a simulated partition's).
 """
@@ -25,8 +25,8 @@ from flwr.server import Grid, ServerApp
 
 from fedpca.algorithms.specs import run_algorithm, spec
 from fedpca.blas import single_thread_blas
-from fedpca.flower.clientapp import cached_service, node_of, service_client_app
-from fedpca.flower.site_client import source_client
+from fedpca.flower.site.clientapp import cached_service, node_of, service_client_app
+from fedpca.flower.site.site_client import source_client
 from fedpca.site.real_site import RealSiteSource, is_real_site
 from fedpca.site.service import Node, SiteSource
 
@@ -62,8 +62,8 @@ server_app = ServerApp()
 
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
-    """Run the configured algorithm (:func:`fedpca.flower.serverapp.run_server_app`)."""
+    """Run the configured algorithm (:func:`fedpca.flower.server.serverapp.run_server_app`)."""
     # imported here, not above: a ClientApp process imports this module (start-up)
-    from fedpca.flower.serverapp import run_server_app
+    from fedpca.flower.server.serverapp import run_server_app
 
     run_server_app(grid, context)

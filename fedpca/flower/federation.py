@@ -21,7 +21,7 @@ from flwr.server import Grid, ServerApp
 from flwr.simulation import run_simulation
 
 from fedpca.blas import single_thread_blas
-from fedpca.flower.clientapp import (
+from fedpca.flower.site.clientapp import (
     BudgetFn,
     ClientFn,
     IdentityFn,
@@ -34,8 +34,8 @@ from fedpca.data.site_store import StoreBound, store_enabled, temporary_store
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.extras import SIMULATION, require_extra
 from fedpca.progress import RoundObserver
-from fedpca.flower.rounds import SiteRoundStrategy
-from fedpca.flower.workflow import run_strategy
+from fedpca.flower.server.rounds import SiteRoundStrategy
+from fedpca.flower.server.workflow import run_strategy
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ SitesApp = Callable[[str | None], ClientApp]
 def client_sites(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
                  budget_fn: BudgetFn | None = None) -> SitesApp:
     """Virtual sites given by functions of their context
-    (:func:`fedpca.flower.clientapp.site_client_app`: ``client_fn`` a site's client,
+    (:func:`fedpca.flower.site.clientapp.site_client_app`: ``client_fn`` a site's client,
     ``identity_fn`` its identity in fedpca's verifiable secure aggregation, ``budget_fn`` its
     readiness answer)."""
     return lambda store: site_client_app(StoreBound(client_fn, store), identity_fn, budget_fn)
@@ -141,7 +141,7 @@ def source_sites(source_fn: SourceFn) -> SitesApp:
     """Virtual sites each the :class:`~fedpca.site.service.SiteSource` that ``source_fn``
     gives for its node (e.g. a scenario's :class:`~fedpca.simulated_sites.PartitionSource`),
     its service opened once per run in each process
-    (:func:`~fedpca.flower.clientapp.cached_service`)."""
+    (:func:`~fedpca.flower.site.clientapp.cached_service`)."""
     return lambda store: service_client_app(functools.partial(
         cached_service, StoreBound(source_fn, store)))
 

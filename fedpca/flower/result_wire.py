@@ -1,7 +1,7 @@
 """The message that hands a run's released result to every site, and the site's answer.
 
 After the last round the coordinator sends every site one QUERY message
-(:mod:`fedpca.flower.delivery`) whose content is the ConfigRecord ``"result"``
+(:mod:`fedpca.flower.server.delivery`) whose content is the ConfigRecord ``"result"``
 (``run-id``, ``algorithm``, ``contract``; ``columns`` when the run knows them,
 ``floored-scales`` when it standardised: the columns whose scale sits at the noise floor) and
 the
@@ -129,6 +129,6 @@ def read_result_answer(content: RecordDict, node: str) -> str:
         raise FedPCAError(
             f"node {node} answered the result message with records {sorted(content)}, not "
             f"{RESULT!r}; is it running fedpca's ClientApp "
-            "(fedpca.flower.clientapp.site_client_app)?"
+            "(fedpca.flower.site.clientapp.site_client_app)?"
         )
     return str(answer[SITE])

@@ -3,7 +3,7 @@
 A multi-round run that stops part-way (a site stopped, a round fell below ``min_sites``, a
 secure sum could not be unmasked) has cost every site that released in it budget that stays
 spent; nobody gets a result. The coordinator's fedpca ServerApp then sends every site one
-QUERY message (:func:`fedpca.flower.delivery.announce_failure`) whose content is
+QUERY message (:func:`fedpca.flower.server.delivery.announce_failure`) whose content is
 the ConfigRecord ``"run-end"`` (``status = "failed"`` and a ``reason``), so that each site's
 ledger says what happened to the run (``failed: <reason>``) instead of leaving it open. A
 site answers with the same record holding its name only.

@@ -27,10 +27,10 @@ from typing import Any
 from flwr.client import Client
 from flwr.common import Context
 
-from fedpca.flower.clientapp import node_of
+from fedpca.flower.site.clientapp import node_of
 from fedpca.flower.federation import Engine, run_federation, source_sites
-from fedpca.flower.site_client import source_client
-from fedpca.flower.workflow import after_run, strategy_for
+from fedpca.flower.site.site_client import source_client
+from fedpca.flower.server.workflow import after_run, strategy_for
 from fedpca.progress import RoundObserver
 from fedpca.scenarios.base import Scenario
 from fedpca.scenarios.genotypes import GenotypeRun
@@ -59,7 +59,7 @@ def partition_source(scenario: Scenario, node: Node) -> SiteSource:
 
 def partition_client(scenario: Scenario, context: Context) -> Client:
     """Virtual site ``partition-id``'s client for ``scenario`` (for a ClientApp of your own,
-    :func:`~fedpca.flower.clientapp.site_client_app`), its in-memory ledger in
+    :func:`~fedpca.flower.site.clientapp.site_client_app`), its in-memory ledger in
     ``context.state``."""
     return source_client(context, partition_source(scenario, node_of(context)))
 

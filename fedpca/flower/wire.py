@@ -1,13 +1,14 @@
 """What a fedpca request and a site's answer contain, in Flower's two message formats.
 
 Both sides read this module: the strategies build requests and decode answers with it, the
-sites' ClientApp (:mod:`fedpca.flower.clientapp`) reads requests and builds answers with it
+sites' ClientApp (:mod:`fedpca.flower.site.clientapp`) reads requests and builds answers with it
 (from the Flower-free requests and replies of :mod:`fedpca.site.service`).
 
-* Legacy format (``flwr.server.strategy`` strategies, :mod:`fedpca.flower.legacy_strategy`): the
+* Legacy format (``flwr.server.strategy`` strategies, :mod:`fedpca.flower.server.legacy_strategy`):
+the
   request is a ``FitIns`` (records ``fitins.parameters`` / ``fitins.config``), the answer a
   ``FitRes``; the site's name, epsilon spent and release count travel in its metrics.
-* The budget round (before round 1, :mod:`fedpca.flower.readiness`), in either
+* The budget round (before round 1, :mod:`fedpca.flower.server.readiness`), in either
   API: a QUERY :class:`~flwr.app.Message` whose content is the ConfigRecord ``"budget"``
   (:func:`budget_question`); a site that is ready for the whole run answers with the
   ConfigRecord ``"budget"`` holding its name, ``affords = True`` and what it states about
@@ -97,7 +98,7 @@ def read_budget_answer(content: RecordDict, node: str) -> SiteReady:
         raise FedPCAError(
             f"node {node} answered the budget round with records {sorted(content)}, not "
             f"{BUDGET!r}; is it running fedpca's ClientApp "
-            "(fedpca.flower.clientapp.site_client_app)?"
+            "(fedpca.flower.site.clientapp.site_client_app)?"
         )
     records, seconds = answer.get(RECORDS), answer.get(ANSWER_SECONDS)
     return SiteReady(
@@ -177,7 +178,7 @@ def read_reply(content: RecordDict, node: str) -> SiteAnswer:
         raise FedPCAError(
             f"node {node} answered with records {sorted(content)}, expected {ARRAYS!r} and "
             f"{METRICS!r}; is it running fedpca's ClientApp "
-            "(fedpca.flower.clientapp.site_client_app)?"
+            "(fedpca.flower.site.clientapp.site_client_app)?"
         )
     if not isinstance(names, ConfigRecord):
         names = ConfigRecord()

@@ -246,7 +246,7 @@ class RealSiteSource:
             self.ledger.require_run(plan.releases, plan.charged_algorithm)
 
     def ready(self) -> SiteReady:
-        """The site's answer to the readiness round (:mod:`fedpca.flower.readiness`) when
+        """The site's answer to the readiness round (:mod:`fedpca.flower.server.readiness`) when
         its policy allows the request (:attr:`plan`), the whole planned run fits its ledger
         (:meth:`require_affordable`), its secure identity reads (roster, key, vouches:
         enough vouched members for its ``M``) and its data file can be read through its

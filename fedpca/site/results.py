@@ -3,7 +3,7 @@ back to compute its own records' scores.
 
 The last step of every run sends the released basis (and the released column ``mean`` and
 ``scale`` of a centred run, with the columns whose scale sits at the noise floor) to every
-site (:mod:`fedpca.flower.delivery`); a real site keeps it, one JSON file per
+site (:mod:`fedpca.flower.server.delivery`); a real site keeps it, one JSON file per
 run, in ``results/`` beside its policy file (mode 0600, like its ledger), logs a warning
 when more than a quarter of the scales sit at the floor (:func:`fedpca.report.floor_lines`),
 and ``fedpca site project`` computes ``(rows - mean) / scale @ basis`` for its own records,

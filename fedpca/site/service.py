@@ -5,7 +5,7 @@ Everything the coordinator can send a site reaches it as one of five requests, a
 round 1 (:class:`Ready`), a round's request (:class:`Ask`), a stage of fedpca's verifiable
 secure aggregation (:class:`Secure`), the run's released result (:class:`Result`) and the
 news that the run failed (:class:`RunEnd`). The service is sans-I/O: the Flower ClientApp
-(:mod:`fedpca.flower.clientapp`) turns each message into a request and the reply into a
+(:mod:`fedpca.flower.site.clientapp`) turns each message into a request and the reply into a
 message, and nothing else of the site's code sees Flower. Its :class:`SiteSource` opens the
 site for the run once (a real site: its own policy, its plan of the run, its lifetime ledger,
 :mod:`fedpca.site.real_site`; a simulated partition: its data and the run's in-memory ledger,

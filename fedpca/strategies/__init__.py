@@ -1,10 +1,10 @@
 """fedpca's Flower strategies, started like Flower's ``FedAvg``: each algorithm's strategy on
-the Message API (:mod:`fedpca.flower.strategies`), the one strategy that runs any algorithm's
+the Message API (:mod:`fedpca.flower.server.strategies`), the one strategy that runs any algorithm's
 server, their adapters to Flower's legacy strategy API and the function that runs either in
 a ServerApp's ``main`` (the stable public names; the Flower layer holds them)."""
 
-from fedpca.flower.legacy_strategy import LegacySiteStrategy
-from fedpca.flower.strategies import (
+from fedpca.flower.server.legacy_strategy import LegacySiteStrategy
+from fedpca.flower.server.strategies import (
     DPSPCA,
     DPdisPCA,
     DPdisPCAStrategy,
@@ -14,8 +14,8 @@ from fedpca.flower.strategies import (
     LDPCovarianceStrategy,
     SuLQKPlane,
 )
-from fedpca.flower.strategy import MessageSiteStrategy
-from fedpca.flower.workflow import run_strategy
+from fedpca.flower.server.strategy import MessageSiteStrategy
+from fedpca.flower.server.workflow import run_strategy
 
 __all__ = ["DPSPCA", "DPSPCAStrategy", "DPdisPCA", "DPdisPCAStrategy", "KPlaneStrategy",
            "LDPCovariance", "LDPCovarianceStrategy", "LegacySiteStrategy",

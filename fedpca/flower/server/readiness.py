@@ -2,7 +2,8 @@
 
 A run that one site cannot finish costs the other sites their budget for nothing: they pay
 for every release up to the round where that site refuses, and nobody gets a result. So
-before round 1 a fedpca strategy (:meth:`~fedpca.flower.rounds.SiteRoundStrategy.budget_round`)
+before round 1 a fedpca strategy
+(:meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.budget_round`)
 sends every connected site one QUERY message, "can you afford the whole of this run?"
 (:func:`~fedpca.flower.wire.budget_question`), which carries nothing a site uses. Each
 site answers from its own policy and ledger alone, never its data, so its answer depends on
@@ -12,7 +13,7 @@ its lifetime budget, its worst-case bound and its daily and weekly ceilings
 in-memory ledger. A site that can says its name; one that cannot answers with its refusal
 (public numbers only: budgets and epsilons). When fewer than ``min_sites`` can, the run
 stops before any release with
-:class:`~fedpca.flower.rounds.BudgetRoundError`, quoting each declining site's own words;
+:class:`~fedpca.flower.server.rounds.BudgetRoundError`, quoting each declining site's own words;
 otherwise the sites that declined are not asked for releases in the run.
 
 This round serves honest coordinators. A hostile one may skip it; what binds is each site's
@@ -20,11 +21,11 @@ own check at the run's first request
 (:meth:`~fedpca.site.real_site.RealSiteSource.require_affordable`).
 
 Both strategy APIs run it through the ServerApp's grid: a Message-API strategy in its
-``start``; a legacy one in :func:`fedpca.flower.workflow.run_strategy`, before Flower's
+``start``; a legacy one in :func:`fedpca.flower.server.workflow.run_strategy`, before Flower's
 ``DefaultWorkflow``. The legacy strategy API has no hook before
 round 1 that may exchange messages, and the legacy ``get_properties`` exchange
 (``GridClientProxy.get_properties``) uses a message type that a Message-API ClientApp (like
-fedpca's, :func:`~fedpca.flower.clientapp.site_client_app`) does not accept. A legacy strategy
+fedpca's, :func:`~fedpca.flower.site.clientapp.site_client_app`) does not accept. A legacy strategy
 driven by one's own ``DefaultWorkflow`` therefore has no budget round (it logs so at round 1) and
 relies on the sites' own refusal.
 """

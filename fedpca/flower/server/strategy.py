@@ -7,19 +7,19 @@ Used like Flower's ``FedAvg`` in a ServerApp's ``main``::
     result = strategy.result()  # fedpca's PCAResult, with its history
 
 Before round 1, ``start`` asks every site whether it can afford the whole run (a QUERY
-message: :mod:`fedpca.flower.readiness`) and stops before any release when fewer than
+message: :mod:`fedpca.flower.server.readiness`) and stops before any release when fewer than
 ``min_sites`` can; after the last round it sends the released result to every site
-(:mod:`fedpca.flower.delivery`). Everything the rounds do lives in
-:class:`~fedpca.flower.rounds.SiteRoundStrategy`; this
+(:mod:`fedpca.flower.server.delivery`). Everything the rounds do lives in
+:class:`~fedpca.flower.server.rounds.SiteRoundStrategy`; this
 module only turns its requests into train ``Message`` objects
 (:func:`fedpca.flower.wire.request_content`) and the replies into answers. A reply that
 carries an error is a failed site: its reason is ``msg.error.reason`` (the site's own refusal,
-see :mod:`fedpca.flower.clientapp`). Sites answer through
-:func:`fedpca.flower.clientapp.site_client_app`. Secure sums of distributed discrete Gaussian
+see :mod:`fedpca.flower.site.clientapp`). Sites answer through
+:func:`fedpca.flower.site.clientapp.site_client_app`. Secure sums of distributed discrete Gaussian
 residues
 run through fedpca's verifiable secure aggregation (:meth:`MessageSiteStrategy.use_secure_protocol`,
-:mod:`fedpca.flower.secure_server`). Flower's legacy strategy API drives the same strategy
-through its adapter (:mod:`fedpca.flower.legacy_strategy`).
+:mod:`fedpca.flower.server.secure_server`). Flower's legacy strategy API drives the same strategy
+through its adapter (:mod:`fedpca.flower.server.legacy_strategy`).
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
 from fedpca.flower.wire import read_reply, request_content
-from fedpca.flower.secure_site import PROTOCOL_RECORD
+from fedpca.flower.secure_wire import PROTOCOL_RECORD
 from fedpca.errors import ConfigurationError
-from fedpca.flower.prompt_grid import no_reply
-from fedpca.flower.readiness import Readiness
-from fedpca.flower.rounds import SiteRoundStrategy
-from fedpca.flower.secure_server import VerifiedSecureAggregation
+from fedpca.flower.server.prompt_grid import no_reply
+from fedpca.flower.server.readiness import Readiness
+from fedpca.flower.server.rounds import SiteRoundStrategy
+from fedpca.flower.server.secure_server import VerifiedSecureAggregation
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
 
     def run(self, grid: Grid, contract: str, readiness: Readiness | None = None, *,
             num_rounds: int | None = None, context: Context | None = None) -> None:
-        """Run in a ServerApp's ``main`` (:func:`fedpca.flower.workflow.run_strategy`):
+        """Run in a ServerApp's ``main`` (:func:`fedpca.flower.server.workflow.run_strategy`):
         :meth:`start` under the data contract ``contract``, with the readiness round's
         answers ``readiness`` when the ServerApp asked already (``context``: unused, the
         legacy adapter's)."""
@@ -97,14 +97,14 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         are added to every request, and sites refuse keys they do not know. Flower's
         ``Result`` holds each round's aggregated array and metrics; fedpca's result is
         :meth:`result`. The budget round comes first
-        (:meth:`~fedpca.flower.rounds.SiteRoundStrategy.budget_round`). Raises
-        :class:`~fedpca.flower.rounds.BudgetRoundError` when fewer than ``min_sites`` sites
-        can afford the run, :class:`~fedpca.flower.rounds.RoundFailedError` when a round
+        (:meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.budget_round`). Raises
+        :class:`~fedpca.flower.server.rounds.BudgetRoundError` when fewer than ``min_sites`` sites
+        can afford the run, :class:`~fedpca.flower.server.rounds.RoundFailedError` when a round
         has fewer than ``min_sites`` answers, after telling every site that the run failed
-        (:meth:`~fedpca.flower.rounds.SiteRoundStrategy.announce_failure`). Each wait for
+        (:meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.announce_failure`). Each wait for
         the sites' answers lasts ``timeout`` seconds, or the longest answer deadline a ready
         site stated (:class:`~fedpca.site.ready.SiteReady`). The last step sends the released
-        result to every site (:meth:`~fedpca.flower.rounds.SiteRoundStrategy.deliver_result`;
+        result to every site (:meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.deliver_result`;
         a failed delivery is logged, never raised).
         """
         num_rounds = self.num_rounds if num_rounds is None else num_rounds

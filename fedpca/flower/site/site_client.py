@@ -1,8 +1,8 @@
 """A fedpca site as a Flower ``NumPyClient``: one thin adapter over its ``SiteService``.
 
-fedpca's own ClientApp answers the Message API (:mod:`fedpca.flower.clientapp`); a
+fedpca's own ClientApp answers the Message API (:mod:`fedpca.flower.site.clientapp`); a
 :class:`PrivateSiteClient` is the same site on Flower's legacy ``NumPyClient`` interface, for
-a ServerApp on Flower's legacy strategy API (:mod:`fedpca.flower.legacy_strategy`). Each call
+a ServerApp on Flower's legacy strategy API (:mod:`fedpca.flower.server.legacy_strategy`). Each call
 is one request of the site's :class:`~fedpca.site.service.SiteService` (the whole trust
 boundary): ``get_properties`` the readiness question, ``fit`` a round's request; a refusal is
 raised in the site's public words. Everything a client returns is the site's noisy release,
@@ -21,7 +21,7 @@ from fedpca.algorithms.site import PrivateSite, SiteLedgerLike, SitePrivacyPolic
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.dp.site_data import SiteData
 from fedpca.errors import InvalidRequestError
-from fedpca.flower.run_state import ContextState, node_of
+from fedpca.flower.site.run_state import ContextState, node_of
 from fedpca.flower.wire import SITE
 from fedpca.site.answer import Answer
 from fedpca.site.ready import SiteReady

@@ -22,7 +22,7 @@ fails naming it, as for any failed site.
 
 No exchange waits past its deadline: the ``timeout`` its caller passes, which the run's plan
 sets (the budget round's own, then the longest ``answer-seconds`` a ready site stated:
-:meth:`fedpca.flower.readiness.Readiness.answer_seconds`), and
+:meth:`fedpca.flower.server.readiness.Readiness.answer_seconds`), and
 :data:`~fedpca.site.policy.DEFAULT_ANSWER_SECONDS` when a caller passes none. At the deadline
 the exchange ends with the replies that came; the caller names the nodes whose reply did
 not, so a site that is connected but silent (its ClientApp blocked, its machine stalled) is

@@ -9,8 +9,8 @@ from typing import Any
 from flwr.common import Context
 from flwr.server import Grid
 
-from fedpca.flower.readiness import Readiness, ask_budget
-from fedpca.flower.rounds import connected_nodes, require_ready
+from fedpca.flower.server.readiness import Readiness, ask_budget
+from fedpca.flower.server.rounds import connected_nodes, require_ready
 from fedpca.errors import ConfigurationError
 from fedpca.loadings import loadings_path, write_loadings
 from fedpca.report import record_summary
@@ -30,8 +30,8 @@ def server_scenario(
     """The ServerApp's scenario, run_config and readiness round, before any release.
 
     Once at least :func:`least_sites` sites are connected, every connected site is asked
-    whether it is ready for the whole run (:mod:`fedpca.flower.readiness`); the run
-    stops (:class:`~fedpca.flower.rounds.BudgetRoundError`) when fewer than the run's
+    whether it is ready for the whole run (:mod:`fedpca.flower.server.readiness`); the run
+    stops (:class:`~fedpca.flower.server.rounds.BudgetRoundError`) when fewer than the run's
     ``min-sites`` are (``0``: all of them). The run_config then takes the privacy settings
     the ready sites state (:func:`with_site_settings`), and the scenario is built over the
     connected sites. The server holds no data: it only validates the shared parameters

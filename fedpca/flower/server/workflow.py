@@ -12,10 +12,10 @@ from flwr.server import Grid
 
 from fedpca.blas import single_thread_blas
 from fedpca.progress import log_round
-from fedpca.flower.rounds import SiteRoundStrategy
-from fedpca.flower.readiness import Readiness
-from fedpca.flower.strategy import MessageSiteStrategy
-from fedpca.flower.secure_server import VerifiedSecureAggregation
+from fedpca.flower.server.rounds import SiteRoundStrategy
+from fedpca.flower.server.readiness import Readiness
+from fedpca.flower.server.strategy import MessageSiteStrategy
+from fedpca.flower.server.secure_server import VerifiedSecureAggregation
 from fedpca.scenarios.base import Scenario
 from fedpca.scenarios.plans import ServerPlan
 
@@ -66,8 +66,8 @@ def secure_aggregation(scenario: Any, strategy: MessageSiteStrategy) -> None:
 
 def run_strategy(grid: Grid, context: Context, strategy: Any,
                  num_rounds: int | None = None, readiness: Readiness | None = None) -> None:
-    """Drive ``strategy`` (a :class:`~fedpca.flower.strategy.MessageSiteStrategy`, or its
-    legacy-API adapter :class:`~fedpca.flower.legacy_strategy.LegacySiteStrategy`) for
+    """Drive ``strategy`` (a :class:`~fedpca.flower.server.strategy.MessageSiteStrategy`, or its
+    legacy-API adapter :class:`~fedpca.flower.server.legacy_strategy.LegacySiteStrategy`) for
     ``num_rounds`` Flower rounds (default: the strategy's own) through its ``run``; every
     aggregated round is logged (INFO, :func:`fedpca.progress.log_round`) as it ends. The
     readiness round comes first (``readiness``: its answers, when the ServerApp asked

@@ -8,7 +8,7 @@ then per round the sites' masked answers, a consistency round and the unmasking 
 :meth:`ServerSession.endorsers`), after which the strategy receives exactly the sum of the
 survivors' residues. It is the honest server:
 nothing a site does depends on it being honest (every check is the site's,
-:mod:`fedpca.flower.secure_site`), so a hostile ServerApp gains nothing by replacing it.
+:mod:`fedpca.flower.secure_wire`), so a hostile ServerApp gains nothing by replacing it.
 
 The threshold is the smallest that keeps at least ``min_sites`` honest members in any sum
 with ``colluders`` members colluding (:func:`fedpca.secure.conditions.smallest_threshold`);
@@ -26,7 +26,7 @@ from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 
 from fedpca.algorithms.secure_sum import SUM_PREFIX, SecureSum, SumDescription
-from fedpca.flower.secure_site import (
+from fedpca.flower.secure_wire import (
     PROTOCOL_RECORD,
     is_protocol_message,
     read_masked_input,
@@ -36,8 +36,8 @@ from fedpca.dp.hadamard import next_power_of_two
 from fedpca.secure.conditions import smallest_threshold
 from fedpca.secure.messages import Advertisement, Endorsement, Reveal, ShareBundle
 from fedpca.secure.server_session import ServerSession
-from fedpca.flower.prompt_grid import no_reply
-from fedpca.flower.rounds import RoundFailedError
+from fedpca.flower.server.prompt_grid import no_reply
+from fedpca.flower.server.rounds import RoundFailedError
 
 logger = logging.getLogger(__name__)
 

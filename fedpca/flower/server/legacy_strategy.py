@@ -2,12 +2,12 @@
 
 For a ServerApp written against Flower's legacy API (``ServerApp(server_fn=...)`` returning
 ``ServerAppComponents(strategy=...)``, or ``DefaultWorkflow`` in a ``main``) whose sites are
-``NumPyClient`` s (:mod:`fedpca.flower.site_client`). :class:`LegacySiteStrategy` is an
-adapter over one :class:`~fedpca.flower.strategy.MessageSiteStrategy`: its requests become
+``NumPyClient`` s (:mod:`fedpca.flower.site.site_client`). :class:`LegacySiteStrategy` is an
+adapter over one :class:`~fedpca.flower.server.strategy.MessageSiteStrategy`: its requests become
 ``FitIns``, the sites' ``FitRes`` its answers; every round's check, combination, readiness
 round, failure notice and result delivery is the Message-API strategy's own. It carries no
 secure sums: those run only through fedpca's verifiable secure aggregation on the Message API.
-Through :func:`fedpca.flower.workflow.run_strategy` the readiness round runs before Flower's
+Through :func:`fedpca.flower.server.workflow.run_strategy` the readiness round runs before Flower's
 ``DefaultWorkflow`` (the legacy API has no hook before round 1 that may exchange messages)
 and the released result goes to every site after it.
 """
@@ -35,15 +35,15 @@ from flwr.server.strategy import Strategy
 from flwr.server.workflow import DefaultWorkflow
 
 from fedpca.errors import ConfigurationError
-from fedpca.flower.readiness import Readiness
-from fedpca.flower.strategy import MessageSiteStrategy
+from fedpca.flower.server.readiness import Readiness
+from fedpca.flower.server.strategy import MessageSiteStrategy
 from fedpca.flower.wire import read_fit_res
 
 logger = logging.getLogger(__name__)
 
 WARNING_NO_BUDGET_ROUND = (
     "%s: no readiness round before round 1 (run the strategy with "
-    "fedpca.flower.workflow.run_strategy to have one): a site that cannot afford the "
+    "fedpca.flower.server.workflow.run_strategy to have one): a site that cannot afford the "
     "whole run refuses its first request, but the other sites may then spend on a run "
     "that does not finish"
 )
@@ -88,7 +88,7 @@ class LegacySiteStrategy(Strategy):
 
     def run(self, grid: Grid, contract: str, readiness: Readiness | None = None, *,
             num_rounds: int | None = None, context: Context | None = None) -> None:
-        """Run in a ServerApp's ``main`` (:func:`fedpca.flower.workflow.run_strategy`): the
+        """Run in a ServerApp's ``main`` (:func:`fedpca.flower.server.workflow.run_strategy`): the
         readiness round, Flower's ``DefaultWorkflow`` over ``context`` for ``num_rounds``
         rounds (default: the algorithm's), then the released result under ``contract`` to
         every site; a failure is told to every ready site, then raised."""

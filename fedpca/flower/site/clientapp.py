@@ -11,14 +11,14 @@ format:
   :class:`~fedpca.site.service.Ask`, answered directly (no ``FitIns``/``NumPyClient``
   detour): never inside a secure sum, so a site whose policy relies on one refuses it;
 * a stage of fedpca's verifiable secure aggregation is a
-  :class:`~fedpca.site.service.Secure` (:mod:`fedpca.flower.secure_site`);
+  :class:`~fedpca.site.service.Secure` (:mod:`fedpca.flower.secure_wire`);
 * a legacy ``FitIns`` goes to Flower's own ``ClientApp(client_fn=...)`` over the same
-  service as a :class:`~fedpca.flower.site_client.PrivateSiteClient` (the ``NumPyClient``
+  service as a :class:`~fedpca.flower.site.site_client.PrivateSiteClient` (the ``NumPyClient``
   adapter, one :class:`~fedpca.site.service.Ask` per ``fit``); any other train content,
   e.g. a stage of Flower's SecAgg+ (which fedpca does not use: it holds only against an
   honest-but-curious coordinator), is refused as a malformed request.
 
-A QUERY message is the readiness question before round 1 (:mod:`fedpca.flower.readiness`),
+A QUERY message is the readiness question before round 1 (:mod:`fedpca.flower.server.readiness`),
 the run's released result after the last round (:mod:`fedpca.flower.result_wire`), or the news
 that the run failed (:mod:`fedpca.flower.run_end`). A refusal (or a malformed message) is
 the reply's error, in the service's public words (:func:`fedpca.site.service.guarded`).
@@ -26,7 +26,7 @@ the reply's error, in the service's public words (:func:`fedpca.site.service.gua
 The services of the App and of fedpca's simulations are kept per node and run in each
 process (:func:`cached_service`): a simulated site is opened once per run in each Ray worker,
 not once per message; what it must remember between messages (its in-memory ledger, its
-secure session) lives in the run's state (:mod:`fedpca.flower.run_state`), so a message that
+secure session) lives in the run's state (:mod:`fedpca.flower.site.run_state`), so a message that
 lands in another process finds it.
 
 Privacy guarantee: each site's transcript is (epsilon, delta)-DP per record under its own
@@ -48,9 +48,9 @@ from flwr.common.constant import ErrorCode
 from fedpca.algorithms.site import PrivateSite
 from fedpca.flower.result_wire import is_result_message, read_result_message, result_answer
 from fedpca.flower.run_end import is_run_end_message, read_run_end, run_end_answer
-from fedpca.flower.run_state import ContextState, node_of
-from fedpca.flower.secure_site import is_protocol_message, protocol_content, protocol_request
-from fedpca.flower.site_client import PrivateSiteClient
+from fedpca.flower.site.run_state import ContextState, node_of
+from fedpca.flower.secure_wire import is_protocol_message, protocol_content, protocol_request
+from fedpca.flower.site.site_client import PrivateSiteClient
 from fedpca.flower.wire import (
     answer_content,
     budget_answer,
@@ -81,7 +81,7 @@ ServiceFn = Callable[[Context], SiteService]
 #: ``node -> SiteSource``: where a node's answers come from in its run.
 SourceFn = Callable[[Node], SiteSource]
 #: ``context -> Client``: a site's client for the current message (e.g.
-#: :func:`~fedpca.flower.site_client.client_factory`'s, with its data and policy bound).
+#: :func:`~fedpca.flower.site.site_client.client_factory`'s, with its data and policy bound).
 ClientFn = Callable[[Context], Client]
 #: ``context -> SecureIdentity | None``: the site's identity in secure aggregation.
 IdentityFn = Callable[[Context], SecureIdentity | None]
@@ -169,7 +169,7 @@ def respond(service_for: ServiceFn, message: Message, context: Context,
 
 def legacy_answer(service_for: ServiceFn, message: Message, context: Context) -> Message:
     """A legacy ``FitIns``, through Flower's own ClientApp over the node's service as a
-    ``NumPyClient`` (:class:`~fedpca.flower.site_client.PrivateSiteClient`)."""
+    ``NumPyClient`` (:class:`~fedpca.flower.site.site_client.PrivateSiteClient`)."""
     app = ClientApp(client_fn=functools.partial(legacy_client, service_for))
     outcome = guarded(str(message.metadata.message_type), lambda: app(message, context))
     if isinstance(outcome, Refusal):

@@ -20,13 +20,13 @@ from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.algorithms.centring import requested_scaling
-from fedpca.flower.app_server import finish, server_scenario
+from fedpca.flower.server.app_server import finish, server_scenario
 from fedpca.data.contract import Contract, load_contract
 from fedpca.errors import ConfigurationError
 from fedpca.scenarios.base import Scenario
 from fedpca.scenarios.tables import WIDTH_CAPPED, requested_policy
 from fedpca.scenarios.plans import CentredPlan
-from fedpca.flower.workflow import run_plan
+from fedpca.flower.server.workflow import run_plan
 
 
 def is_centred(config: dict[str, Any]) -> bool:

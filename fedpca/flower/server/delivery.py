@@ -2,8 +2,8 @@
 after releases, the news that it failed: :func:`announce_failure`).
 
 Until then only the coordinator's output file held the result. After the last round a fedpca
-strategy (:meth:`~fedpca.flower.rounds.SiteRoundStrategy.deliver_result`, called by
-:func:`fedpca.flower.workflow.run_strategy` for both strategy APIs) sends every
+strategy (:meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.deliver_result`, called by
+:func:`fedpca.flower.server.workflow.run_strategy` for both strategy APIs) sends every
 connected site one QUERY message with the released basis, the released column mean and
 scale of a centred run, the algorithm, the column names when known, the run's id and its
 data contract's hash (:mod:`fedpca.flower.result_wire`). A real site checks it as

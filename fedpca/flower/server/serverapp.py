@@ -1,7 +1,7 @@
 """The Flower App's ServerApp body (:func:`run_server_app`, what
 :data:`fedpca.flower.app.server_app` runs): the configured algorithm's server over the
 connected sites (a simulated genotype run's over its PLINK filesets: :func:`genotype_context`),
-or a centred run (:func:`~fedpca.flower.app_centring.run_centred`), on the
+or a centred run (:func:`~fedpca.flower.server.app_centring.run_centred`), on the
 Message API; a run that fails writes a failure record
 (:func:`fedpca.run_record.failure_recorded`). Kept apart from :mod:`fedpca.flower.app` so
 that a ClientApp process, which imports that module for every message, loads no server
@@ -15,10 +15,10 @@ from flwr.server import Grid
 from fedpca.algorithms.specs import run_algorithm, spec
 from fedpca.dp import calibration_cache
 from fedpca.errors import ConfigurationError, ParameterError, RunConfigNames
-from fedpca.flower.app_centring import is_centred, run_centred
-from fedpca.flower.app_server import finish, record_path, server_scenario
-from fedpca.flower.prompt_grid import prompt
-from fedpca.flower.workflow import run_plan
+from fedpca.flower.server.app_centring import is_centred, run_centred
+from fedpca.flower.server.app_server import finish, record_path, server_scenario
+from fedpca.flower.server.prompt_grid import prompt
+from fedpca.flower.server.workflow import run_plan
 from fedpca.run_record import failure_recorded
 from fedpca.scenarios.genotypes import PLINK, genotype_plan, genotype_run
 

@@ -6,9 +6,9 @@ A :class:`SiteRoundStrategy` asks every connected site for one release per Flowe
 failing site's own reason), hands the decoded :class:`~fedpca.algorithms.site.SiteAnswer`
 objects to :meth:`~SiteRoundStrategy.combine` and tells its observers
 (:meth:`~SiteRoundStrategy.aggregate`). Each algorithm writes its request and its combination
-once, in a subclass of this class (:mod:`fedpca.flower.strategies`);
-:mod:`fedpca.flower.strategy` moves its arrays through Flower's Message API, and
-:mod:`fedpca.flower.legacy_strategy` adapts that one strategy to Flower's legacy API. The
+once, in a subclass of this class (:mod:`fedpca.flower.server.strategies`);
+:mod:`fedpca.flower.server.strategy` moves its arrays through Flower's Message API, and
+:mod:`fedpca.flower.server.legacy_strategy` adapts that one strategy to Flower's legacy API. The
 arithmetic stays in the Flower-free servers of :mod:`fedpca.algorithms`. No federated
 evaluation: sites release nothing else.
 """
@@ -30,8 +30,8 @@ from fedpca.errors import ConfigurationError, RunFailedError
 from fedpca.dp.guarantee import SiteGuarantee, as_guaranteed
 from fedpca.progress import RoundEvent, RoundObserver
 from fedpca.site.results import ReleasedResult
-from fedpca.flower.readiness import BUDGET_TIMEOUT, Readiness, ask_budget
-from fedpca.flower.delivery import DELIVERY_TIMEOUT, announce_failure, deliver
+from fedpca.flower.server.readiness import BUDGET_TIMEOUT, Readiness, ask_budget
+from fedpca.flower.server.delivery import DELIVERY_TIMEOUT, announce_failure, deliver
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ FIRST_POLL_SECONDS = 0.01
 POLL_SECONDS = 0.25
 #: Seconds a run waits for ``wait_for_sites`` sites to connect before it goes on with those
 #: connected (the budget round's own deadline,
-#: :data:`~fedpca.flower.readiness.BUDGET_TIMEOUT`).
+#: :data:`~fedpca.flower.server.readiness.BUDGET_TIMEOUT`).
 CONNECT_TIMEOUT = BUDGET_TIMEOUT
 
 
@@ -67,7 +67,7 @@ class RoundFailedError(RunFailedError):
 
 class BudgetRoundError(RoundFailedError):
     """Fewer than ``min_sites`` sites can afford the whole run
-    (:mod:`fedpca.flower.readiness`); the run stopped before any release."""
+    (:mod:`fedpca.flower.server.readiness`); the run stopped before any release."""
 
 
 def connected_nodes(grid: Grid, wanted: int, timeout: float | None = None) -> list[int]:
@@ -157,7 +157,8 @@ class SiteRoundStrategy:
         #: Whether the budget round ran (:meth:`budget_round`).
         self.budget_asked = False
         #: The budget round's answers, if the ServerApp asked before building the strategy
-        #: (:func:`fedpca.flower.app_server.server_scenario`) or once :meth:`budget_round` ran.
+        #: (:func:`fedpca.flower.server.app_server.server_scenario`) or once :meth:`budget_round`
+        #: ran.
         self.readiness: Readiness | None = None
         #: The number of releases each site last reported (its ledger's count).
         self.site_releases: dict[str, int] = {}
@@ -259,7 +260,7 @@ class SiteRoundStrategy:
     def announce_failure(self, grid: Grid, error: BaseException) -> None:
         """After a failure past the budget round (releases may have been made): tell every
         site that was asked that the run failed, and why
-        (:func:`~fedpca.flower.delivery.announce_failure`), so that its ledger
+        (:func:`~fedpca.flower.server.delivery.announce_failure`), so that its ledger
         says so. Never raises."""
         if self.readiness is None:
             return
@@ -269,7 +270,7 @@ class SiteRoundStrategy:
     def deliver_result(self, grid: Grid) -> None:
         """The run's last step: send the released result of the grid's run (under the data
         contract :attr:`contract`) to every connected site
-        (:mod:`fedpca.flower.delivery`); the sites that received it go to the
+        (:mod:`fedpca.flower.server.delivery`); the sites that received it go to the
         result's config (``result_delivered``). A failed delivery is logged, never
         raised."""
         if len(self.server.history) < self.num_rounds:
@@ -296,7 +297,7 @@ class SiteRoundStrategy:
 
     def budget_round(self, grid: Grid) -> list[int]:
         """Before round 1, ask every connected site whether it is ready for the whole run
-        (:mod:`fedpca.flower.readiness`), unless the ServerApp asked already
+        (:mod:`fedpca.flower.server.readiness`), unless the ServerApp asked already
         (:attr:`readiness`); return the node ids of those that are and remember the others,
         which are not asked for releases. Raises :class:`BudgetRoundError`, before any
         release, quoting each declining site's reason, when fewer than ``min_sites`` are."""

@@ -1,9 +1,9 @@
 """Each algorithm's Flower strategy by name, started like Flower's ``FedAvg``.
 
 A named strategy is the one Message-API strategy
-(:class:`~fedpca.flower.strategy.MessageSiteStrategy`) that builds its algorithm's
+(:class:`~fedpca.flower.server.strategy.MessageSiteStrategy`) that builds its algorithm's
 Flower-free server from its parameters, or the adapter of that strategy to Flower's legacy
-strategy API (:class:`~fedpca.flower.legacy_strategy.LegacySiteStrategy`, e.g.
+strategy API (:class:`~fedpca.flower.server.legacy_strategy.LegacySiteStrategy`, e.g.
 :class:`DPSPCAStrategy` for a ``ServerApp(server_fn=...)``). Every
 formula lives in the server's module; the strategies only move arrays. The privacy guarantee
 is the sites' (each adds its own noise before anything leaves it); the server records what
@@ -35,9 +35,9 @@ from typing import Any
 
 from fedpca.algorithms.ldp_pca import LDPCovarianceServer
 from fedpca.algorithms.specs import SPECS, AlgorithmSpec, load
-from fedpca.flower.legacy_strategy import LegacySiteStrategy
-from fedpca.flower.rounds import SiteRoundStrategy
-from fedpca.flower.strategy import MessageSiteStrategy
+from fedpca.flower.server.legacy_strategy import LegacySiteStrategy
+from fedpca.flower.server.rounds import SiteRoundStrategy
+from fedpca.flower.server.strategy import MessageSiteStrategy
 
 
 def record_sigma(strategy: SiteRoundStrategy) -> float | None:
@@ -58,12 +58,12 @@ def build_ldp(strategy: SiteRoundStrategy, **params: Any) -> LDPCovarianceServer
 
 def message_strategy(spec: AlgorithmSpec) -> type[MessageSiteStrategy]:
     """``spec``'s named Message-API strategy (:attr:`AlgorithmSpec.strategy`): a
-    :class:`~fedpca.flower.strategy.MessageSiteStrategy` that builds the algorithm's server
+    :class:`~fedpca.flower.server.strategy.MessageSiteStrategy` that builds the algorithm's server
     from its parameters."""
     name, build = spec.strategy
     doc = (f"{spec.name} on Flower's Message API; parameters: "
            f":obj:`~{build.replace(':', '.')}`'s and "
-           ":class:`~fedpca.flower.rounds.SiteRoundStrategy`'s.")
+           ":class:`~fedpca.flower.server.rounds.SiteRoundStrategy`'s.")
     return type(name, (MessageSiteStrategy,), {"build": load(build), "__doc__": doc,
                                                "__module__": __name__, "__qualname__": name})
 
