@@ -22,7 +22,7 @@ from flwr.serverapp import Grid
 from local_grid import RUN_ID, run_identity  # noqa: F401 (a fixture)
 
 from fedpca.algorithms.specs import app_config
-from fedpca.flower import readiness
+from fedpca.flower.server import readiness
 from fedpca.flower.app import client_app, main
 from fedpca.flower.server.rounds import RoundFailedError, connected_nodes
 from fedpca.scenarios.dps_pca import DPSPCAScenario
