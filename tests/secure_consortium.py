@@ -6,6 +6,7 @@ coordinator sends (``tests/test_verified_secure_site.py``, ``tests/test_agreed_s
 
 import dataclasses
 import json
+import multiprocessing
 from collections.abc import Callable
 
 import numpy as np
@@ -110,6 +111,29 @@ def site_context(policy, run_id: int = RUN_ID) -> Context:
 def send(context: Context, content: RecordDict) -> Message:
     return client_app(Message(content=content, dst_node_id=7, message_type=MessageType.TRAIN),
                       context)
+
+
+def _send_when_released(context, content, answered, barrier, results) -> None:
+    barrier.wait()
+    reply = send(context, content)
+    results.put(reply.error.reason if reply.has_error() else answered)
+
+
+def sent_at_once(context: Context, content: RecordDict, answered: str) -> list[str]:
+    """Two ClientApp processes of the same SuperNode, forked from the same moment (each its
+    copy of the run's state), send ``content`` at once; their outcomes, sorted: ``answered``
+    for a reply, the refusal's reason for an error."""
+    fork = multiprocessing.get_context("fork")
+    barrier, results = fork.Barrier(2), fork.Queue()
+    processes = [fork.Process(target=_send_when_released,
+                              args=(context, content, answered, barrier, results))
+                 for _ in range(2)]
+    for process in processes:
+        process.start()
+    outcomes = sorted(results.get(timeout=60) for _ in processes)
+    for process in processes:
+        process.join(timeout=60)
+    return outcomes
 
 
 def protocol(message) -> RecordDict:

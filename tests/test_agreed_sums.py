@@ -19,7 +19,6 @@ site's ledger record more noise than its sums carry.
 import dataclasses
 import datetime
 import math
-import multiprocessing
 
 import numpy as np
 import pytest
@@ -42,6 +41,7 @@ from secure_consortium import (
     protocol,
     refused,
     run_identity,
+    sent_at_once,
     send,
     server_for,
     setup,
@@ -316,29 +316,12 @@ def test_a_revoked_fingerprint_and_a_revoked_certificate_do_not_vouch(tmp_path):
 # -- the input stage, once per round ---------------------------------------------------------
 
 
-def input_in_a_process(context, content, barrier, results) -> None:
-    """A second ClientApp process of the same SuperNode answering the same input request
-    (its copy of the run's state, forked from the same moment)."""
-    barrier.wait()
-    reply = send(context, content)
-    results.put(reply.error.reason if reply.has_error() else "masked")
-
-
 def test_two_processes_asked_for_the_same_rounds_input_answer_once(consortium):
     policy, roster, keys = consortium
     context = site_context(policy)
     server, _ = setup(context, policy, roster, keys)
     request = server.input_requests(1, next_power_of_two(triangle_size(width(policy))))[SITE]
-    content = with_request(request, the_sum(policy))
-    fork = multiprocessing.get_context("fork")
-    barrier, results = fork.Barrier(2), fork.Queue()
-    processes = [fork.Process(target=input_in_a_process,
-                              args=(context, content, barrier, results)) for _ in range(2)]
-    for process in processes:
-        process.start()
-    answers = sorted(results.get(timeout=60) for _ in processes)
-    for process in processes:
-        process.join(timeout=60)
+    answers = sent_at_once(context, with_request(request, the_sum(policy)), "masked")
     assert answers[0] == "masked", answers
     assert "already recorded its masked-input for round 1" in answers[1], answers
     assert len(ledger_rows(policy)) == 1  # one charge, one noisy view

@@ -24,6 +24,7 @@ from secure_consortium import (
     protocol,
     refused,
     run_identity,
+    sent_at_once,
     send,
     server_for,
     setup,
@@ -175,20 +176,10 @@ def test_the_key_and_roster_commands_write_what_a_site_loads(tmp_path, capsys):
     assert main([*args[:3], str(tmp_path / "r2.toml"), *args[4:], "--member", "h1"]) != 0
 
 
-def endorse_in_a_process(context, consistency, barrier, results) -> None:
-    """A second ClientApp process of the same SuperNode answering the same endorsement
-    request (its copy of the run's state, forked from the same moment)."""
-    barrier.wait()
-    reply = send(context, protocol(consistency))
-    results.put(reply.error.reason if reply.has_error() else "endorsed")
-
-
 def test_concurrent_endorsements_in_two_processes_are_refused_after_the_first(consortium):
     """Two ClientApp processes holding the same run state are asked for the round's
     endorsement at once: the ledger's record, under its write lock, lets exactly one
     endorse; the run's key list is in the ledger's row of the run."""
-    import multiprocessing
-
     policy, roster, keys = consortium
     context = site_context(policy)
     server, others = setup(context, policy, roster, keys)
@@ -199,16 +190,7 @@ def test_concurrent_endorsements_in_two_processes_are_refused_after_the_first(co
     for name, session in others.items():
         server.receive_masked_input(session.masked_input(requests[name],
                                                          np.zeros(length, dtype=np.int64)))
-    consistency = server.consistency_request(1)
-    fork = multiprocessing.get_context("fork")
-    barrier, results = fork.Barrier(2), fork.Queue()
-    processes = [fork.Process(target=endorse_in_a_process,
-                              args=(context, consistency, barrier, results)) for _ in range(2)]
-    for process in processes:
-        process.start()
-    answers = sorted(results.get(timeout=60) for _ in processes)
-    for process in processes:
-        process.join(timeout=60)
+    answers = sent_at_once(context, protocol(server.consistency_request(1)), "endorsed")
     assert answers[0] == "endorsed", answers
     assert "already recorded its endorsement for round 1" in answers[1], answers
     assert "Traceback" not in answers[1]
