@@ -469,13 +469,6 @@ class DPSPCAServer(ServerRecord):
 
 
 PER_SITE_TRUST = "per-site noise: no trusted party; every answer is DP on its own"
-SECURE_TRUST = (
-    "secure aggregation (Flower SecAgg+): the server sees only sums over at least m={m} "
-    "sites, each adding sigma/sqrt(m); assumes an honest-but-curious server and at least m "
-    "surviving sites per round; Flower's masks are not cryptographic grade (32-bit seeded "
-    "numpy RandomState)"
-)
-
 
 #: The initialisation's and the power steps' secure sums, each with the sites' grid.
 DPSSecureSums = tuple[tuple[SecureSum, GridChoice], tuple[SecureSum, GridChoice]]
@@ -526,7 +519,7 @@ def privacy_record(policy: SitePolicy, secure: DPSSecureSums | None = None) -> d
         "secure_min_sites": policy.secure_min_sites,
         "trust_model": (
             PER_SITE_TRUST if policy.secure_min_sites is None
-            else SECURE_TRUST.format(m=policy.secure_min_sites)
+            else VERIFIED_TRUST.format(m=policy.secure_min_sites)
         ),
     }
 
