@@ -5,8 +5,10 @@ process, as a SuperLink's nodes answer, one message at a time. Each site's polic
 ``[limits] answer-seconds = 2``, so the run's plan (the budget round's answers) gives every
 later exchange a 2 s deadline. A site still connected whose replies never come (its ClientApp
 blocked) fails the run at that deadline, naming the site, long before any test timeout;
-a site silent in the budget round is left out once that round's own deadline passed, and a
-site that never connects holds the wait for the sites no longer than its deadline."""
+a site silent in the budget round is left out once that round's own deadline (run_config
+``readiness-seconds``) passed, a site that never connects holds the wait for the sites no
+longer than run_config ``connect-seconds``, and Flower's legacy workflow, which passes no
+timeout of its own, waits no longer than the plan's either."""
 
 import functools
 import json
@@ -22,9 +24,14 @@ from flwr.serverapp import Grid
 from local_grid import RUN_ID, run_identity  # noqa: F401 (a fixture)
 
 from fedpca.algorithms.specs import app_config
-from fedpca.flower.server import readiness
+from fedpca.errors import ConfigurationError
 from fedpca.flower.app import client_app, main
-from fedpca.flower.server.rounds import RoundFailedError, connected_nodes
+from fedpca.flower.server.app_server import server_scenario
+from fedpca.flower.server.prompt_grid import prompt
+from fedpca.flower.server.readiness import Deadlines
+from fedpca.flower.server.rounds import BudgetRoundError, RoundFailedError, connected_nodes
+from fedpca.flower.server.strategies import DPSPCAStrategy
+from fedpca.flower.server.workflow import run_strategy
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.policy_template import write_policy_template
 
@@ -50,9 +57,10 @@ class ThreadedGrid(Grid):
     answered while the test runs (its node stays connected). ``sent`` lists each
     message's node and type."""
 
-    def __init__(self, contexts: dict[int, Context], silent) -> None:
+    def __init__(self, contexts: dict[int, Context], silent, connected=None) -> None:
         self._run = SimpleNamespace(run_id=RUN_ID)
         self.contexts, self.silent = contexts, silent
+        self.connected = list(contexts) if connected is None else connected
         self.replies: dict[str, Message] = {}
         self.sent: list[tuple[int, str]] = []
         self.release = threading.Event()
@@ -69,7 +77,7 @@ class ThreadedGrid(Grid):
         return Message(content, dst_node_id=dst_node_id, message_type=message_type)
 
     def get_node_ids(self):
-        return list(self.contexts)
+        return list(self.connected)
 
     def _answer(self, message: Message) -> None:
         node = message.metadata.dst_node_id
@@ -117,10 +125,13 @@ def contexts(tmp_path):
     return contexts
 
 
-def server_context(tmp_path, min_sites: int) -> Context:
+def server_context(tmp_path, min_sites: int, **deadlines: float) -> Context:
+    """The coordinator's context; ``deadlines``: run_config waits (``readiness_seconds``
+    for ``readiness-seconds``, ...)."""
+    waits = {key.replace("_", "-"): value for key, value in deadlines.items()}
     return Context(run_id=RUN_ID, node_id=0, state=RecordDict(), node_config={},
                    run_config={**REQUEST, "min-sites": min_sites,
-                               "output": str(tmp_path / "run.json")})
+                               "output": str(tmp_path / "run.json"), **waits})
 
 
 def test_a_site_that_stops_answering_fails_the_run_at_its_planned_deadline(contexts,
@@ -143,13 +154,12 @@ def test_a_site_that_stops_answering_fails_the_run_at_its_planned_deadline(conte
 
 
 def test_a_site_silent_in_the_budget_round_is_left_out_at_that_rounds_deadline(
-        contexts, tmp_path, monkeypatch):
-    monkeypatch.setattr(readiness, "BUDGET_TIMEOUT", ANSWER_SECONDS)
+        contexts, tmp_path):
     grid = ThreadedGrid(contexts, lambda node, message: (
         node == 1 and message.metadata.message_type == MessageType.QUERY))
     started = time.monotonic()
     try:
-        main(grid, server_context(tmp_path, min_sites=2))
+        main(grid, server_context(tmp_path, min_sites=2, readiness_seconds=ANSWER_SECONDS))
     finally:
         grid.release.set()
     assert time.monotonic() - started < ANSWER_SECONDS + 30
@@ -168,3 +178,43 @@ def test_a_site_that_never_connects_holds_the_wait_for_sites_no_longer_than_its_
     assert "2 connected after 0.5 s, 3 wanted; going on with those connected" in caplog.text
     assert connected_nodes(SimpleNamespace(get_node_ids=lambda: [1, 2, 3]), 3,
                            timeout=0.0) == [1, 2, 3]
+
+
+def test_the_serverapp_waits_for_a_site_that_never_connects_no_longer_than_its_plan(
+        contexts, tmp_path):
+    grid = ThreadedGrid(contexts, lambda node, message: False, connected=[2, 3])
+    started = time.monotonic()
+    with pytest.raises(BudgetRoundError, match=r"2 site\(s\) can afford this run, need 3"):
+        main(grid, server_context(tmp_path, min_sites=3, connect_seconds=1.0))
+    assert 1.0 <= time.monotonic() - started < 1.0 + 15
+    assert {node for node, _ in grid.sent} == {2, 3}  # only the connected were asked
+
+
+def test_flowers_legacy_workflow_waits_no_longer_than_the_plan(contexts, tmp_path):
+    grid = ThreadedGrid(contexts, lambda node, message: (
+        node == 1 and message.metadata.message_type == MessageType.TRAIN))
+    context = server_context(tmp_path, min_sites=3)
+    served = prompt(grid, Deadlines.of(context.run_config).answer)  # as the ServerApp serves
+    scenario, _, ready = server_scenario(DPSPCAScenario, served, context)
+    strategy = DPSPCAStrategy(dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat,
+                              rounds=scenario.rounds, min_sites=3)
+    started = time.monotonic()
+    try:
+        with pytest.raises(RoundFailedError, match=r"2 site\(s\) answered, need 3"):
+            run_strategy(served, context, strategy, readiness=ready)
+    finally:
+        grid.release.set()
+    # the sites stated answer-seconds = 2: Flower's workflow, which passes no timeout, got
+    # the run's deadline from the grid (not the served grid's 600 s)
+    assert ANSWER_SECONDS <= time.monotonic() - started < ANSWER_SECONDS + 15
+    assert grid.sent.count((1, MessageType.TRAIN)) == 1
+
+
+def test_a_runs_deadlines_come_from_its_run_config_and_must_be_positive_seconds():
+    assert Deadlines.of({}) == Deadlines(connect=600.0, readiness=300.0, answer=600.0)
+    assert Deadlines.of({"connect-seconds": 5, "answer-seconds": 2.5}) == Deadlines(
+        connect=5.0, readiness=300.0, answer=2.5)
+    for bad in (0, -1.0, "60", True):
+        with pytest.raises(ConfigurationError, match="run_config readiness-seconds must be a "
+                                                     "positive number of seconds"):
+            Deadlines.of({"readiness-seconds": bad})

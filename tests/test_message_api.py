@@ -418,7 +418,7 @@ def test_start_refuses_a_round_count_or_arrays_the_algorithm_cannot_use():
 
 def test_the_legacy_adapter_carries_no_secure_sums():
     secure = DPSPCA(dim=D, k=K, s_hat=4, rounds=1)
-    secure.secure_protocol = VerifiedSecureAggregation(min_sites=3)
+    secure.secure_protocol = VerifiedSecureAggregation(min_sites=3, timeout=60.0)
     with pytest.raises(ConfigurationError, match="only through fedpca's verifiable secure"):
         LegacySiteStrategy(strategy=secure)
     adapter = DPSPCAStrategy(dim=D, k=K, s_hat=4, rounds=1)

@@ -33,15 +33,20 @@ class SlowSites:
         return list(range(1, len(self.delays) + 1))  # every site stays connected
 
 
+#: The grids' and the waits' own deadline, in seconds: far longer than any test's wait.
+GRID_TIMEOUT = 60.0
+
+
 def exchange(delays: list[float], timeout: float | None = None, poll: float = 0.4,
-             first: float = 0.01) -> tuple[list[str], int, float]:
+             first: float = 0.01, grid_timeout: float = GRID_TIMEOUT
+             ) -> tuple[list[str], int, float]:
     """The replies' ids, the number of looks and the seconds the exchange took."""
     sites = SlowSites(delays)
     start = time.monotonic()
     messages = [SimpleNamespace(metadata=SimpleNamespace(dst_node_id=i + 1))
                 for i in range(len(delays))]
-    replies = PromptGrid(sites, poll=poll, first=first).send_and_receive(messages,
-                                                                         timeout=timeout)
+    replies = PromptGrid(sites, grid_timeout, poll=poll, first=first).send_and_receive(
+        messages, timeout=timeout)
     return (sorted(r.metadata.reply_to_message_id for r in replies), sites.looks,
             time.monotonic() - start)
 
@@ -61,6 +66,12 @@ def test_a_slow_exchange_is_looked_at_seldom_and_read_within_the_longest_wait():
 
 def test_the_timeout_ends_the_exchange_with_the_replies_that_came():
     ids, _, seconds = exchange([0.05, 30.0], timeout=0.5)
+    assert ids == ["0"]
+    assert seconds == pytest.approx(0.5, abs=0.3)
+
+
+def test_an_exchange_without_a_timeout_of_its_own_ends_at_the_grids():
+    ids, _, seconds = exchange([0.05, 30.0], grid_timeout=0.5)  # as Flower's legacy workflow
     assert ids == ["0"]
     assert seconds == pytest.approx(0.5, abs=0.3)
 
@@ -94,7 +105,7 @@ def test_a_site_that_stops_gets_an_error_reply_instead_of_holding_the_exchange(m
     messages = [Message(RecordDict(), dst_node_id=node, message_type=MessageType.TRAIN)
                 for node in (1, 2)]
     start = time.monotonic()
-    replies = PromptGrid(sites, first=0.01).send_and_receive(messages, timeout=60)
+    replies = PromptGrid(sites, GRID_TIMEOUT, first=0.01).send_and_receive(messages, timeout=60)
     seconds = time.monotonic() - start
     assert seconds < 3, seconds  # not the 60 s timeout
     failed = [r for r in replies if getattr(r, "has_error", lambda: False)()]
@@ -121,11 +132,11 @@ def test_a_run_sees_its_sites_soon_and_waits_for_the_last_with_few_looks(caplog)
     caplog.set_level(logging.INFO, logger="fedpca.flower.server.rounds")
     fast = ArrivingSites([0.0, 0.005, 0.01])
     start = time.monotonic()
-    assert connected_nodes(fast, 3) == [1, 2, 3]
+    assert connected_nodes(fast, 3, GRID_TIMEOUT) == [1, 2, 3]
     assert time.monotonic() - start < 0.15  # not the longest wait (0.25 s)
     slow = ArrivingSites([0.0, 0.6])
     start = time.monotonic()
-    assert connected_nodes(slow, 2) == [1, 2]
+    assert connected_nodes(slow, 2, GRID_TIMEOUT) == [1, 2]
     # 0.01, 0.02, 0.04, 0.08, 0.16, then every 0.25 s: about 7 looks, and one log line for
     # each number of sites seen while waiting
     assert slow.looks <= 9 and time.monotonic() - start < 0.6 + 0.25 + 0.3

@@ -268,6 +268,10 @@ CLI_ONLY = frozenset({"sites", "failure_rate"})
 #: A genotype run's SNP panel (``panel``: the coordinator's copy of the file every site holds,
 #: "": none) and a simulated one's PLINK prefixes (``plink``, space-separated, "": none),
 #: :mod:`fedpca.scenarios.genotypes`.
+#: The coordinator's waits, in seconds (:class:`fedpca.flower.server.readiness.Deadlines`):
+#: for the sites to connect, for the readiness round's answers, and for a later exchange's
+#: answers when no ready site states its own ``answer-seconds``.
 APP_KEYS: dict[str, Any] = {"secagg-max-weight": 0, "output": "", "contract": "",
                             "centring": "", "contract-file": "", "start-sha256": "",
-                            "panel": "", "plink": ""}
+                            "panel": "", "plink": "", "connect-seconds": 600.0,
+                            "readiness-seconds": 300.0, "answer-seconds": 600.0}

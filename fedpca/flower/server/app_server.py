@@ -9,7 +9,7 @@ from typing import Any
 from flwr.common import Context
 from flwr.server import Grid
 
-from fedpca.flower.server.readiness import Readiness, ask_budget
+from fedpca.flower.server.readiness import Deadlines, Readiness, ask_budget
 from fedpca.flower.server.rounds import connected_nodes, require_ready
 from fedpca.errors import ConfigurationError
 from fedpca.loadings import loadings_path, write_loadings
@@ -29,7 +29,9 @@ def server_scenario(
 ) -> tuple[S, dict[str, Any], Readiness]:
     """The ServerApp's scenario, run_config and readiness round, before any release.
 
-    Once at least :func:`least_sites` sites are connected, every connected site is asked
+    Once at least :func:`least_sites` sites are connected (or the run_config's
+    ``connect-seconds`` passed, :class:`~fedpca.flower.server.readiness.Deadlines`), every
+    connected site is asked
     whether it is ready for the whole run (:mod:`fedpca.flower.server.readiness`); the run
     stops (:class:`~fedpca.flower.server.rounds.BudgetRoundError`) when fewer than the run's
     ``min-sites`` are (``0``: all of them). The run_config then takes the privacy settings
@@ -38,8 +40,9 @@ def server_scenario(
     (and rebuilds public synthetic data to evaluate). The config gains the run's id
     (``run_id``, as the sites' ledgers and stored results name the run)."""
     config = {**context.run_config, "run_id": str(context.run_id)}
-    nodes = connected_nodes(grid, least_sites(config))
-    readiness = ask_budget(grid, nodes)
+    deadlines = Deadlines.of(config)
+    nodes = connected_nodes(grid, least_sites(config), deadlines.connect)
+    readiness = ask_budget(grid, nodes, deadlines.readiness)
     require_ready(readiness, int(config.get("min-sites", 0)) or len(nodes), "ServerApp")
     config = with_site_settings(config, readiness)
     sites = least_sites(config, len(nodes))

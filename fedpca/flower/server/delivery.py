@@ -31,12 +31,8 @@ from fedpca.site.results import ReleasedResult
 
 logger = logging.getLogger(__name__)
 
-#: Seconds the coordinator waits for the sites to acknowledge the result.
-DELIVERY_TIMEOUT = 120.0
-
-
 def deliver(grid: Grid, nodes: Sequence[int], result: ReleasedResult,
-            timeout: float = DELIVERY_TIMEOUT) -> list[str]:
+            timeout: float) -> list[str]:
     """Send ``result`` to every node of ``nodes``; the names of the sites that received it
     (sorted). Every failure (no answer within ``timeout`` seconds, a refusal, a transport
     error) is logged and none is raised."""
@@ -68,9 +64,9 @@ def deliver(grid: Grid, nodes: Sequence[int], result: ReleasedResult,
     return sorted(received)
 
 
-def announce_failure(grid: Grid, nodes: Sequence[int], reason: str,
-                     timeout: float = DELIVERY_TIMEOUT) -> None:
-    """Tell every node of ``nodes`` that the grid's run failed for ``reason``
+def announce_failure(grid: Grid, nodes: Sequence[int], reason: str, timeout: float) -> None:
+    """Tell every node of ``nodes`` that the grid's run failed for ``reason`` (waiting
+    ``timeout`` seconds for their acknowledgements)
     (:mod:`fedpca.flower.run_end`: each site's ledger then says so); the run has failed
     already, so nothing here is raised: every failure is logged."""
     messages = [Message(run_end_message(reason), message_type=MessageType.QUERY,

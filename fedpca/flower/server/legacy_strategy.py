@@ -35,6 +35,7 @@ from flwr.server.strategy import Strategy
 from flwr.server.workflow import DefaultWorkflow
 
 from fedpca.errors import ConfigurationError
+from fedpca.flower.server.prompt_grid import prompt
 from fedpca.flower.server.readiness import Readiness
 from fedpca.flower.server.strategy import MessageSiteStrategy
 from fedpca.flower.wire import read_fit_res
@@ -99,8 +100,8 @@ class LegacySiteStrategy(Strategy):
         rounds.budget_round(grid)
         legacy = LegacyContext(context=context, strategy=self, config=ServerConfig(
             num_rounds=rounds.num_rounds if num_rounds is None else num_rounds))
-        try:
-            DefaultWorkflow()(grid, legacy)
+        try:  # Flower's workflow waits without a timeout: the grid brings the run's
+            DefaultWorkflow()(prompt(grid, rounds.answer_seconds()), legacy)
         except Exception as error:
             rounds.announce_failure(grid, error)
             raise
@@ -124,7 +125,7 @@ class LegacySiteStrategy(Strategy):
         # Flower's legacy workflow registers the connected nodes when asked for their number
         # (else only every 5 s, which wait_for alone would sit out)
         client_manager.num_available()
-        client_manager.wait_for(rounds.wait_for_sites)
+        client_manager.wait_for(rounds.wait_for_sites, timeout=int(rounds.deadlines.connect))
         clients = client_manager.sample(
             num_clients=client_manager.num_available(), min_num_clients=rounds.wait_for_sites
         )

@@ -21,9 +21,10 @@ answers for a node that missed its heartbeats; the run then goes on without that
 fails naming it, as for any failed site.
 
 No exchange waits past its deadline: the ``timeout`` its caller passes, which the run's plan
-sets (the budget round's own, then the longest ``answer-seconds`` a ready site stated:
-:meth:`fedpca.flower.server.readiness.Readiness.answer_seconds`), and
-:data:`~fedpca.site.policy.DEFAULT_ANSWER_SECONDS` when a caller passes none. At the deadline
+sets (the readiness round's own, then the longest ``answer-seconds`` a ready site stated:
+:meth:`fedpca.flower.server.rounds.SiteRoundStrategy.answer_seconds`), and the grid's own
+``timeout`` (the plan's :attr:`~fedpca.flower.server.readiness.Deadlines.answer`) when a
+caller passes none, as Flower's legacy ``DefaultWorkflow`` does. At the deadline
 the exchange ends with the replies that came; the caller names the nodes whose reply did
 not, so a site that is connected but silent (its ClientApp blocked, its machine stalled) is
 left out, or fails the run by name, as a site that refused.
@@ -39,8 +40,6 @@ from flwr.app import Error, Message
 from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
 
-from fedpca.site.policy import DEFAULT_ANSWER_SECONDS
-
 #: Seconds from a push, or from a look that found a reply, to the next look.
 FIRST_LOOK_SECONDS = 0.05
 #: The longest wait between two looks for replies, in seconds.
@@ -54,11 +53,12 @@ NODE_GONE = ("Node Unavailable: node {node} is no longer connected to the SuperL
 
 class PromptGrid(Grid):
     """``grid`` with replies pulled after ``first`` seconds, then after waits that double up
-    to ``poll`` seconds while none comes (everything else is the grid's)."""
+    to ``poll`` seconds while none comes, an exchange without a ``timeout`` of its own
+    ending after ``timeout`` seconds (everything else is the grid's)."""
 
-    def __init__(self, grid: Grid, poll: float = POLL_SECONDS,
+    def __init__(self, grid: Grid, timeout: float, poll: float = POLL_SECONDS,
                  first: float = FIRST_LOOK_SECONDS) -> None:
-        self.grid, self.poll, self.first = grid, poll, first
+        self.grid, self.timeout, self.poll, self.first = grid, timeout, poll, first
 
     def set_run(self, run: Any) -> None:
         self.grid.set_run(run)
@@ -85,12 +85,11 @@ class PromptGrid(Grid):
     def send_and_receive(self, messages: Iterable[Message], *,
                          timeout: float | None = None) -> Iterable[Message]:
         """Push ``messages``; pull their replies until all arrived or ``timeout`` seconds
-        passed (``None``: :data:`~fedpca.site.policy.DEFAULT_ANSWER_SECONDS`), looking as the
-        class says."""
+        passed (``None``: the grid's :attr:`timeout`), looking as the class says."""
         messages = list(messages)
         sent = dict(zip(self.push_messages(messages), messages))
         waiting = {message_id for message_id in sent if message_id}  # not pushed: no reply
-        end = time.monotonic() + (DEFAULT_ANSWER_SECONDS if timeout is None else timeout)
+        end = time.monotonic() + (self.timeout if timeout is None else timeout)
         replies: list[Message] = []
         wait, looked = self.first, time.monotonic()
         while waiting:
@@ -125,7 +124,10 @@ def no_reply(missing: int, asked: Iterable[int], replies: Iterable[Message]) -> 
     return f"{missing} site(s) sent no reply in time{named}"
 
 
-def prompt(grid: object) -> object:
-    """``grid`` as a :class:`PromptGrid` when it is a Flower grid (a test's stand-in is kept
-    as it is)."""
-    return PromptGrid(grid) if isinstance(grid, Grid) and not isinstance(grid, PromptGrid) else grid
+def prompt(grid: object, timeout: float) -> object:
+    """``grid`` as a :class:`PromptGrid` whose exchanges without a timeout of their own end
+    after ``timeout`` seconds, when it is a Flower grid (a test's stand-in is kept as it
+    is)."""
+    if isinstance(grid, PromptGrid):
+        return PromptGrid(grid.grid, timeout, grid.poll, grid.first)
+    return PromptGrid(grid, timeout) if isinstance(grid, Grid) else grid

@@ -32,18 +32,45 @@ relies on the sites' own refusal.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from flwr.app import Message, MessageType
 from flwr.serverapp import Grid
 
+from fedpca.algorithms.specs import APP_KEYS
 from fedpca.flower.wire import budget_question, read_budget_answer
-from fedpca.errors import FedPCAError
+from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.site.ready import SiteReady
 
-#: Seconds the budget round waits for the sites' answers.
-BUDGET_TIMEOUT = 600.0
+
+@dataclass(frozen=True)
+class Deadlines:
+    """How long a run's coordinator waits, in seconds, as the run's plan states it
+    (run_config ``connect-seconds``, ``readiness-seconds``, ``answer-seconds``; defaults in
+    :data:`fedpca.algorithms.specs.APP_KEYS`): for ``wait_for_sites`` sites to connect
+    (then the run goes on with those connected), for the readiness round's answers (then
+    a silent site is left out), and for each later exchange's answers when no ready site
+    states its own ``answer-seconds`` (then the round goes on without the silent)."""
+
+    connect: float
+    readiness: float
+    answer: float
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> Deadlines:
+        """The deadlines of run_config ``config`` (a key it lacks: the App's default);
+        refused unless each is a positive number of seconds."""
+        seconds = {}
+        for name in (f.name for f in fields(cls)):
+            key = f"{name}-seconds"
+            value = config.get(key, APP_KEYS[key])
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigurationError(
+                    f"run_config {key} must be a positive number of seconds, got {value!r}")
+            seconds[name] = float(value)
+        return cls(**seconds)
 
 
 @dataclass(frozen=True)
@@ -60,12 +87,10 @@ class Readiness:
         return max(stated, default=default)
 
 
-def ask_budget(grid: Grid, nodes: Sequence[int], timeout: float | None = None
-               ) -> Readiness:
+def ask_budget(grid: Grid, nodes: Sequence[int], timeout: float) -> Readiness:
     """Ask every node of ``nodes`` the budget question: what each node that is ready for
     the whole run states, and why each other node is not (it declined, or sent no valid
-    answer within ``timeout`` seconds; ``None``: :data:`BUDGET_TIMEOUT`)."""
-    timeout = BUDGET_TIMEOUT if timeout is None else timeout
+    answer within ``timeout`` seconds, the plan's :attr:`Deadlines.readiness`)."""
     messages = [Message(budget_question(), message_type=MessageType.QUERY, dst_node_id=node)
                 for node in nodes]
     ready: dict[int, SiteReady] = {}

@@ -30,8 +30,8 @@ from fedpca.errors import ConfigurationError, RunFailedError
 from fedpca.dp.guarantee import SiteGuarantee, as_guaranteed
 from fedpca.progress import RoundEvent, RoundObserver
 from fedpca.site.results import ReleasedResult
-from fedpca.flower.server.readiness import BUDGET_TIMEOUT, Readiness, ask_budget
-from fedpca.flower.server.delivery import DELIVERY_TIMEOUT, announce_failure, deliver
+from fedpca.flower.server.readiness import Deadlines, Readiness, ask_budget
+from fedpca.flower.server.delivery import announce_failure, deliver
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +55,6 @@ Reply = TypeVar("Reply")
 FIRST_POLL_SECONDS = 0.01
 #: The longest wait between two looks at the connected sites.
 POLL_SECONDS = 0.25
-#: Seconds a run waits for ``wait_for_sites`` sites to connect before it goes on with those
-#: connected (the budget round's own deadline,
-#: :data:`~fedpca.flower.server.readiness.BUDGET_TIMEOUT`).
-CONNECT_TIMEOUT = BUDGET_TIMEOUT
 
 
 class RoundFailedError(RunFailedError):
@@ -70,12 +66,11 @@ class BudgetRoundError(RoundFailedError):
     (:mod:`fedpca.flower.server.readiness`); the run stopped before any release."""
 
 
-def connected_nodes(grid: Grid, wanted: int, timeout: float | None = None) -> list[int]:
+def connected_nodes(grid: Grid, wanted: int, timeout: float) -> list[int]:
     """Every node connected to ``grid``, once at least ``wanted`` are or ``timeout`` seconds
-    passed (``None``: :data:`CONNECT_TIMEOUT`; then the run goes on with those connected,
-    and ``min_sites`` decides whether it can; logged whenever the number connected changes
-    while it waits)."""
-    timeout = CONNECT_TIMEOUT if timeout is None else timeout
+    passed (the plan's :attr:`~fedpca.flower.server.readiness.Deadlines.connect`; then the
+    run goes on with those connected, and ``min_sites`` decides whether it can; logged
+    whenever the number connected changes while it waits)."""
     end = time.monotonic() + timeout
     wait, seen = FIRST_POLL_SECONDS, None
     while len(nodes := sorted(grid.get_node_ids())) < wanted:
@@ -125,6 +120,9 @@ class SiteRoundStrategy:
         privacy (dict | None, default None): the privacy the run was configured with
             (the coordinator's request: a real site replaces it with its own policy), copied
             into the result; what each site guaranteed comes with its answers.
+        deadlines (Deadlines | None, default None): how long the run waits for the sites
+            to connect and for their answers (``None``: the App's defaults,
+            :meth:`Deadlines.of <fedpca.flower.server.readiness.Deadlines.of>` of ``{}``).
         **params: the algorithm's parameters, for :meth:`build`.
     """
 
@@ -140,9 +138,11 @@ class SiteRoundStrategy:
         wait_for_sites: int | None = None,
         min_noise_multiplier: float | None = None,
         privacy: dict[str, Any] | None = None,
+        deadlines: Deadlines | None = None,
         **params: Any,
     ) -> None:
         super().__init__()
+        self.deadlines = deadlines if deadlines is not None else Deadlines.of({})
         self.min_sites = max(1, int(min_sites))
         self.wait_for_sites = max(self.min_sites, int(wait_for_sites or 0))
         self.min_noise_multiplier = min_noise_multiplier
@@ -265,7 +265,7 @@ class SiteRoundStrategy:
         if self.readiness is None:
             return
         reason = str(error) or type(error).__name__
-        announce_failure(grid, sorted(self.readiness.ready), reason)
+        announce_failure(grid, sorted(self.readiness.ready), reason, self.answer_seconds())
 
     def deliver_result(self, grid: Grid) -> None:
         """The run's last step: send the released result of the grid's run (under the data
@@ -282,10 +282,16 @@ class SiteRoundStrategy:
             logger.info("%s: the result has no single basis; nothing is sent to the sites",
                         self.label)
             return
-        timeout = (DELIVERY_TIMEOUT if self.readiness is None
-                   else self.readiness.answer_seconds(DELIVERY_TIMEOUT))
-        self.delivered = deliver(grid, sorted(grid.get_node_ids()), released, timeout)
+        self.delivered = deliver(grid, sorted(grid.get_node_ids()), released,
+                                 self.answer_seconds())
 
+    def answer_seconds(self) -> float:
+        """How long an exchange of this run waits for the sites' answers: the longest
+        ``answer-seconds`` a ready site stated, else the plan's
+        :attr:`~fedpca.flower.server.readiness.Deadlines.answer`."""
+        if self.readiness is None:
+            return self.deadlines.answer
+        return self.readiness.answer_seconds(self.deadlines.answer)
 
     def begin(self) -> None:
         """Start the run's clock (the result's ``wall_seconds``)."""
@@ -293,7 +299,7 @@ class SiteRoundStrategy:
 
     def connected_sites(self, grid: Grid) -> list[int]:
         """Every connected node, once at least ``wait_for_sites`` are."""
-        return connected_nodes(grid, self.wait_for_sites)
+        return connected_nodes(grid, self.wait_for_sites, self.deadlines.connect)
 
     def budget_round(self, grid: Grid) -> list[int]:
         """Before round 1, ask every connected site whether it is ready for the whole run
@@ -302,7 +308,8 @@ class SiteRoundStrategy:
         which are not asked for releases. Raises :class:`BudgetRoundError`, before any
         release, quoting each declining site's reason, when fewer than ``min_sites`` are."""
         if self.readiness is None:
-            self.readiness = ask_budget(grid, self.connected_sites(grid))
+            self.readiness = ask_budget(grid, self.connected_sites(grid),
+                                        self.deadlines.readiness)
         self.budget_asked = True
         self.declined.update(self.readiness.declined)
         self.failures.extend(self.readiness.declined.values())

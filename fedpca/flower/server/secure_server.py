@@ -41,10 +41,6 @@ from fedpca.flower.server.rounds import RoundFailedError
 
 logger = logging.getLogger(__name__)
 
-#: Seconds a protocol exchange waits for the sites' replies.
-EXCHANGE_TIMEOUT = 600.0
-
-
 class VerifiedSecureAggregation:
     """Secure sums of distributed discrete Gaussian residues, verifiable by every site.
 
@@ -53,11 +49,13 @@ class VerifiedSecureAggregation:
             must not exceed it, or they refuse the threshold).
         colluders (int, default 0): ``c``, members assumed to collude with the server.
         modulus (int, default ``2^31``): the residues' modulus (the sites' own).
-        timeout (float, default 600): seconds each exchange waits for replies.
+        timeout (float): seconds each exchange waits for replies (a strategy sets the
+            run's own, :meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.answer_seconds`,
+            before the first exchange).
     """
 
     def __init__(self, *, min_sites: int, colluders: int = 0, modulus: int = DEFAULT_MODULUS,
-                 timeout: float = EXCHANGE_TIMEOUT) -> None:
+                 timeout: float) -> None:
         self.min_sites, self.colluders = min_sites, colluders
         self.modulus, self.timeout = modulus, timeout
         self.session: ServerSession | None = None

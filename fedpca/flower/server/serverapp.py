@@ -18,6 +18,7 @@ from fedpca.errors import ConfigurationError, ParameterError, RunConfigNames
 from fedpca.flower.server.app_centring import is_centred, run_centred
 from fedpca.flower.server.app_server import finish, record_path, server_scenario
 from fedpca.flower.server.prompt_grid import prompt
+from fedpca.flower.server.readiness import Deadlines
 from fedpca.flower.server.workflow import run_plan
 from fedpca.run_record import failure_recorded
 from fedpca.scenarios.genotypes import PLINK, genotype_plan, genotype_run
@@ -34,7 +35,7 @@ def run_server_app(grid: Grid, context: Context) -> None:
           failure_recorded(run_algorithm(context.run_config),
                            record_path(dict(context.run_config)))):
         try:
-            server_main(prompt(grid), context)
+            server_main(prompt(grid, Deadlines.of(context.run_config).answer), context)
         except ParameterError as error:  # named as the coordinator writes them
             raise ConfigurationError(error.render(RunConfigNames())) from None
 

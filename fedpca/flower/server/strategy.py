@@ -85,7 +85,7 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         grid: Grid,
         initial_arrays: ArrayRecord | None = None,
         num_rounds: int | None = None,
-        timeout: float = 3600,
+        timeout: float | None = None,
         train_config: ConfigRecord | None = None,
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
@@ -102,10 +102,12 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         can afford the run, :class:`~fedpca.flower.server.rounds.RoundFailedError` when a round
         has fewer than ``min_sites`` answers, after telling every site that the run failed
         (:meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.announce_failure`). Each wait for
-        the sites' answers lasts ``timeout`` seconds, or the longest answer deadline a ready
-        site stated (:class:`~fedpca.site.ready.SiteReady`). The last step sends the released
-        result to every site (:meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.deliver_result`;
-        a failed delivery is logged, never raised).
+        the sites' answers lasts the longest answer deadline a ready site stated
+        (:class:`~fedpca.site.ready.SiteReady`), else ``timeout`` seconds (``None``: the
+        plan's, :attr:`~fedpca.flower.server.readiness.Deadlines.answer`). The last step
+        sends the released result to every site
+        (:meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.deliver_result`; a failed
+        delivery is logged, never raised).
         """
         num_rounds = self.num_rounds if num_rounds is None else num_rounds
         if num_rounds != self.num_rounds:
@@ -120,7 +122,8 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
             )
         self.begin()
         sites = self.budget_round(grid)
-        timeout = self.readiness.answer_seconds(timeout)
+        timeout = self.readiness.answer_seconds(
+            self.deadlines.answer if timeout is None else timeout)
         try:
             if self.secure_protocol is not None:
                 self.secure_protocol.timeout = timeout

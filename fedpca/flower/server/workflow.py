@@ -13,7 +13,7 @@ from flwr.server import Grid
 from fedpca.blas import single_thread_blas
 from fedpca.progress import log_round
 from fedpca.flower.server.rounds import SiteRoundStrategy
-from fedpca.flower.server.readiness import Readiness
+from fedpca.flower.server.readiness import Deadlines, Readiness
 from fedpca.flower.server.strategy import MessageSiteStrategy
 from fedpca.flower.server.secure_server import VerifiedSecureAggregation
 from fedpca.scenarios.base import Scenario
@@ -22,14 +22,16 @@ from fedpca.scenarios.plans import ServerPlan
 logger = logging.getLogger(__name__)
 
 
-def strategy_for(plan: ServerPlan, scenario: Scenario,
-                 wait_for_sites: int | None = None) -> MessageSiteStrategy:
+def strategy_for(plan: ServerPlan, scenario: Scenario, wait_for_sites: int | None = None,
+                 deadlines: Deadlines | None = None) -> MessageSiteStrategy:
     """The Message-API strategy that runs ``plan``'s server for ``scenario``, its secure sums
     (if any) through fedpca's verifiable secure aggregation; every round needs the scenario's
     :meth:`~fedpca.scenarios.base.Scenario.required_sites` answers and waits for
-    ``wait_for_sites`` connected sites (a simulation: all of them)."""
+    ``wait_for_sites`` connected sites (a simulation: all of them), each wait as long as
+    ``deadlines`` say (``None``: the App's defaults)."""
     strategy = MessageSiteStrategy(plan.server, min_sites=scenario.required_sites(),
-                                   wait_for_sites=wait_for_sites, privacy=plan.privacy)
+                                   wait_for_sites=wait_for_sites, privacy=plan.privacy,
+                                   deadlines=deadlines)
     secure_aggregation(scenario, strategy)
     return strategy
 
@@ -47,9 +49,10 @@ def after_run(plan: ServerPlan, strategy: SiteRoundStrategy) -> None:
 def run_plan(grid: Grid, context: Context, scenario: Scenario, plan: ServerPlan,
              readiness: Readiness | None = None) -> SiteRoundStrategy:
     """Run ``plan``'s server for ``scenario`` in a ServerApp ``main`` (:func:`strategy_for`,
-    :func:`run_strategy` and :func:`after_run`);
-    the strategy, whose ``result`` is the run's."""
-    strategy = strategy_for(plan, scenario)
+    with the run_config's :class:`~fedpca.flower.server.readiness.Deadlines`,
+    :func:`run_strategy` and :func:`after_run`); the strategy, whose ``result`` is the
+    run's."""
+    strategy = strategy_for(plan, scenario, deadlines=Deadlines.of(context.run_config))
     run_strategy(grid, context, strategy, readiness=readiness)
     after_run(plan, strategy)
     return strategy
@@ -61,7 +64,8 @@ def secure_aggregation(scenario: Any, strategy: MessageSiteStrategy) -> None:
     none."""
     min_sites = getattr(scenario, "secure_min_sites", None)
     if min_sites is not None:
-        strategy.use_secure_protocol(VerifiedSecureAggregation(min_sites=min_sites))
+        strategy.use_secure_protocol(VerifiedSecureAggregation(
+            min_sites=min_sites, timeout=strategy.answer_seconds()))
 
 
 def run_strategy(grid: Grid, context: Context, strategy: Any,
