@@ -89,6 +89,7 @@ from fedpca.site.ledger_records import clean_description
 from fedpca.site.ledger_store import (
     connect_ledger,
     copy_ledger,
+    immediate,
     ledger_state,
     state_of,
     utc_now,
@@ -308,8 +309,7 @@ class SiteLedger:
         """Check and record ``release`` in one transaction; the run's release count after it."""
         described = clean_description(charge.description)  # never fails in the transaction
         with closing(connect_ledger(self.path)) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 self._verify_for_run(conn)
                 now = self.clock()
                 rows = conn.execute(
@@ -337,10 +337,6 @@ class SiteLedger:
                         "description) VALUES (?,?,?,?,?)",
                         (self.population, charge.run_id, now, charge.max_releases, described),
                     )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             self._advance(conn)
         return run
 
@@ -358,13 +354,9 @@ class SiteLedger:
     def _advance(self, conn: sqlite3.Connection) -> None:
         """After a charge is committed: move the identity file's high-water mark to the
         ledger's newest release, holding the write lock so that no other charge interleaves."""
-        if self.witness is None:
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            self.witness.advance(state_of(conn))
-        finally:
-            conn.execute("COMMIT")
+        if self.witness is not None:
+            with immediate(conn):
+                self.witness.advance(state_of(conn))
 
     def _check(self, charge: RunCharge, release: Release, run: int, spent: list[Dated],
                now: float, earlier: set[str]) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.site import policy_changes
-from fedpca.site.ledger_store import connect_ledger
+from fedpca.site.ledger_store import connect_ledger, immediate
 
 __all__ = [
     "MAX_DESCRIPTION_KEYS",
@@ -107,22 +107,16 @@ def record_step(path: Path, population: str, run_id: str, round_number: int, sta
     only make the site refuse a step it already took (the point) or add a row per step it
     gets the site to take; ``note`` is the site's own text (at most :data:`MAX_REASON`
     characters kept)."""
-    with closing(connect_ledger(path)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+    try:
+        with closing(connect_ledger(path)) as conn, immediate(conn):
             conn.execute(
                 "INSERT INTO protocol_steps (population, run_id, round, stage, time, note) "
                 "VALUES (?,?,?,?,?,?)",
                 (population, clean_text(run_id), round_number, stage, clock(), clean_text(note)))
-            conn.execute("COMMIT")
-        except sqlite3.IntegrityError:
-            conn.execute("ROLLBACK")
-            raise InvalidRequestError(
-                f"refused: this site already recorded its {stage} for round {round_number} of "
-                "this run in its ledger; a second one is refused") from None
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+    except sqlite3.IntegrityError:
+        raise InvalidRequestError(
+            f"refused: this site already recorded its {stage} for round {round_number} of "
+            "this run in its ledger; a second one is refused") from None
 
 
 def end_run(path: Path, population: str, run_id: str, status: str, reason: str,
@@ -142,27 +136,19 @@ def end_run(path: Path, population: str, run_id: str, status: str, reason: str,
     if status not in RUN_ENDS:
         raise ConfigurationError(f"a run ends {' or '.join(RUN_ENDS)}, not {status!r}")
     kept = clean_text(reason)
-    with closing(connect_ledger(path)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            started, planned = conn.execute(
-                "SELECT MIN(time), MAX(planned) FROM releases WHERE population = ? AND "
-                "run_id = ?", (population, run_id)).fetchone()
-            if started is None:  # no release of this run here
-                conn.execute("ROLLBACK")
-                return False
-            conn.execute(  # a run an older ledger started has no row yet
-                "INSERT OR IGNORE INTO runs (population, run_id, started, planned, "
-                "description) VALUES (?,?,?,?,'{}')", (population, run_id, started, planned))
-            ended = conn.execute(
-                "UPDATE runs SET status = ?, reason = ?, ended = ? WHERE population = ? "
-                "AND run_id = ? AND ended IS NULL",
-                (status, kept, clock(), population, run_id)).rowcount
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    return bool(ended)
+    with closing(connect_ledger(path)) as conn, immediate(conn):
+        started, planned = conn.execute(
+            "SELECT MIN(time), MAX(planned) FROM releases WHERE population = ? AND "
+            "run_id = ?", (population, run_id)).fetchone()
+        if started is None:  # no release of this run here: nothing written
+            return False
+        conn.execute(  # a run an older ledger started has no row yet
+            "INSERT OR IGNORE INTO runs (population, run_id, started, planned, "
+            "description) VALUES (?,?,?,?,'{}')", (population, run_id, started, planned))
+        return bool(conn.execute(
+            "UPDATE runs SET status = ?, reason = ?, ended = ? WHERE population = ? "
+            "AND run_id = ? AND ended IS NULL",
+            (status, kept, clock(), population, run_id)).rowcount)
 
 
 def note_policy(path: Path, snapshot: Mapping[str, Any], clock: Callable[[], float]
@@ -176,21 +162,14 @@ def note_policy(path: Path, snapshot: Mapping[str, Any], clock: Callable[[], flo
     settings = json.loads(json.dumps(dict(snapshot), sort_keys=True))
     if _latest_policy(path) == settings:  # the common case: no write lock taken
         return []
-    with closing(connect_ledger(path)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            before = _latest_policy(path, conn)
-            if before == settings:  # another process recorded it meanwhile
-                conn.execute("ROLLBACK")
-                return []
-            conn.execute(
-                "INSERT INTO policy_events (time, policy, changes) VALUES (?,?,?)",
-                (clock(), json.dumps(settings, sort_keys=True),
-                 json.dumps(policy_changes.changes(before, settings))))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+    with closing(connect_ledger(path)) as conn, immediate(conn):
+        before = _latest_policy(path, conn)
+        if before == settings:  # another process recorded it meanwhile: nothing written
+            return []
+        conn.execute(
+            "INSERT INTO policy_events (time, policy, changes) VALUES (?,?,?)",
+            (clock(), json.dumps(settings, sort_keys=True),
+             json.dumps(policy_changes.changes(before, settings))))
     return policy_changes.sentences(before, settings)
 
 
