@@ -297,14 +297,9 @@ class LocalDeployment:
         asks the sites connected when it starts, and a site still connecting would be
         left out of it (seen on a loaded 2-core machine: one site of three joined 10 s
         late and an honest secure run went on with the other two)."""
-        deadline = time.monotonic() + max(self.startup_timeout, SITE_ONLINE_TIMEOUT)
-        while ONLINE_LINE not in supernode.tail(lines=10_000):
-            if supernode.process.poll() is not None:
-                raise supernode.failure(
-                    f"exited with code {supernode.process.returncode} before connecting")
-            if time.monotonic() > deadline:
-                raise supernode.failure("did not connect to the SuperLink in time")
-            time.sleep(_POLL)
+        _await(supernode, lambda: ONLINE_LINE in supernode.tail(lines=10_000),
+               max(self.startup_timeout, SITE_ONLINE_TIMEOUT), "connecting",
+               "did not connect to the SuperLink in time")
 
     def stop_site(self, name: str) -> None:
         """Stop a site's SuperNode and SuperExec (e.g. to restart it); its ledger stays."""
@@ -330,9 +325,7 @@ class LocalDeployment:
         and the run decides (``min-sites``) whether it can finish without the site."""
         logger.warning("site %s: %s exited with code %s during %s; the federation goes on "
                        "without it", name, daemon.name, daemon.process.returncode, what)
-        processes = self._forget_site(name)
-        stop_processes({processes.supernode.process.pid, processes.superexec.process.pid},
-                       self.grace)
+        self.stop_site(name)
 
     def kill_site(self, name: str, sig: signal.Signals = signal.SIGKILL) -> int:
         """Make site ``name`` fail: send its SuperNode ``sig`` (SIGKILL by default: it cannot
@@ -486,17 +479,8 @@ class LocalDeployment:
         )
         self._daemons.append(superlink)
         started = time.perf_counter()
-        deadline = time.monotonic() + self.startup_timeout
-        while not listening(self.port):
-            if superlink.process.poll() is not None:
-                raise superlink.failure(
-                    f"exited with code {superlink.process.returncode} before listening"
-                )
-            if time.monotonic() > deadline:
-                raise superlink.failure(
-                    f"not listening on {self.address} within {self.startup_timeout:g} s"
-                )
-            time.sleep(_POLL)
+        _await(superlink, lambda: listening(self.port), self.startup_timeout, "listening",
+               f"not listening on {self.address} within {self.startup_timeout:g} s")
         logger.info("SuperLink listening on %s after %.1f s", self.address,
                     time.perf_counter() - started)
         self._daemons.append(self._launch(
@@ -574,6 +558,19 @@ class LocalDeployment:
             **{MARKER_ENV: self.marker},
         )
         return env
+
+
+def _await(item: Launched, ready: Callable[[], bool], seconds: float, before: str,
+           late: str) -> None:
+    """Look every :data:`_POLL` seconds until ``ready()``; raise ``item``'s failure if it
+    exits first (``before``: what it had not done) or ``seconds`` pass first (``late``)."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if item.process.poll() is not None:
+            raise item.failure(f"exited with code {item.process.returncode} before {before}")
+        if time.monotonic() > deadline:
+            raise item.failure(late)
+        time.sleep(_POLL)
 
 
 def _check_sites(sites: Sequence[Site], taken: Sequence[str]) -> None:

@@ -78,14 +78,13 @@ from fedpca.dp.accountant import accounted, composed_epsilon, worst_case_epsilon
 from fedpca.dp.events import Release
 from fedpca.dp.ledger import BudgetRules, Dated, window_starts
 from fedpca.errors import BudgetExceededError, ConfigurationError
-from fedpca.site import ledger_records
 from fedpca.site.ledger_identity import (
     LedgerIdentityError,
     LedgerState,
     LedgerWitness,
     refused_run,
 )
-from fedpca.site.ledger_records import clean_description
+from fedpca.site.ledger_records import LedgerRecords, clean_description
 from fedpca.site.ledger_store import (
     connect_ledger,
     copy_ledger,
@@ -127,7 +126,7 @@ class RunCharge:
     description: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
-class SiteLedger:
+class SiteLedger(LedgerRecords):
     """The lifetime ledger of one population of a site, stored in SQLite at ``path``.
 
     Args:
@@ -273,37 +272,6 @@ class SiteLedger:
                 "epsilon_remaining": None if ceiling is None else max(0.0, ceiling - spent),
             })
         return windows
-
-    def run_records(self) -> dict[str, dict[str, Any]]:
-        """The ``runs`` rows of this population by run id
-        (:func:`fedpca.site.ledger_records.run_records`)."""
-        return ledger_records.run_records(self.path, self.population)
-
-    def end_run(self, run_id: str, status: str, reason: str = "") -> bool:
-        """Record how run ``run_id`` ended (``"complete"`` or ``"failed"``, with ``reason``),
-        dated by the site's clock; whether it was recorded. Changes no budget. Untrusted
-        input (``run_id``, ``reason``), and what a hostile coordinator can still do with it:
-        :func:`fedpca.site.ledger_records.end_run`."""
-        return ledger_records.end_run(self.path, self.population, run_id, status, reason,
-                                      self.clock)
-
-    def record_step(self, run_id: str, round_number: int, stage: str, note: str = "") -> None:
-        """Record a secure-aggregation step once per run and round, before its reply leaves;
-        refuses a second (:func:`fedpca.site.ledger_records.record_step`). Changes no
-        budget."""
-        ledger_records.record_step(self.path, self.population, run_id, round_number, stage,
-                                   note, self.clock)
-
-    def note_policy(self, snapshot: Mapping[str, Any]) -> list[str]:
-        """Record the site's policy settings ``snapshot`` when they changed, dated by the
-        site's clock; the changes as sentences (:func:`fedpca.site.ledger_records.note_policy`).
-        Only the site calls this (its own policy file); the budget rules never read it."""
-        return ledger_records.note_policy(self.path, snapshot, self.clock)
-
-    def policy_events(self) -> list[dict[str, Any]]:
-        """Every recorded change of the site's policy, oldest first
-        (:func:`fedpca.site.ledger_records.policy_events`)."""
-        return ledger_records.policy_events(self.path)
 
     def _charge(self, charge: RunCharge, release: Release) -> int:
         """Check and record ``release`` in one transaction; the run's release count after it."""

@@ -137,10 +137,8 @@ def answer_query(service_for: ServiceFn, message: Message, context: Context) -> 
     """A query message's answer: the released result, the run's end, or readiness."""
     content = message.content
     if is_result_message(content):
-        def result() -> Result:
-            return Result(functools.partial(read_result_message, content))
-
-        return respond(service_for, message, context, result,
+        return respond(service_for, message, context,
+                       lambda: Result(functools.partial(read_result_message, content)),
                        lambda received: result_answer(received.site))
     if is_run_end_message(content):
         return respond(service_for, message, context, lambda: RunEnd(read_run_end(content)),
