@@ -7,14 +7,16 @@ Two tables of the ledger's SQLite file (:mod:`fedpca.site.ledger_store`), which
   refused charge writes none, :meth:`~fedpca.site.ledger.SiteLedger.for_run`): when it
   started, the releases it planned and what the site planned to release
   (:func:`clean_description` of :attr:`~fedpca.site.ledger.RunCharge.description`), and,
-  once :meth:`LedgerRecords.end_run` records it, how it ended (complete, or failed with a reason);
+  once :meth:`LedgerRecords.end_run` records it, how it ended (complete, or failed with a
+  reason);
 * ``policy_events``: every change of the site's own policy, dated by the site's clock when
-  the ledger is opened under it (:meth:`LedgerRecords.note_policy`): the settings before and after;
+  the ledger is opened under it (:meth:`LedgerRecords.note_policy`): the settings before and
+  after;
 * ``protocol_steps``: the secure-aggregation steps the site took once per run and round (its
   key list's acceptance, each masked input, each endorsement, each reveal), written under the
-  ledger's write lock
-  before the reply leaves (:meth:`LedgerRecords.record_step`): a second request for the same step is refused
-  across processes and restarts, whatever the SuperNode's memory holds.
+  ledger's write lock before the reply leaves (:meth:`LedgerRecords.record_step`): a second
+  request for the same step is refused across processes and restarts, whatever the
+  SuperNode's memory holds.
 
 Untrusted input: a run's id and end reason may come from the coordinator. It can end only a
 run that released here, once, and at most :data:`MAX_REASON` printable characters of reason

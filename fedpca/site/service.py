@@ -326,11 +326,7 @@ class GivenSite(OpenedSite):
     a site, an example)."""
 
     def __init__(self, site: PrivateSite) -> None:
-        self._site = site
-
-    def open(self) -> PrivateSite:
-        """The given site (it is open already)."""
-        return self._site
+        self._site = site  # open already: :meth:`open` is never called
 
 
 class MemoryState:
