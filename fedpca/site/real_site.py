@@ -85,7 +85,7 @@ from fedpca.site.plan import RunPlan, plan_run, require_contract
 from fedpca.site.ready import SiteReady
 from fedpca.site.start_bases import START
 from fedpca.site.results import store_result
-from fedpca.site.service import ResultReader
+from fedpca.site.service import ResultReader, SiteSource
 
 logger = logging.getLogger(__name__)
 
@@ -124,9 +124,8 @@ class RealSite:
         return self.plan.centred
 
 
-class RealSiteSource:
-    """A real site's answers in one run of ``algorithm``
-    (:class:`~fedpca.site.service.SiteSource`): its own policy, plan, data and lifetime
+class RealSiteSource(SiteSource):
+    """A real site's answers in one run of ``algorithm``: its own policy, plan, data and lifetime
     ledger, each opened once for the run when a request first needs it (module docstring);
     the run_config supplies only the non-privacy parameters."""
 
@@ -193,14 +192,10 @@ class RealSiteSource:
         run = self.ledger.for_run(plan.charge(file_fingerprint(policy.data)), plan.releases)
         return RealSite(policy.name, records, config, run, policy.limits, plan, bounds)
 
-    def site(self) -> PrivateSite:
-        """The site for this run, opened once: the algorithm's under the site's own privacy
-        settings and its plan's start, or in a centred run the moments round's, then the
-        algorithm's on the centred rows."""
-        return self._site
-
-    @cached_property
-    def _site(self) -> PrivateSite:
+    def open(self) -> PrivateSite:
+        """The site for this run (opened once, :meth:`~fedpca.site.service.SiteSource.site`):
+        the algorithm's under the site's own privacy settings and its plan's start, or in a
+        centred run the moments round's, then the algorithm's on the centred rows."""
         opened = self.opened
         algorithm = spec(self.algorithm)
         if opened.centred is not None and isinstance(opened.records, GenotypeRows):

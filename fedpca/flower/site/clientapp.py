@@ -63,7 +63,6 @@ from fedpca.site.ready import SiteReady
 from fedpca.site.service import (
     Ask,
     Node,
-    OpenedSite,
     Ready,
     Refusal,
     Request,
@@ -186,7 +185,7 @@ def error_reply(message: Message, reason: str) -> Message:
                    reply_to=message)
 
 
-class FunctionSource(OpenedSite):
+class FunctionSource(SiteSource):
     """A site given as functions of the message's context (:func:`site_client_app`): its
     client (built for every message), its secure identity and its readiness answer."""
 
