@@ -22,23 +22,19 @@ SuperNode per site, each with its own policy file, lifetime ledger and pinned Cl
    App (:func:`~fedpca.deployment.fab_check.write_config_only_app`), then the ServerApp's
    output JSON is read back.
 
-A site can also fail on purpose: :meth:`LocalDeployment.kill_site` sends its SuperNode
-SIGKILL (no goodbye to the SuperLink, as when its machine dies), e.g. from the ``during``
-callback of :meth:`LocalDeployment.run` once a round has completed; the SuperLink then
-answers the messages addressed to it with "node unavailable" once its heartbeat is overdue
-(Flower 1.41: about a minute), and the run goes on if ``min-sites`` allows it. A site
-whose SuperNode or SuperExec exits on its own during a run (its operator stopped it, its
-machine failed) is logged and left out: the federation, and the run if ``min-sites`` allows
-it, go on without it; only the SuperLink's exit stops everything. :meth:`LocalDeployment.start`
-returns once every site's SuperNode is connected, so a run started next asks all of them.
-Sites can also join a running federation (:meth:`LocalDeployment.add_sites`: a SuperLink
-started without sites can serve groups of sites one after the other, as the test suite's
-one loopback deployment does) and leave it (:meth:`LocalDeployment.stop_site`).
+Sites fail as real ones do: :meth:`LocalDeployment.kill_site` sends a SuperNode SIGKILL (no
+goodbye to the SuperLink, as when its machine dies), e.g. from the ``during`` callback of
+:meth:`LocalDeployment.run`; a site whose SuperNode or SuperExec exits on its own during a
+run is logged and left out; the run goes on if ``min-sites`` allows it, and only the
+SuperLink's exit stops everything. :meth:`LocalDeployment.start` returns once every site's
+SuperNode is connected, so a run started next asks all of them; sites can also join a
+running federation (:meth:`LocalDeployment.add_sites`, as the test suite's loopback
+deployment does) and leave it (:meth:`LocalDeployment.stop_site`).
 
 On exit, even after an exception, every process it started and all their descendants are
-stopped by PID (SIGTERM, then SIGKILL); every one of them carries ``FEDPCA_DEPLOYMENT=<id>``
-in its environment, so an orphan that lost its parent is found too. Each process is started
-and read back through :mod:`fedpca.deployment.launch`.
+stopped by PID; every one of them carries ``FEDPCA_DEPLOYMENT=<id>`` in its environment, so
+an orphan that lost its parent is found too (:meth:`LocalDeployment.close`). Each process is
+started and read back through :mod:`fedpca.deployment.launch`.
 """
 
 from __future__ import annotations

@@ -31,22 +31,12 @@ a release inside secure sums their minimum ``M`` (added to older ledgers from th
 ``+secagg(m=M)`` / ``+ddg(m=M)`` its mechanism name carries). The coordinator never reads
 this file.
 
-Beside the releases, for the site's privacy officer (:mod:`fedpca.site.ledger_records`
-writes them, :mod:`fedpca.site.ledger_report` reads them; the budget rules never do):
-
-* ``runs``: one row per run, written by the run's first charge in the same transaction (so
-  a refused charge writes none): when it started, the releases it planned and what the site
-  planned to release (:attr:`RunCharge.description`), and, once :meth:`SiteLedger.end_run`
-  records it, how it ended (complete, or failed with a reason). A coordinator can send an
-  end only for a run that released here, once, and at most
-  :data:`~fedpca.site.ledger_records.MAX_REASON` printable characters of reason; an end never
-  changes a budget (what a failed run released stays spent).
-* ``policy_events``: every change of the site's own policy, dated by the site's clock when
-  the ledger is opened under it (:meth:`SiteLedger.note_policy`): the settings before and
-  after. Only the site writes them (its policy file); a coordinator cannot.
-
-Older ledgers get both tables when opened; their runs without a ``runs`` row are reported
-from their releases.
+Beside the releases the ledger keeps, for the site's privacy officer, its runs (when each
+started, what it planned, how it ended: an end never changes a budget), its policy's changes
+and its secure-aggregation steps (:mod:`fedpca.site.ledger_records` writes them, with what a
+coordinator can and cannot do with them; :mod:`fedpca.site.ledger_report` reads them; the
+budget rules never do). Older ledgers get those tables when opened; their runs without a
+``runs`` row are reported from their releases.
 
 A ledger is created only on purpose (:func:`~fedpca.site.ledger_store.create_ledger`:
 ``fedpca site init``, ``fedpca site ledger --new``, a restore), with a random identity it

@@ -157,9 +157,9 @@ class RealSiteSource(SiteSource):
     @cached_property
     def records(self) -> np.ndarray | GenotypeRows:
         """The site's records, read once, after the plan and the ledger allow the run
-        (:func:`_records`), their count checked against the policy's delta."""
+        (:func:`_usable`), their count checked against the policy's delta."""
         self.require_affordable()
-        records = _records(self.policy)
+        records = _usable(self.policy, self.policy.load_records)
         self.policy.check_records(records.shape[0])
         return records
 
@@ -234,7 +234,7 @@ class RealSiteSource(SiteSource):
         contract with enough records for its delta: its name, record count, its policy's
         privacy settings for the run and its answer deadline
         (:class:`~fedpca.site.ready.SiteReady`); raises its refusal otherwise. Nothing is
-        charged or written. A refusal about the data is the fixed text of :func:`_records`
+        charged or written. A refusal about the data is the fixed text of :func:`_usable`
         (its reason, which may quote the records, goes to the site's log only): whether the
         site's file is usable is what its first request would reveal anyway; its record
         count is public under replace-one and travels with every answer."""
@@ -341,23 +341,18 @@ def _read_policy(node: NodeLike) -> SitePolicyFile:
     return policy
 
 
-def _records(policy: SitePolicyFile) -> np.ndarray | GenotypeRows:
-    """The site's records; a file that fails validation is described only in the site's
-    log (the reason may quote values from the records)."""
-    return _unusable_if_failing(policy, policy.load_records)
-
-
 def _width(policy: SitePolicyFile) -> int:
     """The width of a site's records without a contract, read without loading them: its
     SNP panel's, or its matrix file's (:func:`~fedpca.data.tables.matrix_width`)."""
     if policy.genotypes is not None:
         return policy.genotypes.panel.d
-    return _unusable_if_failing(policy, lambda: matrix_width(policy.data))
+    return _usable(policy, lambda: matrix_width(policy.data))
 
 
-def _unusable_if_failing(policy: SitePolicyFile, read: Callable[[], Any]) -> Any:
-    """``read()``; its failure described only in the site's log, the coordinator told the
-    fixed words that the data file cannot be used."""
+def _usable(policy: SitePolicyFile, read: Callable[[], Any]) -> Any:
+    """``read()`` of the site's data file; its failure (whose reason may quote values from
+    the records) described only in the site's log, the coordinator told the fixed words
+    that the data file cannot be used."""
     try:
         return read()
     except FedPCAError as exc:
