@@ -18,6 +18,7 @@ ServerApp runs and however it is started.
 from __future__ import annotations
 
 from fedpca.deployment import flower_internals
+from fedpca.deployment.task_forks import ForkingExecutor
 
 #: What the coordinator's fork server imports before it forks ServerApp tasks.
 SERVERAPP_PRELOAD = "fedpca.deployment.serverapp_preload"
@@ -29,8 +30,6 @@ def run_coordinator_superexec(runtime_api_address: str, root_certificates: str |
     with the CA ``root_certificates``; ``None``: insecure), forking ServerApp tasks from a
     warm process; it stops when the process ``parent_pid`` (if given) exits. FABs'
     dependencies are never installed."""
-    from fedpca.deployment.task_forks import ForkingExecutor
-
     flower_internals.run_superexec(
         runtime_api_address, root_certificates is None, root_certificates,
         executor=lambda: ForkingExecutor(flower_internals.SERVER_APP,

@@ -122,14 +122,6 @@ def table_source(run: TableRun, rounds: int, node: Node) -> SiteSource:
     return TableSource(run, *partition_of(node.node_config), rounds)
 
 
-def table_plan(run: TableRun) -> CentredPlan:
-    """The centred run's plan for ``run``: its policy, the contract and the largest table's
-    record count."""
-    contract = run.loaded_contract
-    return CentredPlan(run.scenario, run.policy(), contract.bounds, contract.output_columns,
-                       max(run.sizes()))
-
-
 def simulate_tables(
     run: TableRun, verbose: bool = False, observer: RoundObserver | None = None,
     engine: Engine | None = None,
@@ -139,13 +131,15 @@ def simulate_tables(
     :class:`~fedpca.results.CentredPCAResult`, or SuLQ k-plane's centred clustering) with
     the run's config."""
     start = time.perf_counter()
-    scenario = run.scenario
-    plan = scenario.centred_server(table_plan(run))
+    scenario, contract = run.scenario, run.loaded_contract
+    # the centred run's plan: the sites' policy, the contract, the largest table's count
+    plan = scenario.centred_server(CentredPlan(scenario, run.policy(), contract.bounds,
+                                               contract.output_columns, max(run.sizes())))
     strategy = strategy_for(plan, scenario, wait_for_sites=run.sites)
     sites = source_sites(functools.partial(table_source, run, strategy.num_rounds))
     run_federation(strategy, sites, run.sites, verbose=verbose, observer=observer,
                    engine=engine)
     config = {**scenario.to_run_config(), "dataset": "tables", "standardize": run.standardize,
-              "contract": run.loaded_contract.hash,
+              "contract": contract.hash,
               "wall_seconds": time.perf_counter() - start}
     return strategy.result(config)
