@@ -35,7 +35,7 @@ from fedpca.scenarios.genotypes import GenotypeRun
 from fedpca.scenarios.tables import TableRun
 from fedpca.secure.identity import SecureIdentity, simulation_identity
 from fedpca.site.ready import SiteReady
-from fedpca.site.service import OpenedSite
+from fedpca.site.service import SiteSource
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 PARTITION, PARTITIONS = "partition-id", "num-partitions"
 
 
-class PartitionSource(OpenedSite):
+class PartitionSource(SiteSource):
     """Partition ``partition`` of ``partitions`` of ``scenario``'s data, answering with the
     scenario's algorithm's site."""
 
@@ -69,7 +69,7 @@ class PartitionSource(OpenedSite):
                                    self.scenario.flower_rounds)
 
 
-class TableSource(OpenedSite):
+class TableSource(SiteSource):
     """Table ``partition`` of ``partitions`` of a centred run over tables: the moments
     round, then the algorithm's rounds on its centred (standardised) rows; ``rounds``: the
     run's rounds (its secure sums' count)."""
@@ -92,7 +92,7 @@ class TableSource(OpenedSite):
         return simulation_identity(self.partition, self.partitions, min_sites, self.rounds)
 
 
-class GenotypeSource(OpenedSite):
+class GenotypeSource(SiteSource):
     """Fileset ``partition`` of ``partitions`` of a genotype run: DPS-PCA's site over its
     genotype rows, streamed from the ``.bed`` (never held in float), under the run's
     policy (its clip norm the panel's row norm)."""

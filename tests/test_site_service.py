@@ -16,11 +16,11 @@ from fedpca.site.service import (
     SITE_FAILURE,
     Ask,
     Node,
-    OpenedSite,
     Ready,
     Refusal,
     RunEnd,
     SiteService,
+    SiteSource,
 )
 
 
@@ -50,7 +50,7 @@ class MemoryState:
         self.values[key] = value
 
 
-class RowsSource(OpenedSite):
+class RowsSource(SiteSource):
     """A site over ``ROWS`` under ``policy`` (or a site that fails to open with ``error``)."""
 
     def __init__(self, policy=None, error: Exception | None = None) -> None:

@@ -111,14 +111,7 @@ def write_server_files(
     files = ServerFiles(out / CA_FILE, out / SERVER_CERT_FILE, out / SERVER_KEY_FILE)
     files.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     files.cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
-    _write_private(
-        files.key,
-        server_key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ),
-    )
+    _write_private(files.key, server_key)
     logger.info("wrote %s, %s, %s for hosts %s", files.ca_cert, files.cert, files.key, hosts)
     return files
 
@@ -130,14 +123,7 @@ def write_site_key(out_dir: str | Path, name: str) -> SiteKey:
     out = _directory(out_dir)
     key = ec.generate_private_key(CURVE())
     site = SiteKey(name, out / name, out / f"{name}.pub")
-    _write_private(
-        site.private,
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.OpenSSH,
-            serialization.NoEncryption(),
-        ),
-    )
+    _write_private(site.private, key, serialization.PrivateFormat.OpenSSH)
     public = key.public_key().public_bytes(
         serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
     )
@@ -168,9 +154,7 @@ def write_secagg_authority(out_dir: str | Path, name: str) -> tuple[Path, Path]:
         raise ConfigurationError(f"{key_path} exists; a CA key is never overwritten (sites "
                                  "vouch for its certificate): keep it, or choose another folder")
     key, certificate = new_authority(name)
-    _write_private(key_path, key.private_bytes(serialization.Encoding.PEM,
-                                               serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))
+    _write_private(key_path, key)
     cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
     return key_path, cert_path
 
@@ -217,8 +201,13 @@ def _directory(path: str | Path) -> Path:
     return out
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """Write a private key readable by its owner only (0600 from creation on)."""
+def _write_private(path: Path, key: ec.EllipticCurvePrivateKey | Ed25519PrivateKey,
+                   private_format: serialization.PrivateFormat = (
+                       serialization.PrivateFormat.PKCS8)) -> None:
+    """Write ``key`` unencrypted (PEM; PKCS8 unless ``private_format`` says otherwise),
+    readable by its owner only (0600 from creation on)."""
+    data = key.private_bytes(serialization.Encoding.PEM, private_format,
+                             serialization.NoEncryption())
     path.unlink(missing_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as handle:

@@ -34,13 +34,18 @@ from flwr.common.config import parse_config_args
 from fedpca.deployment.certs import (
     DEFAULT_VALID_DAYS,
     write_deployment_files,
+    write_member_certificate,
+    write_revocation_list,
+    write_secagg_authority,
     write_site_key,
 )
+from fedpca.deployment.coordinator_runtime import run_coordinator_superexec
 from fedpca.deployment.fab_check import write_config_only_app
 from fedpca.deployment.launch import ConfigValue
 from fedpca.deployment.local import DEFAULT_RUN_TIMEOUT, LocalDeployment, Site
 from fedpca.errors import ConfigurationError
 from fedpca.report import result_summary
+from fedpca.secure.roster import RosterEntry, write_roster, write_signing_key
 
 
 def register_deploy_command(commands: argparse._SubParsersAction) -> None:
@@ -165,8 +170,6 @@ def _site_key(args: argparse.Namespace) -> int:
 
 
 def _secagg_key(args: argparse.Namespace) -> int:
-    from fedpca.secure.roster import write_signing_key
-
     path, entry = write_signing_key(args.out, args.name, args.consortium)
     print(f"private key {path}: keep it at the site (mode 0600); name it in the site's "
           "policy as [secure-aggregation] signing-key")
@@ -178,8 +181,6 @@ def _secagg_key(args: argparse.Namespace) -> int:
 
 
 def _roster(args: argparse.Namespace) -> int:
-    from fedpca.secure.roster import RosterEntry, write_roster
-
     certificates = dict(_pairs(args.certificate, "--certificate", "NAME=FILE"))
     members = {}
     for name, value in _pairs(args.member, "--member", "NAME=KEY:PROOF"):
@@ -220,8 +221,6 @@ def _pairs(values: list[str], flag: str, shape: str) -> list[tuple[str, str]]:
 
 
 def _secagg_ca(args: argparse.Namespace) -> int:
-    from fedpca.deployment.certs import write_secagg_authority
-
     key, certificate = write_secagg_authority(args.out, args.name)
     print(f"CA key {key}: keep it with the CA (mode 0600)")
     print(f"CA certificate {certificate}: give it to the sites that vouch by this CA "
@@ -230,8 +229,6 @@ def _secagg_ca(args: argparse.Namespace) -> int:
 
 
 def _secagg_cert(args: argparse.Namespace) -> int:
-    from fedpca.deployment.certs import write_member_certificate
-
     path = write_member_certificate(args.ca, args.name, args.key, args.consortium, args.out)
     print(f"certificate {path}: the consortium lists it in {args.name}'s roster entry "
           f"(fedpca deploy roster --certificate {args.name}={path})")
@@ -239,8 +236,6 @@ def _secagg_cert(args: argparse.Namespace) -> int:
 
 
 def _secagg_revoke(args: argparse.Namespace) -> int:
-    from fedpca.deployment.certs import write_revocation_list
-
     path = write_revocation_list(args.ca, args.certificate, args.out, args.days)
     print(f"revocation list {path} ({len(args.certificate)} certificate(s), valid {args.days} "
           "days): give it to every site that vouches by this CA ([secure-aggregation] "
@@ -266,8 +261,6 @@ def run_configs(texts: list[str] | None, workdir: Path) -> list[dict[str, Config
 
 
 def _superexec(args: argparse.Namespace) -> int:
-    from fedpca.deployment.coordinator_runtime import run_coordinator_superexec
-
     run_coordinator_superexec(args.runtime_api_address, args.root_certificates,
                               args.parent_pid)
     return 0

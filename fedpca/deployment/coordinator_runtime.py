@@ -17,17 +17,11 @@ ServerApp runs and however it is started.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from fedpca.deployment import flower_internals
+from fedpca.deployment.task_forks import ForkingExecutor
 
 #: What the coordinator's fork server imports before it forks ServerApp tasks.
 SERVERAPP_PRELOAD = "fedpca.deployment.serverapp_preload"
-
-
-def serverapp_main(argv: Sequence[str]) -> None:
-    """One ServerApp task: Flower's ``flwr-serverapp`` with the arguments ``argv``."""
-    flower_internals.run_serverapp(argv)
 
 
 def run_coordinator_superexec(runtime_api_address: str, root_certificates: str | None,
@@ -36,11 +30,10 @@ def run_coordinator_superexec(runtime_api_address: str, root_certificates: str |
     with the CA ``root_certificates``; ``None``: insecure), forking ServerApp tasks from a
     warm process; it stops when the process ``parent_pid`` (if given) exits. FABs'
     dependencies are never installed."""
-    from fedpca.deployment.task_forks import ForkingExecutor
-
     flower_internals.run_superexec(
         runtime_api_address, root_certificates is None, root_certificates,
-        executor=lambda: ForkingExecutor(flower_internals.SERVER_APP, serverapp_main,
+        executor=lambda: ForkingExecutor(flower_internals.SERVER_APP,
+                                         flower_internals.run_serverapp,
                                          (SERVERAPP_PRELOAD,)),
         parent_pid=parent_pid,
     )

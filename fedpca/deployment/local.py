@@ -22,23 +22,19 @@ SuperNode per site, each with its own policy file, lifetime ledger and pinned Cl
    App (:func:`~fedpca.deployment.fab_check.write_config_only_app`), then the ServerApp's
    output JSON is read back.
 
-A site can also fail on purpose: :meth:`LocalDeployment.kill_site` sends its SuperNode
-SIGKILL (no goodbye to the SuperLink, as when its machine dies), e.g. from the ``during``
-callback of :meth:`LocalDeployment.run` once a round has completed; the SuperLink then
-answers the messages addressed to it with "node unavailable" once its heartbeat is overdue
-(Flower 1.41: about a minute), and the run goes on if ``min-sites`` allows it. A site
-whose SuperNode or SuperExec exits on its own during a run (its operator stopped it, its
-machine failed) is logged and left out: the federation, and the run if ``min-sites`` allows
-it, go on without it; only the SuperLink's exit stops everything. :meth:`LocalDeployment.start`
-returns once every site's SuperNode is connected, so a run started next asks all of them.
-Sites can also join a running federation (:meth:`LocalDeployment.add_sites`: a SuperLink
-started without sites can serve groups of sites one after the other, as the test suite's
-one loopback deployment does) and leave it (:meth:`LocalDeployment.stop_site`).
+Sites fail as real ones do: :meth:`LocalDeployment.kill_site` sends a SuperNode SIGKILL (no
+goodbye to the SuperLink, as when its machine dies), e.g. from the ``during`` callback of
+:meth:`LocalDeployment.run`; a site whose SuperNode or SuperExec exits on its own during a
+run is logged and left out; the run goes on if ``min-sites`` allows it, and only the
+SuperLink's exit stops everything. :meth:`LocalDeployment.start` returns once every site's
+SuperNode is connected, so a run started next asks all of them; sites can also join a
+running federation (:meth:`LocalDeployment.add_sites`, as the test suite's loopback
+deployment does) and leave it (:meth:`LocalDeployment.stop_site`).
 
 On exit, even after an exception, every process it started and all their descendants are
-stopped by PID (SIGTERM, then SIGKILL); every one of them carries ``FEDPCA_DEPLOYMENT=<id>``
-in its environment, so an orphan that lost its parent is found too. Each process is started
-and read back through :mod:`fedpca.deployment.launch`.
+stopped by PID; every one of them carries ``FEDPCA_DEPLOYMENT=<id>`` in its environment, so
+an orphan that lost its parent is found too (:meth:`LocalDeployment.close`). Each process is
+started and read back through :mod:`fedpca.deployment.launch`.
 """
 
 from __future__ import annotations
@@ -297,14 +293,9 @@ class LocalDeployment:
         asks the sites connected when it starts, and a site still connecting would be
         left out of it (seen on a loaded 2-core machine: one site of three joined 10 s
         late and an honest secure run went on with the other two)."""
-        deadline = time.monotonic() + max(self.startup_timeout, SITE_ONLINE_TIMEOUT)
-        while ONLINE_LINE not in supernode.tail(lines=10_000):
-            if supernode.process.poll() is not None:
-                raise supernode.failure(
-                    f"exited with code {supernode.process.returncode} before connecting")
-            if time.monotonic() > deadline:
-                raise supernode.failure("did not connect to the SuperLink in time")
-            time.sleep(_POLL)
+        _await(supernode, lambda: ONLINE_LINE in supernode.tail(lines=10_000),
+               max(self.startup_timeout, SITE_ONLINE_TIMEOUT), "connecting",
+               "did not connect to the SuperLink in time")
 
     def stop_site(self, name: str) -> None:
         """Stop a site's SuperNode and SuperExec (e.g. to restart it); its ledger stays."""
@@ -330,9 +321,7 @@ class LocalDeployment:
         and the run decides (``min-sites``) whether it can finish without the site."""
         logger.warning("site %s: %s exited with code %s during %s; the federation goes on "
                        "without it", name, daemon.name, daemon.process.returncode, what)
-        processes = self._forget_site(name)
-        stop_processes({processes.supernode.process.pid, processes.superexec.process.pid},
-                       self.grace)
+        self.stop_site(name)
 
     def kill_site(self, name: str, sig: signal.Signals = signal.SIGKILL) -> int:
         """Make site ``name`` fail: send its SuperNode ``sig`` (SIGKILL by default: it cannot
@@ -486,17 +475,8 @@ class LocalDeployment:
         )
         self._daemons.append(superlink)
         started = time.perf_counter()
-        deadline = time.monotonic() + self.startup_timeout
-        while not listening(self.port):
-            if superlink.process.poll() is not None:
-                raise superlink.failure(
-                    f"exited with code {superlink.process.returncode} before listening"
-                )
-            if time.monotonic() > deadline:
-                raise superlink.failure(
-                    f"not listening on {self.address} within {self.startup_timeout:g} s"
-                )
-            time.sleep(_POLL)
+        _await(superlink, lambda: listening(self.port), self.startup_timeout, "listening",
+               f"not listening on {self.address} within {self.startup_timeout:g} s")
         logger.info("SuperLink listening on %s after %.1f s", self.address,
                     time.perf_counter() - started)
         self._daemons.append(self._launch(
@@ -574,6 +554,19 @@ class LocalDeployment:
             **{MARKER_ENV: self.marker},
         )
         return env
+
+
+def _await(item: Launched, ready: Callable[[], bool], seconds: float, before: str,
+           late: str) -> None:
+    """Look every :data:`_POLL` seconds until ``ready()``; raise ``item``'s failure if it
+    exits first (``before``: what it had not done) or ``seconds`` pass first (``late``)."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if item.process.poll() is not None:
+            raise item.failure(f"exited with code {item.process.returncode} before {before}")
+        if time.monotonic() > deadline:
+            raise item.failure(late)
+        time.sleep(_POLL)
 
 
 def _check_sites(sites: Sequence[Site], taken: Sequence[str]) -> None:

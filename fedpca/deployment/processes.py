@@ -38,13 +38,8 @@ class ProcessInfo:
 
 def process_table() -> dict[int, ProcessInfo]:
     """Every visible, non-zombie process, by PID."""
-    table = {}
-    for entry in PROC.iterdir():
-        if entry.name.isdigit():
-            info = _read_process(entry)
-            if info is not None:
-                table[info.pid] = info
-    return table
+    infos = (_read_process(entry) for entry in PROC.iterdir() if entry.name.isdigit())
+    return {info.pid: info for info in infos if info is not None}
 
 
 def _read_process(entry: Path) -> ProcessInfo | None:
@@ -76,15 +71,15 @@ def descendants(roots: Iterable[int], table: dict[int, ProcessInfo]) -> set[int]
 def processes_with_env(name: str, value: str) -> set[int]:
     """PIDs of the live processes whose environment holds ``name=value`` (readable ones)."""
     wanted = f"{name}={value}".encode()
-    found = set()
-    for pid in process_table():
-        try:
-            environ = (PROC / str(pid) / "environ").read_bytes()
-        except OSError:
-            continue
-        if wanted in environ.split(b"\0"):
-            found.add(pid)
-    return found
+    return {pid for pid in process_table() if wanted in _environ(pid)}
+
+
+def _environ(pid: int) -> list[bytes]:
+    """The process's environment entries (none when it is not ours to read, or exited)."""
+    try:
+        return (PROC / str(pid) / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
 
 
 def processes_naming(text: str) -> set[int]:
@@ -101,9 +96,7 @@ def stop_processes(pids: Iterable[int], grace: float = DEFAULT_GRACE) -> list[in
     table = process_table()
     doomed = {pid: table[pid].start for pid in descendants(pids, table)}
     _signal(doomed, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while _alive(doomed) and time.monotonic() < deadline:
-        time.sleep(_POLL)
+    _wait_gone(doomed, grace)
     table = process_table()
     late = descendants(doomed, table) - set(doomed)
     doomed.update({pid: table[pid].start for pid in late})
@@ -111,9 +104,7 @@ def stop_processes(pids: Iterable[int], grace: float = DEFAULT_GRACE) -> list[in
     if survivors:
         logger.warning("SIGKILL for processes that ignored SIGTERM: %s", sorted(survivors))
         _signal(survivors, signal.SIGKILL)
-        deadline = time.monotonic() + grace
-        while _alive(survivors) and time.monotonic() < deadline:
-            time.sleep(_POLL)
+        _wait_gone(survivors, grace)
     return sorted(doomed)
 
 
@@ -133,6 +124,13 @@ def _alive(processes: dict[int, int]) -> dict[int, int]:
         pid: start for pid, start in processes.items()
         if pid in table and table[pid].start == start
     }
+
+
+def _wait_gone(processes: dict[int, int], grace: float) -> None:
+    """Wait until none of ``{pid: start}`` is alive, or ``grace`` seconds."""
+    deadline = time.monotonic() + grace
+    while _alive(processes) and time.monotonic() < deadline:
+        time.sleep(_POLL)
 
 
 def _signal(processes: dict[int, int], sig: signal.Signals) -> None:

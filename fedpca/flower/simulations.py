@@ -38,12 +38,11 @@ from fedpca.scenarios.plans import CentredPlan, ServerPlan
 from fedpca.scenarios.tables import TableRun
 from fedpca.secure.identity import SecureIdentity
 from fedpca.simulated_sites import (
-    PARTITION,
-    PARTITIONS,
     FlakySource,
     GenotypeSource,
     PartitionSource,
     TableSource,
+    partition_of,
 )
 from fedpca.site.service import Node, SiteSource
 
@@ -51,8 +50,7 @@ from fedpca.site.service import Node, SiteSource
 def partition_source(scenario: Scenario, node: Node) -> SiteSource:
     """Virtual site ``partition-id``'s source: its partition of ``scenario``'s data (failing
     each round with the scenario's ``failure_rate``, when it sets one)."""
-    source = PartitionSource(scenario, int(node.node_config[PARTITION]),
-                             int(node.node_config.get(PARTITIONS, 1)))
+    source = PartitionSource(scenario, *partition_of(node.node_config))
     failure_rate = getattr(scenario, "failure_rate", 0.0)
     return FlakySource(source, failure_rate) if failure_rate else source
 
@@ -104,8 +102,7 @@ def run_sources(scenario: Scenario, plan: ServerPlan, sites: int,
 
 def genotype_source(run: GenotypeRun, node: Node) -> SiteSource:
     """Virtual site ``partition-id``'s fileset of ``run``."""
-    return GenotypeSource(run, int(node.node_config[PARTITION]),
-                          int(node.node_config.get(PARTITIONS, 1)))
+    return GenotypeSource(run, *partition_of(node.node_config))
 
 
 def simulate_genotypes(
@@ -122,16 +119,7 @@ def simulate_genotypes(
 
 def table_source(run: TableRun, rounds: int, node: Node) -> SiteSource:
     """Virtual site ``partition-id``'s table of ``run`` (``rounds``: the run's rounds)."""
-    return TableSource(run, int(node.node_config[PARTITION]),
-                       int(node.node_config.get(PARTITIONS, 1)), rounds)
-
-
-def table_plan(run: TableRun) -> CentredPlan:
-    """The centred run's plan for ``run``: its policy, the contract and the largest table's
-    record count."""
-    contract = run.loaded_contract
-    return CentredPlan(run.scenario, run.policy(), contract.bounds, contract.output_columns,
-                       max(run.sizes()))
+    return TableSource(run, *partition_of(node.node_config), rounds)
 
 
 def simulate_tables(
@@ -143,13 +131,15 @@ def simulate_tables(
     :class:`~fedpca.results.CentredPCAResult`, or SuLQ k-plane's centred clustering) with
     the run's config."""
     start = time.perf_counter()
-    scenario = run.scenario
-    plan = scenario.centred_server(table_plan(run))
+    scenario, contract = run.scenario, run.loaded_contract
+    # the centred run's plan: the sites' policy, the contract, the largest table's count
+    plan = scenario.centred_server(CentredPlan(scenario, run.policy(), contract.bounds,
+                                               contract.output_columns, max(run.sizes())))
     strategy = strategy_for(plan, scenario, wait_for_sites=run.sites)
     sites = source_sites(functools.partial(table_source, run, strategy.num_rounds))
     run_federation(strategy, sites, run.sites, verbose=verbose, observer=observer,
                    engine=engine)
     config = {**scenario.to_run_config(), "dataset": "tables", "standardize": run.standardize,
-              "contract": run.loaded_contract.hash,
+              "contract": contract.hash,
               "wall_seconds": time.perf_counter() - start}
     return strategy.result(config)

@@ -80,22 +80,5 @@ session id, hence different keys: its ciphertexts and MACs fail (the split-view 
 Every refusal (:class:`~fedpca.secure.conditions.ProtocolRefusal`) happens before the site
 changes its state or releases anything, so a refused message may be retried.
 
-The modules:
-
-* :mod:`fedpca.secure.messages`: the ten message objects and their dict form
-  (:func:`~fedpca.secure.messages.message_from_dict`); :mod:`fedpca.secure.wire` checks
-  their fields as they are read.
-* :mod:`fedpca.secure.site_session`: a site's state machine
-  (:class:`~fedpca.secure.site_session.SiteSession`), with what its key agreement fixed for
-  the run (:mod:`fedpca.secure.agreed_state`) and what it signs, MACs and hashes
-  (:mod:`fedpca.secure.authenticated`).
-* :mod:`fedpca.secure.server_session`: the honest server's state machine
-  (:class:`~fedpca.secure.server_session.ServerSession`).
-* :mod:`fedpca.secure.conditions`: the threshold conditions a site enforces, and their
-  derivation.
-* :mod:`fedpca.secure.keys`: canonical encoding, pairwise key derivation, the ChaCha20 PRG
-  and which member of a pair adds its mask.
-* :mod:`fedpca.secure.shamir`: Shamir secret sharing over ``GF(2**31 - 1)``, vectorised.
-* :mod:`fedpca.secure.roster`: the consortium's roster of Ed25519 keys, a site's signing key.
-* :mod:`fedpca.secure.identity`: everything a site's session needs besides the messages.
+The modules, one sentence each, are listed in ``docs/layout.md``.
 """

@@ -42,7 +42,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from types import MappingProxyType
 from typing import Any, ClassVar, get_type_hints
 
 import numpy as np
@@ -89,33 +88,85 @@ SEED_ELEMENTS = shamir.elements_for(KEY_BYTES)
 _SIGNATURE_BYTES = 64
 
 
-class FlatMessage:
-    """A message whose wire form is its dataclass fields as they are, each of the wire type
-    its annotation names (``str``, ``int`` or ``bytes``: :meth:`wire`)."""
+@dataclass(frozen=True)
+class Keyed:
+    """How a field mapping member names to bytes travels: the names joined under ``names``,
+    the values under ``values`` (default: the field's own name), concatenated when each is
+    ``size`` bytes, else as a list."""
+
+    names: str
+    size: int | None = None
+    values: str | None = None
+
+
+def _keyed(names: str, size: int | None = None, values: str | None = None, **kw: Any) -> Any:
+    """A dataclass field mapping member names to bytes, sent as :class:`Keyed` says."""
+    return field(metadata={"wire": Keyed(names, size, values)}, **kw)
+
+
+#: A field of member names (joined on the wire: :func:`~fedpca.secure.wire.join_names`).
+_NAMES = tuple[str, ...]
+
+
+class WireMessage:
+    """A message whose wire form follows its fields: ``str``, ``int`` and ``bytes`` as they
+    are, member names joined into one string, an int64 array as bytes
+    (:func:`~fedpca.secure.wire.vector_bytes`), a map of names to bytes as its field's
+    :class:`Keyed` says; read back through :func:`~fedpca.secure.wire.read_wire`'s checks."""
 
     KIND: ClassVar[str]
 
-    @classmethod
-    def wire(cls) -> Mapping[str, type]:
-        """Each field's name and wire type, in field order, read once from the annotations."""
-        return _flat_wire(cls)
-
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.KIND, **{name: getattr(self, name) for name in self.wire()}}
+        out: dict[str, Any] = {"kind": self.KIND}
+        for name, kind in _wire(type(self)):
+            value = getattr(self, name)
+            if isinstance(kind, Keyed):
+                out[kind.names] = join_names(list(value))
+                out[kind.values or name] = (b"".join(value.values()) if kind.size
+                                            else list(value.values()))
+            elif kind == _NAMES:
+                out[name] = join_names(value)
+            else:
+                out[name] = vector_bytes(value.ravel()) if kind is np.ndarray else value
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Any:
-        return cls(**read_wire(data, cls.KIND, cls.wire()))
+        schema: dict[str, Any] = {}
+        for name, kind in _wire(cls):
+            if isinstance(kind, Keyed):
+                schema[kind.names] = str
+                schema[kind.values or name] = bytes if kind.size else BLOBS
+            else:
+                schema[name] = str if kind == _NAMES else bytes if kind is np.ndarray else kind
+        d = read_wire(data, cls.KIND, schema)
+        values: dict[str, Any] = {}
+        for name, kind in _wire(cls):
+            if isinstance(kind, Keyed):
+                keys, blobs = split_names(d[kind.names], kind.names), d[kind.values or name]
+                values[name] = (split_fixed(keys, blobs, kind.size, cls.KIND) if kind.size
+                                else paired(keys, blobs, cls.KIND))
+            elif kind == _NAMES:
+                values[name] = split_names(d[name], name)
+            else:
+                values[name] = vector_from(d[name], name) if kind is np.ndarray else d[name]
+        return cls(**cls._from_wire(values))
+
+    @classmethod
+    def _from_wire(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """The constructor's arguments from the fields as read (a message reshapes here)."""
+        return values
 
 
 @functools.cache
-def _flat_wire(cls: type) -> Mapping[str, type]:
+def _wire(cls: type) -> tuple[tuple[str, Any], ...]:
+    """Each field's name and wire kind (its :class:`Keyed`, or its annotation), in order."""
     hints = get_type_hints(cls)
-    return MappingProxyType({f.name: hints[f.name] for f in fields(cls)})
+    return tuple((f.name, f.metadata.get("wire", hints[f.name])) for f in fields(cls))
 
 
 @dataclass(frozen=True)
-class SetupRequest(FlatMessage):
+class SetupRequest(WireMessage):
     """S1, server -> every member: the public run parameters, with the run's description
     (what every round's sum is, in the words of the layer that makes the sums: a site's
     :mod:`fedpca.site.secure_stage` reads it), which every member signs with its key."""
@@ -136,7 +187,7 @@ class SetupRequest(FlatMessage):
 
 
 @dataclass(frozen=True)
-class Advertisement(FlatMessage):
+class Advertisement(WireMessage):
     """S1 reply: a member's fresh X25519 public key, signed with its roster key."""
 
     KIND: ClassVar[str] = "secagg-advertisement"
@@ -187,34 +238,22 @@ class KeyList:
 
 
 @dataclass(frozen=True)
-class ShareBundle:
+class ShareBundle(WireMessage):
     """S2 reply: one AES-GCM ciphertext of shares per other member (nonce + ciphertext)."""
 
     KIND: ClassVar[str] = "secagg-share-bundle"
     member: str
     run_id: str
-    ciphertexts: Mapping[str, bytes]
+    ciphertexts: Mapping[str, bytes] = _keyed("recipients")
 
     def __post_init__(self) -> None:
         check_name(self.member)
         check_run_id(self.run_id)
         set_frozen(self, ciphertexts=check_blobs(self.ciphertexts, "ciphertexts"))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "member": self.member, "run_id": self.run_id,
-                "recipients": join_names(list(self.ciphertexts)),
-                "ciphertexts": list(self.ciphertexts.values())}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ShareBundle:
-        d = read_wire(data, cls.KIND, {"member": str, "run_id": str, "recipients": str,
-                                       "ciphertexts": BLOBS})
-        recipients = split_names(d["recipients"], "recipients")
-        return cls(d["member"], d["run_id"], paired(recipients, d["ciphertexts"], cls.KIND))
-
 
 @dataclass(frozen=True)
-class InputRequest:
+class InputRequest(WireMessage):
     """Round stage 1, server -> member: the vector length; the first one also relays the
     ciphertexts addressed to the member and names ``U_setup``."""
 
@@ -223,7 +262,7 @@ class InputRequest:
     round: int
     length: int
     setup_members: tuple[str, ...] = ()
-    ciphertexts: Mapping[str, bytes] = field(default_factory=dict)
+    ciphertexts: Mapping[str, bytes] = _keyed("senders", default_factory=dict)
 
     def __post_init__(self) -> None:
         check_run_id(self.run_id)
@@ -232,25 +271,9 @@ class InputRequest:
         set_frozen(self, setup_members=check_names(self.setup_members, "setup_members"),
                    ciphertexts=check_blobs(self.ciphertexts, "ciphertexts"))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "run_id": self.run_id, "round": self.round,
-                "length": self.length, "setup_members": join_names(self.setup_members),
-                "senders": join_names(list(self.ciphertexts)),
-                "ciphertexts": list(self.ciphertexts.values())}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> InputRequest:
-        d = read_wire(data, cls.KIND, {"run_id": str, "round": int, "length": int,
-                                       "setup_members": str, "senders": str,
-                                       "ciphertexts": BLOBS})
-        senders = split_names(d["senders"], "senders")
-        return cls(d["run_id"], d["round"], d["length"],
-                   split_names(d["setup_members"], "setup_members"),
-                   paired(senders, d["ciphertexts"], cls.KIND))
-
 
 @dataclass(frozen=True, eq=False)
-class MaskedInput:
+class MaskedInput(WireMessage):
     """Round stage 1 reply: the masked vector (int64 residues modulo the modulus)."""
 
     KIND: ClassVar[str] = "secagg-masked-input"
@@ -268,19 +291,9 @@ class MaskedInput:
             refuse("a masked input must be a one-dimensional integer vector")
         set_frozen(self, vector=vector.astype(np.int64))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "member": self.member, "run_id": self.run_id,
-                "round": self.round, "vector": vector_bytes(self.vector)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MaskedInput:
-        d = read_wire(data, cls.KIND, {"member": str, "run_id": str, "round": int,
-                                       "vector": bytes})
-        return cls(d["member"], d["run_id"], d["round"], vector_from(d["vector"], "vector"))
-
 
 @dataclass(frozen=True)
-class ConsistencyRequest:
+class ConsistencyRequest(WireMessage):
     """Round stage 2, server -> every endorser: ``U3``, the members whose masked inputs it
     holds, and the survivors it asks to endorse ``U3`` (empty: every survivor), to whom each
     endorser addresses its MACs."""
@@ -297,20 +310,9 @@ class ConsistencyRequest:
         set_frozen(self, survivors=check_names(self.survivors, "survivors"),
                    endorsers=check_names(self.endorsers, "endorsers"))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "run_id": self.run_id, "round": self.round,
-                "survivors": join_names(self.survivors), "endorsers": join_names(self.endorsers)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ConsistencyRequest:
-        d = read_wire(data, cls.KIND, {"run_id": str, "round": int, "survivors": str,
-                                       "endorsers": str})
-        return cls(d["run_id"], d["round"], split_names(d["survivors"], "survivors"),
-                   split_names(d["endorsers"], "endorsers"))
-
 
 @dataclass(frozen=True)
-class Endorsement:
+class Endorsement(WireMessage):
     """Round stage 2 reply: one HMAC of ``(session, round, U3, endorser, addressee)`` per
     other endorser."""
 
@@ -318,7 +320,7 @@ class Endorsement:
     member: str
     run_id: str
     round: int
-    macs: Mapping[str, bytes]
+    macs: Mapping[str, bytes] = _keyed("peers", KEY_BYTES)
 
     def __post_init__(self) -> None:
         check_name(self.member)
@@ -326,28 +328,16 @@ class Endorsement:
         check_int(self.round, "round")
         set_frozen(self, macs=check_blobs(self.macs, "macs", KEY_BYTES))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "member": self.member, "run_id": self.run_id,
-                "round": self.round, "peers": join_names(list(self.macs)),
-                "macs": b"".join(self.macs.values())}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Endorsement:
-        d = read_wire(data, cls.KIND, {"member": str, "run_id": str, "round": int,
-                                       "peers": str, "macs": bytes})
-        return cls(d["member"], d["run_id"], d["round"],
-                   split_fixed(split_names(d["peers"], "peers"), d["macs"], KEY_BYTES, cls.KIND))
-
 
 @dataclass(frozen=True)
-class UnmaskRequest:
+class UnmaskRequest(WireMessage):
     """Round stage 3, server -> endorser: ``U3`` again and the MACs addressed to it."""
 
     KIND: ClassVar[str] = "secagg-unmask-request"
     run_id: str
     round: int
     survivors: tuple[str, ...]
-    macs_for_you: Mapping[str, bytes]
+    macs_for_you: Mapping[str, bytes] = _keyed("endorsers", KEY_BYTES, "macs")
 
     def __post_init__(self) -> None:
         check_run_id(self.run_id)
@@ -355,23 +345,9 @@ class UnmaskRequest:
         set_frozen(self, survivors=check_names(self.survivors, "survivors"),
                    macs_for_you=check_blobs(self.macs_for_you, "macs_for_you", KEY_BYTES))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "run_id": self.run_id, "round": self.round,
-                "survivors": join_names(self.survivors),
-                "endorsers": join_names(list(self.macs_for_you)),
-                "macs": b"".join(self.macs_for_you.values())}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> UnmaskRequest:
-        d = read_wire(data, cls.KIND, {"run_id": str, "round": int, "survivors": str,
-                                       "endorsers": str, "macs": bytes})
-        return cls(d["run_id"], d["round"], split_names(d["survivors"], "survivors"),
-                   split_fixed(split_names(d["endorsers"], "endorsers"), d["macs"], KEY_BYTES,
-                               cls.KIND))
-
 
 @dataclass(frozen=True, eq=False)
-class Reveal:
+class Reveal(WireMessage):
     """Round stage 3 reply: the member's shares of ``b_k^r`` for every ``k`` in ``U3``
     (rows in ``share_members`` order, ``SEED_ELEMENTS`` field elements each) and its own
     round seeds with the members outside ``U3``."""
@@ -382,7 +358,7 @@ class Reveal:
     round: int
     share_members: tuple[str, ...]
     shares: np.ndarray
-    seeds: Mapping[str, bytes]
+    seeds: Mapping[str, bytes] = _keyed("dropped", KEY_BYTES)
 
     def __post_init__(self) -> None:
         check_name(self.member)
@@ -396,26 +372,12 @@ class Reveal:
         set_frozen(self, share_members=members, shares=shares.astype(np.int64),
                    seeds=check_blobs(self.seeds, "seeds", KEY_BYTES))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "member": self.member, "run_id": self.run_id,
-                "round": self.round, "share_members": join_names(self.share_members),
-                "shares": vector_bytes(self.shares.ravel()),
-                "dropped": join_names(list(self.seeds)),
-                "seeds": b"".join(self.seeds.values())}
-
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Reveal:
-        d = read_wire(data, cls.KIND, {"member": str, "run_id": str, "round": int,
-                                       "share_members": str, "shares": bytes,
-                                       "dropped": str, "seeds": bytes})
-        members = split_names(d["share_members"], "share_members")
-        shares = vector_from(d["shares"], "shares")
-        if shares.size != len(members) * SEED_ELEMENTS:
+    def _from_wire(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """The shares' rows, one per member named (their bytes are one flat vector)."""
+        if values["shares"].size != len(values["share_members"]) * SEED_ELEMENTS:
             refuse("a reveal needs one row of seed shares per member it names")
-        return cls(d["member"], d["run_id"], d["round"], members,
-                   shares.reshape(-1, SEED_ELEMENTS),
-                   split_fixed(split_names(d["dropped"], "dropped"), d["seeds"], KEY_BYTES,
-                               cls.KIND))
+        return {**values, "shares": values["shares"].reshape(-1, SEED_ELEMENTS)}
 
 
 _MESSAGES = {cls.KIND: cls for cls in (SetupRequest, Advertisement, KeyList, ShareBundle,
@@ -429,6 +391,3 @@ def message_from_dict(data: Mapping[str, Any]) -> Any:
     if kind not in _MESSAGES:
         refuse("not a secure-aggregation message (unknown kind)")
     return _MESSAGES[kind].from_dict(data)
-
-
-# --- signed and MAC'd contents ---------------------------------------------------------------

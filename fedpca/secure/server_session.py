@@ -110,16 +110,12 @@ class ServerSession:
                                              "run cannot go on")
             self._setup_members = tuple(sorted(self._bundles))
         self._rounds[round_number] = _Round(length)
-        requests = {}
-        for member in self._setup_members:
-            if relay:
-                relayed = {j: self._bundles[j].ciphertexts[member]
-                           for j in self._setup_members if j != member}
-                requests[member] = messages.InputRequest(
-                    self.params.run_id, round_number, length, self._setup_members, relayed)
-            else:
-                requests[member] = messages.InputRequest(self.params.run_id, round_number, length)
-        return requests
+        members = self._setup_members
+        return {member: messages.InputRequest(
+                    self.params.run_id, round_number, length, members if relay else (),
+                    {j: self._bundles[j].ciphertexts[member] for j in members
+                     if j != member} if relay else {})
+                for member in members}
 
     def receive_masked_input(self, message: messages.MaskedInput) -> None:
         """Collect one masked input (before the round's consistency request)."""
@@ -236,9 +232,7 @@ class ServerSession:
                 f"round {round_number}: a survivor dropped before revealing while other members "
                 "had dropped before the input stage, so their pairwise masks are lost; the round "
                 "fails and nothing is unmasked")
-        total = np.zeros(state.length, dtype=np.uint64)
-        for i in state.survivors:
-            total += state.inputs[i].astype(np.uint64)
+        total = np.sum([state.inputs[i] for i in state.survivors], axis=0, dtype=np.uint64)
         pairs = [(i, j) for i in (state.survivors if dropped else ()) for j in dropped]
         total -= prg_sum(
             self._self_mask_seeds(state, round_number)

@@ -31,22 +31,12 @@ a release inside secure sums their minimum ``M`` (added to older ledgers from th
 ``+secagg(m=M)`` / ``+ddg(m=M)`` its mechanism name carries). The coordinator never reads
 this file.
 
-Beside the releases, for the site's privacy officer (:mod:`fedpca.site.ledger_records`
-writes them, :mod:`fedpca.site.ledger_report` reads them; the budget rules never do):
-
-* ``runs``: one row per run, written by the run's first charge in the same transaction (so
-  a refused charge writes none): when it started, the releases it planned and what the site
-  planned to release (:attr:`RunCharge.description`), and, once :meth:`SiteLedger.end_run`
-  records it, how it ended (complete, or failed with a reason). A coordinator can send an
-  end only for a run that released here, once, and at most
-  :data:`~fedpca.site.ledger_records.MAX_REASON` printable characters of reason; an end never
-  changes a budget (what a failed run released stays spent).
-* ``policy_events``: every change of the site's own policy, dated by the site's clock when
-  the ledger is opened under it (:meth:`SiteLedger.note_policy`): the settings before and
-  after. Only the site writes them (its policy file); a coordinator cannot.
-
-Older ledgers get both tables when opened; their runs without a ``runs`` row are reported
-from their releases.
+Beside the releases the ledger keeps, for the site's privacy officer, its runs (when each
+started, what it planned, how it ended: an end never changes a budget), its policy's changes
+and its secure-aggregation steps (:mod:`fedpca.site.ledger_records` writes them, with what a
+coordinator can and cannot do with them; :mod:`fedpca.site.ledger_report` reads them; the
+budget rules never do). Older ledgers get those tables when opened; their runs without a
+``runs`` row are reported from their releases.
 
 A ledger is created only on purpose (:func:`~fedpca.site.ledger_store.create_ledger`:
 ``fedpca site init``, ``fedpca site ledger --new``, a restore), with a random identity it
@@ -78,17 +68,17 @@ from fedpca.dp.accountant import accounted, composed_epsilon, worst_case_epsilon
 from fedpca.dp.events import Release
 from fedpca.dp.ledger import BudgetRules, Dated, window_starts
 from fedpca.errors import BudgetExceededError, ConfigurationError
-from fedpca.site import ledger_records
 from fedpca.site.ledger_identity import (
     LedgerIdentityError,
     LedgerState,
     LedgerWitness,
     refused_run,
 )
-from fedpca.site.ledger_records import clean_description
+from fedpca.site.ledger_records import LedgerRecords, clean_description
 from fedpca.site.ledger_store import (
     connect_ledger,
     copy_ledger,
+    immediate,
     ledger_state,
     state_of,
     utc_now,
@@ -126,7 +116,7 @@ class RunCharge:
     description: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
-class SiteLedger:
+class SiteLedger(LedgerRecords):
     """The lifetime ledger of one population of a site, stored in SQLite at ``path``.
 
     Args:
@@ -273,43 +263,11 @@ class SiteLedger:
             })
         return windows
 
-    def run_records(self) -> dict[str, dict[str, Any]]:
-        """The ``runs`` rows of this population by run id
-        (:func:`fedpca.site.ledger_records.run_records`)."""
-        return ledger_records.run_records(self.path, self.population)
-
-    def end_run(self, run_id: str, status: str, reason: str = "") -> bool:
-        """Record how run ``run_id`` ended (``"complete"`` or ``"failed"``, with ``reason``),
-        dated by the site's clock; whether it was recorded. Changes no budget. Untrusted
-        input (``run_id``, ``reason``), and what a hostile coordinator can still do with it:
-        :func:`fedpca.site.ledger_records.end_run`."""
-        return ledger_records.end_run(self.path, self.population, run_id, status, reason,
-                                      self.clock)
-
-    def record_step(self, run_id: str, round_number: int, stage: str, note: str = "") -> None:
-        """Record a secure-aggregation step once per run and round, before its reply leaves;
-        refuses a second (:func:`fedpca.site.ledger_records.record_step`). Changes no
-        budget."""
-        ledger_records.record_step(self.path, self.population, run_id, round_number, stage,
-                                   note, self.clock)
-
-    def note_policy(self, snapshot: Mapping[str, Any]) -> list[str]:
-        """Record the site's policy settings ``snapshot`` when they changed, dated by the
-        site's clock; the changes as sentences (:func:`fedpca.site.ledger_records.note_policy`).
-        Only the site calls this (its own policy file); the budget rules never read it."""
-        return ledger_records.note_policy(self.path, snapshot, self.clock)
-
-    def policy_events(self) -> list[dict[str, Any]]:
-        """Every recorded change of the site's policy, oldest first
-        (:func:`fedpca.site.ledger_records.policy_events`)."""
-        return ledger_records.policy_events(self.path)
-
     def _charge(self, charge: RunCharge, release: Release) -> int:
         """Check and record ``release`` in one transaction; the run's release count after it."""
         described = clean_description(charge.description)  # never fails in the transaction
         with closing(connect_ledger(self.path)) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 self._verify_for_run(conn)
                 now = self.clock()
                 rows = conn.execute(
@@ -337,10 +295,6 @@ class SiteLedger:
                         "description) VALUES (?,?,?,?,?)",
                         (self.population, charge.run_id, now, charge.max_releases, described),
                     )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             self._advance(conn)
         return run
 
@@ -358,13 +312,9 @@ class SiteLedger:
     def _advance(self, conn: sqlite3.Connection) -> None:
         """After a charge is committed: move the identity file's high-water mark to the
         ledger's newest release, holding the write lock so that no other charge interleaves."""
-        if self.witness is None:
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            self.witness.advance(state_of(conn))
-        finally:
-            conn.execute("COMMIT")
+        if self.witness is not None:
+            with immediate(conn):
+                self.witness.advance(state_of(conn))
 
     def _check(self, charge: RunCharge, release: Release, run: int, spent: list[Dated],
                now: float, earlier: set[str]) -> None:

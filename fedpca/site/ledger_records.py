@@ -7,14 +7,16 @@ Two tables of the ledger's SQLite file (:mod:`fedpca.site.ledger_store`), which
   refused charge writes none, :meth:`~fedpca.site.ledger.SiteLedger.for_run`): when it
   started, the releases it planned and what the site planned to release
   (:func:`clean_description` of :attr:`~fedpca.site.ledger.RunCharge.description`), and,
-  once :func:`end_run` records it, how it ended (complete, or failed with a reason);
+  once :meth:`LedgerRecords.end_run` records it, how it ended (complete, or failed with a
+  reason);
 * ``policy_events``: every change of the site's own policy, dated by the site's clock when
-  the ledger is opened under it (:func:`note_policy`): the settings before and after;
+  the ledger is opened under it (:meth:`LedgerRecords.note_policy`): the settings before and
+  after;
 * ``protocol_steps``: the secure-aggregation steps the site took once per run and round (its
   key list's acceptance, each masked input, each endorsement, each reveal), written under the
-  ledger's write lock
-  before the reply leaves (:func:`record_step`): a second request for the same step is refused
-  across processes and restarts, whatever the SuperNode's memory holds.
+  ledger's write lock before the reply leaves (:meth:`LedgerRecords.record_step`): a second
+  request for the same step is refused across processes and restarts, whatever the
+  SuperNode's memory holds.
 
 Untrusted input: a run's id and end reason may come from the coordinator. It can end only a
 run that released here, once, and at most :data:`MAX_REASON` printable characters of reason
@@ -34,23 +36,19 @@ from typing import Any
 
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.site import policy_changes
-from fedpca.site.ledger_store import connect_ledger
+from fedpca.site.ledger_store import connect_ledger, immediate
 
 __all__ = [
     "MAX_DESCRIPTION_KEYS",
     "MAX_DESCRIPTION_TEXT",
     "MAX_REASON",
     "RUN_ENDS",
+    "LedgerRecords",
     "clean_description",
     "clean_text",
-    "end_run",
-    "note_policy",
-    "policy_events",
-    "record_step",
-    "run_records",
 ]
 
-#: How a run ended (:func:`end_run`): its released result reached the site, or the
+#: How a run ended (:meth:`LedgerRecords.end_run`): its released result reached the site, or the
 #: coordinator said it failed.
 COMPLETE, FAILED = "complete", "failed"
 RUN_ENDS = (COMPLETE, FAILED)
@@ -81,128 +79,109 @@ def clean_description(description: Mapping[str, Any]) -> str:
     return json.dumps(kept, sort_keys=True)
 
 
-def run_records(path: Path, population: str) -> dict[str, dict[str, Any]]:
-    """The ``runs`` rows of ``population`` in the ledger ``path`` by run id: ``started``,
-    ``planned``, ``description`` (a dict), ``status``, ``reason``, ``ended`` (``None`` until
-    :func:`end_run`). Runs of older ledgers may have none."""
-    with closing(connect_ledger(path)) as conn:
-        conn.row_factory = sqlite3.Row
-        rows = conn.execute("SELECT * FROM runs WHERE population = ?",
-                            (population,)).fetchall()
-        key_lists = dict(conn.execute(
-            "SELECT run_id, note FROM protocol_steps WHERE population = ? AND stage = ?",
-            (population, KEY_LIST)).fetchall())
-    return {row["run_id"]: {**dict(row), "description": json.loads(row["description"]),
-                            "key_list": key_lists.get(row["run_id"])}
-            for row in rows}
+class LedgerRecords:
+    """The records a :class:`~fedpca.site.ledger.SiteLedger` keeps beside its releases (the
+    module docstring), in its SQLite file ``path``, for its ``population``, dated by its
+    ``clock``."""
 
+    path: Path
+    population: str
+    clock: Callable[[], float]
 
-def record_step(path: Path, population: str, run_id: str, round_number: int, stage: str,
-                note: str, clock: Callable[[], float]) -> None:
-    """Record that the site took secure-aggregation ``stage`` for ``round_number`` of run
-    ``run_id`` (with ``note``, the site's own words), in one ``BEGIN IMMEDIATE`` transaction,
-    before the step's reply leaves; refuses a second record of the same step.
+    def run_records(self) -> dict[str, dict[str, Any]]:
+        """The ``runs`` rows of the population by run id: ``started``, ``planned``,
+        ``description`` (a dict), ``status``, ``reason``, ``ended`` (``None`` until
+        :meth:`end_run`), ``key_list`` (its note). Runs of older ledgers may have none."""
+        with closing(connect_ledger(self.path)) as conn:
+            conn.row_factory = sqlite3.Row
+            rows = conn.execute("SELECT * FROM runs WHERE population = ?",
+                                (self.population,)).fetchall()
+            key_lists = dict(conn.execute(
+                "SELECT run_id, note FROM protocol_steps WHERE population = ? AND stage = ?",
+                (self.population, KEY_LIST)).fetchall())
+        return {row["run_id"]: {**dict(row), "description": json.loads(row["description"]),
+                                "key_list": key_lists.get(row["run_id"])}
+                for row in rows}
 
-    Untrusted input: ``run_id`` and ``round_number`` come from the coordinator, which can
-    only make the site refuse a step it already took (the point) or add a row per step it
-    gets the site to take; ``note`` is the site's own text (at most :data:`MAX_REASON`
-    characters kept)."""
-    with closing(connect_ledger(path)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
+    def record_step(self, run_id: str, round_number: int, stage: str, note: str = "") -> None:
+        """Record that the site took secure-aggregation ``stage`` for ``round_number`` of run
+        ``run_id`` (with ``note``, the site's own words), in one ``BEGIN IMMEDIATE``
+        transaction, before the step's reply leaves; refuses a second record of the same
+        step. Changes no budget.
+
+        Untrusted input: ``run_id`` and ``round_number`` come from the coordinator, which
+        can only make the site refuse a step it already took (the point) or add a row per
+        step it gets the site to take; ``note`` is the site's own text (at most
+        :data:`MAX_REASON` characters kept)."""
         try:
-            conn.execute(
-                "INSERT INTO protocol_steps (population, run_id, round, stage, time, note) "
-                "VALUES (?,?,?,?,?,?)",
-                (population, clean_text(run_id), round_number, stage, clock(), clean_text(note)))
-            conn.execute("COMMIT")
+            with closing(connect_ledger(self.path)) as conn, immediate(conn):
+                conn.execute(
+                    "INSERT INTO protocol_steps (population, run_id, round, stage, time, note) "
+                    "VALUES (?,?,?,?,?,?)", (self.population, clean_text(run_id), round_number,
+                                             stage, self.clock(), clean_text(note)))
         except sqlite3.IntegrityError:
-            conn.execute("ROLLBACK")
             raise InvalidRequestError(
-                f"refused: this site already recorded its {stage} for round {round_number} of "
-                "this run in its ledger; a second one is refused") from None
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+                f"refused: this site already recorded its {stage} for round {round_number} "
+                "of this run in its ledger; a second one is refused") from None
 
+    def end_run(self, run_id: str, status: str, reason: str = "") -> bool:
+        """Record how run ``run_id`` ended (``"complete"`` or ``"failed"``, with ``reason``),
+        dated by the site's clock, in one ``BEGIN IMMEDIATE`` transaction; whether it was
+        recorded. Changes no budget: what a failed run released stays spent.
 
-def end_run(path: Path, population: str, run_id: str, status: str, reason: str,
-            clock: Callable[[], float]) -> bool:
-    """Record how run ``run_id`` of ``population`` ended (``"complete"`` or ``"failed"``,
-    with ``reason``), dated by the site's ``clock``, in one ``BEGIN IMMEDIATE`` transaction;
-    whether it was recorded. Changes no budget: what a failed run released stays spent.
-
-    Untrusted input: ``run_id`` and ``reason`` may come from the coordinator. Only a run
-    that made a release of this population here, and only its first end, is recorded
-    (``False``, nothing written, otherwise): a coordinator cannot fill the ledger with
-    runs the site never took part in, nor rewrite an end; ``reason`` is kept as at most
-    :data:`MAX_REASON` printable characters (:func:`clean_text`). What a hostile
-    coordinator can still do: end one of its own runs here first, as failed with a
-    reason of its choosing, which the report shows as that run's status, with the
-    budget it spent; it cannot change a number."""
-    if status not in RUN_ENDS:
-        raise ConfigurationError(f"a run ends {' or '.join(RUN_ENDS)}, not {status!r}")
-    kept = clean_text(reason)
-    with closing(connect_ledger(path)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        Untrusted input: ``run_id`` and ``reason`` may come from the coordinator. Only a run
+        that made a release of this population here, and only its first end, is recorded
+        (``False``, nothing written, otherwise): a coordinator cannot fill the ledger with
+        runs the site never took part in, nor rewrite an end; ``reason`` is kept as at most
+        :data:`MAX_REASON` printable characters (:func:`clean_text`). What a hostile
+        coordinator can still do: end one of its own runs here first, as failed with a
+        reason of its choosing, which the report shows as that run's status, with the
+        budget it spent; it cannot change a number."""
+        if status not in RUN_ENDS:
+            raise ConfigurationError(f"a run ends {' or '.join(RUN_ENDS)}, not {status!r}")
+        kept, population = clean_text(reason), self.population
+        with closing(connect_ledger(self.path)) as conn, immediate(conn):
             started, planned = conn.execute(
                 "SELECT MIN(time), MAX(planned) FROM releases WHERE population = ? AND "
                 "run_id = ?", (population, run_id)).fetchone()
-            if started is None:  # no release of this run here
-                conn.execute("ROLLBACK")
+            if started is None:  # no release of this run here: nothing written
                 return False
             conn.execute(  # a run an older ledger started has no row yet
                 "INSERT OR IGNORE INTO runs (population, run_id, started, planned, "
                 "description) VALUES (?,?,?,?,'{}')", (population, run_id, started, planned))
-            ended = conn.execute(
+            return bool(conn.execute(
                 "UPDATE runs SET status = ?, reason = ?, ended = ? WHERE population = ? "
                 "AND run_id = ? AND ended IS NULL",
-                (status, kept, clock(), population, run_id)).rowcount
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    return bool(ended)
+                (status, kept, self.clock(), population, run_id)).rowcount)
 
-
-def note_policy(path: Path, snapshot: Mapping[str, Any], clock: Callable[[], float]
-                ) -> list[str]:
-    """Record the site's policy settings ``snapshot`` (plain JSON values by their keys in
-    the policy file) in the ledger ``path`` when they differ from the latest recorded, or
-    none is: a row dated by the site's ``clock`` with the settings and each change. The
-    changes as sentences (:func:`fedpca.site.policy_changes.sentences`: ``policy recorded:
-    ...`` the first time, ``KEY OLD -> NEW`` after); ``[]``, writing nothing, when nothing
-    changed. Only the site calls this (its own policy file)."""
-    settings = json.loads(json.dumps(dict(snapshot), sort_keys=True))
-    if _latest_policy(path) == settings:  # the common case: no write lock taken
-        return []
-    with closing(connect_ledger(path)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            before = _latest_policy(path, conn)
-            if before == settings:  # another process recorded it meanwhile
-                conn.execute("ROLLBACK")
+    def note_policy(self, snapshot: Mapping[str, Any]) -> list[str]:
+        """Record the site's policy settings ``snapshot`` (plain JSON values by their keys in
+        the policy file) when they differ from the latest recorded, or none is: a row dated
+        by the site's clock with the settings and each change. The changes as sentences
+        (:func:`fedpca.site.policy_changes.sentences`: ``policy recorded: ...`` the first
+        time, ``KEY OLD -> NEW`` after); ``[]``, writing nothing, when nothing changed. Only
+        the site calls this (its own policy file); the budget rules never read it."""
+        settings = json.loads(json.dumps(dict(snapshot), sort_keys=True))
+        if _latest_policy(self.path) == settings:  # the common case: no write lock taken
+            return []
+        with closing(connect_ledger(self.path)) as conn, immediate(conn):
+            before = _latest_policy(self.path, conn)
+            if before == settings:  # another process recorded it meanwhile: nothing written
                 return []
             conn.execute(
                 "INSERT INTO policy_events (time, policy, changes) VALUES (?,?,?)",
-                (clock(), json.dumps(settings, sort_keys=True),
+                (self.clock(), json.dumps(settings, sort_keys=True),
                  json.dumps(policy_changes.changes(before, settings))))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    return policy_changes.sentences(before, settings)
+        return policy_changes.sentences(before, settings)
 
-
-def policy_events(path: Path) -> list[dict[str, Any]]:
-    """Every recorded change of the site's policy in the ledger ``path``, oldest first:
-    ``time``, ``policy`` (the settings) and ``changes`` (``[key, old, new]``; empty for the
-    first)."""
-    with closing(connect_ledger(path)) as conn:
-        rows = conn.execute(
-            "SELECT time, policy, changes FROM policy_events ORDER BY id").fetchall()
-    return [{"time": time_, "policy": json.loads(policy), "changes": json.loads(changes)}
-            for time_, policy, changes in rows]
+    def policy_events(self) -> list[dict[str, Any]]:
+        """Every recorded change of the site's policy, oldest first: ``time``, ``policy``
+        (the settings) and ``changes`` (``[key, old, new]``; empty for the first)."""
+        with closing(connect_ledger(self.path)) as conn:
+            rows = conn.execute(
+                "SELECT time, policy, changes FROM policy_events ORDER BY id").fetchall()
+        return [{"time": time_, "policy": json.loads(policy), "changes": json.loads(changes)}
+                for time_, policy, changes in rows]
 
 
 def _latest_policy(path: Path, conn: sqlite3.Connection | None = None

@@ -31,6 +31,7 @@ __all__ = [
     "copy_ledger",
     "create_ledger",
     "give_identity",
+    "immediate",
     "ledger_state",
     "state_of",
     "utc_now",
@@ -120,6 +121,19 @@ def connect_ledger(path: Path, upgrade: bool = True) -> sqlite3.Connection:
 
 
 @contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """One ``BEGIN IMMEDIATE`` transaction on ``conn`` (the write lock held from its start):
+    committed when the block ends, rolled back when it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+@contextmanager
 def _new_file(path: Path, exists: str) -> Iterator[None]:
     """A new, empty file ``path`` (0600, its folder 0700 if new) for the block to fill,
     removed if filling it fails; an existing file is refused with the message ``exists``."""
@@ -156,11 +170,10 @@ def give_identity(path: Path) -> LedgerState:
     """Give the ledger ``path``, written before ledgers had identities, a random one (its
     state); a ledger that has one keeps it."""
     with closing(connect_ledger(path)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        if "ledger_identity" not in _tables(conn):
-            conn.execute(_IDENTITY_SCHEMA)
-            _set_identity(conn, utc_now())
-        conn.execute("COMMIT")
+        with immediate(conn):
+            if "ledger_identity" not in _tables(conn):
+                conn.execute(_IDENTITY_SCHEMA)
+                _set_identity(conn, utc_now())
         return state_of(conn)
 
 

@@ -432,7 +432,8 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
                                                   hint)
         refuse_shared(members["roster"], "roster")
         members["vouched"], members["vouched_ca"] = reader.vouching(secure)
-        members["revoked"], members["revocation_lists"] = reader.revocations(secure)
+        members["revoked"], members["revocation_lists"] = reader.fingerprints_and_files(
+            secure, "revoked", "revocation-list")
     ledger = reader.file_path(site, "site", "ledger")
     refuse_shared(ledger, "ledger", SHARED_ANY)
     contract = reader.file_path(site, "site", "contract") if "contract" in site else None
@@ -522,11 +523,6 @@ class _Reader(PolicyReader):
                 "count toward min-sites"
             )
         return vouched, authorities
-
-    def revocations(self, secure: dict[str, Any]) -> tuple[tuple[str, ...], tuple[Path, ...]]:
-        """``[secure-aggregation] revoked`` (key fingerprints) and ``revocation-list`` (the
-        vouched CAs' revocation list files)."""
-        return self.fingerprints_and_files(secure, "revoked", "revocation-list")
 
     def fingerprints_and_files(self, secure: dict[str, Any], fingerprints_key: str,
                                files_key: str) -> tuple[tuple[str, ...], tuple[Path, ...]]:

@@ -5,49 +5,35 @@ A SuperNode is a *real site* when its ``node_config`` (set by the site's operato
 or a ``data-path``. Everything else the ClientApp reads comes from the coordinator and is
 untrusted. What a hostile coordinator could try, and what happens:
 
-* **send a run_config ``seed``** to make the noise predictable: refused (the reply says
-  why); a real site always draws its noise from the operating system;
+* **send a run_config ``seed``, an algorithm the site does not allow, a public start basis
+  (``start-sha256``) it does not hold, or another data contract** (whose ranges set every
+  sensitivity, so the coordinator only names one by its hash): refused by the site's plan of
+  the run (:mod:`fedpca.site.plan`), before it reads its data or charges anything; a real
+  site always draws its noise from the operating system, and its preprocessing and
+  sensitivities come from its own copy of the contract only (logged at the site);
 * **send its own budget** (``epsilon``, ``delta``, ``rounds``, ``accounting``, ``clip-norm``,
   ``secure-min-sites``) **or the float sampler** (``noise-sampler``): ignored, the site's
   policy sets them and its noise is always exact (logged at the site);
 * **talk to a site with data but no policy**: refused, never the coordinator's values;
-* **ask for an algorithm the site does not allow**: refused;
-* **name a public start basis** (run_config ``start-sha256``) the site does not hold, or
-  send another: refused, or ignored for the site's own copy (:mod:`fedpca.site.start_bases`);
 * **start run after run, a new run id for every request, or wait for a restart**: every
   release of every run is charged to the population's lifetime ledger on the site's disk,
   dated by the site's clock, so the release that would pass the site's daily, weekly or
   lifetime ceiling is refused (:mod:`fedpca.site.ledger`);
-* **change the data contract** (:mod:`fedpca.data.contract`): widen or narrow a range,
-  drop a transform, add a column or a level, turn ``refuse`` into ``indicator``. The ranges
-  set every sensitivity: a narrower range than the site's would make it add too little
-  noise for values the coordinator's contract pretends cannot occur, an extra column would
-  read what the consortium never agreed to share. So the coordinator never sends a
-  contract: it names one by its hash (run_config ``contract``), and a site whose policy
-  names a contract (``[site] contract``) refuses any run that names another or none, and a
-  site without one any run that names one, before it reads its data or charges anything
-  (a genotype site's contract is its SNP panel's digest, :mod:`fedpca.site.genotype_site`)
-  (logged at the site). Its preprocessing and sensitivities come from its own copy only;
 * **hope for a lost ledger**: a ledger that is missing, another one, emptied or older than
   the site's last recorded release is refused before anything is charged, and never
   created again by a run (:mod:`fedpca.site.ledger_identity`); the coordinator is told
   only that the ledger failed its check;
 * **start a run the site cannot finish**, so that the others spend and nobody gets a
-  result: the site plans the run once (:class:`~fedpca.site.plan.RunPlan`: its releases, a
-  centred run's moments release included, and its rounds) and every check reads that plan;
-  at the run's first request (and in the readiness round before it), the whole plan must
-  fit the ledger, or the site refuses before reading its data; the readiness round also
-  reads the site's table through its contract, so a site whose file cannot be used says so
-  (in fixed, data-free words) before any site spends anything;
-* **ask for an answer too large to compute** (400,000 k-plane clusters, a ``d x d`` basis at
-  large ``d``): refused before anything is allocated, by the limits of the site's policy
-  (:mod:`fedpca.algorithms.site_limits`);
-* **send a wrong released result** at the end of a run (:meth:`RealSiteSource.take_result`): a basis
-  of another shape, values that are not finite, columns that are not orthonormal, another
-  contract, or a run the site released nothing in, is refused and not stored; a wrong but
-  well-formed one makes the site's own scores wrong (``fedpca site project``) and leaks
-  nothing: the site answers with its name only, spends nothing, sends no score
-  (:mod:`fedpca.site.results`).
+  result: at the run's first request (and in the readiness round before it), the whole
+  plan (:class:`~fedpca.site.plan.RunPlan`) must fit the ledger, or the site refuses before
+  reading its data; the readiness round also reads the site's table through its contract,
+  so a site whose file cannot be used says so (in fixed, data-free words) before any site
+  spends anything;
+* **ask for an answer too large to compute**: refused before anything is allocated, by the
+  limits of the site's policy (:mod:`fedpca.algorithms.site_limits`);
+* **send a wrong released result** (:meth:`RealSiteSource.take_result`): refused and not
+  stored, or, well-formed, it makes only the site's own scores wrong; the site answers with
+  its name only, spends nothing, sends no score (:mod:`fedpca.site.results`).
 
 Refusals happen before anything is charged, and their text carries no number derived from
 the records (a data file that fails validation is reported only in the site's own log).
@@ -99,7 +85,7 @@ from fedpca.site.plan import RunPlan, plan_run, require_contract
 from fedpca.site.ready import SiteReady
 from fedpca.site.start_bases import START
 from fedpca.site.results import store_result
-from fedpca.site.service import ResultReader
+from fedpca.site.service import ResultReader, SiteSource
 
 logger = logging.getLogger(__name__)
 
@@ -138,9 +124,8 @@ class RealSite:
         return self.plan.centred
 
 
-class RealSiteSource:
-    """A real site's answers in one run of ``algorithm``
-    (:class:`~fedpca.site.service.SiteSource`): its own policy, plan, data and lifetime
+class RealSiteSource(SiteSource):
+    """A real site's answers in one run of ``algorithm``: its own policy, plan, data and lifetime
     ledger, each opened once for the run when a request first needs it (module docstring);
     the run_config supplies only the non-privacy parameters."""
 
@@ -172,9 +157,9 @@ class RealSiteSource:
     @cached_property
     def records(self) -> np.ndarray | GenotypeRows:
         """The site's records, read once, after the plan and the ledger allow the run
-        (:func:`_records`), their count checked against the policy's delta."""
+        (:func:`_usable`), their count checked against the policy's delta."""
         self.require_affordable()
-        records = _records(self.policy)
+        records = _usable(self.policy, self.policy.load_records)
         self.policy.check_records(records.shape[0])
         return records
 
@@ -207,14 +192,10 @@ class RealSiteSource:
         run = self.ledger.for_run(plan.charge(file_fingerprint(policy.data)), plan.releases)
         return RealSite(policy.name, records, config, run, policy.limits, plan, bounds)
 
-    def site(self) -> PrivateSite:
-        """The site for this run, opened once: the algorithm's under the site's own privacy
-        settings and its plan's start, or in a centred run the moments round's, then the
-        algorithm's on the centred rows."""
-        return self._site
-
-    @cached_property
-    def _site(self) -> PrivateSite:
+    def open(self) -> PrivateSite:
+        """The site for this run (opened once, :meth:`~fedpca.site.service.SiteSource.site`):
+        the algorithm's under the site's own privacy settings and its plan's start, or in a
+        centred run the moments round's, then the algorithm's on the centred rows."""
         opened = self.opened
         algorithm = spec(self.algorithm)
         if opened.centred is not None and isinstance(opened.records, GenotypeRows):
@@ -253,7 +234,7 @@ class RealSiteSource:
         contract with enough records for its delta: its name, record count, its policy's
         privacy settings for the run and its answer deadline
         (:class:`~fedpca.site.ready.SiteReady`); raises its refusal otherwise. Nothing is
-        charged or written. A refusal about the data is the fixed text of :func:`_records`
+        charged or written. A refusal about the data is the fixed text of :func:`_usable`
         (its reason, which may quote the records, goes to the site's log only): whether the
         site's file is usable is what its first request would reveal anyway; its record
         count is public under replace-one and travels with every answer."""
@@ -360,23 +341,18 @@ def _read_policy(node: NodeLike) -> SitePolicyFile:
     return policy
 
 
-def _records(policy: SitePolicyFile) -> np.ndarray | GenotypeRows:
-    """The site's records; a file that fails validation is described only in the site's
-    log (the reason may quote values from the records)."""
-    return _unusable_if_failing(policy, policy.load_records)
-
-
 def _width(policy: SitePolicyFile) -> int:
     """The width of a site's records without a contract, read without loading them: its
     SNP panel's, or its matrix file's (:func:`~fedpca.data.tables.matrix_width`)."""
     if policy.genotypes is not None:
         return policy.genotypes.panel.d
-    return _unusable_if_failing(policy, lambda: matrix_width(policy.data))
+    return _usable(policy, lambda: matrix_width(policy.data))
 
 
-def _unusable_if_failing(policy: SitePolicyFile, read: Callable[[], Any]) -> Any:
-    """``read()``; its failure described only in the site's log, the coordinator told the
-    fixed words that the data file cannot be used."""
+def _usable(policy: SitePolicyFile, read: Callable[[], Any]) -> Any:
+    """``read()`` of the site's data file; its failure (whose reason may quote values from
+    the records) described only in the site's log, the coordinator told the fixed words
+    that the data file cannot be used."""
     try:
         return read()
     except FedPCAError as exc:

@@ -44,7 +44,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -181,29 +181,56 @@ def guarded(what: str, reply: Callable[[], Any]) -> Any:
         return Refusal(SITE_FAILURE)
 
 
-class SiteSource(Protocol):
-    """Where a site's answers come from in one run (a real site, a simulated partition)."""
+class SiteSource:
+    """Where a site's answers come from in one run (a real site, a simulated partition):
+    by default all from one site it opens once per run (subclasses :meth:`open` it), its
+    readiness answer the opened site's, a released result checked and logged (not stored),
+    a run's end logged, no secure aggregation (a real site overrides each,
+    :class:`~fedpca.site.real_site.RealSiteSource`)."""
+
+    _site: PrivateSite | None = None
 
     def site(self) -> PrivateSite:
         """The site answering the run's requests, opened once for the run (raises its
         refusal, nothing charged, when it will not take part)."""
+        if self._site is None:
+            self._site = self.open()
+        return self._site
+
+    def open(self) -> PrivateSite:
+        """Open the site (subclasses)."""
+        raise NotImplementedError
+
+    def identity(self) -> SecureIdentity | None:
+        """Its identity in fedpca's verifiable secure aggregation (``None``: none)."""
+        return None
 
     def ready(self) -> SiteReady | None:
         """Its answer to the readiness round, from its policy and ledger (raises its
         refusal); ``None``: the opened site's (:meth:`SiteService.ready`)."""
-
-    def identity(self) -> SecureIdentity | None:
-        """Its identity in fedpca's verifiable secure aggregation (``None``: none)."""
+        return None
 
     def take_result(self, read: ResultReader) -> str:
-        """Take the run's released result; its name (raises to refuse it)."""
-
-    def run_failed(self, reason: str) -> str:
-        """Take the news that the run failed for ``reason``; its name."""
+        """Take the run's released result (raises to refuse it); its name: here checked
+        against the site's width and limits and logged, stored nowhere. Costs no budget."""
+        site = self.site()
+        result = read(site.dim, site.limits, None)
+        logger.info("%s: received the released result of run %s (%s, k=%d)", site.site,
+                    result.run_id, result.algorithm, result.k)
+        return site.site
 
     def record_step(self, run_id: str, round_number: int, stage: str, note: str) -> None:
         """Record a secure-aggregation step before its reply leaves (raises to refuse a
-        second one; :class:`~fedpca.site.secure_stage.StepJournal`)."""
+        second one; :class:`~fedpca.site.secure_stage.StepJournal`): here nothing, as a
+        simulated site keeps no lifetime ledger and its session's once-per-round rule lives
+        in the run's state, which Flower keeps for the run."""
+
+    def run_failed(self, reason: str) -> str:
+        """Take the news that the run failed for ``reason``; its name: here logged (an
+        in-memory ledger ends with the run)."""
+        site = self.site().site
+        logger.warning("%s: the coordinator says the run failed: %s", site, reason)
+        return site
 
 
 class SiteService:
@@ -275,62 +302,12 @@ class SiteService:
         return site
 
 
-class OpenedSite:
-    """A source whose answers all come from one site it opens once per run: a readiness
-    answer from the opened site, a released result checked and logged (not stored), a run's
-    end logged. Subclasses open the site (:meth:`open`)."""
-
-    _site: PrivateSite | None = None
-
-    def site(self) -> PrivateSite:
-        """The site for the run (opened once per source)."""
-        if self._site is None:
-            self._site = self.open()
-        return self._site
-
-    def open(self) -> PrivateSite:
-        """Open the site (subclasses)."""
-        raise NotImplementedError
-
-    def identity(self) -> SecureIdentity | None:
-        """No secure aggregation unless a subclass joins one."""
-        return None
-
-    def ready(self) -> SiteReady | None:
-        """The opened site answers (its ledger against what is left of the run)."""
-        return None
-
-    def take_result(self, read: ResultReader) -> str:
-        """Check the released result against the site's width and limits and log it; a
-        simulated site stores nothing. Costs no budget."""
-        site = self.site()
-        result = read(site.dim, site.limits, None)
-        logger.info("%s: received the released result of run %s (%s, k=%d)", site.site,
-                    result.run_id, result.algorithm, result.k)
-        return site.site
-
-    def record_step(self, run_id: str, round_number: int, stage: str, note: str) -> None:
-        """Nothing to record: a simulated site keeps no lifetime ledger, and its session's
-        once-per-round rule lives in the run's state, which Flower keeps for the run."""
-
-    def run_failed(self, reason: str) -> str:
-        """Log the coordinator's word that the run failed; an in-memory ledger ends with
-        the run."""
-        site = self.site().site
-        logger.warning("%s: the coordinator says the run failed: %s", site, reason)
-        return site
-
-
-class GivenSite(OpenedSite):
+class GivenSite(SiteSource):
     """A source answering from a site already built (an audit, a ``NumPyClient`` built from
     a site, an example)."""
 
     def __init__(self, site: PrivateSite) -> None:
-        self._site = site
-
-    def open(self) -> PrivateSite:
-        """The given site (it is open already)."""
-        return self._site
+        self._site = site  # open already: :meth:`open` is never called
 
 
 class MemoryState:

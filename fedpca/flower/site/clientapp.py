@@ -63,7 +63,6 @@ from fedpca.site.ready import SiteReady
 from fedpca.site.service import (
     Ask,
     Node,
-    OpenedSite,
     Ready,
     Refusal,
     Request,
@@ -137,10 +136,8 @@ def answer_query(service_for: ServiceFn, message: Message, context: Context) -> 
     """A query message's answer: the released result, the run's end, or readiness."""
     content = message.content
     if is_result_message(content):
-        def result() -> Result:
-            return Result(functools.partial(read_result_message, content))
-
-        return respond(service_for, message, context, result,
+        return respond(service_for, message, context,
+                       lambda: Result(functools.partial(read_result_message, content)),
                        lambda received: result_answer(received.site))
     if is_run_end_message(content):
         return respond(service_for, message, context, lambda: RunEnd(read_run_end(content)),
@@ -188,7 +185,7 @@ def error_reply(message: Message, reason: str) -> Message:
                    reply_to=message)
 
 
-class FunctionSource(OpenedSite):
+class FunctionSource(SiteSource):
     """A site given as functions of the message's context (:func:`site_client_app`): its
     client (built for every message), its secure identity and its readiness answer."""
 
