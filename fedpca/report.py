@@ -138,12 +138,8 @@ def record_summary(record: dict[str, Any]) -> str:
         f"{title} {last[key]:.4f}" for key, title in metric_columns(record["algorithm"])
         if isinstance(last.get(key), (int, float))
     )
-    return (
-        f"{record['algorithm']}: k={record.get('k')}, {metrics + ', ' if metrics else ''}"
-        f"(eps={record.get('epsilon')}, delta={record.get('delta')})-DP per record per site "
-        f"[{record.get('accounting')}, noise multiplier "
-        f"{record.get('noise_multiplier') or float('nan'):.3f}, {record.get('trust_model')}]"
-    )
+    return (f"{record['algorithm']}: k={record.get('k')}, {metrics + ', ' if metrics else ''}"
+            + _per_site(record))
 
 
 def result_summary(result: RunResult) -> str:
@@ -155,12 +151,14 @@ def result_summary(result: RunResult) -> str:
     p = {**guaranteed_privacy(result), "trust_model": result.privacy.get("trust_model")}
     final = result.history[-1] if result.history else {}
     distance = f"distance {final['distance']:.4f}, " if final.get("distance") is not None else ""
-    return (
-        f"{result.algorithm}: k={result.k}, {distance}"
-        f"(eps={p.get('epsilon')}, delta={p.get('delta')})-DP per record per site "
-        f"[{p.get('accounting')}, noise multiplier "
-        f"{p.get('noise_multiplier') or float('nan'):.3f}, {p.get('trust_model')}]"
-    )
+    return f"{result.algorithm}: k={result.k}, {distance}" + _per_site(p)
+
+
+def _per_site(p: dict[str, Any]) -> str:
+    """A summary line's guarantee: ``(eps=.., delta=..)-DP per record per site [..]``."""
+    return (f"(eps={p.get('epsilon')}, delta={p.get('delta')})-DP per record per site "
+            f"[{p.get('accounting')}, noise multiplier "
+            f"{p.get('noise_multiplier') or float('nan'):.3f}, {p.get('trust_model')}]")
 
 
 #: Components an explained-variance line lists before "...".

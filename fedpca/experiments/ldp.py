@@ -130,14 +130,9 @@ def private_run(
     result = run_ldp_pca(np.array_split(X, SITES), model.k, policy, seed=seed, sparse=sparse,
                          true_support=model.support if sparse else None)
     entry = result.history[-1]
-    return {
-        "error": paper_error(result.basis, model.truth),
-        "seconds": result.config["wall_seconds"],
-        "support_precision": entry.get("support_precision"),
-        "support_recall": entry.get("support_recall"),
-        "admm_iterations": entry.get("admm_iterations"),
-        "admm_converged": entry.get("admm_converged"),
-    }
+    return {"error": paper_error(result.basis, model.truth),
+            "seconds": result.config["wall_seconds"],
+            **{key: entry.get(key) for key in SPARSE_METRICS[1:-1]}}
 
 
 def nonprivate_error(X: np.ndarray, model: LDPSpikedModel) -> float:
