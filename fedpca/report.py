@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fedpca.algorithms.specs import SPECS
 
 if TYPE_CHECKING:
-    from fedpca.results import ClusteringResult, PCAResult
+    from fedpca.results import ClusteringResult
     from fedpca.run_record import RunResult
 
 #: The metric columns of a table whose algorithm has no spec: (history key, column title).
@@ -69,11 +69,6 @@ def round_line(
 def history_table(algorithm: str, history: list[dict[str, Any]]) -> str:
     """The whole per-round table of a finished run (no elapsed times: they are not saved)."""
     return "\n".join([table_header(algorithm), *(round_line(algorithm, e) for e in history)])
-
-
-def round_table(result: PCAResult) -> str:
-    """One line per round: round, phase, sites answered, metrics, epsilon spent."""
-    return history_table(result.algorithm, result.history)
 
 
 def clustering_round_table(result: ClusteringResult) -> str:
