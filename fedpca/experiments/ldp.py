@@ -448,13 +448,12 @@ def sparse_findings(setting: SparseSetting, runs: dict[str, Any]) -> dict[str, A
         return np.array(runs["methods"][key]["error"]["mean"], dtype=float)
 
     fps_wins = error("nonprivate_fps") < error("nonprivate_dense")
+    sparsities = np.array(setting.sparsities)
     return {
         "best_private_error": float(min(error("dense").min(), error("sparse").min())),
         "random_subspace": runs["random_subspace"],
-        "nonprivate_fps_beats_topk_at_s": [s for s, w in zip(setting.sparsities, fps_wins,
-                                                              strict=True) if w],
-        "nonprivate_topk_beats_fps_at_s": [s for s, w in zip(setting.sparsities, fps_wins,
-                                                              strict=True) if not w],
+        "nonprivate_fps_beats_topk_at_s": sparsities[fps_wins].tolist(),
+        "nonprivate_topk_beats_fps_at_s": sparsities[~fps_wins].tolist(),
     }
 
 

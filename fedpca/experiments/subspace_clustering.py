@@ -352,11 +352,8 @@ def mixing_figure(mixing: dict[str, Any]) -> plt.Figure:
 def winners(panel: dict[str, Any], metric: str) -> list[str]:
     """The private method with the lowest mean ``metric`` at each eps."""
     methods = panel["methods"][metric]
-    out = []
-    for i in range(len(panel["epsilon"])):
-        means = {key: methods[key]["mean"][i] for key in METHOD_LABELS}
-        out.append(METHOD_LABELS[min(means, key=means.get)])
-    return out
+    return [METHOD_LABELS[min(METHOD_LABELS, key=lambda key: methods[key]["mean"][i])]
+            for i in range(len(panel["epsilon"]))]
 
 
 def tail_mean(chain: dict[str, Any]) -> float:
@@ -371,12 +368,11 @@ def findings(panels: list[dict[str, Any]], mixing: dict[str, Any]) -> dict[str, 
     def mean(panel: dict[str, Any], key: str, metric: str = "d_w") -> np.ndarray:
         return np.array(panel["methods"][metric][key]["mean"])
 
-    useful = {}
-    for panel in panels:
-        level = panel["references"]["random"]["d_w"] / 2  # half-way to a random answer
-        sa = mean(panel, "sample_aggregate")
-        useful[f"d={panel['dim']}"] = [e for e, v in zip(panel["epsilon"], sa, strict=True)
-                                       if v < level]
+    useful = {  # d_W below half-way to a random answer
+        f"d={panel['dim']}": [e for e, v in zip(panel["epsilon"], mean(panel, "sample_aggregate"),
+                                                strict=True)
+                              if v < panel["references"]["random"]["d_w"] / 2]
+        for panel in panels}
     sulq_vs_gibbs = {
         f"d={panel['dim']}": float(np.mean(mean(panel, "sulq10") - mean(panel, "gibbs")))
         for panel in panels
