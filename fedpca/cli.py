@@ -1,18 +1,6 @@
-"""The ``fedpca`` command line.
-
-``fedpca simulate ALGORITHM [flags]`` runs a Flower simulation (:mod:`fedpca.commands.simulate`);
-``fedpca experiment NAME --out DIR`` reproduces a paper's figure or table (registered in
-:mod:`fedpca.experiments`); ``fedpca deploy certs|site-key|app|local`` prepares and runs a
-real deployment (:mod:`fedpca.deployment`); ``fedpca site init|ledger|superexec`` is what a
-real site runs (:mod:`fedpca.commands.site`); ``fedpca contract init|show|check`` writes,
-names and checks a consortium's data contract (:mod:`fedpca.commands.contract`); ``fedpca
-data split`` splits a public clinical table over sites (:mod:`fedpca.commands.data`);
-``fedpca audit MECHANISM`` bounds a mechanism's epsilon from below by a distinguishing attack
-(:mod:`fedpca.audit`); ``fedpca show RESULT.json [--plot FILE.png]`` prints and draws a saved
-run.
-
-Only the command on the command line is built (and its modules imported): ``fedpca --help``
-imports neither Flower nor numpy.
+"""The ``fedpca`` command line: one sub-command per entry of :data:`COMMANDS` (its help and
+the module that builds it). Only the command on the command line is built (and its modules
+imported): ``fedpca --help`` imports neither Flower nor numpy.
 """
 
 from __future__ import annotations

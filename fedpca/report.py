@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fedpca.algorithms.specs import SPECS
 
 if TYPE_CHECKING:
-    from fedpca.results import ClusteringResult, PCAResult
+    from fedpca.results import ClusteringResult
     from fedpca.run_record import RunResult
 
 #: The metric columns of a table whose algorithm has no spec: (history key, column title).
@@ -69,11 +69,6 @@ def round_line(
 def history_table(algorithm: str, history: list[dict[str, Any]]) -> str:
     """The whole per-round table of a finished run (no elapsed times: they are not saved)."""
     return "\n".join([table_header(algorithm), *(round_line(algorithm, e) for e in history)])
-
-
-def round_table(result: PCAResult) -> str:
-    """One line per round: round, phase, sites answered, metrics, epsilon spent."""
-    return history_table(result.algorithm, result.history)
 
 
 def clustering_round_table(result: ClusteringResult) -> str:
@@ -138,12 +133,8 @@ def record_summary(record: dict[str, Any]) -> str:
         f"{title} {last[key]:.4f}" for key, title in metric_columns(record["algorithm"])
         if isinstance(last.get(key), (int, float))
     )
-    return (
-        f"{record['algorithm']}: k={record.get('k')}, {metrics + ', ' if metrics else ''}"
-        f"(eps={record.get('epsilon')}, delta={record.get('delta')})-DP per record per site "
-        f"[{record.get('accounting')}, noise multiplier "
-        f"{record.get('noise_multiplier') or float('nan'):.3f}, {record.get('trust_model')}]"
-    )
+    return (f"{record['algorithm']}: k={record.get('k')}, {metrics + ', ' if metrics else ''}"
+            + _per_site(record))
 
 
 def result_summary(result: RunResult) -> str:
@@ -155,12 +146,14 @@ def result_summary(result: RunResult) -> str:
     p = {**guaranteed_privacy(result), "trust_model": result.privacy.get("trust_model")}
     final = result.history[-1] if result.history else {}
     distance = f"distance {final['distance']:.4f}, " if final.get("distance") is not None else ""
-    return (
-        f"{result.algorithm}: k={result.k}, {distance}"
-        f"(eps={p.get('epsilon')}, delta={p.get('delta')})-DP per record per site "
-        f"[{p.get('accounting')}, noise multiplier "
-        f"{p.get('noise_multiplier') or float('nan'):.3f}, {p.get('trust_model')}]"
-    )
+    return f"{result.algorithm}: k={result.k}, {distance}" + _per_site(p)
+
+
+def _per_site(p: dict[str, Any]) -> str:
+    """A summary line's guarantee: ``(eps=.., delta=..)-DP per record per site [..]``."""
+    return (f"(eps={p.get('epsilon')}, delta={p.get('delta')})-DP per record per site "
+            f"[{p.get('accounting')}, noise multiplier "
+            f"{p.get('noise_multiplier') or float('nan'):.3f}, {p.get('trust_model')}]")
 
 
 #: Components an explained-variance line lists before "...".

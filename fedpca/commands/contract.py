@@ -1,14 +1,10 @@
 """``fedpca contract init|show|check``: a consortium's data contract (docs/tables.md).
 
-* ``init --from TABLE [--out FILE] [--name NAME]``: a commented template with every column of
-  a CSV or Parquet table and a guessed kind, numeric ranges left blank for people to fill in
-  from public knowledge; the observed ranges are printed to this terminal only;
-* ``show CONTRACT``: its name, hash (what a run names with run_config ``contract``), output
-  columns with their public widths and scales, its id column, and the sensitivities they
-  imply (the sums of squares of the columns without a public scale);
-* ``check CONTRACT TABLE...``: what is wrong with each table under the contract, and what
-  preprocessing would do to it (counts, never a value; this terminal only); exit code 1 on
-  any problem.
+``init`` writes a commented template from a table's columns (numeric ranges left blank for
+people to fill in from public knowledge; the observed ranges printed to this terminal only);
+``show`` prints its name, hash, output columns and the sensitivities they imply; ``check``
+says what is wrong with each table under it and what preprocessing would do (counts, never
+a value; this terminal only; exit code 1 on any problem).
 """
 
 from __future__ import annotations

@@ -110,22 +110,31 @@ def add_genotype_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--panel", metavar="PANEL.toml", help="the SNP panel (with --plink)")
 
 
+def file_run_options(scenario_cls: type, values: dict[str, Any], files: int) -> dict[str, Any]:
+    """The scenario's options of a run over one file per site: its flags with the data seed,
+    less what the files give (``clip_norm``, ``sites``, ``dim``, ``samples``);
+    ``--secure-aggregation`` alone means every one of the ``files`` sites."""
+    from fedpca.scenarios.base import ALL_SITES
+
+    options = {k: v for k, v in scenario_cls.with_data_seed(values).items()
+               if k not in ("clip_norm", "sites", "dim", "samples")}
+    if options.get("secure_min_sites") == ALL_SITES:
+        options["secure_min_sites"] = files
+    return options
+
+
 def genotype_run(values: dict[str, Any], args: argparse.Namespace) -> Any:
     """The DPS-PCA run over ``--plink`` under ``--panel``
     (:class:`~fedpca.scenarios.genotypes.GenotypeRun`): ``--secure-aggregation`` alone means
     every fileset's site, and always fedpca's verifiable discrete secure sums; the data seed
     is ``--seed``."""
-    from fedpca.scenarios.base import ALL_SITES
     from fedpca.scenarios.dps_pca import DPSPCAScenario
     from fedpca.scenarios.genotypes import GenotypeRun
 
     if not args.panel or getattr(args, "tables", None):
         raise ConfigurationError("--plink needs --panel (the SNP panel every site holds) and "
                                  "no --tables")
-    options = {k: v for k, v in DPSPCAScenario.with_data_seed(values).items()
-               if k not in ("clip_norm", "sites", "dim", "samples")}
-    if options.get("secure_min_sites") == ALL_SITES:
-        options["secure_min_sites"] = len(args.plink)
+    options = file_run_options(DPSPCAScenario, values, len(args.plink))
     if options.get("secure_min_sites") is not None:  # secure sums are discrete ones
         options["discrete"] = True
     return GenotypeRun.build(args.plink, args.panel,
@@ -145,17 +154,12 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     scenario_cls = spec.scenario_class()
     values = {f.name: getattr(args, f.name) for f in scenario_cls.flag_fields()}
     if getattr(args, "plink", None):
-        planned = genotype_run(values, args)
-        require_outputs(args, planned.scenario)
-        run_simulation = simulate_genotypes
+        planned, run_simulation = genotype_run(values, args), simulate_genotypes
     elif getattr(args, "tables", None):
-        planned = table_run(scenario_cls, values, args)
-        require_outputs(args, planned.scenario)
-        run_simulation = simulate_tables
+        planned, run_simulation = table_run(scenario_cls, values, args), simulate_tables
     else:
-        planned = plain_scenario(scenario_cls, values, args)
-        require_outputs(args, planned)
-        run_simulation = simulate
+        planned, run_simulation = plain_scenario(scenario_cls, values, args), simulate
+    require_outputs(args, planned if run_simulation is simulate else planned.scenario)
     for line in planned.header():
         announce(args, line)
     seeded_notice(values.get("seed"))
@@ -211,16 +215,12 @@ def table_run(scenario_cls: type, values: dict[str, Any], args: argparse.Namespa
     (:class:`~fedpca.scenarios.tables.TableRun`): ``--secure-aggregation`` alone means every
     table's site; the data seed is ``--seed``; DPS-PCA's ``--s-hat`` defaults to at most
     the contract's width."""
-    from fedpca.scenarios.base import ALL_SITES
     from fedpca.scenarios.tables import TableRun, capped_to_width
 
     if not args.contract:
         raise ConfigurationError("--tables needs --contract: the data contract every site holds")
-    options = capped_to_width(
-        {k: v for k, v in scenario_cls.with_data_seed(values).items()
-         if k not in ("clip_norm", "sites", "dim", "samples")}, args.contract, args.given)
-    if options.get("secure_min_sites") == ALL_SITES:
-        options["secure_min_sites"] = len(args.tables)
+    options = capped_to_width(file_run_options(scenario_cls, values, len(args.tables)),
+                              args.contract, args.given)
     return TableRun.build(scenario_cls, args.tables, args.contract, options,
                           standardize=args.standardize, moments_share=args.moments_share,
                           clip_norm=values["clip_norm"] if "clip_norm" in args.given else None)

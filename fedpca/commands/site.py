@@ -1,37 +1,18 @@
 """``fedpca site init|check|ledger|project|supernode|superexec``: what a site's operator runs
-next to its SuperNode.
+next to its SuperNode (each sub-command's flags and their meaning: its ``--help``).
 
-* ``init --policy FILE --name NAME --data FILE [--contract FILE]`` (or ``--genotypes PREFIX
-  --panel PANEL.toml``, a genotype site): a commented policy file
-  (the site's lifetime budget, daily and weekly ceilings, clip norm, allowed algorithms,
-  secure-aggregation minimum, ledger path, data contract), an empty ledger and its identity
-  file beside the policy, then ``check``;
-* ``check --policy FILE``: the policy's paths, its contract's name and hash and what it finds
-  in the site's table, its records loaded as a run loads them (n, d, the delta rule, the
-  share of rows clipped), whether its ledger passes its identity check, its spending and the
-  runs of each allowed algorithm that still fit; creates nothing; exit code 1 on any problem;
-* ``ledger --policy FILE [--json | --html FILE | --backup FILE]``: the site's spending
-  (lifetime, in the current UTC day and the last 7 x 24 hours, per run with its status and
-  what it released, per data file, remaining) and its policy's recorded changes, read from
-  its own ledger once it passes its identity check (creates no ledger; opening it records a
-  changed policy, :mod:`fedpca.site.ledger_report`); as JSON; as one HTML page with a plot
-  of the spending over time (:mod:`fedpca.site.ledger_page`, the ``plots`` extra); or a
-  copy of the ledger (SQLite's online backup, safe during a run);
-* ``ledger --policy FILE --restore FILE [--reason TEXT] | --new --reason TEXT | --adopt
-  --reason TEXT``: put a backup back (an older one only with a reason), start a new empty
-  ledger, or make an existing ledger the site's; each recorded, dated, in the identity
-  file's history and the log (:mod:`fedpca.site.ledger_lifecycle`);
-* ``project --policy FILE [--result FILE] --out FILE``: the site's own records' scores
-  (``PC1..PCk``, after its contract's id column when it has one) on a run's released components,
-  with its contract's preprocessing and the
-  released mean and scale, from the latest result the site received (or a given result or
-  run record); written at the site, sent nowhere (:mod:`fedpca.site.results`);
-* ``supernode --policy FILE -- FLOWER_SUPERNODE_ARGS``: Flower's SuperNode with the policy
-  named in its node_config, every FAB checked before Flower parses it, and the policy's
-  memory limit (``[limits] memory-mib``, Linux ``RLIMIT_AS``) on it;
-* ``superexec --policy FILE --runtime-api-address ADDR``: Flower's SuperExec for a SuperNode
-  started with ``--isolation process``, running the site's pinned ClientApp (never a FAB's
-  code), with the same memory limit on it and every ClientApp.
+* ``init``: a commented policy file, an empty ledger and its identity file, then ``check``;
+* ``check``: the policy, contract, records and ledger as a run would load them, and the runs
+  of each allowed algorithm that still fit; creates nothing; exit code 1 on any problem;
+* ``ledger``: the site's spending and its policy's recorded changes, read from its ledger
+  once it passes its identity check (creates no ledger; :mod:`fedpca.site.ledger_report`),
+  as text, JSON or one HTML page (:mod:`fedpca.site.ledger_page`); or a backup, a restore,
+  a new or an adopted ledger, each recorded and dated (:mod:`fedpca.site.ledger_lifecycle`);
+* ``project``: the site's own records' scores on a run's released components, written at the
+  site, sent nowhere (:mod:`fedpca.site.results`);
+* ``supernode``, ``superexec``: Flower's SuperNode (every FAB checked before Flower parses
+  it) and SuperExec (running the site's pinned ClientApp, never a FAB's code), under the
+  policy's memory limit.
 """
 
 from __future__ import annotations

@@ -244,11 +244,9 @@ def write_panel(path: str | Path, name: str, snps: list[str], a1: list[str], a2:
     path = Path(path)
     tsv = path.with_suffix(".tsv")
     header = HEADER if freq is not None else HEADER[:3]
-    lines = ["\t".join(header)]
-    for j, snp in enumerate(snps):
-        cells = [snp, a1[j], a2[j]] + ([] if freq is None else [repr(float(freq[j]))])
-        lines.append("\t".join(cells))
-    tsv.write_text("\n".join(lines) + "\n")
+    rows = [[snp, a1[j], a2[j]] + ([] if freq is None else [repr(float(freq[j]))])
+            for j, snp in enumerate(snps)]
+    tsv.write_text("".join("\t".join(cells) + "\n" for cells in [list(header), *rows]))
     path.write_text(f"[panel]\nname = {json.dumps(name)}\nsnps = {json.dumps(tsv.name)}\n"
                     f"standardise = \"{standardise}\"\nmissing = \"mean\"\n"
                     f"row-norm = {float(row_norm)!r}\n")

@@ -24,6 +24,7 @@ accountant and reported, with the RDP figure beside it.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
@@ -110,15 +111,10 @@ def composed_gaussian_event(multipliers: tuple[float, ...]) -> dp_accounting.DpE
     """The dp-accounting event for Gaussian releases with these noise multipliers."""
     import dp_accounting
 
-    counts: dict[float, int] = {}
-    for z in multipliers:
-        counts[z] = counts.get(z, 0) + 1
-    return dp_accounting.ComposedDpEvent(
-        [
-            dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), count)
-            for z, count in sorted(counts.items())
-        ]
-    )
+    return dp_accounting.ComposedDpEvent([
+        dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), count)
+        for z, count in sorted(collections.Counter(multipliers).items())
+    ])
 
 
 def _pld_accountant(multipliers: tuple[float, ...]) -> pld.PLDAccountant:

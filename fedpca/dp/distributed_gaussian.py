@@ -14,6 +14,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -431,23 +432,17 @@ def choose_grid(epsilon: float, delta: float, *, releases: int, sensitivity: flo
         return choice
 
 
-def _finest_grid(*, epsilon: float, delta: float, releases: int, sensitivity: float,
-                 norm_bound: float, dimension: int, sites: int, n_sum: int, modulus: int,
-                 max_wrap_probability: float, max_inflation: float,
-                 max_draws: int) -> GridChoice:
-    """:func:`choose_grid` for one cap ``max_draws``."""
-    if n_sum < sites:
-        raise ConfigurationError(f"sites_in_sum={n_sum} must be >= sites={sites}")
+def _finest_grid(*, max_inflation: float, **common: Any) -> GridChoice:
+    """:func:`choose_grid` for one cap ``max_draws``; ``common``: :func:`_grid_at`'s
+    keywords."""
+    if common["n_sum"] < common["sites"]:
+        raise ConfigurationError(
+            f"sites_in_sum={common['n_sum']} must be >= sites={common['sites']}")
     if not 0 < max_inflation < 1:
         raise ConfigurationError(f"max_inflation must be in (0, 1), got {max_inflation}")
-    common = {"epsilon": epsilon, "delta": delta, "releases": releases,
-              "sensitivity": sensitivity, "norm_bound": norm_bound, "dimension": dimension,
-              "sites": sites, "n_sum": n_sum, "modulus": modulus,
-              "max_wrap_probability": max_wrap_probability, "max_draws": max_draws}
     best = _grid_at(max_inflation, **common)
-    if best is None or best.wrap_probability > max_wrap_probability:
-        _refuse(best, epsilon, delta, releases, dimension, next_power_of_two(dimension), sites,
-                n_sum, modulus, max_wrap_probability, max_inflation, max_draws)
+    if best is None or best.wrap_probability > common["max_wrap_probability"]:
+        _refuse(best, max_inflation=max_inflation, **common)
     top = math.log(max_inflation)
     low, high = math.log(max_inflation / INFLATION_RANGE), top
     for _ in range(8):  # bisection on log(inflation): feasibility is monotone in it
@@ -501,8 +496,12 @@ def _grid_step(inflation: float, sensitivity: float, dimension: int) -> float:
     return inflation * sensitivity / math.sqrt(next_power_of_two(dimension))
 
 
-def _refuse(best: GridChoice | None, epsilon, delta, releases, dimension, padded, sites, n_sum,
-            modulus, max_wrap_probability, max_inflation, max_draws) -> None:
+def _refuse(best: GridChoice | None, *, epsilon: float, delta: float, releases: int,
+            dimension: int, sites: int, n_sum: int, modulus: int, max_wrap_probability: float,
+            max_inflation: float, max_draws: int, **_: Any) -> NoReturn:
+    """Raise ParameterError: no grid of ``max_inflation`` or finer qualifies (``best``, the
+    coarsest, has no noise within ``max_draws`` or wraps too often)."""
+    padded = next_power_of_two(dimension)
     values = {"epsilon": epsilon, "delta": delta, "releases": releases, "dimension": dimension,
               "sites": sites, "sites_in_sum": n_sum, "modulus": modulus}
     if best is None:

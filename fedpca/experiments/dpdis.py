@@ -42,7 +42,7 @@ from fedpca.data.datasets import load_dataset
 from fedpca.data.dpdis_model import DecayingSpectrumModel
 from fedpca.data.partition import partition_iid
 from fedpca.errors import ConfigurationError
-from fedpca.experiments.output import ExperimentOutput, markdown_document
+from fedpca.experiments.output import HOLDS, ExperimentOutput, markdown_document
 from fedpca.experiments.progress import progress
 from fedpca.experiments.registry import experiment
 from fedpca.experiments.sweeps import (
@@ -268,7 +268,6 @@ def findings(eps_sweep: dict[str, Any], samples_sweep: dict[str, Any]) -> dict[s
 
 def findings_markdown(found: dict[str, Any]) -> str:
     """The slides' conclusions beside ours."""
-    yes = {True: "holds", False: "does not hold at every point"}
     lo, hi = found["dpdis_range_over_eps"]
     local = "; ".join(
         f"{p['point']}: DPdisPCA {p['dpdis']:.3f}, local {p['local']:.3f}, random subspace "
@@ -277,9 +276,9 @@ def findings_markdown(found: dict[str, Any]) -> str:
     return "\n".join([
         "## The slides' conclusions on our numbers", "",
         f"* DPdisPCA beats local-only PCA at every point: {local}.",
-        f"* q/q_o grows with eps: {yes[found['dpdis_increases_with_eps']]} "
+        f"* q/q_o grows with eps: {HOLDS[found['dpdis_increases_with_eps']]} "
         f"(DPdisPCA from {lo:.3f} to {hi:.3f} over the eps sweep).",
-        f"* q/q_o grows with N_s at fixed eps: {yes[found['dpdis_increases_with_samples']]}.",
+        f"* q/q_o grows with N_s at fixed eps: {HOLDS[found['dpdis_increases_with_samples']]}.",
         f"* Cost of sending P_s instead of A^_s (q_full - q_DPdisPCA): mean "
         f"{found['full_minus_dpdis_mean']:.3f}, at most {found['full_minus_dpdis_max']:.3f} "
         "(same data and noise draws, so this is the truncation to R = 2K alone).",

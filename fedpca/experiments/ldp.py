@@ -130,14 +130,9 @@ def private_run(
     result = run_ldp_pca(np.array_split(X, SITES), model.k, policy, seed=seed, sparse=sparse,
                          true_support=model.support if sparse else None)
     entry = result.history[-1]
-    return {
-        "error": paper_error(result.basis, model.truth),
-        "seconds": result.config["wall_seconds"],
-        "support_precision": entry.get("support_precision"),
-        "support_recall": entry.get("support_recall"),
-        "admm_iterations": entry.get("admm_iterations"),
-        "admm_converged": entry.get("admm_converged"),
-    }
+    return {"error": paper_error(result.basis, model.truth),
+            "seconds": result.config["wall_seconds"],
+            **{key: entry.get(key) for key in SPARSE_METRICS[1:-1]}}
 
 
 def nonprivate_error(X: np.ndarray, model: LDPSpikedModel) -> float:
@@ -453,13 +448,12 @@ def sparse_findings(setting: SparseSetting, runs: dict[str, Any]) -> dict[str, A
         return np.array(runs["methods"][key]["error"]["mean"], dtype=float)
 
     fps_wins = error("nonprivate_fps") < error("nonprivate_dense")
+    sparsities = np.array(setting.sparsities)
     return {
         "best_private_error": float(min(error("dense").min(), error("sparse").min())),
         "random_subspace": runs["random_subspace"],
-        "nonprivate_fps_beats_topk_at_s": [s for s, w in zip(setting.sparsities, fps_wins,
-                                                              strict=True) if w],
-        "nonprivate_topk_beats_fps_at_s": [s for s, w in zip(setting.sparsities, fps_wins,
-                                                              strict=True) if not w],
+        "nonprivate_fps_beats_topk_at_s": sparsities[fps_wins].tolist(),
+        "nonprivate_topk_beats_fps_at_s": sparsities[~fps_wins].tolist(),
     }
 
 

@@ -19,6 +19,9 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+#: How a summary states a paper's claim checked on our numbers.
+HOLDS = {True: "holds", False: "does not hold at every point"}
+
 
 @dataclass
 class ExperimentOutput:

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from fedpca.experiments.central_methods import random_subspace_distance
-from fedpca.experiments.output import ExperimentOutput, markdown_document, markdown_table
+from fedpca.experiments.output import HOLDS, ExperimentOutput, markdown_document, markdown_table
 from fedpca.experiments.paper000 import (
     ACCOUNTINGS,
     DIFFERENCES_NOTE,
@@ -148,16 +148,15 @@ def fig3_markdown(setting: Fig3Setting, runs: dict[str, Any], multipliers: dict[
                             f"PLD, t = {m.rounds}", f"paper, t = {m.rounds}",
                             "paper 000"], rows),
         ]
-    yes = {True: "holds", False: "does not hold at every point"}
     sections += [
         "`z = sigma / sqrt(2)`: noise multiplier of every release (T + 1 per site).",
         PAPER_VALUES_NOTE,
         "## The paper's claims on our numbers\n\n"
         "* More stringent privacy (smaller eps or delta) gives a larger final error: "
-        + "; ".join(f"{key.removeprefix('final_error_decreases_with_')}: {yes[v]}"
+        + "; ".join(f"{key.removeprefix('final_error_decreases_with_')}: {HOLDS[v]}"
                     for key, v in found.items() if key.startswith("final_error")) + ".\n"
         f"* The PLD calibration gives a smaller final error than the paper's formula at "
-        f"every point: {yes[found['pld_below_paper_everywhere']]}.",
+        f"every point: {HOLDS[found['pld_below_paper_everywhere']]}.",
         DIFFERENCES_NOTE,
     ]
     return markdown_document(sections)

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from fedpca.experiments.central_methods import random_subspace_distance
-from fedpca.experiments.output import ExperimentOutput, markdown_document
+from fedpca.experiments.output import HOLDS, ExperimentOutput, markdown_document
 from fedpca.experiments.paper000 import (
     DIFFERENCES_NOTE,
     METHOD_LABELS,
@@ -129,7 +129,6 @@ def fig4_experiment(name: str, title: str, setting: Fig4Setting, seed: int,
     random_level = [random_subspace_distance(m.k, d) for d, _ in setting.points()]
     found = fig4_findings(methods)
     multipliers = noise_multipliers(m, [(e, setting.delta) for _, e in setting.points()])
-    yes = {True: "holds", False: "does not hold at every point"}
     markdown = markdown_document([
         f"# {title}",
         f"`fedpca experiment {name}`: n = {m.samples}, k = {m.k}, s = {m.spiked.sparsity}, "
@@ -148,12 +147,12 @@ def fig4_experiment(name: str, title: str, setting: Fig4Setting, seed: int,
         PAPER_VALUES_NOTE,
         "## The paper's claims on our numbers\n\n" + claims + "\n\n"
         f"* DPS-PCA (PLD) has the smallest error of DPS-PCA, PPCA, MOD-SuLQ at every point: "
-        f"{yes[found['dps_pld_best_everywhere']]}; with the paper's calibration: "
-        f"{yes[found['dps_paper_best_everywhere']]}.\n"
-        f"* PPCA beats MOD-SuLQ at every point: {yes[found['ppca_beats_mod_sulq_everywhere']]}."
+        f"{HOLDS[found['dps_pld_best_everywhere']]}; with the paper's calibration: "
+        f"{HOLDS[found['dps_paper_best_everywhere']]}.\n"
+        f"* PPCA beats MOD-SuLQ at every point: {HOLDS[found['ppca_beats_mod_sulq_everywhere']]}."
         "\n* Not in the paper: Analyze Gauss (MOD-SuLQ's input perturbation, calibrated by "
         "fedpca) beats DPS-PCA (PLD) at every point: "
-        f"{yes[found['analyze_gauss_beats_dps_pld_everywhere']]}."
+        f"{HOLDS[found['analyze_gauss_beats_dps_pld_everywhere']]}."
         + (f" With n = {m.samples} records and these large deltas one well-calibrated "
            "release of the d x d matrix carries little noise: where MOD-SuLQ fails, its "
            "published beta fails, not its mechanism."

@@ -190,18 +190,14 @@ def table1_markdown(setting: Table1Setting, rows: dict[str, Any]) -> str:
     """CPU seconds and ratios beside the paper's."""
     dims = setting.dims
     paper_dims = [d for d in dims if d in PAPER_DIMS]
-    time_rows = [
-        [label] + rows[key]["median"]
-        + [PAPER_TABLE1[key][PAPER_DIMS.index(d)] if key in PAPER_TABLE1 else "-"
-           for d in paper_dims]
-        for key, label in TIMING_LABELS.items()
-    ]
-    ratio_rows = [
-        [label] + rows[key]["ratio_to_dps_pca"]
-        + [f">= {PAPER_TABLE1[key][PAPER_DIMS.index(d)] / 1e-3:.4g}"
-           if key in PAPER_TABLE1 else "-" for d in paper_dims]
-        for key, label in TIMING_LABELS.items()
-    ]
+    def table(measure: str, paper: Callable[[float], object]) -> list[list[object]]:
+        """Ours (``measure`` per ``d``) and the paper's (``paper`` of its seconds) per method."""
+        return [[label] + rows[key][measure]
+                + [paper(PAPER_TABLE1[key][PAPER_DIMS.index(d)]) if key in PAPER_TABLE1 else "-"
+                   for d in paper_dims] for key, label in TIMING_LABELS.items()]
+
+    time_rows = table("median", lambda seconds: seconds)
+    ratio_rows = table("ratio_to_dps_pca", lambda seconds: f">= {seconds / 1e-3:.4g}")
     fedpca_cols = [f"fedpca d = {d}" for d in dims]
     paper_cols = [f"paper d = {d}" for d in paper_dims]
     m = setting.model

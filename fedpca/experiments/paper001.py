@@ -46,7 +46,7 @@ from fedpca.experiments.sweeps import (
 from fedpca.linalg.subspace import (
     captured_energy,
     energy_ratio,
-    thin_qr,
+    random_subspaces,
     top_eigenvectors,
 )
 
@@ -72,12 +72,6 @@ SANITY_NOTE = """\
   {burn_in} sweeps from a random frame: alpha-DP only in the limit of exact sampling (the
   paper uses the same sampler and says so).
 """
-
-
-def random_frame(dim: int, k: int, seed: int) -> np.ndarray:
-    """A uniformly random ``dim x k`` orthonormal frame (data-independent)."""
-    rng = np.random.default_rng([seed, RANDOM_FRAME_STREAM])
-    return thin_qr(rng.standard_normal((dim, k)))
 
 
 # ---------------------------------------------------------------- ppca-fig2
@@ -337,7 +331,8 @@ def dataset_runs(name: str, k: int, setting: Table1Setting, seed: int) -> dict[s
         X = dataset.X[fit]
         A = X.T @ X / X.shape[0]
         fixed = {"nonprivate": top_eigenvectors(A, k),
-                 "random": random_frame(dataset.shape[1], k, seed + split)}
+                 "random": random_subspaces(np.random.default_rng(
+                     [seed + split, RANDOM_FRAME_STREAM]), dataset.shape[1], 1, k)[0]}
         for i, epsilon in enumerate(setting.epsilons):
             bases = fixed | central_bases(X, k, epsilon, setting.delta, seed + split,
                                           setting.burn_in)

@@ -352,11 +352,8 @@ def mixing_figure(mixing: dict[str, Any]) -> plt.Figure:
 def winners(panel: dict[str, Any], metric: str) -> list[str]:
     """The private method with the lowest mean ``metric`` at each eps."""
     methods = panel["methods"][metric]
-    out = []
-    for i in range(len(panel["epsilon"])):
-        means = {key: methods[key]["mean"][i] for key in METHOD_LABELS}
-        out.append(METHOD_LABELS[min(means, key=means.get)])
-    return out
+    return [METHOD_LABELS[min(METHOD_LABELS, key=lambda key: methods[key]["mean"][i])]
+            for i in range(len(panel["epsilon"]))]
 
 
 def tail_mean(chain: dict[str, Any]) -> float:
@@ -371,12 +368,11 @@ def findings(panels: list[dict[str, Any]], mixing: dict[str, Any]) -> dict[str, 
     def mean(panel: dict[str, Any], key: str, metric: str = "d_w") -> np.ndarray:
         return np.array(panel["methods"][metric][key]["mean"])
 
-    useful = {}
-    for panel in panels:
-        level = panel["references"]["random"]["d_w"] / 2  # half-way to a random answer
-        sa = mean(panel, "sample_aggregate")
-        useful[f"d={panel['dim']}"] = [e for e, v in zip(panel["epsilon"], sa, strict=True)
-                                       if v < level]
+    useful = {  # d_W below half-way to a random answer
+        f"d={panel['dim']}": [e for e, v in zip(panel["epsilon"], mean(panel, "sample_aggregate"),
+                                                strict=True)
+                              if v < panel["references"]["random"]["d_w"] / 2]
+        for panel in panels}
     sulq_vs_gibbs = {
         f"d={panel['dim']}": float(np.mean(mean(panel, "sulq10") - mean(panel, "gibbs")))
         for panel in panels
@@ -407,9 +403,12 @@ def findings(panels: list[dict[str, Any]], mixing: dict[str, Any]) -> dict[str, 
     }
 
 
-def powers_of_ten(values: list[float]) -> str:
-    """``[0.1, 316.2]`` as ``"10^-1, 10^2.5"``."""
-    return ", ".join(f"10^{math.log10(v):.3g}" for v in values)
+def eps_by_set(found: dict[str, list[float]]) -> str:
+    """``{"d=5": [0.1, 316.2], "d=10": []}`` as ``"d=5: eps = 10^-1, 10^2.5; d=10: no eps of
+    the grid"``."""
+    return "; ".join(
+        f"{tag}: " + (f"eps = {', '.join(f'10^{math.log10(v):.3g}' for v in eps)}" if eps
+                      else "no eps of the grid") for tag, eps in found.items())
 
 
 def findings_markdown(found: dict[str, Any], panels: list[dict[str, Any]]) -> str:
@@ -420,15 +419,11 @@ def findings_markdown(found: dict[str, Any], panels: list[dict[str, Any]]) -> st
         for i, e in enumerate(panel["log10_epsilon"]):
             rows.append([tag, f"{e:g}", found["winner_cost"][tag][i],
                          found["winner_d_w"][tag][i]])
-    useful = "; ".join(
-        f"{tag}: " + (f"eps = {powers_of_ten(eps)}" if eps else "no eps of the grid")
-        for tag, eps in found["sample_aggregate_below_half_random_d_w_at_eps"].items())
+    useful = eps_by_set(found["sample_aggregate_below_half_random_d_w_at_eps"])
     gap = "; ".join(f"{tag}: {v:+.3f}" for tag, v in found["sulq10_minus_gibbs_d_w_mean"].items())
     tails = "; ".join(f"eps {e}: {r['min']:.4f} to {r['max']:.4f} (k-plane start "
                       f"{r['kplane_start']:.4f})" for e, r in found["mixing_tail_cost"].items())
-    collapse = "; ".join(
-        f"{tag}: " + (f"eps = {powers_of_ten(eps)}" if eps else "no eps of the grid")
-        for tag, eps in found["collapse_preferred_at_eps"].items())
+    collapse = eps_by_set(found["collapse_preferred_at_eps"])
     return "\n".join([
         "## The paper's statements on our numbers", "",
         "Lowest mean (private methods only) at each eps:", "",
