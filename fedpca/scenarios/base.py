@@ -151,6 +151,26 @@ class Scenario:
         the contract's width and the plan's secure sums). Each algorithm's scenario."""
         raise NotImplementedError
 
+    def policy(self) -> Any:
+        """Every site's privacy policy in this scenario: its spec's
+        :meth:`~fedpca.algorithms.specs.AlgorithmSpec.site_policy` of the scenario's fields
+        (their run_config spelling) and its public start basis."""
+        from fedpca.algorithms.specs import spec
+
+        settings = {f.name.replace("_", "-"): getattr(self, f.name) for f in fields(self)}
+        return spec(self.ALGORITHM).site_policy(settings, self.start_basis())
+
+    def start_basis(self) -> Any:
+        """The public start basis the run starts from (``None``: none)."""
+        return None
+
+    def privacy(self) -> dict[str, Any]:
+        """The guarantee each site gives in this scenario, without secure sums
+        (:func:`~fedpca.algorithms.privacy_record.privacy_record` of its policy)."""
+        from fedpca.algorithms.privacy_record import privacy_record
+
+        return privacy_record(self.ALGORITHM, self.policy())
+
     def max_records(self, app_config: Mapping[str, Any] | None) -> int | None:
         """A public bound on every site's record count for secure sums: run_config
         ``secagg-max-weight`` (the sites' stated counts fill it in at real sites), required

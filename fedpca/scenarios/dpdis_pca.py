@@ -22,15 +22,13 @@ from fedpca.algorithms.dpdis_pca import (
     VARIANTS,
     WEIGHTING_UNIFORM,
     WEIGHTINGS,
-    DPdisPCAPolicy,
     DPdisPCAServer,
     default_r,
     message_bytes,
     pooled_second_moment,
-    privacy_record,
-    secure_privacy_record,
     secure_sum_for,
 )
+from fedpca.algorithms.privacy_record import privacy_record
 from fedpca.algorithms.secure_sum import SecureSum, public_seed
 from fedpca.data.dpdis_model import DecayingSpectrumModel
 from fedpca.data.federated import dataset_pooled
@@ -214,14 +212,6 @@ class DPdisPCAScenario(Scenario):
         """The synthetic model (public)."""
         return DecayingSpectrumModel(dim=self.dim, seed=self.data_seed)
 
-    def policy(self) -> DPdisPCAPolicy:
-        """Every site's privacy policy in this scenario."""
-        return DPdisPCAPolicy(
-            epsilon=self.epsilon, delta=self.delta, accounting=self.accounting,
-            clip_norm=self.clip_norm, secure_min_sites=self.secure_min_sites,
-            noise_sampler=self.noise_sampler,
-        )
-
     def secure_sum(self, max_records: int | None = None) -> tuple[SecureSum, GridChoice] | None:
         """The secure-sum variant's public sum over every site, each of at most
         ``max_records`` records (default: the largest site's count), and the sites' grid;
@@ -259,7 +249,7 @@ class DPdisPCAScenario(Scenario):
                 server.record_energy_ratio(evaluation)
             if secure is not None:
                 return None
-            return privacy_record(self.policy(), list(site_records.values()))
+            return privacy_record(self.ALGORITHM, self.policy(), (), list(site_records.values()))
 
         return ServerPlan(server, {} if secure is None else self.privacy(secure),
                           after_run=after_run)
@@ -293,8 +283,9 @@ class DPdisPCAScenario(Scenario):
         """The guarantee each site gives in this scenario (``secure``: the secure sum the
         run uses, in the secure-sum variant)."""
         if self.variant == VARIANT_SECURE:
-            return secure_privacy_record(self.policy(), (secure or self.secure_sum())[1])
-        return privacy_record(self.policy(), [s.X.shape[0] for s in self.all_prepared_sites()])
+            return privacy_record(self.ALGORITHM, self.policy(), [(secure or self.secure_sum())[1]])
+        return privacy_record(self.ALGORITHM, self.policy(), (),
+                              [s.X.shape[0] for s in self.all_prepared_sites()])
 
     def evaluation(self) -> np.ndarray:
         """The pooled second-moment matrix ``q_o`` is measured against (simulation only)."""

@@ -24,7 +24,6 @@ import numpy as np
 from fedpca.algorithms.dps_pca import (
     DPSPCAServer,
     DPSSecureSums,
-    SitePolicy,
     privacy_record,
     secure_sums,
 )
@@ -130,16 +129,6 @@ class DPSPCAScenario(Scenario):
         """The synthetic model (public)."""
         return SparseSpikedModel(
             dim=self.dim, k=self.k, sparsity=self.sparsity, seed=self.data_seed
-        )
-
-    def policy(self) -> SitePolicy:
-        """Every site's privacy policy in this scenario."""
-        return SitePolicy(
-            epsilon=self.epsilon, delta=self.delta, rounds=self.rounds,
-            accounting=self.accounting, clip_norm=self.clip_norm,
-            secure_min_sites=self.secure_min_sites, discrete=self.discrete,
-            noise_sampler=self.noise_sampler, explained_variance=self.explained_variance,
-            start=self.start_basis(),
         )
 
     def start_basis(self) -> StartBasis | None:

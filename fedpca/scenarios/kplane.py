@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from fedpca.algorithms.kplane import (
-    KPlanePolicy,
     KPlaneServer,
-    privacy_record,
     require_subspace_dim,
     secure_sum_for,
 )
+from fedpca.algorithms.privacy_record import privacy_record
 from fedpca.algorithms.secure_sum import SecureSum, public_seed
 from fedpca.clustering.metrics import (
     kmeans_subspace_cost,
@@ -88,14 +87,6 @@ class KPlaneScenario(Scenario):
             subspace_dim=self.subspace_dim, noise=self.noise, seed=self.data_seed,
         )
 
-    def policy(self) -> KPlanePolicy:
-        """Every site's privacy policy in this scenario."""
-        return KPlanePolicy(
-            epsilon=self.epsilon, delta=self.delta, rounds=self.rounds,
-            accounting=self.accounting, clip_norm=self.clip_norm,
-            secure_min_sites=self.secure_min_sites, noise_sampler=self.noise_sampler,
-        )
-
     def secure_sum(self, max_records: int | None = None) -> tuple[SecureSum, GridChoice] | None:
         """Every round's public secure sum (``secure_min_sites`` only): over every site,
         each of at most ``max_records`` records (default: the largest site's count), the
@@ -112,9 +103,9 @@ class KPlaneScenario(Scenario):
     def privacy(self, secure: tuple[SecureSum, GridChoice] | None = None) -> dict[str, Any]:
         """The guarantee each site gives in this scenario (``secure``: the run's secure
         sum, with ``secure_min_sites``)."""
-        if self.secure_min_sites is not None:
-            return privacy_record(self.policy(), secure or self.secure_sum())
-        return privacy_record(self.policy())
+        policy, secure = self.policy(), secure or self.secure_sum()
+        grids = () if secure is None else [secure[1]] * policy.releases
+        return privacy_record(self.ALGORITHM, policy, grids)
 
     def server_plan(self, app_config: Mapping[str, Any] | None = None) -> ServerPlan:
         """SuLQ k-plane's server; it records the cost and the distance to the planted

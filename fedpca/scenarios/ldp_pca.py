@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from fedpca.algorithms.ldp_pca import LDPCovarianceServer, LDPPolicy, privacy_record
+from fedpca.algorithms.ldp_pca import LDPCovarianceServer
 from fedpca.data.ldp_model import LDPSpikedModel
 from fedpca.data.synthetic import require_split
 from fedpca.errors import ConfigurationError, ParameterError
@@ -145,17 +145,6 @@ class LDPScenario(Scenario):
             dim=self.dim, k=self.k, sparsity=self.sparsity, spike=self.spike,
             seed=self.data_seed,
         )
-
-    def policy(self) -> LDPPolicy:
-        """Every record's privacy policy in this scenario."""
-        return LDPPolicy(
-            epsilon=self.epsilon, delta=self.delta, accounting=self.accounting,
-            clip_norm=self.clip_norm, noise_sampler=self.noise_sampler,
-        )
-
-    def privacy(self) -> dict[str, Any]:
-        """The guarantee each record gets in this scenario."""
-        return privacy_record(self.policy())
 
     def server_plan(self, app_config: Mapping[str, Any] | None = None) -> ServerPlan:
         """LDP-PCA's server, with the records' noise (the sparse solver's default penalty
