@@ -86,6 +86,7 @@ class AlgorithmSpec:
             (:func:`fedpca.algorithms.privacy_record.privacy_record`) says of the guarantee's
             unit, of the trust model of per-site noise, of the release (``None``: nothing
             more than the calibration's) and its other public facts (key, text).
+        centred_params: the scenario's fields its centred part takes (a Flower run's).
         record_release: the mechanism of :attr:`sensitivities` whose sensitivity the record
             states (``None``: the one named :attr:`name`).
     """
@@ -102,6 +103,7 @@ class AlgorithmSpec:
     audit: tuple[tuple[str, str], ...]
     sensitivities: tuple[tuple[str, str], ...]
     centred: str
+    centred_params: tuple[str, ...]
     phased: bool = False
     extra_releases: int | None = None
     public_start: bool = False
@@ -174,6 +176,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                        ("dps-pca/power", "fedpca.algorithms.dps_pca:power_step_sensitivity"),
                        ("dps-pca/variance", "fedpca.algorithms.dps_pca:rayleigh_sensitivity")),
         centred=_CENTRED + "centred_dps",
+        centred_params=("k", "s_hat"),
         phased=True,
         extra_releases=1,
         paper_rule="dps-pca",
@@ -197,6 +200,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                ("dpdis-pca/secure-sum", _TARGETS + "dpdis_secure")),
         sensitivities=(("dpdis-pca", "fedpca.algorithms.dpdis_pca:second_moment_sensitivity"),),
         centred=_CENTRED + "centred_dpdis",
+        centred_params=("k", "variant", "r", "weighting"),
         trust_model="per-site noise",
         release_description="symmetric Gaussian on the upper triangle of X_s^T X_s / N_s",
     ),
@@ -215,6 +219,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         # the site and its policy read the module's figure
         sensitivities=(("ldp-pca", "fedpca.algorithms.ldp_pca:upper_triangle_sensitivity"),),
         centred=_CENTRED + "centred_ldp",
+        centred_params=("k", "sparse", "lam"),
         local_dp=True,
         unit="one record, replace-one (its own view, local model)",
         trust_model="local: every record's view x x^T + Z is (epsilon, delta)-DP on its own, "
@@ -242,6 +247,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         sensitivities=(("sulq-kplane",
                         "fedpca.algorithms.kplane:cluster_moments_sensitivity"),),
         centred=_CENTRED + "centred_kplane",
+        centred_params=("clusters", "subspace_dim"),
         extra_releases=0,
         paper_rule="dps-pca",
         site_template=False,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -57,9 +57,6 @@ from fedpca.scenarios.base import (
 from fedpca.scenarios.datasets import DATASETS, SYNTHETIC, scenario_site
 
 from fedpca.scenarios.plans import ServerPlan
-
-if TYPE_CHECKING:
-    from fedpca.scenarios.plans import CentredPlan
 
 
 @dataclass(frozen=True)
@@ -253,16 +250,6 @@ class DPdisPCAScenario(Scenario):
 
         return ServerPlan(server, {} if secure is None else self.privacy(secure),
                           after_run=after_run)
-
-    def centred_server(self, plan: CentredPlan) -> ServerPlan:
-        """Centred DPdisPCA (any variant)."""
-        secure = (secure_sum_for(plan.share(), plan.dim, plan.max_records, self.sites,
-                                 plan.rotation_seed) if self.variant == VARIANT_SECURE else None)
-        server = DPdisPCAServer(plan.dim, self.k, self.r, self.weighting, self.variant,
-                                secure=secure)
-        from fedpca.algorithms.centred_run import DPDIS_MECHANISM
-
-        return plan.plan(server, DPDIS_MECHANISM)
 
     def prepared_site(self, site: int) -> SiteData:
         """Site ``site``'s validated, clipped records, cached per process

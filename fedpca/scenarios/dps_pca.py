@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -59,9 +59,6 @@ from fedpca.scenarios.base import (
 )
 
 from fedpca.scenarios.plans import ServerPlan
-
-if TYPE_CHECKING:
-    from fedpca.scenarios.plans import CentredPlan
 
 #: The shape parameters' relations, checked in this order: the simplest first, so that an
 #: error names the parameters a user set (``k <= dim``) before any left at its default.
@@ -187,21 +184,6 @@ class DPSPCAScenario(Scenario):
             explained_variance=self.explained_variance, start=start,
         )
         return ServerPlan(server, privacy_record(self.policy(), sums))
-
-    def centred_server(self, plan: CentredPlan) -> ServerPlan:
-        """Centred DPS-PCA (with its Rayleigh-quotient round when the policy asks for the
-        explained variance); refused from a public start (a basis of uncentred rows)."""
-        if self.start:
-            raise ConfigurationError("a public start basis is not built for a centred run: "
-                                     "run with centring=\"\" or without start")
-        sums = (secure_sums(plan.share(), plan.dim, self.k, plan.max_records, self.sites,
-                            plan.rotation_seed) if plan.policy.discrete else None)
-        server = DPSPCAServer(dim=plan.dim, k=self.k, s_hat=self.s_hat, rounds=self.rounds,
-                              seed=self.seed, secure=sums,
-                              explained_variance=plan.policy.explained_variance)
-        from fedpca.algorithms.centred_run import DPS_MECHANISM
-
-        return plan.plan(server, DPS_MECHANISM)
 
     def largest_site(self) -> int:
         """The largest site's record count (public; a simulation's bound on the record count

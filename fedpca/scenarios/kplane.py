@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -44,9 +44,6 @@ from fedpca.scenarios.base import (
 )
 
 from fedpca.scenarios.plans import ServerPlan
-
-if TYPE_CHECKING:
-    from fedpca.scenarios.plans import CentredPlan
 
 
 @dataclass(frozen=True)
@@ -118,19 +115,6 @@ class KPlaneScenario(Scenario):
             evaluate_fn=self.evaluate if public else None, secure=secure,
         )
         return ServerPlan(server, self.privacy(secure))
-
-    def centred_server(self, plan: CentredPlan) -> ServerPlan:
-        """Centred SuLQ k-plane: its rounds' counts are turned back with the policy's clip
-        norm ``C``."""
-        from fedpca.algorithms.centred_run import KPLANE_MECHANISM
-
-        share = plan.share()
-        secure = (secure_sum_for(share, plan.dim, self.clusters, plan.max_records, self.sites,
-                                 plan.rotation_seed) if plan.policy.discrete else None)
-        server = KPlaneServer(dim=plan.dim, clusters=self.clusters,
-                              subspace_dim=self.subspace_dim, rounds=self.rounds,
-                              clip_norm=share.clip_norm, seed=self.seed, secure=secure)
-        return plan.plan(server, KPLANE_MECHANISM)
 
     @property
     def flower_rounds(self) -> int:

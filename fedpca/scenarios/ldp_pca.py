@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -37,9 +37,6 @@ from fedpca.scenarios.base import (
 from fedpca.scenarios.datasets import DATASETS, SYNTHETIC, scenario_site
 
 from fedpca.scenarios.plans import ServerPlan
-
-if TYPE_CHECKING:
-    from fedpca.scenarios.plans import CentredPlan
 
 
 @dataclass(frozen=True)
@@ -158,16 +155,6 @@ class LDPScenario(Scenario):
             true_support=self.true_support() if simulated else None,
         )
         return ServerPlan(server, privacy)
-
-    def centred_server(self, plan: CentredPlan) -> ServerPlan:
-        """Centred LDP-PCA (a local policy): its privacy record states the covariance
-        view's per-record noise."""
-        from fedpca.algorithms.centred_run import LDP_MECHANISM, centred_ldp_privacy
-
-        privacy = centred_ldp_privacy(plan.policy, plan.bounds)
-        server = LDPCovarianceServer(dim=plan.dim, k=self.k, sparse=self.sparse, lam=self.lam,
-                                     record_sigma=privacy["sigma"])
-        return plan.plan(server, LDP_MECHANISM, privacy)
 
     def simulation_config(self) -> dict[str, Any]:
         """The rows the sites clipped (a simulation sees every site's data)."""
