@@ -505,10 +505,8 @@ def run_dpdis_pca(
     policy = policy or DPdisPCAPolicy()
     site_objs = build_sites(DPdisPCASite, sites, policy, seed)
     dim, sizes = site_objs[0].dim, [s.n for s in site_objs]
-    secure = None
-    if variant == VARIANT_SECURE:
-        rotation_seed = seed if seed is not None else public_seed()
-        secure = secure_sum_for(policy, dim, max(sizes), len(sizes), rotation_seed)
+    secure = (secure_sum_for(policy, dim, max(sizes), len(sizes), public_seed(seed))
+              if variant == VARIANT_SECURE else None)
     server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation, secure, variance)
     answer_round(server, site_objs)
     config = {

@@ -539,11 +539,8 @@ def run_dps_pca(
     """
     start = time.perf_counter()
     site_objs = build_sites(DPSPCASite, sites, policy, seed)
-    secure = None
-    if policy.discrete:
-        rotation_seed = seed if seed is not None else public_seed()
-        secure = secure_sums(policy, site_objs[0].dim, k, max(s.n for s in site_objs),
-                             len(site_objs), rotation_seed)
+    secure = (secure_sums(policy, site_objs[0].dim, k, max(s.n for s in site_objs),
+                          len(site_objs), public_seed(seed)) if policy.discrete else None)
     if policy.start is not None and initial_basis is not None:
         policy.start.require_same(initial_basis, "initial_basis")
     server = DPSPCAServer(

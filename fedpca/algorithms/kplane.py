@@ -411,7 +411,7 @@ def run_sulq_kplane(
     if policy.discrete:
         secure = secure_sum_for(policy, site_objs[0].dim, clusters,
                                 max(s.n for s in site_objs), len(site_objs),
-                                seed if seed is not None else public_seed())
+                                public_seed(seed))
     server = KPlaneServer(
         site_objs[0].dim, clusters, subspace_dim, policy.rounds, clip_norm=policy.clip_norm,
         seed=seed, initial_bases=initial_bases, evaluate_fn=evaluate, secure=secure,

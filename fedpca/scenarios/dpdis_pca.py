@@ -217,8 +217,7 @@ class DPdisPCAScenario(Scenario):
         if self.variant != VARIANT_SECURE:
             return None
         largest = max_records or max(s.X.shape[0] for s in self.all_prepared_sites())
-        return secure_sum_for(self.policy(), self.dim, largest, self.sites,
-                              self.seed if self.seed is not None else public_seed())
+        return secure_sum_for(self.policy(), self.dim, largest, self.sites, public_seed(self.seed))
 
     def server(
         self, evaluation: np.ndarray | None = None,

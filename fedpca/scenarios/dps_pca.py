@@ -139,10 +139,8 @@ class DPSPCAScenario(Scenario):
         seeded by the run's seed as in :func:`~fedpca.algorithms.dps_pca.run_dps_pca`."""
         if not self.discrete:
             return None
-        return secure_sums(
-            self.policy(), self.dim, self.k, max_records or self.largest_site(), self.sites,
-            self.seed if self.seed is not None else public_seed(),
-        )
+        return secure_sums(self.policy(), self.dim, self.k, max_records or self.largest_site(),
+                           self.sites, public_seed(self.seed))
 
     @property
     def explains_variance(self) -> bool:

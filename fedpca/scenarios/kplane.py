@@ -91,11 +91,9 @@ class KPlaneScenario(Scenario):
         :func:`~fedpca.algorithms.kplane.run_sulq_kplane`."""
         if self.secure_min_sites is None:
             return None
-        return secure_sum_for(
-            self.policy(), self.dim, self.clusters,
-            max_records or site_size(self.samples, self.sites, 0), self.sites,
-            self.seed if self.seed is not None else public_seed(),
-        )
+        return secure_sum_for(self.policy(), self.dim, self.clusters,
+                              max_records or site_size(self.samples, self.sites, 0), self.sites,
+                              public_seed(self.seed))
 
     def privacy(self, secure: tuple[SecureSum, GridChoice] | None = None) -> dict[str, Any]:
         """The guarantee each site gives in this scenario (``secure``: the run's secure

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from fedpca.algorithms.centred_rounds import CentredServer
 from fedpca.algorithms.centred_run import CentredAlgorithm, CentredSetup
-from fedpca.algorithms.centring import CentredPolicy, moments_server, moments_sum
+from fedpca.algorithms.centring import CentredPolicy
 from fedpca.algorithms.secure_sum import public_seed
 from fedpca.dp.moments import ColumnBounds
 
@@ -62,13 +62,10 @@ class CentredPlan:
 
     def __init__(self, scenario: PlannedScenario, policy: CentredPolicy, bounds: ColumnBounds,
                  columns: Sequence[str], max_records: int) -> None:
-        seed = scenario.seed
         self.columns = list(columns)
         self.setup = CentredSetup(bounds, policy, scenario.sites, max_records,
-                                  seed if seed is not None else public_seed(), seed)
-        secure = (moments_sum(policy, bounds, max_records, scenario.sites,
-                              self.setup.rotation_seed) if policy.discrete else None)
-        self.centring = moments_server(policy, bounds, scenario.sites, secure)
+                                  public_seed(scenario.seed), scenario.seed)
+        self.centring = self.setup.moments()
 
     def plan(self, part: CentredAlgorithm) -> ServerPlan:
         """The run's server: the moments round, then the algorithm's ``part`` (its server's
