@@ -94,6 +94,7 @@ from fedpca.algorithms.centred_rounds import answer_in_process
 from fedpca.algorithms.centring import (
     CentredPolicy,
     CentringSite,
+    MomentsServer,
     moments_server,
     moments_sum,
 )
@@ -160,6 +161,13 @@ class CentredSetup:
         """The algorithm's part of the policy (its multiplier, clip norm ``C`` and grid)."""
         return self.policy.algorithm_policy(self.bounds)
 
+    def moments(self) -> MomentsServer:
+        """The moments round's server, inside its secure sum with a discrete policy."""
+        policy = self.policy
+        secure = (moments_sum(policy, self.bounds, self.max_records, self.sites,
+                              self.rotation_seed) if policy.discrete else None)
+        return moments_server(policy, self.bounds, self.sites, secure)
+
 
 @dataclass(frozen=True)
 class CentredAlgorithm:
@@ -207,13 +215,11 @@ def run_centred(
     centring = [CentringSite(X, bounds, policy, site=str(i), seed=seed)
                 for i, X in enumerate(sites)]
     setup = CentredSetup(bounds, policy, len(centring), max(s.n for s in centring),
-                         seed if seed is not None else public_seed(), seed)
+                         public_seed(seed), seed)
     part: CentredAlgorithm = load(algorithm_spec.centred)(setup, **params)
-    moments_secure = (moments_sum(policy, bounds, setup.max_records, setup.sites,
-                                  setup.rotation_seed) if policy.discrete else None)
-    sum_params = None if moments_secure is None else moments_secure[0]
-    moments = moments_server(policy, bounds, setup.sites, moments_secure).receive(
-        [s.answer(s.release_moments(sum_params)) for s in centring])
+    moments_round = setup.moments()
+    public = None if moments_round.secure is None else moments_round.secure[0]
+    moments = moments_round.receive([s.answer(s.release_moments(public)) for s in centring])
     members = [s.algorithm_site(algorithm_spec.site_class(), moments.mean, moments.scale)
                for s in centring]
     answer_in_process(part.server, members)

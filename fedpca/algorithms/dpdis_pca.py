@@ -53,7 +53,8 @@ from fedpca.algorithms.dpdis_factors import (
     stacked_factors,
 )
 from fedpca.algorithms.explained_variance import along_basis, choose_k
-from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, agreed_sum, public_seed
+from fedpca.algorithms.privacy_record import privacy_record
+from fedpca.algorithms.secure_sum import SecureSum, agreed_sum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers
 from fedpca.algorithms.site import (
     PrivateSite,
@@ -453,28 +454,6 @@ class DPdisPCAServer(ServerRecord):
         self.history[-1]["energy_ratio"] = energy_ratio(self.basis, evaluation)
 
 
-def privacy_record(
-    policy: DPdisPCAPolicy, site_sizes: Sequence[int], trust_model: str = "per-site noise"
-) -> dict[str, Any]:
-    """The guarantee a run with ``policy`` over sites of these sizes gives.
-
-    ``sensitivity`` and ``sigma`` are those of the smallest site (the noisiest: both scale
-    with ``1 / N_s``); every site uses the same noise multiplier.
-    """
-    cal = policy.calibration()
-    smallest = min(site_sizes)
-    sensitivity = second_moment_sensitivity(policy.clip_norm, smallest)
-    return {
-        "unit": "one record at one site (replace-one)",
-        **cal.record(sensitivity),
-        "mechanism": "symmetric Gaussian on the upper triangle of X_s^T X_s / N_s",
-        "smallest_site": smallest,
-        "clip_norm": policy.clip_norm,
-        "noise_sampler": policy.noise_sampler,
-        "trust_model": trust_model,
-    }
-
-
 def secure_sum_for(
     policy: DPdisPCAPolicy, dim: int, max_records: int, sites_in_sum: int, rotation_seed: int
 ) -> tuple[SecureSum, GridChoice]:
@@ -487,20 +466,6 @@ def secure_sum_for(
         sites_in_sum=sites_in_sum, rotation_seed=rotation_seed,
     )
     return agreed_sum(secure, policy)
-
-
-def secure_privacy_record(policy: DPdisPCAPolicy, grid: GridChoice) -> dict[str, Any]:
-    """The guarantee of the secure-sum variant: every sum of at least ``M`` sites is
-    (epsilon, delta)-DP per record of each site in it."""
-    return {
-        "unit": "one record at one site (replace-one)",
-        **grid.calibration.record(),
-        "epsilon_worst_case": grid.calibration.worst_case_epsilon(),
-        "modulus": grid.modulus,
-        "wrap_probability": grid.wrap_probability,
-        "clip_norm": policy.clip_norm,
-        "trust_model": VERIFIED_TRUST.format(m=policy.secure_min_sites),
-    }
 
 
 def answer_round(server: DPdisPCAServer, sites: Sequence[DPdisPCASite]) -> np.ndarray:
@@ -540,10 +505,8 @@ def run_dpdis_pca(
     policy = policy or DPdisPCAPolicy()
     site_objs = build_sites(DPdisPCASite, sites, policy, seed)
     dim, sizes = site_objs[0].dim, [s.n for s in site_objs]
-    secure = None
-    if variant == VARIANT_SECURE:
-        rotation_seed = seed if seed is not None else public_seed()
-        secure = secure_sum_for(policy, dim, max(sizes), len(sizes), rotation_seed)
+    secure = (secure_sum_for(policy, dim, max(sizes), len(sizes), public_seed(seed))
+              if variant == VARIANT_SECURE else None)
     server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation, secure, variance)
     answer_round(server, site_objs)
     config = {
@@ -555,6 +518,5 @@ def run_dpdis_pca(
         "clipped_rows": sum(s.clip_report.clipped_rows for s in site_objs),
         "wall_seconds": time.perf_counter() - start,
     }
-    privacy = (privacy_record(policy, sizes) if secure is None
-               else secure_privacy_record(policy, secure[1]))
-    return server.result(privacy, config)
+    grids = () if secure is None else [secure[1]]
+    return server.result(privacy_record(ALGORITHM, policy, grids, sizes), config)

@@ -61,7 +61,8 @@ from fedpca.algorithms.explained_variance import (
     rayleigh_sensitivity,
     rayleigh_statistics,
 )
-from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, agreed_sum, public_seed
+from fedpca.algorithms.privacy_record import privacy_record as run_privacy
+from fedpca.algorithms.secure_sum import SecureSum, agreed_sum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
 from fedpca.data.start_basis import StartBasis, require_named_start, start_name
@@ -70,8 +71,6 @@ from fedpca.linalg.basis import validate_basis
 from fedpca.linalg.subspace import thin_qr, threshold_rows, top_coordinates
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import float_error
-from fedpca.dp.accountant import worst_case_epsilon
-from fedpca.dp.events import Release
 from fedpca.dp.mechanisms import (
     diagonal_sensitivity,
     power_step_sensitivity,
@@ -468,8 +467,6 @@ class DPSPCAServer(ServerRecord):
         logger.info("DPS-PCA %s round %d: %s", phase, t, entry)
 
 
-PER_SITE_TRUST = "per-site noise: no trusted party; every answer is DP on its own"
-
 #: The initialisation's and the power steps' secure sums, each with the sites' grid.
 DPSSecureSums = tuple[tuple[SecureSum, GridChoice], tuple[SecureSum, GridChoice]]
 
@@ -493,35 +490,15 @@ def secure_sums(policy: SitePolicy, dim: int, k: int, max_records: int, sites_in
     return sums[0], sums[1]
 
 
-def privacy_record(policy: SitePolicy, secure: DPSSecureSums | None = None) -> dict[str, Any]:
-    """The guarantee a run with ``policy`` gives, for the result and the JSON output."""
-    if secure is not None:
-        grid = secure[1][1]
-        releases = ([secure[0][1].calibration.release(PHASE_INIT)] * int(policy.start is None)
-                    + [grid.calibration.release(PHASE_POWER)] * policy.rounds)
-        return {
-            "unit": "one record at one site (replace-one)", **grid.calibration.record(),
-            "epsilon_worst_case": worst_case_epsilon(releases, policy.delta),
-            "modulus": grid.modulus, "wrap_probability": grid.wrap_probability,
-            "clip_norm": policy.clip_norm, "secure_min_sites": policy.secure_min_sites,
-            "trust_model": VERIFIED_TRUST.format(m=policy.secure_min_sites),
-        }
-    cal = policy.calibration()
-    sensitivity = power_step_sensitivity(policy.clip_norm)
-    release = Release(PHASE_POWER, sensitivity, cal.sigma(sensitivity), (),
-                      sites_in_sum=policy.secure_min_sites or 0)
-    return {
-        "unit": "one record at one site (replace-one)",
-        **cal.record(sensitivity),
-        "epsilon_worst_case": worst_case_epsilon([release] * cal.releases, cal.delta),
-        "clip_norm": policy.clip_norm,
-        "noise_sampler": policy.noise_sampler,
-        "secure_min_sites": policy.secure_min_sites,
-        "trust_model": (
-            PER_SITE_TRUST if policy.secure_min_sites is None
-            else VERIFIED_TRUST.format(m=policy.secure_min_sites)
-        ),
-    }
+def privacy_record(policy: RoundsPolicy, secure: DPSSecureSums | None = None
+                   ) -> dict[str, Any]:
+    """The guarantee a run with ``policy`` gives, for the result and the JSON output
+    (:func:`~fedpca.algorithms.privacy_record.privacy_record` of its releases: inside
+    ``secure``'s sums, the initialisation's grid unless the run starts from a public basis,
+    then the power steps')."""
+    grids = () if secure is None else (
+        [secure[0][1]] * (policy.releases - policy.rounds) + [secure[1][1]] * policy.rounds)
+    return run_privacy(ALGORITHM, policy, grids)
 
 
 def answer_rounds(server: DPSPCAServer, sites: Sequence[DPSPCASite],
@@ -562,11 +539,8 @@ def run_dps_pca(
     """
     start = time.perf_counter()
     site_objs = build_sites(DPSPCASite, sites, policy, seed)
-    secure = None
-    if policy.discrete:
-        rotation_seed = seed if seed is not None else public_seed()
-        secure = secure_sums(policy, site_objs[0].dim, k, max(s.n for s in site_objs),
-                             len(site_objs), rotation_seed)
+    secure = (secure_sums(policy, site_objs[0].dim, k, max(s.n for s in site_objs),
+                          len(site_objs), public_seed(seed)) if policy.discrete else None)
     if policy.start is not None and initial_basis is not None:
         policy.start.require_same(initial_basis, "initial_basis")
     server = DPSPCAServer(

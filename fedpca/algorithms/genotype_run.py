@@ -71,7 +71,7 @@ def genotype_server(policy: CentredPolicy, dim: int, k: int, rounds: int, sites:
             f"the shifted start keeps the top k of the last power step over every SNP: "
             f"s_hat must be d = {dim}, got {s_hat} (or give no reference frequencies)")
     bounds = genotype_bounds(dim)
-    rotation_seed = seed if seed is not None else public_seed()
+    rotation_seed = public_seed(seed)
     moments = (moments_sum(policy, bounds, max_records, sites, rotation_seed)
                if policy.discrete else None)
     columns = k + SHIFT_COLUMNS * int(shifted)

@@ -50,7 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.algorithms.secure_sum import VERIFIED_TRUST, SecureSum, agreed_sum, public_seed
+from fedpca.algorithms.privacy_record import privacy_record
+from fedpca.algorithms.secure_sum import SecureSum, agreed_sum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import (
     PrivateSite,
@@ -85,8 +86,6 @@ MECHANISM = "sulq-kplane/cluster-moments"
 PAPER_RULE = "dps-pca"
 #: Stream key that separates the server's public initialisation from any site's noise.
 INIT_STREAM = 0xC1A5
-TRUST_MODEL = "per-site noise: no trusted party; every answer is DP on its own"
-INITIALISATION = "public randomness from the server's seed (no privacy budget)"
 
 
 def count_weight(clip_norm: float) -> float:
@@ -388,31 +387,6 @@ def answer_rounds(server: KPlaneServer, sites: Sequence[KPlaneSite],
         server.receive(t, [s.answer(s.release_clusters(bases, secure=public)) for s in sites])
 
 
-def privacy_record(
-    policy: KPlanePolicy, secure: tuple[SecureSum, GridChoice] | None = None
-) -> dict[str, Any]:
-    """The guarantee a run with ``policy`` gives, for the result and the JSON output
-    (``secure``: the run's secure sum, for a ``secure_min_sites`` policy)."""
-    if secure is not None:
-        grid = secure[1]
-        return {
-            "unit": "one record at one site (replace-one; the record may change cluster)",
-            **grid.calibration.record(), "modulus": grid.modulus,
-            "epsilon_worst_case": grid.calibration.worst_case_epsilon(),
-            "wrap_probability": grid.wrap_probability, "clip_norm": policy.clip_norm,
-            "secure_min_sites": policy.secure_min_sites, "initialisation": INITIALISATION,
-            "trust_model": VERIFIED_TRUST.format(m=policy.secure_min_sites),
-        }
-    return {
-        "unit": "one record at one site (replace-one; the record may change cluster)",
-        **policy.calibration().record(policy.sensitivity),
-        "clip_norm": policy.clip_norm,
-        "noise_sampler": policy.noise_sampler,
-        "initialisation": INITIALISATION,
-        "trust_model": TRUST_MODEL,
-    }
-
-
 def run_sulq_kplane(
     sites: Sequence[np.ndarray],
     clusters: int,
@@ -437,7 +411,7 @@ def run_sulq_kplane(
     if policy.discrete:
         secure = secure_sum_for(policy, site_objs[0].dim, clusters,
                                 max(s.n for s in site_objs), len(site_objs),
-                                seed if seed is not None else public_seed())
+                                public_seed(seed))
     server = KPlaneServer(
         site_objs[0].dim, clusters, subspace_dim, policy.rounds, clip_norm=policy.clip_norm,
         seed=seed, initial_bases=initial_bases, evaluate_fn=evaluate, secure=secure,
@@ -450,4 +424,5 @@ def run_sulq_kplane(
         "clipped_rows": sum(s.clip_report.clipped_rows for s in site_objs),
         "wall_seconds": time.perf_counter() - start,
     }
-    return server.result(privacy_record(policy, secure), config)
+    grids = () if secure is None else [secure[1]] * policy.releases
+    return server.result(privacy_record(ALGORITHM, policy, grids), config)

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from fedpca.algorithms.explained_variance import along_basis
+from fedpca.algorithms.privacy_record import privacy_record
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import (
     PrivateSite,
@@ -68,10 +69,6 @@ RELEASES = 1
 #: A row ``j`` is in the estimated support when the FPS solution has ``X_jj`` above this
 #: (diagonals lie in [0, 1] and sum to ``k``; soft thresholding makes off-support ones 0).
 SUPPORT_THRESHOLD = 1e-4
-TRUST_MODEL = (
-    "local: every record's view x x^T + Z is (epsilon, delta)-DP on its own, against the "
-    "server and every other party; a site sends the sum of its records' views"
-)
 
 
 @dataclass(frozen=True)
@@ -271,20 +268,6 @@ class LDPCovarianceServer(ServerRecord):
         return metrics
 
 
-def privacy_record(policy: LDPPolicy) -> dict[str, Any]:
-    """The guarantee a run with ``policy`` gives, for the result and the JSON output."""
-    cal = policy.calibration()
-    return {
-        "unit": "one record, replace-one (its own view, local model)",
-        **cal.record(policy.sensitivity),
-        "mechanism": "x x^T + symmetric Gaussian per record; a site sends the sum of m views "
-                     "(entry variance m sigma^2)",
-        "clip_norm": policy.clip_norm,
-        "noise_sampler": policy.noise_sampler,
-        "trust_model": TRUST_MODEL,
-    }
-
-
 def run_ldp_pca(
     sites: Sequence[np.ndarray | SiteData],
     k: int,
@@ -318,4 +301,4 @@ def run_ldp_pca(
         "clipped_rows": sum(s.clip_report.clipped_rows for s in site_objs),
         "wall_seconds": time.perf_counter() - start,
     }
-    return server.result(privacy_record(policy), config)
+    return server.result(privacy_record(ALGORITHM, policy), config)

@@ -299,9 +299,10 @@ class SumDescription:
         return description
 
 
-def public_seed() -> int:
-    """A fresh public seed (for the rotation, whose randomness protects no one)."""
-    return int(np.random.SeedSequence().entropy % 2**32)
+def public_seed(seed: int | None = None) -> int:
+    """The rotation's public seed (its randomness protects no one): ``seed`` when given (a
+    reproducible simulation's), else a fresh one."""
+    return seed if seed is not None else int(np.random.SeedSequence().entropy % 2**32)
 
 
 def agreed_sum(public: SecureSum, policy: Any) -> tuple[SecureSum, GridChoice]:

@@ -35,6 +35,10 @@ def load(path: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
+#: The trust model of releases a site noises on its own (no secure sums).
+PER_SITE_TRUST = "per-site noise: no trusted party; every answer is DP on its own"
+
+
 @dataclass(frozen=True)
 class AlgorithmSpec:
     """A federated algorithm, by name (``"package.module:attribute"`` paths).
@@ -78,6 +82,13 @@ class AlgorithmSpec:
             (:class:`~fedpca.algorithms.centring.CentredPolicy` ``local``).
         centred: its part of a centred reference run: ``(CentredSetup, **params) ->
             CentredAlgorithm`` (:func:`fedpca.algorithms.centred_run.run_centred`).
+        unit, trust_model, release_description, record_notes: what its privacy record
+            (:func:`fedpca.algorithms.privacy_record.privacy_record`) says of the guarantee's
+            unit, of the trust model of per-site noise, of the release (``None``: nothing
+            more than the calibration's) and its other public facts (key, text).
+        centred_params: the scenario's fields its centred part takes (a Flower run's).
+        record_release: the mechanism of :attr:`sensitivities` whose sensitivity the record
+            states (``None``: the one named :attr:`name`).
     """
 
     name: str
@@ -92,6 +103,7 @@ class AlgorithmSpec:
     audit: tuple[tuple[str, str], ...]
     sensitivities: tuple[tuple[str, str], ...]
     centred: str
+    centred_params: tuple[str, ...]
     phased: bool = False
     extra_releases: int | None = None
     public_start: bool = False
@@ -100,6 +112,11 @@ class AlgorithmSpec:
     site_template: bool = True
     paper_rule: str = "classic"
     local_dp: bool = False
+    unit: str = "one record at one site (replace-one)"
+    trust_model: str = PER_SITE_TRUST
+    release_description: str | None = None
+    record_notes: tuple[tuple[str, str], ...] = ()
+    record_release: str | None = None
 
     @property
     def multi_round(self) -> bool:
@@ -112,6 +129,11 @@ class AlgorithmSpec:
         if start and not self.public_start:
             raise ConfigurationError(f"{self.name} cannot start from a public basis")
         return (1 if self.extra_releases is None else rounds + self.extra_releases) - int(start)
+
+    def record_sensitivity(self) -> Any:
+        """The sensitivity function of the release its privacy record states (of the clip
+        norm ``C``, and of the smallest site's record count where it scales with it)."""
+        return load(dict(self.sensitivities)[self.record_release or self.name])
 
     def scenario_class(self) -> Any:
         """The scenario dataclass."""
@@ -154,12 +176,14 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                        ("dps-pca/power", "fedpca.algorithms.dps_pca:power_step_sensitivity"),
                        ("dps-pca/variance", "fedpca.algorithms.dps_pca:rayleigh_sensitivity")),
         centred=_CENTRED + "centred_dps",
+        centred_params=("k", "s_hat"),
         phased=True,
         extra_releases=1,
         paper_rule="dps-pca",
         public_start=True,
         explained_variance=True,
         genotype_rows=True,
+        record_release="dps-pca/power",
     ),
     AlgorithmSpec(
         name="dpdis-pca",
@@ -176,6 +200,9 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
                ("dpdis-pca/secure-sum", _TARGETS + "dpdis_secure")),
         sensitivities=(("dpdis-pca", "fedpca.algorithms.dpdis_pca:second_moment_sensitivity"),),
         centred=_CENTRED + "centred_dpdis",
+        centred_params=("k", "variant", "r", "weighting"),
+        trust_model="per-site noise",
+        release_description="symmetric Gaussian on the upper triangle of X_s^T X_s / N_s",
     ),
     AlgorithmSpec(
         name="ldp-pca",
@@ -192,7 +219,14 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         # the site and its policy read the module's figure
         sensitivities=(("ldp-pca", "fedpca.algorithms.ldp_pca:upper_triangle_sensitivity"),),
         centred=_CENTRED + "centred_ldp",
+        centred_params=("k", "sparse", "lam"),
         local_dp=True,
+        unit="one record, replace-one (its own view, local model)",
+        trust_model="local: every record's view x x^T + Z is (epsilon, delta)-DP on its own, "
+                    "against the server and every other party; a site sends the sum of its "
+                    "records' views",
+        release_description="x x^T + symmetric Gaussian per record; a site sends the sum of "
+                            "m views (entry variance m sigma^2)",
     ),
     AlgorithmSpec(
         name="sulq-kplane",
@@ -213,9 +247,13 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         sensitivities=(("sulq-kplane",
                         "fedpca.algorithms.kplane:cluster_moments_sensitivity"),),
         centred=_CENTRED + "centred_kplane",
+        centred_params=("clusters", "subspace_dim"),
         extra_releases=0,
         paper_rule="dps-pca",
         site_template=False,
+        unit="one record at one site (replace-one; the record may change cluster)",
+        record_notes=(("initialisation",
+                       "public randomness from the server's seed (no privacy budget)"),),
     ),
 )}
 #: The algorithm ``flwr run`` runs when run_config names none.

@@ -147,9 +147,38 @@ class Scenario:
 
     def centred_server(self, plan: CentredPlan) -> ServerPlan:
         """A centred run's server (:meth:`CentredPlan.plan
-        <fedpca.scenarios.plans.CentredPlan.plan>` of the algorithm's own server over
-        the contract's width and the plan's secure sums). Each algorithm's scenario."""
-        raise NotImplementedError
+        <fedpca.scenarios.plans.CentredPlan.plan>`): the spec's centred part
+        (:attr:`~fedpca.algorithms.specs.AlgorithmSpec.centred`, the one the reference
+        centred run builds) of the plan's setup and the scenario's fields the spec names
+        (``centred_params``); refused from a public start (a basis of uncentred rows)."""
+        from fedpca.algorithms.specs import load, spec
+
+        if self.start_basis() is not None:
+            raise ConfigurationError("a public start basis is not built for a centred run: "
+                                     "run with centring=\"\" or without start")
+        algorithm = spec(self.ALGORITHM)
+        params = {name: getattr(self, name) for name in algorithm.centred_params}
+        return plan.plan(load(algorithm.centred)(plan.setup, **params))
+
+    def policy(self) -> Any:
+        """Every site's privacy policy in this scenario: its spec's
+        :meth:`~fedpca.algorithms.specs.AlgorithmSpec.site_policy` of the scenario's fields
+        (their run_config spelling) and its public start basis."""
+        from fedpca.algorithms.specs import spec
+
+        settings = {f.name.replace("_", "-"): getattr(self, f.name) for f in fields(self)}
+        return spec(self.ALGORITHM).site_policy(settings, self.start_basis())
+
+    def start_basis(self) -> Any:
+        """The public start basis the run starts from (``None``: none)."""
+        return None
+
+    def privacy(self) -> dict[str, Any]:
+        """The guarantee each site gives in this scenario, without secure sums
+        (:func:`~fedpca.algorithms.privacy_record.privacy_record` of its policy)."""
+        from fedpca.algorithms.privacy_record import privacy_record
+
+        return privacy_record(self.ALGORITHM, self.policy())
 
     def max_records(self, app_config: Mapping[str, Any] | None) -> int | None:
         """A public bound on every site's record count for secure sums: run_config

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -22,15 +22,13 @@ from fedpca.algorithms.dpdis_pca import (
     VARIANTS,
     WEIGHTING_UNIFORM,
     WEIGHTINGS,
-    DPdisPCAPolicy,
     DPdisPCAServer,
     default_r,
     message_bytes,
     pooled_second_moment,
-    privacy_record,
-    secure_privacy_record,
     secure_sum_for,
 )
+from fedpca.algorithms.privacy_record import privacy_record
 from fedpca.algorithms.secure_sum import SecureSum, public_seed
 from fedpca.data.dpdis_model import DecayingSpectrumModel
 from fedpca.data.federated import dataset_pooled
@@ -59,9 +57,6 @@ from fedpca.scenarios.base import (
 from fedpca.scenarios.datasets import DATASETS, SYNTHETIC, scenario_site
 
 from fedpca.scenarios.plans import ServerPlan
-
-if TYPE_CHECKING:
-    from fedpca.scenarios.plans import CentredPlan
 
 
 @dataclass(frozen=True)
@@ -214,14 +209,6 @@ class DPdisPCAScenario(Scenario):
         """The synthetic model (public)."""
         return DecayingSpectrumModel(dim=self.dim, seed=self.data_seed)
 
-    def policy(self) -> DPdisPCAPolicy:
-        """Every site's privacy policy in this scenario."""
-        return DPdisPCAPolicy(
-            epsilon=self.epsilon, delta=self.delta, accounting=self.accounting,
-            clip_norm=self.clip_norm, secure_min_sites=self.secure_min_sites,
-            noise_sampler=self.noise_sampler,
-        )
-
     def secure_sum(self, max_records: int | None = None) -> tuple[SecureSum, GridChoice] | None:
         """The secure-sum variant's public sum over every site, each of at most
         ``max_records`` records (default: the largest site's count), and the sites' grid;
@@ -230,8 +217,7 @@ class DPdisPCAScenario(Scenario):
         if self.variant != VARIANT_SECURE:
             return None
         largest = max_records or max(s.X.shape[0] for s in self.all_prepared_sites())
-        return secure_sum_for(self.policy(), self.dim, largest, self.sites,
-                              self.seed if self.seed is not None else public_seed())
+        return secure_sum_for(self.policy(), self.dim, largest, self.sites, public_seed(self.seed))
 
     def server(
         self, evaluation: np.ndarray | None = None,
@@ -259,20 +245,10 @@ class DPdisPCAScenario(Scenario):
                 server.record_energy_ratio(evaluation)
             if secure is not None:
                 return None
-            return privacy_record(self.policy(), list(site_records.values()))
+            return privacy_record(self.ALGORITHM, self.policy(), (), list(site_records.values()))
 
         return ServerPlan(server, {} if secure is None else self.privacy(secure),
                           after_run=after_run)
-
-    def centred_server(self, plan: CentredPlan) -> ServerPlan:
-        """Centred DPdisPCA (any variant)."""
-        secure = (secure_sum_for(plan.share(), plan.dim, plan.max_records, self.sites,
-                                 plan.rotation_seed) if self.variant == VARIANT_SECURE else None)
-        server = DPdisPCAServer(plan.dim, self.k, self.r, self.weighting, self.variant,
-                                secure=secure)
-        from fedpca.algorithms.centred_run import DPDIS_MECHANISM
-
-        return plan.plan(server, DPDIS_MECHANISM)
 
     def prepared_site(self, site: int) -> SiteData:
         """Site ``site``'s validated, clipped records, cached per process
@@ -293,8 +269,9 @@ class DPdisPCAScenario(Scenario):
         """The guarantee each site gives in this scenario (``secure``: the secure sum the
         run uses, in the secure-sum variant)."""
         if self.variant == VARIANT_SECURE:
-            return secure_privacy_record(self.policy(), (secure or self.secure_sum())[1])
-        return privacy_record(self.policy(), [s.X.shape[0] for s in self.all_prepared_sites()])
+            return privacy_record(self.ALGORITHM, self.policy(), [(secure or self.secure_sum())[1]])
+        return privacy_record(self.ALGORITHM, self.policy(), (),
+                              [s.X.shape[0] for s in self.all_prepared_sites()])
 
     def evaluation(self) -> np.ndarray:
         """The pooled second-moment matrix ``q_o`` is measured against (simulation only)."""

@@ -17,14 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from fedpca.algorithms.dps_pca import (
     DPSPCAServer,
     DPSSecureSums,
-    SitePolicy,
     privacy_record,
     secure_sums,
 )
@@ -60,9 +59,6 @@ from fedpca.scenarios.base import (
 )
 
 from fedpca.scenarios.plans import ServerPlan
-
-if TYPE_CHECKING:
-    from fedpca.scenarios.plans import CentredPlan
 
 #: The shape parameters' relations, checked in this order: the simplest first, so that an
 #: error names the parameters a user set (``k <= dim``) before any left at its default.
@@ -132,16 +128,6 @@ class DPSPCAScenario(Scenario):
             dim=self.dim, k=self.k, sparsity=self.sparsity, seed=self.data_seed
         )
 
-    def policy(self) -> SitePolicy:
-        """Every site's privacy policy in this scenario."""
-        return SitePolicy(
-            epsilon=self.epsilon, delta=self.delta, rounds=self.rounds,
-            accounting=self.accounting, clip_norm=self.clip_norm,
-            secure_min_sites=self.secure_min_sites, discrete=self.discrete,
-            noise_sampler=self.noise_sampler, explained_variance=self.explained_variance,
-            start=self.start_basis(),
-        )
-
     def start_basis(self) -> StartBasis | None:
         """The public start basis the run starts from (``None``: its private
         initialisation)."""
@@ -153,10 +139,8 @@ class DPSPCAScenario(Scenario):
         seeded by the run's seed as in :func:`~fedpca.algorithms.dps_pca.run_dps_pca`."""
         if not self.discrete:
             return None
-        return secure_sums(
-            self.policy(), self.dim, self.k, max_records or self.largest_site(), self.sites,
-            self.seed if self.seed is not None else public_seed(),
-        )
+        return secure_sums(self.policy(), self.dim, self.k, max_records or self.largest_site(),
+                           self.sites, public_seed(self.seed))
 
     @property
     def explains_variance(self) -> bool:
@@ -198,21 +182,6 @@ class DPSPCAScenario(Scenario):
             explained_variance=self.explained_variance, start=start,
         )
         return ServerPlan(server, privacy_record(self.policy(), sums))
-
-    def centred_server(self, plan: CentredPlan) -> ServerPlan:
-        """Centred DPS-PCA (with its Rayleigh-quotient round when the policy asks for the
-        explained variance); refused from a public start (a basis of uncentred rows)."""
-        if self.start:
-            raise ConfigurationError("a public start basis is not built for a centred run: "
-                                     "run with centring=\"\" or without start")
-        sums = (secure_sums(plan.share(), plan.dim, self.k, plan.max_records, self.sites,
-                            plan.rotation_seed) if plan.policy.discrete else None)
-        server = DPSPCAServer(dim=plan.dim, k=self.k, s_hat=self.s_hat, rounds=self.rounds,
-                              seed=self.seed, secure=sums,
-                              explained_variance=plan.policy.explained_variance)
-        from fedpca.algorithms.centred_run import DPS_MECHANISM
-
-        return plan.plan(server, DPS_MECHANISM)
 
     def largest_site(self) -> int:
         """The largest site's record count (public; a simulation's bound on the record count

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from fedpca.algorithms.kplane import (
-    KPlanePolicy,
     KPlaneServer,
-    privacy_record,
     require_subspace_dim,
     secure_sum_for,
 )
+from fedpca.algorithms.privacy_record import privacy_record
 from fedpca.algorithms.secure_sum import SecureSum, public_seed
 from fedpca.clustering.metrics import (
     kmeans_subspace_cost,
@@ -45,9 +44,6 @@ from fedpca.scenarios.base import (
 )
 
 from fedpca.scenarios.plans import ServerPlan
-
-if TYPE_CHECKING:
-    from fedpca.scenarios.plans import CentredPlan
 
 
 @dataclass(frozen=True)
@@ -88,14 +84,6 @@ class KPlaneScenario(Scenario):
             subspace_dim=self.subspace_dim, noise=self.noise, seed=self.data_seed,
         )
 
-    def policy(self) -> KPlanePolicy:
-        """Every site's privacy policy in this scenario."""
-        return KPlanePolicy(
-            epsilon=self.epsilon, delta=self.delta, rounds=self.rounds,
-            accounting=self.accounting, clip_norm=self.clip_norm,
-            secure_min_sites=self.secure_min_sites, noise_sampler=self.noise_sampler,
-        )
-
     def secure_sum(self, max_records: int | None = None) -> tuple[SecureSum, GridChoice] | None:
         """Every round's public secure sum (``secure_min_sites`` only): over every site,
         each of at most ``max_records`` records (default: the largest site's count), the
@@ -103,18 +91,16 @@ class KPlaneScenario(Scenario):
         :func:`~fedpca.algorithms.kplane.run_sulq_kplane`."""
         if self.secure_min_sites is None:
             return None
-        return secure_sum_for(
-            self.policy(), self.dim, self.clusters,
-            max_records or site_size(self.samples, self.sites, 0), self.sites,
-            self.seed if self.seed is not None else public_seed(),
-        )
+        return secure_sum_for(self.policy(), self.dim, self.clusters,
+                              max_records or site_size(self.samples, self.sites, 0), self.sites,
+                              public_seed(self.seed))
 
     def privacy(self, secure: tuple[SecureSum, GridChoice] | None = None) -> dict[str, Any]:
         """The guarantee each site gives in this scenario (``secure``: the run's secure
         sum, with ``secure_min_sites``)."""
-        if self.secure_min_sites is not None:
-            return privacy_record(self.policy(), secure or self.secure_sum())
-        return privacy_record(self.policy())
+        policy, secure = self.policy(), secure or self.secure_sum()
+        grids = () if secure is None else [secure[1]] * policy.releases
+        return privacy_record(self.ALGORITHM, policy, grids)
 
     def server_plan(self, app_config: Mapping[str, Any] | None = None) -> ServerPlan:
         """SuLQ k-plane's server; it records the cost and the distance to the planted
@@ -127,19 +113,6 @@ class KPlaneScenario(Scenario):
             evaluate_fn=self.evaluate if public else None, secure=secure,
         )
         return ServerPlan(server, self.privacy(secure))
-
-    def centred_server(self, plan: CentredPlan) -> ServerPlan:
-        """Centred SuLQ k-plane: its rounds' counts are turned back with the policy's clip
-        norm ``C``."""
-        from fedpca.algorithms.centred_run import KPLANE_MECHANISM
-
-        share = plan.share()
-        secure = (secure_sum_for(share, plan.dim, self.clusters, plan.max_records, self.sites,
-                                 plan.rotation_seed) if plan.policy.discrete else None)
-        server = KPlaneServer(dim=plan.dim, clusters=self.clusters,
-                              subspace_dim=self.subspace_dim, rounds=self.rounds,
-                              clip_norm=share.clip_norm, seed=self.seed, secure=secure)
-        return plan.plan(server, KPLANE_MECHANISM)
 
     @property
     def flower_rounds(self) -> int:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from fedpca.algorithms.ldp_pca import LDPCovarianceServer, LDPPolicy, privacy_record
+from fedpca.algorithms.ldp_pca import LDPCovarianceServer
 from fedpca.data.ldp_model import LDPSpikedModel
 from fedpca.data.synthetic import require_split
 from fedpca.errors import ConfigurationError, ParameterError
@@ -37,9 +37,6 @@ from fedpca.scenarios.base import (
 from fedpca.scenarios.datasets import DATASETS, SYNTHETIC, scenario_site
 
 from fedpca.scenarios.plans import ServerPlan
-
-if TYPE_CHECKING:
-    from fedpca.scenarios.plans import CentredPlan
 
 
 @dataclass(frozen=True)
@@ -146,17 +143,6 @@ class LDPScenario(Scenario):
             seed=self.data_seed,
         )
 
-    def policy(self) -> LDPPolicy:
-        """Every record's privacy policy in this scenario."""
-        return LDPPolicy(
-            epsilon=self.epsilon, delta=self.delta, accounting=self.accounting,
-            clip_norm=self.clip_norm, noise_sampler=self.noise_sampler,
-        )
-
-    def privacy(self) -> dict[str, Any]:
-        """The guarantee each record gets in this scenario."""
-        return privacy_record(self.policy())
-
     def server_plan(self, app_config: Mapping[str, Any] | None = None) -> ServerPlan:
         """LDP-PCA's server, with the records' noise (the sparse solver's default penalty
         reads it); a simulation evaluates against the data it rebuilds."""
@@ -169,16 +155,6 @@ class LDPScenario(Scenario):
             true_support=self.true_support() if simulated else None,
         )
         return ServerPlan(server, privacy)
-
-    def centred_server(self, plan: CentredPlan) -> ServerPlan:
-        """Centred LDP-PCA (a local policy): its privacy record states the covariance
-        view's per-record noise."""
-        from fedpca.algorithms.centred_run import LDP_MECHANISM, centred_ldp_privacy
-
-        privacy = centred_ldp_privacy(plan.policy, plan.bounds)
-        server = LDPCovarianceServer(dim=plan.dim, k=self.k, sparse=self.sparse, lam=self.lam,
-                                     record_sigma=privacy["sigma"])
-        return plan.plan(server, LDP_MECHANISM, privacy)
 
     def simulation_config(self) -> dict[str, Any]:
         """The rows the sites clipped (a simulation sees every site's data)."""

@@ -6,10 +6,10 @@
 request's: each site calibrates with its own), the consortium's contract and the
 federation: the public rotation seed of the secure sums, the moments round's
 :class:`~fedpca.algorithms.centring.MomentsServer` (its secure sum when the policy's
-releases are discrete; every record's own views with a local policy). Each algorithm's
-scenario adds its own server and secure sums
-(:meth:`~fedpca.scenarios.base.Scenario.centred_server`), which :meth:`CentredPlan.plan`
-puts after the moments round. No Flower import.
+releases are discrete; every record's own views with a local policy) and the
+:class:`~fedpca.algorithms.centred_run.CentredSetup` the algorithm's spec builds its own
+part from (:meth:`~fedpca.scenarios.base.Scenario.centred_server`), which
+:meth:`CentredPlan.plan` puts after the moments round. No Flower import.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fedpca.algorithms.centred_rounds import CentredServer
-from fedpca.algorithms.centred_run import centred_privacy
-from fedpca.algorithms.centring import CentredPolicy, moments_server, moments_sum
+from fedpca.algorithms.centred_run import CentredAlgorithm, CentredSetup
+from fedpca.algorithms.centring import CentredPolicy
 from fedpca.algorithms.secure_sum import public_seed
 from fedpca.dp.moments import ColumnBounds
 
@@ -62,27 +62,12 @@ class CentredPlan:
 
     def __init__(self, scenario: PlannedScenario, policy: CentredPolicy, bounds: ColumnBounds,
                  columns: Sequence[str], max_records: int) -> None:
-        self.scenario, self.policy, self.bounds = scenario, policy, bounds
-        self.columns, self.max_records = list(columns), max_records
-        seed = scenario.seed
-        self.rotation_seed = seed if seed is not None else public_seed()
-        secure = (moments_sum(policy, bounds, max_records, scenario.sites, self.rotation_seed)
-                  if policy.discrete else None)
-        self.centring = moments_server(policy, bounds, scenario.sites, secure)
+        self.columns = list(columns)
+        self.setup = CentredSetup(bounds, policy, scenario.sites, max_records,
+                                  public_seed(scenario.seed), scenario.seed)
+        self.centring = self.setup.moments()
 
-    @property
-    def dim(self) -> int:
-        """The contract's output width: the algorithm's ``d``."""
-        return self.bounds.dim
-
-    def share(self) -> Any:
-        """The algorithm's part of the policy (its multiplier, clip norm ``C`` and grid)."""
-        return self.policy.algorithm_policy(self.bounds)
-
-    def plan(self, server: Any, mechanism: str,
-             privacy: dict[str, Any] | None = None) -> ServerPlan:
-        """The run's server: the moments round, then ``server``'s rounds; its privacy record
-        names ``mechanism`` (``privacy``: a record of the algorithm's own, e.g. LDP-PCA's
-        per-record noise)."""
-        return ServerPlan(CentredServer(server, self.centring, self.columns),
-                          privacy or centred_privacy(self.policy, self.bounds, mechanism))
+    def plan(self, part: CentredAlgorithm) -> ServerPlan:
+        """The run's server: the moments round, then the algorithm's ``part`` (its server's
+        rounds and its privacy record)."""
+        return ServerPlan(CentredServer(part.server, self.centring, self.columns), part.privacy)
