@@ -79,7 +79,7 @@ app = ClientApp()
 
 @app.query()
 def query(message, context):
-    return Message(RecordDict({"budget": ConfigRecord({"affords": True})}), reply_to=message)
+    return Message(RecordDict({"budget": ConfigRecord({"ready": True})}), reply_to=message)
 
 question = RecordDict({"budget": ConfigRecord()})
 context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
@@ -89,9 +89,9 @@ FEDPCA = PRELUDE + """
 import sys
 import fedpca.deployment.site_runtime
 from fedpca.flower.app import client_app as app
-from fedpca.flower.wire import budget_question
+from fedpca.flower.wire import readiness_question
 
-question = budget_question()
+question = readiness_question()
 context = Context(run_id=1, node_id=1, node_config={"policy": sys.argv[1]},
                   state=RecordDict(), run_config={"algorithm": "dps-pca", "dim": 20})
 """

@@ -58,7 +58,7 @@ from fedpca.dp.distributed_gaussian import DEFAULT_MODULUS
 from fedpca.dp.hadamard import next_power_of_two
 from fedpca.flower.app import client_app
 from fedpca.flower.secure_wire import PROTOCOL_RECORD, read_masked_input
-from fedpca.flower.wire import budget_question
+from fedpca.flower.wire import readiness_question
 from fedpca.linalg.subspace import triangle_size
 from fedpca.secure.conditions import ProtocolRefusal
 from fedpca.secure.messages import Advertisement, KeyList, SetupRequest
@@ -331,7 +331,7 @@ def test_two_processes_asked_for_the_same_rounds_input_answer_once(consortium):
 
 
 def readiness(context):
-    return client_app(Message(content=budget_question(), dst_node_id=7,
+    return client_app(Message(content=readiness_question(), dst_node_id=7,
                               message_type=MessageType.QUERY), context)
 
 

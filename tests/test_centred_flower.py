@@ -1,7 +1,7 @@
 """Private centring through Flower (issue 23, items 3 and 5): a site answers the moments
 round and then the algorithm's on its centred rows, charging one ledger; whatever mean and
 scale a coordinator sends, the rows are clipped to the site's own norm, and a malformed
-request is refused before anything is spent; the budget round asks for the whole run; the
+request is refused before anything is spent; the readiness round asks for the whole run; the
 Flower run equals the reference run under the same seeds; ``fedpca simulate dpdis-pca
 --tables ... --standardize`` on the split flchain table finds the pooled standardised PCA
 at a large epsilon.
@@ -123,7 +123,7 @@ def test_malformed_requests_are_refused_before_any_charge(arrays, config, match)
     assert client.site.centring.ledger.count == 0
 
 
-def test_the_budget_round_asks_for_the_whole_run_moments_included():
+def test_the_readiness_round_asks_for_the_whole_run_moments_included():
     assert centred_client().get_properties({}) == {"site": "s"}
     policy = centred_policy()
     room_for_one = PrivacyLedger(policy.epsilon, policy.delta, max_releases=1, site="s")

@@ -5,7 +5,7 @@ Three SuperNodes (module fixture; ``--isolation process`` with each site's ``fed
 superexec``) join the session's SuperLink (``tests/loopback.py``) and run DPS-PCA with
 ``flwr run``; then the coordinator ships a FAB with modified client code (every site refuses it, nothing is charged), site 0 restarts, and
 a third run finds site 0's lifetime budget spent (its ledger survived the restart): site 0
-declines the run in its budget round, the run stops before any release, no site's ledger
+declines the run in its readiness round, the run stops before any release, no site's ledger
 gains a row, and the run's record says why (``fedpca deploy local`` then exits non-zero). A
 SuperNode with an unregistered key and an ``--insecure`` one must be refused. The fixture
 stops every process it started by PID, with descendants, even when a test fails, and
@@ -156,14 +156,14 @@ def test_a_hostile_coordinator_against_real_sites(deployment, tmp_path):
     assert "leak" not in str(refused.value)
     assert all(len(ledger_rows(site)) == 5 for site in deployment.sites)
     # Site 0 restarts; its lifetime ledger is on its disk, so run C finds its budget spent:
-    # site 0 declines the whole run in the budget round, and no site spends anything.
+    # site 0 declines the whole run in the readiness round, and no site spends anything.
     key = deployment.keys["0"]
     deployment.stop_site("0")
     deployment.start_site(deployment.sites[0], key)
     before = [ledger_rows(site) for site in deployment.sites]
     output = tmp_path / "run-c.json"
-    with pytest.raises(DeploymentError, match=r"the run failed: budget round: 2 site\(s\) can "
-                                              r"afford this run, need 3; nothing was released"):
+    with pytest.raises(DeploymentError, match=r"the run failed: readiness round: 2 site\(s\) are "
+                                              r"ready for this run, need 3; nothing was released"):
         deployment.run({**RUN_CONFIG, "output": str(output)}, timeout=120)
     assert [ledger_rows(site) for site in deployment.sites] == before
     record = json.loads(output.read_text())
@@ -179,13 +179,14 @@ def test_deploy_local_exits_non_zero_when_the_run_fails(tmp_path, monkeypatch, c
             self.port = 1
 
         def run(self, run_config, timeout=0, **options):
-            raise DeploymentError("the run failed: budget round: 1 site(s) can afford this run")
+            raise DeploymentError(
+                "the run failed: readiness round: 1 site(s) are ready for this run")
 
     monkeypatch.setattr(command, "LocalDeployment", FailingRun)
     np.save(tmp_path / "0.npy", np.zeros((2, 3)))
     argv = ["deploy", "local", "--workdir", str(tmp_path), "--data", str(tmp_path / "0.npy")]
     assert cli_main(argv) == 2
-    assert "the run failed: budget round" in capsys.readouterr().err
+    assert "the run failed: readiness round" in capsys.readouterr().err
 
 
 def test_deploy_local_runs_each_run_config_in_turn_on_one_federation(tmp_path, monkeypatch,

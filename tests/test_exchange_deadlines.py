@@ -2,10 +2,10 @@
 :class:`~fedpca.flower.server.prompt_grid.PromptGrid` over a grid) against three real sites (their
 own policy files, data and ledgers, the real ClientApp) that answer in threads of this
 process, as a SuperLink's nodes answer, one message at a time. Each site's policy states
-``[limits] answer-seconds = 2``, so the run's plan (the budget round's answers) gives every
+``[limits] answer-seconds = 2``, so the run's plan (the readiness round's answers) gives every
 later exchange a 2 s deadline. A site still connected whose replies never come (its ClientApp
 blocked) fails the run at that deadline, naming the site, long before any test timeout;
-a site silent in the budget round is left out once that round's own deadline (run_config
+a site silent in the readiness round is left out once that round's own deadline (run_config
 ``readiness-seconds``) passed, a site that never connects holds the wait for the sites no
 longer than run_config ``connect-seconds``, and Flower's legacy workflow, which passes no
 timeout of its own, waits no longer than the plan's either."""
@@ -29,7 +29,7 @@ from fedpca.flower.app import client_app, main
 from fedpca.flower.server.app_server import server_scenario
 from fedpca.flower.server.prompt_grid import prompt
 from fedpca.flower.server.readiness import Deadlines
-from fedpca.flower.server.rounds import BudgetRoundError, RoundFailedError, connected_nodes
+from fedpca.flower.server.rounds import ReadinessRoundError, RoundFailedError, connected_nodes
 from fedpca.flower.server.strategies import DPSPCAStrategy
 from fedpca.flower.server.workflow import run_strategy
 from fedpca.scenarios.dps_pca import DPSPCAScenario
@@ -153,7 +153,7 @@ def test_a_site_that_stops_answering_fails_the_run_at_its_planned_deadline(conte
     assert grid.sent.count((1, MessageType.TRAIN)) == 1  # asked once, never again
 
 
-def test_a_site_silent_in_the_budget_round_is_left_out_at_that_rounds_deadline(
+def test_a_site_silent_in_the_readiness_round_is_left_out_at_that_rounds_deadline(
         contexts, tmp_path):
     grid = ThreadedGrid(contexts, lambda node, message: (
         node == 1 and message.metadata.message_type == MessageType.QUERY))
@@ -184,7 +184,7 @@ def test_the_serverapp_waits_for_a_site_that_never_connects_no_longer_than_its_p
         contexts, tmp_path):
     grid = ThreadedGrid(contexts, lambda node, message: False, connected=[2, 3])
     started = time.monotonic()
-    with pytest.raises(BudgetRoundError, match=r"2 site\(s\) can afford this run, need 3"):
+    with pytest.raises(ReadinessRoundError, match=r"2 site\(s\) are ready for this run, need 3"):
         main(grid, server_context(tmp_path, min_sites=3, connect_seconds=1.0))
     assert 1.0 <= time.monotonic() - started < 1.0 + 15
     assert {node for node, _ in grid.sent} == {2, 3}  # only the connected were asked

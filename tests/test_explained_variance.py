@@ -234,7 +234,7 @@ def test_a_site_policy_sets_the_release_and_the_coordinator_cannot(tmp_path):
 
 
 @pytest.mark.parametrize("agreed", [False, True])
-def test_a_site_refuses_a_variance_release_it_does_not_make_in_the_budget_round(tmp_path,
+def test_a_site_refuses_a_variance_release_it_does_not_make_in_the_readiness_round(tmp_path,
                                                                                   agreed):
     from flwr.common import Context, RecordDict
 

@@ -169,7 +169,7 @@ def move(context: Context, source: str, target: str) -> None:
 def routing_app() -> ClientApp:
     """Answers each request with its algorithm's site ClientApp and the ledger of its
     (algorithm, format) run, so one federation serves eight independent runs (and their
-    budget rounds)."""
+    readiness rounds)."""
     app = ClientApp()
 
     @app.train()
@@ -185,7 +185,7 @@ def routing_app() -> ClientApp:
 
     @app.query()
     def query(message: Message, context: Context) -> Message:
-        # every run's budget round: no ledger is under LEDGER_RECORD between requests, so
+        # every run's readiness round: no ledger is under LEDGER_RECORD between requests, so
         # each site answers from a fresh one (the start of its (algorithm, format) run)
         return SITE_APPS["dps-pca"](message, context)
 

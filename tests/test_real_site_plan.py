@@ -213,7 +213,7 @@ def test_a_site_whose_table_fails_its_contract_stops_the_run_before_any_ledger_c
     config = request_for(tmp_path, algorithm="dpdis-pca", variant="secure-sum",
                          centring="standardize", output=str(tmp_path / "run.json"))
     grid, server, _ = federation(policies, config, 9)
-    with pytest.raises(Exception, match="budget round: 2 site"):
+    with pytest.raises(Exception, match="readiness round: 2 site"):
         run_app(grid, server)
     assert set(grid.types) == {"query"}  # nothing but the readiness question was sent
     record = json.loads((tmp_path / "run.json").read_text())

@@ -19,7 +19,7 @@ from fedpca.results import PCAResult
 from fedpca.run_record import run_record, save_run_record
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
-from fedpca.flower.server.rounds import BudgetRoundError
+from fedpca.flower.server.rounds import ReadinessRoundError
 
 README = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 
@@ -116,17 +116,17 @@ def test_a_failed_run_exits_non_zero_and_leaves_its_record(tmp_path, monkeypatch
     declined = "1: refused this run of dps-pca: the 5 releases left of it ... do not fit"
 
     def stopped(*args, **kwargs):
-        raise BudgetRoundError("budget round: 1 site(s) can afford this run, need 2; nothing "
-                               "was released", failures=[declined])
+        raise ReadinessRoundError("readiness round: 1 site(s) are ready for this run, need 2; "
+                                  "nothing was released", failures=[declined])
 
     monkeypatch.setattr(simulation, "simulate", stopped)
     output = tmp_path / "run.json"
     assert cli_main(["simulate", "dps-pca", "--quiet", "--output", str(output)]) == 2
-    assert "budget round: 1 site(s) can afford this run" in capsys.readouterr().err
+    assert "readiness round: 1 site(s) are ready for this run" in capsys.readouterr().err
     record = json.loads(output.read_text())
     assert set(record) == FAILURE
     assert (record["algorithm"], record["status"]) == ("dps-pca", "failed")
-    assert record["error"].startswith("budget round") and record["site_failures"] == [declined]
+    assert record["error"].startswith("readiness round") and record["site_failures"] == [declined]
     assert cli_main(["show", str(output)]) == 0
     assert capsys.readouterr().out.splitlines() == [
         f"dps-pca: the run failed: {record['error']}", f"  {declined}"]

@@ -23,7 +23,7 @@ members whose keys it made): every site refuses in the readiness round and spend
 Last, a third honest run survives a site that stops after the key agreement (about 50 s on
 the 2-core development machine): the test stops the site's SuperNode from outside as soon
 as its log shows the round's input request arriving (its third train message of this run,
-after the key advertisement's and the shares' requests; the budget round's and the result's
+after the key advertisement's and the shares' requests; the readiness round's and the result's
 messages are query messages, and late messages of the earlier runs are told apart by
 their run id): the key agreement is over, and the site's ClientApp (a fresh process) has
 not answered yet. Stopping it right after its share bundle is too early: a SuperLink that
@@ -296,8 +296,8 @@ def test_a_roster_the_coordinator_wrote_with_members_it_made_is_refused_end_to_e
     before = ledgers(deployment)
     output = tmp_path / "sybil-roster.json"
     try:
-        with pytest.raises(DeploymentError, match=r"budget round: 0 site\(s\) can afford this "
-                                                  r"run, need 2; nothing was released"):
+        with pytest.raises(DeploymentError, match=r"readiness round: 0 site\(s\) are ready for "
+                                                  r"this run, need 2; nothing was released"):
             deployment.run({**RUN_CONFIG, "output": str(output)}, timeout=RUN_TIMEOUT)
     finally:
         roster.write_text(honest)

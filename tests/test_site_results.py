@@ -2,7 +2,7 @@
 (refused when malformed, with no ledger change, nothing stored), stores a good one beside its
 policy, and ``fedpca site project`` writes its records' scores, equal to the local projection
 ``(preprocess(X) - mean) / scale @ V``, refusing a result it cannot use. (A whole run that
-delivers the result: tests/test_budget_round.py, real sites; tests/test_flower_simulation.py,
+delivers the result: tests/test_readiness_round.py, real sites; tests/test_flower_simulation.py,
 simulated ones.)"""
 
 import csv

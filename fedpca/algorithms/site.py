@@ -99,7 +99,7 @@ def require_rest_of_run(policy: SitePrivacyPolicy, ledger: SiteLedgerLike) -> No
     """Raise (:class:`~fedpca.errors.BudgetExceededError`, nothing charged) unless what is
     left of a run under ``policy`` fits ``ledger`` after the releases it holds: the run's
     releases as calibrated (``policy.plan()``), less the ``ledger.count`` this run has
-    made. A site's answer to the budget round, from its policy and ledger alone."""
+    made. A site's answer to the readiness round, from its policy and ledger alone."""
     ledger.require_run(policy.plan()[ledger.count:])
 
 

@@ -22,7 +22,7 @@ from flwr.simulation import run_simulation
 
 from fedpca.blas import single_thread_blas
 from fedpca.flower.site.clientapp import (
-    BudgetFn,
+    ReadyFn,
     ClientFn,
     IdentityFn,
     SourceFn,
@@ -129,12 +129,12 @@ SitesApp = Callable[[str | None], ClientApp]
 
 
 def client_sites(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
-                 budget_fn: BudgetFn | None = None) -> SitesApp:
+                 ready_fn: ReadyFn | None = None) -> SitesApp:
     """Virtual sites given by functions of their context
     (:func:`fedpca.flower.site.clientapp.site_client_app`: ``client_fn`` a site's client,
-    ``identity_fn`` its identity in fedpca's verifiable secure aggregation, ``budget_fn`` its
+    ``identity_fn`` its identity in fedpca's verifiable secure aggregation, ``ready_fn`` its
     readiness answer)."""
-    return lambda store: site_client_app(StoreBound(client_fn, store), identity_fn, budget_fn)
+    return lambda store: site_client_app(StoreBound(client_fn, store), identity_fn, ready_fn)
 
 
 def source_sites(source_fn: SourceFn) -> SitesApp:
@@ -160,7 +160,7 @@ def run_federation(
 
     ``observer`` (e.g. :class:`fedpca.progress.RoundProgress`) is called by the strategy,
     in this process, after every aggregated round. A run that the strategy stops
-    (:class:`~fedpca.errors.RunFailedError`, e.g. too few sites can afford it) raises that
+    (:class:`~fedpca.errors.RunFailedError`, e.g. too few sites are ready for it) raises that
     error here (Flower's ``run_simulation`` re-raises it)."""
     if observer is not None:
         strategy.add_observer(observer)

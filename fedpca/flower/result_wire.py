@@ -37,7 +37,7 @@ HEADER_BYTES = 4096
 
 
 def is_result_message(content: RecordDict) -> bool:
-    """Whether a QUERY message carries a released result (rather than the budget
+    """Whether a QUERY message carries a released result (rather than the readiness
     question)."""
     return RESULT_ARRAYS in content.array_records
 

@@ -8,10 +8,10 @@ sites' ClientApp (:mod:`fedpca.flower.site.clientapp`) reads requests and builds
 the
   request is a ``FitIns`` (records ``fitins.parameters`` / ``fitins.config``), the answer a
   ``FitRes``; the site's name, epsilon spent and release count travel in its metrics.
-* The budget round (before round 1, :mod:`fedpca.flower.server.readiness`), in either
-  API: a QUERY :class:`~flwr.app.Message` whose content is the ConfigRecord ``"budget"``
-  (:func:`budget_question`); a site that is ready for the whole run answers with the
-  ConfigRecord ``"budget"`` holding its name, ``affords = True`` and what it states about
+* The readiness round (before round 1, :mod:`fedpca.flower.server.readiness`), in either
+  API: a QUERY :class:`~flwr.app.Message` whose content is the ConfigRecord ``"readiness"``
+  (:func:`readiness_question`); a site that is ready for the whole run answers with the
+  ConfigRecord ``"readiness"`` holding its name, ``ready = True`` and what it states about
   the run (:class:`~fedpca.site.ready.SiteReady`: its record count, its policy's settings
   as ``setting.KEY``, its answer deadline), one that is not with an error, its refusal.
 * Message API (``flwr.serverapp.strategy`` strategies): the request is a train
@@ -55,49 +55,49 @@ SITE = "site"
 NUM_EXAMPLES = "num-examples"
 #: Legacy format: the request's config record (Flower's ``FitIns`` encoding).
 LEGACY_CONFIG = "fitins.config"
-#: The budget round: the question's and the answer's ConfigRecord, and the answer's yes.
-BUDGET, AFFORDS = "budget", "affords"
-#: The budget answer's key of a site's answer deadline, and the prefix of its settings.
+#: The readiness round: the question's and the answer's ConfigRecord, and the answer's yes.
+READINESS, READY = "readiness", "ready"
+#: The readiness answer's key of a site's answer deadline, and the prefix of its settings.
 ANSWER_SECONDS, SETTING = "answer-seconds", "setting."
 
 
-def budget_question() -> RecordDict:
-    """The budget round's question, a QUERY message's content: "can this site afford the
-    whole of this run?". It carries nothing a site uses: each site answers for the run as
+def readiness_question() -> RecordDict:
+    """The readiness round's question, a QUERY message's content: "is this site ready for
+    the whole of this run?". It carries nothing a site uses: each site answers for the run as
     its own policy calibrates it, from its policy and ledger alone."""
-    return RecordDict({BUDGET: ConfigRecord({"question": "whole-run"})})
+    return RecordDict({READINESS: ConfigRecord({"question": "whole-run"})})
 
 
-def read_budget_question(content: RecordDict) -> None:
-    """Refuse a query that is not the budget question (untrusted content)."""
-    if set(content) != {BUDGET} or not isinstance(content.get(BUDGET), ConfigRecord):
+def read_readiness_question(content: RecordDict) -> None:
+    """Refuse a query that is not the readiness question (untrusted content)."""
+    if set(content) != {READINESS} or not isinstance(content.get(READINESS), ConfigRecord):
         raise InvalidRequestError(
-            f"refused: the only question a site answers is the budget round's (a ConfigRecord "
-            f"{BUDGET!r}), got records {quoted(sorted(content))}"
+            f"refused: the only question a site answers is the readiness round's (a ConfigRecord "
+            f"{READINESS!r}), got records {quoted(sorted(content))}"
         )
 
 
-def budget_answer(ready: SiteReady) -> RecordDict:
-    """A site's yes to the budget (readiness) round, with what it states about the run
+def readiness_answer(ready: SiteReady) -> RecordDict:
+    """A site's yes to the readiness round, with what it states about the run
     (:class:`~fedpca.site.ready.SiteReady`); a no is the reply's error: the site's
     refusal."""
-    stated: dict[str, Scalar] = {SITE: ready.site, AFFORDS: True}
+    stated: dict[str, Scalar] = {SITE: ready.site, READY: True}
     if ready.records is not None:
         stated[RECORDS] = int(ready.records)
     if ready.answer_seconds is not None:
         stated[ANSWER_SECONDS] = float(ready.answer_seconds)
     stated.update({SETTING + key: value for key, value in ready.settings.items()})
-    return RecordDict({BUDGET: ConfigRecord(stated)})
+    return RecordDict({READINESS: ConfigRecord(stated)})
 
 
-def read_budget_answer(content: RecordDict, node: str) -> SiteReady:
-    """What the site that said yes in a budget answer states; raises unless it is one
+def read_readiness_answer(content: RecordDict, node: str) -> SiteReady:
+    """What the site that said yes in a readiness answer states; raises unless it is one
     (every value is the site's word: the server only uses it to configure its own side)."""
-    answer = content.config_records.get(BUDGET)
-    if answer is None or answer.get(AFFORDS) is not True:
+    answer = content.config_records.get(READINESS)
+    if answer is None or answer.get(READY) is not True:
         raise FedPCAError(
-            f"node {node} answered the budget round with records {sorted(content)}, not "
-            f"{BUDGET!r}; is it running fedpca's ClientApp "
+            f"node {node} answered the readiness round with records {sorted(content)}, not "
+            f"{READINESS!r}; is it running fedpca's ClientApp "
             "(fedpca.flower.site.clientapp.site_client_app)?"
         )
     records, seconds = answer.get(RECORDS), answer.get(ANSWER_SECONDS)

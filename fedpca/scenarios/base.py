@@ -190,7 +190,7 @@ class Scenario:
         if getattr(self, "secure_min_sites", None) is not None and bound <= 0:
             raise ConfigurationError(
                 f"secure aggregation needs run_config {MAX_WEIGHT}: a public upper bound on every "
-                "site's record count (real sites state theirs in the budget round; simulated "
+                "site's record count (real sites state theirs in the readiness round; simulated "
                 f"partitions do not: set {MAX_WEIGHT}=N, N at least the largest site's records)"
             )
         return bound or None

@@ -9,7 +9,7 @@ from typing import Any
 from flwr.common import Context
 from flwr.server import Grid
 
-from fedpca.flower.server.readiness import Deadlines, Readiness, ask_budget
+from fedpca.flower.server.readiness import Deadlines, Readiness, ask_readiness
 from fedpca.flower.server.rounds import connected_nodes, require_ready
 from fedpca.errors import ConfigurationError
 from fedpca.loadings import loadings_path, write_loadings
@@ -33,7 +33,7 @@ def server_scenario(
     ``connect-seconds`` passed, :class:`~fedpca.flower.server.readiness.Deadlines`), every
     connected site is asked
     whether it is ready for the whole run (:mod:`fedpca.flower.server.readiness`); the run
-    stops (:class:`~fedpca.flower.server.rounds.BudgetRoundError`) when fewer than the run's
+    stops (:class:`~fedpca.flower.server.rounds.ReadinessRoundError`) when fewer than the run's
     ``min-sites`` are (``0``: all of them). The run_config then takes the privacy settings
     the ready sites state (:func:`with_site_settings`), and the scenario is built over the
     connected sites. The server holds no data: it only validates the shared parameters
@@ -42,7 +42,7 @@ def server_scenario(
     config = {**context.run_config, "run_id": str(context.run_id)}
     deadlines = Deadlines.of(config)
     nodes = connected_nodes(grid, least_sites(config), deadlines.connect)
-    readiness = ask_budget(grid, nodes, deadlines.readiness)
+    readiness = ask_readiness(grid, nodes, deadlines.readiness)
     require_ready(readiness, int(config.get("min-sites", 0)) or len(nodes), "ServerApp")
     config = with_site_settings(config, readiness)
     sites = least_sites(config, len(nodes))

@@ -42,10 +42,10 @@ from fedpca.flower.wire import read_fit_res
 
 logger = logging.getLogger(__name__)
 
-WARNING_NO_BUDGET_ROUND = (
+WARNING_NO_READINESS_ROUND = (
     "%s: no readiness round before round 1 (run the strategy with "
-    "fedpca.flower.server.workflow.run_strategy to have one): a site that cannot afford the "
-    "whole run refuses its first request, but the other sites may then spend on a run "
+    "fedpca.flower.server.workflow.run_strategy to have one): a site that is not ready for "
+    "the whole run refuses its first request, but the other sites may then spend on a run "
     "that does not finish"
 )
 
@@ -97,7 +97,7 @@ class LegacySiteStrategy(Strategy):
         rounds.contract = contract
         if readiness is not None:
             rounds.readiness = readiness
-        rounds.budget_round(grid)
+        rounds.readiness_round(grid)
         legacy = LegacyContext(context=context, strategy=self, config=ServerConfig(
             num_rounds=rounds.num_rounds if num_rounds is None else num_rounds))
         try:  # Flower's workflow waits without a timeout: the grid brings the run's
@@ -118,8 +118,8 @@ class LegacySiteStrategy(Strategy):
         """Ask every connected site (after ``wait_for_sites`` connected) that did not decline
         the run in the readiness round for its release."""
         rounds = self.rounds
-        if server_round == 1 and not rounds.budget_asked:
-            logger.warning(WARNING_NO_BUDGET_ROUND, rounds.label)
+        if server_round == 1 and not rounds.readiness_asked:
+            logger.warning(WARNING_NO_READINESS_ROUND, rounds.label)
         arrays, config = rounds.request(server_round)
         ins = FitIns(ndarrays_to_parameters(arrays), config)
         # Flower's legacy workflow registers the connected nodes when asked for their number

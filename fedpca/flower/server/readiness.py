@@ -1,11 +1,12 @@
-"""The budget round: before any release, every site says whether it can afford the whole run.
+"""The readiness round: before any release, every site says whether it is ready for the whole
+run (its budget affords it, its policy allows it, its data can answer it).
 
 A run that one site cannot finish costs the other sites their budget for nothing: they pay
 for every release up to the round where that site refuses, and nobody gets a result. So
 before round 1 a fedpca strategy
-(:meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.budget_round`)
-sends every connected site one QUERY message, "can you afford the whole of this run?"
-(:func:`~fedpca.flower.wire.budget_question`), which carries nothing a site uses. Each
+(:meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.readiness_round`)
+sends every connected site one QUERY message, "are you ready for the whole of this run?"
+(:func:`~fedpca.flower.wire.readiness_question`), which carries nothing a site uses. Each
 site answers from its own policy and ledger alone, never its data, so its answer depends on
 no record: a real site whether all of the run's releases, as its policy calibrates them, fit
 its lifetime budget, its worst-case bound and its daily and weekly ceilings
@@ -13,7 +14,7 @@ its lifetime budget, its worst-case bound and its daily and weekly ceilings
 in-memory ledger. A site that can says its name; one that cannot answers with its refusal
 (public numbers only: budgets and epsilons). When fewer than ``min_sites`` can, the run
 stops before any release with
-:class:`~fedpca.flower.server.rounds.BudgetRoundError`, quoting each declining site's own words;
+:class:`~fedpca.flower.server.rounds.ReadinessRoundError`, quoting each declining site's own words;
 otherwise the sites that declined are not asked for releases in the run.
 
 This round serves honest coordinators. A hostile one may skip it; what binds is each site's
@@ -26,7 +27,7 @@ Both strategy APIs run it through the ServerApp's grid: a Message-API strategy i
 round 1 that may exchange messages, and the legacy ``get_properties`` exchange
 (``GridClientProxy.get_properties``) uses a message type that a Message-API ClientApp (like
 fedpca's, :func:`~fedpca.flower.site.clientapp.site_client_app`) does not accept. A legacy strategy
-driven by one's own ``DefaultWorkflow`` therefore has no budget round (it logs so at round 1) and
+driven by one's own ``DefaultWorkflow`` therefore has no readiness round (it logs so at round 1) and
 relies on the sites' own refusal.
 """
 
@@ -40,7 +41,7 @@ from flwr.app import Message, MessageType
 from flwr.serverapp import Grid
 
 from fedpca.algorithms.specs import APP_KEYS
-from fedpca.flower.wire import budget_question, read_budget_answer
+from fedpca.flower.wire import readiness_question, read_readiness_answer
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.site.ready import SiteReady
 
@@ -75,7 +76,7 @@ class Deadlines:
 
 @dataclass(frozen=True)
 class Readiness:
-    """The budget round's answers: each ready node's statement, each other node's reason."""
+    """The readiness round's answers: each ready node's statement, each other node's reason."""
 
     ready: dict[int, SiteReady] = field(default_factory=dict)
     declined: dict[int, str] = field(default_factory=dict)
@@ -87,11 +88,11 @@ class Readiness:
         return max(stated, default=default)
 
 
-def ask_budget(grid: Grid, nodes: Sequence[int], timeout: float) -> Readiness:
-    """Ask every node of ``nodes`` the budget question: what each node that is ready for
+def ask_readiness(grid: Grid, nodes: Sequence[int], timeout: float) -> Readiness:
+    """Ask every node of ``nodes`` the readiness question: what each node that is ready for
     the whole run states, and why each other node is not (it declined, or sent no valid
     answer within ``timeout`` seconds, the plan's :attr:`Deadlines.readiness`)."""
-    messages = [Message(budget_question(), message_type=MessageType.QUERY, dst_node_id=node)
+    messages = [Message(readiness_question(), message_type=MessageType.QUERY, dst_node_id=node)
                 for node in nodes]
     ready: dict[int, SiteReady] = {}
     declined: dict[int, str] = {}
@@ -101,7 +102,7 @@ def ask_budget(grid: Grid, nodes: Sequence[int], timeout: float) -> Readiness:
             declined[node] = reply.error.reason or f"node {node}: error code {reply.error.code}"
             continue
         try:
-            ready[node] = read_budget_answer(reply.content, str(node))
+            ready[node] = read_readiness_answer(reply.content, str(node))
         except FedPCAError as error:
             declined[node] = str(error)
     for node in nodes:

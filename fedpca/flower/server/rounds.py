@@ -30,7 +30,7 @@ from fedpca.errors import ConfigurationError, RunFailedError
 from fedpca.dp.guarantee import SiteGuarantee, as_guaranteed
 from fedpca.progress import RoundEvent, RoundObserver
 from fedpca.site.results import ReleasedResult
-from fedpca.flower.server.readiness import Deadlines, Readiness, ask_budget
+from fedpca.flower.server.readiness import Deadlines, Readiness, ask_readiness
 from fedpca.flower.server.delivery import announce_failure, deliver
 
 logger = logging.getLogger(__name__)
@@ -39,10 +39,10 @@ WARNING_TOO_FEW_SITES = (
     "%s round %s: only %s site(s) answered, fewer than min_sites=%s; the run stops here "
     "rather than aggregate an under-populated round. Failures: %s"
 )
-WARNING_TOO_FEW_AFFORD = (
-    "%s budget round: only %s site(s) can afford the whole run, fewer than min_sites=%s; the "
-    "run stops before any release, so that no site spends on a run that cannot finish. "
-    "Declined: %s"
+WARNING_TOO_FEW_READY = (
+    "%s readiness round: only %s site(s) are ready for the whole run, fewer than "
+    "min_sites=%s; the run stops before any release, so that no site spends on a run that "
+    "cannot finish. Declined: %s"
 )
 
 #: A site's reply in one Flower API (a legacy ``(ClientProxy, FitRes)`` or a ``Message``).
@@ -61,8 +61,8 @@ class RoundFailedError(RunFailedError):
     """Too few sites answered a round; the run was stopped."""
 
 
-class BudgetRoundError(RoundFailedError):
-    """Fewer than ``min_sites`` sites can afford the whole run
+class ReadinessRoundError(RoundFailedError):
+    """Fewer than ``min_sites`` sites are ready for the whole run
     (:mod:`fedpca.flower.server.readiness`); the run stopped before any release."""
 
 
@@ -87,19 +87,19 @@ def connected_nodes(grid: Grid, wanted: int, timeout: float) -> list[int]:
 
 
 def require_ready(readiness: Readiness, min_sites: int, label: str = "fedpca") -> None:
-    """Log the budget round's outcome; raise :class:`BudgetRoundError`, quoting each
+    """Log the readiness round's outcome; raise :class:`ReadinessRoundError`, quoting each
     declining site's reason, when fewer than ``min_sites`` sites are ready (nothing has been
     released yet)."""
     for reason in readiness.declined.values():
-        logger.warning("%s budget round: a site declined: %s", label, reason)
+        logger.warning("%s readiness round: a site declined: %s", label, reason)
     ready, asked = len(readiness.ready), len(readiness.ready) + len(readiness.declined)
     if ready < min_sites:
         reasons = list(readiness.declined.values())
-        logger.error(WARNING_TOO_FEW_AFFORD, label, ready, min_sites, reasons)
-        raise BudgetRoundError(
-            f"budget round: {ready} site(s) can afford this run, need {min_sites}; nothing "
+        logger.error(WARNING_TOO_FEW_READY, label, ready, min_sites, reasons)
+        raise ReadinessRoundError(
+            f"readiness round: {ready} site(s) are ready for this run, need {min_sites}; nothing "
             f"was released; declined: {reasons}", failures=reasons)
-    logger.info("%s budget round: %d of %d site(s) can afford the run", label, ready, asked)
+    logger.info("%s readiness round: %d of %d site(s) are ready for the run", label, ready, asked)
 
 
 class SiteRoundStrategy:
@@ -151,13 +151,13 @@ class SiteRoundStrategy:
         self.server = server if server is not None else self.build(**params)
         #: Every failing site's reason, over the whole run.
         self.failures: list[str] = []
-        #: The sites (node ids) that declined the run in the budget round, with their
+        #: The sites (node ids) that declined the run in the readiness round, with their
         #: reasons; they are not asked for releases.
         self.declined: dict[int, str] = {}
-        #: Whether the budget round ran (:meth:`budget_round`).
-        self.budget_asked = False
-        #: The budget round's answers, if the ServerApp asked before building the strategy
-        #: (:func:`fedpca.flower.server.app_server.server_scenario`) or once :meth:`budget_round`
+        #: Whether the readiness round ran (:meth:`readiness_round`).
+        self.readiness_asked = False
+        #: The readiness round's answers, if the ServerApp asked before building the strategy
+        #: (:func:`fedpca.flower.server.app_server.server_scenario`) or once :meth:`readiness_round`
         #: ran.
         self.readiness: Readiness | None = None
         #: The number of releases each site last reported (its ledger's count).
@@ -258,7 +258,7 @@ class SiteRoundStrategy:
         )
 
     def announce_failure(self, grid: Grid, error: BaseException) -> None:
-        """After a failure past the budget round (releases may have been made): tell every
+        """After a failure past the readiness round (releases may have been made): tell every
         site that was asked that the run failed, and why
         (:func:`~fedpca.flower.server.delivery.announce_failure`), so that its ledger
         says so. Never raises."""
@@ -301,16 +301,16 @@ class SiteRoundStrategy:
         """Every connected node, once at least ``wait_for_sites`` are."""
         return connected_nodes(grid, self.wait_for_sites, self.deadlines.connect)
 
-    def budget_round(self, grid: Grid) -> list[int]:
+    def readiness_round(self, grid: Grid) -> list[int]:
         """Before round 1, ask every connected site whether it is ready for the whole run
         (:mod:`fedpca.flower.server.readiness`), unless the ServerApp asked already
         (:attr:`readiness`); return the node ids of those that are and remember the others,
-        which are not asked for releases. Raises :class:`BudgetRoundError`, before any
+        which are not asked for releases. Raises :class:`ReadinessRoundError`, before any
         release, quoting each declining site's reason, when fewer than ``min_sites`` are."""
         if self.readiness is None:
-            self.readiness = ask_budget(grid, self.connected_sites(grid),
+            self.readiness = ask_readiness(grid, self.connected_sites(grid),
                                         self.deadlines.readiness)
-        self.budget_asked = True
+        self.readiness_asked = True
         self.declined.update(self.readiness.declined)
         self.failures.extend(self.readiness.declined.values())
         require_ready(self.readiness, self.min_sites, self.label)

@@ -26,7 +26,7 @@ from fedpca.scenarios.genotypes import PLINK, genotype_plan, genotype_run
 
 def run_server_app(grid: Grid, context: Context) -> None:
     """Run the configured algorithm. A run that fails (e.g. fewer than ``min-sites`` sites
-    can afford it) writes a failure record to run_config ``output`` and raises, so Flower
+    are ready for it) writes a failure record to run_config ``output`` and raises, so Flower
     marks the run failed; a parameter error names the run_config keys to change. The run's
     noise calibrations (public parameters only) are kept in the coordinator's cache, as a
     site's are (:mod:`fedpca.dp.calibration_cache`): a deployment starts a fresh ServerApp

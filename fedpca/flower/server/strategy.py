@@ -6,7 +6,7 @@ Used like Flower's ``FedAvg`` in a ServerApp's ``main``::
     strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=strategy.num_rounds)
     result = strategy.result()  # fedpca's PCAResult, with its history
 
-Before round 1, ``start`` asks every site whether it can afford the whole run (a QUERY
+Before round 1, ``start`` asks every site whether it is ready for the whole run (a QUERY
 message: :mod:`fedpca.flower.server.readiness`) and stops before any release when fewer than
 ``min_sites`` can; after the last round it sends the released result to every site
 (:mod:`fedpca.flower.server.delivery`). Everything the rounds do lives in
@@ -96,11 +96,12 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         needs) and ``num_rounds`` the algorithm's own (default); ``train_config`` entries
         are added to every request, and sites refuse keys they do not know. Flower's
         ``Result`` holds each round's aggregated array and metrics; fedpca's result is
-        :meth:`result`. The budget round comes first
-        (:meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.budget_round`). Raises
-        :class:`~fedpca.flower.server.rounds.BudgetRoundError` when fewer than ``min_sites`` sites
-        can afford the run, :class:`~fedpca.flower.server.rounds.RoundFailedError` when a round
-        has fewer than ``min_sites`` answers, after telling every site that the run failed
+        :meth:`result`. The readiness round comes first
+        (:meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.readiness_round`). Raises
+        :class:`~fedpca.flower.server.rounds.ReadinessRoundError` when fewer than
+        ``min_sites`` sites are ready for the run,
+        :class:`~fedpca.flower.server.rounds.RoundFailedError` when a round has fewer than
+        ``min_sites`` answers, after telling every site that the run failed
         (:meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.announce_failure`). Each wait for
         the sites' answers lasts the longest answer deadline a ready site stated
         (:class:`~fedpca.site.ready.SiteReady`), else ``timeout`` seconds (``None``: the
@@ -121,7 +122,7 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
                 "initial_arrays=ArrayRecord() and give a starting basis to the constructor"
             )
         self.begin()
-        sites = self.budget_round(grid)
+        sites = self.readiness_round(grid)
         timeout = self.readiness.answer_seconds(
             self.deadlines.answer if timeout is None else timeout)
         try:
@@ -147,7 +148,7 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Ask every connected site (after ``wait_for_sites`` connected) that did not decline
-        the run in the budget round for its release."""
+        the run in the readiness round for its release."""
         request_arrays, request = self.request(server_round)
         request = {**dict(config), **request}
         self.grid = grid

@@ -53,9 +53,9 @@ from fedpca.flower.secure_wire import is_protocol_message, protocol_content, pro
 from fedpca.flower.site.site_client import PrivateSiteClient
 from fedpca.flower.wire import (
     answer_content,
-    budget_answer,
+    readiness_answer,
     is_legacy_request,
-    read_budget_question,
+    read_readiness_question,
     read_request,
 )
 from fedpca.secure.identity import SecureIdentity
@@ -86,7 +86,7 @@ ClientFn = Callable[[Context], Client]
 IdentityFn = Callable[[Context], SecureIdentity | None]
 #: ``context -> SiteReady | str``: the site's answer to the readiness round (raises its
 #: refusal).
-BudgetFn = Callable[[Context], "SiteReady | str"]
+ReadyFn = Callable[[Context], "SiteReady | str"]
 
 #: Services kept per (run, node) in this process, with the node they were opened for.
 SERVICES: dict[tuple[int, int], tuple[Node, SiteService]] = {}
@@ -144,10 +144,10 @@ def answer_query(service_for: ServiceFn, message: Message, context: Context) -> 
                        lambda received: run_end_answer(received.site))
 
     def ready() -> Ready:
-        read_budget_question(content)
+        read_readiness_question(content)
         return Ready()
 
-    return respond(service_for, message, context, ready, budget_answer)
+    return respond(service_for, message, context, ready, readiness_answer)
 
 
 def respond(service_for: ServiceFn, message: Message, context: Context,
@@ -190,9 +190,9 @@ class FunctionSource(SiteSource):
     client (built for every message), its secure identity and its readiness answer."""
 
     def __init__(self, context: Context, client_fn: ClientFn,
-                 identity_fn: IdentityFn | None, budget_fn: BudgetFn | None) -> None:
+                 identity_fn: IdentityFn | None, ready_fn: ReadyFn | None) -> None:
         self.context, self.client_fn = context, client_fn
-        self.identity_fn, self.budget_fn = identity_fn, budget_fn
+        self.identity_fn, self.ready_fn = identity_fn, ready_fn
 
     def open(self) -> PrivateSite:
         """The site behind ``client_fn``'s client (a NumPyClient's ``Client`` wrapper)."""
@@ -200,10 +200,10 @@ class FunctionSource(SiteSource):
         return getattr(client, "numpy_client", client).site
 
     def ready(self) -> SiteReady | None:
-        """``budget_fn``'s answer, or the opened site's."""
-        if self.budget_fn is None:
+        """``ready_fn``'s answer, or the opened site's."""
+        if self.ready_fn is None:
             return None
-        ready = self.budget_fn(self.context)
+        ready = self.ready_fn(self.context)
         return SiteReady(ready) if isinstance(ready, str) else ready
 
     def identity(self) -> SecureIdentity | None:
@@ -212,14 +212,14 @@ class FunctionSource(SiteSource):
 
 
 def function_service(client_fn: ClientFn, identity_fn: IdentityFn | None,
-                     budget_fn: BudgetFn | None, context: Context) -> SiteService:
+                     ready_fn: ReadyFn | None, context: Context) -> SiteService:
     """A service over :class:`FunctionSource` for this message."""
     return SiteService(node_of(context), FunctionSource(context, client_fn, identity_fn,
-                                                        budget_fn))
+                                                        ready_fn))
 
 
 def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
-                    budget_fn: BudgetFn | None = None) -> ClientApp:
+                    ready_fn: ReadyFn | None = None) -> ClientApp:
     """A site's ClientApp answering fedpca's Message-API strategies (``DPSPCA``, ..., with or
     without verified secure aggregation), their legacy-API adapters (``DPSPCAStrategy``, ...)
     and their readiness round, from ``client_fn``.
@@ -229,9 +229,9 @@ def site_client_app(client_fn: ClientFn, identity_fn: IdentityFn | None = None,
             ``lambda context: client_for_site(context, X, policy, site="hospital-a")``.
         identity_fn: ``context -> SecureIdentity | None``, the site's identity in secure
             aggregation from its own policy (``None``: the site takes part in none).
-        budget_fn: ``context -> SiteReady | str``, the site's answer to the readiness round
-            from its policy and ledger alone (raises its refusal when it cannot afford the
-            run); default: the client's site's (its ledger against what is left of the run).
+        ready_fn: ``context -> SiteReady | str``, the site's answer to the readiness round
+            from its policy and ledger alone (raises its refusal when it is not ready for
+            the run); default: the client's site's (its ledger against what is left of the run).
     """
     return service_client_app(functools.partial(function_service, client_fn, identity_fn,
-                                                budget_fn))
+                                                ready_fn))

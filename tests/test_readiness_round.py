@@ -1,4 +1,4 @@
-"""No site spends on a run that cannot finish: the budget round through the Flower App's real
+"""No site spends on a run that cannot finish: the readiness round through the Flower App's real
 ServerApp and ClientApp, real sites (their own policy files, data and lifetime ledgers)
 answering in this process (a grid without Ray). Site 0's remaining lifetime budget holds
 releases but not a whole run: with ``min-sites = 3`` the run stops before any release and
@@ -21,14 +21,14 @@ from fedpca.flower.server.app_server import server_scenario
 from fedpca.flower.site.site_client import client_factory
 from fedpca.algorithms.dps_pca import DPSPCASite
 from fedpca.flower.site.clientapp import site_client_app
-from fedpca.flower.wire import budget_question, request_content
+from fedpca.flower.wire import readiness_question, request_content
 from fedpca.site.ledger import RunCharge, SiteLedger
 from fedpca.site.ledger_store import create_ledger
 from fedpca.site.policy import load_site_policy
 from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.results import load_result, results_folder
-from fedpca.flower.server.rounds import BudgetRoundError
+from fedpca.flower.server.rounds import ReadinessRoundError
 from fedpca.flower.server.strategies import DPSPCAStrategy
 from fedpca.flower.server.workflow import run_strategy
 
@@ -89,8 +89,8 @@ def server_context(tmp_path, min_sites: int) -> Context:
 def test_a_run_one_site_cannot_afford_stops_before_any_release(federation, tmp_path):
     policies, grid = federation
     before = [ledger_rows(policy) for policy in policies]
-    with pytest.raises(BudgetRoundError, match=r"budget round: 2 site\(s\) can afford this "
-                                               r"run, need 3; nothing was released"):
+    with pytest.raises(ReadinessRoundError, match=r"readiness round: 2 site\(s\) are ready for "
+                                                  r"this run, need 3; nothing was released"):
         main(grid, server_context(tmp_path, min_sites=3))
     assert grid.types == [MessageType.QUERY] * 3  # no request for a release was sent
     assert [ledger_rows(policy) for policy in policies] == before
@@ -128,13 +128,13 @@ def test_the_sites_that_can_afford_the_run_go_on_without_the_one_that_cannot(fed
             str(RUN_ID), "dps-pca", None, None)
 
 
-def test_the_legacy_strategy_has_the_same_budget_round(federation, tmp_path):
+def test_the_legacy_strategy_has_the_same_readiness_round(federation, tmp_path):
     policies, grid = federation
     context = server_context(tmp_path, min_sites=2)  # the ServerApp's round lets it go on
     scenario, _, readiness = server_scenario(DPSPCAScenario, grid, context)
     strategy = DPSPCAStrategy(dim=scenario.dim, k=scenario.k, s_hat=scenario.s_hat,
                               rounds=scenario.rounds, min_sites=3)
-    with pytest.raises(BudgetRoundError, match="0: refused this run of dps-pca"):
+    with pytest.raises(ReadinessRoundError, match="0: refused this run of dps-pca"):
         run_strategy(grid, context, strategy, readiness=readiness)  # before Flower's workflow
     assert grid.types == [MessageType.QUERY] * 3
     assert strategy.failures == list(strategy.declined.values()) and list(strategy.declined) == [1]
@@ -148,7 +148,7 @@ POLICY = SitePolicy(epsilon=1.0, delta=1e-5, rounds=2)  # three releases a run
 
 
 def query(content=None) -> Message:
-    return Message(content=content or budget_question(), dst_node_id=1,
+    return Message(content=content or readiness_question(), dst_node_id=1,
                    message_type=MessageType.QUERY)
 
 
@@ -165,7 +165,7 @@ def test_a_sites_answer_comes_from_its_policy_and_ledger(tmp_path):
         return Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
 
     reply = app("1")(query(), context())
-    assert reply.content.config_records["budget"] == {"site": "clinic", "affords": True}
+    assert reply.content.config_records["readiness"] == {"site": "clinic", "ready": True}
     basis = np.linalg.qr(np.random.default_rng(1).standard_normal((D, 2)))[0]
     for _ in range(POLICY.releases):  # run 1 spends epsilon 1 of the lifetime's 1.2
         train = Message(content=request_content([basis], {"phase": "power", "round": 1}),
@@ -180,11 +180,11 @@ def test_a_sites_answer_comes_from_its_policy_and_ledger(tmp_path):
     assert not fresh(query(), context()).has_error()
 
 
-def test_a_query_that_is_not_the_budget_question_is_refused():
+def test_a_query_that_is_not_the_readiness_question_is_refused():
     app = site_client_app(lambda c: client_factory(DPSPCASite)(c, X, POLICY, "clinic"))
     context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
     reply = app(query(RecordDict({"secrets": ConfigRecord({"row": 0})})), context)
-    assert reply.has_error() and "the only question a site answers is the budget round's" \
+    assert reply.has_error() and "the only question a site answers is the readiness round's" \
         in reply.error.reason
 
 
@@ -222,7 +222,7 @@ def test_a_real_site_reads_its_policy_plans_the_run_and_opens_its_ledger_once_a_
 
     ready = ask(query())
     assert not ready.has_error()
-    assert ready.content.config_records["budget"]["site"] == "clinic"
+    assert ready.content.config_records["readiness"]["site"] == "clinic"
     assert counts == {"policy": 1, "plan": 1, "ledger": 1}
     basis = np.linalg.qr(np.random.default_rng(1).standard_normal((REQUEST["dim"], 2)))[0]
     answer = ask(Message(content=request_content([basis], {"phase": "power", "round": 1}),
