@@ -51,9 +51,10 @@ class AlgorithmSpec:
         site: the Flower-free site class (its data, noise and ledger).
         policy: its site's privacy policy class (a dataclass whose fields are the
             run_config privacy keys with ``_`` for ``-``), built by :meth:`site_policy`.
-        strategy: the public name of its Message-API strategy class
-            (:data:`fedpca.flower.server.strategies.STRATEGIES`) and what that class builds its
-            server with (the server class, or a builder taking the strategy first).
+        strategy: the public names of its Message-API strategy class
+            (:data:`fedpca.flower.server.strategies.STRATEGIES`) and of that class's adapter to
+            Flower's legacy strategy API, and what the class builds its server with (the
+            server class, or a builder taking the strategy first).
         record: its run record's own fields: ``RunResult -> dict``
             (:func:`fedpca.run_record.run_record`, after the headline).
         columns: its round table's metric columns: (history key, column title).
@@ -97,7 +98,7 @@ class AlgorithmSpec:
     scenario: str
     site: str
     policy: str
-    strategy: tuple[str, str]
+    strategy: tuple[str, str, str]
     record: str
     columns: tuple[tuple[str, str], ...]
     audit: tuple[tuple[str, str], ...]
@@ -166,7 +167,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         scenario="fedpca.scenarios.dps_pca:DPSPCAScenario",
         site="fedpca.algorithms.dps_pca:DPSPCASite",
         policy="fedpca.algorithms.dps_pca:SitePolicy",
-        strategy=("DPSPCA", "fedpca.algorithms.dps_pca:DPSPCAServer"),
+        strategy=("DPSPCA", "DPSPCAStrategy", "fedpca.algorithms.dps_pca:DPSPCAServer"),
         record=_RECORD + "dps_pca_fields",
         columns=(("distance", "distance"),),
         audit=(("dps-pca/init", _TARGETS + "dps_init"),
@@ -193,7 +194,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         scenario="fedpca.scenarios.dpdis_pca:DPdisPCAScenario",
         site="fedpca.algorithms.dpdis_pca:DPdisPCASite",
         policy="fedpca.algorithms.dpdis_pca:DPdisPCAPolicy",
-        strategy=("DPdisPCA", "fedpca.algorithms.dpdis_pca:DPdisPCAServer"),
+        strategy=("DPdisPCA", "DPdisPCAStrategy", "fedpca.algorithms.dpdis_pca:DPdisPCAServer"),
         record=_RECORD + "dpdis_pca_fields",
         columns=(("energy_ratio", "energy"),),
         audit=(("dpdis-pca", _TARGETS + "dpdis"),
@@ -212,7 +213,8 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         scenario="fedpca.scenarios.ldp_pca:LDPScenario",
         site="fedpca.algorithms.ldp_pca:LDPCovarianceSite",
         policy="fedpca.algorithms.ldp_pca:LDPPolicy",
-        strategy=("LDPCovariance", "fedpca.flower.server.strategies:build_ldp"),
+        strategy=("LDPCovariance", "LDPCovarianceStrategy",
+                  "fedpca.flower.server.strategies:build_ldp"),
         record=_RECORD + "ldp_pca_fields",
         columns=(("distance", "distance"), ("energy_ratio", "energy")),
         audit=(("ldp-pca", _TARGETS + "ldp"),),
@@ -237,7 +239,7 @@ SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in (
         scenario="fedpca.scenarios.kplane:KPlaneScenario",
         site="fedpca.algorithms.kplane:KPlaneSite",
         policy="fedpca.algorithms.kplane:KPlanePolicy",
-        strategy=("SuLQKPlane", "fedpca.algorithms.kplane:KPlaneServer"),
+        strategy=("SuLQKPlane", "KPlaneStrategy", "fedpca.algorithms.kplane:KPlaneServer"),
         record=_RECORD + "sulq_kplane_fields",
         columns=(("cost", "cost"), ("wasserstein_distance", "W dist")),
         audit=(("sulq-kplane", _TARGETS + "kplane"),

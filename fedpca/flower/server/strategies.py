@@ -25,7 +25,7 @@ they state.
 
 A run of any algorithm, centred or not, needs no named class:
 ``MessageSiteStrategy(server, min_sites=...)`` runs the server it is given. The named classes
-are derived from the specs (:data:`STRATEGIES`: one per
+are derived from the specs (:data:`STRATEGIES` and :data:`LEGACY_STRATEGIES`: one of each per
 :data:`~fedpca.algorithms.specs.SPECS` entry, named and built as its ``strategy`` says).
 """
 
@@ -60,39 +60,34 @@ def message_strategy(spec: AlgorithmSpec) -> type[MessageSiteStrategy]:
     """``spec``'s named Message-API strategy (:attr:`AlgorithmSpec.strategy`): a
     :class:`~fedpca.flower.server.strategy.MessageSiteStrategy` that builds the algorithm's server
     from its parameters."""
-    name, build = spec.strategy
+    name, _, build = spec.strategy
     doc = (f"{spec.name} on Flower's Message API; parameters: "
            f":obj:`~{build.replace(':', '.')}`'s and "
            ":class:`~fedpca.flower.server.rounds.SiteRoundStrategy`'s.")
-    return type(name, (MessageSiteStrategy,), {"build": load(build), "__doc__": doc,
-                                               "__module__": __name__, "__qualname__": name})
+    return named_class(name, MessageSiteStrategy, {"build": load(build), "__doc__": doc})
+
+
+def legacy_strategy(spec: AlgorithmSpec) -> type[LegacySiteStrategy]:
+    """``spec``'s named adapter to Flower's legacy strategy API (:attr:`AlgorithmSpec.strategy`):
+    a :class:`~fedpca.flower.server.legacy_strategy.LegacySiteStrategy` of its Message-API
+    strategy."""
+    message, name, _ = spec.strategy
+    doc = f"{spec.name} on Flower's legacy strategy API; parameters: :class:`{message}`'s."
+    return named_class(name, LegacySiteStrategy, {"STRATEGY": STRATEGIES[spec.name],
+                                                  "__doc__": doc})
+
+
+def named_class(name: str, base: type, namespace: dict[str, Any]) -> type:
+    """A subclass ``name`` of ``base`` defined in this module (so that it pickles by name)."""
+    return type(name, (base,), {**namespace, "__module__": __name__, "__qualname__": name})
 
 
 #: Each algorithm's named Message-API strategy, by algorithm name.
 STRATEGIES = {spec.name: message_strategy(spec) for spec in SPECS.values()}
 DPSPCA, DPdisPCA = STRATEGIES["dps-pca"], STRATEGIES["dpdis-pca"]
 LDPCovariance, SuLQKPlane = STRATEGIES["ldp-pca"], STRATEGIES["sulq-kplane"]
-
-
-class DPSPCAStrategy(LegacySiteStrategy):
-    """DPS-PCA on Flower's legacy strategy API; parameters: :class:`DPSPCA`'s."""
-
-    STRATEGY = DPSPCA
-
-
-class DPdisPCAStrategy(LegacySiteStrategy):
-    """DPdisPCA on Flower's legacy strategy API; parameters: :class:`DPdisPCA`'s."""
-
-    STRATEGY = DPdisPCA
-
-
-class LDPCovarianceStrategy(LegacySiteStrategy):
-    """LDP-PCA on Flower's legacy strategy API; parameters: :class:`LDPCovariance`'s."""
-
-    STRATEGY = LDPCovariance
-
-
-class KPlaneStrategy(LegacySiteStrategy):
-    """SuLQ k-plane on Flower's legacy strategy API; parameters: :class:`SuLQKPlane`'s."""
-
-    STRATEGY = SuLQKPlane
+#: Each algorithm's named adapter to Flower's legacy strategy API, by algorithm name.
+LEGACY_STRATEGIES = {spec.name: legacy_strategy(spec) for spec in SPECS.values()}
+DPSPCAStrategy, DPdisPCAStrategy = LEGACY_STRATEGIES["dps-pca"], LEGACY_STRATEGIES["dpdis-pca"]
+LDPCovarianceStrategy = LEGACY_STRATEGIES["ldp-pca"]
+KPlaneStrategy = LEGACY_STRATEGIES["sulq-kplane"]
