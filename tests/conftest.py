@@ -56,6 +56,13 @@ def loopback_rank(nodeid: str) -> tuple[int, int] | None:
 
 # the suite's Flower processes send Flower no usage telemetry (a site's turn it off anyway)
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+# every Ray the suite starts (a test's own simulation, ``ray start`` in
+# tests/test_ray_cluster.py, the simulation runtime behind ``flwr run`` in
+# tests/test_flower_app.py) starts its workers at the priority of the suite's other work, not
+# Ray's default nice 15 on top of :data:`LATER_NICENESS`: beside the other workers' tests on
+# 2 cores the actors got almost no CPU while they imported Flower and fedpca (alone, 35 s and
+# 46 s for those two files; in the suite 248 s and 160 s)
+os.environ.setdefault("RAY_worker_niceness", "0")
 # every process the suite starts runs ``flower_hooks/sitecustomize.py``: the loopback
 # deployments' SuperNodes and SuperExecs (Flower's polling loops, patched as they are
 # imported: ``flower_hooks/poll_waits.py``) ask for work every 0.5 s while a run is under way
@@ -166,18 +173,12 @@ def flower_sites(request):
     """The module's Flower simulations run their sites in this process
     (:func:`sites_in_process.sites_in_process`), unless the module is marked
     ``pytest.mark.ray``: then in Ray actors, as ``fedpca simulate`` runs them, at the
-    priority of the suite's other work (Ray starts its workers at nice 15: beside the other
-    xdist workers' tests, at nice 0 on 2 cores, the actors got almost no CPU while they
-    imported Flower and fedpca, and a 10 s simulation took 60-70 s). Either way Flower's
+    priority of the suite's other work (``RAY_worker_niceness`` above: at Ray's nice 15 a
+    10 s simulation took 60-70 s beside the other workers' tests). Either way Flower's
     in-memory runtime in this process waits briefly between its looks
     (:func:`sites_in_process.prompt_waits`). Module scope and autouse: set before the
     module's own fixtures, which start simulations too."""
     from sites_in_process import prompt_waits, sites_in_process
 
-    if not request.node.get_closest_marker("ray"):
-        with sites_in_process():
-            yield
-        return
-    with pytest.MonkeyPatch.context() as patch, prompt_waits():
-        patch.setenv("RAY_worker_niceness", "0")
+    with sites_in_process() if not request.node.get_closest_marker("ray") else prompt_waits():
         yield
