@@ -132,7 +132,8 @@ def test_flwr_run_gives_the_reference_basis(flwr_env, tmp_path):
 
 
 def test_flwr_run_serves_dpdis_pca_secure_sums_with_its_energy_ratio(flwr_env, tmp_path):
-    # The App's secure path: distributed discrete Gaussian residues through Flower's SecAgg+
+    # The App's secure path: distributed discrete Gaussian residues through fedpca's
+    # verifiable secure aggregation
     # (the factor variant's App path is the same code; tests/test_message_api.py runs it).
     dpdis = DPdisPCAScenario(sites=3, dim=30, samples=900, k=4, epsilon=2.0, seed=5,
                              variant="secure-sum", secure_min_sites=3)

@@ -1,6 +1,6 @@
 """``fedpca simulate --ray-address`` on a real two-node Ray cluster on loopback, running
 DPS-PCA's and SuLQ k-plane's secure modes (distributed discrete Gaussian residues through
-Flower's SecAgg+), each equal to its Flower-free reference under the same seeds (DPdisPCA's
+fedpca's verifiable secure aggregation), each equal to its Flower-free reference under the same seeds (DPdisPCA's
 secure mode runs as a Flower App in tests/test_flower_app.py).
 
 A head node with no CPUs (it holds Ray's control plane and the ServerApp's driver) and a
@@ -131,7 +131,7 @@ def simulate(address: str, env: dict, out: Path, algorithm: str, *flags: str) ->
 
 
 def test_secure_kplane_on_a_two_node_cluster_equals_the_reference(cluster, tmp_path):
-    # SuLQ k-plane's secure sums (distributed discrete Gaussian through SecAgg+) on the cluster
+    # SuLQ k-plane's secure sums (distributed discrete Gaussian, verifiable) on the cluster
     scenario = KPlaneScenario(sites=4, samples=2000, clusters=2, subspace_dim=2, rounds=1,
                               epsilon=2.0, seed=7, data_seed=7, secure_min_sites=4)
     raw = simulate(*cluster, tmp_path / "kplane.json", "sulq-kplane", "--sites", "4",
@@ -157,6 +157,6 @@ def test_dps_pca_with_discrete_noise_on_the_cluster_equals_the_reference(cluster
                             evaluate=scenario.distance_to_truth)
     np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
     assert raw["sites_answered"] == [["0", "1", "2", "3"]] * 3
-    # the sites' true record counts, although SecAgg+'s weight is fixed at 1
+    # the sites' true record counts, as each site states them with its answers
     assert raw["config"]["site_records"] == {str(i): 2000 for i in range(4)}
     assert raw["privacy"]["accounting"] == "ddg-pld"
