@@ -29,10 +29,16 @@ from fedpca.flower.app import client_app, main
 from fedpca.flower.server.app_server import server_scenario
 from fedpca.flower.server.prompt_grid import prompt
 from fedpca.flower.server.readiness import Deadlines
-from fedpca.flower.server.rounds import ReadinessRoundError, RoundFailedError, connected_nodes
+from fedpca.flower.server.rounds import (
+    ReadinessRoundError,
+    RoundFailedError,
+    connected_nodes,
+    named_nodes,
+)
 from fedpca.flower.server.strategies import DPSPCAStrategy
 from fedpca.flower.server.workflow import run_strategy
 from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.site.policy import load_site_policy
 from fedpca.site.policy_template import write_policy_template
 
 pytestmark = pytest.mark.usefixtures("run_identity")
@@ -147,9 +153,15 @@ def test_a_site_that_stops_answering_fails_the_run_at_its_planned_deadline(conte
     took = time.monotonic() - started
     # round 1 waited its 2 s deadline for site 0, then the run failed naming it
     assert ANSWER_SECONDS <= took < ANSWER_SECONDS + 15
-    assert "node 1" in str(failed.value)
+    # named by the site's own name from the readiness round, and its node
+    assert "site 0 (node 1)" in str(failed.value)
     record = json.loads((tmp_path / "run.json").read_text())
-    assert record["status"] == "failed" and "node 1" in record["error"]
+    assert record["status"] == "failed" and "site 0 (node 1)" in record["error"]
+    assert any("site 0 (node 1)" in failure for failure in record["site_failures"])
+    for node in (2, 3):  # the other sites' ledgers say which site stopped the run
+        policy = load_site_policy(contexts[node].node_config["policy"])
+        (run,) = policy.open_ledger().run_records().values()
+        assert run["status"] == "failed" and "site 0 (node 1)" in run["reason"]
     assert grid.sent.count((1, MessageType.TRAIN)) == 1  # asked once, never again
 
 
@@ -218,3 +230,13 @@ def test_a_runs_deadlines_come_from_its_run_config_and_must_be_positive_seconds(
         with pytest.raises(ConfigurationError, match="run_config readiness-seconds must be a "
                                                      "positive number of seconds"):
             Deadlines.of({"readiness-seconds": bad})
+
+
+def test_a_failure_names_each_ready_site_once_and_leaves_unknown_nodes_as_they_are():
+    names = {1: "hospital-a", 2: "hospital-b"}
+    reason = "2 site(s) sent no reply in time: node 1, node 2; node 9: error code 0"
+    named = named_nodes(reason, names)
+    assert named == ("2 site(s) sent no reply in time: site hospital-a (node 1), site "
+                     "hospital-b (node 2); node 9: error code 0")
+    assert named_nodes(named, names) == named  # naming twice changes nothing
+    assert named_nodes("node 10 left", names) == "node 10 left"  # not node 1's

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -84,6 +85,22 @@ def connected_nodes(grid: Grid, wanted: int, timeout: float) -> list[int]:
         time.sleep(max(0.0, min(wait, end - time.monotonic())))
         wait = min(2 * wait, POLL_SECONDS)
     return nodes
+
+
+#: How a failure names a node (the grid's, the secure aggregation's and Flower's own words).
+NODE = re.compile(r"(?<!\()\bnode (\d+)\b")
+
+
+def named_nodes(reason: str, names: dict[int, str]) -> str:
+    """``reason`` with every ``node N`` whose site said its name in the readiness round
+    written ``site NAME (node N)``, so that whoever reads a failure (the coordinator, the run
+    record, every site's ledger) knows which site it was (a node named already stays as it
+    is)."""
+    def name(match: re.Match[str]) -> str:
+        node = int(match[1])
+        return f"site {names[node]} ({match[0]})" if node in names else match[0]
+
+    return NODE.sub(name, reason)
 
 
 def require_ready(readiness: Readiness, min_sites: int, label: str = "fedpca") -> None:
@@ -293,6 +310,12 @@ class SiteRoundStrategy:
             return self.deadlines.answer
         return self.readiness.answer_seconds(self.deadlines.answer)
 
+    def named(self, reason: str) -> str:
+        """``reason`` naming each ready site by its name (:func:`named_nodes`)."""
+        if self.readiness is None:
+            return reason
+        return named_nodes(reason, {node: r.site for node, r in self.readiness.ready.items()})
+
     def begin(self) -> None:
         """Start the run's clock (the result's ``wall_seconds``)."""
         self.started = time.perf_counter()
@@ -336,6 +359,7 @@ class SiteRoundStrategy:
         not), then decode and combine their answers and tell the observers. ``summed``: the
         sum of the answers' residues, unmasked by fedpca's verifiable secure aggregation
         (the answers themselves are masked)."""
+        reasons = [self.named(reason) for reason in reasons]
         for reason in reasons:
             logger.warning("%s round %s: a site failed: %s", self.label, server_round, reason)
         self.failures.extend(reasons)

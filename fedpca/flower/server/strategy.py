@@ -41,7 +41,7 @@ from flwr.serverapp.strategy import Result, Strategy
 
 from fedpca.flower.wire import read_reply, request_content
 from fedpca.flower.secure_wire import PROTOCOL_RECORD
-from fedpca.errors import ConfigurationError
+from fedpca.errors import ConfigurationError, RunFailedError
 from fedpca.flower.server.prompt_grid import no_reply
 from fedpca.flower.server.readiness import Readiness
 from fedpca.flower.server.rounds import SiteRoundStrategy
@@ -132,6 +132,10 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
                     self.server.round_sum(r) for r in range(1, num_rounds + 1)])
             result = super().start(grid, ArrayRecord(), num_rounds, timeout, train_config,
                                    evaluate_config, evaluate_fn)
+        except RunFailedError as error:  # naming each failing site, as the rounds' own do
+            named = type(error)(self.named(str(error)), map(self.named, error.failures))
+            self.announce_failure(grid, named)
+            raise named from error
         except Exception as error:
             self.announce_failure(grid, error)
             raise
