@@ -211,3 +211,25 @@ def explained_summary(values: Any, ratio: Any, floored: bool = False) -> str | N
         line += f"; ratio {listed(ratio, 3)} (cumulative {sum(map(float, ratio)):.3f})"
         line += f" ({FLOORED_RATIO})" if floored else ""
     return line
+
+
+def record_lines(record: dict[str, Any], table: bool = True) -> list[str]:
+    """What ``fedpca show`` prints of a completed run record, and a real run's coordinator
+    after its last round: the header, the trust model and the sites' guarantees, the round
+    table (unless not ``table``: it was printed live), the summary, the scaling's floored
+    scales, the explained variance and the wall time."""
+    lines = [record_header(record), f"trust model: {record.get('trust_model')}",
+             *guarantee_lines(record)]
+    if table:
+        lines.append(history_table(record["algorithm"], record["history"]))
+    lines += [record_summary(record),
+              *scaling_lines(record.get("privacy") or {}, record.get("config") or {},
+                             int(record.get("dim") or 0))]
+    explained = explained_summary(record.get("explained_variance"),
+                                  record.get("explained_variance_ratio"),
+                                  bool(record.get("explained_variance_ratio_floored")))
+    if explained is not None:
+        lines.append(explained)
+    if record.get("wall_seconds") is not None:
+        lines.append(f"wall time {record['wall_seconds']:.1f} s")
+    return lines

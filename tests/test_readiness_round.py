@@ -16,6 +16,7 @@ from local_grid import RUN_ID, LocalGrid, run_identity  # noqa: F401 (a fixture)
 
 from fedpca.algorithms.dps_pca import SitePolicy
 from fedpca.algorithms.specs import app_config
+from fedpca.report import record_lines, table_header
 from fedpca.flower.app import client_app, main
 from fedpca.flower.server.app_server import server_scenario
 from fedpca.flower.site.site_client import client_factory
@@ -103,11 +104,19 @@ def test_a_run_one_site_cannot_afford_stops_before_any_release(federation, tmp_p
 
 
 def test_the_sites_that_can_afford_the_run_go_on_without_the_one_that_cannot(federation,
-                                                                             tmp_path):
+                                                                             tmp_path, capsys):
     policies, grid = federation
     before = ledger_rows(policies[0])
     main(grid, server_context(tmp_path, min_sites=2))
     record = json.loads((tmp_path / "run.json").read_text())
+    # the coordinator's screen: a simulation's round table, line by line, then what
+    # `fedpca show` prints of the record (the sites' guarantees, the summary)
+    screen = capsys.readouterr().out.splitlines()
+    assert table_header("dps-pca", elapsed=True).splitlines() == screen[:2]
+    assert [line.split()[:3] for line in screen[2:5]] == [
+        ["0", "init", "2/2"], ["1", "power", "2/2"], ["2", "power", "2/2"]]
+    assert screen[5:] == record_lines(record, table=False)
+    assert any(line.startswith("trust model: ") for line in screen[5:])
     assert record["status"] == "complete"
     assert record["sites_answered"] == [["1", "2"]] * 3
     assert grid.types.count(MessageType.TRAIN) == 2 * 3  # site 0 was never asked

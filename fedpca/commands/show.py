@@ -15,14 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fedpca.errors import ConfigurationError
-from fedpca.report import (
-    explained_summary,
-    guarantee_lines,
-    history_table,
-    record_header,
-    record_summary,
-    scaling_lines,
-)
+from fedpca.report import record_lines
 from fedpca.run_record import FAILED
 
 
@@ -73,21 +66,7 @@ def run(args: argparse.Namespace) -> int:
         for reason in record.get("site_failures", []):
             print(f"  {reason}")
         return 0
-    print(record_header(record))
-    print(f"trust model: {record.get('trust_model')}")
-    print("\n".join(guarantee_lines(record)))
-    print(history_table(record["algorithm"], record["history"]))
-    print(record_summary(record))
-    for line in scaling_lines(record.get("privacy") or {}, record.get("config") or {},
-                              int(record.get("dim") or 0)):
-        print(line)
-    explained = explained_summary(record.get("explained_variance"),
-                                  record.get("explained_variance_ratio"),
-                                  bool(record.get("explained_variance_ratio_floored")))
-    if explained is not None:
-        print(explained)
-    if record.get("wall_seconds") is not None:
-        print(f"wall time {record['wall_seconds']:.1f} s")
+    print("\n".join(record_lines(record)))
     if args.plot is not None:
         from fedpca.plots import plot_run
 

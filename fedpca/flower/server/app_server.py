@@ -13,7 +13,7 @@ from fedpca.flower.server.readiness import Deadlines, Readiness, ask_readiness
 from fedpca.flower.server.rounds import connected_nodes, require_ready
 from fedpca.errors import ConfigurationError
 from fedpca.loadings import loadings_path, write_loadings
-from fedpca.report import record_summary
+from fedpca.report import record_lines
 from fedpca.results import PCAResult
 from fedpca.run_record import RunResult, run_record, save_run_record
 from fedpca.scenarios.base import MAX_WEIGHT, S, least_sites
@@ -93,10 +93,13 @@ def record_path(config: dict[str, Any]) -> str | None:
 
 
 def finish(result: RunResult, config: dict[str, Any]) -> None:
-    """Log the result and write its run record (the same JSON as ``fedpca simulate
-    --output``, :mod:`fedpca.run_record`) to run_config ``output`` when that is set, and a
-    PCA result's loadings table next to it (:func:`fedpca.loadings.loadings_path`)."""
-    logger.info("%s", record_summary(run_record(result)))
+    """Print the result as ``fedpca show`` does, after the round table the rounds printed
+    (:func:`~fedpca.report.record_lines`: the sites' guarantees, the summary, the floored
+    scales, the explained variance) on the coordinator's screen, and write its run record
+    (the same JSON as ``fedpca simulate --output``, :mod:`fedpca.run_record`) to run_config
+    ``output`` when that is set, and a PCA result's loadings table next to it
+    (:func:`fedpca.loadings.loadings_path`)."""
+    print("\n".join(record_lines(run_record(result), table=False)), flush=True)
     output = record_path(config)
     if output:
         save_run_record(result, output)

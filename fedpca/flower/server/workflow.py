@@ -5,13 +5,14 @@ and what the plan does once the rounds ran."""
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from flwr.common import Context
 from flwr.server import Grid
 
 from fedpca.blas import single_thread_blas
-from fedpca.progress import log_round
+from fedpca.progress import RoundProgress, log_round
 from fedpca.flower.server.rounds import SiteRoundStrategy
 from fedpca.flower.server.readiness import Deadlines, Readiness
 from fedpca.flower.server.strategy import MessageSiteStrategy
@@ -51,9 +52,14 @@ def run_plan(grid: Grid, context: Context, scenario: Scenario, plan: ServerPlan,
     """Run ``plan``'s server for ``scenario`` in a ServerApp ``main`` (:func:`strategy_for`,
     with the run_config's :class:`~fedpca.flower.server.readiness.Deadlines`,
     :func:`run_strategy` and :func:`after_run`); the strategy, whose ``result`` is the
-    run's."""
+    run's. The coordinator's screen (the ServerApp's standard output, what ``flwr run
+    --stream`` and ``flwr log`` show) gets the same round table as a simulation's, each
+    round's line as the round completes (:class:`~fedpca.progress.RoundProgress`)."""
     strategy = strategy_for(plan, scenario, deadlines=Deadlines.of(context.run_config))
-    run_strategy(grid, context, strategy, readiness=readiness)
+    with RoundProgress(strategy.server.algorithm, strategy.num_rounds, sys.stdout,
+                       tty=False) as screen:
+        strategy.add_observer(screen)
+        run_strategy(grid, context, strategy, readiness=readiness)
     after_run(plan, strategy)
     return strategy
 
