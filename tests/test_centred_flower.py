@@ -43,6 +43,7 @@ from fedpca.dp.guarantee import PREFIX
 from fedpca.dp.ledger import PrivacyLedger
 from fedpca.site.ledger import SiteLedger
 from fedpca.site.policy import PolicyError, load_site_policy
+from fedpca.report import table_header
 from fedpca.run_record import run_record
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
@@ -424,6 +425,11 @@ def test_deploy_local_runs_centred_runs_of_three_algorithms_from_each_sites_tabl
                              *(arg for config in configs for arg in ("--run-config", config))])
     assert code == 0, printed
     assert "run 3 of 3 finished" in printed
+    # the coordinator's screen, live from flwr run's stream: each run's round table (as a
+    # simulation prints it) and what `fedpca show` prints of its record
+    for name in runs:
+        assert table_header(name, elapsed=True) in printed, name
+    assert printed.count("trust model: ") == 3
     policy = load_site_policy(policies[0])
     records = {name: json.loads(path.read_text()) for name, path in outputs.items()}
     for name, record in records.items():

@@ -25,6 +25,7 @@ Run them as ``python -m fedpca.deployment COMMAND``.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from fedpca.deployment.certs import (
 )
 from fedpca.deployment.coordinator_runtime import run_coordinator_superexec
 from fedpca.deployment.fab_check import write_config_only_app
-from fedpca.deployment.launch import ConfigValue
+from fedpca.deployment.launch import ConfigValue, LogEcho
 from fedpca.deployment.local import DEFAULT_RUN_TIMEOUT, LocalDeployment, Site
 from fedpca.errors import ConfigurationError
 from fedpca.report import result_summary
@@ -283,7 +284,11 @@ def _local(args: argparse.Namespace) -> int:
               f"{up - start:.1f} s; logs in {deployment.logs}", flush=True)
         for number, run_config in enumerate(configs, start=1):
             began = time.perf_counter()
-            result = deployment.run(run_config, timeout=args.timeout)
+            screen = LogEcho(sys.stdout)  # the coordinator's: flwr run's stream, live
+            try:
+                result = deployment.run(run_config, timeout=args.timeout, during=screen)
+            finally:
+                screen.flush()
             print(f"run {number} of {len(configs)} finished in "
                   f"{time.perf_counter() - began:.1f} s: {result_summary(result)}; result: "
                   f"{run_config['output']}", flush=True)

@@ -1,6 +1,6 @@
 """What starting Flower's processes on loopback takes, apart from the deployment they make up
 (:class:`~fedpca.deployment.local.LocalDeployment`): a started process with the log holding
-its output (:class:`Launched`), the ``key=value`` text of ``--run-config`` and
+its output (:class:`Launched`) and that output followed as it comes (:class:`LogEcho`), the ``key=value`` text of ``--run-config`` and
 ``--node-config`` (:func:`config_pairs`), the run_config keys a Flower App declares
 (:func:`app_config_keys`), and loopback ports (:func:`free_port`, :func:`listening`).
 """
@@ -14,6 +14,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from fedpca.deployment.certs import LOOPBACK
 from fedpca.errors import ConfigurationError, FedPCAError
@@ -23,6 +24,7 @@ __all__ = [
     "ConfigValue",
     "DeploymentError",
     "Launched",
+    "LogEcho",
     "app_config_keys",
     "config_pairs",
     "free_port",
@@ -61,6 +63,33 @@ class Launched:
             f"{self.name} (pid {self.process.pid}): {what}; last lines of {self.log}:\n"
             f"{self.tail()}"
         )
+
+
+class LogEcho:
+    """Copies what a launched process logs to ``stream`` as it comes: called with the
+    process at every look while a run waits for it (a
+    :data:`~fedpca.deployment.local.RunWatcher`), then :meth:`flush` once it exited."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.log: Path | None = None
+        self.offset = 0
+
+    def __call__(self, item: Launched) -> None:
+        if item.log != self.log:  # another process: its log from the start
+            self.log, self.offset = item.log, 0
+        self.flush()
+
+    def flush(self) -> None:
+        """Write what the log gained since the last look."""
+        if self.log is None:
+            return
+        with self.log.open("rb") as handle:
+            handle.seek(self.offset)
+            gained = handle.read()
+        self.offset += len(gained)
+        self.stream.write(gained.decode(errors="replace"))
+        self.stream.flush()
 
 
 def config_pairs(values: Mapping[str, ConfigValue]) -> str:
