@@ -1,8 +1,9 @@
 """What starting Flower's processes on loopback takes, apart from the deployment they make up
 (:class:`~fedpca.deployment.local.LocalDeployment`): a started process with the log holding
-its output (:class:`Launched`) and that output followed as it comes (:class:`LogEcho`), the ``key=value`` text of ``--run-config`` and
-``--node-config`` (:func:`config_pairs`), the run_config keys a Flower App declares
-(:func:`app_config_keys`), and loopback ports (:func:`free_port`, :func:`listening`).
+its output (:class:`Launched`) and that output followed as it comes (:class:`LogEcho`), the
+``key=value`` text of ``--run-config`` and ``--node-config`` (:func:`config_pairs`), the
+run_config keys a Flower App declares (:func:`app_config_keys`), and loopback ports
+(:func:`free_port`, :func:`listening`).
 """
 
 from __future__ import annotations
