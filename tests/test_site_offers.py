@@ -1,0 +1,65 @@
+"""A site offers only what its policy allows in its mode, each run counted by its own plan:
+``fedpca site check``, ``fedpca site ledger`` (text, JSON) and its HTML page's header."""
+
+import json
+
+import pytest
+
+from fedpca.cli import main as cli_main
+from fedpca.site.ledger_lifecycle import create_site_ledger
+from fedpca.site.offers import site_offers
+from fedpca.site.plan import plan_run
+from fedpca.site.policy import load_site_policy
+from fedpca.site.policy_reader import PolicyError
+from fedpca.site.policy_template import write_policy_template
+from liver_contract import CONTRACT, liver_table
+from secure_consortium import make_consortium
+
+
+def test_a_secure_site_refuses_ldp_and_offers_no_runs_left_of_it(tmp_path, capsys):
+    path, _, _ = make_consortium(tmp_path)
+    policy = load_site_policy(path)
+    assert "ldp-pca" in policy.algorithms and policy.secure_min_sites == 3
+    with pytest.raises(PolicyError, match=r"refused: ldp-pca .* no secure sum.*"
+                                          r"\[secure-aggregation\] min-sites = 3"):
+        plan_run(policy, "run-1", "ldp-pca", {"contract": ""})
+    assert policy.ledger is not None and not load_site_policy(path).open_ledger().rows()
+    assert cli_main(["site", "check", "--policy", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "runs left    ldp-pca" not in out
+    assert "not offered  ldp-pca: hospital-a: refused: " in out
+    assert "[secure-aggregation] min-sites = 3" in out and "secure_min_sites" not in out
+    assert "runs left    dps-pca: " in out and "runs left    dpdis-pca: " in out
+    assert cli_main(["site", "ledger", "--policy", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "runs left, ldp-pca: not offered (hospital-a: refused: " in table
+    assert "runs left, dpdis-pca: " in table and "1 releases a run" in table
+    assert cli_main(["site", "ledger", "--policy", str(path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert isinstance(summary["runs_left"]["ldp-pca"], str)
+    assert "ldp-pca" not in summary["releases_per_run"]
+    assert summary["releases_per_run"]["dps-pca"] == 11
+
+
+def test_a_centred_run_is_offered_with_its_moments_release_counted(tmp_path, capsys):
+    (tmp_path / "table.csv").write_text(liver_table(40))
+    (tmp_path / "contract.toml").write_text(CONTRACT)
+    path = write_policy_template(tmp_path / "site.toml", "clinic", "table.csv",
+                                 contract="contract.toml", delta=1e-7)
+    create_site_ledger(load_site_policy(path).witness())
+    policy = load_site_policy(path)
+    ledger = policy.open_ledger()
+    offers = {offer.run: offer for offer in site_offers(policy, ledger)}
+    assert {"dpdis-pca", "dpdis-pca+centre", "dpdis-pca+standardize"} <= set(offers)
+    # the same plan a request gets: a standardised DPdisPCA run makes 2 releases here
+    asked = plan_run(policy, "run-1", "dpdis-pca",
+                     {"contract": policy.contract_hash(), "centring": "standardize"})
+    assert offers["dpdis-pca+standardize"].releases == asked.count == 2
+    assert offers["dpdis-pca"].releases == 1
+    assert offers["dpdis-pca+standardize"].runs == ledger.runs_remaining(list(asked.releases))
+    assert cli_main(["site", "check", "--policy", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (f"runs left    dpdis-pca+standardize: {offers['dpdis-pca+standardize'].runs} full "
+            "runs of 2 releases") in out
+    assert cli_main(["site", "ledger", "--policy", str(path)]) == 0
+    assert "runs left, dpdis-pca+standardize: " in capsys.readouterr().out
