@@ -6,14 +6,26 @@ import json
 import pytest
 
 from fedpca.cli import main as cli_main
+from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
 from fedpca.site.ledger_lifecycle import create_site_ledger
 from fedpca.site.offers import site_offers
 from fedpca.site.plan import plan_run
 from fedpca.site.policy import load_site_policy
 from fedpca.site.policy_reader import PolicyError
+from fedpca.site.real_site import RealSiteSource
+from fedpca.site.refusal_kinds import (
+    CANNOT_AFFORD,
+    KINDS,
+    REFUSED_DATA,
+    REFUSED_POLICY,
+    kind_of,
+    refusal_kind,
+)
+from fedpca.site.service import SITE_FAILURE, Ask, Node, Ready, Refusal, SiteService
 from fedpca.site.policy_template import write_policy_template
 from liver_contract import CONTRACT, liver_table
 from secure_consortium import make_consortium
+from test_site_service import MemoryState
 
 
 def test_a_secure_site_refuses_ldp_and_offers_no_runs_left_of_it(tmp_path, capsys):
@@ -63,3 +75,23 @@ def test_a_centred_run_is_offered_with_its_moments_release_counted(tmp_path, cap
             "runs of 2 releases") in out
     assert cli_main(["site", "ledger", "--policy", str(path)]) == 0
     assert "runs left, dpdis-pca+standardize: " in capsys.readouterr().out
+
+
+def test_a_readiness_refusal_begins_with_its_kind(tmp_path):
+    path, _, _ = make_consortium(tmp_path)
+    node = Node(run_id="1", node_id=7, node_config={"policy": str(path)},
+                run_config={"algorithm": "ldp-pca", "contract": ""})
+    service = SiteService(node, RealSiteSource(node, "ldp-pca"))
+    reply = service.handle(Ready(), MemoryState())
+    assert isinstance(reply, Refusal)
+    assert reply.reason.startswith(f"{REFUSED_POLICY}: hospital-a: refused: ldp-pca ")
+    assert refusal_kind(reply.reason) == REFUSED_POLICY
+    # the kinds are the documented phrases, one per cause; a site's failure carries none
+    assert KINDS == ("cannot afford", "refused: data", "refused: policy")
+    assert kind_of(BudgetExceededError("x")) == CANNOT_AFFORD
+    assert kind_of(InvalidDataError("x")) == REFUSED_DATA
+    assert kind_of(InvalidRequestError("x")) == REFUSED_POLICY
+    assert refusal_kind(SITE_FAILURE) is None
+    # only the readiness round's refusals carry a kind: a round's refusal is the site's words
+    asked = service.handle(Ask([], {"phase": "covariance"}), MemoryState())
+    assert isinstance(asked, Refusal) and asked.reason.startswith("hospital-a: refused: ")
