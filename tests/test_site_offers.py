@@ -1,7 +1,9 @@
 """A site offers only what its policy allows in its mode, each run counted by its own plan:
-``fedpca site check``, ``fedpca site ledger`` (text, JSON) and its HTML page's header."""
+``fedpca site check``, ``fedpca site ledger`` (text, JSON) and its HTML page's header; the
+kind a readiness refusal begins with; the roster named alike by the check and the ledger."""
 
 import json
+import re
 
 import pytest
 
@@ -95,3 +97,16 @@ def test_a_readiness_refusal_begins_with_its_kind(tmp_path):
     # only the readiness round's refusals carry a kind: a round's refusal is the site's words
     asked = service.handle(Ask([], {"phase": "covariance"}), MemoryState())
     assert isinstance(asked, Refusal) and asked.reason.startswith("hospital-a: refused: ")
+
+
+def test_site_check_and_the_ledger_name_the_roster_alike(tmp_path, capsys):
+    path, roster, _ = make_consortium(tmp_path)
+    assert cli_main(["site", "check", "--policy", str(path)]) == 0
+    out = capsys.readouterr().out
+    named = re.search(r"file sha256 ([0-9a-f]{64}) \(the ledger's secure-aggregation.roster\)",
+                      out)
+    assert named and f"digest {roster.digest}" in out
+    assert cli_main(["site", "ledger", "--policy", str(path)]) == 0
+    # recorded when the roster file came (the template's first recording had none)
+    assert re.search(rf"secure-aggregation\.roster (none -> )?{named.group(1)}",
+                     capsys.readouterr().out)

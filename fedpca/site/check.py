@@ -91,7 +91,8 @@ def _check_roster(policy: SitePolicyFile, report: SiteCheck) -> None:
         report.problem(str(exc))
         return
     report.add(f"roster       {roster.consortium}, {len(roster.names)} members, digest "
-               f"{roster.digest} (every member should print the same)")
+               f"{roster.digest} (every member should print the same), file sha256 "
+               f"{policy.roster_sha256()} (the ledger's secure-aggregation.roster)")
     revoked = set(policy.revoked)
     for name in roster.names:
         mark = ("vouched" if name in vouched else
