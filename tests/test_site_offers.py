@@ -51,6 +51,10 @@ def test_a_secure_site_refuses_ldp_and_offers_no_runs_left_of_it(tmp_path, capsy
     assert cli_main(["site", "ledger", "--policy", str(path), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert isinstance(summary["runs_left"]["ldp-pca"], str)
+    page = tmp_path / "ledger.html"
+    assert cli_main(["site", "ledger", "--policy", str(path), "--html", str(page)]) == 0
+    html = page.read_text()
+    assert "runs left, ldp-pca: not offered" in html and "runs left, dps-pca: " in html
     assert "ldp-pca" not in summary["releases_per_run"]
     assert summary["releases_per_run"]["dps-pca"] == 11
 
