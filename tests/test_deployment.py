@@ -169,7 +169,8 @@ def test_a_hostile_coordinator_against_real_sites(deployment, tmp_path):
     record = json.loads(output.read_text())
     assert record["status"] == "failed"
     (declined,) = record["site_failures"]
-    assert declined.startswith("0: refused this run of dps-pca: the 5 releases left of it")
+    assert declined.startswith(
+        "cannot afford: 0: refused this run of dps-pca: the 5 releases left of it")
     assert "lifetime budget epsilon=4 (delta=1e-07) would be exceeded" in declined
 
 

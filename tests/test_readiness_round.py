@@ -98,7 +98,8 @@ def test_a_run_one_site_cannot_afford_stops_before_any_release(federation, tmp_p
     record = json.loads((tmp_path / "run.json").read_text())
     assert (record["status"], record["algorithm"]) == ("failed", "dps-pca")
     (reason,) = record["site_failures"]
-    assert reason.startswith("0: refused this run of dps-pca: the 3 releases left of it")
+    assert reason.startswith("cannot afford: 0: refused this run of dps-pca: the 3 releases left "
+                             "of it")
     assert "lifetime budget epsilon=1 (delta=1e-07) would be exceeded" in reason
     assert reason in record["error"]
 
@@ -182,7 +183,7 @@ def test_a_sites_answer_comes_from_its_policy_and_ledger(tmp_path):
         assert not app("1")(train, context()).has_error()
     reply = app("2")(query(), context())
     assert reply.has_error() and reply.error.reason.startswith(
-        "clinic: refused this run of dps-pca: the 3 releases left of it")
+        "cannot afford: clinic: refused this run of dps-pca: the 3 releases left of it")
     assert len(lifetime.rows()) == POLICY.releases
     # a simulated site's in-memory ledger is the run's own: a fresh run always fits
     fresh = site_client_app(lambda c: client_factory(DPSPCASite)(c, X, POLICY, "clinic"))

@@ -258,15 +258,18 @@ class CentredPolicy:
         if self.discrete and self.secure_min_sites is None:
             raise ConfigurationError(
                 "discrete noise is the distributed discrete Gaussian of secure sums: set "
-                "secure_min_sites (M >= 2) with discrete=True")
+                "secure-min-sites (M >= 2) with discrete = true (a site's policy: "
+                "[secure-aggregation] min-sites)")
         if self.local and self.secure_min_sites is not None:
             raise ConfigurationError(
                 "local moments are every record's own views: they go into no secure sum; "
-                "drop secure_min_sites (or local)")
+                "run ldp-pca with secure-min-sites = 0 (a site's policy: "
+                "[secure-aggregation] min-sites = 0), or run another algorithm")
         if self.explained_variance and (self.discrete or self.local):
             raise ConfigurationError(
-                "explained_variance (DPS-PCA's Rayleigh-quotient release) is built for per-site "
-                "Gaussian noise only: drop it, or discrete/local")
+                "explained-variance (DPS-PCA's Rayleigh-quotient release) is built for "
+                "per-site Gaussian noise only: set explained-variance = false, or run without "
+                "secure sums (secure-min-sites = 0)")
         self.split()
 
     @property

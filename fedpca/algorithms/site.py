@@ -447,7 +447,7 @@ class PrivateSite:
         if m is None:
             raise InvalidRequestError(
                 f"{self.site}: refused: a secure-sum release needs the site's policy to set "
-                "secure_min_sites (M); this site answers with its own noise only"
+                "[secure-aggregation] min-sites (M); this site answers with its own noise only"
             )
         own = SecureSum(sensitivity=sensitivity, max_records=self.n,
                         norm_per_record=norm_per_record, dimension=statistic.size,

@@ -4,13 +4,17 @@
 people to fill in from public knowledge; the observed ranges printed to this terminal only);
 ``show`` prints its name, hash, output columns and the sensitivities they imply; ``check``
 says what is wrong with each table under it and what preprocessing would do (counts, never
-a value; this terminal only; exit code 1 on any problem).
+a value; this terminal only; exit code 1 on any problem), and names every table it cannot
+read (exit code 2), checking the others.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+from fedpca.errors import FedPCAError
 
 #: Printed above the observed ranges.
 OBSERVED_WARNING = (
@@ -96,10 +100,16 @@ def _check(args: argparse.Namespace) -> int:
 
     contract = load_contract(args.contract)
     print(f"contract     {contract.name} ({contract.hash})")
-    failed = 0
+    failed = unreadable = 0
     for path in args.tables:
-        report = contract.check(read_table(path, site=path.name))
+        try:
+            table = read_table(path, site=path.name)
+        except FedPCAError as exc:  # the next table is still checked
+            unreadable += 1
+            print(f"fedpca: error: {exc}", file=sys.stderr)
+            continue
+        report = contract.check(table)
         failed += not report.ok
         print(f"{path}: {report.rows} rows, " + ("ok" if report.ok else report.describe()))
         print("".join(f"  {note}\n" for note in report.notes), end="")
-    return 1 if failed else 0
+    return 2 if unreadable else 1 if failed else 0

@@ -213,7 +213,7 @@ def _show_ledger(policy: SitePolicyFile, ledger: SiteLedger, args: argparse.Name
         spending_series,
         summarize,
     )
-    from fedpca.site.check import runs_left
+    from fedpca.site.offers import offers_summary, site_offers
 
     if args.html:
         from fedpca.extras import PLOTS, require_extra
@@ -221,8 +221,7 @@ def _show_ledger(policy: SitePolicyFile, ledger: SiteLedger, args: argparse.Name
         require_extra(PLOTS, "the ledger's page (fedpca site ledger --html)")
     witness = policy.witness()
     record = witness.read()
-    summary = {**summarize(ledger), "runs_left": runs_left(policy, ledger),
-               "runs_now": runs_left(policy, ledger, now=True),
+    summary = {**summarize(ledger), **offers_summary(site_offers(policy, ledger)),
                "identity": {"identity": record.identity, "file": str(witness.path),
                             "history": list(record.history)}}
     if args.html:

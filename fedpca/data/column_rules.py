@@ -171,8 +171,9 @@ class ColumnRule:
         if self.kind != "numeric":
             return self._inspect_levels(values)
         if values.dtype.kind != "f":
-            return [f"column {self.name!r} holds text where the contract says numeric (a "
-                    "cell is not a number): fix the export"], []
+            return [f"column {self.name!r} holds text where the contract says numeric: "
+                    f"{_not_numbers(values)} of its {len(values)} cells are not numbers: fix "
+                    "the export"], []
         problems, notes = self._blanks(int(np.isnan(values).sum()))
         infinite = int(np.isinf(values).sum())
         if infinite:
@@ -284,6 +285,20 @@ def _blank(values: np.ndarray) -> np.ndarray:
     if values.dtype.kind == "f":
         return np.isnan(values)
     return np.array([v is None for v in values], dtype=bool)
+
+
+def _not_numbers(values: np.ndarray) -> int:
+    """How many cells of a text column are neither blank nor a number (a count: the cells
+    themselves are data and are never quoted)."""
+    return sum(1 for cell in values[~_blank(values)] if not _reads_as_number(cell))
+
+
+def _reads_as_number(cell: object) -> bool:
+    try:
+        float(str(cell))
+    except ValueError:
+        return False
+    return True
 
 
 def cell_text(value: object) -> str:

@@ -39,8 +39,10 @@ def table_contract(path: str) -> Contract:
 @functools.lru_cache(maxsize=4)
 def table_rows(contract: str, table: str, site: str) -> np.ndarray:
     """Site ``site``'s table at ``table`` preprocessed by the contract at ``contract`` (read
-    once per process)."""
-    return table_contract(contract).preprocess(read_table(table, site), site).matrix
+    once per process); a problem names the site by its number and its table's file name
+    (``site 0 (hospital-a.csv)``)."""
+    named = f"site {site} ({Path(table).name})"
+    return table_contract(contract).preprocess(read_table(table, named), named).matrix
 
 
 #: Sizes of the synthetic sparse model (DPS-PCA's ``s_hat`` and ``sparsity``) that a table

@@ -4,8 +4,9 @@ finds in its table, its records as a run reads them, the delta rule, the clip no
 of run uses and how many rows it clips (plain, and with a contract centred and standardised;
 a genotype site's panel, its fileset's check against it and its row-norm's clipping),
 whether its ledger is the site's own and complete (its identity and high-water mark:
-:mod:`fedpca.site.ledger_identity`), what it has spent and how many runs of each allowed
-algorithm still fit, and the public start bases it holds (by the hash a run names).
+:mod:`fedpca.site.ledger_identity`), what it has spent and how many runs of each kind it
+offers still fit (:mod:`fedpca.site.offers`: what its policy allows in its mode, each with its
+plan's releases), and the public start bases it holds (by the hash a run names).
 
 A problem found here would otherwise show up in the middle of a run, after the other sites
 have paid for their releases. The report is for the operator's own terminal: it gives
@@ -27,8 +28,8 @@ from fedpca.secure.roster import load_roster
 from fedpca.site.ledger_identity import utc
 from fedpca.dp.site_data import SiteData
 from fedpca.site.ledger_report import counted_runs, summarize
-from fedpca.site.ledger import SiteLedger
 from fedpca.site.policy import SitePolicyFile
+from fedpca.site.offers import Offer, site_offers
 from fedpca.site.real_site import policy_vouched
 from fedpca.site.start_bases import accepted_starts
 
@@ -90,7 +91,8 @@ def _check_roster(policy: SitePolicyFile, report: SiteCheck) -> None:
         report.problem(str(exc))
         return
     report.add(f"roster       {roster.consortium}, {len(roster.names)} members, digest "
-               f"{roster.digest} (every member should print the same)")
+               f"{roster.digest} (every member should print the same), file sha256 "
+               f"{policy.roster_sha256()} (the ledger's secure-aggregation.roster)")
     revoked = set(policy.revoked)
     for name in roster.names:
         mark = ("vouched" if name in vouched else
@@ -232,7 +234,7 @@ def _clipped_runs(policy: SitePolicyFile, records: np.ndarray
 
 def _check_ledger(policy: SitePolicyFile, report: SiteCheck) -> None:
     """Whether the ledger passes its identity check; if it does, what it has spent, what
-    remains, and how many runs of each allowed algorithm the remaining lifetime budget
+    remains, and how many runs of each kind the site offers the remaining lifetime budget
     allows."""
     try:
         ledger = policy.open_ledger()
@@ -251,35 +253,35 @@ def _check_ledger(policy: SitePolicyFile, report: SiteCheck) -> None:
     for window in summary["windows"]:
         report.add(f"{window['window']:<12} remaining {window['epsilon_remaining']:.4f} of "
                    f"{window['epsilon_ceiling']:g}")
-    now = runs_left(policy, ledger, now=True)
-    for algorithm, runs in runs_left(policy, ledger).items():
-        if isinstance(runs, str):
-            report.problem(f"{algorithm} cannot be calibrated: {runs}")
+    _check_offers(site_offers(policy, ledger), policy.run_epsilon, report)
+
+
+def _check_offers(offers: list[Offer], run_epsilon: float, report: SiteCheck) -> None:
+    """Each kind of run the site offers (:mod:`fedpca.site.offers`) with its releases and the
+    full runs at ``run_epsilon`` that fit, each it does not offer with its policy's refusal;
+    a run that cannot be planned, or a policy that offers none, is a problem."""
+    problems: list[str] = []
+    for offer in offers:
+        if offer.refused:
+            report.add(f"not offered  {offer.run}: {offer.refusal}")
             continue
-        report.add(f"runs left    {algorithm}: {counted_runs(runs)} full runs of "
-                   f"{policy.releases_per_run(algorithm)} releases at run-epsilon "
-                   f"{policy.run_epsilon:g} fit the remaining lifetime budget, "
-                   f"{counted_runs(now[algorithm])} of them now (the spending windows)")
-        if not runs:
-            report.problem(f"no full run of {algorithm} fits the remaining lifetime budget")
-        elif not now[algorithm]:
-            report.add(f"             {algorithm}: no full run fits a spending window now; "
+        if not offer.offered:
+            if offer.refusal not in problems:  # one missing file fails every plan alike
+                problems.append(offer.refusal)
+                report.problem(f"{offer.run} cannot be calibrated: {offer.refusal}")
+            continue
+        report.add(f"runs left    {offer.run}: {counted_runs(offer.runs)} full runs of "
+                   f"{offer.releases} releases at run-epsilon {run_epsilon:g} fit the "
+                   f"remaining lifetime budget, {counted_runs(offer.now)} of them now (the "
+                   "spending windows)")
+        if not offer.runs:
+            report.problem(f"no full run of {offer.run} fits the remaining lifetime budget")
+        elif not offer.now:
+            report.add(f"             {offer.run}: no full run fits a spending window now; "
                        "it has room again when its older releases leave it")
-
-
-def runs_left(policy: SitePolicyFile, ledger: SiteLedger, now: bool = False
-              ) -> dict[str, int | str]:
-    """Per allowed algorithm, how many full runs as calibrated fit the remaining lifetime
-    budget (with ``now``: if they all landed now, within the spending windows too; at most
-    :data:`MAX_RUNS_COUNTED`), or why it cannot be calibrated."""
-    count = ledger.runs_now if now else ledger.runs_remaining
-    left: dict[str, int | str] = {}
-    for algorithm in policy.algorithms:
-        try:
-            left[algorithm] = count(policy.planned_run(algorithm))
-        except FedPCAError as exc:
-            left[algorithm] = str(exc)
-    return left
+    if offers and all(offer.refused for offer in offers):
+        report.problem("this site's policy offers no run in its mode: allow an algorithm "
+                       "its mode can run under [algorithms.NAME]")
 
 
 def report_text(report: SiteCheck) -> str:

@@ -175,9 +175,9 @@ def format_ledger(summary: dict[str, Any]) -> str:
         f"in {summary['releases']} releases",
     ]
     lines += [_window_line(window) for window in summary["windows"]]
-    now = summary.get("runs_now", {})
-    lines += [f"runs left, {algorithm}: {_runs_left(runs, now.get(algorithm))}"
-              for algorithm, runs in summary.get("runs_left", {}).items()]
+    now, releases = summary.get("runs_now", {}), summary.get("releases_per_run", {})
+    lines += [f"runs left, {run}: {_runs_left(runs, now.get(run), releases.get(run))}"
+              for run, runs in summary.get("runs_left", {}).items()]
     if "identity" in summary:
         identity = summary["identity"]
         lines.append(f"ledger identity {identity['identity']}, recorded in {identity['file']}:")
@@ -278,13 +278,14 @@ def counted_runs(runs: int) -> str:
     return f"at least {runs}" if runs >= MAX_RUNS_COUNTED else str(runs)
 
 
-def _runs_left(runs: int | str, now: int | None) -> str:
-    """How many more full runs fit the lifetime budget and how many of them fit now (the
-    spending windows), or why that is unknown."""
+def _runs_left(runs: int | str, now: int | str | None, releases: int | None) -> str:
+    """How many more full runs (of ``releases`` each) fit the lifetime budget and how many
+    of them fit now (the spending windows), or why the site does not offer the run."""
     if isinstance(runs, str):
-        return f"unknown ({runs})"
-    today = "" if now is None else f" ({counted_runs(now)} now, within the spending windows)"
-    return counted_runs(runs) + today
+        return f"not offered ({runs})"
+    today = "" if now is None else f" ({counted_runs(int(now))} now, within the spending windows)"
+    each = "" if releases is None else f", {releases} releases a run"
+    return counted_runs(runs) + today + each
 
 
 def _window_line(window: dict[str, Any]) -> str:

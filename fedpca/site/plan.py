@@ -14,7 +14,9 @@ that refuses an algorithm whose own count disagrees with the plan.
 What a hostile coordinator controls here, and what it cannot do with it:
 
 * ``algorithm``: only one the site's policy allows; the policy's table for it sets the rounds
-  and the explained-variance release;
+  and the explained-variance release; a local-DP algorithm (LDP-PCA) is refused at a site
+  that answers only inside secure sums (``[secure-aggregation] min-sites``): its answers are
+  its records' own views, which go into no secure sum (:func:`require_mode`);
 * ``centring`` (``""``, ``"centre"``, ``"standardize"``): either scaling is planned under the
   site's own budget split and clip norm (:class:`~fedpca.algorithms.centring.CentredPolicy`);
   any other value, or centring without the site's contract or at a genotype site, is refused;
@@ -60,6 +62,7 @@ from fedpca.data.start_basis import StartBasis, start_name
 from fedpca.site.ledger import RunCharge
 from fedpca.site.start_bases import planned_start
 from fedpca.site.policy import EXPLAINED_VARIANCE, SitePolicyFile
+from fedpca.site.policy_reader import PolicyError
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +147,7 @@ def plan_run(policy: SitePolicyFile, run_id: str, algorithm: str,
     UNTRUSTED), refused (:class:`~fedpca.errors.FedPCAError`, nothing read or charged) when
     the site's policy does not allow it (module docstring)."""
     settings = policy.require_algorithm(algorithm)
+    require_mode(policy, algorithm)
     require_contract(policy, request.get("contract", ""))
     _refuse_seed(policy, request.get("seed", NO_SEED))
     explains = bool(settings.get(EXPLAINED_VARIANCE, False))
@@ -195,6 +199,18 @@ def frequency_policy(policy: SitePolicyFile, algorithm: str, start: bool) -> Cen
                            policy.genotypes.panel.row_norm, start,
                            accounting=policy.accounting, noise_sampler=EXACT,
                            secure_min_sites=policy.secure_min_sites, discrete=policy.discrete)
+
+
+def require_mode(policy: SitePolicyFile, algorithm: str) -> None:
+    """Refuse ``algorithm`` when the site's mode cannot run it: a local-DP algorithm (its
+    answers are its records' own views, in no secure sum) at a site whose policy sets
+    ``[secure-aggregation] min-sites`` (it answers only inside secure sums)."""
+    if SPECS[algorithm].local_dp and policy.secure_min_sites is not None:
+        raise PolicyError(
+            f"{policy.name}: refused: {algorithm} answers with its records' own views, which "
+            "go into no secure sum, and this site answers only inside secure sums "
+            f"([secure-aggregation] min-sites = {policy.secure_min_sites}): run {algorithm} "
+            "at sites with min-sites = 0")
 
 
 def _public_int(value: object) -> int | None:

@@ -178,6 +178,13 @@ class SitePolicyFile:
         self._note_policy(ledger)
         return ledger
 
+    def roster_sha256(self) -> str | None:
+        """The roster file's SHA-256 (hex), as the ledger records it and ``fedpca site check``
+        prints it (``None``: no roster file)."""
+        if self.roster is None or not self.roster.is_file():
+            return None
+        return file_fingerprint(self.roster)
+
     def ledger_settings(self) -> dict[str, Any]:
         """The settings of this policy that decide what the site spends and releases, by
         their keys in the policy file, as its ledger records them: the budget, the clip
@@ -202,8 +209,7 @@ class SitePolicyFile:
             "secure-aggregation.colluders": self.colluders,
             "secure-aggregation.discrete": self.discrete,
             # who may be in a secure sum: the roster's content (a new member changes it)
-            "secure-aggregation.roster": (None if self.roster is None or not self.roster.is_file()
-                                          else file_fingerprint(self.roster)),
+            "secure-aggregation.roster": self.roster_sha256(),
             "secure-aggregation.signing-key": None if self.signing_key is None else str(
                 self.signing_key),
             # who the site counts as honest (a new vouch changes its guarantee's footing)

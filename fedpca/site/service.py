@@ -54,6 +54,7 @@ from fedpca.dp.ledger import PrivacyLedger
 from fedpca.errors import FedPCAError, InvalidRequestError
 from fedpca.secure.identity import SecureIdentity
 from fedpca.site.answer import Answer, Masking, answer_request
+from fedpca.site.refusal_kinds import with_kind
 from fedpca.site.ready import SiteReady
 from fedpca.site.results import ReleasedResult
 from fedpca.site.secure_stage import RunState, protocol_reply
@@ -247,8 +248,12 @@ class SiteService:
         self._ledger_state: bytes | None = None
 
     def handle(self, request: Request, state: RunState) -> Reply:
-        """The site's reply to ``request``, or its :class:`Refusal` (never raises)."""
-        return guarded(type(request).__name__, lambda: self.reply(request, state))
+        """The site's reply to ``request``, or its :class:`Refusal` (never raises); a refusal
+        of the readiness round begins with its kind (:mod:`fedpca.site.refusal_kinds`)."""
+        reply = guarded(type(request).__name__, lambda: self.reply(request, state))
+        if isinstance(request, Ready) and isinstance(reply, Refusal) and reply.cause:
+            return Refusal(public_refusal(with_kind(reply.cause, reply.reason)), reply.cause)
+        return reply
 
     def reply(self, request: Request, state: RunState) -> Reply:
         """The reply to ``request``; raises the site's refusal."""
