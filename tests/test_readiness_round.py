@@ -29,7 +29,7 @@ from fedpca.site.policy import load_site_policy
 from fedpca.site.policy_template import write_policy_template
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.results import load_result, results_folder
-from fedpca.flower.server.rounds import ReadinessRoundError
+from fedpca.flower.server.rounds import ReadinessRoundError, declined_kinds
 from fedpca.flower.server.strategies import DPSPCAStrategy
 from fedpca.flower.server.workflow import run_strategy
 
@@ -102,6 +102,18 @@ def test_a_run_one_site_cannot_afford_stops_before_any_release(federation, tmp_p
                              "of it")
     assert "lifetime budget epsilon=1 (delta=1e-07) would be exceeded" in reason
     assert reason in record["error"]
+    # the coordinator's error says what kind of no it was: a budget, not data or policy
+    assert "nothing was released; declined by kind: cannot afford 1; declined: " in record[
+        "error"]
+
+
+def test_the_coordinators_error_counts_the_declines_by_their_kind():
+    reasons = ["cannot afford: a: the budget ...", "refused: data: b: refused: ...",
+               "refused: policy: c: refused ...", "refused: data: d: refused: ...",
+               "node 7: no answer within 300 s"]
+    assert declined_kinds(reasons) == ("cannot afford 1, refused: data 2, refused: policy 1, "
+                                       "no answer or failed 1")
+    assert declined_kinds(["refused: policy: x"]) == "refused: policy 1"
 
 
 def test_the_sites_that_can_afford_the_run_go_on_without_the_one_that_cannot(federation,

@@ -30,6 +30,7 @@ from fedpca.algorithms.site import SiteAnswer
 from fedpca.errors import ConfigurationError, RunFailedError
 from fedpca.dp.guarantee import SiteGuarantee, as_guaranteed
 from fedpca.progress import RoundEvent, RoundObserver
+from fedpca.site.refusal_kinds import KINDS, refusal_kind
 from fedpca.site.results import ReleasedResult
 from fedpca.flower.server.readiness import Deadlines, Readiness, ask_readiness
 from fedpca.flower.server.delivery import announce_failure, deliver
@@ -103,6 +104,20 @@ def named_nodes(reason: str, names: dict[int, str]) -> str:
     return NODE.sub(name, reason)
 
 
+#: A declined site whose reason is none of the sites' refusal kinds (it sent no answer in
+#: time, or failed).
+NO_READY_ANSWER = "no answer or failed"
+
+
+def declined_kinds(reasons: Sequence[str]) -> str:
+    """How many of ``reasons`` (the declined sites') are of each kind of refusal
+    (:mod:`fedpca.site.refusal_kinds`), e.g. ``cannot afford 1, refused: data 1``, so that
+    the coordinator looks for the right fix: a budget, a site's export, a site's policy."""
+    kinds = [refusal_kind(reason) or NO_READY_ANSWER for reason in reasons]
+    return ", ".join(f"{kind} {kinds.count(kind)}" for kind in (*KINDS, NO_READY_ANSWER)
+                     if kind in kinds)
+
+
 def require_ready(readiness: Readiness, min_sites: int, label: str = "fedpca") -> None:
     """Log the readiness round's outcome; raise :class:`ReadinessRoundError`, quoting each
     declining site's reason, when fewer than ``min_sites`` sites are ready (nothing has been
@@ -115,7 +130,8 @@ def require_ready(readiness: Readiness, min_sites: int, label: str = "fedpca") -
         logger.error(WARNING_TOO_FEW_READY, label, ready, min_sites, reasons)
         raise ReadinessRoundError(
             f"readiness round: {ready} site(s) are ready for this run, need {min_sites}; nothing "
-            f"was released; declined: {reasons}", failures=reasons)
+            f"was released; declined by kind: {declined_kinds(reasons)}; declined: {reasons}",
+            failures=reasons)
     logger.info("%s readiness round: %d of %d site(s) are ready for the run", label, ready, asked)
 
 
