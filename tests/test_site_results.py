@@ -24,7 +24,7 @@ from fedpca.flower.site.clientapp import site_client_app
 from fedpca.flower.result_wire import RESULT_ARRAYS, read_result_message, result_message
 from fedpca.data.contract import load_contract
 from fedpca.data.tables import read_table
-from fedpca.errors import InvalidRequestError
+from fedpca.errors import InvalidDataError, InvalidRequestError
 from fedpca.site.ledger_lifecycle import create_site_ledger
 from fedpca.site.ledger import RunCharge
 from fedpca.site.policy import load_site_policy
@@ -313,6 +313,47 @@ def test_site_project_writes_each_records_id_first_and_logs_none(tmp_path, polic
     expected = (contract.preprocess(table).matrix - MEAN) / SCALE @ BASIS
     np.testing.assert_allclose(np.array([r[1:] for r in rows], float), expected, atol=1e-12)
     assert not any(i in record.getMessage() for record in caplog.records for i in ids[1:])
+
+
+def test_three_exports_whose_id_columns_have_three_names_all_meet_the_contract(
+        tmp_path, policy_text):
+    """The id is a role: ``pid`` as the contract names it, ``patient_id`` named in the
+    site's policy (``[data] id-column``), and no id column at all (scores by row number)."""
+    ids = [f"{1000 + 7 * i}" for i in range(40)]
+    exports = {"pid": with_ids(liver_table(40), ids),
+               "patient_id": with_ids(liver_table(40), ids).replace("pid,", "patient_id,", 1),
+               None: liver_table(40)}
+    keys = {}
+    for own, table in exports.items():
+        folder = tmp_path / str(own)
+        folder.mkdir()
+        policy = contract_site(folder, policy_text, WITH_ID, table)
+        if own == "patient_id":  # this site names its own id column
+            text = policy.path.read_text().replace(
+                "[data]\n", '[data]\nid-column = "patient_id"\n', 1)
+            policy.path.write_text(text)
+            policy = load_site_policy(policy.path)
+            assert policy.id_column == "patient_id"
+        contract = load_contract(folder / "contract.toml")
+        assert contract.check(policy.read_table(contract)).ok, own
+        store_result(policy.path, ReleasedResult(
+            str(RUN_ID), "dpdis-pca", BASIS, MEAN, SCALE, contract.output_columns,
+            contract.hash), "clinic")
+        assert project(policy, "--out", folder / "scores.csv") == 0, own
+        with open(folder / "scores.csv", newline="") as handle:
+            header, *rows = list(csv.reader(handle))
+        assert header == ["pid", "PC1", "PC2"]
+        keys[own] = [row[0] for row in rows]
+    assert keys["pid"] == keys["patient_id"] == ids
+    assert keys[None] == [str(i) for i in range(1, 41)]  # no ids: the row numbers
+
+
+def test_a_policys_id_column_that_the_table_lacks_is_refused(tmp_path, policy_text):
+    policy = contract_site(tmp_path, policy_text, WITH_ID, liver_table(40))
+    contract = load_contract(tmp_path / "contract.toml")
+    with pytest.raises(InvalidDataError, match="the policy's \\[data\\] id-column 'mrn' is "
+                                               "not a column of the table"):
+        contract.site_table(read_table(policy.data), "mrn")
 
 
 def test_a_site_whose_ids_repeat_refuses_its_table_without_quoting_an_id(

@@ -17,7 +17,10 @@ A contract fixes, column by column, how a site's table becomes the rows the algo
    is never preprocessed, released or part of any sensitivity; the rows keep their order,
    so ``fedpca site project`` writes each record's scores beside its id
    (:func:`fedpca.site.results.site_scores`). A blank or repeated id is a problem of the
-   table (counted, never quoted: an id is for the site's own scores file only).
+   table (counted, never quoted: an id is for the site's own scores file only). The id is a
+   role, not a name: a site whose export calls it otherwise names its own column in its
+   policy (``[data] id-column``, :meth:`Contract.site_table`), and a site that has no ids
+   leaves the column out (its scores are then keyed by row number, from 1).
 
 **Public scales** (``scale``, optional): a consortium that knows a column's spread from
 public knowledge (a reference interval, a population's published standard deviation, a
@@ -201,7 +204,7 @@ class Contract:
         listed = {rule.name for rule in self.columns}
         problems += [f"column {rule.name!r} is missing from the table: the contract needs it "
                      "(columns are matched by name in the header)"
-                     for rule in self.columns if rule.name not in table]
+                     for rule in self.columns if rule.name not in table and rule.kind != ID]
         if self.extra_columns == "refuse":
             problems += [f"column {name!r} is not in the contract: leave it out of the export, "
                          "or add it to the contract (every site must then agree)"
@@ -232,9 +235,31 @@ class Contract:
 
     def ids(self, table: Mapping[str, np.ndarray]) -> np.ndarray | None:
         """The id column of ``table`` (a table :meth:`check` finds no problem in), in row
-        order, or ``None`` without an id column. For the site's own scores file only."""
+        order; the row numbers (from 1) of a table without one; ``None`` without an id
+        column in the contract. For the site's own scores file only."""
         name = self.id_column
-        return None if name is None else np.asarray(table[name])
+        if name is None:
+            return None
+        if name not in table:
+            return np.arange(1, len(next(iter(table.values()), ())) + 1)
+        return np.asarray(table[name])
+
+    def site_table(self, table: dict[str, np.ndarray], id_column: str | None
+                   ) -> dict[str, np.ndarray]:
+        """``table`` with the site's own id column ``id_column`` (its policy's ``[data]
+        id-column``; ``None``: the contract's name) under the contract's id column's name, or
+        left out when the contract has none (the ids never leave the site). Raises
+        InvalidDataError when the table has no column ``id_column``."""
+        if id_column is None or id_column == self.id_column:
+            return table
+        if id_column not in table:
+            raise InvalidDataError(
+                f"the policy's [data] id-column {id_column!r} is not a column of the table: "
+                "name the export's id column, or remove the setting")
+        renamed = {name: values for name, values in table.items() if name != id_column}
+        if self.id_column is not None:
+            renamed[self.id_column] = table[id_column]
+        return renamed
 
 
 def load_contract(path: str | Path) -> Contract:

@@ -22,7 +22,6 @@ import numpy as np
 
 from fedpca.algorithms.centring import default_clip_norm
 from fedpca.data.genotypes import GenotypeRows
-from fedpca.data.tables import read_table
 from fedpca.errors import FedPCAError
 from fedpca.secure.roster import load_roster
 from fedpca.site.ledger_identity import utc
@@ -149,7 +148,7 @@ def _check_contract(policy: SitePolicyFile, report: SiteCheck) -> bool:
                    "this hash)")
         if not policy.data.is_file():
             return False
-        found = contract.check(read_table(policy.data, site=policy.name))
+        found = contract.check(policy.read_table(contract))
     except FedPCAError as exc:
         report.problem(str(exc))
         return False

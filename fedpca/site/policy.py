@@ -128,6 +128,8 @@ class SitePolicyFile:
             (``[data] moments-share``; ``None``:
             :class:`~fedpca.algorithms.centring.CentredPolicy`'s default, 0.1, or 0.3 when
             standardising).
+        id_column: the name of the site's own record-id column in its export when it is not
+            the contract's (``[data] id-column``; it never leaves the site).
     """
 
     path: Path
@@ -157,6 +159,7 @@ class SitePolicyFile:
     memory_mib: int = DEFAULT_MEMORY_MIB
     contract: Path | None = None
     moments_share: float | None = None
+    id_column: str | None = None
     answer_seconds: float = DEFAULT_ANSWER_SECONDS
     genotypes: GenotypeFiles | None = None
 
@@ -337,8 +340,12 @@ class SitePolicyFile:
         contract = self.load_contract()
         if contract is None:
             return np.asarray(load_site_file(self.data, site=self.name))
-        table = read_table(self.data, site=self.name)
-        return contract.preprocess(table, site=self.name).matrix
+        return contract.preprocess(self.read_table(contract), site=self.name).matrix
+
+    def read_table(self, contract: Contract) -> dict[str, np.ndarray]:
+        """The site's table under ``contract``, its own id column named as the contract
+        names it (:meth:`~fedpca.data.contract.Contract.site_table`)."""
+        return contract.site_table(read_table(self.data, site=self.name), self.id_column)
 
     def check_records(self, n: int) -> None:
         """Refuse a delta that is not well below ``1/n`` for ``n`` records."""
@@ -473,6 +480,7 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
                                        "answer-seconds", default=DEFAULT_ANSWER_SECONDS),
         contract=contract,
         moments_share=reader.share(data, "data", "moments-share"),
+        id_column=reader.text(data, "data", "id-column") if "id-column" in data else None,
         genotypes=genotypes,
     )
 

@@ -85,6 +85,8 @@ accounting = "pld"              # pld (tight) or paper (the papers' looser close
 # moments-share = 0.3           # a centred run (run_config centring): the share of its budget
                                 # spent on the column means (and scales); default 0.1, 0.3
                                 # when standardising. Its rows are clipped to the contract's C
+# id-column = "patient_id"      # your export's record-id column, if the contract's id column
+                                # has another name (ids never leave this site)
 
 [secure-aggregation]
 min-sites = 0                   # M >= 2: answer only inside secure sums of >= M honest

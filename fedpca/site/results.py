@@ -46,7 +46,6 @@ import numpy as np
 
 from fedpca.algorithms.genotype_centring import require_frequencies
 from fedpca.data.column_rules import cell_text
-from fedpca.data.tables import read_table
 from fedpca.errors import InvalidDataError, InvalidRequestError
 from fedpca.file_modes import replace_owner_only
 from fedpca.linalg.basis import ORTHONORMAL_TOLERANCE
@@ -305,7 +304,7 @@ def site_scores(policy: SitePolicyFile,
     if contract is None:
         records, ids = policy.load_records(), None
     else:
-        table = read_table(policy.data, site=policy.name)
+        table = policy.read_table(contract)
         records, ids = contract.preprocess(table, site=policy.name).matrix, contract.ids(table)
     result.check(records.shape[1], None if contract is None else tuple(contract.output_columns))
     return SiteScores(result.scores(records), None if contract is None else contract.id_column,
