@@ -31,7 +31,7 @@ LONG = ("federation", "slow")
 #: on the one deployment it starts (two workers: two SuperLinks, side by side).
 LOOPBACK = (("test_deployment.py", "test_secure_deployment.py", "test_genotype_deployment.py"),
             ("test_centred_flower.py::test_deploy_local_runs_centred_runs_of_three_algorithms_"
-             "from_each_sites_table", "test_tables_deployment.py"))
+             "from_each_sites_table", "test_tables_deployment.py", "test_restart_deployment.py"))
 #: The niceness a worker takes once it runs a test that is not a loopback test.
 LATER_NICENESS = 5
 #: Whether this worker has taken :data:`LATER_NICENESS`.

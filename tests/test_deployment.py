@@ -91,15 +91,21 @@ def ledger_rows(site: Site) -> list[dict]:
     return SiteLedger(p.ledger, p.population, p.epsilon, p.delta).rows()
 
 
+def scenario_sites(work: Path, names: list[str], lifetimes: list[float]) -> list[Site]:
+    """One real site per partition of the run's scenario, named ``names``, with these
+    lifetime budgets: its records and policy under ``work``."""
+    sites = []
+    for name, lifetime, records in zip(names, lifetimes, scenario().all_site_data()):
+        path = work / f"site-{name}.npy"
+        np.save(path, records)
+        sites.append(Site(name, path, site_policy(work / f"site-{name}", name, path, lifetime)))
+    return sites
+
+
 @pytest.fixture(scope="module")
 def deployment(loopback, tmp_path_factory):
     work = tmp_path_factory.mktemp("deployment")
-    sites = []
-    for i, records in enumerate(scenario().all_site_data()):
-        path = work / f"site-{i}.npy"
-        np.save(path, records)
-        lifetime = RUN_EPSILON if i == 0 else 10 * RUN_EPSILON
-        sites.append(Site(str(i), path, site_policy(work / f"site-{i}", str(i), path, lifetime)))
+    sites = scenario_sites(work, ["0", "1", "2"], [RUN_EPSILON] + [10 * RUN_EPSILON] * 2)
     with joined(loopback, sites, work) as federation:
         yield federation
 

@@ -223,13 +223,19 @@ def test_flowers_legacy_workflow_waits_no_longer_than_the_plan(contexts, tmp_pat
 
 
 def test_a_runs_deadlines_come_from_its_run_config_and_must_be_positive_seconds():
-    assert Deadlines.of({}) == Deadlines(connect=600.0, readiness=300.0, answer=600.0)
-    assert Deadlines.of({"connect-seconds": 5, "answer-seconds": 2.5}) == Deadlines(
-        connect=5.0, readiness=300.0, answer=2.5)
+    assert Deadlines.of({}) == Deadlines(connect=600.0, readiness=300.0, answer=600.0,
+                                         restart=120.0)
+    assert Deadlines.of({"connect-seconds": 5, "answer-seconds": 2.5,
+                         "restart-seconds": 0}) == Deadlines(
+        connect=5.0, readiness=300.0, answer=2.5, restart=0.0)
     for bad in (0, -1.0, "60", True):
         with pytest.raises(ConfigurationError, match="run_config readiness-seconds must be a "
                                                      "positive number of seconds"):
             Deadlines.of({"readiness-seconds": bad})
+    for bad in (-1.0, "60", True):  # a restart may be awaited 0 s, never less
+        with pytest.raises(ConfigurationError, match="run_config restart-seconds must be a "
+                                                     "non-negative number of seconds"):
+            Deadlines.of({"restart-seconds": bad})
 
 
 def test_a_failure_names_each_ready_site_once_and_leaves_unknown_nodes_as_they_are():

@@ -143,3 +143,83 @@ def test_a_run_sees_its_sites_soon_and_waits_for_the_last_with_few_looks(caplog)
     waiting = [r.getMessage() for r in caplog.records if "waiting for sites" in r.getMessage()]
     assert waiting[-1] == "waiting for sites: 1 connected, 2 wanted"
     assert len(waiting) == len(set(waiting))
+
+
+class RestartingSite:
+    """Two sites: node 1 answers at once; node 2's SuperNode stops ``gone`` seconds after
+    the first push with its message taken and unanswered, and is connected again ``back``
+    seconds after it (``None``: never); a message pushed to it once it is back is answered
+    at once. It lists every message pushed to node 2."""
+
+    def __init__(self, gone: float, back: float | None) -> None:
+        self.gone, self.back, self.start = gone, back, None
+        self.messages: dict[str, object] = {}
+        self.to_node_2: list[str] = []
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def push_messages(self, messages):
+        self.start = self.start or time.monotonic()
+        ids = []
+        for message in messages:
+            message_id = f"m{len(self.messages)}"
+            message.metadata.__dict__["_message_id"] = message_id  # as Flower's grids set it
+            self.messages[message_id] = message
+            if message.metadata.dst_node_id == 2:
+                self.to_node_2.append(message_id)
+            ids.append(message_id)
+        return ids
+
+    def online(self) -> bool:
+        return self.elapsed() < self.gone or (self.back is not None
+                                              and self.elapsed() >= self.back)
+
+    def pull_messages(self, message_ids):
+        from flwr.app import Message, RecordDict
+
+        return [Message(RecordDict(), reply_to=self.messages[i]) for i in message_ids
+                if self.messages[i].metadata.dst_node_id == 1 or i != self.to_node_2[0]]
+
+    def get_node_ids(self):
+        return [1, 2] if self.online() else [1]
+
+
+def restart_exchange(monkeypatch, gone: float, back: float | None, restart: float):
+    """The replies of one exchange over :class:`RestartingSite` awaiting a restart
+    ``restart`` seconds, the site and the seconds it took."""
+    from flwr.app import Message, MessageType, RecordDict
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for attribute in ("_task_id", "_run_id", "_node_id"):  # what a ServerApp process sets
+        monkeypatch.setattr(TaskIdentity, attribute, 1)
+    sites = RestartingSite(gone, back)
+    messages = [Message(RecordDict(), dst_node_id=node, message_type=MessageType.TRAIN)
+                for node in (1, 2)]
+    start = time.monotonic()
+    replies = PromptGrid(sites, GRID_TIMEOUT, first=0.01, restart=restart).send_and_receive(
+        messages, timeout=60)
+    return replies, sites, time.monotonic() - start
+
+
+def test_a_site_that_restarts_within_the_plans_grace_is_asked_again(monkeypatch):
+    replies, sites, seconds = restart_exchange(monkeypatch, gone=0.2, back=1.5, restart=10)
+    # its message went again, once, when it was back; one reply per message, none an error
+    assert len(sites.to_node_2) == 2
+    assert sorted(r.metadata.reply_to_message_id for r in replies) == sorted(
+        ["m0", sites.to_node_2[1]])
+    assert not any(r.has_error() for r in replies)
+    assert 1.5 <= seconds < 1.5 + 2.5, seconds  # back at 1.5 s, seen within the next look
+
+
+def test_a_site_that_does_not_come_back_in_time_gets_its_error_after_the_grace(monkeypatch):
+    from flwr.common.constant import ErrorCode
+
+    replies, sites, seconds = restart_exchange(monkeypatch, gone=0.2, back=None, restart=1.0)
+    (failed,) = [r for r in replies if r.has_error()]
+    assert failed.error.code == ErrorCode.NODE_UNAVAILABLE and len(replies) == 2
+    assert len(sites.to_node_2) == 1  # never back: never sent again
+    assert 1.0 <= seconds < 1.0 + 2.5, seconds  # gone within about a second, then 1 s
+    # no grace: the error stands at once, as before restarts were awaited
+    replies, _, seconds = restart_exchange(monkeypatch, gone=0.2, back=None, restart=0)
+    assert sum(r.has_error() for r in replies) == 1 and seconds < 2.5

@@ -307,6 +307,43 @@ def test_a_roster_the_coordinator_wrote_with_members_it_made_is_refused_end_to_e
     assert ledgers(deployment) == before
 
 
+def test_a_run_goes_on_with_a_site_that_restarts_at_its_input_stage(deployment, tmp_path):
+    # site c's machine hangs once its key agreement is over, and its operator restarts its
+    # SuperNode when the round's input request has reached it: the restarted site reads its
+    # secure session from its own disk, is asked again, and the sum is the three sites'
+    a, b, c = SITES
+    supernode = deployment.running[c].supernode.log
+    earlier_runs = set(train_messages_by_run(supernode))
+    before = ledgers(deployment)
+    flwr_runs, frozen, restarted = [], [], []
+
+    def restart_c_when_its_input_request_arrives(flwr_run) -> None:
+        flwr_runs.append(flwr_run)
+        if restarted:
+            return
+        counts = [{run: n for run, n in train_messages_by_run(supernode, event).items()
+                   if run not in earlier_runs} for event in (SENDING_TRAIN, RECEIVING_TRAIN)]
+        if not frozen and max(counts[0].values(), default=0) >= 2:
+            os.kill(deployment.running[c].superexec.process.pid, signal.SIGSTOP)
+            frozen.append(c)
+        if frozen and max(counts[1].values(), default=0) >= 3:
+            deployment.kill_site(c, signal.SIGTERM)  # its frozen SuperExec goes with it
+            deployment.start_site(next(s for s in deployment.sites if s.name == c),
+                                  deployment.keys[c])
+            restarted.append(c)
+
+    result = deployment.run({**RUN_CONFIG, "output": str(tmp_path / "restart.json")},
+                            timeout=RUN_TIMEOUT, during=restart_c_when_its_input_request_arrives)
+    assert restarted == [c]
+    server_log = flwr_runs[-1].log.read_text(errors="replace")
+    assert "went away: awaiting it" in server_log and "is connected again" in server_log
+    assert result.sites_answered == [list(SITES)]
+    assert subspace_distance(result.basis, pooled_basis(SITES)) < 0.25
+    rows = new_rows(before, ledgers(deployment))
+    assert [len(rows[name]) for name in SITES] == [1, 1, 1], rows  # charged once each
+    assert all(rows[name][0]["sites_in_sum"] == M for name in SITES)
+
+
 def test_an_honest_run_survives_a_site_stopping_after_the_key_agreement(deployment, tmp_path):
     # last in this file: the stopped site stays down
     a, b, c = SITES
@@ -336,7 +373,9 @@ def test_an_honest_run_survives_a_site_stopping_after_the_key_agreement(deployme
             os.kill(frozen[0], signal.SIGCONT)  # finds its SuperNode gone, and exits
             stopped.append(c)
 
-    result = deployment.run({**RUN_CONFIG, "output": str(tmp_path / "dropout.json")},
+    # c stays down: the run awaits its return 2 s (restart-seconds), then goes on without it
+    result = deployment.run({**RUN_CONFIG, "output": str(tmp_path / "dropout.json"),
+                             "restart-seconds": 2},
                             timeout=RUN_TIMEOUT, during=stop_c_when_its_input_request_arrives)
     assert c not in deployment.running  # left out, the federation went on
     assert {a, b} <= set(deployment.running)

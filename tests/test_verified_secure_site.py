@@ -7,6 +7,7 @@ is refused before the site sends anything masked, and its ledger shows no releas
 honest run charges both guarantees and sends a vector only the sum unmasks.
 """
 
+import dataclasses
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -143,7 +144,12 @@ def test_the_sites_policy_decides_its_sum_and_the_honest_answer_is_masked(consor
     masked = read_masked_input(reply.content)
     (row,) = ledger_rows(policy)  # charged once, durably, with both guarantees
     assert row["sites_in_sum"] == 3 and row["summands"] >= 3 and masked.vector.shape == (length,)
-    refused(ask(), "already masked")  # one answer per round
+    # the same request again (the site restarted, or a repeat): the same masked vector,
+    # from the site's journal, nothing charged; another request for the round: refused
+    again = read_masked_input(ask().content)
+    np.testing.assert_array_equal(again.vector, masked.vector)
+    other = dataclasses.replace(requests[SITE], ciphertexts={})
+    refused(send(context, with_request(other, the_sum(policy))), "already masked")
     assert len(ledger_rows(policy)) == 1
     # the round completes through the ClientApp; the peers send zeros, so the unmasked sum
     # is the site's own residues, which its masked vector does not show
@@ -154,7 +160,13 @@ def test_the_sites_policy_decides_its_sum_and_the_honest_answer_is_masked(consor
     residues, unmask = finish_round(context, server, others)
     assert residues.shape == (length,) and not np.array_equal(residues, masked.vector)
     assert residues.min() >= 0 and residues.max() < DEFAULT_MODULUS
-    refused(send(context, protocol(unmask)), "hospital-a")  # one reveal per round
+    # one reveal per round: the same unmask request again gets the journaled reveal,
+    # one for another survivor set nothing
+    first, again = (send(context, protocol(unmask)) for _ in range(2))
+    assert not again.has_error() and (dict(again.content.config_records[PROTOCOL_RECORD])
+                                      == dict(first.content.config_records[PROTOCOL_RECORD]))
+    fewer = dataclasses.replace(unmask, survivors=unmask.survivors[:-1])
+    refused(send(context, protocol(fewer)), "hospital-a")
 
 
 def test_the_key_and_roster_commands_write_what_a_site_loads(tmp_path, capsys):

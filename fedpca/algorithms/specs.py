@@ -309,9 +309,11 @@ CLI_ONLY = frozenset({"sites", "failure_rate"})
 #: "": none) and a simulated one's PLINK prefixes (``plink``, space-separated, "": none),
 #: :mod:`fedpca.scenarios.genotypes`.
 #: The coordinator's waits, in seconds (:class:`fedpca.flower.server.readiness.Deadlines`):
-#: for the sites to connect, for the readiness round's answers, and for a later exchange's
-#: answers when no ready site states its own ``answer-seconds``.
+#: for the sites to connect, for the readiness round's answers, for a later exchange's
+#: answers when no ready site states its own ``answer-seconds``, and for a site whose node
+#: went away to come back (``restart-seconds``; 0: not awaited).
 APP_KEYS: dict[str, Any] = {"secagg-max-weight": 0, "output": "", "contract": "",
                             "centring": "", "contract-file": "", "start-sha256": "",
                             "panel": "", "plink": "", "connect-seconds": 600.0,
-                            "readiness-seconds": 300.0, "answer-seconds": 600.0}
+                            "readiness-seconds": 300.0, "answer-seconds": 600.0,
+                            "restart-seconds": 120.0}

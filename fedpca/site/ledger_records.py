@@ -141,6 +141,9 @@ class LedgerRecords:
             raise ConfigurationError(f"a run ends {' or '.join(RUN_ENDS)}, not {status!r}")
         kept, population = clean_text(reason), self.population
         with closing(connect_ledger(self.path)) as conn, immediate(conn):
+            for table in ("replies", "run_state"):  # the run's journal ends with it
+                conn.execute(f"DELETE FROM {table} WHERE population = ? AND run_id = ?",
+                             (population, run_id))
             started, planned = conn.execute(
                 "SELECT MIN(time), MAX(planned) FROM releases WHERE population = ? AND "
                 "run_id = ?", (population, run_id)).fetchone()

@@ -75,7 +75,15 @@ _ADDED_TABLES = {
                       "run_id TEXT NOT NULL, round INTEGER NOT NULL, stage TEXT NOT NULL, "
                       "time REAL NOT NULL, note TEXT NOT NULL, "
                       "PRIMARY KEY (population, run_id, round, stage))",
+    "replies": "CREATE TABLE IF NOT EXISTS replies (population TEXT NOT NULL, run_id TEXT "
+               "NOT NULL, digest TEXT NOT NULL, reply BLOB NOT NULL, "
+               "PRIMARY KEY (population, run_id, digest))",
+    "run_state": "CREATE TABLE IF NOT EXISTS run_state (population TEXT NOT NULL, run_id TEXT "
+                 "NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, "
+                 "PRIMARY KEY (population, run_id, key))",
 }
+#: The tables a backup leaves empty: a run's secrets (:mod:`fedpca.site.reply_journal`).
+SECRET_TABLES = ("run_state",)
 #: How older versions named a release inside secure sums of at least ``M`` sites.
 _SECURE_MECHANISM = re.compile(r"\+(?:secagg|ddg)\(m=(\d+)\)")
 #: The one row saying which ledger this is: a random identity and when it was created.
@@ -219,6 +227,9 @@ def copy_ledger(source: Path, target: Path, mark: Mark | None = None) -> LedgerS
     with closing(connect_ledger(source, upgrade=False)) as conn, _new_file(target, refusal):
         with closing(_connection(target)) as copy:
             conn.backup(copy)
+            for table in set(SECRET_TABLES) & _tables(copy):
+                copy.execute(f"DELETE FROM {table}")
+            copy.execute("VACUUM")  # no page of the secrets stays in the file
         return ledger_state(target, mark)
 
 

@@ -83,6 +83,7 @@ from fedpca.secure.roster import Roster, load_roster, load_signing_key
 from fedpca.secure.vouching import load_authority, load_revocation_list, vouched_members
 from fedpca.site.plan import RunPlan, plan_run, require_contract
 from fedpca.site.ready import SiteReady
+from fedpca.site.reply_journal import ReplyJournal
 from fedpca.site.start_bases import START
 from fedpca.site.results import store_result
 from fedpca.site.service import ResultReader, SiteSource
@@ -305,6 +306,12 @@ class RealSiteSource(SiteSource):
             logger.warning("%s: run %s failed (the coordinator says: %s); its releases here "
                            "stay spent", name, self.node.run_id, reason)
         return name
+
+    def journal(self) -> ReplyJournal:
+        """The run's journal in the site's ledger file (:mod:`fedpca.site.reply_journal`):
+        what the site sent and keeps in this run, so a restarted SuperNode goes on with it."""
+        ledger = self.ledger
+        return ReplyJournal(ledger.path, ledger.population, str(self.node.run_id))
 
     def record_step(self, run_id: str, round_number: int, stage: str, note: str) -> None:
         """Record the step in the site's lifetime ledger, once per run and round

@@ -55,6 +55,13 @@ from fedpca.errors import FedPCAError, InvalidRequestError
 from fedpca.secure.identity import SecureIdentity
 from fedpca.site.answer import Answer, Masking, answer_request
 from fedpca.site.refusal_kinds import with_kind
+from fedpca.site.reply_journal import (
+    ReplyJournal,
+    decode_reply,
+    encode_reply,
+    is_journaled,
+    request_digest,
+)
 from fedpca.site.ready import SiteReady
 from fedpca.site.results import ReleasedResult
 from fedpca.site.secure_stage import RunState, protocol_reply
@@ -220,6 +227,11 @@ class SiteSource:
                     result.run_id, result.algorithm, result.k)
         return site.site
 
+    def journal(self) -> ReplyJournal | None:
+        """The site's journal of this run (:mod:`fedpca.site.reply_journal`); here none: a
+        simulated site does not restart within a run."""
+        return None
+
     def record_step(self, run_id: str, round_number: int, stage: str, note: str) -> None:
         """Record a secure-aggregation step before its reply leaves (raises to refuse a
         second one; :class:`~fedpca.site.secure_stage.StepJournal`): here nothing, as a
@@ -256,7 +268,33 @@ class SiteService:
         return reply
 
     def reply(self, request: Request, state: RunState) -> Reply:
-        """The reply to ``request``; raises the site's refusal."""
+        """The reply to ``request``; raises the site's refusal. A request the site's
+        journal holds a reply to (:mod:`fedpca.site.reply_journal`: a real site asked again
+        after a restart) gets that reply again, nothing released or charged; any other
+        journaled kind's reply is journaled before it leaves."""
+        journal = self.source.journal() if isinstance(request, (Ask, Secure)) else None
+        if journal is None:
+            return self.fresh(request, state)
+        state = journal.durable(state)
+        if not is_journaled(request):  # the setup: asked again, the site advertises anew
+            return self.fresh(request, state)
+        digest = request_digest(request)
+        kept = journal.sent(digest)
+        if kept is not None:
+            logger.warning("asked again in run %s what this site answered already (after a "
+                           "restart, or a repeat): its journaled reply goes again; nothing is "
+                           "released or charged", self.node.run_id)
+            message, answer = decode_reply(kept)
+            return answer if message is None else ProtocolReply(message, answer)
+        reply = self.fresh(request, state)
+        if isinstance(reply, ProtocolReply):
+            journal.keep(digest, encode_reply(reply.message, reply.answer))
+        else:
+            journal.keep(digest, encode_reply(None, reply))
+        return reply
+
+    def fresh(self, request: Request, state: RunState) -> Reply:
+        """The reply to ``request`` made now; raises the site's refusal."""
         if isinstance(request, Ask):
             return self.answer(request.arrays, request.config, request.masking, state)
         if isinstance(request, Ready):

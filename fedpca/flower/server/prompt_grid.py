@@ -17,8 +17,13 @@ A site that stops does not hold an exchange until its timeout: at most every
 :data:`LIVENESS_SECONDS` while replies are awaited, the grid asks which nodes are still
 connected (``get_node_ids``, the SuperLink's online nodes), and a message whose node is gone
 gets an error reply in its place (:data:`NODE_GONE`), as Flower 1.41-1.42's SuperLink itself
-answers for a node that missed its heartbeats; the run then goes on without that site, or
-fails naming it, as for any failed site.
+answers for a node that missed its heartbeats. A site that restarts gets its message again:
+for the run's ``restart-seconds`` (:attr:`~fedpca.flower.server.readiness.Deadlines.restart`)
+after its node went away, the grid looks for the node to be connected again, and then pushes
+a copy of the message it had not answered (a real site answers a request it had answered
+already from its journal, so nothing is released twice: :mod:`fedpca.site.reply_journal`);
+a node that does not come back in time gets its error reply, and the run goes on without
+that site, or fails naming it, as for any failed site.
 
 No exchange waits past its deadline: the ``timeout`` its caller passes, which the run's plan
 sets (the readiness round's own, then the longest ``answer-seconds`` a ready site stated:
@@ -32,6 +37,7 @@ left out, or fails the run by name, as a site that refused.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -39,6 +45,8 @@ from typing import Any
 from flwr.app import Error, Message
 from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
+
+logger = logging.getLogger(__name__)
 
 #: Seconds from a push, or from a look that found a reply, to the next look.
 FIRST_LOOK_SECONDS = 0.05
@@ -54,11 +62,13 @@ NODE_GONE = ("Node Unavailable: node {node} is no longer connected to the SuperL
 class PromptGrid(Grid):
     """``grid`` with replies pulled after ``first`` seconds, then after waits that double up
     to ``poll`` seconds while none comes, an exchange without a ``timeout`` of its own
-    ending after ``timeout`` seconds (everything else is the grid's)."""
+    ending after ``timeout`` seconds, and a node that goes away awaited ``restart`` seconds
+    (everything else is the grid's)."""
 
     def __init__(self, grid: Grid, timeout: float, poll: float = POLL_SECONDS,
-                 first: float = FIRST_LOOK_SECONDS) -> None:
+                 first: float = FIRST_LOOK_SECONDS, restart: float = 0.0) -> None:
         self.grid, self.timeout, self.poll, self.first = grid, timeout, poll, first
+        self.restart = restart
 
     def set_run(self, run: Any) -> None:
         self.grid.set_run(run)
@@ -85,33 +95,134 @@ class PromptGrid(Grid):
     def send_and_receive(self, messages: Iterable[Message], *,
                          timeout: float | None = None) -> Iterable[Message]:
         """Push ``messages``; pull their replies until all arrived or ``timeout`` seconds
-        passed (``None``: the grid's :attr:`timeout`), looking as the class says."""
-        messages = list(messages)
-        sent = dict(zip(self.push_messages(messages), messages))
-        waiting = {message_id for message_id in sent if message_id}  # not pushed: no reply
-        end = time.monotonic() + (self.timeout if timeout is None else timeout)
-        replies: list[Message] = []
+        passed (``None``: the grid's :attr:`timeout`), looking as the class says; a message
+        whose node went away is sent again when the node is back within :attr:`restart`
+        seconds (:class:`Exchange`)."""
+        exchange = Exchange(self, self.timeout if timeout is None else timeout)
+        exchange.push(list(messages))
         wait, looked = self.first, time.monotonic()
-        while waiting:
-            time.sleep(max(0.0, min(wait, end - time.monotonic())))
-            arrived = list(self.pull_messages(list(waiting)))
+        while exchange.open():
+            time.sleep(max(0.0, min(wait, exchange.next_end() - time.monotonic())))
+            arrived = exchange.pull()
             if not arrived and time.monotonic() - looked >= LIVENESS_SECONDS:
-                arrived, looked = self._gone(sent, waiting), time.monotonic()
-            replies += arrived
-            waiting -= {reply.metadata.reply_to_message_id for reply in arrived}
-            if time.monotonic() >= end:
-                break
+                arrived, looked = exchange.look_at_nodes(), time.monotonic()
             wait = self.first if arrived else min(2 * wait, self.poll)
-        return replies
+        return exchange.replies
 
-    def _gone(self, sent: dict[str, Message], waiting: set[str]) -> list[Message]:
-        """An error reply (:data:`NODE_GONE`) for each ``waiting`` message whose node is no
-        longer connected."""
-        connected = set(self.get_node_ids())
-        return [Message(Error(code=ErrorCode.NODE_UNAVAILABLE,
-                              reason=NODE_GONE.format(node=sent[i].metadata.dst_node_id)),
-                        reply_to=sent[i])
-                for i in sorted(waiting) if sent[i].metadata.dst_node_id not in connected]
+
+class Exchange:
+    """The messages of one ``send_and_receive`` of ``grid`` (a :class:`PromptGrid`) and
+    their replies, each message awaited ``timeout`` seconds from its push.
+
+    A node that goes away (its reply is Flower's or :data:`NODE_GONE`'s "node unavailable")
+    is awaited ``grid.restart`` seconds: when it is connected again within them, its
+    message goes again, a copy with the same content (the site answers a request it had
+    answered from its journal, :mod:`fedpca.site.reply_journal`); otherwise its error
+    reply stands. One reply per message is kept, the first."""
+
+    def __init__(self, grid: PromptGrid, timeout: float) -> None:
+        self.grid, self.timeout = grid, timeout
+        #: Each message by the id it was first pushed under (its key here).
+        self.messages: dict[str, Message] = {}
+        #: Each pushed id (a copy's too) -> its message's key.
+        self.key_of: dict[str, str] = {}
+        #: Each awaited pushed id -> when its wait ends.
+        self.waiting: dict[str, float] = {}
+        #: Each message whose node went away -> its error reply, and when the wait for the
+        #: node ends.
+        self.away: dict[str, tuple[Message, float]] = {}
+        #: The keys of the messages answered (their first reply kept in :attr:`replies`).
+        self.answered: set[str] = set()
+        self.replies: list[Message] = []
+
+    def push(self, messages: list[Message], keys: list[str] | None = None) -> None:
+        """Push ``messages`` (copies of the messages of ``keys``, when given), each awaited
+        :attr:`timeout` seconds from now."""
+        end = time.monotonic() + self.timeout
+        for index, message_id in enumerate(self.grid.push_messages(messages)):
+            if not message_id:  # a message not pushed gets no reply
+                continue
+            key = message_id if keys is None else keys[index]
+            self.messages.setdefault(key, messages[index])
+            self.key_of[message_id], self.waiting[message_id] = key, end
+
+    def open(self) -> bool:
+        """Whether a reply may still come or a node may still come back; at a message's
+        end its wait ends (the caller names the silent), at a node's its error stands."""
+        now = time.monotonic()
+        self.waiting = {i: end for i, end in self.waiting.items() if end > now}
+        for key, (error, end) in list(self.away.items()):
+            if end <= now:
+                del self.away[key]
+                self.keep(key, error)
+        return bool(self.waiting or self.away)
+
+    def next_end(self) -> float:
+        """The soonest end of a wait."""
+        return min([*self.waiting.values(), *(end for _, end in self.away.values())])
+
+    def pull(self) -> list[Message]:
+        """The replies that arrived (each message's first kept; a gone node's error held
+        while it may come back)."""
+        arrived = list(self.grid.pull_messages(list(self.waiting)))
+        for reply in arrived:
+            self.take(reply)
+        return arrived
+
+    def take(self, reply: Message) -> None:
+        """Keep ``reply`` as its message's first, or hold it while its node may come back."""
+        pushed = reply.metadata.reply_to_message_id
+        self.waiting.pop(pushed, None)
+        key = self.key_of.get(pushed)
+        if key is None or key in self.away or key in self.answered:
+            return
+        for other in [i for i in self.waiting if self.key_of[i] == key]:
+            del self.waiting[other]
+        if self.grid.restart > 0 and _node_gone(reply):
+            logger.warning("node %s went away: awaiting it for %g s (restart-seconds)",
+                           self.messages[key].metadata.dst_node_id, self.grid.restart)
+            self.away[key] = (reply, time.monotonic() + self.grid.restart)
+        else:
+            self.keep(key, reply)
+
+    def keep(self, key: str, reply: Message) -> None:
+        self.answered.add(key)
+        self.replies.append(reply)
+
+    def look_at_nodes(self) -> list[Message]:
+        """Which nodes are still connected: an error reply (:data:`NODE_GONE`) for each
+        awaited message whose node is not, and a copy pushed again of each message whose
+        node is back; the error replies."""
+        connected = set(self.grid.get_node_ids())
+        back = [key for key in self.away
+                if self.messages[key].metadata.dst_node_id in connected]
+        for key in back:
+            del self.away[key]
+        for key in back:
+            logger.warning("node %s is connected again: the message it did not answer goes "
+                           "again", self.messages[key].metadata.dst_node_id)
+        if back:
+            self.push([_copy(self.messages[key]) for key in back], back)
+        gone = [Message(Error(code=ErrorCode.NODE_UNAVAILABLE, reason=NODE_GONE.format(
+                    node=self.messages[self.key_of[i]].metadata.dst_node_id)),
+                        reply_to=self.messages[self.key_of[i]])
+                for i in sorted(self.waiting)
+                if self.messages[self.key_of[i]].metadata.dst_node_id not in connected]
+        for reply in gone:
+            self.take(reply)
+        return gone
+
+
+def _node_gone(reply: Message) -> bool:
+    """Whether ``reply`` says its node is unavailable (Flower's words or :data:`NODE_GONE`)."""
+    return reply.has_error() and reply.error.code == ErrorCode.NODE_UNAVAILABLE
+
+
+def _copy(message: Message) -> Message:
+    """A message with ``message``'s content, type, destination and group, to push again."""
+    meta = message.metadata
+    return Message(message.content, dst_node_id=meta.dst_node_id,
+                   message_type=meta.message_type, group_id=meta.group_id)
 
 
 def no_reply(missing: int, asked: Iterable[int], replies: Iterable[Message]) -> str:
@@ -124,10 +235,11 @@ def no_reply(missing: int, asked: Iterable[int], replies: Iterable[Message]) -> 
     return f"{missing} site(s) sent no reply in time{named}"
 
 
-def prompt(grid: object, timeout: float) -> object:
+def prompt(grid: object, timeout: float, restart: float = 0.0) -> object:
     """``grid`` as a :class:`PromptGrid` whose exchanges without a timeout of their own end
-    after ``timeout`` seconds, when it is a Flower grid (a test's stand-in is kept as it
-    is)."""
+    after ``timeout`` seconds and which awaits a node that went away ``restart`` seconds
+    (a prompt grid already keeps its own), when it is a Flower grid (a test's stand-in is
+    kept as it is)."""
     if isinstance(grid, PromptGrid):
-        return PromptGrid(grid.grid, timeout, grid.poll, grid.first)
-    return PromptGrid(grid, timeout) if isinstance(grid, Grid) else grid
+        return PromptGrid(grid.grid, timeout, grid.poll, grid.first, grid.restart)
+    return PromptGrid(grid, timeout, restart=restart) if isinstance(grid, Grid) else grid

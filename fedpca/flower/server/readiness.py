@@ -49,27 +49,32 @@ from fedpca.site.ready import SiteReady
 @dataclass(frozen=True)
 class Deadlines:
     """How long a run's coordinator waits, in seconds, as the run's plan states it
-    (run_config ``connect-seconds``, ``readiness-seconds``, ``answer-seconds``; defaults in
-    :data:`fedpca.algorithms.specs.APP_KEYS`): for ``wait_for_sites`` sites to connect
-    (then the run goes on with those connected), for the readiness round's answers (then
-    a silent site is left out), and for each later exchange's answers when no ready site
-    states its own ``answer-seconds`` (then the round goes on without the silent)."""
+    (run_config ``connect-seconds``, ``readiness-seconds``, ``answer-seconds``,
+    ``restart-seconds``; defaults in :data:`fedpca.algorithms.specs.APP_KEYS`): for
+    ``wait_for_sites`` sites to connect (then the run goes on with those connected), for the
+    readiness round's answers (then a silent site is left out), for each later exchange's
+    answers when no ready site states its own ``answer-seconds`` (then the round goes on
+    without the silent), and for a site whose node went away to come back (then it is asked
+    again, :mod:`fedpca.flower.server.prompt_grid`; ``0``: not awaited)."""
 
     connect: float
     readiness: float
     answer: float
+    restart: float
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> Deadlines:
         """The deadlines of run_config ``config`` (a key it lacks: the App's default);
-        refused unless each is a positive number of seconds."""
+        refused unless each is a positive number of seconds (``restart-seconds``: or 0)."""
         seconds = {}
         for name in (f.name for f in fields(cls)):
             key = f"{name}-seconds"
             value = config.get(key, APP_KEYS[key])
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            number = not isinstance(value, bool) and isinstance(value, (int, float))
+            if not number or not (value > 0 or (value == 0 and name == "restart")):
+                allowed = "a non-negative" if name == "restart" else "a positive"
                 raise ConfigurationError(
-                    f"run_config {key} must be a positive number of seconds, got {value!r}")
+                    f"run_config {key} must be {allowed} number of seconds, got {value!r}")
             seconds[name] = float(value)
         return cls(**seconds)
 

@@ -35,7 +35,8 @@ def run_server_app(grid: Grid, context: Context) -> None:
           failure_recorded(run_algorithm(context.run_config),
                            record_path(dict(context.run_config)))):
         try:
-            server_main(prompt(grid, Deadlines.of(context.run_config).answer), context)
+            deadlines = Deadlines.of(context.run_config)
+            server_main(prompt(grid, deadlines.answer, deadlines.restart), context)
         except ParameterError as error:  # named as the coordinator writes them
             raise ConfigurationError(error.render(RunConfigNames())) from None
 
