@@ -60,23 +60,10 @@ shipped where it finished two or more, else its exact-Bingham column, named in t
 Also measured: how many rows the default clip norm clips, the explained-variance ratio of
 Analyze Gauss, and Analyze Gauss under other moments shares and clip norms (standardised).
 
-**Public scales (issue 32).** A 1,000-row subset of each table (the first 1,000 of a public
-random permutation, seed 0) split over 3 sites (public random split), eps 1, standardised,
-k = 2, ten seeds, fedpca's DPdisPCA secure-sum (``M = 3``) and per-site noise, each run three
-ways on the same sites and seeds:
-
-* **public**: the contract's public scales (``benchmarks/contracts/NAME-scales.toml``: the
-  shipped contract with a ``scale`` per column, each value's public source in its comment,
-  none computed from the table; flchain's ``creatinine:missing`` indicator has none, so its
-  variance is released);
-* **oracle**: the same run with those scales replaced by the subset's true pooled standard
-  deviations (non-private, for comparison only; the same release and budget split);
-* **private**: the shipped contract, every variance released (share 0.3).
-
-Scored by the captured variance of the subset's true standardised covariance; the loss is
-the oracle's score minus the public run's, per seed. Target: mean loss <= 0.05 (the maximum
-over seeds is reported beside it). ``--scales`` runs only this setting and merges it into
-the existing results (the peers' columns need diffprivlib and OpenDP and twenty minutes).
+**Public scales (issues 32 and 48)**: which recipe for a contract's ``scale`` keys helps,
+on 1,000-row subsets of these tables and of a held-out patient cohort, is
+:mod:`public_scales`'s setting; ``--scales`` runs only it and merges it into the existing
+results (the peers' columns need diffprivlib and OpenDP and twenty minutes).
 
 Writes ``benchmarks/results/tables.{json,md}`` (``--quick``: 2 seeds, ``tables.quick.*``).
 """
@@ -89,10 +76,8 @@ for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -114,18 +99,17 @@ from common import (  # noqa: E402
     write_results,
 )
 
+import public_scales  # noqa: E402
+from clinical_scores import DELTA, K, captured, load, target_table  # noqa: E402
+
 from fedpca.algorithms.centred_run import run_centred_pca  # noqa: E402
 from fedpca.algorithms.centring import CentredPolicy, default_clip_norm  # noqa: E402
-from fedpca.data.clinical import clinical_table, shipped_contract  # noqa: E402
-from fedpca.data.contract import load_contract  # noqa: E402
 from fedpca.data.partition import partition_iid  # noqa: E402
-from fedpca.data.tables import read_table, write_table  # noqa: E402
 from fedpca.linalg.bingham import sample_vector_bingham  # noqa: E402
-from fedpca.dp.moments import ColumnBounds  # noqa: E402
 
 TABLES = ("flchain", "rotterdam")
 EPSILONS = (1.0, 4.0)
-DELTA, K, SITES = 1e-5, 2, 4
+SITES = 4
 SCALINGS = {"standardised": True, "centred": False}
 FEDPCA = {
     "secure-sum": ("dpdis-pca", "secure-sum"),
@@ -148,42 +132,6 @@ LABELS = {
 FIT_SECONDS = 60
 SHARES = (0.1, 0.2, 0.3, 0.5)
 CLIP_FACTORS = (0.75, 1.0, 1.5, 2.0)
-#: The public-scales setting (issue 32): rows of the subset, sites, epsilon, tables.
-SCALES_ROWS, SCALES_SITES, SCALES_EPSILON = 1000, 3, 1.0
-SCALES_TABLES = ("rotterdam", "flchain")
-#: The methods the public-scales setting runs (same sites, seeds and budget in each way).
-SCALES_METHODS = {"secure-sum": ("dpdis-pca", "secure-sum"), "per-site": ("dpdis-pca", "factor")}
-#: The three ways each is standardised: the contract's public scales, the true ones, private.
-SCALINGS_COMPARED = ("public", "oracle", "private")
-#: The largest mean loss of captured variance public scales may have against the true ones.
-SCALES_LOSS = 0.05
-#: The shipped contracts with public scales.
-SCALED_CONTRACTS = HERE / "contracts"
-
-
-def load(name: str) -> tuple[Any, np.ndarray, tuple[str, ...]]:
-    """The contract and the preprocessed pooled table (read back from Parquet, as a site
-    would read its file)."""
-    contract = load_contract(shipped_contract(name))
-    with tempfile.TemporaryDirectory() as folder:
-        table = read_table(write_table(clinical_table(name), Path(folder) / f"{name}.parquet"))
-    pre = contract.preprocess(table)
-    return contract, pre.matrix, pre.columns
-
-
-def target_table(X: np.ndarray, standardize: bool) -> tuple[np.ndarray, float]:
-    """``Xc`` and ``||Xc V_opt||_F^2``."""
-    Xc = X - X.mean(axis=0)
-    if standardize:
-        Xc = Xc / X.std(axis=0)
-    values = np.linalg.eigvalsh(Xc.T @ Xc)[::-1]
-    return Xc, float(values[:K].sum())
-
-
-def captured(Xc: np.ndarray, best: float, basis: np.ndarray) -> float:
-    """``||Xc V||_F^2 / ||Xc V_opt||_F^2`` (``V`` orthonormalised)."""
-    Q = np.linalg.qr(basis)[0]
-    return float(np.linalg.norm(Xc @ Q) ** 2 / best)
 
 
 class TimeLimit(Exception):
@@ -445,72 +393,6 @@ def sweeps(contract: Any, X: np.ndarray, eps: float, seeds: range) -> dict[str, 
     return out
 
 
-def scales_subset(name: str) -> tuple[Any, Any, np.ndarray, tuple[str, ...]]:
-    """The shipped contract, its copy with public scales, and the preprocessed 1,000-row
-    subset (the first rows of a public random permutation) with its column names."""
-    contract, X, columns = load(name)
-    scaled = load_contract(SCALED_CONTRACTS / f"{name}-scales.toml")
-    assert scaled.output_columns == columns and np.array_equal(scaled.widths, contract.widths)
-    rows = np.sort(np.random.default_rng(0).permutation(len(X))[:SCALES_ROWS])
-    return contract, scaled, X[rows], columns
-
-
-def oracle_bounds(scaled: ColumnBounds, X: np.ndarray) -> ColumnBounds:
-    """``scaled`` with every public scale replaced by the rows' true standard deviation (the
-    oracle: non-private, for comparison only)."""
-    true = X.std(axis=0)
-    return ColumnBounds(scaled.widths, scaled.groups,
-                        tuple(float(true[j]) if s is not None else None
-                              for j, s in enumerate(scaled.scales)))
-
-
-def scales_runs(name: str, seeds: range) -> list[dict[str, Any]]:
-    """The public-scales setting on table ``name``: per method, its three scalings' scores
-    per seed, the loss of the public scales against the oracle, and what the runs report."""
-    contract, scaled, X, columns = scales_subset(name)
-    sites = [X[rows] for rows in partition_iid(len(X), SCALES_SITES, 0)]
-    Xc, best = target_table(X, True)
-    bounds = {"public": scaled.bounds, "oracle": oracle_bounds(scaled.bounds, X),
-              "private": contract.bounds}
-    cells = []
-    for method_name, (method, variant) in SCALES_METHODS.items():
-        secure = variant == "secure-sum"
-        cell: dict[str, Any] = {"table": name, "method": method_name, "rows": len(X),
-                                "sites": SCALES_SITES, "epsilon": SCALES_EPSILON}
-        for way in SCALINGS_COMPARED:
-            policy = CentredPolicy(epsilon=SCALES_EPSILON, delta=DELTA, standardize=True,
-                                   secure_min_sites=SCALES_SITES if secure else None,
-                                   discrete=secure, public_scales=bounds[way].all_public)
-            results = [run_centred_pca(sites, bounds[way], K, policy, method, variant, columns,
-                                       seed=seed) for seed in seeds]
-            cell[way] = {"scores": [captured(Xc, best, r.basis) for r in results],
-                         "floored": mean([len(r.floored_scales) for r in results]),
-                         "moments_share": policy.share,
-                         "ratio_flagged": mean([float(r.explained_variance_ratio_floored)
-                                                for r in results])}
-            progress(f"  {name}, {method_name}, {way} scales: "
-                     f"{mean(cell[way]['scores']):.4f} +- {std(cell[way]['scores']):.4f}")
-        loss = [o - p for o, p in zip(cell["oracle"]["scores"], cell["public"]["scores"])]
-        cell.update(loss=loss, loss_mean=mean(loss), loss_max=max(loss),
-                    passed=mean(loss) <= SCALES_LOSS)
-        cells.append(cell)
-    true = X.std(axis=0)
-    scales = [{"column": c, "public": s, "true": float(t)}
-              for c, s, t in zip(columns, scaled.bounds.scales, true)]
-    return [{**cell, "scales": scales} for cell in cells]
-
-
-def run_scales(quick: bool) -> list[dict[str, Any]]:
-    """The public-scales setting on every table of :data:`SCALES_TABLES`."""
-    seeds = range(2 if quick else 10)
-    cells = []
-    for name in SCALES_TABLES:
-        progress(f"{name}: public scales, {SCALES_ROWS} rows, {SCALES_SITES} sites, "
-                 f"eps {SCALES_EPSILON:g}")
-        cells += scales_runs(name, seeds)
-    return cells
-
-
 def compared_peer(cell: dict[str, Any], family: str) -> str | None:
     """The column a peer is judged by: as shipped when it finished at least two seeds, else
     with its exact Bingham draws (its mechanism as its paper intends), else none."""
@@ -567,7 +449,7 @@ def run(quick: bool) -> dict[str, Any]:
             sweep[f"{name}/{eps:g}"] = sweeps(contract, X, eps, seeds)
     return {"machine": machine_info(), "quick": quick, "seeds": len(seeds), "k": K,
             "delta": DELTA, "sites": SITES, "fit_seconds": FIT_SECONDS, "cells": cells,
-            "sweeps": sweep, "scales": run_scales(quick),
+            "sweeps": sweep, "scales": public_scales.run(quick),
             "scales_machine": machine_info()}
 
 
@@ -644,66 +526,8 @@ def markdown(doc: dict[str, Any]) -> str:
     lines.append(md_table(["table/eps", *(f"share {s}" for s in SHARES),
                            *(f"C = {f} sqrt(d)" for f in CLIP_FACTORS)], rows))
     if doc.get("scales"):
-        lines += scales_markdown(doc["scales"], doc["scales_machine"])
+        lines += public_scales.markdown(doc["scales"], doc["scales_machine"])
     return "\n".join(lines) + "\n"
-
-
-def scales_markdown(cells: list[dict[str, Any]], machine: dict[str, Any]) -> list[str]:
-    """The public-scales section of the results file."""
-    seeds = len(cells[0]["public"]["scores"])
-    lines = ["", f"## Public scales: a {SCALES_ROWS:,}-row table at eps {SCALES_EPSILON:g} "
-             "(issue 32)", "",
-             f"`python benchmarks/tables.py --scales` on {machine['cores']} cores, "
-             f"{machine['date']}. A {SCALES_ROWS:,}-row subset of each table (a public random "
-             f"choice), {SCALES_SITES} sites, eps {SCALES_EPSILON:g}, delta {DELTA:g}, "
-             f"standardised, k = {K}, {seeds} seeds; captured variance of the subset's true "
-             "standardised covariance (mean ± sd), each run standardised with the contract's "
-             "public scales (`benchmarks/contracts/NAME-scales.toml`, each value's public "
-             "source in its comment), with the subset's true standard deviations in their "
-             "place (the oracle: non-private, for comparison only; the same release and "
-             "split), and with private scales (the shipped contract). Loss: oracle minus "
-             f"public, per seed. Target: mean loss <= {SCALES_LOSS:g}.", ""]
-    rows = []
-    for cell in cells:
-        rows.append([cell["table"], cell["method"],
-                     *(f"{mean(cell[w]['scores']):.4f} ± {std(cell[w]['scores']):.4f}"
-                       for w in SCALINGS_COMPARED),
-                     f"{cell['loss_mean']:.4f}", f"{cell['loss_max']:.4f}",
-                     f"{cell['private']['floored']:.1f} of {len(cell['scales'])}",
-                     f"{cell['public']['moments_share']:g} / {cell['private']['moments_share']:g}",
-                     "PASS" if cell["passed"] else "FAIL"])
-    lines.append(md_table(["table", "method", "public scales", "true scales (oracle)",
-                           "private scales", "loss: mean", "loss: max",
-                           "private run: scales at the noise floor (mean)",
-                           "moments share public / private", "target"], rows))
-    worst = max(cells, key=lambda cell: cell["loss_max"])
-    gain = mean([mean(c["public"]["scores"]) - mean(c["private"]["scores"]) for c in cells])
-    lines += ["", f"Mean loss within {SCALES_LOSS:g} in {sum(c['passed'] for c in cells)} of "
-              f"{len(cells)} settings; the largest loss of one seed is "
-              f"{worst['loss_max']:.3f} ({worst['table']}, {worst['method']}), above "
-              f"{SCALES_LOSS:g} in {sum(c['loss_max'] > SCALES_LOSS for c in cells)} of "
-              f"{len(cells)}. The public scales score {gain:.3f} above the private ones on "
-              "average (no budget spent on variances, none floored)."]
-    for table in dict.fromkeys(cell["table"] for cell in cells):
-        scales = next(cell["scales"] for cell in cells if cell["table"] == table)
-        lines += ["", f"{table}: each column's public scale beside the subset's true standard "
-                  "deviation (contract units: transformed, shifted to [0, w]).", "",
-                  md_table(["column", "public scale", "true", "public / true"],
-                           [[s["column"], "-" if s["public"] is None else f"{s['public']:.4g}",
-                             f"{s['true']:.4g}", "-" if s["public"] is None
-                             else f"{s['public'] / s['true']:.2f}"] for s in scales])]
-    return lines
-
-
-def merge_scales(quick: bool) -> dict[str, Any]:
-    """The existing results (``tables.json``, or ``tables.quick.json``) with a fresh run of
-    the public-scales setting in place of theirs."""
-    path = HERE / "results" / f"tables{'.quick' if quick else ''}.json"
-    doc = json.loads(path.read_text()) if path.exists() else {
-        "machine": machine_info(), "quick": quick, "seeds": 0, "k": K, "delta": DELTA,
-        "sites": SITES, "fit_seconds": FIT_SECONDS, "cells": [], "sweeps": {}}
-    doc.update(scales=run_scales(quick), scales_machine=machine_info())
-    return doc
 
 
 def main() -> int:
@@ -713,7 +537,9 @@ def main() -> int:
                         help="run only the public-scales setting and merge it into the "
                              "existing results")
     args = parser.parse_args()
-    doc = merge_scales(args.quick) if args.scales else run(args.quick)
+    empty = {"machine": machine_info(), "quick": args.quick, "seeds": 0, "k": K, "delta": DELTA,
+             "sites": SITES, "fit_seconds": FIT_SECONDS, "cells": [], "sweeps": {}}
+    doc = public_scales.merge(args.quick, empty) if args.scales else run(args.quick)
     write_results(HERE / "results", "tables", args.quick, doc, markdown)
     return 0
 

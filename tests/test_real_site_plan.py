@@ -219,6 +219,7 @@ def test_a_site_whose_table_fails_its_contract_stops_the_run_before_any_ledger_c
     record = json.loads((tmp_path / "run.json").read_text())
     (reason,) = record["site_failures"]
     assert reason.startswith(
-        "refused: data: hospital-b: refused: the site's data file cannot be used")
+        "refused: data: hospital-b: the site's data file cannot be used")
+    assert reason.count("refused") == 1  # the kind's, once
     assert "bili" not in reason  # the reason stays in the site's log
     assert [everything_in(p) for p in policies] == before

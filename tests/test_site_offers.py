@@ -22,6 +22,7 @@ from fedpca.site.refusal_kinds import (
     REFUSED_POLICY,
     kind_of,
     refusal_kind,
+    with_kind,
 )
 from fedpca.site.service import SITE_FAILURE, Ask, Node, Ready, Refusal, SiteService
 from fedpca.site.policy_template import write_policy_template
@@ -90,7 +91,8 @@ def test_a_readiness_refusal_begins_with_its_kind(tmp_path):
     service = SiteService(node, RealSiteSource(node, "ldp-pca"))
     reply = service.handle(Ready(), MemoryState())
     assert isinstance(reply, Refusal)
-    assert reply.reason.startswith(f"{REFUSED_POLICY}: hospital-a: refused: ldp-pca ")
+    assert reply.reason.startswith(f"{REFUSED_POLICY}: hospital-a: ldp-pca ")
+    assert reply.reason.count("refused") == 1  # the kind says it once
     assert refusal_kind(reply.reason) == REFUSED_POLICY
     # the kinds are the documented phrases, one per cause; a site's failure carries none
     assert KINDS == ("cannot afford", "refused: data", "refused: policy")
@@ -98,6 +100,14 @@ def test_a_readiness_refusal_begins_with_its_kind(tmp_path):
     assert kind_of(InvalidDataError("x")) == REFUSED_DATA
     assert kind_of(InvalidRequestError("x")) == REFUSED_POLICY
     assert refusal_kind(SITE_FAILURE) is None
+    # the site's own leading "refused:" (alone or after its name) gives way to the kind's
+    policy, data = InvalidRequestError("x"), InvalidDataError("x")
+    assert with_kind(policy, "refused: the App names x") == "refused: policy: the App names x"
+    assert with_kind(data, "b: refused: the file") == "refused: data: b: the file"
+    assert with_kind(BudgetExceededError("x"), "0: refused this run of dps-pca: it") == (
+        "cannot afford: 0: refused this run of dps-pca: it")
+    assert with_kind(policy, "a: the run: refused: y") == "refused: policy: a: the run: refused: y"
+    assert refusal_kind(with_kind(data, "b: refused: the file")) == REFUSED_DATA
     # only the readiness round's refusals carry a kind: a round's refusal is the site's words
     asked = service.handle(Ask([], {"phase": "covariance"}), MemoryState())
     assert isinstance(asked, Refusal) and asked.reason.startswith("hospital-a: refused: ")

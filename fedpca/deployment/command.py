@@ -282,6 +282,8 @@ def _local(args: argparse.Namespace) -> int:
         up = time.perf_counter()
         print(f"SuperLink {deployment.address} and {len(sites)} SuperNodes up in "
               f"{up - start:.1f} s; logs in {deployment.logs}", flush=True)
+        for node_id, name in sorted(deployment.node_names().items()):
+            print(f"node {node_id}: site {name}")
         for number, run_config in enumerate(configs, start=1):
             began = time.perf_counter()
             screen = LogEcho(sys.stdout)  # the coordinator's: flwr run's stream, live

@@ -43,6 +43,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -80,6 +81,7 @@ from fedpca.deployment.processes import (
 )
 from fedpca.deployment.site_runtime import TELEMETRY_ENV
 from fedpca.errors import ConfigurationError
+from fedpca.site.policy import load_site_policy
 from fedpca.site.policy_template import write_policy_template
 from fedpca.run_record import FAILED, RunResult, load_run_result
 
@@ -87,8 +89,9 @@ logger = logging.getLogger(__name__)
 
 #: Environment variable marking every process a deployment starts (value: its id).
 MARKER_ENV = "FEDPCA_DEPLOYMENT"
-#: Name of the SuperLink connection in config.toml.
-DEFAULT_FEDERATION = "fedpca"
+#: Name of the SuperLink connection in config.toml: never the name of a folder a ``flwr``
+#: command may run beside (``fedpca``, the clone's), which Flower reads as an App to migrate.
+DEFAULT_FEDERATION = "consortium"
 #: Seconds the SuperLink gets to listen, and a ``flwr`` CLI command to finish.
 DEFAULT_STARTUP_TIMEOUT = 30.0
 #: Seconds a ``flwr run`` gets by default.
@@ -101,6 +104,8 @@ SUPEREXEC_POLL_ENV, SUPEREXEC_POLL_SECONDS = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
 #: What Flower's SuperNode logs once the SuperLink has activated it, and how many seconds a
 #: site's SuperNode gets to get there (its start, TLS and authentication on a loaded machine).
 ONLINE_LINE, SITE_ONLINE_TIMEOUT = "SuperNode ID:", 120.0
+#: The node id in that line.
+_NODE_ID = re.compile(re.escape(ONLINE_LINE) + r"\s*(\d+)")
 _POLL = 0.2
 
 #: Called with the ``flwr run`` process while a run is under way (see :meth:`LocalDeployment.run`).
@@ -296,6 +301,18 @@ class LocalDeployment:
         _await(supernode, lambda: ONLINE_LINE in supernode.tail(lines=10_000),
                max(self.startup_timeout, SITE_ONLINE_TIMEOUT), "connecting",
                "did not connect to the SuperLink in time")
+
+    def node_names(self) -> dict[int, str]:
+        """Each connected site's Flower node id (its SuperNode's log says it once the
+        SuperLink activated it; its latest after a restart) -> the site's name in its policy,
+        the name its readiness answer and the run's errors give it (``site NAME (node N)``),
+        which ``flwr supernode list`` does not show."""
+        names = {}
+        for processes in self.running.values():
+            found = _NODE_ID.findall(processes.supernode.tail(lines=10_000))
+            if found:
+                names[int(found[-1])] = load_site_policy(processes.policy).name
+        return names
 
     def stop_site(self, name: str) -> None:
         """Stop a site's SuperNode and SuperExec (e.g. to restart it); its ledger stays."""

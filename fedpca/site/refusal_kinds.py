@@ -14,6 +14,10 @@ then ``": "`` and the site's own words:
   (its algorithm, mode, contract, seed, centring, start, secure identity or ledger identity:
   every other refusal of fedpca's own).
 
+The kind says that it is a no, so the site's own words lose their leading ``refused:`` (after
+the site's name, when they begin with it): ``refused: policy: hospital-a: ldp-pca is not ...``,
+not ``refused: policy: hospital-a: refused: ldp-pca ...``.
+
 A readiness reply that begins with none of them is
 :data:`~fedpca.site.service.SITE_FAILURE` (a failure that is not one of fedpca's refusals).
 :func:`refusal_kind` reads the phrase back, for a coordinator grouping its sites' refusals.
@@ -21,6 +25,8 @@ The phrases carry no data-derived number and no path: they are fixed words.
 """
 
 from __future__ import annotations
+
+import re
 
 from fedpca.errors import BudgetExceededError, FedPCAError, InvalidDataError
 
@@ -43,9 +49,15 @@ def kind_of(error: FedPCAError) -> str:
     return REFUSED_POLICY
 
 
+#: A site's own ``refused: `` at the start of its words, or after its name (``NAME: ``).
+_OWN_REFUSED = re.compile(r"^((?:[^:\s][^:]*: )?)refused: ")
+
+
 def with_kind(error: FedPCAError, reason: str) -> str:
-    """``reason`` (the refusal's public text) led by the kind of ``error``."""
-    return f"{kind_of(error)}: {reason}"
+    """``reason`` (the refusal's public text) led by the kind of ``error``, its own leading
+    ``refused:`` dropped (module docstring)."""
+    words = _OWN_REFUSED.sub(r"\1", reason, count=1)
+    return f"{kind_of(error)}: {words}"
 
 
 def refusal_kind(reason: str) -> str | None:
