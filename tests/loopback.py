@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from fedpca.deployment.certs import SiteKey
+from fedpca.deployment.launch import DeploymentError
 from fedpca.deployment.local import LocalDeployment, Site
 from fedpca.deployment.processes import processes_naming
 
@@ -90,3 +91,31 @@ def joined(deployment: LocalDeployment, sites: Sequence[Site],
                 item.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         assert all(item.process.poll() is not None for item in deployment.launched[first:])
         assert not processes_naming(str(folder))
+
+
+#: How long :func:`restart_site` keeps starting a killed site again: the SuperLink counts a
+#: SuperNode online for two of its missed heartbeats (Flower's, 30 s apart) after it was
+#: killed, and refuses to activate its key again until then.
+RESTART_SECONDS = 90
+#: Seconds between two starts.
+RESTART_RETRY_SECONDS = 3
+
+
+def restart_site(deployment: LocalDeployment, site: Site, key: SiteKey) -> int:
+    """Start ``site`` again after its SuperNode was killed, as its operator (or a service
+    manager's ``Restart=on-failure``) would: a SuperNode that exits before it connects
+    (Flower: "Failed to activate SuperNode", the SuperLink still counting the killed one
+    online) is started again every :data:`RESTART_RETRY_SECONDS`, for at most
+    :data:`RESTART_SECONDS`; the number of starts."""
+    end, starts = time.monotonic() + RESTART_SECONDS, 0
+    while True:
+        starts += 1
+        try:
+            deployment.start_site(site, key)
+            return starts
+        except DeploymentError:
+            if site.name in deployment.running:
+                deployment.stop_site(site.name)
+            if time.monotonic() >= end:
+                raise
+            time.sleep(RESTART_RETRY_SECONDS)

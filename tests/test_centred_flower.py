@@ -43,7 +43,7 @@ from fedpca.dp.guarantee import PREFIX
 from fedpca.dp.ledger import PrivacyLedger
 from fedpca.site.ledger import SiteLedger
 from fedpca.site.policy import PolicyError, load_site_policy
-from fedpca.report import table_header
+from fedpca.report import scaling_lines, table_header
 from fedpca.run_record import run_record
 from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
@@ -437,6 +437,12 @@ def test_deploy_local_runs_centred_runs_of_three_algorithms_from_each_sites_tabl
         assert record["columns"] == list(contract.output_columns)
         assert record["epsilon"] == policy.run_epsilon and record["delta"] == policy.delta
     assert (records["dpdis-pca"]["rounds"], records["dpdis-pca"]["flower_rounds"]) == (1, 2)
+    # the standardised runs' floored scales on the coordinator's screen, as `fedpca show`
+    # states them (with the warning when most scales are at the floor)
+    for name in ("dpdis-pca", "ldp-pca"):
+        lines = scaling_lines(records[name]["privacy"], records[name]["config"],
+                              contract.bounds.dim)
+        assert lines and all(line in printed for line in lines), (name, lines)
     run_ids = [record["config"]["run_id"] for record in records.values()]
     assert len(set(run_ids)) == 3  # three runs, each named as the ledgers name it
     assert "local" in records["ldp-pca"]["privacy"]["trust_model"]

@@ -26,7 +26,8 @@ class SlowSites:
     def pull_messages(self, message_ids):
         self.looks += 1
         now = time.monotonic() - self.pushed
-        return [SimpleNamespace(metadata=SimpleNamespace(reply_to_message_id=i))
+        return [SimpleNamespace(metadata=SimpleNamespace(reply_to_message_id=i),
+                                has_error=lambda: False)
                 for i in message_ids if self.delays[int(i)] <= now]
 
     def get_node_ids(self):

@@ -95,9 +95,12 @@ def test_a_request_differing_in_any_byte_has_another_digest():
               Ask([basis], {"phase": "power", "round": 2}),  # the config
               Ask([basis], {"phase": "power", "round": "1"}),  # a value's type
               Ask([basis, basis], base.config)]  # one more array
-    digests = {request_digest(r) for r in [base, *others]}
-    assert len(digests) == 1 + len(others)
-    assert request_digest(Ask([basis.copy()], dict(base.config))) == request_digest(base)
+    config = {"algorithm": "dps-pca", "k": 2}
+    digests = {request_digest(r, config) for r in [base, *others]}
+    digests.add(request_digest(base, {**config, "k": 3}))  # the run_config changed mid-run
+    assert len(digests) == 2 + len(others)
+    assert request_digest(Ask([basis.copy()], dict(base.config)), dict(config)) == (
+        request_digest(base, config))
 
 
 def test_a_secure_site_restarted_after_its_key_agreement_masks_from_its_own_disk(tmp_path):

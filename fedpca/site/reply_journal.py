@@ -8,9 +8,9 @@ coordinator asks it again what it was asked last
 (:mod:`fedpca.site.ledger_store`) let it answer without releasing anything twice:
 
 * ``replies``: each reply the site sent to a round's request or to a secure-aggregation step
-  after the setup (:func:`is_journaled`), keyed by the SHA-256 of the request as it arrived
-  (:func:`request_digest`), written once the reply is made (its release charged) and before
-  it leaves. The same request asked again gets the same reply, read from the journal: no
+  after the setup (:func:`is_journaled`), keyed by the SHA-256 of the request as it arrived,
+  with the run's run_config (:func:`request_digest`), written once the reply is made (its
+  release charged) and before it leaves. The same request asked again gets the same reply, read from the journal: no
   second release, nothing charged. Another request is answered as any request is (each
   release charged and counted against the run's plan; each secure step once per round,
   :class:`~fedpca.site.secure_stage.StepJournal`);
@@ -65,16 +65,19 @@ logger = logging.getLogger(__name__)
 
 
 
-def request_digest(request: Any) -> str:
+def request_digest(request: Any, run_config: Mapping[str, Any]) -> str:
     """The SHA-256 (hex) of ``request`` (an ``Ask`` or ``Secure`` of
-    :mod:`fedpca.site.service`) in a canonical encoding of its kind, arrays (dtype, shape,
-    bytes), config, masking and protocol message: two requests have one digest only when
-    they ask the same thing."""
+    :mod:`fedpca.site.service`) under the run's ``run_config``, in a canonical encoding of
+    its kind, arrays (dtype, shape, bytes), config, masking, protocol message and the
+    run_config: two requests have one digest only when they ask the same thing of the same
+    run (a run_config changed mid-run is another request, which the site's plan judges)."""
     digest = hashlib.sha256(type(request).__name__.encode())
     for name in ("message", "arrays", "config", "masking"):
         if hasattr(request, name):
             digest.update(name.encode())
             _feed(digest, getattr(request, name))
+    digest.update(b"run_config")
+    _feed(digest, run_config)
     return digest.hexdigest()
 
 

@@ -278,7 +278,7 @@ class SiteService:
         state = journal.durable(state)
         if not is_journaled(request):  # the setup: asked again, the site advertises anew
             return self.fresh(request, state)
-        digest = request_digest(request)
+        digest = request_digest(request, self.node.run_config)
         kept = journal.sent(digest)
         if kept is not None:
             logger.warning("asked again in run %s what this site answered already (after a "

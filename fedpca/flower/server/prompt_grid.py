@@ -17,7 +17,9 @@ A site that stops does not hold an exchange until its timeout: at most every
 :data:`LIVENESS_SECONDS` while replies are awaited, the grid asks which nodes are still
 connected (``get_node_ids``, the SuperLink's online nodes), and a message whose node is gone
 gets an error reply in its place (:data:`NODE_GONE`), as Flower 1.41-1.42's SuperLink itself
-answers for a node that missed its heartbeats. A site that restarts gets its message again:
+answers for a node that missed its heartbeats (whose reply, which names no node and comes
+from the SuperLink's own node id, is replaced by the same, so that the failure names the
+site). A site that restarts gets its message again:
 for the run's ``restart-seconds`` (:attr:`~fedpca.flower.server.readiness.Deadlines.restart`)
 after its node went away, the grid looks for the node to be connected again, and then pushes
 a copy of the message it had not answered (a real site answers a request it had answered
@@ -45,6 +47,8 @@ from typing import Any
 from flwr.app import Error, Message
 from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
+
+from fedpca.site.service import SITE_FAILURE
 
 logger = logging.getLogger(__name__)
 
@@ -178,12 +182,14 @@ class Exchange:
             return
         for other in [i for i in self.waiting if self.key_of[i] == key]:
             del self.waiting[other]
-        if self.grid.restart > 0 and _node_gone(reply):
-            logger.warning("node %s went away: awaiting it for %g s (restart-seconds)",
-                           self.messages[key].metadata.dst_node_id, self.grid.restart)
-            self.away[key] = (reply, time.monotonic() + self.grid.restart)
-        else:
-            self.keep(key, reply)
+        if _node_gone(reply):  # Flower's words name no node, and its reply comes from node 1
+            reply = _gone_reply(self.messages[key])
+            if self.grid.restart > 0:
+                logger.warning("node %s went away: awaiting it for %g s (restart-seconds)",
+                               self.messages[key].metadata.dst_node_id, self.grid.restart)
+                self.away[key] = (reply, time.monotonic() + self.grid.restart)
+                return
+        self.keep(key, reply)
 
     def keep(self, key: str, reply: Message) -> None:
         self.answered.add(key)
@@ -203,10 +209,7 @@ class Exchange:
                            "again", self.messages[key].metadata.dst_node_id)
         if back:
             self.push([_copy(self.messages[key]) for key in back], back)
-        gone = [Message(Error(code=ErrorCode.NODE_UNAVAILABLE, reason=NODE_GONE.format(
-                    node=self.messages[self.key_of[i]].metadata.dst_node_id)),
-                        reply_to=self.messages[self.key_of[i]])
-                for i in sorted(self.waiting)
+        gone = [_gone_reply(self.messages[self.key_of[i]]) for i in sorted(self.waiting)
                 if self.messages[self.key_of[i]].metadata.dst_node_id not in connected]
         for reply in gone:
             self.take(reply)
@@ -218,11 +221,30 @@ def _node_gone(reply: Message) -> bool:
     return reply.has_error() and reply.error.code == ErrorCode.NODE_UNAVAILABLE
 
 
+def _gone_reply(message: Message) -> Message:
+    """The error reply (:data:`NODE_GONE`, from its node) of ``message`` whose node is gone."""
+    return Message(Error(code=ErrorCode.NODE_UNAVAILABLE,
+                         reason=NODE_GONE.format(node=message.metadata.dst_node_id)),
+                   reply_to=message)
+
+
 def _copy(message: Message) -> Message:
     """A message with ``message``'s content, type, destination and group, to push again."""
     meta = message.metadata
     return Message(message.content, dst_node_id=meta.dst_node_id,
                    message_type=meta.message_type, group_id=meta.group_id)
+
+
+def failure_reason(reply: Message) -> str:
+    """Why the site of the error ``reply`` released nothing: its own refusal as it wrote it
+    (a site's refusal names the site), anything else (Flower's "node unavailable", a
+    transport error, a site's unvetted failure :data:`~fedpca.site.service.SITE_FAILURE`) led
+    by its node, so that every failure names the site
+    (:func:`~fedpca.flower.server.rounds.named_nodes` writes its name beside the node)."""
+    node, error = reply.metadata.src_node_id, reply.error
+    text = error.reason or f"error code {error.code}"
+    own = error.code == ErrorCode.CLIENT_APP_RAISED_EXCEPTION and text != SITE_FAILURE
+    return text if own or f"node {node}" in text else f"node {node}: {text}"
 
 
 def no_reply(missing: int, asked: Iterable[int], replies: Iterable[Message]) -> str:

@@ -42,6 +42,7 @@ from flwr.serverapp import Grid
 
 from fedpca.algorithms.specs import APP_KEYS
 from fedpca.flower.wire import readiness_question, read_readiness_answer
+from fedpca.flower.server.prompt_grid import failure_reason
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.site.ready import SiteReady
 
@@ -104,7 +105,7 @@ def ask_readiness(grid: Grid, nodes: Sequence[int], timeout: float) -> Readiness
     for reply in grid.send_and_receive(messages, timeout=timeout):
         node = reply.metadata.src_node_id
         if reply.has_error():
-            declined[node] = reply.error.reason or f"node {node}: error code {reply.error.code}"
+            declined[node] = failure_reason(reply)
             continue
         try:
             ready[node] = read_readiness_answer(reply.content, str(node))

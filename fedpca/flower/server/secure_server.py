@@ -36,7 +36,7 @@ from fedpca.dp.hadamard import next_power_of_two
 from fedpca.secure.conditions import smallest_threshold
 from fedpca.secure.messages import Advertisement, Endorsement, Reveal, ShareBundle
 from fedpca.secure.server_session import ServerSession
-from fedpca.flower.server.prompt_grid import no_reply
+from fedpca.flower.server.prompt_grid import failure_reason, no_reply
 from fedpca.flower.server.rounds import RoundFailedError
 
 logger = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class VerifiedSecureAggregation:
         for reply in replies:
             node = reply.metadata.src_node_id
             if reply.has_error():
-                reasons.append(reply.error.reason or f"node {node}: error {reply.error.code}")
+                reasons.append(failure_reason(reply))
             elif not is_protocol_message(reply.content):
                 reasons.append(f"node {node}: no secure-aggregation reply")
             else:

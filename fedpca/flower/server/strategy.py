@@ -42,7 +42,7 @@ from flwr.serverapp.strategy import Result, Strategy
 from fedpca.flower.wire import read_reply, request_content
 from fedpca.flower.secure_wire import PROTOCOL_RECORD
 from fedpca.errors import ConfigurationError, RunFailedError
-from fedpca.flower.server.prompt_grid import no_reply
+from fedpca.flower.server.prompt_grid import failure_reason, no_reply
 from fedpca.flower.server.readiness import Readiness
 from fedpca.flower.server.rounds import SiteRoundStrategy
 from fedpca.flower.server.secure_server import VerifiedSecureAggregation
@@ -179,10 +179,7 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         combine their releases."""
         replies = list(replies)
         answered = [msg for msg in replies if not msg.has_error()]
-        reasons = [
-            msg.error.reason or f"node {msg.metadata.src_node_id}: error code {msg.error.code}"
-            for msg in replies if msg.has_error()
-        ]
+        reasons = [failure_reason(msg) for msg in replies if msg.has_error()]
         if len(replies) < self.asked:
             reasons.append(no_reply(self.asked - len(replies), self.asked_nodes, replies))
         if self.secure_protocol is not None:  # sites lost since the key agreement
