@@ -1,7 +1,7 @@
 """One process's try at a lifetime ledger's last release (``tests/test_hostile_coordinator.py``
-starts two at once). Its own module, importing only the ledger: a spawned process imports the
-module of its target, and the test module's imports (Flower, the App) would take most of each
-process's time."""
+starts two at once, forked from a fork server that preloads this module). Its own module,
+importing only the ledger: the fork server imports the module of its target, and the test
+module's imports (Flower, the App) would take most of its time."""
 
 import multiprocessing
 

@@ -13,8 +13,9 @@ every process it started has exited once its sites are stopped, and none names i
 import contextlib
 import os
 import subprocess
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from fedpca.deployment.certs import SiteKey
@@ -119,3 +120,39 @@ def restart_site(deployment: LocalDeployment, site: Site, key: SiteKey) -> int:
             if time.monotonic() >= end:
                 raise
             time.sleep(RESTART_RETRY_SECONDS)
+
+
+class Beside:
+    """What a run started by :func:`beside` gave: ``value`` (its return) or ``error`` (what it
+    raised), once the block is over."""
+
+    value = None
+    error: BaseException | None = None
+
+
+@contextlib.contextmanager
+def beside(deployment: LocalDeployment, run: Callable[[], object],
+           timeout: float) -> Iterator[Beside]:
+    """``run`` (one ``deployment.run``) in a thread, at the same time as the block's runs: the
+    block starts once its ``flwr run`` is launched (so that each run gets its own number),
+    and ends once it has returned or raised (within ``timeout`` seconds). A site answers one
+    message at a time, so the runs interleave at every site: together they take about as
+    long as the longer one, not the sum, on a deployment that polls while they last."""
+    outcome = Beside()
+
+    def target() -> None:
+        try:
+            outcome.value = run()
+        except BaseException as exc:  # noqa: BLE001 (the caller asserts on it)
+            outcome.error = exc
+
+    started = len(deployment.launched)
+    thread = threading.Thread(target=target, name="run beside")
+    thread.start()
+    try:
+        while len(deployment.launched) == started and thread.is_alive():
+            time.sleep(0.05)
+        yield outcome
+    finally:
+        thread.join(timeout)
+        assert not thread.is_alive(), "the run beside did not end"
