@@ -185,9 +185,13 @@ def test_runs_compose_over_the_lifetime_and_the_tenth_is_refused(tmp_path):
 
 def test_a_run_cannot_exceed_its_ceiling_or_its_release_count(tmp_path):
     policy = make_site(tmp_path)
-    ask(policy, GREEDY, run_id=3)
+    first = ask(policy, GREEDY, run_id=3)
+    # the same request again (as after a restart): the journaled answer, nothing released
+    again = ask(policy, GREEDY, run_id=3)
+    np.testing.assert_array_equal(again[0][0], first[0][0])
     with pytest.raises(BudgetExceededError, match="allows 1 releases per run"):
-        ask(policy, GREEDY, run_id=3)  # the same run asks again
+        # the same run asks for another release (another rank): past its one release
+        ask(policy, GREEDY, run_id=3, config={"dim": D, "variant": "factor", "r": 3})
     assert len(ledger_rows(policy)) == 1
 
 
