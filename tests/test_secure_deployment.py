@@ -20,6 +20,10 @@ variant:
 
 Then a run after the coordinator replaced the sites' roster with its own (one site and
 members whose keys it made): every site refuses in the readiness round and spends nothing.
+Then a secure DPS-PCA run whose site c is killed at its first input (SIGKILL) and started
+again once the SuperLink lets it back (about 30-60 s of Flower's heartbeat patience): the
+run awaits it (``restart-seconds``), asks it again, and c goes on from the secure session on
+its own disk (``fedpca.site.reply_journal``): every round's sum is the three sites'.
 Last, a third honest run survives a site that stops after the key agreement (about 50 s on
 the 2-core development machine): the test stops the site's SuperNode from outside as soon
 as its log shows the round's input request arriving (its third train message of this run,
@@ -60,7 +64,7 @@ from fedpca.secure.roster import roster_entry, write_roster
 from fedpca.site.policy import load_site_policy
 from fedpca.results import PCAResult
 from hostile_secagg import CONSORTIUM, report_path
-from loopback import joined
+from loopback import joined, restart_site
 
 pytestmark = pytest.mark.federation
 
@@ -319,8 +323,8 @@ def test_a_roster_the_coordinator_wrote_with_members_it_made_is_refused_end_to_e
 
 def test_a_secure_dps_pca_run_goes_on_with_a_site_that_restarts_at_its_first_input(
         deployment, tmp_path):
-    # site c's machine hangs once its key agreement is over, and its operator restarts its
-    # SuperNode when the first round's input request has reached it: the restarted site
+    # site c's machine hangs once its key agreement is over, and its SuperNode is killed
+    # when the first round's input request has reached it, then started again: the restarted site
     # reads its secure session from its own disk, is asked again, and every round's sum,
     # that one and the later ones, is the three sites'
     a, b, c = SITES
@@ -339,9 +343,11 @@ def test_a_secure_dps_pca_run_goes_on_with_a_site_that_restarts_at_its_first_inp
             os.kill(deployment.running[c].superexec.process.pid, signal.SIGSTOP)
             frozen.append(c)
         if frozen and max(counts[1].values(), default=0) >= 3:
-            deployment.kill_site(c, signal.SIGTERM)  # its frozen SuperExec goes with it
-            deployment.start_site(next(s for s in deployment.sites if s.name == c),
-                                  deployment.keys[c])
+            # killed (it cannot tell the SuperLink it leaves), its frozen SuperExec with it,
+            # and started again once the SuperLink lets it back (about 30-60 s)
+            deployment.kill_site(c, signal.SIGKILL)
+            restart_site(deployment, next(s for s in deployment.sites if s.name == c),
+                         deployment.keys[c])
             restarted.append(c)
 
     result = deployment.run({**DPS_RUN_CONFIG, "output": str(tmp_path / "restart.json")},
