@@ -3,7 +3,7 @@
 Everything the coordinator can send a site reaches it as one of five requests, and
 :meth:`SiteService.handle` is the one place that answers them: the readiness question before
 round 1 (:class:`Ready`), a round's request (:class:`Ask`), a stage of fedpca's verifiable
-secure aggregation (:class:`Secure`), the run's released result (:class:`Result`) and the
+secure aggregation (:class:`Secure`), the run's released result (:class:`ResultDelivery`) and the
 news that the run failed (:class:`RunEnd`). The service is sans-I/O: the Flower ClientApp
 (:mod:`fedpca.flower.site.clientapp`) turns each message into a request and the reply into a
 message, and nothing else of the site's code sees Flower. Its :class:`SiteSource` opens the
@@ -131,7 +131,7 @@ class Secure:
 
 
 @dataclass(frozen=True)
-class Result:
+class ResultDelivery:
     """The run's released result, read by ``read`` once the site says what it expects."""
 
     read: ResultReader
@@ -168,7 +168,7 @@ class ProtocolReply:
     answer: Answer | None = None
 
 
-Request = Ready | Ask | Secure | Result | RunEnd
+Request = Ready | Ask | Secure | ResultDelivery | RunEnd
 Reply = SiteReady | Answer | ProtocolReply | Received | Refusal
 
 
@@ -305,7 +305,7 @@ class SiteService:
                 state, self.source, lambda masking: self.answer(request.arrays,
                                                                 request.config, masking, state))
             return ProtocolReply(message, answer)
-        if isinstance(request, Result):
+        if isinstance(request, ResultDelivery):
             return Received(self.source.take_result(request.read))
         if isinstance(request, RunEnd):
             return Received(self.source.run_failed(request.reason))

@@ -66,7 +66,7 @@ from fedpca.site.service import (
     Ready,
     Refusal,
     Request,
-    Result,
+    ResultDelivery,
     RunEnd,
     SiteService,
     SiteSource,
@@ -137,7 +137,7 @@ def answer_query(service_for: ServiceFn, message: Message, context: Context) -> 
     content = message.content
     if is_result_message(content):
         return respond(service_for, message, context,
-                       lambda: Result(functools.partial(read_result_message, content)),
+                       lambda: ResultDelivery(functools.partial(read_result_message, content)),
                        lambda received: result_answer(received.site))
     if is_run_end_message(content):
         return respond(service_for, message, context, lambda: RunEnd(read_run_end(content)),
