@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from common import fmt, md_table, mean, progress, std, target, timed
 
-from fedpca.algorithms.dps_pca import PUBLIC_STREAM, SitePolicy, run_dps_pca
+from fedpca.algorithms.dps_pca import PUBLIC_STREAM, DPSPCAPolicy, run_dps_pca
 from fedpca.data.synthetic import SparseSpikedModel, site_data
 from fedpca.linalg.subspace import (
     subspace_distance,
@@ -98,7 +98,7 @@ def _one_configuration(cfg: dict[str, Any], sites: int) -> list[dict[str, Any]]:
 
     for eps in cfg["epsilons"]:
         for accounting in cfg["accountings"]:
-            policy = SitePolicy(epsilon=eps, delta=cfg["delta"], rounds=cfg["rounds"],
+            policy = DPSPCAPolicy(epsilon=eps, delta=cfg["delta"], rounds=cfg["rounds"],
                                 accounting=accounting)
             finals, secs, per_round = [], [], []
             for seed in cfg["seeds"]:

@@ -19,7 +19,7 @@ sensitivity (:func:`ddg_noise_check` measures the real messages' decoded noise a
 power steps; no initialisation release), so the panel-start runs are calibrated for ``T``
 releases; the private-start runs for ``T + 1`` (the initialisation's noisy diagonal too).
 ``run_dps_pca(..., initial_basis=...)`` on main still calibrates its policy for ``T + 1``
-(``SitePolicy.releases``), more noise than a start needs.
+(``DPSPCAPolicy.releases``), more noise than a start needs.
 
 **Oversampled start** (``extra`` > 0, for a population the panel lacks): the start is the
 panel's basis with ``extra`` public random columns (seeded, orthonormalised), the power
@@ -57,7 +57,7 @@ from fedpca.algorithms.dps_pca import (
     PHASE_POWER,
     DPSPCASite,
     DPSPCAServer,
-    SitePolicy,
+    DPSPCAPolicy,
     secure_sums,
 )
 from fedpca.algorithms.centring import moments_sum
@@ -368,7 +368,7 @@ def ddg_noise_check(sites: int = 10, records: int = 100, dim: int = 512, k: int 
     rng = np.random.default_rng(seed)
     clip = math.sqrt(dim)
     data = [rng.standard_normal((records, dim)) for _ in range(sites)]
-    policy = SitePolicy(epsilon=epsilon, delta=delta, rounds=rounds, clip_norm=clip,
+    policy = DPSPCAPolicy(epsilon=epsilon, delta=delta, rounds=rounds, clip_norm=clip,
                         secure_min_sites=sites, discrete=True)
     members = build_sites(DPSPCASite, data, policy, seed)
     public, grid = secure_sums(policy, dim, k, records, sites, rotation_seed=seed)[1]

@@ -5,7 +5,7 @@ reach the trusted-curator accuracy that per-site noise loses?
 
 **DPS-PCA** at the paper-000 setting (sparse spiked model, d=1000, n=1e5, k=5, s=10,
 s_hat=50, T=10, eps=2, delta=0.01): one site holding all records, 100 sites with per-site
-noise, and 100 sites with discrete noise (``SitePolicy(discrete=True, secure_min_sites=100)``),
+noise, and 100 sites with discrete noise (``DPSPCAPolicy(discrete=True, secure_min_sites=100)``),
 mean distance to the true eigenspace over the seeds. Target: discrete <= 1.1 x one site.
 
 **DPdisPCA**, for each data set, side by side with the same seeds: central Analyze Gauss on the pooled
@@ -50,7 +50,7 @@ from fedpca.algorithms.dpdis_pca import (  # noqa: E402
     pooled_second_moment,
     run_dpdis_pca,
 )
-from fedpca.algorithms.dps_pca import SitePolicy, run_dps_pca  # noqa: E402
+from fedpca.algorithms.dps_pca import DPSPCAPolicy, run_dps_pca  # noqa: E402
 from fedpca.data.federated import dataset_site  # noqa: E402
 from fedpca.data.synthetic import SparseSpikedModel, site_data  # noqa: E402
 from fedpca.linalg.subspace import energy_ratio, subspace_distance  # noqa: E402
@@ -68,10 +68,10 @@ def dps_rows(cfg: dict) -> list[dict[str, Any]]:
     s = cfg["synthetic"]
     model = SparseSpikedModel(dim=s["dim"], k=s["k"], sparsity=s["sparsity"], seed=0)
     base = dict(epsilon=cfg["epsilon"], delta=cfg["delta"], rounds=cfg["rounds"])
-    setups = (("one site", 1, SitePolicy(**base)),
-              ("per-site noise", cfg["sites"], SitePolicy(**base)),
+    setups = (("one site", 1, DPSPCAPolicy(**base)),
+              ("per-site noise", cfg["sites"], DPSPCAPolicy(**base)),
               ("discrete secure sum", cfg["sites"],
-               SitePolicy(**base, secure_min_sites=cfg["sites"], discrete=True)))
+               DPSPCAPolicy(**base, secure_min_sites=cfg["sites"], discrete=True)))
     rows = []
     for label, count, policy in setups:
         sites = [site_data(model, s["samples"], count, i) for i in range(count)]

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from common import md_table, median, progress, target, timed
 
-from fedpca.algorithms.dps_pca import POWER_MECHANISM, DPSPCASite, SitePolicy
+from fedpca.algorithms.dps_pca import POWER_MECHANISM, DPSPCASite, DPSPCAPolicy
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.calibration import pld_epsilon
 from fedpca.dp.events import Release
@@ -63,7 +63,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     X = rng.standard_normal((n, d))
     X /= np.linalg.norm(X, axis=1).max()
     Q = thin_qr(rng.standard_normal((d, k)))
-    policy = SitePolicy(epsilon=1.0, delta=1e-5, rounds=1000)
+    policy = DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=1000)
 
     build_s, site = timed(lambda: DPSPCASite(X, policy, site="bench", seed=0))
     assert site.clip_report.clipped_rows == 0
@@ -110,7 +110,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     # A realistic policy (T=10, eps=1, delta=1e-5): its noise multiplier is small, so each
     # uncached PLD composition is far costlier than with rounds=1000. A real site makes
     # each of its T+1 releases with a ledger length it has never composed before.
-    real_policy = SitePolicy(epsilon=1.0, delta=1e-5, rounds=REALISTIC_ROUNDS)
+    real_policy = DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=REALISTIC_ROUNDS)
     real_site = DPSPCASite(X, real_policy, site="bench-real", seed=0)
     pld_epsilon.cache_clear()
     t_real, t_real_bare = [], []

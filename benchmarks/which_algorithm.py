@@ -79,7 +79,7 @@ from fedpca.algorithms.centring import (  # noqa: E402
     moments_noise,
 )
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, run_dpdis_pca  # noqa: E402
-from fedpca.algorithms.dps_pca import SitePolicy, run_dps_pca  # noqa: E402
+from fedpca.algorithms.dps_pca import DPSPCAPolicy, run_dps_pca  # noqa: E402
 from fedpca.algorithms.ldp_pca import LDPPolicy, run_ldp_pca  # noqa: E402
 from fedpca.data.partition import partition_iid  # noqa: E402
 from fedpca.data.synthetic import SparseSpikedModel, site_data  # noqa: E402
@@ -130,7 +130,7 @@ def dps(rounds: int, secure: bool) -> Method:
     """DPS-PCA with ``rounds`` power rounds, per-site noise or inside secure sums."""
 
     def run(sites: list[np.ndarray], eps: float, seed: int, s: Setting) -> PCAResult:
-        policy = SitePolicy(epsilon=eps, delta=DELTA, rounds=rounds, clip_norm=s.clip_norm,
+        policy = DPSPCAPolicy(epsilon=eps, delta=DELTA, rounds=rounds, clip_norm=s.clip_norm,
                             secure_min_sites=SITES if secure else None, discrete=secure)
         return run_dps_pca(sites, s.k, min(s.s_hat, sites[0].shape[1]), policy, seed=seed)
 

@@ -5,7 +5,7 @@ import functools
 import numpy as np
 import pytest
 
-from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
+from fedpca.algorithms.dps_pca import DPSPCASite, DPSPCAPolicy
 from fedpca.flower.site.site_client import PrivateSiteClient as DPSPCAClient
 from fedpca.errors import BudgetExceededError, InvalidDataError, InvalidRequestError
 from fedpca.linalg.subspace import thin_qr
@@ -16,7 +16,7 @@ D, K, T = 12, 2, 3
 @functools.cache
 def site_policy():
     """The sites' policy, calibrated when a test first asks, not as each worker collects."""
-    return SitePolicy(epsilon=1.0, delta=1e-5, rounds=T)
+    return DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=T)
 
 
 @pytest.fixture

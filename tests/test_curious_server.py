@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite
-from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
+from fedpca.algorithms.dps_pca import DPSPCASite, DPSPCAPolicy
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite, LDPPolicy
 from fedpca.flower.site.site_client import PrivateSiteClient as DPdisPCAClient
 from fedpca.flower.site.site_client import PrivateSiteClient as DPSPCAClient
@@ -21,7 +21,7 @@ Q = thin_qr(np.random.default_rng(0).standard_normal((D, 2)))
 #: (client class, site class, policy (made when a test asks: its calibration), parameters,
 #: config) of one request per algorithm.
 ALGORITHMS = {
-    "dps-pca": (DPSPCAClient, DPSPCASite, functools.partial(SitePolicy, rounds=3), [Q],
+    "dps-pca": (DPSPCAClient, DPSPCASite, functools.partial(DPSPCAPolicy, rounds=3), [Q],
                 {"phase": "power", "round": 1}),
     "dpdis-pca": (DPdisPCAClient, DPdisPCASite, DPdisPCAPolicy, [],
                   {"variant": "factor", "dim": D, "r": 3}),

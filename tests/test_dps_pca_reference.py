@@ -7,7 +7,7 @@ import pytest
 
 from fedpca.algorithms.dps_pca import (
     DPSPCAServer,
-    SitePolicy,
+    DPSPCAPolicy,
     run_dps_pca,
 )
 from fedpca.data.synthetic import SparseSpikedModel, site_data, split_sizes
@@ -20,7 +20,7 @@ def test_recovers_the_planted_subspace_with_a_generous_budget():
     model = SparseSpikedModel(dim=100, k=3, sparsity=8, seed=4)
     sites = [site_data(model, 30_000, 3, i) for i in range(3)]
     result = run_dps_pca(
-        sites, k=3, s_hat=12, policy=SitePolicy(epsilon=50.0, delta=1e-5, rounds=8),
+        sites, k=3, s_hat=12, policy=DPSPCAPolicy(epsilon=50.0, delta=1e-5, rounds=8),
         seed=1, evaluate=lambda Q: {"distance": subspace_distance(Q, model.truth)},
     )
     distances = [h["distance"] for h in result.history]
@@ -38,7 +38,7 @@ def test_more_privacy_means_more_error_on_average():
     sites = [site_data(model, 4000, 2, i) for i in range(2)]
 
     def final(eps, seed):
-        r = run_dps_pca(sites, 2, 10, SitePolicy(epsilon=eps, delta=1e-5, rounds=5), seed=seed,
+        r = run_dps_pca(sites, 2, 10, DPSPCAPolicy(epsilon=eps, delta=1e-5, rounds=5), seed=seed,
                         evaluate=lambda Q: {"distance": subspace_distance(Q, model.truth)})
         return r.history[-1]["distance"]
 
@@ -50,7 +50,7 @@ def test_more_privacy_means_more_error_on_average():
 def test_never_forms_a_d_by_d_matrix():
     d, n, k = 3000, 40, 2
     X = np.random.default_rng(0).standard_normal((n, d)) / np.sqrt(d)
-    policy = SitePolicy(epsilon=1.0, rounds=2)
+    policy = DPSPCAPolicy(epsilon=1.0, rounds=2)
     # Warm the privacy-accounting caches first: the PLD accountant's own grids are not the
     # algorithm's memory.
     run_dps_pca([X[:, :10]], k=k, s_hat=5, policy=policy, seed=0)
@@ -65,7 +65,7 @@ def test_initial_basis_skips_the_private_initialisation():
     model = SparseSpikedModel(dim=30, k=2, sparsity=5, seed=0)
     sites = [site_data(model, 1000, 2, i) for i in range(2)]
     Q0 = thin_qr(np.random.default_rng(0).standard_normal((30, 2)))
-    result = run_dps_pca(sites, 2, 8, SitePolicy(rounds=3), seed=0, initial_basis=Q0)
+    result = run_dps_pca(sites, 2, 8, DPSPCAPolicy(rounds=3), seed=0, initial_basis=Q0)
     assert [h["phase"] for h in result.history] == ["power"] * 3
 
 
@@ -73,9 +73,9 @@ def test_server_checks_its_parameters_and_answers():
     with pytest.raises(ConfigurationError, match="s_hat"):
         DPSPCAServer(dim=10, k=4, s_hat=3, rounds=2)
     with pytest.raises(ConfigurationError, match="same number of features"):
-        run_dps_pca([np.zeros((3, 4)), np.zeros((3, 5))], 1, 2, SitePolicy(rounds=1))
+        run_dps_pca([np.zeros((3, 4)), np.zeros((3, 5))], 1, 2, DPSPCAPolicy(rounds=1))
     with pytest.raises(ConfigurationError, match="at least one site"):
-        run_dps_pca([], 1, 2, SitePolicy(rounds=1))
+        run_dps_pca([], 1, 2, DPSPCAPolicy(rounds=1))
 
 
 def test_linear_algebra_helpers():
@@ -112,7 +112,7 @@ def test_result_exposes_estimator_attributes_and_round_trips(tmp_path):
 
     model = SparseSpikedModel(dim=20, k=2, sparsity=4, seed=1)
     sites = [site_data(model, 2000, 2, i) for i in range(2)]
-    result = run_dps_pca(sites, 2, 6, SitePolicy(epsilon=3.0, delta=1e-6, rounds=2), seed=0)
+    result = run_dps_pca(sites, 2, 6, DPSPCAPolicy(epsilon=3.0, delta=1e-6, rounds=2), seed=0)
     assert result.epsilon == 3.0 and result.delta == 1e-6 and result.data_norm == 1.0
     assert result.n_components == 2 and result.components_.shape == (2, 20)
     with pytest.raises(AttributeError, match="releases only the subspace"):

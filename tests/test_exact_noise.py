@@ -12,7 +12,7 @@ from chi_square import ALPHA, chi_square_p
 from scipy import stats
 
 from fedpca.algorithms.dpdis_pca import VARIANT_FULL, DPdisPCAPolicy, DPdisPCASite
-from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
+from fedpca.algorithms.dps_pca import DPSPCASite, DPSPCAPolicy
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite, LDPPolicy
 from fedpca.errors import BudgetExceededError, ConfigurationError
 from fedpca.linalg.subspace import thin_qr
@@ -251,8 +251,8 @@ def test_an_exact_site_spends_no_more_than_its_float_calibration_allows():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((300, 12)) / 4
     Q = thin_qr(rng.standard_normal((12, 3)))
-    exact = DPSPCASite(X, SitePolicy(1.0, 1e-5, rounds=3, noise_sampler="exact"))
-    floating = DPSPCASite(X, SitePolicy(1.0, 1e-5, rounds=3))
+    exact = DPSPCASite(X, DPSPCAPolicy(1.0, 1e-5, rounds=3, noise_sampler="exact"))
+    floating = DPSPCASite(X, DPSPCAPolicy(1.0, 1e-5, rounds=3))
     for site in (exact, floating):
         site.release_diagonal()
         for _ in range(3):
@@ -267,7 +267,7 @@ def test_an_exact_site_spends_no_more_than_its_float_calibration_allows():
 def test_exact_site_releases_are_grid_points():
     rng = np.random.default_rng(2)
     X = rng.standard_normal((200, 8)) / 3
-    site = DPSPCASite(X, SitePolicy(1.0, 1e-5, rounds=2, noise_sampler="exact"))
+    site = DPSPCASite(X, DPSPCAPolicy(1.0, 1e-5, rounds=2, noise_sampler="exact"))
     Q = thin_qr(rng.standard_normal((8, 2)))
     statistic = power_statistic(site.X, Q)
     released = site.noisy_release("probe", statistic, power_step_sensitivity(1.0), error=0.0)
@@ -288,7 +288,7 @@ def test_exact_site_releases_are_grid_points():
 def test_continuous_secure_shares_are_refused_before_the_site_exists(sampler):
     X = np.random.default_rng(0).standard_normal((50, 5)) / 3
     with pytest.raises(ConfigurationError, match="discrete=true") as refused:
-        DPSPCASite(X, SitePolicy(1.0, 1e-5, rounds=2, secure_min_sites=3,
+        DPSPCASite(X, DPSPCAPolicy(1.0, 1e-5, rounds=2, secure_min_sites=3,
                                  noise_sampler=sampler))
     assert "Migrating from SecAgg+" in str(refused.value)
 

@@ -12,7 +12,7 @@ from test_sensitivity import C, adversarial_max, project
 
 from fedpca.algorithms.central import run_analyze_gauss, run_mod_sulq
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, run_dpdis_pca
-from fedpca.algorithms.dps_pca import VARIANCE_MECHANISM, DPSPCASite, SitePolicy, run_dps_pca
+from fedpca.algorithms.dps_pca import VARIANCE_MECHANISM, DPSPCASite, DPSPCAPolicy, run_dps_pca
 from fedpca.algorithms.explained_variance import (
     along_basis,
     choose_k,
@@ -87,7 +87,7 @@ def test_choose_k_is_the_smallest_reaching_the_target():
     (lambda: run_dpdis_pca(SITES, 2, r=4, policy=DPdisPCAPolicy(epsilon=HUGE), seed=1), False),
     (lambda: run_ldp_pca(SITES, 2, LDPPolicy(epsilon=HUGE, delta=1e-5), seed=1), None),
     (lambda: run_analyze_gauss(X, 2, HUGE, 1e-5, seed=1), True),
-    (lambda: run_dps_pca(SITES, 2, 8, SitePolicy(epsilon=HUGE, rounds=8,
+    (lambda: run_dps_pca(SITES, 2, 8, DPSPCAPolicy(epsilon=HUGE, rounds=8,
                                                  explained_variance=True), seed=1), True),
 ])
 def test_every_algorithm_reports_its_dp_explained_variance(run, has_ratio):
@@ -112,8 +112,8 @@ def test_mod_sulq_ratios_are_shares_of_its_noisy_trace():
 
 
 def test_dps_pca_without_the_release_has_no_explained_variance_and_one_release_less():
-    policy = SitePolicy(epsilon=1.0, rounds=3)
-    with_release = SitePolicy(epsilon=1.0, rounds=3, explained_variance=True)
+    policy = DPSPCAPolicy(epsilon=1.0, rounds=3)
+    with_release = DPSPCAPolicy(epsilon=1.0, rounds=3, explained_variance=True)
     assert (policy.releases, with_release.releases) == (4, 5)
     assert len(with_release.plan()) == 5
     assert with_release.calibration().noise_multiplier > policy.calibration().noise_multiplier
@@ -124,7 +124,7 @@ def test_dps_pca_without_the_release_has_no_explained_variance_and_one_release_l
 
 
 def test_the_variance_round_orders_components_and_spends_within_the_budget():
-    policy = SitePolicy(epsilon=2.0, rounds=4, explained_variance=True)
+    policy = DPSPCAPolicy(epsilon=2.0, rounds=4, explained_variance=True)
     result = run_dps_pca(SITES, 3, 8, policy, seed=4)
     assert result.history[-1]["phase"] == "variance" and len(result.history) == 6
     assert np.all(np.diff(result.explained_variance) <= 0)
@@ -134,7 +134,7 @@ def test_the_variance_round_orders_components_and_spends_within_the_budget():
 
 
 def test_a_site_whose_policy_did_not_agree_refuses_the_rayleigh_request_uncharged():
-    site = DPSPCASite(SITES[0], SitePolicy(rounds=3), site="s")
+    site = DPSPCASite(SITES[0], DPSPCAPolicy(rounds=3), site="s")
     Q = thin_qr(np.random.default_rng(0).standard_normal((X.shape[1], 2)))
     with pytest.raises(InvalidRequestError, match="explained_variance = false"):
         site.release_rayleigh(Q)
@@ -143,7 +143,7 @@ def test_a_site_whose_policy_did_not_agree_refuses_the_rayleigh_request_uncharge
 
 def test_discrete_noise_is_refused_with_the_release():
     with pytest.raises(ConfigurationError, match="not built for discrete"):
-        SitePolicy(secure_min_sites=3, discrete=True, explained_variance=True)
+        DPSPCAPolicy(secure_min_sites=3, discrete=True, explained_variance=True)
 
 
 def rayleigh_gap(xy: np.ndarray, V: np.ndarray) -> float:
@@ -179,7 +179,7 @@ def test_replacing_a_record_in_a_dataset_respects_the_rayleigh_bound():
 
 
 def test_the_rayleigh_release_noise_has_the_calibrated_variance():
-    policy = SitePolicy(epsilon=1.0, delta=1e-5, rounds=5, explained_variance=True)
+    policy = DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=5, explained_variance=True)
     d, k = 30, 20
     V = thin_qr(np.random.default_rng(9).standard_normal((d, k)))
     noise, sigma = [], None
@@ -309,18 +309,18 @@ def test_the_scree_plot_draws_ratios_or_refuses_without_variance(tmp_path):
                            variance=0.95)  # with the target's line
     assert plot_scree(run_record(chosen), tmp_path / "chosen.png").exists()
     with pytest.raises(ConfigurationError, match="no explained variance"):
-        plot_scree(run_record(run_dps_pca(SITES, 2, 8, SitePolicy(rounds=2), seed=1)),
+        plot_scree(run_record(run_dps_pca(SITES, 2, 8, DPSPCAPolicy(rounds=2), seed=1)),
                    tmp_path / "none.png")
 
 
 def test_the_flower_client_answers_the_variance_phase_only_if_its_policy_agreed():
     Q = thin_qr(np.random.default_rng(3).standard_normal((X.shape[1], 2)))
-    agreed = DPSPCAClient(DPSPCASite(SITES[0], SitePolicy(rounds=2, explained_variance=True),
+    agreed = DPSPCAClient(DPSPCASite(SITES[0], DPSPCAPolicy(rounds=2, explained_variance=True),
                                      site="a"))
     (answer,), n, metrics = agreed.fit([Q], {"phase": "variance", "round": 3})
     assert answer.shape == (3,) and n == len(SITES[0]) and metrics["releases"] == 1
     assert agreed.site.ledger.releases[0].mechanism == VARIANCE_MECHANISM
-    refused = DPSPCAClient(DPSPCASite(SITES[0], SitePolicy(rounds=2), site="b"))
+    refused = DPSPCAClient(DPSPCASite(SITES[0], DPSPCAPolicy(rounds=2), site="b"))
     with pytest.raises(InvalidRequestError, match="explained_variance = false"):
         refused.fit([Q], {"phase": "variance", "round": 3})
     with pytest.raises(InvalidRequestError, match="exactly one basis"):
@@ -366,7 +366,7 @@ def test_show_draws_the_scree_plot_of_a_saved_record(tmp_path, capsys):
                              str(tmp_path / "ag.png")])
     assert code == 0 and (tmp_path / "ag.png").exists()
     assert "DP explained variance per record: " in printed
-    save_run_record(run_dps_pca(SITES, 2, 8, SitePolicy(rounds=2), seed=1), tmp_path / "d.json")
+    save_run_record(run_dps_pca(SITES, 2, 8, DPSPCAPolicy(rounds=2), seed=1), tmp_path / "d.json")
     code, _ = run_cli(["show", str(tmp_path / "d.json"), "--scree", str(tmp_path / "d.png")])
     assert code == 2 and "released no explained variance" in capsys.readouterr().err
 

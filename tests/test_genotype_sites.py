@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cli_runs import run_cli
-from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy, run_dps_pca
+from fedpca.algorithms.dps_pca import DPSPCASite, DPSPCAPolicy, run_dps_pca
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite
 from fedpca.data.cohort import write_cohort
 from fedpca.data.covariates import read_covariates
@@ -59,7 +59,7 @@ def genotype_policy(folder, cohort, site=0, edit=lambda text: text):
 
 def test_dps_pca_streaming_genotype_rows_answers_as_over_the_same_rows_in_memory(cohort):
     rows = rows_of(cohort, 0)
-    policy = SitePolicy(epsilon=2.0, delta=1e-6, rounds=3, clip_norm=rows.clip_norm)
+    policy = DPSPCAPolicy(epsilon=2.0, delta=1e-6, rounds=3, clip_norm=rows.clip_norm)
     dense = SiteData.prepare(rows.dense(), rows.clip_norm)
     streamed_site = DPSPCASite(rows, policy, site="0", seed=4)
     dense_site = DPSPCASite(dense, policy, site="0", seed=4)
@@ -80,7 +80,7 @@ def test_streamed_rows_are_refused_by_an_algorithm_that_reads_the_whole_matrix_o
     with pytest.raises(ConfigurationError, match=r"reads a site's whole matrix.*\(dps-pca\)"):
         DPdisPCASite(rows, DPdisPCAPolicy(clip_norm=rows.clip_norm))
     with pytest.raises(ConfigurationError, match="bounded by norm .* set the policy's clip norm"):
-        DPSPCASite(rows, SitePolicy(clip_norm=1.0))
+        DPSPCASite(rows, DPSPCAPolicy(clip_norm=1.0))
 
 
 def test_a_genotype_policy_reads_its_panel_as_contract_and_bound_and_allows_dps_pca_only(
@@ -236,7 +236,7 @@ def test_a_power_step_holds_a_block_of_snps_in_float_never_the_whole_matrix(tmp_
     wide = write_cohort(tmp_path, sites=2, samples_per_site=500, snps=1500, populations=2,
                         fst=0.05, reference_size=100, k=2, seed=1)
     rows = rows_of(wide, 0, block=100)
-    site = DPSPCASite(rows, SitePolicy(rounds=2, clip_norm=rows.clip_norm), site="0", seed=1)
+    site = DPSPCASite(rows, DPSPCAPolicy(rounds=2, clip_norm=rows.clip_norm), site="0", seed=1)
     basis = np.linalg.qr(np.random.default_rng(2).normal(size=(rows.d, 2)))[0]
     site.release_power(basis)  # the row scales' pass, kept
     tracemalloc.start()

@@ -38,7 +38,7 @@ from flwr.serverapp import ServerApp
 from flwr.supercore.task_identity import TaskIdentity
 
 from fedpca.algorithms.dpdis_pca import run_dpdis_pca
-from fedpca.algorithms.dps_pca import SitePolicy, privacy_record, run_dps_pca
+from fedpca.algorithms.dps_pca import DPSPCAPolicy, privacy_record, run_dps_pca
 from fedpca.algorithms.kplane import run_sulq_kplane
 from fedpca.algorithms.ldp_pca import run_ldp_pca
 from fedpca.flower.simulations import partition_client
@@ -324,7 +324,7 @@ def run_identity(monkeypatch):
 
 
 def site_app(policy=None):
-    policy = policy or SitePolicy(epsilon=1.0, delta=1e-5, rounds=2)
+    policy = policy or DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=2)
     return site_client_app(
         lambda context: client_factory(DPSPCASite)(context, X, policy, "clinic", seed=4)
     )
@@ -396,7 +396,7 @@ def test_switching_format_does_not_reset_the_ledger(run_identity):
 
 
 def test_a_secure_aggregation_site_refuses_unmasked_requests_of_either_format(run_identity):
-    app = site_app(SitePolicy(epsilon=1.0, delta=1e-5, rounds=2, secure_min_sites=3,
+    app = site_app(DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=2, secure_min_sites=3,
                               discrete=True))
     for request in (message_request([BASIS], POWER), legacy_request([BASIS], POWER)):
         context = new_context()

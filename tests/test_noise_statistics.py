@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
+from fedpca.algorithms.dps_pca import DPSPCASite, DPSPCAPolicy
 from fedpca.flower.site.site_client import PrivateSiteClient as DPSPCAClient
 from fedpca.linalg.subspace import thin_qr
 from fedpca.dp.mechanisms import power_step_sensitivity
@@ -16,7 +16,7 @@ from fedpca.dp.mechanisms import power_step_sensitivity
 @functools.cache
 def site_policy():
     """The sites' policy, calibrated when a test first asks, not as each worker collects."""
-    return SitePolicy(epsilon=1.0, delta=1e-5, rounds=60, clip_norm=1.0)
+    return DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=60, clip_norm=1.0)
 
 
 def site_data(seed=0, n=50, d=40):

@@ -15,7 +15,7 @@ from cli_runs import run_cli
 from flwr.app import Context, RecordDict
 from local_grid import LocalGrid, set_run_identity
 
-from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy, run_dps_pca
+from fedpca.algorithms.dps_pca import DPSPCASite, DPSPCAPolicy, run_dps_pca
 from fedpca.algorithms.specs import app_config
 from fedpca.data.start_basis import START_HASH, StartBasisError, load_start_basis
 from fedpca.deployment.consortium import write_consortium
@@ -86,15 +86,15 @@ def records(seed: int = 1, n: int = 200) -> np.ndarray:
 
 
 def test_a_start_plans_T_releases_each_calibrated_for_T(start):
-    policy = SitePolicy(epsilon=1.0, rounds=ROUNDS, start=start)
-    assert policy.releases == ROUNDS and SitePolicy(epsilon=1.0, rounds=ROUNDS).releases == ROUNDS + 1
-    assert SitePolicy(epsilon=1.0, rounds=ROUNDS, start=start,
+    policy = DPSPCAPolicy(epsilon=1.0, rounds=ROUNDS, start=start)
+    assert policy.releases == ROUNDS and DPSPCAPolicy(epsilon=1.0, rounds=ROUNDS).releases == ROUNDS + 1
+    assert DPSPCAPolicy(epsilon=1.0, rounds=ROUNDS, start=start,
                       explained_variance=True).releases == ROUNDS + 1
     assert policy.calibration().noise_multiplier == pytest.approx(
         calibrate_gaussian(ROUNDS, 1.0, 1e-5, "pld").noise_multiplier)
     # fewer releases in the same budget: less noise in each
     assert (policy.calibration().noise_multiplier
-            < SitePolicy(epsilon=1.0, rounds=ROUNDS).calibration().noise_multiplier)
+            < DPSPCAPolicy(epsilon=1.0, rounds=ROUNDS).calibration().noise_multiplier)
 
 
 def test_the_first_step_from_a_start_carries_the_noise_of_T_releases(tmp_path):
@@ -103,7 +103,7 @@ def test_the_first_step_from_a_start_carries_the_noise_of_T_releases(tmp_path):
     np.save(tmp_path / "wide.npy", basis(1, dim, k))
     wide = load_start_basis(tmp_path / "wide.npy")
     X = np.random.default_rng(2).standard_normal((40, dim)) / np.sqrt(dim)
-    s = DPSPCASite(X, SitePolicy(epsilon=1.0, rounds=ROUNDS, start=wide), site="w", seed=6)
+    s = DPSPCASite(X, DPSPCAPolicy(epsilon=1.0, rounds=ROUNDS, start=wide), site="w", seed=6)
     noise = power(s, wide.basis, wide.digest) * s.n - s.X.T @ (s.X @ wide.basis)
     sigma = calibrate_gaussian(ROUNDS, 1.0, 1e-5, "pld").noise_multiplier * np.sqrt(2)
     # 2,000 draws: the sample deviation is within 5% of sigma with probability > 0.99;
@@ -113,7 +113,7 @@ def test_the_first_step_from_a_start_carries_the_noise_of_T_releases(tmp_path):
 
 
 def site(start=None, **policy) -> DPSPCASite:
-    return DPSPCASite(records(), SitePolicy(epsilon=1.0, rounds=ROUNDS, start=start, **policy),
+    return DPSPCASite(records(), DPSPCAPolicy(epsilon=1.0, rounds=ROUNDS, start=start, **policy),
                       site="s", seed=4)
 
 
@@ -169,7 +169,7 @@ def test_changing_the_start_between_rounds_and_replays_are_refused(start):
 
 def test_the_reference_run_starts_from_the_policys_start(start):
     sites = [records(i) for i in range(3)]
-    policy = SitePolicy(epsilon=2.0, rounds=ROUNDS, start=start)
+    policy = DPSPCAPolicy(epsilon=2.0, rounds=ROUNDS, start=start)
     result = run_dps_pca(sites, K, 6, policy, seed=5, initial_basis=start.basis)
     assert [h["phase"] for h in result.history] == ["power"] * ROUNDS
     assert result.history[-1]["epsilon_spent"] == pytest.approx(2.0, rel=1e-3)

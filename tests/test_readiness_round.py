@@ -14,7 +14,7 @@ import pytest
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from local_grid import RUN_ID, LocalGrid, run_identity  # noqa: F401 (a fixture)
 
-from fedpca.algorithms.dps_pca import SitePolicy
+from fedpca.algorithms.dps_pca import DPSPCAPolicy
 from fedpca.algorithms.specs import app_config
 from fedpca.report import record_lines, table_header
 from fedpca.flower.app import client_app, main
@@ -166,7 +166,7 @@ def test_the_legacy_strategy_has_the_same_readiness_round(federation, tmp_path):
 
 D = 8
 X = np.random.default_rng(0).uniform(-0.2, 0.2, size=(30, D))
-POLICY = SitePolicy(epsilon=1.0, delta=1e-5, rounds=2)  # three releases a run
+POLICY = DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=2)  # three releases a run
 
 
 def query(content=None) -> Message:

@@ -21,7 +21,7 @@ from fedpca.algorithms.dpdis_pca import (
     run_dpdis_pca,
     secure_sum_for,
 )
-from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy, run_dps_pca, secure_sums
+from fedpca.algorithms.dps_pca import DPSPCASite, DPSPCAPolicy, run_dps_pca, secure_sums
 from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite, run_sulq_kplane
 from fedpca.algorithms.kplane import secure_sum_for as kplane_secure_sum
 from fedpca.algorithms.secure_sum import SecureSum, SumDescription
@@ -168,7 +168,7 @@ DPS_MODEL = SparseSpikedModel(dim=60, k=2, sparsity=6, seed=0)
 @functools.cache
 def discrete_policy():
     """The sites' secure-sum policy, calibrated when first asked."""
-    return SitePolicy(epsilon=1.0, delta=1e-5, rounds=3, secure_min_sites=10, discrete=True)
+    return DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=3, secure_min_sites=10, discrete=True)
 
 
 def dps_sites(count: int) -> list[np.ndarray]:
@@ -177,7 +177,7 @@ def dps_sites(count: int) -> list[np.ndarray]:
 
 def test_a_discrete_policy_needs_its_minimum_and_a_described_sum():
     with pytest.raises(ConfigurationError, match="needs secure_min_sites"):
-        SitePolicy(discrete=True)
+        DPSPCAPolicy(discrete=True)
     site = DPSPCASite(dps_sites(10)[0], discrete_policy(), site="a")
     init, _ = secure_sums(discrete_policy(), 60, 2, 2000, 10, rotation_seed=1)
     for request in ({}, {"secure": init[0], "min_noise_multiplier": 2.0}):
@@ -189,8 +189,8 @@ def test_a_discrete_policy_needs_its_minimum_and_a_described_sum():
 def test_discrete_dps_pca_matches_one_site_where_per_site_noise_fails():
     distance = {}
     for label, count, policy in (
-        ("one site", 1, SitePolicy(epsilon=1.0, delta=1e-5, rounds=3)),
-        ("per-site", 10, SitePolicy(epsilon=1.0, delta=1e-5, rounds=3)),
+        ("one site", 1, DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=3)),
+        ("per-site", 10, DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=3)),
         ("discrete", 10, discrete_policy()),
     ):
         runs = [run_dps_pca(dps_sites(count), 2, 12, policy, seed=seed) for seed in range(3)]

@@ -20,7 +20,7 @@ from fedpca.algorithms import site_rows
 from fedpca.algorithms import dpdis_pca as dpdis_sites
 from fedpca.algorithms import kplane as kplane_sites
 from fedpca.algorithms.dpdis_pca import DPdisPCAPolicy, DPdisPCASite
-from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
+from fedpca.algorithms.dps_pca import DPSPCASite, DPSPCAPolicy
 from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite
 from fedpca.algorithms.ldp_pca import LDPCovarianceSite, LDPPolicy
 from fedpca.algorithms.site_limits import SiteLimits
@@ -81,7 +81,7 @@ def test_a_foreign_exception_reaches_the_coordinator_only_as_the_fixed_message(
 
     monkeypatch.setattr(DPSPCASite, "respond", fail)
     app = site_client_app(lambda context: client_factory(DPSPCASite)(
-        context, X, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2), "clinic", seed=4))
+        context, X, DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=2), "clinic", seed=4))
     context = new_context()
     with caplog.at_level(logging.ERROR, logger="fedpca.flower.site.clientapp"):
         reply = app(request_for([BASIS], POWER), context)
@@ -93,7 +93,7 @@ def test_a_foreign_exception_reaches_the_coordinator_only_as_the_fixed_message(
 
 def test_a_fedpca_refusal_keeps_its_own_words(run_identity):
     app = site_client_app(lambda context: client_factory(DPSPCASite)(
-        context, X, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2), "clinic", seed=4))
+        context, X, DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=2), "clinic", seed=4))
     reply = app(message_request([BASIS], {**POWER, "sigma": 0.0}), new_context())
     assert reply.has_error() and "clinic: refused: unknown config keys" in reply.error.reason
 
@@ -124,7 +124,7 @@ def test_a_basis_orthonormal_only_to_1e_6_is_made_exact_before_it_is_used(monkey
     gram = site_rows.gram_product
     monkeypatch.setattr(site_rows, "gram_product", lambda X, Q: used.append(Q) or gram(X, Q))
     records = np.random.default_rng(3).standard_normal((20, d)) / np.sqrt(d)
-    site = DPSPCASite(records, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2))
+    site = DPSPCASite(records, DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=2))
     site.release_power(sent)
     (Q,) = used
     assert np.linalg.norm(Q, 2) <= 1.0 + 1e-15  # the sensitivity's ||Q||_2 <= 1 holds
@@ -209,7 +209,7 @@ def test_a_site_policy_sets_its_limits(tmp_path):
 
 WIDE = 512  # a d x d answer is 2 MB, above the limit of 1 MB below
 SITES = {
-    "dps-pca": (DPSPCASite, functools.partial(SitePolicy, rounds=2)),
+    "dps-pca": (DPSPCASite, functools.partial(DPSPCAPolicy, rounds=2)),
     "sulq-kplane": (KPlaneSite, functools.partial(KPlanePolicy, rounds=2)),
     "dpdis-pca": (DPdisPCASite, DPdisPCAPolicy),
     "ldp-pca": (LDPCovarianceSite, LDPPolicy),

@@ -14,7 +14,7 @@ import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from local_grid import RUN_ID, run_identity  # noqa: F401 (a fixture)
 
-from fedpca.algorithms.dps_pca import SitePolicy
+from fedpca.algorithms.dps_pca import DPSPCAPolicy
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.flower.app import client_app
 from fedpca.cli import main as cli_main
@@ -236,7 +236,7 @@ def test_a_contract_site_refuses_a_result_under_another_contract(tmp_path, polic
 def test_a_simulated_site_checks_the_result_against_its_own_width():
     records = RNG.uniform(-0.2, 0.2, (30, D))
     app = site_client_app(lambda c: client_factory(DPSPCASite)(
-        c, records, SitePolicy(epsilon=1.0, delta=1e-5, rounds=2), "3"))
+        c, records, DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=2), "3"))
     context = Context(run_id=RUN_ID, node_id=1, node_config={}, state=RecordDict(),
                       run_config={})
 

@@ -5,7 +5,7 @@ import functools
 import numpy as np
 import pytest
 
-from fedpca.algorithms.dps_pca import DPSPCASite, SitePolicy
+from fedpca.algorithms.dps_pca import DPSPCASite, DPSPCAPolicy
 from fedpca.errors import FedPCAError
 from fedpca.scenarios.dps_pca import DPSPCAScenario
 from fedpca.site.answer import Answer
@@ -27,7 +27,7 @@ from fedpca.site.service import (
 @functools.cache
 def site_policy():
     """The site's policy, calibrated when first asked."""
-    return SitePolicy(epsilon=2.0, delta=1e-5, rounds=2)
+    return DPSPCAPolicy(epsilon=2.0, delta=1e-5, rounds=2)
 
 
 ROWS = np.random.default_rng(0).standard_normal((40, 6)) / 3
@@ -91,7 +91,7 @@ def test_a_failure_that_is_not_a_refusal_reaches_the_coordinator_as_fixed_words(
 
 
 def test_a_site_that_relies_on_secure_sums_refuses_an_unmasked_request():
-    masked_only = SitePolicy(epsilon=2.0, delta=1e-5, rounds=2, secure_min_sites=3,
+    masked_only = DPSPCAPolicy(epsilon=2.0, delta=1e-5, rounds=2, secure_min_sites=3,
                              discrete=True)
     service = SiteService(NODE, RowsSource(masked_only))
     reply = service.handle(Ask([], INIT), MemoryState())
@@ -166,3 +166,10 @@ def test_a_nodes_service_is_kept_for_its_run_and_renewed_when_its_configs_change
     assert cached_service(source_fn, context({"k": 2})) is first
     assert cached_service(source_fn, context({"k": 3})) is not first
     assert [node.run_config for node in opened] == [{"k": 2}, {"k": 3}]
+
+
+def test_dps_pcas_policys_former_name_still_imports_with_a_deprecation_warning():
+    import fedpca.algorithms.dps_pca as dps_pca
+
+    with pytest.warns(DeprecationWarning, match="SitePolicy is now DPSPCAPolicy"):
+        assert dps_pca.SitePolicy is dps_pca.DPSPCAPolicy

@@ -9,7 +9,7 @@ import dp_accounting
 import pytest
 from dp_accounting import pld
 
-from fedpca.algorithms.dps_pca import SitePolicy, privacy_record, secure_sums
+from fedpca.algorithms.dps_pca import DPSPCAPolicy, privacy_record, secure_sums
 from fedpca.algorithms.site import RoundsPolicy
 from fedpca.errors import BudgetExceededError
 from fedpca.dp.calibration import calibrate_gaussian
@@ -173,7 +173,7 @@ def test_the_in_memory_ledger_bounds_the_worst_case_when_asked():
 def test_a_secure_runs_record_states_both_guarantees(discrete):
     policy = RoundsPolicy(epsilon=1.0, delta=1e-5, rounds=3, secure_min_sites=4)
     if discrete:
-        policy = SitePolicy(epsilon=1.0, delta=1e-5, rounds=3, secure_min_sites=4,
+        policy = DPSPCAPolicy(epsilon=1.0, delta=1e-5, rounds=3, secure_min_sites=4,
                             discrete=True)
         record = privacy_record(policy, secure_sums(policy, 20, 2, 100, 4, 0))
     else:

@@ -20,7 +20,7 @@ follows:
 A **public start** (:mod:`fedpca.data.start_basis`, fedpca's addition) replaces step 1: a
 ``d x k`` orthonormal basis computed from public data only, named in every request by the
 SHA-256 of its file (config ``start``). A site whose policy holds that start
-(:attr:`SitePolicy.start`) plans ``T`` power steps and no initialisation, so each release
+(:attr:`DPSPCAPolicy.start`) plans ``T`` power steps and no initialisation, so each release
 gets a larger share of the run's epsilon; what a hostile coordinator could try with it:
 
 * **name a start the site does not hold, or none when the site's plan has one**: refused
@@ -50,6 +50,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -95,7 +96,7 @@ PUBLIC_STREAM = 0x5EED
 
 
 @dataclass(frozen=True)
-class SitePolicy(RoundsPolicy):
+class DPSPCAPolicy(RoundsPolicy):
     """A DPS-PCA site's own privacy settings (:class:`RoundsPolicy`): ``rounds`` power
     rounds and the initialisation, ``T + 1`` releases; ``accounting="paper"`` is the
     paper's closed form.
@@ -153,7 +154,7 @@ class DPSPCASite(PrivateSite):
     """One data holder in DPS-PCA: validates, clips, calibrates, accounts and releases.
 
     Constructed like :class:`~fedpca.algorithms.site.PrivateSite`, with a
-    :class:`SitePolicy`; it reads its records only through their products
+    :class:`DPSPCAPolicy`; it reads its records only through their products
     (:class:`~fedpca.algorithms.site_rows.SiteRows`), so they may be streamed from disk
     (a genotype site's ``.bed``, never held in float).
     """
@@ -471,7 +472,7 @@ class DPSPCAServer(ServerRecord):
 DPSSecureSums = tuple[tuple[SecureSum, GridChoice], tuple[SecureSum, GridChoice]]
 
 
-def secure_sums(policy: SitePolicy, dim: int, k: int, max_records: int, sites_in_sum: int,
+def secure_sums(policy: DPSPCAPolicy, dim: int, k: int, max_records: int, sites_in_sum: int,
                 rotation_seed: int) -> DPSSecureSums:
     """The public secure sums of a discrete-noise run (``diag(X_i^T X_i)`` and
     ``X_i^T X_i Q``, both of norm at most ``n_i C^2``) over ``sites_in_sum`` sites of at most
@@ -524,7 +525,7 @@ def run_dps_pca(
     sites: Sequence[np.ndarray],
     k: int,
     s_hat: int,
-    policy: SitePolicy,
+    policy: DPSPCAPolicy,
     seed: int | None = None,
     initial_basis: np.ndarray | None = None,
     evaluate: Callable[[np.ndarray], dict[str, float]] | None = None,
@@ -558,3 +559,13 @@ def run_dps_pca(
     }
     return server.result(privacy_record(policy, secure), config)
 
+
+
+def __getattr__(name: str) -> Any:
+    """``SitePolicy``, DPS-PCA's policy's former name: :class:`DPSPCAPolicy` (docs/api.md)."""
+    if name == "SitePolicy":
+        warnings.warn("fedpca.algorithms.dps_pca.SitePolicy is now DPSPCAPolicy (every "
+                      "algorithm's policy is named for it; docs/api.md)", DeprecationWarning,
+                      stacklevel=2)
+        return DPSPCAPolicy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -61,7 +61,7 @@ from fedpca.algorithms.dps_pca import (
     PHASE_POWER,
     PHASE_VARIANCE,
     DPSPCASite,
-    SitePolicy,
+    DPSPCAPolicy,
 )
 from fedpca.algorithms.kplane import KPlanePolicy, KPlaneSite
 from fedpca.algorithms.kplane import secure_sum_for as kplane_secure_sum
@@ -191,8 +191,8 @@ def _central_target(
     )
 
 
-def _dps_policy(settings: AuditSettings) -> SitePolicy:
-    return settings.site_policy(SitePolicy, rounds=1)
+def _dps_policy(settings: AuditSettings) -> DPSPCAPolicy:
+    return settings.site_policy(DPSPCAPolicy, rounds=1)
 
 
 def dps_init(settings: AuditSettings) -> AuditTarget:

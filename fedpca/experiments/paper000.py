@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.algorithms.dps_pca import SitePolicy, run_dps_pca
+from fedpca.algorithms.dps_pca import DPSPCAPolicy, run_dps_pca
 from fedpca.data.synthetic import SparseSpikedModel
 from fedpca.experiments.central_methods import CENTRAL_LABELS, CLIP_NORM, central_bases
 from fedpca.linalg.subspace import subspace_distance
@@ -102,9 +102,9 @@ class ModelSetting:
                 "sparsity": self.spiked.sparsity, "s_hat": self.s_hat, "rounds": self.rounds,
                 "burn_in": self.burn_in, "seeds": self.seeds}
 
-    def policy(self, epsilon: float, delta: float, accounting: str) -> SitePolicy:
+    def policy(self, epsilon: float, delta: float, accounting: str) -> DPSPCAPolicy:
         """DPS-PCA's site policy at ``(epsilon, delta)``."""
-        return SitePolicy(epsilon, delta, self.rounds, accounting, clip_norm=CLIP_NORM)
+        return DPSPCAPolicy(epsilon, delta, self.rounds, accounting, clip_norm=CLIP_NORM)
 
 
 PAPER = ModelSetting()
