@@ -2,12 +2,14 @@
 adds at most ``norm_per_record`` to its site's statistic, whatever the record (an adversarial
 search); an honest sum, even of worst in-bound records, decodes; a member scaling its
 statistic or pushing a rank-one term is refused and the sum's members named; the bound's
-false-alarm rate on honest noisy sums is at most its stated alpha; and a secure DPS-PCA run
-through the real strategy and ClientApp, one site scaling its statistic by 1e3, fails naming
-the round."""
+false-alarm rate on honest noisy sums is at most its stated alpha; DPdisPCA's and k-plane's
+reference runs refuse a member scaling its statistic; and a secure DPS-PCA run through the
+real strategy and ClientApp, one site scaling its statistic by 1e3, fails naming the
+round."""
 
 import functools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -15,8 +17,22 @@ from flwr.app import ArrayRecord, Context, RecordDict
 from local_grid import RUN_ID, LocalGrid, run_identity  # noqa: F401 (a fixture)
 from scipy import stats
 
+from fedpca.algorithms.dpdis_pca import (
+    VARIANT_SECURE,
+    DPdisPCAServer,
+    DPdisPCASite,
+    answer_round,
+    secure_sum_for,
+)
 from fedpca.algorithms.dps_pca import DPSPCASite, privacy_record
-from fedpca.algorithms.kplane import cluster_moments, message_norm_per_record
+from fedpca.algorithms.kplane import (
+    KPlaneServer,
+    KPlaneSite,
+    answer_rounds,
+    cluster_moments,
+    message_norm_per_record,
+)
+from fedpca.algorithms.kplane import secure_sum_for as kplane_sum
 from fedpca.algorithms.secure_sum import SecureSum
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.algorithms.site_rows import DenseRows
@@ -36,7 +52,9 @@ from fedpca.flower.site.clientapp import site_client_app
 from fedpca.flower.site.site_client import source_client
 from fedpca.linalg.basis import thin_qr
 from fedpca.run_record import failure_record
+from fedpca.scenarios.dpdis_pca import DPdisPCAScenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario
+from fedpca.scenarios.kplane import KPlaneScenario
 from fedpca.simulated_sites import PartitionSource, partition_of
 
 C = 1.3  # a clip norm that is not 1, so C^2 and C are told apart
@@ -229,6 +247,49 @@ def test_the_false_alarm_rate_on_honest_sums_is_at_most_alpha(alpha):
     assert bound > quantile
     # at the default alpha = 1e-6 none of these honest sums is refused
     assert np.all(norms <= noise_norm_bound(secure, 4))
+
+
+# In-process reference runs of the other algorithms with secure sums: the same check.
+
+def scaling(site_cls, factor):
+    """``site_cls`` scaling its plaintext statistic by ``factor`` before encoding it."""
+    class Scaling(site_cls):
+        def discrete_release(self, mechanism, statistic, secure, **described):
+            return super().discrete_release(mechanism, factor * statistic, secure, **described)
+    return Scaling
+
+
+def dpdis_run(factor):
+    scenario = DPdisPCAScenario(sites=4, samples=800, dim=10, k=2, variant=VARIANT_SECURE,
+                                secure_min_sites=2, seed=4)
+    data, policy = scenario.all_prepared_sites(), scenario.policy()
+    sites = [scaling(DPdisPCASite, factor if i == 2 else 1.0)(d, policy, site=str(i), seed=4)
+             for i, d in enumerate(data)]
+    secure = secure_sum_for(policy, 10, max(s.n for s in sites), 4, 4)
+    server = DPdisPCAServer(10, 2, None, "uniform", VARIANT_SECURE, None, secure)
+    answer_round(server, sites)
+    return server
+
+
+def kplane_run(factor):
+    scenario = KPlaneScenario(sites=4, samples=800, dim=5, clusters=2, subspace_dim=2,
+                              rounds=2, secure_min_sites=2, seed=4)
+    policy = scenario.policy()
+    sites = [scaling(KPlaneSite, factor if i == 2 else 1.0)(x, policy, site=str(i), seed=4)
+             for i, x in enumerate(scenario.all_site_data())]
+    secure = kplane_sum(policy, 5, 2, max(s.n for s in sites), 4, 4)
+    server = KPlaneServer(5, 2, 2, 2, clip_norm=policy.clip_norm, seed=4, secure=secure)
+    answer_rounds(server, sites, secure)
+    return server
+
+
+@pytest.mark.parametrize("run,what", [(dpdis_run, "X^T X"),
+                                      (kplane_run, "the clusters' moments")])
+def test_every_algorithm_with_secure_sums_refuses_a_member_beyond_its_records(run, what):
+    assert len(run(1.0).history) >= 1  # the honest run decodes every sum
+    with pytest.raises(SumBoundError, match=f"secure sum of {re.escape(what)} over sites "
+                                            "0, 1, 2, 3 exceeded"):
+        run(1e3)
 
 
 # Through the real strategy and ClientApp (sites in this process, as tests/test_secure_rounds).
