@@ -91,6 +91,7 @@ from fedpca.algorithms.secure_sum import SecureSum, agreed_sum
 from fedpca.algorithms.server import ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, SiteAnswer, SiteLedgerLike
 from fedpca.algorithms.site_limits import SiteLimits
+from fedpca.algorithms.sum_bounds import checked_decode
 from fedpca.data.start_basis import StartBasis
 from fedpca.errors import ConfigurationError, InvalidDataError, InvalidRequestError
 from fedpca.dp.budget_split import (
@@ -566,7 +567,7 @@ class MomentsServer:
         """The released mean and scale from the sites' answers (post-processing)."""
         ordered = ordered_answers(answers, self.answer_shape)
         if self.secure is not None:
-            total = self.secure[0].decode([a.value for a in ordered])
+            total = checked_decode(self.secure[0], ordered, "the centring moments")
         else:
             total = weighted_sum(ordered, weighted=False)
         records = sum(a.n for a in ordered)

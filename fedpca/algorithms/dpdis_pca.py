@@ -56,6 +56,7 @@ from fedpca.algorithms.explained_variance import along_basis, choose_k
 from fedpca.algorithms.privacy_record import privacy_record
 from fedpca.algorithms.secure_sum import SecureSum, agreed_sum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers
+from fedpca.algorithms.sum_bounds import checked_decode
 from fedpca.algorithms.site import (
     PrivateSite,
     SingleReleasePolicy,
@@ -390,8 +391,8 @@ class DPdisPCAServer(ServerRecord):
         weights = merge_weights([a.n for a in ordered], self.weighting)
         values = [a.value for a in ordered]
         if self.secure is not None:
-            self.released = unpack_symmetric(self.secure[0].decode(values), self.dim) / sum(
-                a.n for a in ordered)
+            total = checked_decode(self.secure[0], ordered, "X^T X")
+            self.released = unpack_symmetric(total, self.dim) / sum(a.n for a in ordered)
             self.basis = self.top_basis()
         elif self.variant == VARIANT_FACTOR:
             self.basis = merged_factor_basis(values, weights, self.k)

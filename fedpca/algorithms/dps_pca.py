@@ -66,6 +66,7 @@ from fedpca.algorithms.privacy_record import privacy_record as run_privacy
 from fedpca.algorithms.secure_sum import SecureSum, agreed_sum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
+from fedpca.algorithms.sum_bounds import checked_decode
 from fedpca.data.start_basis import StartBasis, require_named_start, start_name
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.basis import validate_basis
@@ -446,13 +447,15 @@ class DPSPCAServer(ServerRecord):
     ) -> tuple[list[SiteAnswer], np.ndarray]:
         """The checked answers and ``sum_i n_i H_i`` (the sites' unnormalised statistics):
         their weighted sum, or the decoded secure sum ``which`` (0: init, 1: power; None:
-        never in a secure sum)."""
+        never in a secure sum), refused beyond its members' declared records
+        (:func:`~fedpca.algorithms.sum_bounds.checked_decode`)."""
         if self.secure is None or which is None:
             ordered = ordered_answers(answers, shape)
             return ordered, weighted_sum(ordered, weighted=True)
         public, grid = self.secure[which]
         ordered = ordered_answers(answers, (grid.calibration.padded,))
-        return ordered, public.decode([a.value for a in ordered]).reshape(shape)
+        what = "diag(X^T X)" if which == 0 else "X^T X Q"
+        return ordered, checked_decode(public, ordered, what).reshape(shape)
 
     def _record(self, t: int, phase: str, ordered: list[SiteAnswer]) -> None:
         entry: dict[str, Any] = {

@@ -53,6 +53,7 @@ import numpy as np
 from fedpca.algorithms.privacy_record import privacy_record
 from fedpca.algorithms.secure_sum import SecureSum, agreed_sum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
+from fedpca.algorithms.sum_bounds import checked_decode
 from fedpca.algorithms.site import (
     PrivateSite,
     RoundsPolicy,
@@ -332,7 +333,7 @@ class KPlaneServer(ServerRecord):
         else:
             public, grid = self.secure
             ordered = ordered_answers(answers, (grid.calibration.padded,))
-            total = public.decode([a.value for a in ordered]).reshape(shape)
+            total = checked_decode(public, ordered, "the clusters' moments").reshape(shape)
         self.bases = [
             top_eigenvectors(unpack_symmetric(row[:-1], self.dim), self.subspace_dim)
             for row in total

@@ -27,6 +27,7 @@ from flwr.common import Scalar
 from flwr.serverapp import Grid
 
 from fedpca.algorithms.site import SiteAnswer
+from fedpca.algorithms.sum_bounds import SumBoundError
 from fedpca.errors import ConfigurationError, RunFailedError
 from fedpca.dp.guarantee import SiteGuarantee, as_guaranteed
 from fedpca.progress import RoundEvent, RoundObserver
@@ -392,7 +393,11 @@ class SiteRoundStrategy:
         self.site_releases.update({a.site: a.releases for a in answers})
         self.site_sizes.update({a.site: a.n for a in answers})
         self.site_guarantees.update({a.site: a.guarantee for a in answers if a.guarantee})
-        array, metrics = self.server.round_result(server_round, answers)
+        try:
+            array, metrics = self.server.round_result(server_round, answers)
+        except SumBoundError as error:  # the run record names the round
+            logger.error("%s round %s: %s", self.label, server_round, error)
+            raise SumBoundError(f"round {server_round}: {error}") from None
         self.notify()
         return array, metrics
 
