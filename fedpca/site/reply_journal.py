@@ -10,10 +10,10 @@ coordinator asks it again what it was asked last
 * ``replies``: each reply the site sent to a round's request or to a secure-aggregation step
   after the setup (:func:`is_journaled`), keyed by the SHA-256 of the request as it arrived,
   with the run's run_config (:func:`request_digest`), written once the reply is made (its
-  release charged) and before it leaves. The same request asked again gets the same reply, read from the journal: no
-  second release, nothing charged. Another request is answered as any request is (each
-  release charged and counted against the run's plan; each secure step once per round,
-  :class:`~fedpca.site.secure_stage.StepJournal`);
+  release charged) and before it leaves. The same request asked again gets the same reply,
+  read from the journal: no second release, nothing charged. Another request is answered
+  as any request is (each release charged and counted against the run's plan; each secure
+  step once per round, :class:`~fedpca.site.secure_stage.StepJournal`);
 * ``run_state``: what the site keeps between the messages of the run (its secure
   session: its key-agreement secrets and its shares of its peers' secrets), written with
   every change beside Flower's ``context.state`` (:class:`DurableState`) and read from here
@@ -48,7 +48,6 @@ import base64
 import hashlib
 import io
 import json
-import logging
 import sqlite3
 from collections.abc import Mapping
 from contextlib import closing
@@ -60,9 +59,6 @@ import numpy as np
 from fedpca.secure.messages import SetupRequest
 from fedpca.site.answer import Answer, ProtocolMasking
 from fedpca.site.ledger_store import connect_ledger, immediate
-
-logger = logging.getLogger(__name__)
-
 
 
 def request_digest(request: Any, run_config: Mapping[str, Any]) -> str:

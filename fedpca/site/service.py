@@ -287,10 +287,9 @@ class SiteService:
             message, answer = decode_reply(kept)
             return answer if message is None else ProtocolReply(message, answer)
         reply = self.fresh(request, state)
-        if isinstance(reply, ProtocolReply):
-            journal.keep(digest, encode_reply(reply.message, reply.answer))
-        else:
-            journal.keep(digest, encode_reply(None, reply))
+        message, answer = ((reply.message, reply.answer) if isinstance(reply, ProtocolReply)
+                           else (None, reply))
+        journal.keep(digest, encode_reply(message, answer))
         return reply
 
     def fresh(self, request: Request, state: RunState) -> Reply:

@@ -204,7 +204,6 @@ class Exchange:
                 if self.messages[key].metadata.dst_node_id in connected]
         for key in back:
             del self.away[key]
-        for key in back:
             logger.warning("node %s is connected again: the message it did not answer goes "
                            "again", self.messages[key].metadata.dst_node_id)
         if back:
