@@ -56,7 +56,8 @@ from fedpca.algorithms.explained_variance import along_basis, choose_k
 from fedpca.algorithms.privacy_record import privacy_record
 from fedpca.algorithms.secure_sum import SecureSum, agreed_sum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers
-from fedpca.algorithms.sum_bounds import checked_decode
+from fedpca.algorithms.sum_bounds import AnswerStatistic, SumBoundError, answers_within_bounds
+from fedpca.algorithms.sum_groups import assign_groups, in_groups, robust_decode
 from fedpca.algorithms.site import (
     PrivateSite,
     SingleReleasePolicy,
@@ -376,6 +377,13 @@ class DPdisPCAServer(ServerRecord):
         return (f"dim={self.dim}, k={self.k}, r={self.r}, weighting={self.weighting!r}, "
                 f"variant={self.variant!r}")
 
+    def answer_statistic(self) -> AnswerStatistic:
+        """What bounds a per-site answer: ``A^_s`` (``X^T X / N_s``, trace at most ``C^2``,
+        symmetric noise on the upper triangle) or its factor ``P_s`` of ``r`` columns."""
+        return AnswerStatistic(lambda c: c**2, upper_triangle_sensitivity,
+                               triangle_size(self.dim), mirrored=True,
+                               rank=self.r if self.variant == VARIANT_FACTOR else None)
+
     def request(self) -> dict[str, Any]:
         """What every site is asked: the variant, ``d`` (to check) and ``r`` (factor only)."""
         config: dict[str, Any] = {"variant": self.variant, "dim": self.dim}
@@ -386,20 +394,30 @@ class DPdisPCAServer(ServerRecord):
         return config
 
     def receive(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
-        """Merge the sites' answers into the top-``K`` basis of ``A_c``."""
+        """Merge the sites' answers into the top-``K`` basis of ``A_c``: the decoded secure
+        sum over its kept groups (:func:`~fedpca.algorithms.sum_groups.robust_decode`), or
+        the per-site answers within their bounds
+        (:func:`~fedpca.algorithms.sum_bounds.answers_within_bounds`)."""
         ordered = ordered_answers(answers, self.answer_shape)
-        weights = merge_weights([a.n for a in ordered], self.weighting)
-        values = [a.value for a in ordered]
         if self.secure is not None:
-            total = checked_decode(self.secure[0], ordered, "X^T X")
-            self.released = unpack_symmetric(total, self.dim) / sum(a.n for a in ordered)
+            combined = robust_decode(self.secure[0], ordered, "X^T X")
+            ordered, dropped = combined.kept, combined.dropped
+            self.released = unpack_symmetric(combined.total, self.dim) / sum(a.n for a in ordered)
             self.basis = self.top_basis()
-        elif self.variant == VARIANT_FACTOR:
-            self.basis = merged_factor_basis(values, weights, self.k)
-            self.released = stacked_factors(values, weights)
         else:
-            self.released = merged_full_matrix(values, weights)
-            self.basis = self.top_basis()
+            ordered, dropped = answers_within_bounds(self.answer_statistic(), ordered,
+                                                     noise_floor=self.noise_floor)
+            if not ordered:
+                raise SumBoundError("every site's answer was dropped: " + "; ".join(dropped),
+                                    failures=dropped)
+            weights = merge_weights([a.n for a in ordered], self.weighting)
+            values = [a.value for a in ordered]
+            if self.variant == VARIANT_FACTOR:
+                self.basis = merged_factor_basis(values, weights, self.k)
+                self.released = stacked_factors(values, weights)
+            else:
+                self.released = merged_full_matrix(values, weights)
+                self.basis = self.top_basis()
         self.explained = self.explained_variance()
         entry: dict[str, Any] = {
             "round": 1,
@@ -407,6 +425,8 @@ class DPdisPCAServer(ServerRecord):
             "sites": len(ordered),
             "epsilon_spent": max(a.epsilon_spent for a in ordered),
         }
+        if dropped:
+            entry["dropped"] = dropped
         if self.evaluation is not None:
             entry["energy_ratio"] = energy_ratio(self.basis, self.evaluation)
         self.history.append(entry)
@@ -469,14 +489,15 @@ def secure_sum_for(
     return agreed_sum(secure, policy)
 
 
-def answer_round(server: DPdisPCAServer, sites: Sequence[DPdisPCASite]) -> np.ndarray:
-    """The one round in memory: every site answers the server's request, the server merges
-    (returns the basis)."""
+def answer_round(server: DPdisPCAServer, sites: Sequence[DPdisPCASite],
+                 groups: Sequence[Sequence[str]] | None = None) -> np.ndarray:
+    """The one round in memory: every site answers the server's request (summed per group
+    of ``groups``, site names, if given), the server merges (returns the basis)."""
     request = server.request()
     secure = None if server.secure is None else server.secure[0]
-    return server.receive([
+    return server.receive(in_groups([
         s.answer(s.release(server.variant, request.get("r"), secure=secure)) for s in sites
-    ])
+    ], groups))
 
 
 def run_dpdis_pca(
@@ -489,10 +510,15 @@ def run_dpdis_pca(
     variant: str = VARIANT_FACTOR,
     evaluation: np.ndarray | None = None,
     variance: float | None = None,
+    group_size: int = 0,
+    site_cls: type[DPdisPCASite] | None = None,
 ) -> PCAResult:
     """Reference DPdisPCA over a list of site arrays (no Flower), same formulas as the app.
     ``variance``: ``k`` is then the most components, the run keeps the fewest that
-    explain that share of the DP variance (:class:`DPdisPCAServer`).
+    explain that share of the DP variance (:class:`DPdisPCAServer`). ``group_size``: with
+    the secure-sum variant, sum the sites in groups of at least that many
+    (:func:`~fedpca.algorithms.sum_groups.assign_groups`; 0: one sum); ``site_cls``: the
+    sites' class (an experiment's malicious site, :mod:`fedpca.audit.malicious`).
 
     Site ``i`` is named ``str(i)`` and, with ``seed``, draws its noise from the stream
     ``(seed, i, 0)``: a Flower run with the same seed gives the same basis. Run it on one
@@ -504,12 +530,14 @@ def run_dpdis_pca(
     """
     start = time.perf_counter()
     policy = policy or DPdisPCAPolicy()
-    site_objs = build_sites(DPdisPCASite, sites, policy, seed)
+    site_objs = build_sites(site_cls or DPdisPCASite, sites, policy, seed)
     dim, sizes = site_objs[0].dim, [s.n for s in site_objs]
     secure = (secure_sum_for(policy, dim, max(sizes), len(sizes), public_seed(seed))
               if variant == VARIANT_SECURE else None)
+    groups = (assign_groups([s.site for s in site_objs], group_size, policy.secure_min_sites)
+              if group_size and secure is not None else None)
     server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation, secure, variance)
-    answer_round(server, site_objs)
+    answer_round(server, site_objs, groups)
     config = {
         "k": server.k, "variance": variance, "r": server.r, "weighting": weighting,
         "variant": variant,

@@ -66,7 +66,8 @@ from fedpca.algorithms.privacy_record import privacy_record as run_privacy
 from fedpca.algorithms.secure_sum import SecureSum, agreed_sum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
-from fedpca.algorithms.sum_bounds import checked_decode
+from fedpca.algorithms.sum_bounds import AnswerStatistic, SumBoundError, answers_within_bounds
+from fedpca.algorithms.sum_groups import assign_groups, in_groups, robust_decode
 from fedpca.data.start_basis import StartBasis, require_named_start, start_name
 from fedpca.errors import ConfigurationError, InvalidRequestError
 from fedpca.linalg.basis import validate_basis
@@ -413,62 +414,84 @@ class DPSPCAServer(ServerRecord):
 
     def receive_diagonal(self, answers: Sequence[SiteAnswer]) -> np.ndarray:
         """Sum the noisy diagonals, pick ``s_hat`` coordinates, set ``Q(0)``."""
-        ordered, total = self._summed(answers, (self.dim,), 0)
+        ordered, total, dropped = self._summed(answers, (self.dim,), 0)
         support = top_coordinates(total, self.s_hat)
         rng = np.random.default_rng(None if self.seed is None else [self.seed, PUBLIC_STREAM])
         start = np.zeros((self.dim, self.k))
         start[support] = rng.standard_normal((self.s_hat, self.k))
         self.basis = thin_qr(start)
-        self._record(0, PHASE_INIT, ordered)
+        self._record(0, PHASE_INIT, ordered, dropped)
         return self.basis
 
     def receive_power(self, t: int, answers: Sequence[SiteAnswer]) -> np.ndarray:
         """``K = sum n_i H_i / n``; ``Q <- thinQR(Threshold(thinQR(K), s_hat))``."""
-        ordered, total = self._summed(answers, (self.dim, self.k), 1)
+        ordered, total, dropped = self._summed(answers, (self.dim, self.k), 1)
         K = total / sum(a.n for a in ordered)
         self.basis = thin_qr(threshold_rows(thin_qr(K), self.s_hat))
-        self._record(t, PHASE_POWER, ordered)
+        self._record(t, PHASE_POWER, ordered, dropped)
         return self.basis
 
     def receive_rayleigh(self, t: int, answers: Sequence[SiteAnswer]) -> np.ndarray:
         """Sum the sites' noisy Rayleigh quotients and traces into the explained variance
         and its ratio (:func:`rayleigh_explained_variance`), and order the basis's columns
         by it, largest first (post-processing: the subspace is unchanged)."""
-        ordered, total = self._summed(answers, (self.k + 1,), None)
+        ordered, total, dropped = self._summed(answers, (self.k + 1,), None)
         values, ratio = rayleigh_explained_variance(total, sum(a.n for a in ordered))
         order = np.argsort(-values, kind="stable")
         self.basis = self.basis[:, order]
         self.explained = (values[order], None if ratio is None else ratio[order])
-        self._record(t, PHASE_VARIANCE, ordered)
+        self._record(t, PHASE_VARIANCE, ordered, dropped)
         return self.basis
 
     def _summed(
         self, answers: Sequence[SiteAnswer], shape: tuple[int, ...], which: int | None
-    ) -> tuple[list[SiteAnswer], np.ndarray]:
-        """The checked answers and ``sum_i n_i H_i`` (the sites' unnormalised statistics):
-        their weighted sum, or the decoded secure sum ``which`` (0: init, 1: power; None:
-        never in a secure sum), refused beyond its members' declared records
-        (:func:`~fedpca.algorithms.sum_bounds.checked_decode`)."""
+    ) -> tuple[list[SiteAnswer], np.ndarray, list[str]]:
+        """The kept answers, ``sum_i n_i H_i`` over them (the sites' unnormalised
+        statistics) and why the others were dropped: per-site answers within their bounds
+        (:func:`~fedpca.algorithms.sum_bounds.answers_within_bounds`), weighted; or the
+        secure sum ``which`` (0: init, 1: power; None: never in a secure sum), decoded by
+        group, each group beyond its members' declared records or outlying dropped
+        (:func:`~fedpca.algorithms.sum_groups.robust_decode`)."""
         if self.secure is None or which is None:
             ordered = ordered_answers(answers, shape)
-            return ordered, weighted_sum(ordered, weighted=True)
+            kept, dropped = answers_within_bounds(
+                answer_statistic(shape, which), ordered, noise_floor=self.noise_floor)
+            if not kept:
+                raise SumBoundError("every site's answer was dropped: " + "; ".join(dropped),
+                                    failures=dropped)
+            return kept, weighted_sum(kept, weighted=True), dropped
         public, grid = self.secure[which]
         ordered = ordered_answers(answers, (grid.calibration.padded,))
         what = "diag(X^T X)" if which == 0 else "X^T X Q"
-        return ordered, checked_decode(public, ordered, what).reshape(shape)
+        combined = robust_decode(public, ordered, what)
+        return combined.kept, combined.total.reshape(shape), combined.dropped
 
-    def _record(self, t: int, phase: str, ordered: list[SiteAnswer]) -> None:
+    def _record(self, t: int, phase: str, ordered: list[SiteAnswer], dropped: list[str]
+                ) -> None:
         entry: dict[str, Any] = {
             "round": t,
             "phase": phase,
             "sites": len(ordered),
             "epsilon_spent": max(a.epsilon_spent for a in ordered),
         }
+        if dropped:
+            entry["dropped"] = dropped
         if self.evaluate is not None:
             entry.update(self.evaluate(self.basis))
         self.history.append(entry)
         self.sites_answered.append([a.site for a in ordered])
         logger.info("DPS-PCA %s round %d: %s", phase, t, entry)
+
+
+def answer_statistic(shape: tuple[int, ...], which: int | None) -> AnswerStatistic:
+    """What bounds a per-site answer of ``shape``: the initial diagonal (``which`` 0), a
+    power step (1) or the Rayleigh quotients and trace (``None``), each ``C^2`` per record
+    (``sqrt(2) C^2`` for the quotients and trace together)."""
+    coordinates = int(np.prod(shape))
+    if which is None:
+        return AnswerStatistic(lambda c: math.sqrt(2) * c**2, rayleigh_sensitivity, coordinates)
+    sensitivity = diagonal_sensitivity if which == 0 else power_step_sensitivity
+    return AnswerStatistic(lambda c: c**2, sensitivity, coordinates)
 
 
 #: The initialisation's and the power steps' secure sums, each with the sites' grid.
@@ -506,22 +529,25 @@ def privacy_record(policy: RoundsPolicy, secure: DPSSecureSums | None = None
 
 
 def answer_rounds(server: DPSPCAServer, sites: Sequence[DPSPCASite],
-                  secure: DPSSecureSums | None = None) -> None:
+                  secure: DPSSecureSums | None = None,
+                  groups: Sequence[Sequence[str]] | None = None) -> None:
     """Every round of ``server``'s run answered in process by ``sites`` (the reference
     runs'): the initialisation (unless the server has an initial basis), the power steps
-    and, if the server asks, the Rayleigh quotients; inside ``secure``'s sums if given."""
+    and, if the server asks, the Rayleigh quotients; inside ``secure``'s sums if given, one
+    per group of ``groups`` (site names) if given."""
     init, power = (None, None) if secure is None else (secure[0][0], secure[1][0])
     for server_round in range(1, server.total_rounds + 1):
         phase, t = server.phase(server_round)
         if phase == PHASE_INIT:
-            server.receive_diagonal([s.answer(s.release_diagonal(secure=init)) for s in sites])
+            server.receive_diagonal(in_groups(
+                [s.answer(s.release_diagonal(secure=init)) for s in sites], groups))
         elif phase == PHASE_VARIANCE:
             basis = server.basis
             server.receive_rayleigh(t, [s.answer(s.release_rayleigh(basis)) for s in sites])
         else:
             basis = server.basis
-            server.receive_power(t, [s.answer(s.release_power(basis, secure=power))
-                                     for s in sites])
+            server.receive_power(t, in_groups(
+                [s.answer(s.release_power(basis, secure=power)) for s in sites], groups))
 
 
 def run_dps_pca(
@@ -532,8 +558,13 @@ def run_dps_pca(
     seed: int | None = None,
     initial_basis: np.ndarray | None = None,
     evaluate: Callable[[np.ndarray], dict[str, float]] | None = None,
+    group_size: int = 0,
+    site_cls: type[DPSPCASite] = DPSPCASite,
 ) -> PCAResult:
     """Reference DPS-PCA over a list of site arrays (no Flower), same formulas as the app.
+    ``group_size``: with a discrete policy, sum the sites in groups of at least that many
+    (:func:`~fedpca.algorithms.sum_groups.assign_groups`; 0: one sum); ``site_cls``: the
+    sites' class (an experiment's malicious site, :mod:`fedpca.audit.malicious`).
 
     Site ``i`` is named ``str(i)`` and, with ``seed``, draws its noise from the stream
     ``(seed, i, release)``: a Flower run with the same seed gives the same basis. A policy
@@ -542,9 +573,11 @@ def run_dps_pca(
     Privacy guarantee: each site's transcript is (policy.epsilon, policy.delta)-DP per record.
     """
     start = time.perf_counter()
-    site_objs = build_sites(DPSPCASite, sites, policy, seed)
+    site_objs = build_sites(site_cls, sites, policy, seed)
     secure = (secure_sums(policy, site_objs[0].dim, k, max(s.n for s in site_objs),
                           len(site_objs), public_seed(seed)) if policy.discrete else None)
+    groups = (assign_groups([s.site for s in site_objs], group_size, policy.secure_min_sites)
+              if group_size and secure is not None else None)
     if policy.start is not None and initial_basis is not None:
         policy.start.require_same(initial_basis, "initial_basis")
     server = DPSPCAServer(
@@ -553,7 +586,7 @@ def run_dps_pca(
         evaluate_fn=evaluate, secure=secure,
         explained_variance=policy.explained_variance, start=policy.start,
     )
-    answer_rounds(server, site_objs, secure)
+    answer_rounds(server, site_objs, secure, groups)
     config = {
         "k": k, "s_hat": s_hat, "sites": len(sites), "samples": sum(s.n for s in site_objs),
         "dim": site_objs[0].dim, "seed": seed, **policy.record(),

@@ -34,6 +34,10 @@ class ServerRecord:
     algorithm: ClassVar[str] = ""
     #: Name used in logs and errors.
     label: ClassVar[str] = "fedpca"
+    #: The ``min_noise_multiplier`` the run's requests ask for (a strategy sets it), which
+    #: raises the noise the per-site answers' bounds allow
+    #: (:func:`~fedpca.algorithms.sum_bounds.answers_within_bounds`).
+    noise_floor: float | None = None
 
     @property
     def num_rounds(self) -> int:

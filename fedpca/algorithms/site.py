@@ -213,7 +213,11 @@ CONTINUOUS_SHARES_RETIRED = (
 
 @dataclass(frozen=True)
 class SiteAnswer:
-    """What the server receives from one site in one round (all of it is DP or public)."""
+    """What the server receives from one site in one round (all of it is DP or public).
+
+    ``group``: the secure sum the answer was summed in, when a secure run sums its sites in
+    groups (:mod:`fedpca.algorithms.sum_groups`); ``None``: one sum, or a per-site answer.
+    """
 
     site: str
     n: int
@@ -221,6 +225,7 @@ class SiteAnswer:
     epsilon_spent: float
     releases: int = 0
     guarantee: SiteGuarantee | None = None
+    group: int | None = None
 
 
 class PrivateSite:
@@ -516,9 +521,10 @@ class PrivateSite:
         )
 
     def answer(self, value: np.ndarray) -> SiteAnswer:
-        """Package a release with this site's public metadata."""
+        """Package a release with this site's public metadata and guarantee."""
         return SiteAnswer(
-            self.site, self.n, value, self.ledger.epsilon_spent(), self.ledger.count
+            self.site, self.n, value, self.ledger.epsilon_spent(), self.ledger.count,
+            self.guarantee(),
         )
 
 

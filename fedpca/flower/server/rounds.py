@@ -183,6 +183,7 @@ class SiteRoundStrategy:
         self.privacy = dict(privacy or {})
         #: The Flower-free server: it plans the rounds, keeps the history, makes the result.
         self.server = server if server is not None else self.build(**params)
+        self.server.noise_floor = min_noise_multiplier
         #: Every failing site's reason, over the whole run.
         self.failures: list[str] = []
         #: The sites (node ids) that declined the run in the readiness round, with their
