@@ -121,7 +121,8 @@ class GroupedSum:
     """A round's sum over the kept groups.
 
     Attributes:
-        kept: the answers of the kept groups' members (their records normalise the sum).
+        kept: the answers of the kept groups' members, in the answers' order (their records
+            normalise the sum).
         total: the sum of the kept groups' decoded sums (data units).
         dropped: why each dropped group was dropped, naming its members.
     """
@@ -177,4 +178,5 @@ def robust_decode(secure: SecureSum, answers: Sequence[SiteAnswer], what: str,
         raise SumBoundError(f"every group's secure sum of {what} was dropped: "
                             + "; ".join(reasons), failures=reasons)
     total = np.sum([totals[g] for g in kept_groups], axis=0)
-    return GroupedSum([a for g in kept_groups for a in groups[g]], total, reasons)
+    kept = {id(a) for g in kept_groups for a in groups[g]}
+    return GroupedSum([a for a in answers if id(a) in kept], total, reasons)
