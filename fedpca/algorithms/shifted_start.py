@@ -123,12 +123,12 @@ class ShiftedStartServer(DPSPCAServer):
             self.shifted = True
 
     def _summed(self, answers: Sequence[SiteAnswer], shape: tuple[int, ...],
-                which: int | None) -> tuple[list[SiteAnswer], np.ndarray]:
+                which: int | None) -> tuple[list[SiteAnswer], np.ndarray, list[str]]:
         """The parent's sum, kept with the basis it answered: the last power step's give the
         components."""
-        ordered, total = super()._summed(answers, shape, which)
+        ordered, total, dropped = super()._summed(answers, shape, which)
         self.last_total, self.last_basis = total, self.basis
-        return ordered, total
+        return ordered, total, dropped
 
     def components(self) -> np.ndarray:
         """The top ``k`` Ritz vectors of the last power step's span (module docstring)."""
