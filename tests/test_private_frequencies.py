@@ -12,8 +12,11 @@ import pytest
 from cli_runs import run_cli
 from fedpca.algorithms.centred_rounds import CENTRED_STEP, CENTRING, MOMENTS_STEP
 from fedpca.algorithms.genotype_centring import (
+    CALLED_WEIGHT,
     FREQUENCY_BOUNDS,
     FrequencySite,
+    frequency_sensitivity,
+    frequency_server,
     genotype_policy,
     standardisation,
 )
@@ -72,11 +75,11 @@ def test_a_private_panels_rows_give_counts_only_until_frequencies_are_released(c
 def test_the_counts_release_has_the_noise_its_calibration_states(cohort):
     rows = site_rows(cohort, 0)
     policy = genotype_policy(2.0, 1e-6, 2, load_panel(cohort.panel).row_norm, True)
-    sigma = policy.split().moments_multiplier * np.sqrt(SNPS)  # width units: sqrt(d)
-    exact = rows.column_sums() / 2.0
+    sigma = policy.split().moments_multiplier * np.sqrt(1.25 * SNPS)  # sqrt((1 + 1/4) d)
+    exact = np.concatenate([rows.column_sums() / 2.0, 0.5 * rows.called_counts()])
     errors = np.concatenate([FrequencySite(rows, policy, site="0", seed=seed).release_moments()
                              - exact for seed in range(100)]) / sigma
-    assert errors.size == 100 * SNPS
+    assert errors.size == 100 * 2 * SNPS
     assert abs(errors.std() - 1.0) < 0.02 and abs(errors.mean()) < 0.02
     assert 0.040 < np.mean(np.abs(errors) > 2) < 0.051  # a Gaussian: 0.0455
 
@@ -94,8 +97,8 @@ def write_bed(prefix, calls):
 
 def test_the_counts_sensitivity_holds_for_neighbouring_rows_with_missing_calls(tmp_path):
     """Replace one individual's row (adversarial and random, with missing calls): the
-    released statistic moves by at most the site's sensitivity sqrt(d), and the extremes
-    attain it."""
+    released allele and called counts move by at most the site's sensitivity
+    sqrt((1 + lambda^2) d), and the extremes attain it."""
     d, rng = 8, np.random.default_rng(0)
     snps = [f"snp{j}" for j in range(d)]
     panel = write_panel(tmp_path / "panel.toml", "tiny", snps, ["A"] * d, ["G"] * d, None,
@@ -112,12 +115,27 @@ def test_the_counts_sensitivity_holds_for_neighbouring_rows_with_missing_calls(t
         fileset = write_bed(tmp_path / f"c{i}", calls)
         site = FrequencySite(GenotypeRows(fileset, panel, check_fileset(panel, fileset, "0")),
                              policy)
-        statistics.append(site.genotypes.column_sums() / 2.0)
-        bounds.add(site.bounds.unit().sum_sensitivity())
-    assert len(bounds) == 1 and bounds.pop() == pytest.approx(np.sqrt(d))
+        statistics.append(np.concatenate([site.genotypes.column_sums() / 2.0,
+                                          CALLED_WEIGHT * site.genotypes.called_counts()]))
+        bounds.add(frequency_sensitivity(site.dim))
+    assert len(bounds) == 1 and bounds.pop() == pytest.approx(np.sqrt(1.25 * d))
     moves = [np.linalg.norm(a - b) for a in statistics for b in statistics]
-    assert max(moves) <= np.sqrt(d) + 1e-12
-    assert max(moves) == pytest.approx(np.sqrt(d))  # all 2s against all 0s (or all missing)
+    assert max(moves) <= np.sqrt(1.25 * d) + 1e-12
+    assert max(moves) == pytest.approx(np.sqrt(1.25 * d))  # all 2s against all missing
+
+
+def test_one_snps_calls_move_the_pair_by_at_most_its_share_of_the_sensitivity():
+    """Every pair of one SNP's calls (0, 1, 2, missing): ``(g / 2, lambda called)`` moves by
+    at most ``sqrt(1 + lambda^2)`` (``sqrt(d)`` of that over ``d`` SNPs), attained by a 2
+    against a missing call; two calls move the count by nothing."""
+    def value(call):
+        return np.array([0.0 if call == MISSING else call / 2.0,
+                         CALLED_WEIGHT * float(call != MISSING)])
+    calls = [0, 1, 2, MISSING]
+    moves = {(a, b): float(np.linalg.norm(value(a) - value(b))) for a in calls for b in calls}
+    assert max(moves.values()) == pytest.approx(frequency_sensitivity(1))
+    assert moves[2, MISSING] == max(moves.values())
+    assert max(m for (a, b), m in moves.items() if MISSING not in (a, b)) == 1.0
 
 
 @pytest.mark.parametrize("mean, scale", [
@@ -197,13 +215,38 @@ def test_the_released_frequencies_estimate_the_unions(cohort):
     policy = genotype_policy(8.0, 1e-6, 1, panel.row_norm, True)
     result = run_genotype_dps_pca(rows, 2, 1, policy, seed=2, start=load_start_basis(
         cohort.start), reference=panel.freq)
-    union = sum(r.column_sums() for r in rows) / (2.0 * 3 * SAMPLES)
+    called = sum(r.called_counts() for r in rows)
+    union = sum(r.column_sums() for r in rows) / (2.0 * called)
     released = result.mean / 2
     assert np.all((released >= FREQUENCY_BOUNDS[0]) & (released <= FREQUENCY_BOUNDS[1]))
     error = np.sqrt(np.mean((released - np.clip(union, *FREQUENCY_BOUNDS)) ** 2))
-    sd = policy.split().moments_multiplier * np.sqrt(SNPS) * np.sqrt(3) / (3 * SAMPLES)
-    assert 0.7 * sd < error < 1.1 * sd  # the noise's, over 300 SNPs (clamping only shrinks)
+    # per value sigma in every site's release; p = (S / 2) / c, both noisy (the delta method)
+    sigma = policy.split().moments_multiplier * frequency_sensitivity(SNPS) * np.sqrt(3)
+    sd = np.sqrt(np.mean((1 + (union / CALLED_WEIGHT) ** 2) * sigma**2 / called**2))
+    assert 0.7 * sd < error < 1.15 * sd  # the noise's, over 300 SNPs (clamping only shrinks)
     assert result.config["start_shift"] and result.basis.shape == (SNPS, 2)
+
+
+def test_missing_calls_no_longer_bias_the_released_frequencies(cohort):
+    """The cohort misses 1% of calls: the released frequencies (a large budget, so the
+    noise is small) centre on the called individuals' frequencies, where counting a missing
+    call as 0 of the public n would sit low by the missing share times p."""
+    rows = [site_rows(cohort, i) for i in range(3)]
+    policy = genotype_policy(200.0, 1e-6, 1, load_panel(cohort.panel).row_norm, True)
+    server = frequency_server(policy, SNPS, 3)
+    sites = [FrequencySite(r, policy, site=str(i), seed=3) for i, r in enumerate(rows)]
+    server.receive([s.answer(s.release_moments()) for s in sites])
+    called = sum(r.called_counts() for r in rows)
+    sums = sum(r.column_sums() for r in rows)
+    truth, biased = sums / (2.0 * called), sums / (2.0 * 3 * SAMPLES)
+    inside = (truth > 0.05) & (truth < 0.95)  # away from the public clamp
+    errors = (server.frequencies - truth)[inside]
+    standard_error = errors.std() / np.sqrt(errors.size)
+    assert abs(errors.mean()) < 3 * standard_error  # unbiased
+    assert (truth - biased)[inside].mean() > 6 * standard_error  # the bias it removed
+    sigma = policy.split().moments_multiplier * frequency_sensitivity(SNPS)
+    rate_sd = np.sqrt(3) * sigma / CALLED_WEIGHT / (3 * SAMPLES)  # the released call rates'
+    assert np.abs(server.call_rates - np.minimum(called / (3 * SAMPLES), 1)).max() < 5 * rate_sd
 
 
 @pytest.mark.federation
@@ -297,7 +340,7 @@ def test_a_real_private_panel_site_answers_the_counts_then_power_steps_and_proje
                  "k": 2, "rounds": 3, "dataset": "files", "start-sha256": basis.digest})
     site = RealSiteSource(node, "dps-pca").site()
     counts = site.respond([], {CENTRING: MOMENTS_STEP})
-    assert counts.shape == (SNPS,) and site.ledger.count == 1
+    assert counts.shape == (2 * SNPS,) and site.ledger.count == 1
     mean, scale = standardisation(np.full(SNPS, 0.4))
     shifted = thin_qr(np.column_stack([basis.basis, np.ones(SNPS)]))
     answer = site.respond([shifted, mean, scale], {CENTRING: CENTRED_STEP, "phase": "power",

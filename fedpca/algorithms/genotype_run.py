@@ -29,11 +29,13 @@ import numpy as np
 
 from fedpca.algorithms.centred_rounds import CentredServer, CentredSite, answer_in_process
 from fedpca.algorithms.centred_run import centred_privacy
-from fedpca.algorithms.centring import CentredPolicy, moments_sum
+from fedpca.algorithms.centring import CentredPolicy
 from fedpca.algorithms.dps_pca import DPSPCAServer, secure_sums
 from fedpca.algorithms.genotype_centring import (
     FrequencySite,
+    frequency_sensitivity,
     frequency_server,
+    frequency_sum,
     genotype_bounds,
 )
 from fedpca.algorithms.secure_sum import public_seed
@@ -72,7 +74,7 @@ def genotype_server(policy: CentredPolicy, dim: int, k: int, rounds: int, sites:
             f"s_hat must be d = {dim}, got {s_hat} (or give no reference frequencies)")
     bounds = genotype_bounds(dim)
     rotation_seed = public_seed(seed)
-    moments = (moments_sum(policy, bounds, max_records, sites, rotation_seed)
+    moments = (frequency_sum(policy, dim, max_records, sites, rotation_seed)
                if policy.discrete else None)
     columns = k + SHIFT_COLUMNS * int(shifted)
     power = (secure_sums(policy.algorithm_policy(bounds), dim, columns, max_records, sites,
@@ -84,8 +86,10 @@ def genotype_server(policy: CentredPolicy, dim: int, k: int, rounds: int, sites:
     frequencies = frequency_server(policy, dim, sites, moments,
                                    inner.shift if shifted else None)
     privacy = {**centred_privacy(policy, bounds, MECHANISM),
+               "moments_sensitivity": frequency_sensitivity(dim),
                "unit": "one individual's genotype row at one site (replace-one)",
-               "frequencies": "released (the allele counts' column sums, missing calls 0)",
+               "frequencies": ("released (the allele counts' column sums over the called "
+                               "individuals, and the called counts)"),
                "start": "" if start is None else start.digest, "start_shift": shifted}
     return CentredServer(inner, frequencies), privacy
 
