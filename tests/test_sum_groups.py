@@ -184,11 +184,15 @@ def test_a_per_site_answer_beyond_its_bound_is_dropped_and_named():
     server = DPSPCAServer(DIM, K, 8, 2, seed=1, initial_basis=Q)
     answers = [s.answer(s.release_power(Q)) for s in sites]
     answers[2] = dataclasses.replace(answers[2], value=answers[2].value * 1e3)
+    answers[3] = dataclasses.replace(answers[3], guarantee=None)  # nothing to check it by
     server.receive_power(1, answers)
     entry = server.history[-1]
-    assert entry["sites"] == 3 and server.sites_answered[-1] == ["0", "1", "3"]
-    assert len(entry["dropped"]) == 1
+    assert entry["sites"] == 2 and server.sites_answered[-1] == ["0", "1"]
+    assert len(entry["dropped"]) == 2
     assert entry["dropped"][0].startswith("site 2's answer was dropped: ")
+    assert "times the bound its declared records, clip norm and noise" in entry["dropped"][0]
+    assert entry["dropped"][1] == ("site 3's answer was dropped: it states no guarantee (clip "
+                                   "norm and noise) to check it against")
     # the honest answers are well inside: the check is not what removed them
     for a in answers[:2]:
         assert np.linalg.norm(a.value) < answer_bound(answer_statistic((DIM, K), 1), a)

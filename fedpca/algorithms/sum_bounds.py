@@ -227,16 +227,19 @@ def answers_within_bounds(statistic: AnswerStatistic, answers: Sequence[SiteAnsw
                           alpha: float = DEFAULT_FALSE_ALARM, noise_floor: float | None = None
                           ) -> tuple[list[SiteAnswer], list[str]]:
     """The answers within :func:`answer_bound` (in their order) and why each other one was
-    dropped, naming its site and its ratio to the bound."""
+    dropped, naming its site and its ratio to the bound; an answer stating no guarantee
+    cannot be checked and is dropped too."""
     kept, dropped = [], []
     for a in answers:
         bound = answer_bound(statistic, a, alpha, noise_floor)
         norm = float(np.linalg.norm(a.value))
-        if bound is None or norm <= bound:
+        if bound is not None and norm <= bound:
             kept.append(a)
             continue
-        dropped.append(f"site {a.site}'s answer was dropped: {norm / bound:.3g} times the "
-                       f"bound its declared records, clip norm and noise allow at false-alarm "
-                       f"rate {alpha:g}")
+        dropped.append(f"site {a.site}'s answer was dropped: " + (
+            "it states no guarantee (clip norm and noise) to check it against"
+            if bound is None else
+            f"{norm / bound:.3g} times the bound its declared records, clip norm and noise "
+            f"allow at false-alarm rate {alpha:g}"))
         logger.warning("%s", dropped[-1])
     return kept, dropped
