@@ -169,7 +169,7 @@ def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[
     gram_times = union.gram_times if covariance is None else covariance.__matmul__
     diagonal = union.diagonal() if covariance is None else np.diag(covariance).copy()
     public = Union(start, union.panel.freq, union.n, max(union.site_sizes), grid.sites, clip,
-                   union.allele_counts())
+                   union.allele_counts(), union.called_counts())
     loaded = time.perf_counter()
     runs = secure_runs(list(methods), list(grid.epsilons), list(seeds), public, grid.delta)
     released = released_rows(union, runs)

@@ -32,10 +32,11 @@ top ``k`` of the final basis ordered by the last noisy power step
 ``run_genotype_dps_pca`` with a private panel, ``fedpca.algorithms.genotype_run``): every
 site's releases are planned by fedpca's own policy (``genotype_policy``: the allele counts'
 release with the share ``GENOTYPE_MOMENTS_SHARE``, then ``T`` power steps), and each secure
-sum's decoded noise is the grid a site derives from that plan (``moments_sum`` for the
+sum's decoded noise is the grid a site derives from that plan (``frequency_sum`` for the
 counts, ``secure_sums`` of the algorithm's part for ``d (k + 1)`` numbers): the union's allele
-counts over 2 plus Gaussian noise of the counts' ``central_sigma`` give the frequencies
-(``S / N`` clamped into ``FREQUENCY_BOUNDS``, as ``FrequencyServer`` does), fedpca's
+counts over 2 and its called counts over 2, plus Gaussian noise of the counts'
+``central_sigma`` on each of the ``2 d`` values, give the frequencies
+(``released_frequencies``, clamped into ``FREQUENCY_BOUNDS``, as ``FrequencyServer`` does), fedpca's
 ``ShiftedStartServer`` starts from ``thinQR([S, s])`` and keeps the top ``k`` Ritz vectors
 of its last step's span (``ShiftedStartServer.components``); the power
 steps read the union's rows standardised with the run's own frequencies
@@ -60,10 +61,12 @@ from fedpca.algorithms.dps_pca import (
     DPSPCAPolicy,
     secure_sums,
 )
-from fedpca.algorithms.centring import moments_sum
 from fedpca.algorithms.genotype_centring import (
+    CALLED_WEIGHT,
     FREQUENCY_BOUNDS,
     GENOTYPE_WIDTH,
+    frequency_sum,
+    released_frequencies,
     genotype_bounds,
     genotype_policy,
 )
@@ -73,6 +76,7 @@ from fedpca.algorithms.site import SiteAnswer, build_sites
 from fedpca.data.start_basis import StartBasis
 from fedpca.dp.budget_split import MOMENTS
 from fedpca.dp.calibration import calibrate_gaussian
+from fedpca.dp.guarantee import SiteGuarantee
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import leading_components
 from fedpca.dp.mechanisms import (
@@ -143,6 +147,7 @@ class SecureRun:
     rng: np.random.Generator
     n: int
     k: int
+    clip: float
     round: int = 1
     last: np.ndarray | None = field(default=None, repr=False)
     #: The run's released frequencies (``"shifted"`` runs: its rows are standardised with
@@ -169,7 +174,12 @@ class SecureRun:
         """This round's decoded sum: ``statistic`` plus the sum's noise, to the server."""
         phase, t = self.server.phase(self.round)
         noisy = statistic + self.rng.normal(0.0, self.sigmas[phase], statistic.shape)
-        answer = SiteAnswer("union", self.n, noisy / self.n, self.epsilon, self.round)
+        # the decoded sum as one answer, stating its noise and clip norm as a site's
+        # guarantee would, so the server bounds it as it bounds a site's answer
+        stated = SiteGuarantee(self.epsilon, self.epsilon, 0.0, "ddg-pld",
+                               self.sigmas[phase] / power_step_sensitivity(self.clip),
+                               self.clip, "float")
+        answer = SiteAnswer("union", self.n, noisy / self.n, self.epsilon, self.round, stated)
         if phase == PHASE_INIT:
             self.server.receive_diagonal([answer])
         else:
@@ -230,7 +240,7 @@ def start_basis(start: np.ndarray, extra: int) -> np.ndarray:
 class Union:
     """What every run of one cohort reads that is public or exact: the panel's start and
     reference frequencies, the union's size, its largest site, its sites and the exact sums
-    of its allele counts (the counts' release before its noise)."""
+    of its allele counts and its called counts (the counts' release before its noise)."""
 
     start: StartBasis
     reference: np.ndarray
@@ -239,6 +249,7 @@ class Union:
     sites: int
     clip: float
     counts: np.ndarray
+    called: np.ndarray
 
 
 def sigmas_for(method: Method, union: Union, epsilon: float, delta: float
@@ -250,7 +261,7 @@ def sigmas_for(method: Method, union: Union, epsilon: float, delta: float
         policy = genotype_policy(epsilon, delta, method.rounds, union.clip, True,
                                  secure_min_sites=union.sites, discrete=True)
         bounds = genotype_bounds(dim)
-        counts = moments_sum(policy, bounds, union.max_records, union.sites, 0)[1]
+        counts = frequency_sum(policy, dim, union.max_records, union.sites, 0)[1]
         power = secure_sums(policy.algorithm_policy(bounds), dim, k + SHIFT_COLUMNS,
                             union.max_records, union.sites, 0)[1][1]
         return {MOMENTS: counts.calibration.central_sigma,
@@ -270,12 +281,13 @@ def shifted_run(method: Method, epsilon: float, seed: int, union: Union,
     counts over 2 plus the sum's noise, over ``N``, clamped) and fedpca's server started
     along them."""
     dim, k = union.start.shape
-    noisy = union.counts / GENOTYPE_WIDTH + rng.normal(0.0, sigmas[MOMENTS], dim)
-    frequencies = np.clip(noisy / union.n, *FREQUENCY_BOUNDS)
+    exact = np.concatenate([union.counts / GENOTYPE_WIDTH, CALLED_WEIGHT * union.called])
+    raw, _ = released_frequencies(exact + rng.normal(0.0, sigmas[MOMENTS], 2 * dim), union.n)
+    frequencies = np.clip(raw, *FREQUENCY_BOUNDS)
     server = ShiftedStartServer(dim, k, method.rounds, union.start, union.reference,
                                 seed=seed)
     server.shift(frequencies)
-    return SecureRun(method, epsilon, seed, server, sigmas, rng, union.n, k,
+    return SecureRun(method, epsilon, seed, server, sigmas, rng, union.n, k, union.clip,
                      frequencies=frequencies)
 
 
@@ -302,7 +314,8 @@ def secure_runs(methods: list[Method], epsilons: list[float], seeds: list[int], 
                            if method.start == "panel" else None)
                 server = DPSPCAServer(dim, k + method.extra, dim, method.rounds, seed=seed,
                                       initial_basis=initial)
-                runs.append(SecureRun(method, epsilon, seed, server, sigmas, rng, union.n, k))
+                runs.append(SecureRun(method, epsilon, seed, server, sigmas, rng, union.n, k,
+                                      union.clip))
     return runs
 
 

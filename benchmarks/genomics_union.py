@@ -175,6 +175,11 @@ class UnionRows:
         the sites' allele counts' release sums before its noise."""
         return sum(calls.sum(axis=0, dtype=np.int64) for calls in self.calls)
 
+    def called_counts(self) -> np.ndarray:
+        """Every SNP's number of called individuals over the union (``d``, integers; ``n``
+        everywhere, as the union holds complete genotypes only)."""
+        return sum((calls != MISSING).sum(axis=0, dtype=np.int64) for calls in self.calls)
+
 
 def cluster_labels(scores: np.ndarray, clusters: int, seed: int) -> np.ndarray:
     """Each row's cluster among ``clusters`` found in ``scores`` alone: k-means (Lloyd's
