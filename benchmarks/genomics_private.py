@@ -3,15 +3,16 @@ of the same calls, side by side, in one pass over the data.
 
 A private-frequency run (``fedpca.algorithms.genotype_run``) standardises every site's calls
 with its own released frequencies ``p`` (each run and noise seed has its own):
-``x_i = c_i (g_i - 2 p) / sqrt(2 p (1 - p))``, ``c_i = min(1, C / ||...||)`` clipping to the
-panel's row norm ``C``, exactly as ``GenotypeRows.with_frequencies`` does. Forming each run's
-rows would cost one pass over the union's calls per run and round; here every product is
-rewritten in the raw calls ``G`` so that all runs share one pass (``S = diag(s)``,
-``s = 1 / sqrt(2 p (1 - p))``, ``W = diag(c^2)``):
+``x_i = c_i (g_i - 2 p) / sqrt(2 p (1 - p))`` (a missing call: 0), ``c_i = min(1, C / ||...||)``
+clipping to the panel's row norm ``C``, exactly as ``GenotypeRows.with_frequencies`` does.
+Forming each run's rows would cost one pass over the union's calls per run and round; here
+every product is rewritten in the raw calls ``G`` (missing calls 0) and the called mask ``M``
+(1 where called) so that all runs share one pass (``S = diag(s)``, ``s = 1 / sqrt(2 p (1 -
+p))``, ``W = diag(c^2)``, ``P = diag(2 p)``):
 
-* row norms: ``||x_i||^2 = (g_i * g_i) . s^2 - 4 g_i . (p s^2) + 4 sum_j p_j^2 s_j^2``;
-* ``X Q = C (G - 1 (2 p)^T) S Q``;
-* ``X^T X Q = S [G^T W Y - 2 p (1^T W Y)]`` with ``Y = (G - 1 (2 p)^T) S Q``.
+* row norms: ``||x_i||^2 = (g_i * g_i) . s^2 - 4 g_i . (p s^2) + 4 m_i . (p^2 s^2)``;
+* ``X Q = C (G - M P) S Q``;
+* ``X^T X Q = S [G^T W Y - P M^T W Y]`` with ``Y = (G - M P) S Q``.
 
 Chunks of rows in float32 (as ``genomics_union.UnionRows``), sums in float64;
 ``tests/test_genomics_benchmark.py`` checks the products against ``GenotypeRows``.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedpca.dp.clipping import clip_scales
+from fedpca.data.plink import MISSING
 from genomics_union import CHUNK_ROWS, UnionRows
 
 
@@ -36,34 +38,39 @@ class ReleasedRows:
         self.inverse = 1.0 / np.sqrt(2.0 * p * (1.0 - p))  # R x d
         squares = self.inverse**2
         norms = []
-        for block in self.chunks():
+        for block, called in self.chunks():
             sq = (block * block) @ squares.T.astype(np.float32)
             sq -= 4.0 * (block @ (p * squares).T.astype(np.float32))
-            norms.append(np.maximum(sq.astype(np.float64) + 4.0 * (p**2 * squares).sum(1), 0.0))
+            sq += 4.0 * (called @ (p**2 * squares).T.astype(np.float32))
+            norms.append(np.maximum(sq.astype(np.float64), 0.0))
         self.scales = clip_scales(np.sqrt(np.vstack(norms)), union.panel.row_norm)  # n x R
 
     def chunks(self):
-        """The union's raw calls a chunk of rows at a time (float32), sites in order."""
+        """The union's raw calls (missing calls 0) and their called mask, a chunk of rows at
+        a time (float32), sites in order."""
         for calls in self.union.calls:
             for start in range(0, len(calls), CHUNK_ROWS):
-                yield calls[start:start + CHUNK_ROWS].astype(np.float32)
+                raw = calls[start:start + CHUNK_ROWS]
+                called = raw != MISSING
+                yield np.where(called, raw, 0).astype(np.float32), called.astype(np.float32)
 
     def _centred(self, bases: dict[int, np.ndarray], edges: np.ndarray):
-        """Each chunk with its first row and ``Y_r = (G - 1 (2 p_r)^T) S_r Q_r`` for every
-        run ``r`` of ``bases``, side by side (run ``r``'s columns: ``edges``)."""
+        """Each chunk, its called mask, its first row and ``Y_r = (G - M P_r) S_r Q_r`` for
+        every run ``r`` of ``bases``, side by side (run ``r``'s columns: ``edges``)."""
         scaled = np.hstack([self.inverse[r][:, None] * basis for r, basis in bases.items()])
-        shift = np.concatenate([2.0 * self.frequencies[r] @ scaled[:, a:b]
-                                for r, a, b in zip(bases, edges[:-1], edges[1:])])
-        single, row = scaled.astype(np.float32), 0
-        for block in self.chunks():
-            yield block, row, (block @ single).astype(np.float64) - shift
+        shifted = np.hstack([2.0 * self.frequencies[r][:, None] * scaled[:, a:b]
+                             for r, a, b in zip(bases, edges[:-1], edges[1:])])
+        single, shift, row = scaled.astype(np.float32), shifted.astype(np.float32), 0
+        for block, called in self.chunks():
+            yield block, called, row, ((block @ single).astype(np.float64)
+                                       - (called @ shift).astype(np.float64))
             row += len(block)
 
     def times(self, bases: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
         """``X_r Q_r`` (``n x m_r``) for every run ``r`` of ``bases``: one pass."""
         edges = layout(bases)
         parts: dict[int, list[np.ndarray]] = {r: [] for r in bases}
-        for block, row, centred in self._centred(bases, edges):
+        for block, _, row, centred in self._centred(bases, edges):
             scales = self.scales[row:row + len(block)]
             for r, a, b in zip(bases, edges[:-1], edges[1:]):
                 parts[r].append(centred[:, a:b] * scales[:, r, None])
@@ -72,15 +79,17 @@ class ReleasedRows:
     def gram_times(self, bases: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
         """``X_r^T X_r Q_r`` (``d x m_r``) for every run ``r`` of ``bases``: one pass."""
         edges = layout(bases)
-        accumulated, column_sums = np.zeros((self.union.d, edges[-1])), np.zeros(edges[-1])
-        for block, row, centred in self._centred(bases, edges):
+        accumulated = np.zeros((self.union.d, edges[-1]))
+        masked = np.zeros((self.union.d, edges[-1]))
+        for block, called, row, centred in self._centred(bases, edges):
             weights = self.scales[row:row + len(block)] ** 2
             for r, a, b in zip(bases, edges[:-1], edges[1:]):
                 centred[:, a:b] *= weights[:, r, None]
-            accumulated += block.T @ centred.astype(np.float32)
-            column_sums += centred.sum(axis=0)
-        return {r: self.inverse[r][:, None] * (accumulated[:, a:b] - 2.0 * np.outer(
-                    self.frequencies[r], column_sums[a:b]))
+            single = centred.astype(np.float32)
+            accumulated += block.T @ single
+            masked += called.T @ single
+        return {r: self.inverse[r][:, None] * (accumulated[:, a:b] - 2.0 * self.frequencies[r][
+                    :, None] * masked[:, a:b])
                 for r, a, b in zip(bases, edges[:-1], edges[1:])}
 
 

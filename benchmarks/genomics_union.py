@@ -58,6 +58,7 @@ class CohortSpec:
     k: int = 2
     seed: int = 0
     isolate_of: int | None = None
+    missing: float = 0.0
 
     @property
     def label(self) -> str:
@@ -65,7 +66,8 @@ class CohortSpec:
         return (f"s{self.sites}x{self.samples_per_site}-d{self.snps}-fst{self.fst:g}-"
                 f"{'all' if self.absent is None else f'absent{self.absent}'}"
                 f"{'' if self.isolate_of is None else f'-isolate{self.isolate_of}'}-k{self.k}"
-                f"-ref{self.reference_size}-seed{self.seed}")
+                f"-ref{self.reference_size}-seed{self.seed}"
+                f"{f'-missing{self.missing:g}' if self.missing else ''}")
 
 
 def cache_folder() -> Path:
@@ -89,7 +91,7 @@ def cohort(spec: CohortSpec, cache: Path | None = None) -> CohortFiles:
     written = write_cohort(folder, sites=spec.sites, samples_per_site=spec.samples_per_site,
                            snps=spec.snps, populations=spec.populations, fst=spec.fst,
                            absent=spec.absent, reference_size=spec.reference_size, k=spec.k,
-                           seed=spec.seed, isolate_of=spec.isolate_of)
+                           seed=spec.seed, isolate_of=spec.isolate_of, missing=spec.missing)
     marker.write_text(json.dumps(asdict(spec)))
     return written
 
@@ -112,11 +114,7 @@ class UnionRows:
             fileset = PlinkFileset(prefix)
             columns = check_fileset(self.panel, fileset, str(site))
             rows = GenotypeRows(fileset, self.panel, columns)
-            calls = np.ascontiguousarray(fileset.read_block(columns))
-            if (calls == MISSING).any():
-                raise ValueError(f"{prefix}.bed has missing calls: the benchmark's union "
-                                 "standardises complete genotypes only")
-            self.calls.append(calls)
+            self.calls.append(np.ascontiguousarray(fileset.read_block(columns)))
             self.scales.append(rows.row_scales().astype(np.float32))
             labels.append(read_populations(pops))
         self.labels = np.concatenate(labels)
@@ -137,9 +135,11 @@ class UnionRows:
         sites in order."""
         for calls, scales in zip(self.calls, self.scales):
             for start in range(0, len(calls), CHUNK_ROWS):
-                block = calls[start:start + CHUNK_ROWS].astype(np.float32)
+                raw = calls[start:start + CHUNK_ROWS]
+                block = raw.astype(np.float32)
                 block -= self.shift
                 block *= self.inverse
+                block[raw == MISSING] = 0.0  # a missing call: the SNP's mean
                 block *= scales[start:start + CHUNK_ROWS, None]
                 yield block
 
@@ -171,13 +171,14 @@ class UnionRows:
         return total
 
     def allele_counts(self) -> np.ndarray:
-        """The sum of every SNP's raw calls (0/1/2) over the union (``d``, integers): what
-        the sites' allele counts' release sums before its noise."""
-        return sum(calls.sum(axis=0, dtype=np.int64) for calls in self.calls)
+        """The sum of every SNP's raw calls (0/1/2, missing calls 0) over the union (``d``,
+        integers): what the sites' allele counts' release sums before its noise."""
+        return sum(np.where(calls == MISSING, 0, calls).sum(axis=0, dtype=np.int64)
+                   for calls in self.calls)
 
     def called_counts(self) -> np.ndarray:
-        """Every SNP's number of called individuals over the union (``d``, integers; ``n``
-        everywhere, as the union holds complete genotypes only)."""
+        """Every SNP's number of called individuals over the union (``d``, integers): the
+        release's called counts before its noise."""
         return sum((calls != MISSING).sum(axis=0, dtype=np.int64) for calls in self.calls)
 
 

@@ -2,6 +2,7 @@
 ``GenotypeRows``, its accuracy measure uses no label, its secure-sum emulation has the real
 sum's noise, and ``--quick`` runs end to end."""
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -30,9 +31,11 @@ SPEC = CohortSpec(sites=3, samples_per_site=150, snps=400, fst=0.05, absent=2,
                   reference_size=200)
 
 
-@pytest.fixture(scope="module")
-def union(tmp_path_factory):
-    return UnionRows(cohort(SPEC, tmp_path_factory.mktemp("cache")))
+@pytest.fixture(scope="module", params=[0.0, 0.05], ids=["complete", "missing"])
+def union(request, tmp_path_factory):
+    """The cohort complete, and with 5% missing calls (0 once standardised)."""
+    spec = dataclasses.replace(SPEC, missing=request.param)
+    return UnionRows(cohort(spec, tmp_path_factory.mktemp("cache")))
 
 
 def test_the_union_equals_every_sites_genotype_rows_stacked(union):
@@ -117,3 +120,16 @@ def test_the_quick_benchmark_runs_end_to_end(tmp_path, monkeypatch):
     assert site["peak_rss_mib"] > 0 and site["secure_seconds"] > 0
     assert all(t["passed"] is None for t in genomics.targets(rows, quick=True))
     assert "k-means" in genomics.markdown(rows)
+
+
+def test_a_cohort_with_missing_calls_holds_the_complete_cohorts_calls(tmp_path):
+    """Missing calls come from their own stream: where called, the calls are the same
+    cohort's without missing calls (so the two are compared like for like)."""
+    spec = dataclasses.replace(SPEC, samples_per_site=40, snps=100)
+    complete = cohort(spec, tmp_path / "complete")
+    holed = cohort(dataclasses.replace(spec, missing=0.05), tmp_path / "holed")
+    full = PlinkFileset(complete.sites[1]).read_block(np.arange(spec.snps))
+    calls = PlinkFileset(holed.sites[1]).read_block(np.arange(spec.snps))
+    called = calls != -127
+    assert 0.03 < 1 - called.mean() < 0.07
+    np.testing.assert_array_equal(calls[called], full[called])

@@ -105,11 +105,15 @@ def default_mixes(sites: int, populations: int, absent: int | None = None) -> np
 
 
 def draw_genotypes(rng: np.random.Generator, freqs: np.ndarray, labels: np.ndarray,
-                   missing: float = 0.0) -> np.ndarray:
+                   missing: float = 0.0, mask: np.random.Generator | None = None
+                   ) -> np.ndarray:
     """Genotypes (allele-1 counts, int8, ``len(labels) x snps``, column-major) of individuals
     of populations ``labels`` under frequencies ``freqs`` (``populations x snps``), a share
-    ``missing`` of calls set to :data:`~fedpca.data.plink.MISSING`, drawn ``BLOCK`` SNPs at a
-    time: each allele is 1 when a float32 uniform falls below its frequency (exact to 2^-24)."""
+    ``missing`` of calls set to :data:`~fedpca.data.plink.MISSING` (drawn from ``mask``, so
+    that the calls are those of the same cohort without missing calls; default ``rng``),
+    drawn ``BLOCK`` SNPs at a time: each allele is 1 when a float32 uniform falls below its
+    frequency (exact to 2^-24)."""
+    mask = rng if mask is None else mask
     genotypes = np.empty((len(labels), freqs.shape[1]), dtype=np.int8, order="F")
     single = freqs.astype(np.float32)
     for start in range(0, freqs.shape[1], BLOCK):
@@ -117,7 +121,7 @@ def draw_genotypes(rng: np.random.Generator, freqs: np.ndarray, labels: np.ndarr
         block = (rng.random(p.shape, dtype=np.float32) < p).astype(np.int8)
         block += rng.random(p.shape, dtype=np.float32) < p
         if missing:
-            block[rng.random(p.shape, dtype=np.float32) < missing] = MISSING
+            block[mask.random(p.shape, dtype=np.float32) < missing] = MISSING
         genotypes[:, start:start + BLOCK] = block
     return genotypes
 
@@ -200,7 +204,9 @@ def write_cohort(out: str | Path, sites: int = 10, samples_per_site: int = 1000,
            isolate_of)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(sites + 2)]
+    # the reference's, then each site's calls, then each site's missing calls
+    streams = [np.random.default_rng(s)
+               for s in np.random.SeedSequence(seed).spawn(2 * sites + 2)]
     _, freqs = balding_nichols(streams[0], snps, populations, fst)
     if isolate_of is not None:
         freqs[absent] = drifted(streams[0], freqs[isolate_of], fst)
@@ -222,8 +228,8 @@ def write_cohort(out: str | Path, sites: int = 10, samples_per_site: int = 1000,
         labels = rng.choice(populations, samples_per_site, p=mixes[site])
         prefix = folder / f"site{site}"
         samples = [f"site{site}-{i}" for i in range(samples_per_site)]
-        bed_reader().to_bed(prefix.with_suffix(".bed"), draw_genotypes(rng, freqs, labels,
-                                                                          missing),
+        calls = draw_genotypes(rng, freqs, labels, missing, streams[sites + 2 + site])
+        bed_reader().to_bed(prefix.with_suffix(".bed"), calls,
                             properties={"fid": samples, "iid": samples, "sid": ids,
                                         "allele_1": list(a1), "allele_2": list(a2),
                                         "chromosome": ["1"] * snps,
