@@ -67,6 +67,11 @@ SECURE_MIN_SITES = flag(
     "holds at least M sites (M defaults to all sites)",
     flags=("--secure-aggregation",), nargs="?", type=int, const=ALL_SITES, metavar="M", none=0,
 )
+SECURE_GROUP_SIZE = flag(
+    "with --secure-aggregation M: sum the sites in groups of at least this many (at least M; "
+    "0: one sum of every site), one verifiable secure sum per group, each group's sum "
+    "checked against the others' and dropped when it stands out",
+    type=int, metavar="N")
 SEED = flag("seed noise and data for a reproducible run (never in production)", type=int,
             none=NO_SEED)
 MIN_SITES = flag("a round proceeds if at least this many sites answer (default: all)",
@@ -324,6 +329,25 @@ class Scenario:
     def report(self, result: Any) -> list[str]:
         """The lines printed after the run, before the wall time."""
         raise NotImplementedError
+
+
+def require_group_size(group_size: int, min_sites: int | None, sites: int) -> None:
+    """Refuse a secure sum's group size (``secure_group_size``; 0: one sum) without secure
+    sums (``secure_min_sites`` ``None``), below their ``M`` (a smaller group's sum would
+    hold fewer sites than every site's noise assumes) or above the ``sites``."""
+    if group_size == 0:
+        return
+    if min_sites is None:
+        raise ParameterError(
+            "{secure_group_size} groups the sites' secure sums, and this run has none",
+            {"secure_group_size": group_size, "secure_min_sites": None},
+            hint="add {secure_min_sites} M (with its secure sums), or drop {secure_group_size}")
+    if not min_sites <= group_size <= sites:
+        raise ParameterError(
+            "need {secure_min_sites} <= {secure_group_size} <= {sites}: every group's secure "
+            "sum must hold at least the M sites each site's noise assumes",
+            {"secure_group_size": group_size, "secure_min_sites": min_sites, "sites": sites},
+            hint="choose {secure_group_size} from M to the sites, or 0 for one sum")
 
 
 def least_sites(config: dict[str, Any], connected: int = 0) -> int:

@@ -47,12 +47,14 @@ from fedpca.scenarios.base import (
     AUTO_K,
     DIM,
     SAMPLES,
+    SECURE_GROUP_SIZE,
     SECURE_MIN_SITES,
     K,
     SITE_FILES,
     Scenario,
     flag,
     parameter,
+    require_group_size,
 )
 from fedpca.scenarios.datasets import DATASETS, SYNTHETIC, scenario_site
 
@@ -85,6 +87,7 @@ class DPdisPCAScenario(Scenario):
         "X^T X as distributed discrete Gaussian residues in verifiable secure sums (needs M, "
         "below)", choices=VARIANTS))
     secure_min_sites: int | None = parameter(None, SECURE_MIN_SITES)
+    secure_group_size: int = parameter(0, SECURE_GROUP_SIZE)
     alpha: float | None = parameter(None, flag(
         "Dirichlet label skew across sites (data sets only; default i.i.d.)", type=float,
         none=0.0))
@@ -114,6 +117,7 @@ class DPdisPCAScenario(Scenario):
                 {"variant": self.variant, "secure_min_sites": self.secure_min_sites},
                 hint="use both {variant} secure-sum and {secure_min_sites} M, or neither",
             )
+        require_group_size(self.secure_group_size, self.secure_min_sites, self.sites)
         self.policy()
         if self.variant == VARIANT_SECURE:
             require_ordered({"k": self.k, "dim": self.dim})

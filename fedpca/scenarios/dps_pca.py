@@ -49,6 +49,7 @@ from fedpca.results import PCAResult
 from fedpca.scenarios.base import (
     DIM,
     SAMPLES,
+    SECURE_GROUP_SIZE,
     SECURE_MIN_SITES,
     SITES,
     SYNTHETIC,
@@ -56,6 +57,7 @@ from fedpca.scenarios.base import (
     Scenario,
     flag,
     parameter,
+    require_group_size,
 )
 
 from fedpca.scenarios.plans import ServerPlan
@@ -86,6 +88,7 @@ class DPSPCAScenario(Scenario):
     s_hat: int = parameter(20, flag("rows kept by thresholding"))
     rounds: int = parameter(10, flag("power rounds T"))
     secure_min_sites: int | None = parameter(None, SECURE_MIN_SITES)
+    secure_group_size: int = parameter(0, SECURE_GROUP_SIZE)
     discrete: bool = parameter(False, flag(
         "required with --secure-aggregation: sites send distributed discrete Gaussian "
         "residues (exact guarantee for every sum of at least M sites)"))
@@ -112,6 +115,7 @@ class DPSPCAScenario(Scenario):
         require_site_count(self.secure_min_sites, "secure_min_sites", self.sites, minimum=2)
         if self.secure_min_sites is not None and not self.discrete:
             raise ConfigurationError(CONTINUOUS_SHARES_RETIRED)
+        require_group_size(self.secure_group_size, self.secure_min_sites, self.sites)
         if not 0.0 <= self.failure_rate < 1.0:
             raise ParameterError("{failure_rate} must be in [0, 1)",
                                  {"failure_rate": self.failure_rate})

@@ -371,12 +371,14 @@ class SiteRoundStrategy:
         replies: Sequence[Reply],
         reasons: list[str],
         decode: Callable[[Reply], SiteAnswer],
-        summed: np.ndarray | None = None,
+        summed: Sequence[np.ndarray] | None = None,
+        groups: Sequence[int | None] | None = None,
     ) -> tuple[np.ndarray, dict[str, Scalar]]:
         """Check that at least ``min_sites`` sites answered (``reasons``: why the others did
-        not), then decode and combine their answers and tell the observers. ``summed``: the
-        sum of the answers' residues, unmasked by fedpca's verifiable secure aggregation
-        (the answers themselves are masked)."""
+        not), then decode and combine their answers and tell the observers. ``summed``: each
+        group's sum of its answers' residues, unmasked by fedpca's verifiable secure
+        aggregation (the answers themselves are masked), and ``groups`` the group of each
+        reply's answer (:func:`summed_answers`)."""
         reasons = [self.named(reason) for reason in reasons]
         for reason in reasons:
             logger.warning("%s round %s: a site failed: %s", self.label, server_round, reason)
@@ -390,7 +392,7 @@ class SiteRoundStrategy:
             )
         answers = [decode(reply) for reply in replies]
         if summed is not None:
-            answers = summed_answers(answers, summed)
+            answers = summed_answers(answers, summed, groups or [None] * len(answers))
         self.site_releases.update({a.site: a.releases for a in answers})
         self.site_sizes.update({a.site: a.n for a in answers})
         self.site_guarantees.update({a.site: a.guarantee for a in answers if a.guarantee})
@@ -403,9 +405,18 @@ class SiteRoundStrategy:
         return array, metrics
 
 
-def summed_answers(answers: list[SiteAnswer], total: np.ndarray) -> list[SiteAnswer]:
-    """The answers of a secure sum as the Flower-free server reads them: ``total`` (the sum
-    of all residues modulo ``m``) as the first site's message, zeros as the others' (so their
-    modular sum is ``total``)."""
-    values = [total] + [np.zeros_like(total)] * (len(answers) - 1)
-    return [dataclasses.replace(a, value=v) for a, v in zip(answers, values)]
+def summed_answers(answers: Sequence[SiteAnswer], totals: Sequence[np.ndarray],
+                   groups: Sequence[int | None]) -> list[SiteAnswer]:
+    """The answers of secure sums as the Flower-free server reads them: each answer marked
+    with its group's index (``groups``, one per answer; ``None``: one sum of every answer,
+    ``totals[0]``), the group's ``totals`` entry (the sum of its residues modulo ``m``) as
+    the message of its first answer (in the answers' order), zeros as the others' (so each
+    group's modular sum is its total; :func:`~fedpca.algorithms.sum_groups.robust_decode`
+    decodes each group)."""
+    summed, seen = [], set()
+    for answer, group in zip(answers, groups, strict=True):
+        total = totals[0 if group is None else group]
+        value = np.zeros_like(total) if group in seen else total
+        summed.append(dataclasses.replace(answer, value=value, group=group))
+        seen.add(group)
+    return summed

@@ -13,12 +13,25 @@ nothing a site does depends on it being honest (every check is the site's,
 The threshold is the smallest that keeps at least ``min_sites`` honest members in any sum
 with ``colluders`` members colluding (:func:`fedpca.secure.conditions.smallest_threshold`);
 sites refuse a threshold below what their own policy needs.
+
+**Groups** (``group_size``, :mod:`fedpca.algorithms.sum_groups`). With a group size the
+ready sites are dealt into groups by the names they said in the readiness round
+(:func:`~fedpca.algorithms.sum_groups.assign_groups`, as the Flower-free reference deals its
+sites) before the setup, and each group runs its own :class:`ServerSession`, of its own
+threshold (:func:`~fedpca.secure.conditions.smallest_threshold` of its size), all of them in
+the same Flower exchanges: every site receives its own group's message of each stage. A site
+simply takes part in one key agreement whose key list is its group, and its own checks of
+that list (:mod:`fedpca.secure.conditions`, its ``M`` and ``c``) are what guarantee that
+every group sum it helps reveal holds at least ``M`` honest members: a group the coordinator
+makes too small is refused by its members. :meth:`VerifiedSecureAggregation.unmask` returns
+one sum per group, :meth:`VerifiedSecureAggregation.group_of` says which a site's answer is in.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +39,8 @@ from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 
 from fedpca.algorithms.secure_sum import SUM_PREFIX, SecureSum, SumDescription
+from fedpca.algorithms.sum_groups import assign_groups
+from fedpca.errors import ConfigurationError
 from fedpca.flower.secure_wire import (
     PROTOCOL_RECORD,
     is_protocol_message,
@@ -41,6 +56,22 @@ from fedpca.flower.server.rounds import RoundFailedError
 
 logger = logging.getLogger(__name__)
 
+
+@dataclass(eq=False)
+class SumGroup:
+    """One secure sum's key agreement: its session, the nodes asked to join it and the
+    member name each node advertised (node id -> name, once it advertised a key)."""
+
+    session: ServerSession
+    nodes: tuple[int, ...]
+    members: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def threshold(self) -> int:
+        """The group's Shamir threshold ``t``."""
+        return self.session.params.threshold
+
+
 class VerifiedSecureAggregation:
     """Secure sums of distributed discrete Gaussian residues, verifiable by every site.
 
@@ -52,15 +83,19 @@ class VerifiedSecureAggregation:
         timeout (float): seconds each exchange waits for replies (a strategy sets the
             run's own, :meth:`~fedpca.flower.server.rounds.SiteRoundStrategy.answer_seconds`,
             before the first exchange).
+        group_size (int, default 0): sum the sites in groups of at least this many sites
+            (at least ``M + c``), one secure sum per group (module docstring); 0: one sum of
+            every site.
     """
 
     def __init__(self, *, min_sites: int, colluders: int = 0, modulus: int = DEFAULT_MODULUS,
-                 timeout: float) -> None:
+                 timeout: float, group_size: int = 0) -> None:
         self.min_sites, self.colluders = min_sites, colluders
-        self.modulus, self.timeout = modulus, timeout
-        self.session: ServerSession | None = None
-        #: node id -> member name, for every site that advertised a key.
-        self.members: dict[int, str] = {}
+        self.modulus, self.timeout, self.group_size = modulus, timeout, group_size
+        #: Each secure sum's key agreement, in group order (one without groups).
+        self.groups: list[SumGroup] = []
+        #: node id -> its group (every node asked to join a key agreement).
+        self._group_of: dict[int, SumGroup] = {}
         #: Why sites failed an exchange since the round's strategy last asked
         #: (:meth:`take_failures`).
         self.failures: list[str] = []
@@ -72,66 +107,115 @@ class VerifiedSecureAggregation:
 
     def __repr__(self) -> str:
         return (f"VerifiedSecureAggregation(min_sites={self.min_sites}, "
-                f"colluders={self.colluders}, modulus={self.modulus})")
+                f"colluders={self.colluders}, modulus={self.modulus}, "
+                f"group_size={self.group_size})")
 
-    def setup(self, grid: Grid, nodes: Sequence[int], sums: Sequence[SecureSum | None]) -> None:
-        """The run's one key agreement with ``nodes`` for one round per entry of ``sums``
-        (each round's secure sum, or ``None``), under the run's agreed description of them
-        (:class:`~fedpca.algorithms.secure_sum.SumDescription`, which every site signs);
-        raises :class:`RoundFailedError` with the sites' reasons when too few take part."""
-        threshold = smallest_threshold(len(nodes), self.colluders, self.min_sites)
-        description = SumDescription(self.min_sites, self.colluders, tuple(sums))
-        self.session = ServerSession(str(grid.run.run_id), len(sums), threshold, self.modulus,
-                                     description.to_text())
-        request = self.session.setup_request().to_dict()
-        for node, reply in self._exchange(grid, {n: request for n in nodes}, "setup",
-                                          needed=threshold):
+    def partition(self, sites: Mapping[int, str]) -> list[tuple[int, ...]]:
+        """``sites`` (node id -> the name it said) as the run's groups of nodes: every node
+        in one group without a group size, else dealt by name
+        (:func:`~fedpca.algorithms.sum_groups.assign_groups`, refused below ``M + c``).
+
+        Raises:
+            ConfigurationError: two nodes said the same name, or ``group_size`` is below
+                ``M + c`` or above the sites.
+        """
+        if not self.group_size:
+            return [tuple(sites)]
+        node_of = {name: node for node, name in sites.items()}
+        if len(node_of) < len(sites):
+            names = list(sites.values())
+            shared = sorted({name for name in names if names.count(name) > 1})
+            raise ConfigurationError(
+                f"several ready sites are named {shared}; secure sums in groups deal the "
+                "sites by name: give every site its own name")
+        groups = assign_groups(list(node_of), self.group_size, self.min_sites + self.colluders)
+        return [tuple(node_of[name] for name in group) for group in groups]
+
+    def setup(self, grid: Grid, sites: Mapping[int, str],
+              sums: Sequence[SecureSum | None]) -> None:
+        """The run's key agreements with ``sites`` (node id -> the name it said in the
+        readiness round), one per group (:meth:`partition`), for one round per entry of
+        ``sums`` (each round's secure sum, or ``None``), under the run's agreed description
+        of them (:class:`~fedpca.algorithms.secure_sum.SumDescription`, which every site
+        signs); raises :class:`RoundFailedError` with the sites' reasons when too few of a
+        group take part."""
+        description = SumDescription(self.min_sites, self.colluders, tuple(sums)).to_text()
+        self.groups = [
+            SumGroup(ServerSession(str(grid.run.run_id), len(sums), smallest_threshold(
+                len(nodes), self.colluders, self.min_sites), self.modulus, description), nodes)
+            for nodes in self.partition(sites)]
+        self._group_of = {node: group for group in self.groups for node in group.nodes}
+        requests = {node: group.session.setup_request().to_dict()
+                    for group in self.groups for node in group.nodes}
+        for node, reply in self._exchange(grid, requests, "setup", quorum=True):
             advertisement = Advertisement.from_dict(reply)
-            self.session.receive_advertisement(advertisement)
-            self.members[node] = advertisement.member
-        key_list = self.session.key_list().to_dict()
-        for _, reply in self._exchange(grid, {n: key_list for n in self.members}, "shares",
-                                       needed=threshold):
-            self.session.receive_bundle(ShareBundle.from_dict(reply))
-        logger.info("secure aggregation: %d sites agreed keys, threshold %d", len(self.members),
-                    threshold)
+            group = self._group_of[node]
+            group.session.receive_advertisement(advertisement)
+            group.members[node] = advertisement.member
+        key_lists = {}
+        for group in self.groups:
+            key_list = group.session.key_list().to_dict()
+            key_lists.update(dict.fromkeys(group.members, key_list))
+        for node, reply in self._exchange(grid, key_lists, "shares", quorum=True):
+            self._group_of[node].session.receive_bundle(ShareBundle.from_dict(reply))
+        for index, group in enumerate(self.groups):
+            logger.info("secure aggregation: %d sites agreed keys in group %d of %d, "
+                        "threshold %d", len(group.members), index + 1, len(self.groups),
+                        group.threshold)
+
+    def group_of(self, node: int) -> int | None:
+        """The index of the group whose sum holds ``node``'s answers; ``None`` without a
+        group size (one sum of every site)."""
+        return self.groups.index(self._group_of[node]) if self.group_size else None
 
     def input_records(
         self, server_round: int, config: Mapping[str, Any]
     ) -> dict[int, ConfigRecord]:
         """Each site's input request for ``server_round`` (the padded length of the secure
-        sum ``config`` describes)."""
+        sum ``config`` describes), from its group's session."""
         length = next_power_of_two(int(config[SUM_PREFIX + "dimension"]))
-        requests = self.session.input_requests(server_round, length)
-        return {node: ConfigRecord(requests[member].to_dict())
-                for node, member in self.members.items() if member in requests}
+        records = {}
+        for group in self.groups:
+            requests = group.session.input_requests(server_round, length)
+            records.update({node: ConfigRecord(requests[member].to_dict())
+                            for node, member in group.members.items() if member in requests})
+        return records
 
-    def unmask(self, grid: Grid, server_round: int, replies: Sequence[Message]) -> np.ndarray:
-        """The exact sum modulo the modulus of the masked answers in ``replies``, after the
-        consistency round and the unmasking (repeated with more survivors when one asked
-        fails; :class:`~fedpca.secure.server_session.SecureAggregationError` when too few
-        remain)."""
+    def unmask(self, grid: Grid, server_round: int, replies: Sequence[Message]
+               ) -> list[np.ndarray]:
+        """Each group's exact sum modulo the modulus of its members' masked answers in
+        ``replies`` (in group order), after the consistency round and the unmasking, the
+        groups' messages in the same exchanges (repeated, for the groups still undecoded,
+        with more survivors when one asked fails;
+        :class:`~fedpca.secure.server_session.SecureAggregationError` when too few of a
+        group remain)."""
         for reply in replies:
-            self.session.receive_masked_input(read_masked_input(reply.content))
-        while not self.session.decodable(server_round):  # a retry only after a failure
-            request = self.session.consistency_request(server_round).to_dict()
-            endorsers = set(self.session.endorsers(server_round))
-            asked = [node for node, member in self.members.items() if member in endorsers]
-            for _, reply in self._exchange(grid, dict.fromkeys(asked, request),
-                                           f"round {server_round} consistency"):
-                self.session.receive_endorsement(Endorsement.from_dict(reply))
-            unmask = self.session.unmask_requests(server_round)
-            records = {node: unmask[member].to_dict() for node, member in self.members.items()
-                       if member in unmask}
-            for _, reply in self._exchange(grid, records, f"round {server_round} unmasking"):
-                self.session.receive_reveal(Reveal.from_dict(reply))
-        return self.session.decode(server_round)
+            self._group_of[reply.metadata.src_node_id].session.receive_masked_input(
+                read_masked_input(reply.content))
+        while pending := [g for g in self.groups if not g.session.decodable(server_round)]:
+            requests = {}  # a retry only after a failure
+            for group in pending:
+                request = group.session.consistency_request(server_round).to_dict()
+                endorsers = set(group.session.endorsers(server_round))
+                requests.update({node: request for node, member in group.members.items()
+                                 if member in endorsers})
+            for node, reply in self._exchange(grid, requests,
+                                              f"round {server_round} consistency"):
+                self._group_of[node].session.receive_endorsement(Endorsement.from_dict(reply))
+            records = {}
+            for group in pending:
+                unmask = group.session.unmask_requests(server_round)
+                records.update({node: unmask[member].to_dict()
+                                for node, member in group.members.items() if member in unmask})
+            for node, reply in self._exchange(grid, records, f"round {server_round} unmasking"):
+                self._group_of[node].session.receive_reveal(Reveal.from_dict(reply))
+        return [group.session.decode(server_round) for group in self.groups]
 
     def _exchange(self, grid: Grid, records: Mapping[int, Mapping[str, Any]], stage: str,
-                  needed: int = 0) -> list[tuple[int, dict[str, Any]]]:
+                  quorum: bool = False) -> list[tuple[int, dict[str, Any]]]:
         """Send each node its protocol message; the replies' protocol messages (failures
-        logged with the sites' reasons; :class:`RoundFailedError` with them when fewer than
-        ``needed`` sites answered)."""
+        logged with the sites' reasons; with ``quorum``, :class:`RoundFailedError` with them
+        when fewer of a group's nodes answered than its threshold)."""
         if not records:
             return []
         messages = [Message(RecordDict({PROTOCOL_RECORD: ConfigRecord(dict(record))}),
@@ -153,10 +237,13 @@ class VerifiedSecureAggregation:
         for reason in reasons:
             logger.warning("secure aggregation, %s: a site failed: %s", stage, reason)
         self.failures += [f"secure aggregation, {stage}: {reason}" for reason in reasons]
-        if len(answered) < needed:
-            raise RoundFailedError(
-                f"secure aggregation {stage}: {len(answered)} site(s) answered, below the "
-                f"threshold {needed}; failures: {reasons[:5]}",
-                failures=reasons,
-            )
+        for index, group in enumerate(self.groups if quorum else ()):
+            count = sum(self._group_of[node] is group for node, _ in answered)
+            if count < group.threshold:
+                within = f" in group {index + 1} of {len(self.groups)}" if self.group_size else ""
+                raise RoundFailedError(
+                    f"secure aggregation {stage}: {count} site(s) answered{within}, below the "
+                    f"threshold {group.threshold}; failures: {reasons[:5]}",
+                    failures=reasons,
+                )
         return answered

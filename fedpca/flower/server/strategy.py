@@ -128,8 +128,9 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         try:
             if self.secure_protocol is not None:
                 self.secure_protocol.timeout = timeout
-                self.secure_protocol.setup(grid, sites, [
-                    self.server.round_sum(r) for r in range(1, num_rounds + 1)])
+                self.secure_protocol.setup(
+                    grid, {node: self.readiness.ready[node].site for node in sites},
+                    [self.server.round_sum(r) for r in range(1, num_rounds + 1)])
             result = super().start(grid, ArrayRecord(), num_rounds, timeout, train_config,
                                    evaluate_config, evaluate_fn)
         except RunFailedError as error:  # naming each failing site, as the rounds' own do
@@ -184,12 +185,15 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
             reasons.append(no_reply(self.asked - len(replies), self.asked_nodes, replies))
         if self.secure_protocol is not None:  # sites lost since the key agreement
             reasons += self.secure_protocol.take_failures()
-        summed = None
+        summed, groups = None, None
         if self.secure_protocol is not None and len(answered) >= self.min_sites:
             summed = self.secure_protocol.unmask(self.grid, server_round, answered)
+            groups = [self.secure_protocol.group_of(msg.metadata.src_node_id)
+                      for msg in answered]
         array, metrics = self.aggregate(
             server_round, answered, reasons,
             lambda msg: read_reply(msg.content, str(msg.metadata.src_node_id)), summed=summed,
+            groups=groups,
         )
         numbers = {
             key: value for key, value in metrics.items()

@@ -66,12 +66,13 @@ def run_plan(grid: Grid, context: Context, scenario: Scenario, plan: ServerPlan,
 
 def secure_aggregation(scenario: Any, strategy: MessageSiteStrategy) -> None:
     """Give ``strategy`` fedpca's verifiable secure aggregation when ``scenario`` has secure
-    sums (its ``secure_min_sites``); a scenario without them (LDP-PCA's local model) gets
-    none."""
+    sums (its ``secure_min_sites``), in groups of its ``secure_group_size`` sites where it
+    has one (0: one sum); a scenario without them (LDP-PCA's local model) gets none."""
     min_sites = getattr(scenario, "secure_min_sites", None)
     if min_sites is not None:
         strategy.use_secure_protocol(VerifiedSecureAggregation(
-            min_sites=min_sites, timeout=strategy.answer_seconds()))
+            min_sites=min_sites, timeout=strategy.answer_seconds(),
+            group_size=getattr(scenario, "secure_group_size", 0)))
 
 
 def run_strategy(grid: Grid, context: Context, strategy: Any,
