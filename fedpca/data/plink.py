@@ -14,7 +14,7 @@ What a hostile coordinator could do with it: nothing directly, since it reads th
 files at paths the site's operator gives. A site's genotypes and sample ids never leave it:
 every error here names a file, counts and SNP ids (public, the consortium's panel names them),
 never a genotype value nor a sample id, so a refusal that reaches the coordinator holds
-nothing of the site's people.
+nothing of the site's people (as every format's, :mod:`fedpca.data.genotype_fileset`).
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ from types import ModuleType
 
 import numpy as np
 
+from fedpca.data.genotype_fileset import MISSING, GenotypeFileset, prefixed_files
 from fedpca.errors import InvalidDataError
 from fedpca.extras import GENOMICS, missing_extra
 
 logger = logging.getLogger(__name__)
 
-#: The value of a missing call in :meth:`PlinkFileset.read_block` (bed-reader's int8 marker).
-MISSING = -127
+__all__ = ["MISSING", "PlinkFileset", "bed_reader", "bed_size"]
+
 #: The three bytes every SNP-major PLINK 1 ``.bed`` starts with.
 BED_MAGIC = bytes((0x6C, 0x1B, 0x01))
 #: The parts of a fileset, in the order they are checked.
@@ -54,8 +55,9 @@ def bed_size(samples: int, snps: int) -> int:
     return len(BED_MAGIC) + snps * ((samples + 3) // 4)
 
 
-class PlinkFileset:
-    """One PLINK 1 binary fileset, its ``.fam`` and ``.bim`` read, its ``.bed`` read on demand.
+class PlinkFileset(GenotypeFileset):
+    """One PLINK 1 binary fileset, its ``.fam`` and ``.bim`` read, its ``.bed`` read on demand
+    (a :class:`~fedpca.data.genotype_fileset.GenotypeFileset`).
 
     Args:
         prefix: the path without suffix: ``PREFIX.bed``, ``PREFIX.bim`` and ``PREFIX.fam``
@@ -65,6 +67,7 @@ class PlinkFileset:
 
     Attributes:
         prefix: the path without suffix.
+        data_file, variant_file: the ``.bed`` and the ``.bim``.
         snps: the ``.bim``'s SNP ids, in file order (``str`` array of length ``d``).
         alleles: ``(a1, a2)``, the ``.bim``'s allele 1 (what :meth:`read_block` counts) and
             allele 2, each a ``str`` array of length ``d``.
@@ -73,15 +76,14 @@ class PlinkFileset:
         samples: the number of samples ``n``.
     """
 
+    FORMAT = "PLINK 1"
+    COUNTED = "allele 1 (A1)"
+    OTHER = "allele 2 (A2)"
+
     def __init__(self, prefix: str | Path, num_threads: int | None = None) -> None:
-        path = Path(prefix)
-        self.prefix = path.with_suffix("") if path.suffix in SUFFIXES else path
-        for part in self.paths():
-            if not part.is_file():
-                raise InvalidDataError(
-                    f"{part} does not exist: a PLINK 1 binary fileset is PREFIX.bed, "
-                    f"PREFIX.bim and PREFIX.fam side by side (plink --make-bed --out PREFIX "
-                    f"writes them); give the prefix {self.prefix} of all three")
+        self.prefix = prefixed_files(prefix, SUFFIXES, "PLINK 1 binary fileset",
+                                     "plink --make-bed --out PREFIX")
+        self.data_file, self.variant_file = self.path(".bed"), self.path(".bim")
         self._num_threads = num_threads
         self._bed = bed_reader().open_bed(self.path(".bed"), num_threads=num_threads,
                                             skip_format_check=True)
@@ -96,26 +98,12 @@ class PlinkFileset:
         """The fileset's file with ``suffix`` (``".bed"``, ``".bim"`` or ``".fam"``)."""
         return self.prefix.with_name(self.prefix.name + suffix)
 
-    def paths(self) -> tuple[Path, Path, Path]:
-        """The ``.bed``, ``.bim`` and ``.fam`` files."""
-        bed, bim, fam = (self.path(suffix) for suffix in SUFFIXES)
-        return bed, bim, fam
+    def align_command(self, table: Path) -> str:
+        """``plink --a1-allele``: allele 1 set to the panel's ``a1``, a new fileset."""
+        return f"plink --bfile {self.prefix} --a1-allele {table} 2 1 --make-bed --out FIXED"
 
-    @property
-    def snp_count(self) -> int:
-        """The number of SNPs ``d`` in the ``.bim`` (and ``.bed``)."""
-        return int(len(self.snps))
-
-    def read_block(self, columns: np.ndarray | list[int]) -> np.ndarray:
-        """The calls of SNPs ``columns`` (``.bed`` column indices, any order) for every sample:
-        an ``n x len(columns)`` int8 array of allele-1 counts (0, 1, 2) with :data:`MISSING`
-        for a missing call; only those SNPs are read from disk."""
-        index = np.asarray(columns, dtype=np.intp)
-        if index.ndim != 1 or (index.size and not
-                               (0 <= index.min() and index.max() < self.snp_count)):
-            raise InvalidDataError(
-                f"{self.path('.bed')} has {self.snp_count} SNPs: read_block takes a 1-D list "
-                f"of column indices in [0, {self.snp_count})")
+    def _read(self, index: np.ndarray) -> np.ndarray:
+        """Allele-1 counts of the ``.bed`` columns ``index``; only those SNPs are read."""
         try:
             return self._bed.read(index=np.s_[:, index], dtype="int8", order="F",
                                   num_threads=self._num_threads)

@@ -28,8 +28,10 @@ What a hostile coordinator could do with it: nothing, since the site reads its o
 :attr:`SnpPanel.digest` (SHA-256 of the SHA-256 of the TOML bytes and of the TSV bytes) is
 what a run's requests will name, so a site can refuse a run made under another panel (a
 changed SNP, frequency or bound would change the sensitivity or the released statistic).
-:func:`check_fileset` refuses, before any run, a site's fileset that misses a panel SNP or
-codes its alleles otherwise; its errors name SNP ids and counts, never a genotype or sample.
+:func:`check_fileset` refuses, before any run, a site's fileset (PLINK 1, PLINK 2 or VCF/BCF:
+:mod:`fedpca.data.genotype_formats`) that misses a panel SNP, holds it as a multi-allelic
+variant or codes its alleles otherwise; its errors name SNP ids and counts, never a genotype
+or sample.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedpca.data.plink import PlinkFileset
+from fedpca.data.genotype_fileset import MULTIALLELIC_FIX, GenotypeFileset
 from fedpca.errors import ConfigurationError, InvalidDataError
 
 #: How a panel's SNPs are standardised: with its table's frequencies, or released ones.
@@ -190,12 +192,13 @@ def _read_table(tsv: Path, data: bytes) -> tuple[tuple[str, ...], tuple[str, ...
     return snps, a1, a2, freq
 
 
-def check_fileset(panel: SnpPanel, fileset: PlinkFileset, site: str) -> np.ndarray:
-    """The ``.bed`` column of each panel SNP, in the panel's order (int array of length
-    ``panel.d``), after checking that ``fileset`` holds every panel SNP once with the panel's
-    alleles (allele 1 = the panel's ``a1``). SNPs of the ``.bim`` outside the panel are
+def check_fileset(panel: SnpPanel, fileset: GenotypeFileset, site: str) -> np.ndarray:
+    """The fileset's column of each panel SNP, in the panel's order (int array of length
+    ``panel.d``), after checking that ``fileset`` (any format,
+    :mod:`fedpca.data.genotype_formats`) holds every panel SNP once, biallelic, with the
+    panel's alleles (its counted allele = the panel's ``a1``). SNPs outside the panel are
     ignored. Refusals (InvalidDataError) name the site, the file and the SNP ids."""
-    bim = fileset.path(".bim")
+    listed = fileset.variant_file
     position: dict[str, int] = {}
     repeated: list[str] = []
     for column, snp in enumerate(fileset.snps.tolist()):
@@ -206,31 +209,37 @@ def check_fileset(panel: SnpPanel, fileset: PlinkFileset, site: str) -> np.ndarr
     repeated = [snp for snp in dict.fromkeys(repeated) if snp in wanted]
     if repeated:
         raise InvalidDataError(
-            f"site {site}: {bim} lists panel SNPs more than once: {named(repeated)}; keep one "
-            f"line each (plink --rm-dup)")
+            f"site {site}: {listed} lists panel SNPs more than once: {named(repeated)}; keep "
+            f"one line each (plink --rm-dup)")
     absent = [snp for snp in panel.snps if snp not in position]
     if absent:
         raise InvalidDataError(
             f"site {site}: {len(absent)} of the {panel.d} SNPs of panel {panel.name!r} are not "
-            f"in {bim}: {named(absent)}; every site needs every panel SNP (genotype or impute "
-            f"them, or agree on a panel without them)")
+            f"in {listed}: {named(absent)}; every site needs every panel SNP (genotype or "
+            f"impute them, or agree on a panel without them)")
     columns = np.array([position[snp] for snp in panel.snps], dtype=np.intp)
+    snps = np.array(panel.snps)
+    multi = fileset.multiallelic[columns]
+    if multi.any():
+        raise InvalidDataError(
+            f"site {site}: {listed} holds panel SNPs as multi-allelic variants: "
+            f"{named(snps[multi].tolist())}; for each, {MULTIALLELIC_FIX}")
     site_a1 = np.char.upper(fileset.alleles[0][columns])
     site_a2 = np.char.upper(fileset.alleles[1][columns])
     a1, a2 = np.char.upper(np.array(panel.a1)), np.char.upper(np.array(panel.a2))
     same = (site_a1 == a1) & (site_a2 == a2)
     flipped = (site_a1 == a2) & (site_a2 == a1)
-    snps = np.array(panel.snps)
     if flipped.any():
         raise InvalidDataError(
-            f"site {site}: {bim} has allele 1 and allele 2 swapped relative to panel "
-            f"{panel.name!r} for {named(snps[flipped].tolist())}; recode them with plink "
-            f"--bfile {fileset.prefix} --a1-allele {panel.table} 2 1 "
-            f"--make-bed --out FIXED (column 2 of the panel's table is a1, column 1 the id)")
+            f"site {site}: {listed} has {fileset.COUNTED} and {fileset.OTHER} swapped "
+            f"relative to panel {panel.name!r} for {named(snps[flipped].tolist())}; recode them "
+            f"so that {fileset.COUNTED} is the panel's a1 with "
+            f"{fileset.align_command(panel.table)} (column 2 of the panel's table is a1, "
+            f"column 3 a2, column 1 the id)")
     other = ~same & ~flipped
     if other.any():
         raise InvalidDataError(
-            f"site {site}: {bim} codes other alleles than panel {panel.name!r} for "
+            f"site {site}: {listed} codes other alleles than panel {panel.name!r} for "
             f"{named(snps[other].tolist())} (a strand or build difference?): align them to "
             f"the panel's a1/a2 or leave those SNPs out of the panel")
     return columns

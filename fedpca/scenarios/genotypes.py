@@ -1,12 +1,15 @@
-"""A DPS-PCA run over genotypes: one PLINK fileset per virtual site, one SNP panel (no Flower).
+"""A DPS-PCA run over genotypes: one genotype fileset per virtual site, one SNP panel (no
+Flower).
 
-``fedpca simulate dps-pca --plink PREFIX [PREFIX ...] --panel PANEL.toml``: virtual site
-``i`` reads the fileset ``PREFIX_i`` (``.bed/.bim/.fam``), checked against the panel
-(:func:`~fedpca.data.snp_panel.check_fileset`), as genotype rows standardised with the
-panel's public frequencies and clipped to its ``row-norm``, streamed from the ``.bed`` in
-blocks of SNPs (:class:`~fedpca.data.genotypes.GenotypeRows`): no site holds its matrix in
-float. The run's width is the panel's SNP count, its clip norm the panel's row norm, its
-contract the panel's digest (a real site refuses a run naming another,
+``fedpca simulate dps-pca --plink PATH [PATH ...] --panel PANEL.toml``: virtual site ``i``
+reads the genotype files ``PATH_i`` names (a PLINK 1 prefix, a PLINK 2 ``.pgen``, a ``.vcf``,
+``.vcf.gz`` or ``.bcf``: :func:`~fedpca.data.genotype_formats.open_genotypes`; sites may mix
+formats), checked against the panel (:func:`~fedpca.data.snp_panel.check_fileset`), as
+genotype rows standardised with the panel's public frequencies and clipped to its
+``row-norm``, streamed from its files in blocks of SNPs
+(:class:`~fedpca.data.genotypes.GenotypeRows`): no site holds its matrix in float. The run's
+width is the panel's SNP count, its clip norm the panel's row norm, its contract the panel's
+digest (a real site refuses a run naming another,
 :mod:`fedpca.site.genotype_site`); DPS-PCA keeps every SNP (``s_hat = d``) unless
 ``--s-hat`` says otherwise. The server evaluates nothing (it holds no genotype).
 
@@ -35,7 +38,7 @@ from fedpca.algorithms.centring import CentredPolicy
 from fedpca.algorithms.genotype_centring import genotype_policy
 from fedpca.algorithms.genotype_run import genotype_server
 from fedpca.data.genotypes import GenotypeRows
-from fedpca.data.plink import PlinkFileset
+from fedpca.data.genotype_formats import open_genotypes
 from fedpca.data.snp_panel import SnpPanel, check_fileset, load_panel
 from fedpca.data.start_basis import START_HASH, start_name
 from fedpca.errors import ConfigurationError
@@ -44,7 +47,7 @@ from fedpca.scenarios.dps_pca import DPSPCAScenario, require_start_named
 from fedpca.scenarios.plans import ServerPlan
 
 #: The run_config ``dataset`` of a genotype run (the server evaluates nothing), and the
-#: Flower App's run_config key naming a simulation's PLINK prefixes.
+#: Flower App's run_config key naming a simulation's genotype files (PLINK prefixes or files).
 PLINK = "plink"
 #: The scenario sizes a genotype run sets to the panel's width unless given.
 FULL_WIDTH = ("s_hat", "sparsity")
@@ -58,9 +61,9 @@ def run_panel(path: str) -> SnpPanel:
 
 @functools.lru_cache(maxsize=4)
 def fileset_rows(panel: str, prefix: str, site: str) -> GenotypeRows:
-    """Site ``site``'s rows from the fileset at ``prefix``, checked against the panel at
-    ``panel`` (opened once per process; the genotypes stay on disk)."""
-    fileset = PlinkFileset(prefix)
+    """Site ``site``'s rows from the genotype files ``prefix`` names (any format), checked
+    against the panel at ``panel`` (opened once per process; the genotypes stay on disk)."""
+    fileset = open_genotypes(prefix)
     return GenotypeRows(fileset, run_panel(panel), check_fileset(run_panel(panel), fileset, site))
 
 
@@ -75,7 +78,7 @@ class GenotypeRun:
 
     def __post_init__(self) -> None:
         if len(self.prefixes) != self.scenario.sites:
-            raise ConfigurationError(f"{len(self.prefixes)} PLINK prefixes for "
+            raise ConfigurationError(f"{len(self.prefixes)} genotype filesets for "
                                      f"{self.scenario.sites} sites: give one per site")
 
     @classmethod
@@ -87,7 +90,8 @@ class GenotypeRun:
         row norm, and every :data:`FULL_WIDTH` size not in ``given`` at that width."""
         if len(prefixes) < 2:
             raise ConfigurationError(
-                f"--plink needs one PLINK prefix per site and at least 2 sites, got "
+                f"--plink needs one genotype fileset (a PLINK prefix, .pgen, .vcf, .vcf.gz or "
+                f".bcf) per site and at least 2 sites, got "
                 f"{len(prefixes)}")
         paths = tuple(str(Path(p).expanduser().resolve()) for p in prefixes)
         panel = str(Path(panel).expanduser().resolve())
@@ -153,7 +157,7 @@ class GenotypeRun:
         """The lines printed before the run."""
         panel = run_panel(self.panel)
         lines = [*self.scenario.header(),
-                 f"genotypes of {self.sites} PLINK filesets, panel {panel.name!r} ({panel.d} "
+                 f"genotypes of {self.sites} genotype filesets, panel {panel.name!r} ({panel.d} "
                  f"SNPs, row-norm {panel.row_norm:g}, digest {panel.digest})"]
         if self.private:
             policy = self.policy()
@@ -230,14 +234,16 @@ def genotype_plan(scenario: Scenario, config: dict[str, Any]) -> ServerPlan:
 
 
 def genotype_run(config: dict[str, Any]) -> GenotypeRun:
-    """The :class:`GenotypeRun` a Flower App run_config names: ``plink`` (the PLINK prefixes,
-    space-separated, one per simulated partition, absolute paths) and ``panel``; the other
+    """The :class:`GenotypeRun` a Flower App run_config names: ``plink`` (the genotype files,
+    PLINK prefixes or files of any format, space-separated, one per simulated partition,
+    absolute paths) and ``panel``; the other
     DPS-PCA keys as for any run (``s-hat`` and ``sparsity``: every SNP unless given)."""
     prefixes = str(config.get(PLINK, "")).split()
     if not prefixes or not config.get("panel"):
         raise ConfigurationError(
-            f"run_config {PLINK} needs panel: the PLINK prefixes (space-separated, one per "
-            "simulated partition) and the SNP panel file every site holds")
+            f"run_config {PLINK} needs panel: the genotype files (PLINK prefixes or .pgen, "
+            ".vcf, .vcf.gz, .bcf files, space-separated, one per simulated partition) and "
+            "the SNP panel file every site holds")
     given = {name for name in FULL_WIDTH if name.replace("_", "-") in config}
     return GenotypeRun.build(prefixes, str(config["panel"]),
                              functools.partial(DPSPCAScenario.from_run_config, config), given)

@@ -195,8 +195,8 @@ def _check_genotypes(rows: GenotypeRows, report: SiteCheck) -> None:
     panel = rows.panel
     report.add(f"panel        {panel.name!r}: {panel.d} SNPs, row-norm {panel.row_norm:g}, "
                f"digest {panel.digest} (a run must name it as its contract)")
-    report.add(f"genotypes    {rows.fileset.prefix}: every panel SNP present, alleles as the "
-               "panel's")
+    report.add(f"genotypes    {rows.fileset.data_file} ({rows.fileset.FORMAT}): every panel SNP "
+               "present, alleles as the panel's")
     if rows.frequencies is None:  # a private panel: the run releases the frequencies
         report.add(f"frequencies  private: each run releases them from the sites' allele "
                    f"counts first; the row-norm {panel.row_norm:g} clips rows standardised "

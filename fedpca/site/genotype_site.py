@@ -1,7 +1,7 @@
-"""A real site whose records are genotypes: a PLINK fileset read against the consortium's SNP
-panel, named by the site's own policy instead of a data file.
+"""A real site whose records are genotypes: its genotype files (PLINK 1, PLINK 2 or VCF/BCF)
+read against the consortium's SNP panel, named by the site's own policy instead of a data file.
 
-The policy's ``[site]`` table names the fileset's prefix and the panel (paths relative to the
+The policy's ``[site]`` table names the genotype files and the panel (paths relative to the
 policy's folder)::
 
     [site]
@@ -10,12 +10,16 @@ policy's folder)::
     panel = "panel/ancestry-v1.toml"    # the consortium's SNP panel (its TSV beside it)
     ledger = "ledger.sqlite"
 
+``genotypes`` names a PLINK 1 prefix (or its ``.bed``), a PLINK 2 ``PREFIX.pgen`` or a
+``.vcf``, ``.vcf.gz`` or ``.bcf`` file (:mod:`fedpca.data.genotype_formats`); the ledger
+records the hash of the file holding the calls (the ``.bed``, the ``.pgen``, the VCF/BCF).
+
 Such a site's records are its individuals' genotype rows over the panel's SNPs, standardised
 with the panel's public frequencies (or, for a panel with ``standardise = "private"``, with
 the frequencies each run releases first from the sites' allele counts,
 :mod:`fedpca.algorithms.genotype_centring`, planned and charged with the run by
 :func:`~fedpca.site.plan.plan_run`) and clipped to its ``row-norm``
-(:class:`~fedpca.data.genotypes.GenotypeRows`), streamed from the ``.bed`` in blocks of SNPs:
+(:class:`~fedpca.data.genotypes.GenotypeRows`), streamed from its files in blocks of SNPs:
 the site never holds its ``n x d`` matrix in float. Its clip norm is the panel's ``row-norm``
 (a ``[data] clip-norm`` is refused: two bounds would disagree); its contract is the panel,
 named in a run by the panel's digest (:attr:`~fedpca.data.snp_panel.SnpPanel.digest`), so a
@@ -33,7 +37,8 @@ off the site's genotypes unreleased; so every sensitivity follows from the panel
 checks of the fileset against the panel (:func:`~fedpca.data.snp_panel.check_fileset`) name
 files and SNP ids, never a genotype or a sample. ``fedpca site project`` writes the site's
 own samples' scores beside their FID/IID as a PLINK covariate file (0600,
-:func:`genotype_scores`): computed at the site, never sent.
+:func:`genotype_scores`; a VCF's samples, which have one id, with FID = IID): computed at the
+site, never sent.
 
 What a hostile coordinator could do: name another panel's digest (refused, naming the
 site's), ask for another algorithm or a centred run (refused), send a released result of
@@ -53,7 +58,7 @@ import numpy as np
 from fedpca.algorithms.specs import SPECS
 from fedpca.data.covariates import write_covariates
 from fedpca.data.genotypes import GenotypeRows
-from fedpca.data.plink import PlinkFileset
+from fedpca.data.genotype_formats import data_file, open_genotypes
 from fedpca.data.snp_panel import SnpPanel, check_fileset, load_panel
 from fedpca.errors import FedPCAError
 
@@ -66,20 +71,21 @@ GENOTYPE_ALGORITHMS = tuple(spec.name for spec in SPECS.values() if spec.genotyp
 
 @dataclass(frozen=True)
 class GenotypeFiles:
-    """A genotype site's fileset prefix and its loaded SNP panel."""
+    """A genotype site's genotype files (``path``: a PLINK prefix or file, a VCF/BCF) and its
+    loaded SNP panel."""
 
-    prefix: Path
+    path: Path
     panel: SnpPanel
 
     @property
-    def bed(self) -> Path:
-        """The ``.bed`` file (the site's data file: the ledger records its hash)."""
-        return self.prefix.with_name(self.prefix.name + ".bed")
+    def data(self) -> Path:
+        """The file holding the calls (the site's data file: the ledger records its hash)."""
+        return data_file(self.path)
 
     def rows(self, site: str) -> GenotypeRows:
         """The site's standardised, clipped rows, after its fileset passed the panel's check
         (refusals name files and SNP ids, never a genotype)."""
-        fileset = PlinkFileset(self.prefix)
+        fileset = open_genotypes(self.path)
         return GenotypeRows(fileset, self.panel, check_fileset(self.panel, fileset, site))
 
 
@@ -95,7 +101,8 @@ def genotype_files(error: Callable[[str], FedPCAError], folder: Path,
         return None
     if len(named) == 1:
         raise error(f"site.{named[0]} needs site.{({GENOTYPES_KEY, PANEL_KEY} - set(named)).pop()}"
-                    ": a genotype site names its PLINK prefix (genotypes = \"PREFIX\") and the "
+                    ": a genotype site names its genotype files (genotypes = \"PREFIX\", a "
+                    "PLINK 1 prefix, or a .pgen, .vcf, .vcf.gz or .bcf file) and the "
                     "consortium's SNP panel (panel = \"panel.toml\")")
     for key, why in (("data", "the fileset is its data"),
                      ("contract", "the panel is its contract")):
@@ -107,7 +114,7 @@ def genotype_files(error: Callable[[str], FedPCAError], folder: Path,
     others = sorted(set(algorithms) - set(GENOTYPE_ALGORITHMS))
     if others:
         raise error(f"a genotype site answers only {list(GENOTYPE_ALGORITHMS)} (it streams "
-                    f"its rows from the .bed); remove [algorithms.{others[0]}]")
+                    f"its rows from its genotype files); remove [algorithms.{others[0]}]")
     values = [site[key] for key in (GENOTYPES_KEY, PANEL_KEY)]
     if not all(isinstance(value, str) and value.strip() for value in values):
         raise error("site.genotypes and site.panel must be non-empty paths")
@@ -120,9 +127,9 @@ def genotype_files(error: Callable[[str], FedPCAError], folder: Path,
 
 @dataclass(frozen=True)
 class GenotypeScores:
-    """A genotype site's own samples' scores (``values``, ``n x k``, in the ``.fam``'s
-    order) beside their ids: for the site's own covariate file only, never sent nor
-    logged."""
+    """A genotype site's own samples' scores (``values``, ``n x k``, in its files' sample
+    order) beside their ids (FID = IID for a VCF's): for the site's own covariate file only,
+    never sent nor logged."""
 
     fid: np.ndarray
     iid: np.ndarray
@@ -138,7 +145,7 @@ def genotype_scores(files: GenotypeFiles, site: str, basis: np.ndarray,
     """The scores of the site's own samples on the released ``basis`` (``d x k``): the
     standardised, clipped rows times the basis (the rows every release was computed from;
     standardised with the released ``frequencies`` of a private panel's run), streamed
-    from the ``.bed``, beside each sample's FID and IID. Computed at the site; nothing is
+    from its genotype files, beside each sample's FID and IID. Computed at the site; nothing is
     sent."""
     rows = files.rows(site)
     if frequencies is not None:

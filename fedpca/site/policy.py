@@ -120,7 +120,7 @@ class SitePolicyFile:
             coordinator asks.
         memory_mib: address space limit (MiB) of the site's processes, 0 for none
             (:mod:`fedpca.deployment.memory_limit` applies it).
-        genotypes: a genotype site's fileset and panel (``data``: its ``.bed``).
+        genotypes: a genotype site's files and panel (``data``: the file of its calls).
         answer_seconds: the longest this site may take to answer one request (``[limits]
             answer-seconds``): it states it in the readiness round, and the coordinator's
             fedpca ServerApp waits that long for every answer (a slow site is not dropped).
@@ -457,7 +457,7 @@ def load_site_policy(path: str | Path) -> SitePolicyFile:
     return SitePolicyFile(
         path=path,
         name=name,
-        data=genotypes.bed if genotypes else reader.file_path(site, "site", "data"),
+        data=genotypes.data if genotypes else reader.file_path(site, "site", "data"),
         ledger=ledger,
         population=reader.text(site, "site", "population", default=name),
         epsilon=epsilon,

@@ -174,9 +174,11 @@ def _worst_case_lines(cases: list[WorstCase], run_epsilon: float) -> str:
                      for label, cells in rows)
 
 
-#: The template's lines of a genotype site: its PLINK prefix and panel instead of a data file.
-GENOTYPE_LINES = ('genotypes = "{prefix}"  # PLINK fileset PREFIX.bed/.bim/.fam (rows: '
-                  'individuals)\npanel = "{panel}"  # the consortium\'s SNP panel: its digest '
+#: The template's lines of a genotype site: its genotype files and panel instead of a data
+#: file.
+GENOTYPE_LINES = ('genotypes = "{prefix}"  # PLINK 1 PREFIX (.bed/.bim/.fam), PLINK 2 '
+                  'PREFIX.pgen or a .vcf/.vcf.gz/.bcf (rows: individuals)\n'
+                  'panel = "{panel}"  # the consortium\'s SNP panel: its digest '
                   "is the run's contract")
 #: The template's clip norm: a table's, or a genotype site's (its panel's row-norm).
 CLIP_LINE = "clip-norm = 1.0                 # public bound C: every row is scaled to norm <= C"
