@@ -13,6 +13,7 @@ from bed_reader import to_bed
 from cyvcf2 import VCF, Writer
 from pgenlib import PgenWriter
 
+from cli_runs import run_cli
 from fedpca.algorithms.dps_pca import DPSPCAPolicy, run_dps_pca
 from fedpca.data.covariates import read_covariates
 from fedpca.data.genotype_fileset import MISSING
@@ -231,15 +232,19 @@ def test_covariates_carry_the_psams_fid_and_iid_or_a_vcfs_id_twice(tmp_path, suf
     assert (tmp_path / "pcs.covar").stat().st_mode & 0o777 == 0o600
 
 
-def test_a_real_sites_policy_names_a_vcf_as_its_genotypes_and_hashes_it(tmp_path):
+def test_a_real_sites_policy_names_a_vcf_as_its_genotypes_and_site_check_reads_it(tmp_path):
     vcf = write_vcf(tmp_path / "biobank.vcf.gz")
     panel = bed_panel(tmp_path)
-    policy = load_site_policy(write_policy_template(tmp_path / "site.toml", "biobank", None,
-                                                    genotypes=(vcf.name, panel.path.name)))
-    assert policy.data == vcf.resolve()
+    path = write_policy_template(tmp_path / "site.toml", "biobank", None,
+                                 genotypes=(vcf.name, panel.path.name))
+    policy = load_site_policy(path)
+    assert policy.data == vcf.resolve()  # the file whose hash the ledger records
     records = policy.load_records()
     assert isinstance(records, GenotypeRows) and isinstance(records.fileset, VcfFile)
     np.testing.assert_array_equal(records.calls(0), KNOWN)
+    code, printed = run_cli(["site", "check", "--policy", str(path)])
+    assert code == 0 and f"{vcf.resolve()} (VCF): every panel SNP present" in printed
+    assert "secret" not in printed
 
 
 def cohort_sites(tmp_path, sites=3, n=40, d=30, seed=7):
