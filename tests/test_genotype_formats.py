@@ -110,12 +110,12 @@ def test_each_format_reads_the_known_alt_counts_with_their_missing_calls(known):
     np.testing.assert_array_equal(block, KNOWN[:, [3, 0, 1, 3]])
     np.testing.assert_array_equal(known.read_block(np.arange(4)), KNOWN)
     assert known.iid.tolist() == IIDS
-    assert known.fid.tolist() == (FIDS if isinstance(known, Plink2Fileset) else IIDS)
+    assert known.fid.tolist() == (FIDS if isinstance(known, Plink2Fileset) else ["0"] * 3)
 
 
 def test_a_psam_without_fid_and_a_pvar_in_bim_order_read_as_plink2_writes_them(tmp_path):
     fileset = Plink2Fileset(write_pgen(tmp_path / "site", fids=None, pvar_header=False))
-    assert fileset.fid.tolist() == fileset.iid.tolist() == IIDS
+    assert fileset.fid.tolist() == ["0"] * 3 and fileset.iid.tolist() == IIDS
     assert fileset.snps.tolist() == SNPS and fileset.alleles[0].tolist() == ALT
     np.testing.assert_array_equal(fileset.read_block([2, 1]), KNOWN[:, [2, 1]])
 
@@ -226,7 +226,7 @@ def test_covariates_carry_the_psams_fid_and_iid_or_a_vcfs_id_twice(tmp_path, suf
     genotype_scores(files, "a", basis).write(tmp_path / "pcs.covar")
     covariates = read_covariates(tmp_path / "pcs.covar")
     assert covariates.iid.tolist() == IIDS
-    assert covariates.fid.tolist() == (FIDS if suffix == ".pgen" else IIDS)
+    assert covariates.fid.tolist() == (FIDS if suffix == ".pgen" else ["0"] * 3)
     np.testing.assert_allclose(covariates.scores, files.rows("a").dense() @ basis, rtol=0,
                                atol=1e-14)
     assert (tmp_path / "pcs.covar").stat().st_mode & 0o777 == 0o600

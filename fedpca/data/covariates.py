@@ -3,9 +3,9 @@
 The format PLINK's ``--covar`` (and regenie's ``--covarFile``) read: a header ``FID IID PC1 ...
 PCk``, then one line per sample, its family and individual ids and its scores, tab-separated;
 every score written with ``repr`` (the shortest text that reads back as the same float). A
-VCF names each sample once: its samples are written with FID = IID (:mod:`fedpca.data.vcf`;
-the ids ``plink2 --vcf FILE --double-id`` gives them), as those of a ``.psam`` without an
-``FID`` column (:mod:`fedpca.data.plink2`).
+VCF names each sample once: its samples are written with FID ``0`` and their id as IID
+(:mod:`fedpca.data.vcf`; how ``plink2 --vcf FILE`` names them), as those of a ``.psam``
+without an ``FID`` column (:mod:`fedpca.data.plink2`), so ``plink2 --covar`` matches them.
 
 Privacy: the file holds the site's sample ids and each individual's scores, which are derived
 from that individual's genotypes: it is the site's private output, written readable by the

@@ -31,6 +31,9 @@ from fedpca.errors import InvalidDataError
 
 #: The value of a missing call in :meth:`GenotypeFileset.read_block` (bed-reader's int8 marker).
 MISSING = -127
+#: The FID of a sample whose file names no family (a VCF, a ``.psam`` without ``FID``):
+#: ``0``, what PLINK 2 assumes of them.
+NO_FAMILY = "0"
 #: What splits or drops a multi-allelic variant, for its refusals.
 MULTIALLELIC_FIX = ("split it into biallelic records with ids of their own (bcftools norm -m- "
                     "then bcftools annotate --set-id '%CHROM:%POS:%REF:%FIRST_ALT') or drop "

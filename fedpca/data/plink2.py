@@ -13,8 +13,8 @@ fileset is opened: a ``.pvar`` with a ``#CHROM`` header line naming its columns 
 ``REF`` and ``ALT`` are read; ``##`` lines before it skipped), or without one in ``.bim``
 order (``CHROM ID [CM] POS ALT REF``); a ``.psam`` with a ``#FID`` or ``#IID`` header line, or
 without one in ``.fam`` order (``FID IID PAT MAT SEX [PHENO]``). A ``.psam`` without an ``FID``
-column (plink2's default when it imports a VCF) gives every sample FID = IID, for the
-covariate file. The ``.pgen``'s own sample and variant counts are checked against the two
+column (plink2's default when it imports a VCF) gives every sample the FID :data:`~fedpca.data.genotype_fileset.NO_FAMILY`
+(``0``: what PLINK 2 assumes of such a file, so its ``--covar`` matches the covariate file). The ``.pgen``'s own sample and variant counts are checked against the two
 tables then, so a file from another fileset is refused before any genotype is read. A
 compressed ``.pvar.zst`` is not read: decompress it first.
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.data.genotype_fileset import MISSING, GenotypeFileset, prefixed_files
+from fedpca.data.genotype_fileset import MISSING, NO_FAMILY, GenotypeFileset, prefixed_files
 from fedpca.errors import InvalidDataError
 from fedpca.extras import PLINK2, missing_extra
 
@@ -112,7 +112,7 @@ class Plink2Fileset(GenotypeFileset):
     Attributes:
         prefix: the path without suffix.
         data_file, variant_file: the ``.pgen`` and the ``.pvar``.
-        snps, fid, iid, samples: as every fileset's (FID = IID without an ``FID`` column).
+        snps, fid, iid, samples: as every fileset's (FID ``0`` without an ``FID`` column).
         alleles: ``(ALT, REF)``: :meth:`read_block` counts ``ALT``.
     """
 
@@ -125,8 +125,8 @@ class Plink2Fileset(GenotypeFileset):
         self.data_file, self.variant_file = self.path(".pgen"), self.path(".pvar")
         header, rows = text_table(self.path(".psam"), PSAM_HEADERS)
         self.iid = column(self.path(".psam"), header, rows, "IID", 1)
-        self.fid = (self.iid.copy() if header is not None and "FID" not in header
-                    else column(self.path(".psam"), header, rows, "FID", 0))
+        self.fid = (np.full(self.iid.shape, NO_FAMILY) if header is not None and "FID" not in
+                    header else column(self.path(".psam"), header, rows, "FID", 0))
         header, rows = text_table(self.variant_file, ("#CHROM",))
         self.snps = column(self.variant_file, header, rows, "ID", 1)
         self.alleles = (column(self.variant_file, header, rows, "ALT", -2),

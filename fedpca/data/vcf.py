@@ -10,8 +10,9 @@ unphased calls count alike. A multi-allelic record (``ALT`` holding a comma) is 
 when read, a record without ``GT`` or with more than two alleles a call when read.
 
 The samples and every record's ``ID``, ``REF`` and ``ALT`` are read when the file is opened
-(one pass over the file). A VCF has sample ids only: every sample's FID is its IID (FID = IID,
-what ``plink2 --vcf FILE --double-id`` names them), for the covariate file.
+(one pass over the file). A VCF has sample ids only: every sample's IID is its id and its FID
+is :data:`~fedpca.data.genotype_fileset.NO_FAMILY` (``0``), as ``plink2 --vcf FILE`` names them, for
+the covariate file.
 
 Memory and time: a VCF is variant-major and fedpca reads it without an index, so
 :meth:`VcfFile.read_block` scans the file from its start to the block's last variant, one
@@ -37,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from fedpca.data.genotype_fileset import MISSING, GenotypeFileset
+from fedpca.data.genotype_fileset import MISSING, NO_FAMILY, GenotypeFileset
 from fedpca.errors import InvalidDataError
 from fedpca.extras import VCF, missing_extra
 
@@ -85,7 +86,7 @@ class VcfFile(GenotypeFileset):
         snps: the records' ``ID`` (``.`` for none), in file order.
         alleles: ``(ALT, REF)`` (``ALT`` ``.`` for none, multi-allelic ones comma-joined):
             :meth:`read_block` counts ``ALT``.
-        fid, iid: each sample's id, twice (FID = IID).
+        fid, iid: ``0`` and each sample's id (as plink2 reads a VCF).
         samples: the number of samples ``n``.
     """
 
@@ -113,7 +114,7 @@ class VcfFile(GenotypeFileset):
         if not self.iid.size:
             raise InvalidDataError(f"{self.data_file} holds no sample (no column after FORMAT): "
                                    f"a site's VCF holds its samples' GT calls")
-        self.fid = self.iid.copy()
+        self.fid = np.full(self.iid.shape, NO_FAMILY)
         self.snps = np.array(ids, dtype=str)
         self.alleles = (np.array(alts, dtype=str), np.array(refs, dtype=str))
         self.samples = int(len(self.iid))

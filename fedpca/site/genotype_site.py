@@ -37,7 +37,7 @@ off the site's genotypes unreleased; so every sensitivity follows from the panel
 checks of the fileset against the panel (:func:`~fedpca.data.snp_panel.check_fileset`) name
 files and SNP ids, never a genotype or a sample. ``fedpca site project`` writes the site's
 own samples' scores beside their FID/IID as a PLINK covariate file (0600,
-:func:`genotype_scores`; a VCF's samples, which have one id, with FID = IID): computed at the
+:func:`genotype_scores`; a VCF's samples, which have one id, with FID 0): computed at the
 site, never sent.
 
 What a hostile coordinator could do: name another panel's digest (refused, naming the
@@ -128,7 +128,7 @@ def genotype_files(error: Callable[[str], FedPCAError], folder: Path,
 @dataclass(frozen=True)
 class GenotypeScores:
     """A genotype site's own samples' scores (``values``, ``n x k``, in its files' sample
-    order) beside their ids (FID = IID for a VCF's): for the site's own covariate file only,
+    order) beside their ids (FID 0 for a VCF's): for the site's own covariate file only,
     never sent nor logged."""
 
     fid: np.ndarray
