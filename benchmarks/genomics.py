@@ -85,6 +85,7 @@ from genomics_union import (  # noqa: E402
 
 from fedpca.data.start_basis import load_start_basis  # noqa: E402
 from fedpca.dp import calibration_cache  # noqa: E402
+from fedpca.linalg.subspace import subspace_distance  # noqa: E402
 
 logger = logging.getLogger("genomics")
 
@@ -208,6 +209,9 @@ def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[
         accuracy.update({key: population_accuracy(mine[r.released], union.labels,
                                                   cohort_spec.populations)
                          for key, r in own.items()})
+    top = bases[(NONPRIVATE, None, None)]
+    distance = {key: subspace_distance(basis, top) for key, basis in bases.items()}
+    distance.update({key: subspace_distance(r.components(), top) for key, r in own.items()})
     seconds = {"cohort": written - started, "load": loaded - written,
                "methods": stepped - loaded, "scores": time.perf_counter() - stepped}
     logger.info("cohort %s (%s): %s", cohort_spec.label, scenario,
@@ -215,7 +219,7 @@ def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[
     common = {"kind": "accuracy", "snps": union.d, "fst": cohort_spec.fst,
               "scenario": scenario, "data_seed": cohort_spec.seed, "clip_norm": clip,
               "samples": union.n, "missing": cohort_spec.missing, "seconds": seconds}
-    return accuracy_rows(accuracy, common)
+    return accuracy_rows(accuracy, distance, common)
 
 
 def released_rows(union: UnionRows, runs: list[SecureRun]) -> ReleasedRows | None:
@@ -228,16 +232,21 @@ def released_rows(union: UnionRows, runs: list[SecureRun]) -> ReleasedRows | Non
 
 
 def accuracy_rows(accuracy: dict[tuple[str, float | None, int | None], float],
+                  distance: dict[tuple[str, float | None, int | None], float],
                   common: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per method and epsilon: its seeds' accuracies, their mean and minimum."""
+    """One row per method and epsilon: its seeds' accuracies, their mean and minimum, and
+    the mean subspace distance of its components to the non-private top ``k`` (of the rows
+    the panel's frequencies standardise)."""
     rows = []
     for name in dict.fromkeys(key[0] for key in accuracy):
         for epsilon in dict.fromkeys(key[1] for key in accuracy if key[0] == name):
-            values = [accuracy[key] for key in accuracy if key[:2] == (name, epsilon)]
+            keys = [key for key in accuracy if key[:2] == (name, epsilon)]
+            values = [accuracy[key] for key in keys]
             rows.append({**common, "method": name, "epsilon": epsilon, "accuracy": values,
-                         "mean": float(np.mean(values)), "min": float(np.min(values))})
-            logger.info("  %-40s eps=%-4s accuracy mean %.4f min %.4f", name, epsilon,
-                        rows[-1]["mean"], rows[-1]["min"])
+                         "mean": float(np.mean(values)), "min": float(np.min(values)),
+                         "distance": float(np.mean([distance[key] for key in keys]))})
+            logger.info("  %-40s eps=%-4s accuracy mean %.4f min %.4f, distance %.3f", name,
+                        epsilon, rows[-1]["mean"], rows[-1]["min"], rows[-1]["distance"])
     return rows
 
 
@@ -368,8 +377,16 @@ def targets(rows: list[dict[str, Any]], quick: bool = False) -> list[dict[str, A
     return found
 
 
+def cell(row: dict[str, Any], spread: bool = True) -> str:
+    """``mean (min) / distance``: a row's accuracy over its seeds (its lowest, for a noisy
+    method) and its mean distance to the non-private top ``k`` (older rows have none)."""
+    text = f"{row['mean']:.4f}" + (f" ({row['min']:.4f})" if spread else "")
+    return text + (f" / {row['distance']:.3f}" if "distance" in row else "")
+
+
 def accuracy_table(rows: list[dict[str, Any]], kind: str = "accuracy") -> str:
-    """One table per cohort: methods down, epsilons across, ``mean (min)`` over seeds."""
+    """One table per cohort: methods down, epsilons across, ``mean (min) / distance`` over
+    seeds (:func:`cell`)."""
     parts = []
     cohorts = dict.fromkeys((r["snps"], r["fst"], r["scenario"], r["data_seed"],
                              r.get("missing", 0.0)) for r in rows if r["kind"] == kind)
@@ -382,10 +399,10 @@ def accuracy_table(rows: list[dict[str, Any]], kind: str = "accuracy") -> str:
         for method in dict.fromkeys(r["method"] for r in mine):
             cells = {r["epsilon"]: r for r in mine if r["method"] == method}
             if None in cells:
-                table.append([method] + [f"{cells[None]['mean']:.4f}"] * len(epsilons))
+                table.append([method] + [cell(cells[None], spread=False)] * len(epsilons))
             else:
-                table.append([method] + [f"{cells[e]['mean']:.4f} ({cells[e]['min']:.4f})"
-                                         if e in cells else "-" for e in epsilons])
+                table.append([method] + [cell(cells[e]) if e in cells else "-"
+                                         for e in epsilons])
         seconds = mine[0]["seconds"]
         holes = f", {missing:g} of the calls missing" if missing else ""
         parts += [f"**d = {snps:,}, Fst {fst:g}, scenario ({scenario}), data seed {seed}{holes}** "
@@ -404,8 +421,10 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     parts = [__doc__.split("\n\n", 2)[2].strip(), "",
              *([f"Skipped (the run's time budget was spent): {'; '.join(skipped)}.", ""]
                if skipped else []),
-             "Cells: mean accuracy over the noise seeds (lowest in brackets); the panel's PCs "
-             "and the non-private PCs have no noise (one value).", "",
+             "Cells: mean accuracy over the noise seeds (lowest in brackets) / mean subspace "
+             "distance of the components to the non-private top k (the sine of the largest "
+             "principal angle: 0 the same span, 1 a direction missed); the panel's PCs and "
+             "the non-private PCs have no noise (one value).", "",
              accuracy_table(rows)]
     if any(r["kind"] == "study" for r in rows):
         parts += ["### Scenario (b) study, development cohort", "", accuracy_table(rows, "study")]
