@@ -15,6 +15,7 @@ from fedpca.algorithms.dpdis_pca import (
     run_dpdis_pca,
 )
 from fedpca.algorithms.dps_pca import DPSPCAPolicy, DPSPCASite, run_dps_pca
+from fedpca.algorithms.site_rows import DenseRows
 from fedpca.algorithms.sum_bounds import SumBoundError
 from fedpca.audit.malicious import (
     KINDS,
@@ -22,6 +23,7 @@ from fedpca.audit.malicious import (
     malicious_site_class,
     union_top_eigenvalue,
 )
+from fedpca.dp.site_data import SiteData
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import thin_qr
 
@@ -139,9 +141,6 @@ def test_groups_drop_the_malicious_group_and_one_sum_refuses_it_in_both_algorith
 
 
 def test_a_site_with_streamed_rows_cannot_turn_malicious():
-    from fedpca.algorithms.site_rows import DenseRows
-    from fedpca.dp.site_data import SiteData
-
     rows = DenseRows(SiteData.prepare(records(6), C, "0"))
     Malicious = malicious_site_class(DPSPCASite, Attack.parse("subspace"), SITES)
     with pytest.raises(ConfigurationError, match="needs its records in memory"):
