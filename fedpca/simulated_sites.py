@@ -28,6 +28,7 @@ from fedpca.algorithms.genotype_run import genotype_site
 from fedpca.algorithms.centring import CentringSite
 from fedpca.algorithms.site import PrivateSite
 from fedpca.algorithms.specs import spec
+from fedpca.audit.malicious import Attack, malicious_site_class
 from fedpca.data.memory import require_simulation_memory
 from fedpca.errors import ConfigurationError, FedPCAError
 from fedpca.scenarios.base import Scenario
@@ -45,10 +46,14 @@ PARTITION, PARTITIONS = "partition-id", "num-partitions"
 
 class PartitionSource(SiteSource):
     """Partition ``partition`` of ``partitions`` of ``scenario``'s data, answering with the
-    scenario's algorithm's site."""
+    scenario's algorithm's site; with an ``attack`` (experiments only), site
+    :data:`~fedpca.audit.malicious.MALICIOUS_SITE` answers maliciously
+    (:func:`~fedpca.audit.malicious.malicious_site_class`)."""
 
-    def __init__(self, scenario: Scenario, partition: int, partitions: int) -> None:
+    def __init__(self, scenario: Scenario, partition: int, partitions: int,
+                 attack: Attack | None = None) -> None:
         self.scenario, self.partition, self.partitions = scenario, partition, partitions
+        self.attack = attack
 
     def open(self) -> PrivateSite:
         """The algorithm's site over the partition's prepared records, under the scenario's
@@ -56,6 +61,8 @@ class PartitionSource(SiteSource):
         scenario = self.scenario
         require_simulation_memory(scenario.samples, scenario.dim, scenario.sites)
         site_cls = spec(scenario.ALGORITHM).site_class()
+        if self.attack is not None:
+            site_cls = malicious_site_class(site_cls, self.attack, scenario.sites)
         return site_cls(scenario.prepared_site(self.partition), scenario.policy(),
                         site=str(self.partition), seed=scenario.seed)
 

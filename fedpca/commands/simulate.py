@@ -62,6 +62,8 @@ def register_simulate_command(commands: argparse._SubParsersAction) -> None:
 
 def _fill(spec: AlgorithmSpec, parser: argparse.ArgumentParser) -> None:
     """Give ``parser`` the flags of ``spec``'s scenario and its run function."""
+    from fedpca.audit.malicious import ALGORITHMS as ATTACKED
+
     scenario_cls = spec.scenario_class()
     for f in scenario_cls.flag_fields():
         options = dict(f.metadata["argparse"])
@@ -76,6 +78,8 @@ def _fill(spec: AlgorithmSpec, parser: argparse.ArgumentParser) -> None:
     add_table_flags(parser)
     if spec.genotype_rows:
         add_genotype_flags(parser)
+    if spec.name in ATTACKED:
+        add_malicious_flag(parser)
     add_output_flags(parser)
     add_engine_flags(parser)
     parser.set_defaults(func=with_flag_errors(functools.partial(run, spec), parser))
@@ -110,6 +114,16 @@ def add_genotype_flags(parser: argparse.ArgumentParser) -> None:
         ".bcf file (docs/genomics.md), its rows streamed; --sites, --dim, --samples and "
         "--clip-norm come from the filesets and the panel, --s-hat defaults to every SNP"))
     parser.add_argument("--panel", metavar="PANEL.toml", help="the SNP panel (with --plink)")
+
+
+def add_malicious_flag(parser: argparse.ArgumentParser) -> None:
+    """``--malicious-site ATTACK``: simulated site ``"0"`` attacks (experiments only,
+    :mod:`fedpca.audit.malicious`)."""
+    parser.add_argument("--malicious-site", metavar="ATTACK", default=None, help=(
+        "EXPERIMENTS ONLY: simulated site 0 turns malicious with ATTACK: subspace, rank-one, "
+        "scale:S (its statistic times S > 1) or in-bound (its records replaced by records "
+        "within the contract on one direction); its declared record count stays true, and "
+        "the record's history names what the server dropped"))
 
 
 def file_run_options(scenario_cls: type, values: dict[str, Any], files: int) -> dict[str, Any]:
@@ -162,6 +176,10 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     else:
         planned, run_simulation = plain_scenario(scenario_cls, values, args), simulate
     require_outputs(args, planned if run_simulation is simulate else planned.scenario)
+    attack = malicious_attack(args, run_simulation is simulate)
+    if attack is not None:
+        run_simulation = functools.partial(simulate, attack=attack)
+        announce(args, f"EXPERIMENT: simulated site 0 is malicious ({attack})")
     for line in planned.header():
         announce(args, line)
     seeded_notice(values.get("seed"))
@@ -179,6 +197,21 @@ def run(spec: AlgorithmSpec, args: argparse.Namespace) -> int:
     print(f"wall time {result.config['wall_seconds']:.1f} s")
     write_outputs(args, result)
     return 0
+
+
+def malicious_attack(args: argparse.Namespace, partitions: bool) -> Any:
+    """The :class:`~fedpca.audit.malicious.Attack` of ``--malicious-site`` (``None``
+    without it), refused unless the run's sites are partitions of a scenario's data
+    (``partitions``: no ``--tables`` or ``--plink``)."""
+    text = getattr(args, "malicious_site", None)
+    if text is None:
+        return None
+    if not partitions:
+        raise ConfigurationError("--malicious-site is built for simulated partitions of a "
+                                 "scenario's data: drop --tables and --plink")
+    from fedpca.audit.malicious import Attack
+
+    return Attack.parse(text)
 
 
 def require_outputs(args: argparse.Namespace, scenario: Any) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 from flwr.client import Client
 from flwr.common import Context
 
+from fedpca.audit.malicious import Attack
 from fedpca.flower.site.clientapp import node_of
 from fedpca.flower.federation import Engine, run_federation, source_sites
 from fedpca.flower.site.site_client import source_client
@@ -47,10 +48,12 @@ from fedpca.simulated_sites import (
 from fedpca.site.service import Node, SiteSource
 
 
-def partition_source(scenario: Scenario, node: Node) -> SiteSource:
+def partition_source(scenario: Scenario, node: Node, attack: Attack | None = None
+                     ) -> SiteSource:
     """Virtual site ``partition-id``'s source: its partition of ``scenario``'s data (failing
-    each round with the scenario's ``failure_rate``, when it sets one)."""
-    source = PartitionSource(scenario, *partition_of(node.node_config))
+    each round with the scenario's ``failure_rate``, when it sets one; site ``"0"``
+    malicious with an ``attack``, experiments only)."""
+    source = PartitionSource(scenario, *partition_of(node.node_config), attack=attack)
     failure_rate = getattr(scenario, "failure_rate", 0.0)
     return FlakySource(source, failure_rate) if failure_rate else source
 
@@ -70,15 +73,18 @@ def partition_identity(scenario: Scenario, context: Context) -> SecureIdentity |
 
 def simulate(
     scenario: Scenario, verbose: bool = False, observer: RoundObserver | None = None,
-    engine: Engine | None = None,
+    engine: Engine | None = None, attack: Attack | None = None,
 ) -> Any:
     """Run ``scenario`` as a Flower simulation and return its result (its config: the
     scenario's parameters, ``wall_seconds``, each site's ``site_releases``, the number of
     ``failures`` and what the scenario adds,
-    :meth:`~fedpca.scenarios.base.Scenario.simulation_config`)."""
+    :meth:`~fedpca.scenarios.base.Scenario.simulation_config`). With an ``attack``
+    (experiments only), site ``"0"`` is malicious (:mod:`fedpca.audit.malicious`) and the
+    config names it (``malicious_site``)."""
+    marked = {} if attack is None else {"malicious_site": str(attack)}
     return run_sources(scenario, scenario.server_plan(), scenario.sites,
-                       functools.partial(partition_source, scenario),
-                       {**scenario.to_run_config(), **scenario.simulation_config()},
+                       functools.partial(partition_source, scenario, attack=attack),
+                       {**scenario.to_run_config(), **scenario.simulation_config(), **marked},
                        verbose=verbose, observer=observer, engine=engine)
 
 
