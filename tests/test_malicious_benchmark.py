@@ -40,11 +40,14 @@ def test_one_sum_refuses_a_scaled_statistic_and_groups_drop_its_group(cells, att
         grouped = malicious_site.cell(cells, algorithm, attack, 3)
         assert grouped["refused"] == 0 and grouped["detected"] == 1
         assert grouped["dropped_round_share"] == 1.0
+        # dropped from the first round on, it is the honest run without its group
+        assert grouped["max_to_without"] == pytest.approx(0.0, abs=1e-9)
 
 
 def test_the_targets_and_the_table_come_from_the_cells(cells):
     judged = malicious_site.targets(cells, TINY, judged=True)
-    assert len(judged) == len(malicious_site.ALGORITHMS) * (len(malicious_site.OUT_OF_BOUND) + 2)
+    attacks = len(malicious_site.OUT_OF_BOUND)
+    assert len(judged) == len(malicious_site.ALGORITHMS) * (2 * attacks + 2)
     assert all(t["passed"] in (True, False) for t in judged)
     assert all(t["passed"] is None for t in malicious_site.targets(cells, TINY, judged=False))
     table = malicious_site.markdown_table(cells)

@@ -231,3 +231,27 @@ def test_the_per_site_false_alarm_rate_is_at_most_alpha(alpha):
     quantile = sigma * math.sqrt(stats.chi2.ppf(1 - alpha, DIM * K))
     assert abs(float(np.mean(norms > quantile)) - alpha) <= margin
     assert bounds[0] > quantile
+
+
+@pytest.mark.parametrize("grouped", [True, False], ids=["groups", "per-site"])
+def test_a_site_dropped_once_stays_out_for_the_rest_of_the_run(grouped):
+    """Site "0" scales its statistics by 1e3: its group (or, per-site, its answer) is dropped
+    in the first round for its bound and in every later one as distrusted, and the result
+    is the run without it from the start."""
+    from fedpca.audit.malicious import Attack, malicious_site_class
+
+    rng = np.random.default_rng(11)
+    data = [site_records(rng) for _ in range(9)]
+    policy = DPSPCAPolicy(epsilon=1.0, delta=1e-5, clip_norm=C, rounds=3, discrete=grouped,
+                          secure_min_sites=3 if grouped else None)
+    bad = malicious_site_class(DPSPCASite, Attack.parse("scale:1e3"), 9)
+    size = 3 if grouped else 0
+    attacked = run_dps_pca(data, K, 8, policy, seed=2, group_size=size, site_cls=bad)
+    left_out = ("0", "3", "6") if grouped else ("0",)
+    assert assign_groups([str(i) for i in range(9)], 3)[0] == ("0", "3", "6")
+    without = run_dps_pca(data, K, 8, policy, seed=2, group_size=size, distrusted=left_out)
+    first, *later = [entry["dropped"] for entry in attacked.history]
+    assert "times the bound" in first[0] and len(first) == 1
+    assert all(len(d) == 1 and "earlier round" in d[0] for d in later)
+    assert all(not set(left_out) & set(answered) for answered in attacked.sites_answered)
+    np.testing.assert_allclose(attacked.basis, without.basis, atol=1e-12)

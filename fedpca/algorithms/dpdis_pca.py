@@ -400,13 +400,15 @@ class DPdisPCAServer(ServerRecord):
         (:func:`~fedpca.algorithms.sum_bounds.answers_within_bounds`)."""
         ordered = ordered_answers(answers, self.answer_shape)
         if self.secure is not None:
-            combined = robust_decode(self.secure[0], ordered, "X^T X")
+            combined = robust_decode(self.secure[0], ordered, "X^T X",
+                                     distrusted=self.distrusted)
             ordered, dropped = combined.kept, combined.dropped
             self.released = unpack_symmetric(combined.total, self.dim) / sum(a.n for a in ordered)
             self.basis = self.top_basis()
         else:
             ordered, dropped = answers_within_bounds(self.answer_statistic(), ordered,
-                                                     noise_floor=self.noise_floor)
+                                                     noise_floor=self.noise_floor,
+                                                     distrusted=self.distrusted)
             if not ordered:
                 raise SumBoundError("every site's answer was dropped: " + "; ".join(dropped),
                                     failures=dropped)
@@ -512,13 +514,16 @@ def run_dpdis_pca(
     variance: float | None = None,
     group_size: int = 0,
     site_cls: type[DPdisPCASite] | None = None,
+    distrusted: Sequence[str] = (),
 ) -> PCAResult:
     """Reference DPdisPCA over a list of site arrays (no Flower), same formulas as the app.
     ``variance``: ``k`` is then the most components, the run keeps the fewest that
     explain that share of the DP variance (:class:`DPdisPCAServer`). ``group_size``: with
     the secure-sum variant, sum the sites in groups of at least that many
     (:func:`~fedpca.algorithms.sum_groups.assign_groups`; 0: one sum); ``site_cls``: the
-    sites' class (an experiment's malicious site, :mod:`fedpca.audit.malicious`).
+    sites' class (an experiment's malicious site, :mod:`fedpca.audit.malicious`);
+    ``distrusted``: sites the server leaves out (an experiment's comparison: the run as if
+    their group had been dropped).
 
     Site ``i`` is named ``str(i)`` and, with ``seed``, draws its noise from the stream
     ``(seed, i, 0)``: a Flower run with the same seed gives the same basis. Run it on one
@@ -537,6 +542,7 @@ def run_dpdis_pca(
     groups = (assign_groups([s.site for s in site_objs], group_size, policy.secure_min_sites)
               if group_size and secure is not None else None)
     server = DPdisPCAServer(dim, k, r, weighting, variant, evaluation, secure, variance)
+    server.distrusted = set(distrusted)
     answer_round(server, site_objs, groups)
     config = {
         "k": server.k, "variance": variance, "r": server.r, "weighting": weighting,

@@ -451,20 +451,25 @@ class DPSPCAServer(ServerRecord):
         (:func:`~fedpca.algorithms.sum_bounds.answers_within_bounds`), weighted; or the
         secure sum ``which`` (0: init, 1: power; None: never in a secure sum), decoded by
         group, each group beyond its members' declared records or outlying dropped
-        (:func:`~fedpca.algorithms.sum_groups.robust_decode`)."""
+        (:func:`~fedpca.algorithms.sum_groups.robust_decode`); a site dropped once stays
+        out for the rest of the run (:attr:`distrusted`)."""
         if self.secure is None or which is None:
             ordered = ordered_answers(answers, shape)
             kept, dropped = answers_within_bounds(
-                answer_statistic(shape, which), ordered, noise_floor=self.noise_floor)
-            if not kept:
-                raise SumBoundError("every site's answer was dropped: " + "; ".join(dropped),
-                                    failures=dropped)
-            return kept, weighted_sum(kept, weighted=True), dropped
-        public, grid = self.secure[which]
-        ordered = ordered_answers(answers, (grid.calibration.padded,))
-        what = "diag(X^T X)" if which == 0 else "X^T X Q"
-        combined = robust_decode(public, ordered, what)
-        return combined.kept, combined.total.reshape(shape), combined.dropped
+                answer_statistic(shape, which), ordered, noise_floor=self.noise_floor,
+                distrusted=self.distrusted)
+            total = None
+        else:
+            public, grid = self.secure[which]
+            ordered = ordered_answers(answers, (grid.calibration.padded,))
+            what = "diag(X^T X)" if which == 0 else "X^T X Q"
+            combined = robust_decode(public, ordered, what, distrusted=self.distrusted)
+            kept, dropped, total = combined.kept, combined.dropped, combined.total.reshape(shape)
+        self.distrusted |= {a.site for a in ordered} - {a.site for a in kept}
+        if not kept:
+            raise SumBoundError("every site's answer was dropped: " + "; ".join(dropped),
+                                failures=dropped)
+        return kept, weighted_sum(kept, weighted=True) if total is None else total, dropped
 
     def _record(self, t: int, phase: str, ordered: list[SiteAnswer], dropped: list[str]
                 ) -> None:
@@ -560,11 +565,14 @@ def run_dps_pca(
     evaluate: Callable[[np.ndarray], dict[str, float]] | None = None,
     group_size: int = 0,
     site_cls: type[DPSPCASite] = DPSPCASite,
+    distrusted: Sequence[str] = (),
 ) -> PCAResult:
     """Reference DPS-PCA over a list of site arrays (no Flower), same formulas as the app.
     ``group_size``: with a discrete policy, sum the sites in groups of at least that many
     (:func:`~fedpca.algorithms.sum_groups.assign_groups`; 0: one sum); ``site_cls``: the
-    sites' class (an experiment's malicious site, :mod:`fedpca.audit.malicious`).
+    sites' class (an experiment's malicious site, :mod:`fedpca.audit.malicious`);
+    ``distrusted``: sites the server leaves out from the first round (an experiment's
+    comparison: the run as if their group had been dropped at once).
 
     Site ``i`` is named ``str(i)`` and, with ``seed``, draws its noise from the stream
     ``(seed, i, release)``: a Flower run with the same seed gives the same basis. A policy
@@ -586,6 +594,7 @@ def run_dps_pca(
         evaluate_fn=evaluate, secure=secure,
         explained_variance=policy.explained_variance, start=policy.start,
     )
+    server.distrusted = set(distrusted)
     answer_rounds(server, site_objs, secure, groups)
     config = {
         "k": k, "s_hat": s_hat, "sites": len(sites), "samples": sum(s.n for s in site_objs),

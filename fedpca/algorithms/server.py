@@ -91,6 +91,9 @@ class ServerRecord:
         self.basis: np.ndarray | None = None
         self.history: list[dict[str, Any]] = []
         self.sites_answered: list[list[str]] = []
+        #: The sites whose answers or secure sum groups a round dropped: left out for the
+        #: rest of the run (:mod:`fedpca.algorithms.sum_groups`).
+        self.distrusted: set[str] = set()
         #: The explained variance and its ratio, where the releases give them
         #: (:mod:`fedpca.algorithms.explained_variance`; post-processing).
         self.explained: tuple[np.ndarray | None, np.ndarray | None] = (None, None)

@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -224,19 +224,22 @@ def answer_bound(statistic: AnswerStatistic, answer: SiteAnswer,
 
 
 def answers_within_bounds(statistic: AnswerStatistic, answers: Sequence[SiteAnswer],
-                          alpha: float = DEFAULT_FALSE_ALARM, noise_floor: float | None = None
+                          alpha: float = DEFAULT_FALSE_ALARM, noise_floor: float | None = None,
+                          distrusted: Collection[str] = ()
                           ) -> tuple[list[SiteAnswer], list[str]]:
     """The answers within :func:`answer_bound` (in their order) and why each other one was
     dropped, naming its site and its ratio to the bound; an answer stating no guarantee
-    cannot be checked and is dropped too."""
+    cannot be checked and is dropped too, as is a ``distrusted`` site's (one an earlier
+    round dropped: it stays out for the run)."""
     kept, dropped = [], []
     for a in answers:
         bound = answer_bound(statistic, a, alpha, noise_floor)
         norm = float(np.linalg.norm(a.value))
-        if bound is not None and norm <= bound:
+        if a.site not in distrusted and bound is not None and norm <= bound:
             kept.append(a)
             continue
         dropped.append(f"site {a.site}'s answer was dropped: " + (
+            "an earlier round dropped its answer" if a.site in distrusted else
             "it states no guarantee (clip norm and noise) to check it against"
             if bound is None else
             f"{norm / bound:.3g} times the bound its declared records, clip norm and noise "

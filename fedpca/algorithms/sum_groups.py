@@ -26,7 +26,11 @@ c||`` and their median ``s``, and drops every group with ``r_g > spread * s`` (`
 within ``spread`` times the distance the honest groups' sampling and noise put between them:
 it moves the kept sum by at most about ``spread * s * n_g``. Before the rule, each group sum
 beyond its members' declared records' bound
-(:func:`~fedpca.algorithms.sum_bounds.sum_bound`) is dropped. The kept groups' sums are added
+(:func:`~fedpca.algorithms.sum_bounds.sum_bound`) is dropped. A dropped group's sites stay
+out for the rest of the run (a server passes them as ``distrusted``): a multi-round run's
+later bases would otherwise let a member that was caught push again along them below the
+rule's threshold, and a group caught once has no claim to be trusted the next round. The
+honest members of that group are lost to the run with it, which the run record says. The kept groups' sums are added
 and the released statistic is normalised by their members' records: when nothing is dropped
 it is the plain sum of every member's message (the same numbers, up to the order of float
 additions).
@@ -43,7 +47,7 @@ coordinator (the integrity model of ``docs/privacy.md``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -142,10 +146,11 @@ def answer_groups(answers: Sequence[SiteAnswer]) -> list[list[SiteAnswer]]:
 
 
 def robust_decode(secure: SecureSum, answers: Sequence[SiteAnswer], what: str,
-                  alpha: float = DEFAULT_FALSE_ALARM, spread: float = DEFAULT_SPREAD
-                  ) -> GroupedSum:
-    """Decode each group's sum of ``answers``' messages, drop the groups beyond their bound
-    or outlying (module docstring) and add the rest. One group: its sum, refused beyond its
+                  alpha: float = DEFAULT_FALSE_ALARM, spread: float = DEFAULT_SPREAD,
+                  distrusted: Collection[str] = ()) -> GroupedSum:
+    """Decode each group's sum of ``answers``' messages, drop the groups holding a
+    ``distrusted`` site (one whose group an earlier round dropped), beyond their bound or
+    outlying (module docstring) and add the rest. One group: its sum, refused beyond its
     bound (:func:`~fedpca.algorithms.sum_bounds.require_within_bound`).
 
     Raises:
@@ -159,8 +164,12 @@ def robust_decode(secure: SecureSum, answers: Sequence[SiteAnswer], what: str,
     totals = [secure.decode([a.value for a in group]) for group in groups]
     dropped: dict[int, str] = {}
     for g, (group, total) in enumerate(zip(groups, totals)):
-        ratio = beyond_bound(secure, total, group, alpha)
-        if ratio is not None:
+        earlier = sorted({a.site for a in group} & set(distrusted))
+        ratio = None if earlier else beyond_bound(secure, total, group, alpha)
+        if earlier:
+            dropped[g] = (f"it holds site(s) {', '.join(earlier)}, whose group an earlier "
+                          "round dropped")
+        elif ratio is not None:
             dropped[g] = (f"{ratio:.3g} times the bound its members' declared records allow "
                           f"at false-alarm rate {alpha:g}")
     within = [g for g in range(len(groups)) if g not in dropped]
