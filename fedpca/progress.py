@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from fedpca.report import round_line, table_header
+from fedpca.report import dropped_lines, round_line, table_header
 
 logger = logging.getLogger(__name__)
 
@@ -110,13 +110,14 @@ class RoundProgress:
                 self._write(CLEAR_LINE)
 
     def __call__(self, event: RoundEvent) -> None:
-        """Print ``event``'s round line (above the bar on a terminal)."""
+        """Print ``event``'s round line and what the round dropped (above the bar on a
+        terminal)."""
         now = time.perf_counter()
         self.done, self.total = event.done, event.total
         if self.first_round is None:
             self.first_round = now
-        line = round_line(event.algorithm, event.entry, asked=event.asked,
-                          elapsed=now - self.started)
+        line = "\n".join([round_line(event.algorithm, event.entry, asked=event.asked,
+                                     elapsed=now - self.started), *dropped_lines(event.entry)])
         if not self.tty:
             self._write(line + "\n")
         elif self.done < self.total:

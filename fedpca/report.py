@@ -213,15 +213,24 @@ def explained_summary(values: Any, ratio: Any, floored: bool = False) -> str | N
     return line
 
 
+def dropped_lines(entry: dict[str, Any]) -> list[str]:
+    """The secure sum groups or per-site answers one round dropped, each with why (its
+    history entry's ``dropped``, :mod:`fedpca.algorithms.sum_groups`), indented under its
+    round's line."""
+    return [f"  round {entry.get('round')}: {reason}" for reason in entry.get("dropped", ())]
+
+
 def record_lines(record: dict[str, Any], table: bool = True) -> list[str]:
     """What ``fedpca show`` prints of a completed run record, and a real run's coordinator
     after its last round: the header, the trust model and the sites' guarantees, the round
-    table (unless not ``table``: it was printed live), the summary, the scaling's floored
+    table and what its rounds dropped (unless not ``table``: they were printed live), the
+    summary, the scaling's floored
     scales, the explained variance and the wall time."""
     lines = [record_header(record), f"trust model: {record.get('trust_model')}",
              *guarantee_lines(record)]
     if table:
         lines.append(history_table(record["algorithm"], record["history"]))
+        lines += [line for entry in record["history"] for line in dropped_lines(entry)]
     lines += [record_summary(record),
               *scaling_lines(record.get("privacy") or {}, record.get("config") or {},
                              int(record.get("dim") or 0))]

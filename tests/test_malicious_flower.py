@@ -40,6 +40,7 @@ def test_per_site_answers_drop_the_malicious_site_and_the_record_names_it(argv, 
         (reason,) = entry["dropped"]
         assert reason.startswith("site 0's answer was dropped")
         assert sorted(answered) == ["1", "2", "3", "4", "5"]
+        assert f"  round {entry['round']}: {reason}" in printed  # under its round's line
 
 
 def test_an_honest_run_drops_nothing_and_a_bad_attack_is_refused(tmp_path, capsys):
