@@ -135,18 +135,21 @@ def test_flwr_run_serves_dpdis_pca_secure_sums_with_its_energy_ratio(flwr_env, t
     # The App's secure path: distributed discrete Gaussian residues through fedpca's
     # verifiable secure aggregation
     # (the factor variant's App path is the same code; tests/test_message_api.py runs it).
-    dpdis = DPdisPCAScenario(sites=3, dim=30, samples=900, k=4, epsilon=2.0, seed=5,
-                             variant="secure-sum", secure_min_sites=3)
+    # in three groups of two sites (run_config secure-group-size), as the reference sums them
+    dpdis = DPdisPCAScenario(sites=6, dim=30, samples=1800, k=4, epsilon=2.0, seed=5,
+                             variant="secure-sum", secure_min_sites=2, secure_group_size=2)
     raw = flwr_run(flwr_env, tmp_path / "dpdis.json",
                    {**dpdis.to_run_config(), "algorithm": "dpdis-pca",
                     "secagg-max-weight": 300}, dpdis.sites)
     sites = [dpdis.prepared_site(i) for i in range(dpdis.sites)]
     reference = run_dpdis_pca(sites, dpdis.k, policy=dpdis.policy(), seed=dpdis.seed,
-                              variant="secure-sum", evaluation=dpdis.evaluation())
+                              variant="secure-sum", evaluation=dpdis.evaluation(),
+                              group_size=2)
     assert raw["algorithm"] == "dpdis-pca"
     np.testing.assert_allclose(np.asarray(raw["basis"]), reference.basis, atol=1e-8, rtol=0)
+    assert "dropped" not in raw["history"][0] and len(raw["sites_answered"][0]) == 6
     assert raw["privacy"]["mechanism"] == "distributed-discrete-gaussian"
-    assert raw["privacy"]["min_sites_per_sum"] == 3
+    assert raw["privacy"]["min_sites_per_sum"] == 2
     # the synthetic data are known to the server: the energy ratio, as the CLI reports it
     assert set(raw) == record_keys("dpdis-pca")
     assert raw["energy_ratio"] == pytest.approx(reference.history[0]["energy_ratio"], abs=1e-8)
