@@ -2,7 +2,7 @@
 DPdisPCA, with one sum and with groups combined robustly (issue 49)?
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/malicious_site.py [--seeds 10]
-        [--per-site 2000 8000] [--quick]
+        [--per-site 2000 8000 16000] [--quick]
 
 Flower-free reference runs (``run_dps_pca`` / ``run_dpdis_pca`` with a ``site_cls`` from
 :func:`fedpca.audit.malicious.malicious_site_class` and ``group_size``): 12 sites, M = 3,
@@ -284,46 +284,35 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-#: What the full command's figures say (written from its run of 2026-12-02; the targets
-#: table above is recomputed on every run).
+#: What the full command's figures say (written from its run of 2026-12-02 17:12, with sticky
+#: drops; the targets table above is recomputed on every run).
 READING = """\
 * **One sum** refuses scale:1e3 and scale:1e6 in every run (the bound), and nothing else:
   subspace, rank-one and in-bound stay within the declared records' norm and move the
-  result 0.7 to 1.7 from the honest run (median; the issue's 1.73 for the subspace in
-  DPdisPCA); scale:10 is within the bound too and moves it 0.05 to 0.23, towards the
+  result 0.68 to 1.70 from the honest run (median; the issue's 1.73 for the subspace in
+  DPdisPCA); scale:10 is within the bound too and moves it 0.03 to 0.23, towards the
   truth (it amplifies one site's true statistic).
-* **Groups of 3 at 8,000 records per site** (the honest run 0.086 from the truth): every
-  out-of-bound attack's group is dropped in every round of every run, with no false drop,
-  and the result is the run over the other nine sites: 0.049 (worst 0.050) from the honest
-  run for DPdisPCA, which passes; 0.089 (worst 0.102) for DPS-PCA, which misses 0.1 at its
-  worst seed. That 0.102 is what dropping three of twelve sites costs (every attack gives the
-  same figure, and the attacked run is 0.098 from the truth against the honest run's
-  0.086), not the attacker's residual influence.
-* **Groups of 3 at 2,000 records per site** (the honest run 0.37 / 0.33 from the truth): the
-  0.1 target cannot be met by any rule that drops a group: dropping one moves DPS-PCA 0.39
-  (worst 0.51) and DPdisPCA 0.20 from the honest run, as far as the noise itself. Worse, in
-  DPS-PCA the subspace, rank-one and scale:10 groups are dropped in only 48 %, 75 % and 73 %
-  of the rounds: once dropped, the next round's basis is the honest one, the attacker's
-  push ``B^T B Q`` along it is small and within the spread, is kept, pulls the basis, and is
-  dropped again (subspace: worst 1.02). DPdisPCA keeps scale:10 in every run (within the
-  spread, and harmless: 0.20 from the truth).
-* **In-bound**: groups never do worse than one sum (DPS-PCA 0.83 and 0.15 times its
-  distance, DPdisPCA 1.0 and 0.05): at 8,000 records the in-bound group's mean stands out and
-  is dropped (every DPdisPCA run, 68 % of DPS-PCA rounds); at 2,000 records it is mostly not
-  detected, as the bounds cannot detect it at all.
+* **Groups of 3** drop the malicious site's group in the first round and keep its three
+  sites out for the rest of the run (sticky): the result is then exactly the honest run
+  without that group (distance 1e-15 to it, every attack, seed and size), so what the
+  attacker costs is what losing three honest sites costs. Against the full honest run that
+  is 0.51 / 0.21 (DPS-PCA / DPdisPCA, worst seed) at 2,000 records per site, where the
+  honest run is itself 0.37 / 0.33 from the truth and no rule that drops a group can meet
+  0.1; 0.102 / 0.050 at 8,000 (DPS-PCA misses 0.1 at its worst seed by 0.002); 0.049 /
+  0.026 at 16,000, where every target passes.
+* **Not detected**: DPdisPCA's scale:10 at 2,000 records per site (its group's mean within
+  the rule's spread of 3; 0.16 from the honest run, 0.20 from the truth against the honest
+  run's 0.33). Every other out-of-bound attack is detected in every run. In-bound records
+  are detected where the group's mean stands out (every run at 8,000 and 16,000 records,
+  4 of 10 DPS-PCA runs at 2,000), and groups never do worse than one sum with them (0.84
+  times its distance or less).
 * **Honest runs** drop no group (0 of 10 runs in each cell), so groups cost nothing in
   accuracy (energy ratio 1.000).
-* **The rule's slack**: among honest groups the largest ``r_g / s`` was 1.04 in the median
-  round and at most 1.15 (DPS-PCA, 60 rounds) and 1.01 (DPdisPCA), at both sizes: in these
-  dimensions the honest groups' distances concentrate, and ``DEFAULT_SPREAD = 3`` is loose
-  for i.i.d. sites. A probe with the rule patched (not part of this command) found, at 2,000
-  records: spread 2 drops DPS-PCA's attack groups in 75-93 % of rounds, spread 1.5 in
-  93-97 % and in-bound in every DPdisPCA run, with no false drop; a sticky rule (a group
-  dropped in one round stays dropped) drops every out-of-bound attack in every round at
-  spread 3 (DPS-PCA 0.39, worst 0.51 from the honest run: the drop's cost). Either makes
-  detection complete; neither can make the result closer to the full honest run than the
-  run without the dropped group is. Sites whose populations differ legitimately would
-  spread the honest groups further; these figures are for i.i.d. sites only.
+* **The rule's slack** (the helper's probe of the first run, before drops were sticky):
+  among honest groups the largest ``r_g / s`` was 1.04 in the median round and at most 1.15
+  (DPS-PCA, 60 rounds) and 1.01 (DPdisPCA): ``DEFAULT_SPREAD = 3`` is loose for i.i.d.
+  sites, and sites whose populations differ legitimately spread the honest groups further;
+  these figures are for i.i.d. sites only.
 """
 
 
