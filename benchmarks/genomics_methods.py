@@ -282,7 +282,8 @@ def shifted_run(method: Method, epsilon: float, seed: int, union: Union,
     along them."""
     dim, k = union.start.shape
     exact = np.concatenate([union.counts / GENOTYPE_WIDTH, CALLED_WEIGHT * union.called])
-    raw, _ = released_frequencies(exact + rng.normal(0.0, sigmas[MOMENTS], 2 * dim), union.n)
+    raw, _ = released_frequencies(exact + rng.normal(0.0, sigmas[MOMENTS], 2 * dim), union.n,
+                                  sigmas[MOMENTS])
     frequencies = np.clip(raw, *FREQUENCY_BOUNDS)
     server = ShiftedStartServer(dim, k, method.rounds, union.start, union.reference,
                                 seed=seed)

@@ -18,6 +18,7 @@ from fedpca.algorithms.genotype_centring import (
     frequency_sensitivity,
     frequency_server,
     genotype_policy,
+    shrunk_counts,
     standardisation,
 )
 from fedpca.algorithms.genotype_run import (
@@ -220,10 +221,13 @@ def test_the_released_frequencies_estimate_the_unions(cohort):
     released = result.mean / 2
     assert np.all((released >= FREQUENCY_BOUNDS[0]) & (released <= FREQUENCY_BOUNDS[1]))
     error = np.sqrt(np.mean((released - np.clip(union, *FREQUENCY_BOUNDS)) ** 2))
-    # per value sigma in every site's release; p = (S / 2) / c, both noisy (the delta method)
+    # per value sigma in every site's release; p = (S / 2) / c: the sums' noise alone when
+    # the counts are shrunk to their mean (this cohort misses 1% of calls at every SNP
+    # alike), both noises if each count were used as it is (the delta method)
     sigma = policy.split().moments_multiplier * frequency_sensitivity(SNPS) * np.sqrt(3)
-    sd = np.sqrt(np.mean((1 + (union / CALLED_WEIGHT) ** 2) * sigma**2 / called**2))
-    assert 0.7 * sd < error < 1.15 * sd  # the noise's, over 300 SNPs (clamping only shrinks)
+    sums_only = np.sqrt(np.mean(sigma**2 / called**2))
+    unshrunk = np.sqrt(np.mean((1 + (union / CALLED_WEIGHT) ** 2) * sigma**2 / called**2))
+    assert 0.8 * sums_only < error < 1.15 * sums_only < unshrunk  # clamping only shrinks
     assert result.config["start_shift"] and result.basis.shape == (SNPS, 2)
 
 
@@ -425,3 +429,21 @@ def test_ritz_components_stay_in_the_steps_span_and_find_its_top_directions():
                                truth @ truth.T, atol=1e-10)
     with pytest.raises(ConfigurationError, match="ritz_components takes"):
         ritz_components(Q, K[:, :2], 2)
+
+
+@pytest.mark.parametrize("spread", [0.0, 5.0, 400.0], ids=["alike", "close", "unlike"])
+def test_shrunk_called_counts_are_never_worse_than_the_noisy_ones(spread):
+    """Counts around a common call rate (SNPs missing alike, a little or very unlike),
+    noise of sd 40: the shrunk counts' error is at most the noisy counts' (much below it
+    when SNPs miss alike), and with SNPs far apart each keeps its own count."""
+    rng = np.random.default_rng(4)
+    truth = 99_000 + spread * rng.standard_normal(5000)
+    noisy = truth + 40.0 * rng.standard_normal(truth.size)
+    shrunk = shrunk_counts(noisy, 40.0)
+    raw_error = np.sqrt(np.mean((noisy - truth) ** 2))
+    error = np.sqrt(np.mean((shrunk - truth) ** 2))
+    assert error <= raw_error * 1.01
+    if spread == 0.0:
+        assert error < 0.05 * raw_error  # the mean alone: known sqrt(d) times better
+    if spread == 400.0:
+        assert np.corrcoef(shrunk, truth)[0, 1] > 0.99 and error > 0.9 * raw_error
