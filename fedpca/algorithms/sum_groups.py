@@ -21,19 +21,18 @@ member in a group below ``M + c`` members is refused by that member).
 ``S_g``; its mean is ``mu_g = S_g / n_g``. With at least :data:`MIN_GROUPS` groups the server
 takes the coordinate-wise median ``c`` of the means, each group's distance ``r_g = ||mu_g -
 c||`` and their median ``s``, and drops every group with ``r_g > spread * s`` (``spread``:
-:data:`DEFAULT_SPREAD`). With one malicious member among ``G >= 3`` groups the median and
-``s`` stay those of honest groups, so the malicious group is dropped unless its mean lies
-within ``spread`` times the distance the honest groups' sampling and noise put between them:
-it moves the kept sum by at most about ``spread * s * n_g``. Before the rule, each group sum
-beyond its members' declared records' bound
-(:func:`~fedpca.algorithms.sum_bounds.sum_bound`) is dropped. A dropped group's sites stay
-out for the rest of the run (a server passes them as ``distrusted``): a multi-round run's
-later bases would otherwise let a member that was caught push again along them below the
-rule's threshold, and a group caught once has no claim to be trusted the next round. The
-honest members of that group are lost to the run with it, which the run record says. The kept groups' sums are added
-and the released statistic is normalised by their members' records: when nothing is dropped
-it is the plain sum of every member's message (the same numbers, up to the order of float
-additions).
+:data:`DEFAULT_SPREAD`). With one malicious member among ``G >= 3`` groups the median and ``s``
+stay those of honest groups, so the malicious group is dropped unless its mean lies within
+``spread`` times the distance the honest groups' sampling and noise put between them: it moves
+the kept sum by at most about ``spread * s * n_g``. Before the rule, each group sum beyond its
+members' declared records' bound (:func:`~fedpca.algorithms.sum_bounds.sum_bound`) is dropped.
+A dropped group's sites stay out for the rest of the run (a server passes them as
+``distrusted``): a multi-round run's later bases would otherwise let a member that was caught
+push again along them below the rule's threshold, and a group caught once has no claim to be
+trusted the next round. The honest members of that group are lost to the run with it, which the
+run record says. The kept groups' sums are added and the released statistic is normalised by
+their members' records: when nothing is dropped it is the plain sum of every member's message
+(the same numbers, up to the order of float additions).
 
 **What it costs and what it does not bound.** An honest run loses a group's records when the
 rule drops an honest group (sites whose populations differ from the rest's legitimately can
@@ -178,8 +177,9 @@ def robust_decode(secure: SecureSum, answers: Sequence[SiteAnswer], what: str,
     for index, ratio in outliers.items():
         dropped[within[index]] = (f"its mean lies {ratio:.3g} times the groups' median "
                                   f"distance from their median (limit {spread:g})")
-    reasons = [f"the secure sum of {what} over sites {', '.join(sorted(a.site for a in groups[g]))}"
-               f" was dropped: {why}" for g, why in sorted(dropped.items())]
+    reasons = [f"the secure sum of {what} over sites "
+               f"{', '.join(sorted(a.site for a in groups[g]))} was dropped: {why}"
+               for g, why in sorted(dropped.items())]
     for reason in reasons:
         logger.warning("%s", reason)
     kept_groups = [g for g in range(len(groups)) if g not in dropped]

@@ -10,13 +10,14 @@ when read.
 
 The ``.pvar`` (SNP ids and alleles) and the ``.psam`` (sample ids) are text, read when the
 fileset is opened: a ``.pvar`` with a ``#CHROM`` header line naming its columns (``ID``,
-``REF`` and ``ALT`` are read; ``##`` lines before it skipped), or without one in ``.bim``
-order (``CHROM ID [CM] POS ALT REF``); a ``.psam`` with a ``#FID`` or ``#IID`` header line, or
+``REF`` and ``ALT`` are read; ``##`` lines before it skipped), or without one in ``.bim`` order
+(``CHROM ID [CM] POS ALT REF``); a ``.psam`` with a ``#FID`` or ``#IID`` header line, or
 without one in ``.fam`` order (``FID IID PAT MAT SEX [PHENO]``). A ``.psam`` without an ``FID``
-column (plink2's default when it imports a VCF) gives every sample the FID :data:`~fedpca.data.genotype_fileset.NO_FAMILY`
-(``0``: what PLINK 2 assumes of such a file, so its ``--covar`` matches the covariate file). The ``.pgen``'s own sample and variant counts are checked against the two
-tables then, so a file from another fileset is refused before any genotype is read. A
-compressed ``.pvar.zst`` is not read: decompress it first.
+column (plink2's default when it imports a VCF) gives every sample the FID
+:data:`~fedpca.data.genotype_fileset.NO_FAMILY` (``0``: what PLINK 2 assumes of such a file, so
+its ``--covar`` matches the covariate file). The ``.pgen``'s own sample and variant counts are
+checked against the two tables then, so a file from another fileset is refused before any
+genotype is read. A compressed ``.pvar.zst`` is not read: decompress it first.
 
 What a hostile coordinator could do with it: nothing directly, since it reads the site's own
 files at paths the site's operator gives. A site's genotypes and sample ids never leave it:
