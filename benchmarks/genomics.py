@@ -422,9 +422,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              *([f"Skipped (the run's time budget was spent): {'; '.join(skipped)}.", ""]
                if skipped else []),
              "Cells: mean accuracy over the noise seeds (lowest in brackets) / mean subspace "
-             "distance of the components to the non-private top k (the sine of the largest "
-             "principal angle: 0 the same span, 1 a direction missed); the panel's PCs and "
-             "the non-private PCs have no noise (one value).", "",
+             "distance of the components to the non-private top k (`||sin Theta||_F`: 0 the "
+             "same span, 1 one direction missed, sqrt(2) = 1.414 both at k = 2); the panel's "
+             "PCs and the non-private PCs have no noise (one value).", "",
              accuracy_table(rows)]
     if any(r["kind"] == "study" for r in rows):
         parts += ["### Scenario (b) study, development cohort", "", accuracy_table(rows, "study")]
