@@ -36,7 +36,8 @@ the variant best on a separate development cohort (data seed 1, noise seeds 100.
 on the graded seeds. Missing calls (issue 50): scenario (b)'s first cohort again with 1% and
 5% of its calls missing (``Grid.missing``, the same calls where called), scored with the
 private-frequency run, T = 1; its accuracy must stay within ``MISSING_GAP`` of the complete
-cohort's. The
+cohort's. The size curve (issue 50): the first cohort's d and Fst at 1,000, 2,500 and 5,000
+individuals per site in both scenarios (``Grid.curve``, ``CURVE_METHODS``). The
 per-site cost: one site of 10,000 x 20,000 in its own process (``genomics_site``). Writes
 ``benchmarks/results/genomics.{json,md}`` (through ``run.py``).
 """
@@ -137,6 +138,10 @@ class Grid:
     #: The shares of missing calls of scenario (b)'s first cohort again, the same calls
     #: otherwise (issue 50: the frequencies must not be biased by them).
     missing: tuple[float, ...] = (0.01, 0.05)
+    #: Individuals per site of the accuracy-against-size curve (issue 50: the ``n`` needed),
+    #: each in both scenarios at the first cohort's d and Fst; the grid's own size is the
+    #: curve's last point.
+    curve: tuple[int, ...] = (1_000, 2_500, 5_000)
     check_dim: int = 1024
     methods: tuple[Method, ...] = METHODS
     study_methods: tuple[Method, ...] = STUDY
@@ -153,16 +158,17 @@ FULL = Grid(10, 10_000, ((5000, 0.01, "a"), (5000, 0.01, "b"), (20000, 0.01, "a"
 #: A smoke test (a few seconds): one small cohort of scenario (b), one method of each kind.
 QUICK = Grid(10, 40, ((300, 0.05, "b"),), epsilons=(4.0,), seeds=(0,), covariance_up_to=300,
              study=None, site_snps=300, site_repeats=1, check_dim=64, missing=(0.05,),
+             curve=(20,),
              methods=(Method("secure, panel start, T=2", "panel", 2),
                       Method("secure, private start, T=1", "private", 1)),
              study_methods=SHIFTED[:1])
 
 
 def spec(grid: Grid, snps: int, fst: float, scenario: str, seed: int = 0,
-         missing: float = 0.0) -> CohortSpec:
+         missing: float = 0.0, samples_per_site: int | None = None) -> CohortSpec:
     """The cohort of one grid point (data seed ``seed``, a share ``missing`` of its calls
-    missing)."""
-    return CohortSpec(grid.sites, grid.samples_per_site, snps, fst,
+    missing, ``samples_per_site`` individuals per site: the grid's by default)."""
+    return CohortSpec(grid.sites, samples_per_site or grid.samples_per_site, snps, fst,
                       None if scenario == "a" else 2, reference_size=grid.reference_size,
                       seed=seed, isolate_of=None if scenario == "a" else 0, missing=missing)
 
@@ -295,7 +301,7 @@ def run_grid(grid: Grid) -> list[dict[str, Any]]:
         rows += evaluate(grid, spec(grid, snps, fst, scenario), scenario, methods, grid.seeds)
         if snps == grid.site_snps and not any(r["kind"] == "site" for r in rows):
             rows.append(site_cost(grid))
-    rows += missing_calls(grid)
+    rows += missing_calls(grid) + size_curve(grid)
     check = ddg_noise_check(dim=grid.check_dim)
     logger.info("secure-sum noise check: decoded sd / central_sigma = %.3f over %d coordinates",
                 check["ratio"], check["coordinates"])
@@ -314,6 +320,65 @@ def missing_calls(grid: Grid) -> list[dict[str, Any]]:
         rows += [{**row, "kind": "missing"} for row in evaluate(
             grid, spec(grid, snps, fst, "b", missing=share), "b", SHIFTED[:1], grid.seeds)]
     return rows
+
+
+#: The methods of the size curve: the private frequencies with the shifted start (T = 1), the
+#: panel's start (T = 1); the panel's PCs and the non-private ones come with every cohort.
+CURVE_METHODS = (SHIFTED[0], METHODS[1])
+
+
+def size_curve(grid: Grid) -> list[dict[str, Any]]:
+    """The first cohort's d and Fst at each of ``grid.curve`` individuals per site, in both
+    scenarios (the panel covering the study, and lacking one of its populations):
+    :data:`CURVE_METHODS` on the graded seeds, as rows of kind ``curve``."""
+    snps, fst, _ = grid.cohorts[0]
+    rows = []
+    for scenario in ("a", "b"):
+        for samples in grid.curve:
+            logger.info("size curve: scenario (%s), %d individuals per site", scenario,
+                        samples)
+            rows += [{**row, "kind": "curve"} for row in evaluate(
+                grid, spec(grid, snps, fst, scenario, samples_per_site=samples), scenario,
+                CURVE_METHODS, grid.seeds)]
+    return rows
+
+
+def curve_table(rows: list[dict[str, Any]]) -> str:
+    """Accuracy against ``n``: one line per scenario, method and size (the grid's own size
+    from its first cohort's rows), epsilons across."""
+    first = next(r for r in rows if r["kind"] == "accuracy")
+    points = [r for r in rows if r["kind"] == "curve"] + [
+        r for r in rows if r["kind"] == "accuracy" and (r["snps"], r["fst"]) ==
+        (first["snps"], first["fst"]) and r.get("missing", 0.0) == 0.0
+        and r["method"] in {m.name for m in CURVE_METHODS} | {PANEL}]
+    epsilons = sorted({r["epsilon"] for r in points if r["epsilon"] is not None})
+    table = []
+    for scenario in ("a", "b"):
+        for method in [m.name for m in CURVE_METHODS] + [PANEL]:
+            for n in sorted({r["samples"] for r in points}):
+                cells = {r["epsilon"]: r for r in points if (r["scenario"], r["method"],
+                                                             r["samples"]) == (scenario, method, n)}
+                if not cells:
+                    continue
+                table.append([f"({scenario})", method, f"{n:,}"] + [
+                    cell(cells[None], spread=False) if None in cells else
+                    cell(cells[e]) if e in cells else "-" for e in epsilons])
+    needed = []
+    for scenario in ("a", "b"):
+        for method in [m.name for m in CURVE_METHODS]:
+            line = [f"({scenario})", method]
+            for epsilon in epsilons:
+                sizes = sorted(r["samples"] for r in points if (r["scenario"], r["method"],
+                               r["epsilon"]) == (scenario, method, epsilon)
+                               and r["mean"] >= ACCURACY)
+                largest = max((r["samples"] for r in points if r["scenario"] == scenario),
+                              default=0)
+                line.append(f"{sizes[0]:,}" if sizes else f"> {largest:,}")
+            needed.append(line)
+    return "\n".join([
+        md_table(["scenario", "method", "n"] + [f"eps {e:g}" for e in epsilons], table), "",
+        f"The smallest n of the curve whose mean accuracy reaches {ACCURACY}:", "",
+        md_table(["scenario", "method"] + [f"eps {e:g}" for e in epsilons], needed)])
 
 
 def _accuracy(rows: list[dict[str, Any]], snps: int, fst: float, scenario: str, method: str,
@@ -428,6 +493,10 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              accuracy_table(rows)]
     if any(r["kind"] == "study" for r in rows):
         parts += ["### Scenario (b) study, development cohort", "", accuracy_table(rows, "study")]
+    if any(r["kind"] == "curve" for r in rows):
+        parts += ["### Accuracy against the study's size", "", "The first cohort's d and Fst "
+                  "with fewer individuals per site (10 sites), in both scenarios; the last "
+                  "size is the grid's own cohort.", "", curve_table(rows), ""]
     if any(r["kind"] == "missing" for r in rows):
         parts += ["### Missing calls", "", "Scenario (b)'s first cohort with a share of its "
                   "calls missing (the same calls where called; missing calls drawn from their "
