@@ -244,5 +244,5 @@ def answers_within_bounds(statistic: AnswerStatistic, answers: Sequence[SiteAnsw
             if bound is None else
             f"{norm / bound:.3g} times the bound its declared records, clip norm and noise "
             f"allow at false-alarm rate {alpha:g}"))
-        logger.warning("%s", dropped[-1])
+        logger.info("%s", dropped[-1])
     return kept, dropped

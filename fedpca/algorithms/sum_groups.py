@@ -181,7 +181,7 @@ def robust_decode(secure: SecureSum, answers: Sequence[SiteAnswer], what: str,
                f"{', '.join(sorted(a.site for a in groups[g]))} was dropped: {why}"
                for g, why in sorted(dropped.items())]
     for reason in reasons:
-        logger.warning("%s", reason)
+        logger.info("%s", reason)
     kept_groups = [g for g in range(len(groups)) if g not in dropped]
     if not kept_groups:
         raise SumBoundError(f"every group's secure sum of {what} was dropped: "
