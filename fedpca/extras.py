@@ -8,7 +8,9 @@ Flower or at import time with a bare ``ModuleNotFoundError``.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+from types import ModuleType
 
 from fedpca.errors import ConfigurationError
 
@@ -40,3 +42,11 @@ def require_extra(extra: tuple[str, str], needed_for: str) -> None:
     """Raise :func:`missing_extra` unless ``extra``'s module can be imported."""
     if importlib.util.find_spec(extra[0]) is None:
         raise missing_extra(extra, needed_for)
+
+
+def import_extra(extra: tuple[str, str], needed_for: str) -> ModuleType:
+    """``extra``'s module, imported on first use; without it, :func:`missing_extra`."""
+    try:
+        return importlib.import_module(extra[0])
+    except ModuleNotFoundError as exc:
+        raise missing_extra(extra, needed_for) from exc

@@ -27,7 +27,7 @@ import numpy as np
 
 from fedpca.data.genotype_fileset import MISSING, GenotypeFileset, prefixed_files
 from fedpca.errors import InvalidDataError
-from fedpca.extras import GENOMICS, missing_extra
+from fedpca.extras import GENOMICS, import_extra
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +42,7 @@ SUFFIXES = (".bed", ".bim", ".fam")
 def bed_reader() -> ModuleType:
     """The bed_reader module, imported on first use; without it, the error naming the
     ``genomics`` extra."""
-    try:
-        import bed_reader as module
-    except ModuleNotFoundError as exc:
-        raise missing_extra(GENOMICS, "reading PLINK genotype files") from exc
-    return module
+    return import_extra(GENOMICS, "reading PLINK genotype files")
 
 
 def bed_size(samples: int, snps: int) -> int:

@@ -36,7 +36,7 @@ import numpy as np
 
 from fedpca.data.genotype_fileset import MISSING, NO_FAMILY, GenotypeFileset, prefixed_files
 from fedpca.errors import InvalidDataError
-from fedpca.extras import PLINK2, missing_extra
+from fedpca.extras import PLINK2, import_extra
 
 logger = logging.getLogger(__name__)
 
@@ -53,11 +53,7 @@ WRITE = "plink2 --make-pgen --out PREFIX"
 def pgenlib() -> ModuleType:
     """The pgenlib module, imported on first use; without it, the error naming the
     ``genomics`` extra."""
-    try:
-        import pgenlib as module
-    except ModuleNotFoundError as exc:
-        raise missing_extra(PLINK2, "reading PLINK 2 genotype files") from exc
-    return module
+    return import_extra(PLINK2, "reading PLINK 2 genotype files")
 
 
 def text_table(path: Path, header_starts: tuple[str, ...]) -> tuple[list[str] | None,

@@ -40,7 +40,7 @@ import numpy as np
 
 from fedpca.data.genotype_fileset import MISSING, NO_FAMILY, GenotypeFileset
 from fedpca.errors import InvalidDataError
-from fedpca.extras import VCF, missing_extra
+from fedpca.extras import VCF, import_extra
 
 logger = logging.getLogger(__name__)
 
@@ -55,11 +55,7 @@ CONVERT = "plink2 --vcf FILE --make-pgen --out PREFIX"
 def cyvcf2() -> ModuleType:
     """The cyvcf2 module, imported on first use; without it, the error naming the
     ``genomics`` extra."""
-    try:
-        import cyvcf2 as module
-    except ModuleNotFoundError as exc:
-        raise missing_extra(VCF, "reading VCF/BCF genotype files") from exc
-    return module
+    return import_extra(VCF, "reading VCF/BCF genotype files")
 
 
 def alt_counts(alleles: np.ndarray) -> np.ndarray:
