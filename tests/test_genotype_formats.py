@@ -14,6 +14,7 @@ from cyvcf2 import VCF, Writer
 from pgenlib import PgenWriter
 
 from cli_runs import run_cli
+from test_genotype_sites import power_step_peak
 from fedpca.algorithms.dps_pca import DPSPCAPolicy, run_dps_pca
 from fedpca.data.covariates import read_covariates
 from fedpca.data.genotype_fileset import MISSING
@@ -293,10 +294,6 @@ def test_the_same_genotypes_in_three_formats_give_the_same_rows_and_the_same_run
 
 
 def test_a_power_step_over_a_vcf_holds_a_block_of_snps_never_the_whole_matrix(tmp_path):
-    import tracemalloc
-
-    from fedpca.algorithms.dps_pca import DPSPCASite
-
     rng = np.random.default_rng(4)
     n, d = 500, 1500
     calls = rng.binomial(2, 0.3, (n, d)).astype(np.int8)
@@ -306,16 +303,8 @@ def test_a_power_step_over_a_vcf_holds_a_block_of_snps_never_the_whole_matrix(tm
     panel = write_panel(tmp_path / "wide.toml", "wide", snps, ["A"] * d, ["G"] * d,
                         np.full(d, 0.3), 30.0)
     fileset = open_genotypes(path)
-    rows = GenotypeRows(fileset, panel, check_fileset(panel, fileset, "0"), block=100)
-    site = DPSPCASite(rows, DPSPCAPolicy(rounds=2, clip_norm=rows.clip_norm), site="0", seed=1)
-    basis = np.linalg.qr(np.random.default_rng(2).normal(size=(d, 2)))[0]
-    site.release_power(basis)  # the row scales' pass, kept
-    tracemalloc.start()
-    try:
-        site.release_power(basis)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = power_step_peak(GenotypeRows(fileset, panel, check_fileset(panel, fileset, "0"),
+                                        block=100))
     # the dense float matrix is 6 MB, a block of 100 SNPs 0.4 MB (htslib's one-record buffer
     # is C memory, outside tracemalloc)
     assert peak < 1.5e6, peak

@@ -230,21 +230,26 @@ def test_the_apps_partitions_and_server_read_a_genotype_run_from_run_config(coho
         app_source(Node("1", 1, {"partition-id": 0, "num-partitions": 4}, config))
 
 
-def test_a_power_step_holds_a_block_of_snps_in_float_never_the_whole_matrix(tmp_path):
+def power_step_peak(rows) -> int:
+    """The peak Python memory (bytes) of a DPS-PCA site's second power step over ``rows``
+    (the first one's pass over the row scales is kept, so it is not counted)."""
     import tracemalloc
 
-    wide = write_cohort(tmp_path, sites=2, samples_per_site=500, snps=1500, populations=2,
-                        fst=0.05, reference_size=100, k=2, seed=1)
-    rows = rows_of(wide, 0, block=100)
     site = DPSPCASite(rows, DPSPCAPolicy(rounds=2, clip_norm=rows.clip_norm), site="0", seed=1)
     basis = np.linalg.qr(np.random.default_rng(2).normal(size=(rows.d, 2)))[0]
-    site.release_power(basis)  # the row scales' pass, kept
+    site.release_power(basis)
     tracemalloc.start()
     try:
         site.release_power(basis)
-        peak = tracemalloc.get_traced_memory()[1]
+        return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def test_a_power_step_holds_a_block_of_snps_in_float_never_the_whole_matrix(tmp_path):
+    wide = write_cohort(tmp_path, sites=2, samples_per_site=500, snps=1500, populations=2,
+                        fst=0.05, reference_size=100, k=2, seed=1)
+    peak = power_step_peak(rows_of(wide, 0, block=100))
     # the dense float matrix is 6 MB, a block of 100 SNPs 0.4 MB (measured at 10,000 x
     # 20,000: 297 MiB peak RSS for a whole power step with exact noise)
     assert peak < 1.5e6, peak

@@ -31,6 +31,7 @@ from fedpca.algorithms.dpdis_pca import VARIANT_SECURE, run_dpdis_pca
 from fedpca.algorithms.dps_pca import DPSPCASite, run_dps_pca
 from fedpca.algorithms.site import SiteAnswer
 from fedpca.algorithms.sum_groups import answer_groups, assign_groups
+from fedpca.audit.malicious import Attack
 from fedpca.cli import main as cli_main
 from fedpca.flower.secure_wire import PROTOCOL_RECORD
 from fedpca.flower.server.rounds import summed_answers
@@ -99,22 +100,9 @@ def test_a_simulation_of_dpdis_pca_secure_sum_in_groups_gives_the_references_bas
     no_drop_and_every_site(result, 1)
 
 
-class ScalingSite(DPSPCASite):
-    """A malicious member: it scales its plaintext statistic by 1e3 before encoding it."""
-
-    def discrete_release(self, mechanism, statistic, secure, **described):
-        return super().discrete_release(mechanism, 1e3 * statistic, secure, **described)
-
-
-class MaliciousPartition(PartitionSource):
-    """Partition 0 answers with :class:`ScalingSite`; the others are honest."""
-
-    def open(self):
-        site = super().open()
-        if self.partition != 0:
-            return site
-        return ScalingSite(self.scenario.prepared_site(0), self.scenario.policy(), site="0",
-                           seed=self.scenario.seed)
+#: Partition 0 scales its statistic by 1e3 (the experiments' malicious site); the others are
+#: honest.
+MaliciousPartition = functools.partial(PartitionSource, attack=Attack.parse("scale:1e3"))
 
 
 def partition_grid(scenario, source=PartitionSource) -> LocalGrid:
