@@ -495,16 +495,19 @@ def moments_sum(policy: CentredPolicy, bounds: ColumnBounds, max_records: int,
 
 
 def moments_noise(policy: CentredPolicy, bounds: ColumnBounds, sites: int,
-                  secure: tuple[SecureSum, GridChoice] | None = None) -> float:
+                  secure: tuple[SecureSum, GridChoice] | None = None,
+                  sensitivity: float | None = None) -> float:
     """The standard deviation of the noise on each coordinate of the sum of ``sites``
     sites' moments releases under ``policy`` (width units; public): the decoded secure
     sum's, or ``sites`` per-site draws (each ``1/M`` of the variance inside continuous
     secure sums); with a ``local`` policy, one record's view's (the sum of ``N`` views
-    has ``sqrt(N)`` times it)."""
+    has ``sqrt(N)`` times it). ``sensitivity``: the release's, when it is not the moments'
+    of ``bounds`` (a genotype run's allele and called counts)."""
     if secure is not None:
         return secure[1].calibration.central_sigma
-    sigma = policy.split().moments_multiplier * bounds.unit().moments_sensitivity(
-        policy.standardize)
+    if sensitivity is None:
+        sensitivity = bounds.unit().moments_sensitivity(policy.standardize)
+    sigma = policy.split().moments_multiplier * sensitivity
     if policy.local:
         return sigma
     return sigma * math.sqrt(sites / (policy.secure_min_sites or 1))

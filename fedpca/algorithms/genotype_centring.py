@@ -80,7 +80,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from fedpca.algorithms.centring import MOMENTS_MECHANISM, CentredPolicy, MomentsServer
+from fedpca.algorithms.centring import (
+    MOMENTS_MECHANISM,
+    CentredPolicy,
+    MomentsServer,
+    moments_noise,
+)
 from fedpca.algorithms.secure_sum import SecureSum, agreed_sum
 from fedpca.algorithms.server import ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, SiteAnswer, SiteLedgerLike
@@ -263,12 +268,8 @@ def frequency_server(policy: CentredPolicy, dim: int, sites: int,
                      ) -> FrequencyServer:
     """The allele counts' aggregator for ``sites`` sites under ``policy`` (its secure sum
     ``secure``, if any)."""
-    if secure is not None:
-        noise = secure[1].calibration.central_sigma
-    else:
-        multiplier = policy.split().moments_multiplier
-        noise = (multiplier * frequency_sensitivity(dim)
-                 * math.sqrt(sites / (policy.secure_min_sites or 1)))
+    noise = moments_noise(policy, genotype_bounds(dim), sites, secure,
+                          frequency_sensitivity(dim))
     return FrequencyServer(dim, secure, noise, on_release)
 
 
