@@ -255,3 +255,16 @@ def test_a_site_dropped_once_stays_out_for_the_rest_of_the_run(grouped):
     assert all(len(d) == 1 and "earlier round" in d[0] for d in later)
     assert all(not set(left_out) & set(answered) for answered in attacked.sites_answered)
     np.testing.assert_allclose(attacked.basis, without.basis, atol=1e-12)
+
+
+def test_every_per_site_answer_dropped_stops_the_round_naming_each():
+    rng = np.random.default_rng(12)
+    sites = [DPSPCASite(site_records(rng), per_site_policy(), site=str(i), seed=1)
+             for i in range(3)]
+    Q = thin_qr(rng.standard_normal((DIM, K)))
+    server = DPSPCAServer(DIM, K, 8, 2, seed=1, initial_basis=Q)
+    answers = [dataclasses.replace(a, value=a.value * 1e3)
+               for a in (s.answer(s.release_power(Q)) for s in sites)]
+    with pytest.raises(SumBoundError, match="every site's answer was dropped: site 0's") as caught:
+        server.receive_power(1, answers)
+    assert len(caught.value.failures) == 3

@@ -56,7 +56,7 @@ from fedpca.algorithms.explained_variance import along_basis, choose_k
 from fedpca.algorithms.privacy_record import privacy_record
 from fedpca.algorithms.secure_sum import SecureSum, agreed_sum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers
-from fedpca.algorithms.sum_bounds import AnswerStatistic, SumBoundError, answers_within_bounds
+from fedpca.algorithms.sum_bounds import AnswerStatistic, answers_within_bounds
 from fedpca.algorithms.sum_groups import assign_groups, in_groups, robust_decode
 from fedpca.algorithms.site import (
     PrivateSite,
@@ -409,9 +409,6 @@ class DPdisPCAServer(ServerRecord):
             ordered, dropped = answers_within_bounds(self.answer_statistic(), ordered,
                                                      noise_floor=self.noise_floor,
                                                      distrusted=self.distrusted)
-            if not ordered:
-                raise SumBoundError("every site's answer was dropped: " + "; ".join(dropped),
-                                    failures=dropped)
             weights = merge_weights([a.n for a in ordered], self.weighting)
             values = [a.value for a in ordered]
             if self.variant == VARIANT_FACTOR:

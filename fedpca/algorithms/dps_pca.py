@@ -66,7 +66,7 @@ from fedpca.algorithms.privacy_record import privacy_record as run_privacy
 from fedpca.algorithms.secure_sum import SecureSum, agreed_sum, public_seed
 from fedpca.algorithms.server import ServerRecord, ordered_answers, weighted_sum
 from fedpca.algorithms.site import PrivateSite, RoundsPolicy, SiteAnswer, build_sites
-from fedpca.algorithms.sum_bounds import AnswerStatistic, SumBoundError, answers_within_bounds
+from fedpca.algorithms.sum_bounds import AnswerStatistic, answers_within_bounds
 from fedpca.algorithms.sum_groups import assign_groups, in_groups, robust_decode
 from fedpca.data.start_basis import StartBasis, require_named_start, start_name
 from fedpca.errors import ConfigurationError, InvalidRequestError
@@ -466,9 +466,6 @@ class DPSPCAServer(ServerRecord):
             combined = robust_decode(public, ordered, what, distrusted=self.distrusted)
             kept, dropped, total = combined.kept, combined.dropped, combined.total.reshape(shape)
         self.distrusted |= {a.site for a in ordered} - {a.site for a in kept}
-        if not kept:
-            raise SumBoundError("every site's answer was dropped: " + "; ".join(dropped),
-                                failures=dropped)
         return kept, weighted_sum(kept, weighted=True) if total is None else total, dropped
 
     def _record(self, t: int, phase: str, ordered: list[SiteAnswer], dropped: list[str]

@@ -230,7 +230,11 @@ def answers_within_bounds(statistic: AnswerStatistic, answers: Sequence[SiteAnsw
     """The answers within :func:`answer_bound` (in their order) and why each other one was
     dropped, naming its site and its ratio to the bound; an answer stating no guarantee
     cannot be checked and is dropped too, as is a ``distrusted`` site's (one an earlier
-    round dropped: it stays out for the run)."""
+    round dropped: it stays out for the run).
+
+    Raises:
+        SumBoundError: every answer was dropped (naming each).
+    """
     kept, dropped = [], []
     for a in answers:
         bound = answer_bound(statistic, a, alpha, noise_floor)
@@ -245,4 +249,7 @@ def answers_within_bounds(statistic: AnswerStatistic, answers: Sequence[SiteAnsw
             f"{norm / bound:.3g} times the bound its declared records, clip norm and noise "
             f"allow at false-alarm rate {alpha:g}"))
         logger.info("%s", dropped[-1])
+    if not kept:
+        raise SumBoundError("every site's answer was dropped: " + "; ".join(dropped),
+                            failures=dropped)
     return kept, dropped
