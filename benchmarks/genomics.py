@@ -36,7 +36,13 @@ the variant best on a separate development cohort (data seed 1, noise seeds 100.
 on the graded seeds. Missing calls (issue 50): scenario (b)'s first cohort again with 1% and
 5% of its calls missing (``Grid.missing``, the same calls where called), scored with the
 private-frequency run, T = 1; its accuracy must stay within ``MISSING_GAP`` of the complete
-cohort's. The size curve (issue 50): the first cohort's d and Fst at 1,000, 2,500 and 5,000
+cohort's. Structure beyond the panel (issue 50, ``Grid.structure``): scenario **(c)**, 4
+populations, 2 and 3 absent from the panel, both isolates of population 0 (k = 3), and
+**(d)**, an admixture cline between population 0 and population 2 (absent, an isolate of 0;
+``CLINE_MIXES``), graded by |corr(PC1, true ancestry share)|; both with each site's own
+frequencies (a panel's ``frequencies = "per-site"``: the start gains the directions in which
+the sites differ, ``fedpca.algorithms.shifted_start``) beside the union's shift alone. The
+size curve (issue 50): the first cohort's d and Fst at 1,000, 2,500 and 5,000
 individuals per site in both scenarios (``Grid.curve``, ``CURVE_METHODS``). The
 per-site cost: one site of 10,000 x 20,000 in its own process (``genomics_site``). Writes
 ``benchmarks/results/genomics.{json,md}`` (through ``run.py``).
@@ -64,6 +70,7 @@ sys.path.insert(0, str(HERE))
 
 from common import md_table, target  # noqa: E402
 from genomics_methods import (  # noqa: E402
+    PER_SITE,
     Method,
     NonPrivateRun,
     SecureRun,
@@ -106,6 +113,12 @@ SHIFTED = (Method("secure, private frequencies, shifted start, T=1", "shifted", 
 STUDY = (Method("secure, panel start, T=3", "panel", 3),
          Method("secure, panel start + 2 columns, T=2", "panel", 2, extra=2),
          Method("secure, panel start + 4 columns, T=3", "panel", 3, extra=4), *SHIFTED)
+#: Structure the panel lacks in more than one direction (issue 50): each site's own
+#: frequencies give the start the directions in which the sites differ
+#: (``frequencies = "per-site"``), beside the union's shift alone.
+PER_SITE_METHOD = Method("secure, per-site frequencies, shifted start + site directions, T=1",
+                         PER_SITE, 1)
+STRUCTURE = (PER_SITE_METHOD, SHIFTED[0])
 PANEL = "panel PCs alone"
 NONPRIVATE = "non-private"
 ANALYZE = "Analyze Gauss (central)"
@@ -118,6 +131,12 @@ SITE_MIB = 2048
 STEP_RATIO = 2.0
 #: How far missing calls may move the private-frequency run's accuracy (issue 50).
 MISSING_GAP = 0.002
+#: The correlation of PC1 with the true ancestry share a cline asks for (issue 50).
+CLINE_CORRELATION = 0.95
+#: Scenario (d)'s sites: site ``j`` holds ``20 + 6 j`` % individuals admixed between
+#: population 0 and population 2 (absent from the panel, an isolate of 0), the rest of 0;
+#: the panel's population 1 is not in the study.
+CLINE_MIXES = tuple((0.8 - 0.06 * j, 0.0, 0.2 + 0.06 * j) for j in range(10))
 
 
 @dataclass(frozen=True)
@@ -143,6 +162,10 @@ class Grid:
     #: curve's last point.
     curve: tuple[int, ...] = (1_000, 2_500, 5_000)
     check_dim: int = 1024
+    #: (snps, fst, scenario) of the cohorts whose structure the panel lacks in more than
+    #: one direction: (c) two absent populations, (d) an admixture cline (issue 50).
+    structure: tuple[tuple[int, float, str], ...] = ((5000, 0.01, "c"), (5000, 0.01, "d"))
+    structure_methods: tuple[Method, ...] = STRUCTURE
     methods: tuple[Method, ...] = METHODS
     study_methods: tuple[Method, ...] = STUDY
     reference_size: int = 1000
@@ -158,7 +181,7 @@ FULL = Grid(10, 10_000, ((5000, 0.01, "a"), (5000, 0.01, "b"), (20000, 0.01, "a"
 #: A smoke test (a few seconds): one small cohort of scenario (b), one method of each kind.
 QUICK = Grid(10, 40, ((300, 0.05, "b"),), epsilons=(4.0,), seeds=(0,), covariance_up_to=300,
              study=None, site_snps=300, site_repeats=1, check_dim=64, missing=(0.05,),
-             curve=(20,),
+             curve=(20,), structure=((300, 0.05, "c"),),
              methods=(Method("secure, panel start, T=2", "panel", 2),
                       Method("secure, private start, T=1", "private", 1)),
              study_methods=SHIFTED[:1])
@@ -167,10 +190,19 @@ QUICK = Grid(10, 40, ((300, 0.05, "b"),), epsilons=(4.0,), seeds=(0,), covarianc
 def spec(grid: Grid, snps: int, fst: float, scenario: str, seed: int = 0,
          missing: float = 0.0, samples_per_site: int | None = None) -> CohortSpec:
     """The cohort of one grid point (data seed ``seed``, a share ``missing`` of its calls
-    missing, ``samples_per_site`` individuals per site: the grid's by default)."""
-    return CohortSpec(grid.sites, samples_per_site or grid.samples_per_site, snps, fst,
-                      None if scenario == "a" else 2, reference_size=grid.reference_size,
-                      seed=seed, isolate_of=None if scenario == "a" else 0, missing=missing)
+    missing, ``samples_per_site`` individuals per site: the grid's by default): (a) every
+    population in the panel; (b) population 2 absent, an isolate of 0; (c) 4 populations,
+    2 and 3 absent, both isolates of 0 (k = 3); (d) the cline of :data:`CLINE_MIXES`."""
+    size = dict(sites=grid.sites, samples_per_site=samples_per_site or grid.samples_per_site,
+                snps=snps, fst=fst, reference_size=grid.reference_size, seed=seed,
+                missing=missing)
+    if scenario == "c":
+        return CohortSpec(absent=(2, 3), populations=4, isolate_of=(0, 0), k=3, **size)
+    if scenario == "d":
+        return CohortSpec(absent=2, isolate_of=0, cline=(0, 2),
+                          mixes=CLINE_MIXES[:grid.sites], mixes_name="cline", **size)
+    return CohortSpec(absent=None if scenario == "a" else 2,
+                      isolate_of=None if scenario == "a" else 0, **size)
 
 
 def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[Method, ...],
@@ -185,8 +217,10 @@ def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[
     covariance = union.covariance() if union.d <= grid.covariance_up_to else None
     gram_times = union.gram_times if covariance is None else covariance.__matmul__
     diagonal = union.diagonal() if covariance is None else np.diag(covariance).copy()
+    site_counts, site_called = union.site_allele_counts(), union.site_called_counts()
     public = Union(start, union.panel.freq, union.n, max(union.site_sizes), grid.sites, clip,
-                   union.allele_counts(), union.called_counts())
+                   site_counts.sum(axis=0), site_called.sum(axis=0), site_counts, site_called,
+                   tuple(union.site_sizes))
     loaded = time.perf_counter()
     runs = secure_runs(list(methods), list(grid.epsilons), list(seeds), public, grid.delta)
     released = released_rows(union, runs)
@@ -207,13 +241,11 @@ def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[
     del covariance
     stepped = time.perf_counter()
     scores = union.times(np.hstack(list(bases.values())))
-    accuracy = {key: population_accuracy(scores[:, 2 * i:2 * i + 2], union.labels,
-                                         cohort_spec.populations)
+    accuracy = {key: score(union, scores[:, k * i:k * i + k], cohort_spec)
                 for i, key in enumerate(bases)}
     if own:  # scored on the rows each run's frequencies standardise, as a site's at home
         mine = released.times({r.released: r.components() for r in own.values()})
-        accuracy.update({key: population_accuracy(mine[r.released], union.labels,
-                                                  cohort_spec.populations)
+        accuracy.update({key: score(union, mine[r.released], cohort_spec)
                          for key, r in own.items()})
     top = bases[(NONPRIVATE, None, None)]
     distance = {key: subspace_distance(basis, top) for key, basis in bases.items()}
@@ -226,6 +258,16 @@ def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[
               "scenario": scenario, "data_seed": cohort_spec.seed, "clip_norm": clip,
               "samples": union.n, "missing": cohort_spec.missing, "seconds": seconds}
     return accuracy_rows(accuracy, distance, common)
+
+
+def score(union: UnionRows, scores: np.ndarray, cohort_spec: CohortSpec) -> float:
+    """A basis's scores graded: population accuracy (k-means, module docstring), or on a
+    cline the absolute correlation of PC1 with the true ancestry share over the cline's
+    individuals (those of its source population and the admixed)."""
+    if union.ancestry is None:
+        return population_accuracy(scores, union.labels, cohort_spec.populations)
+    on = np.isfinite(union.ancestry)
+    return float(abs(np.corrcoef(scores[on, 0], union.ancestry[on])[0, 1]))
 
 
 def released_rows(union: UnionRows, runs: list[SecureRun]) -> ReleasedRows | None:
@@ -301,7 +343,7 @@ def run_grid(grid: Grid) -> list[dict[str, Any]]:
         rows += evaluate(grid, spec(grid, snps, fst, scenario), scenario, methods, grid.seeds)
         if snps == grid.site_snps and not any(r["kind"] == "site" for r in rows):
             rows.append(site_cost(grid))
-    rows += missing_calls(grid) + size_curve(grid)
+    rows += missing_calls(grid) + structure(grid) + size_curve(grid)
     check = ddg_noise_check(dim=grid.check_dim)
     logger.info("secure-sum noise check: decoded sd / central_sigma = %.3f over %d coordinates",
                 check["ratio"], check["coordinates"])
@@ -319,6 +361,20 @@ def missing_calls(grid: Grid) -> list[dict[str, Any]]:
         logger.info("scenario (b) with %g of the calls missing", share)
         rows += [{**row, "kind": "missing"} for row in evaluate(
             grid, spec(grid, snps, fst, "b", missing=share), "b", SHIFTED[:1], grid.seeds)]
+    return rows
+
+
+def structure(grid: Grid) -> list[dict[str, Any]]:
+    """The cohorts of ``grid.structure`` (two absent populations, a cline): the per-site
+    frequencies' run beside the union's shift alone (:data:`STRUCTURE`), the panel's and the
+    non-private PCs, on the graded seeds, as rows of kind ``structure``."""
+    rows = []
+    for snps, fst, scenario in grid.structure:
+        logger.info("structure beyond the panel: scenario (%s), d=%d, Fst %g", scenario, snps,
+                    fst)
+        rows += [{**row, "kind": "structure"} for row in evaluate(
+            grid, spec(grid, snps, fst, scenario), scenario, grid.structure_methods,
+            grid.seeds)]
     return rows
 
 
@@ -433,6 +489,17 @@ def targets(rows: list[dict[str, Any]], quick: bool = False) -> list[dict[str, A
             found.append(target(
                 f"(b) |accuracy without - with {share:g} of the calls missing|, {shifted}, "
                 f"d=5000, Fst 0.01, eps {epsilon:g}", gap, MISSING_GAP, measured=not quick))
+    per_site = PER_SITE_METHOD.name
+    for epsilon in (1.0, 2.0, 4.0):
+        value = _accuracy(rows, 5000, 0.01, "c", per_site, epsilon, "structure")
+        found.append(target(f"(c) 1 - accuracy, two populations absent, {per_site}, d=5000, "
+                            f"Fst 0.01, eps {epsilon:g}", None if value is None else 1 - value,
+                            1 - ACCURACY, measured=not quick))
+        value = _accuracy(rows, 5000, 0.01, "d", per_site, epsilon, "structure")
+        found.append(target(f"(d) 1 - |corr(PC1, ancestry share)|, a cline, {per_site}, "
+                            f"d=5000, Fst 0.01, eps {epsilon:g}",
+                            None if value is None else 1 - value, 1 - CLINE_CORRELATION,
+                            measured=not quick))
     for row in rows:
         if row["kind"] == "site":
             found.append(target(f"site peak RSS MiB, {row['samples']} x {row['snps']}",
@@ -497,6 +564,19 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         parts += ["### Accuracy against the study's size", "", "The first cohort's d and Fst "
                   "with fewer individuals per site (10 sites), in both scenarios; the last "
                   "size is the grid's own cohort.", "", curve_table(rows), ""]
+    if any(r["kind"] == "structure" for r in rows):
+        parts += ["### Structure beyond the panel", "", "Scenario (c): 4 populations, the "
+                  "panel's reference holds 0 and 1; populations 2 and 3 are absent from it, "
+                  "both isolates of population 0 (on the panel's PCs both sit on top of 0), "
+                  "each at the sites where it is the main one (12% of the union each): the "
+                  "union's frequency shift mixes their two directions, so the study lacks "
+                  "the panel in two directions; k = 3, accuracy over 4 populations. "
+                  "Scenario (d): an admixture cline: site j holds 20 + 6 j % individuals "
+                  "with a share q ~ U(0, 1) of population 2's ancestry (absent from the "
+                  "panel, an isolate of 0) and 1 - q of population 0's, the rest of 0 "
+                  "(population 1 is the panel's only); the cell is |corr(PC1, q)| over "
+                  "every individual of the study, not an accuracy.", "",
+                  accuracy_table(rows, "structure")]
     if any(r["kind"] == "missing" for r in rows):
         parts += ["### Missing calls", "", "Scenario (b)'s first cohort with a share of its "
                   "calls missing (the same calls where called; missing calls drawn from their "

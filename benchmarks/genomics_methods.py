@@ -65,13 +65,16 @@ from fedpca.algorithms.genotype_centring import (
     CALLED_WEIGHT,
     FREQUENCY_BOUNDS,
     GENOTYPE_WIDTH,
+    FrequencyServer,
+    frequency_sensitivity,
     frequency_sum,
     released_frequencies,
     genotype_bounds,
     genotype_policy,
 )
 from fedpca.algorithms.secure_sum import SecureSum
-from fedpca.algorithms.shifted_start import SHIFT_COLUMNS, ShiftedStartServer
+from fedpca.algorithms.centring import moments_noise
+from fedpca.algorithms.shifted_start import SHIFT_COLUMNS, ShiftedStartServer, site_columns
 from fedpca.algorithms.site import SiteAnswer, build_sites
 from fedpca.data.start_basis import StartBasis
 from fedpca.dp.budget_split import MOMENTS
@@ -92,6 +95,8 @@ from genomics_private import ReleasedRows
 
 logger = logging.getLogger("genomics")
 
+#: A method's start with per-site frequencies (a panel's ``frequencies = "per-site"``).
+PER_SITE = "per-site"
 #: Where the panel start's extra public columns come from (a public seed).
 EXTRA_STREAM = 0x57A7
 #: Power steps of the non-private subspace iteration (at d = 20,000, without a covariance).
@@ -103,7 +108,8 @@ NONPRIVATE_COLUMNS = 8
 @dataclass(frozen=True)
 class Method:
     """A secure DPS-PCA variant: its start (``"panel"``, ``"private"`` or ``"shifted"``:
-    private frequencies and the panel's start shifted along them, module docstring), power
+    private frequencies and the panel's start shifted along them, module docstring;
+    ``"per-site"``: each site's own frequencies, the start shifted along them too), power
     rounds and extra public random columns beside the panel's start."""
 
     name: str
@@ -250,6 +256,11 @@ class Union:
     clip: float
     counts: np.ndarray
     called: np.ndarray
+    #: Each site's allele counts and called counts (``sites x d``) and individuals: what
+    #: per-site frequencies release before their noise.
+    site_counts: np.ndarray | None = None
+    site_called: np.ndarray | None = None
+    site_sizes: tuple[int, ...] = ()
 
 
 def sigmas_for(method: Method, union: Union, epsilon: float, delta: float
@@ -257,15 +268,19 @@ def sigmas_for(method: Method, union: Union, epsilon: float, delta: float
     """Each phase's decoded noise of ``method`` at ``epsilon`` (module docstring); raises
     ``ConfigurationError`` when no grid meets the site's wrap bound."""
     dim, k = union.start.shape
-    if method.start == "shifted":
+    if method.start in ("shifted", PER_SITE):
+        per_site = method.start == PER_SITE
         policy = genotype_policy(epsilon, delta, method.rounds, union.clip, True,
-                                 secure_min_sites=union.sites, discrete=True)
+                                 secure_min_sites=union.sites, discrete=True,
+                                 per_site=per_site)
         bounds = genotype_bounds(dim)
-        counts = frequency_sum(policy, dim, union.max_records, union.sites, 0)[1]
-        power = secure_sums(policy.algorithm_policy(bounds), dim, k + SHIFT_COLUMNS,
+        columns = k + SHIFT_COLUMNS + (site_columns(union.sites) if per_site else 0)
+        power = secure_sums(policy.algorithm_policy(bounds), dim, columns,
                             union.max_records, union.sites, 0)[1][1]
-        return {MOMENTS: counts.calibration.central_sigma,
-                PHASE_POWER: power.calibration.central_sigma}
+        counts = (moments_noise(policy, bounds, 1, None, frequency_sensitivity(dim))
+                  if per_site else frequency_sum(policy, dim, union.max_records,
+                                                 union.sites, 0)[1].calibration.central_sigma)
+        return {MOMENTS: counts, PHASE_POWER: power.calibration.central_sigma}
     sigmas = {PHASE_POWER: decoded_sigma("power", union.clip, dim * (k + method.extra),
                                          union.max_records, union.sites, epsilon, delta,
                                          method.releases)}
@@ -279,8 +294,22 @@ def shifted_run(method: Method, epsilon: float, seed: int, union: Union,
                 sigmas: dict[str, float], rng: np.random.Generator) -> SecureRun:
     """A ``"shifted"`` run after its counts' round: the released frequencies (the exact
     counts over 2 plus the sum's noise, over ``N``, clamped) and fedpca's server started
-    along them."""
+    along them; a ``"per-site"`` run's counts are every site's own release (each with the
+    whole release's noise, ``sigmas[MOMENTS]``), given to fedpca's ``FrequencyServer`` as
+    the sites' answers, its server started along the union's shift and the sites'."""
     dim, k = union.start.shape
+    if method.start == PER_SITE:
+        answers = [SiteAnswer(str(i), n, np.concatenate([
+            union.site_counts[i] / GENOTYPE_WIDTH, CALLED_WEIGHT * union.site_called[i]])
+            + rng.normal(0.0, sigmas[MOMENTS], 2 * dim), epsilon)
+            for i, n in enumerate(union.site_sizes)]
+        server = ShiftedStartServer(dim, k, method.rounds, union.start, union.reference,
+                                    seed=seed, site_columns=site_columns(union.sites))
+        frequencies_of = FrequencyServer(dim, None, sigmas[MOMENTS] * math.sqrt(union.sites),
+                                         server.shift, sigmas[MOMENTS])
+        frequencies_of.receive(answers)
+        return SecureRun(method, epsilon, seed, server, sigmas, rng, union.n, k, union.clip,
+                         frequencies=frequencies_of.frequencies)
     exact = np.concatenate([union.counts / GENOTYPE_WIDTH, CALLED_WEIGHT * union.called])
     raw, _ = released_frequencies(exact + rng.normal(0.0, sigmas[MOMENTS], 2 * dim), union.n,
                                   sigmas[MOMENTS])
@@ -308,7 +337,7 @@ def secure_runs(methods: list[Method], epsilons: list[float], seeds: list[int], 
             for seed in seeds:
                 stream = [seed, zlib.crc32(method.name.encode()), int(epsilon * 1000)]
                 rng = np.random.default_rng(stream)
-                if method.start == "shifted":
+                if method.start in ("shifted", PER_SITE):
                     runs.append(shifted_run(method, epsilon, seed, union, sigmas, rng))
                     continue
                 initial = (start_basis(union.start.basis, method.extra)

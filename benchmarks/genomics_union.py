@@ -31,7 +31,7 @@ import numpy as np
 from scipy.cluster.vq import kmeans2
 from scipy.optimize import linear_sum_assignment
 
-from fedpca.data.cohort import CohortFiles, read_populations, write_cohort
+from fedpca.data.cohort import CohortFiles, read_ancestry, read_populations, write_cohort
 from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.plink import MISSING, PlinkFileset
 from fedpca.data.snp_panel import check_fileset, load_panel
@@ -52,20 +52,32 @@ class CohortSpec:
     samples_per_site: int
     snps: int
     fst: float
-    absent: int | None
+    absent: int | tuple[int, ...] | None
     populations: int = 3
     reference_size: int = 1000
     k: int = 2
     seed: int = 0
-    isolate_of: int | None = None
+    isolate_of: int | tuple[int, ...] | None = None
     missing: float = 0.0
+    #: ``(source, target)`` of an admixture cline (``write_cohort``'s ``cline``).
+    cline: tuple[int, int] | None = None
+    #: Each site's population shares (default: ``default_mixes``).
+    mixes: tuple[tuple[float, ...], ...] | None = None
+    #: A name for the mixes in the label (required with ``mixes``).
+    mixes_name: str = ""
 
     @property
     def label(self) -> str:
         """The cohort's folder name."""
+        def listed(value):
+            return "-".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
         return (f"s{self.sites}x{self.samples_per_site}-d{self.snps}-fst{self.fst:g}-"
-                f"{'all' if self.absent is None else f'absent{self.absent}'}"
-                f"{'' if self.isolate_of is None else f'-isolate{self.isolate_of}'}-k{self.k}"
+                f"p{self.populations}-"
+                f"{'all' if self.absent is None else f'absent{listed(self.absent)}'}"
+                f"{'' if self.isolate_of is None else f'-isolate{listed(self.isolate_of)}'}"
+                f"{'' if self.cline is None else f'-cline{listed(self.cline)}'}"
+                f"{f'-{self.mixes_name}' if self.mixes is not None else ''}-k{self.k}"
                 f"-ref{self.reference_size}-seed{self.seed}"
                 f"{f'-missing{self.missing:g}' if self.missing else ''}")
 
@@ -83,7 +95,8 @@ def cohort(spec: CohortSpec, cache: Path | None = None) -> CohortFiles:
     prefixes = tuple(folder / f"site{j}" for j in range(spec.sites))
     files = CohortFiles(folder, prefixes, tuple(p.with_suffix(".pop") for p in prefixes),
                         folder / "panel.toml", folder / "start.npy")
-    if marker.exists() and json.loads(marker.read_text()) == asdict(spec):
+    if marker.exists() and json.loads(marker.read_text()) == json.loads(
+            json.dumps(asdict(spec))):
         logger.info("cohort %s: cached in %s", spec.label, folder)
         return files
     logger.info("cohort %s: writing %d sites of %d x %d into %s", spec.label, spec.sites,
@@ -91,7 +104,9 @@ def cohort(spec: CohortSpec, cache: Path | None = None) -> CohortFiles:
     written = write_cohort(folder, sites=spec.sites, samples_per_site=spec.samples_per_site,
                            snps=spec.snps, populations=spec.populations, fst=spec.fst,
                            absent=spec.absent, reference_size=spec.reference_size, k=spec.k,
-                           seed=spec.seed, isolate_of=spec.isolate_of, missing=spec.missing)
+                           seed=spec.seed, isolate_of=spec.isolate_of, missing=spec.missing,
+                           cline=spec.cline, mixes=None if spec.mixes is None else np.array(
+                               spec.mixes))
     marker.write_text(json.dumps(asdict(spec)))
     return written
 
@@ -109,8 +124,11 @@ class UnionRows:
         freq = self.panel.freq
         self.shift = (2.0 * freq).astype(np.float32)
         self.inverse = (1.0 / np.sqrt(2.0 * freq * (1.0 - freq))).astype(np.float32)
-        self.calls, self.scales, labels = [], [], []
+        self.calls, self.scales, labels, ancestry = [], [], [], []
         for site, (prefix, pops) in enumerate(zip(files.sites, files.populations)):
+            cline = prefix.with_suffix(".ancestry")
+            if cline.exists():
+                ancestry.append(read_ancestry(cline))
             fileset = PlinkFileset(prefix)
             columns = check_fileset(self.panel, fileset, str(site))
             rows = GenotypeRows(fileset, self.panel, columns)
@@ -118,6 +136,9 @@ class UnionRows:
             self.scales.append(rows.row_scales().astype(np.float32))
             labels.append(read_populations(pops))
         self.labels = np.concatenate(labels)
+        #: Every individual's true share of the cline's target ancestry (``nan`` off the
+        #: cline), or ``None`` without a cline.
+        self.ancestry = np.concatenate(ancestry) if ancestry else None
         self.site_sizes = [len(c) for c in self.calls]
 
     @property
@@ -173,13 +194,22 @@ class UnionRows:
     def allele_counts(self) -> np.ndarray:
         """The sum of every SNP's raw calls (0/1/2, missing calls 0) over the union (``d``,
         integers): what the sites' allele counts' release sums before its noise."""
-        return sum(np.where(calls == MISSING, 0, calls).sum(axis=0, dtype=np.int64)
-                   for calls in self.calls)
+        return self.site_allele_counts().sum(axis=0)
 
     def called_counts(self) -> np.ndarray:
         """Every SNP's number of called individuals over the union (``d``, integers): the
         release's called counts before its noise."""
-        return sum((calls != MISSING).sum(axis=0, dtype=np.int64) for calls in self.calls)
+        return self.site_called_counts().sum(axis=0)
+
+    def site_allele_counts(self) -> np.ndarray:
+        """:meth:`allele_counts` of each site (``sites x d``)."""
+        return np.stack([np.where(calls == MISSING, 0, calls).sum(axis=0, dtype=np.int64)
+                         for calls in self.calls])
+
+    def site_called_counts(self) -> np.ndarray:
+        """:meth:`called_counts` of each site (``sites x d``)."""
+        return np.stack([(calls != MISSING).sum(axis=0, dtype=np.int64)
+                         for calls in self.calls])
 
 
 def cluster_labels(scores: np.ndarray, clusters: int, seed: int) -> np.ndarray:

@@ -116,6 +116,11 @@ def test_the_quick_benchmark_runs_end_to_end(tmp_path, monkeypatch):
     assert {genomics.PANEL, genomics.NONPRIVATE, genomics.ANALYZE} <= methods
     assert {m.name for m in genomics.SHIFTED[:1]} <= methods  # private frequencies, shifted
     assert all(0.0 <= a <= 1.0 for r in accuracy for a in r["accuracy"])
+    structure = [r for r in rows if r["kind"] == "structure"]  # two absent, k = 3
+    assert {r["scenario"] for r in structure} == {"c"}
+    assert genomics.PER_SITE_METHOD.name in {r["method"] for r in structure}
+    assert all(0.0 <= a <= 1.0 and r["distance"] >= 0 for r in structure
+               for a in r["accuracy"])
     site = next(r for r in rows if r["kind"] == "site")
     assert site["peak_rss_mib"] > 0 and site["secure_seconds"] > 0
     assert all(t["passed"] is None for t in genomics.targets(rows, quick=True))

@@ -9,7 +9,7 @@ import pytest
 from bed_reader import to_bed
 
 from cli_runs import run_cli
-from fedpca.data.cohort import default_mixes, read_populations, write_cohort
+from fedpca.data.cohort import default_mixes, read_ancestry, read_populations, write_cohort
 from fedpca.data.covariates import read_covariates, write_covariates
 from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.plink import MISSING, PlinkFileset
@@ -133,6 +133,20 @@ def test_a_public_panel_needs_frequencies_and_a_positive_row_norm(tmp_path, know
         load_panel(no_freq.path)
 
 
+def test_per_site_frequencies_are_a_private_panels_choice_and_change_its_digest(tmp_path):
+    summed = write_panel(tmp_path / "s.toml", "p", SNPS, A1, A2, None, 1.0, "private")
+    own = write_panel(tmp_path / "o.toml", "p", SNPS, A1, A2, None, 1.0, "private", "per-site")
+    assert not summed.per_site_frequencies and own.per_site_frequencies
+    assert own.digest != summed.digest  # every member names the choice by the digest
+    assert "frequencies" not in summed.path.read_text()  # older panels keep their digest
+    public = write_panel(tmp_path / "p.toml", "p", SNPS, A1, A2, np.full(len(SNPS), 0.3),
+                         1.0)
+    for text in ('frequencies = "per-site"', 'frequencies = "each"'):
+        public.path.write_text(public.path.read_text().split("frequencies")[0] + text + "\n")
+        with pytest.raises(ConfigurationError, match="frequencies must be one of"):
+            load_panel(public.path)
+
+
 def dense_reference(genotypes, freq, bound):
     """Standardised (missing -> 0), then clipped rows, by plain numpy."""
     x = (genotypes - 2 * freq) / np.sqrt(2 * freq * (1 - freq))
@@ -253,6 +267,44 @@ def test_an_isolate_drifts_from_its_parent_and_the_panels_pcs_put_it_on_top_of_i
     with pytest.raises(ConfigurationError, match="--isolate-of"):
         write_cohort(tmp_path / "bad", sites=3, samples_per_site=10, snps=10, absent=2,
                      isolate_of=2)
+
+
+def test_two_isolates_of_one_parent_are_absent_and_drift_from_it_apart(tmp_path):
+    files = write_cohort(tmp_path, sites=4, samples_per_site=300, snps=1500, populations=4,
+                         fst=0.05, absent=(2, 3), isolate_of=(0, 0), reference_size=200,
+                         k=1, seed=3)
+    labels = [read_populations(p) for p in files.populations]
+    mixes = default_mixes(4, 4, (2, 3))
+    for site, found in enumerate(labels):  # each isolate only where it is the main one
+        for population in (2, 3):
+            assert (found == population).any() == (mixes[site, population] > 0)
+    calls = np.vstack([PlinkFileset(p).read_block(np.arange(1500)) for p in files.sites])
+    every = np.concatenate(labels)
+    p = np.array([calls[every == k].mean(axis=0) / 2 for k in range(4)])
+    near, apart = ((p[2] - p[0]) ** 2).mean(), ((p[2] - p[3]) ** 2).mean()
+    assert near < apart < 2.6 * near  # each drifted from 0 by F; from each other by about 2 F
+    with pytest.raises(ConfigurationError, match="one parent per --absent"):
+        write_cohort(tmp_path / "bad", sites=2, samples_per_site=10, snps=10, populations=4,
+                     absent=(2, 3), isolate_of=(0,))
+
+
+def test_a_clines_individuals_carry_their_ancestry_share_in_their_calls(tmp_path):
+    mixes = np.array([[0.5, 0.0, 0.5], [0.7, 0.0, 0.3]])
+    files = write_cohort(tmp_path, sites=2, samples_per_site=400, snps=2000, populations=3,
+                         fst=0.1, absent=2, isolate_of=0, reference_size=200, k=1, seed=4,
+                         mixes=mixes, cline=(0, 2))
+    q = np.concatenate([read_ancestry(p.with_suffix(".ancestry")) for p in files.sites])
+    labels = np.concatenate([read_populations(p) for p in files.populations])
+    assert (q[labels == 0] == 0).all() and ((q[labels == 2] > 0) & (q[labels == 2] < 1)).all()
+    calls = np.vstack([PlinkFileset(p).read_block(np.arange(2000)) for p in files.sites])
+    pure, admixed = calls[labels == 0].mean(axis=0), labels == 2
+    # each admixed individual's calls lie along population 2's direction in proportion q:
+    # its projection on the (noisy) direction of the most admixed individuals' mean
+    most = calls[admixed & (q > 0.8)].mean(axis=0) - pure
+    along = (calls[admixed] - pure) @ most / (most @ most)
+    assert np.corrcoef(along, q[admixed])[0, 1] > 0.9
+    with pytest.raises(ConfigurationError, match="--cline names two populations"):
+        write_cohort(tmp_path / "bad", sites=2, samples_per_site=10, snps=10, cline=(1, 1))
 
 
 def test_the_start_basis_is_orthonormal_and_separates_the_reference_populations(cohort):

@@ -14,6 +14,7 @@ from fedpca.algorithms.centred_rounds import CENTRED_STEP, CENTRING, MOMENTS_STE
 from fedpca.algorithms.genotype_centring import (
     CALLED_WEIGHT,
     FREQUENCY_BOUNDS,
+    PER_SITE_MOMENTS_SHARE,
     FrequencySite,
     frequency_sensitivity,
     frequency_server,
@@ -27,6 +28,7 @@ from fedpca.algorithms.genotype_run import (
     genotype_site,
     run_genotype_dps_pca,
 )
+from fedpca.algorithms.shifted_start import ShiftedStartServer, site_directions
 from fedpca.data.cohort import write_cohort
 from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.plink import MISSING, PlinkFileset, bed_reader
@@ -39,7 +41,13 @@ from fedpca.errors import (
     InvalidDataError,
     InvalidRequestError,
 )
-from fedpca.linalg.subspace import leading_components, ritz_components, thin_qr
+from fedpca.linalg.subspace import (
+    leading_components,
+    ritz_components,
+    subspace_distance,
+    thin_qr,
+)
+from fedpca.site.answer import answer_request
 from fedpca.site.plan import plan_run
 from fedpca.site.policy import load_site_policy
 from fedpca.site.policy_template import write_policy_template
@@ -83,6 +91,21 @@ def test_the_counts_release_has_the_noise_its_calibration_states(cohort):
     assert errors.size == 100 * 2 * SNPS
     assert abs(errors.std() - 1.0) < 0.02 and abs(errors.mean()) < 0.02
     assert 0.040 < np.mean(np.abs(errors) > 2) < 0.051  # a Gaussian: 0.0455
+
+
+def test_a_per_site_counts_release_carries_the_whole_noise_not_a_secure_share(cohort):
+    # a site of a secure run (M = 3) releasing its own counts adds the release's whole
+    # noise, not the 1/M of its variance it adds inside a sum
+    rows = site_rows(cohort, 0)
+    policy = genotype_policy(2.0, 1e-6, 1, load_panel(cohort.panel).row_norm, True,
+                             secure_min_sites=3, discrete=True, per_site=True)
+    sigma = policy.split().moments_multiplier * np.sqrt(1.25 * SNPS)
+    assert policy.share == PER_SITE_MOMENTS_SHARE and policy.plan()[0].sites_in_sum == 0
+    exact = np.concatenate([rows.column_sums() / 2.0, 0.5 * rows.called_counts()])
+    errors = np.concatenate([FrequencySite(rows, policy, site="0", seed=seed).release_moments()
+                             - exact for seed in range(60)]) / sigma
+    assert abs(errors.std() - 1.0) < 0.025 and abs(errors.mean()) < 0.025
+    assert frequency_server(policy, SNPS, 3).site_sigma == pytest.approx(sigma)
 
 
 def write_bed(prefix, calls):
@@ -168,6 +191,77 @@ def test_a_site_refuses_hostile_frequencies_with_public_words_and_charges_nothin
     assert not any(str(int(v)) in text.split() for v in sums if v > 9)
     if mean == "outside":
         assert f"[{FREQUENCY_BOUNDS[0]}, {FREQUENCY_BOUNDS[1]}]" in text
+
+
+def per_site_panel(cohort, folder):
+    """The cohort's private panel again, saying ``frequencies = "per-site"``."""
+    panel = load_panel(cohort.panel)
+    return write_panel(folder / "per-site.toml", panel.name, list(panel.snps), list(panel.a1),
+                       list(panel.a2), panel.freq, panel.row_norm, "private", "per-site")
+
+
+@pytest.mark.federation
+def test_per_site_frequencies_go_unmasked_in_a_secure_flower_run_as_in_the_reference(
+        tmp_path, cohort):
+    # every site's counts are its own release (outside the secure sum, the whole noise),
+    # the power steps stay inside it; the start gains S - 1 = 2 site directions
+    panel = per_site_panel(cohort, tmp_path)
+    out = tmp_path / "run.json"
+    code, printed = run_cli(["simulate", "dps-pca", "--plink", *map(str, cohort.sites),
+                             "--panel", str(panel.path), "--start", str(cohort.start),
+                             "--k", "2", "--rounds", "1", "--epsilon", "4", "--seed", "1",
+                             "--secure-aggregation", "--output", str(out)])
+    assert code == 0, printed
+    assert f"share {PER_SITE_MOMENTS_SHARE:g}" in printed
+    record = json.loads(out.read_text())
+    policy = genotype_policy(4.0, 1e-5, 1, panel.row_norm, True, secure_min_sites=3,
+                             discrete=True, per_site=True)
+    counts, step = policy.plan()
+    assert counts.sites_in_sum == 0 and step.sites_in_sum == 3
+    reference = run_genotype_dps_pca(
+        [site_rows(cohort, i) for i in range(3)], 2, 1, policy, seed=1,
+        start=load_start_basis(cohort.start), reference=panel.freq)
+    np.testing.assert_allclose(np.array(record["basis"]), reference.basis, atol=1e-8, rtol=0)
+    np.testing.assert_allclose(np.array(record["mean"]), reference.mean, atol=1e-12, rtol=0)
+    assert record["config"]["site_directions"] == 2 and record["config"]["power_columns"] == 5
+
+
+def test_a_per_site_frequencies_site_answers_its_counts_unmasked_and_power_steps_only_masked(
+        cohort):
+    rows = site_rows(cohort, 0)
+    policy = genotype_policy(2.0, 1e-6, 1, load_panel(cohort.panel).row_norm, True,
+                             secure_min_sites=3, discrete=True, per_site=True)
+    site = genotype_site(rows, policy, load_start_basis(cohort.start), site="0", seed=0)
+    counts = answer_request(site, [], {CENTRING: MOMENTS_STEP})  # unmasked, full noise
+    assert counts.weight == SAMPLES and site.ledger.count == 1
+    mean, scale = standardisation(np.full(SNPS, 0.4))
+    with pytest.raises(InvalidRequestError, match="not masked"):
+        answer_request(site, [thin_qr(np.ones((SNPS, 3))), mean, scale],
+                       {CENTRING: CENTRED_STEP, "phase": "power", "round": 1})
+    assert site.ledger.count == 1
+    # a site whose panel says "sum" answers its counts only inside the secure sum
+    summed = genotype_site(rows, genotype_policy(2.0, 1e-6, 1, load_panel(cohort.panel)
+                                                 .row_norm, True, secure_min_sites=3,
+                                                 discrete=True), site="0", seed=0)
+    with pytest.raises(InvalidRequestError, match="not masked"):
+        answer_request(summed, [], {CENTRING: MOMENTS_STEP})
+    assert summed.ledger.count == 0
+
+
+def test_site_directions_recover_two_directions_the_unions_shift_mixes(cohort):
+    rng = np.random.default_rng(3)
+    reference = np.full(SNPS, 0.3)
+    a, b = thin_qr(rng.standard_normal((SNPS, 2))).T * 0.05
+    sites = [(100, reference + a), (100, reference + b), (100, reference)]
+    union = reference + (a + b) / 3
+    found = site_directions(union, reference, sites, 2)
+    scale = np.sqrt(2 * reference * (1 - reference))
+    truth = thin_qr(np.column_stack([a / scale, b / scale]))
+    assert subspace_distance(found, truth) < 1e-8
+    server = ShiftedStartServer(SNPS, 2, 1, load_start_basis(cohort.start),
+                                load_panel(cohort.panel).freq, seed=0, site_columns=2)
+    with pytest.raises(ConfigurationError, match="more than 2 sites"):
+        server.shift(union, sites[:2])
 
 
 def test_a_site_refuses_a_first_basis_that_does_not_hold_its_start(cohort):
@@ -318,6 +412,19 @@ def private_site_policy(folder, cohort, site=0, start=True):
                             f"[algorithms.dps-pca]\nstart = \"{cohort.start}\"\n")
     path.write_text(text)
     return path
+
+
+def test_a_real_site_releases_its_own_counts_only_when_its_own_panel_says_per_site(
+        tmp_path, cohort):
+    from fedpca.site.plan import frequency_policy
+
+    path = private_site_policy(tmp_path, cohort)
+    summed = frequency_policy(load_site_policy(path), "dps-pca", True)
+    own_panel = per_site_panel(cohort, tmp_path)
+    path.write_text(path.read_text().replace(str(cohort.panel), str(own_panel.path)))
+    own = frequency_policy(load_site_policy(path), "dps-pca", True)
+    assert not summed.site_moments and summed.share == 0.3
+    assert own.site_moments and own.share == PER_SITE_MOMENTS_SHARE
 
 
 @pytest.mark.parametrize("start", [True, False])

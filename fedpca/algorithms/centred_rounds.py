@@ -154,6 +154,15 @@ class CentredSite:
     def check_config(self, config: Mapping[str, Any]) -> None:
         """Nothing at this level: each step checks the keys it understands."""
 
+    def sum_settings(self, config: Mapping[str, Any]) -> tuple[int | None, bool]:
+        """The moments step's settings are the centring site's (outside every secure sum
+        when the policy's moments are each site's own, ``site_moments``); every other
+        step's are the algorithm's part of the run's policy (its ``M``, discrete or not),
+        whatever the step the request names."""
+        if config.get(CENTRING) == MOMENTS_STEP:
+            return self.centring.sum_settings(config)
+        return self.centring.centred.secure_min_sites, self.centring.centred.discrete
+
     def respond(self, arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
         """The release the request's step names; any other step is refused before any
         work."""

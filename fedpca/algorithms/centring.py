@@ -229,6 +229,11 @@ class CentredPolicy:
         algorithm_releases: ``T``, the releases the algorithm makes after the moments.
         local: every record releases its own moments view (local DP, LDP-PCA's unit; module
             docstring); no secure sums.
+        site_moments: the moments release is every site's own, outside any secure sum and
+            with the whole release's noise (``M`` and ``discrete`` apply to the algorithm's
+            releases only): the server sees each site's noisy moments. A private-panel
+            genotype run's when its panel says ``frequencies = "per-site"``
+            (:mod:`fedpca.data.snp_panel`).
         explained_variance: the last of the ``T`` algorithm releases may be DPS-PCA's
             Rayleigh quotients of its final basis (the explained variance of the centred
             rows, :mod:`fedpca.algorithms.dps_pca`); without it the site refuses that
@@ -248,6 +253,7 @@ class CentredPolicy:
     local: bool = False
     explained_variance: bool = False
     public_scales: bool = False
+    site_moments: bool = False
 
     def __post_init__(self) -> None:
         require_choice(self.noise_sampler, "noise_sampler", NOISE_SAMPLERS)
@@ -266,6 +272,10 @@ class CentredPolicy:
                 "local moments are every record's own views: they go into no secure sum; "
                 "run ldp-pca with secure-min-sites = 0 (a site's policy: "
                 "[secure-aggregation] min-sites = 0), or run another algorithm")
+        if self.site_moments and self.local:
+            raise ConfigurationError(
+                "local moments are already every record's own: site_moments is for a site's "
+                "own sums; drop one of the two")
         if self.explained_variance and (self.discrete or self.local):
             raise ConfigurationError(
                 "explained-variance (DPS-PCA's Rayleigh-quotient release) is built for "
@@ -304,8 +314,10 @@ class CentredPolicy:
         return default_clip_norm(bounds, self.standardize)
 
     def _share(self, name: str, releases: int, clip_norm: float) -> SharePolicy:
-        return SharePolicy(self.split().part(name), releases, clip_norm, self.secure_min_sites,
-                           self.noise_sampler, self.discrete, tuple(self.plan()),
+        own = self.site_moments and name == MOMENTS  # outside the secure sums
+        return SharePolicy(self.split().part(name), releases, clip_norm,
+                           None if own else self.secure_min_sites, self.noise_sampler,
+                           self.discrete and not own, tuple(self.plan()),
                            self.explained_variance and name == ALGORITHM)
 
     def moments_policy(self, bounds: ColumnBounds) -> SharePolicy:
@@ -329,7 +341,8 @@ class CentredPolicy:
         """The run's releases as the site calibrates them (what its ledger must fit before
         the first one): the moments' then the algorithm's, at unit sensitivity."""
         split, m = self.split(), self.secure_min_sites or 0
-        return (planned_run(MOMENTS_MECHANISM, 1, split.moments_multiplier, m)
+        return (planned_run(MOMENTS_MECHANISM, 1, split.moments_multiplier,
+                            0 if self.site_moments else m)
                 + planned_run("centred-run", self.algorithm_releases,
                               split.algorithm_multiplier, m))
 
@@ -510,6 +523,8 @@ def moments_noise(policy: CentredPolicy, bounds: ColumnBounds, sites: int,
     sigma = policy.split().moments_multiplier * sensitivity
     if policy.local:
         return sigma
+    if policy.site_moments:
+        return sigma * math.sqrt(sites)
     return sigma * math.sqrt(sites / (policy.secure_min_sites or 1))
 
 

@@ -96,7 +96,10 @@ from fedpca.data.start_basis import StartBasis
 from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.dp.exact_noise import FLOAT, float_error
 from fedpca.dp.moments import ColumnBounds, ColumnMoments
-from fedpca.errors import InvalidRequestError
+from fedpca.errors import ConfigurationError, InvalidRequestError
+
+#: Every site's own individuals and released frequencies, ``(n_i, p_i)``.
+SiteFrequencies = list[tuple[int, np.ndarray]]
 
 #: The public range of an allele count (0, 1 or 2 copies of allele 1).
 GENOTYPE_WIDTH = 2.0
@@ -106,6 +109,10 @@ CALLED_WEIGHT = 0.5
 FREQUENCY_BOUNDS = (0.01, 0.99)
 #: The allele counts' share of the run's ``1/z^2`` (module docstring: why 0.3).
 GENOTYPE_MOMENTS_SHARE = 0.3
+#: The share when every site releases its own counts (a panel's ``frequencies =
+#: "per-site"``): their differences give the shifted start its site directions, whose noise
+#: falls as ``1 / sqrt(share)`` (:mod:`fedpca.algorithms.shifted_start`: why 0.7).
+PER_SITE_MOMENTS_SHARE = 0.7
 #: How far a sent scale may sit from ``sqrt(2 p (1 - p))`` of the sent frequencies.
 SCALE_TOLERANCE = 1e-9
 
@@ -164,15 +171,20 @@ def shrunk_counts(noisy: np.ndarray, noise_sd: float) -> np.ndarray:
 def genotype_policy(epsilon: float, delta: float, rounds: int, row_norm: float,
                     start: bool, *, accounting: str = "pld", noise_sampler: str = FLOAT,
                     secure_min_sites: int | None = None,
-                    discrete: bool = False) -> CentredPolicy:
+                    discrete: bool = False, per_site: bool = False) -> CentredPolicy:
     """A site's policy for a private-panel DPS-PCA run of ``rounds`` power steps: the
     allele counts' release (:data:`GENOTYPE_MOMENTS_SHARE`) and DPS-PCA's ``T`` releases
     from a public ``start``, ``T + 1`` without (its initialisation), every row clipped to
-    the panel's ``row_norm``."""
-    return CentredPolicy(epsilon=epsilon, delta=delta, moments_share=GENOTYPE_MOMENTS_SHARE,
+    the panel's ``row_norm``. ``per_site`` (the panel's ``frequencies = "per-site"``): the
+    counts are the site's own release, outside any secure sum, at
+    :data:`PER_SITE_MOMENTS_SHARE`."""
+    return CentredPolicy(epsilon=epsilon, delta=delta,
+                         moments_share=PER_SITE_MOMENTS_SHARE if per_site
+                         else GENOTYPE_MOMENTS_SHARE,
                          clip_norm=row_norm, accounting=accounting,
                          noise_sampler=noise_sampler, secure_min_sites=secure_min_sites,
-                         discrete=discrete, algorithm_releases=rounds + int(not start))
+                         discrete=discrete, algorithm_releases=rounds + int(not start),
+                         site_moments=per_site)
 
 
 def standardisation(frequencies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -220,15 +232,22 @@ class FrequencyServer(MomentsServer):
         secure: the sum's public parameters and the sites' grid (:func:`frequency_sum`), for
             discrete messages.
         noise_sigma: the noise's standard deviation on each coordinate of the sum.
-        on_release: called with the released frequencies (e.g. the shifted start's
-            :meth:`~fedpca.algorithms.shifted_start.ShiftedStartServer.shift`).
+        on_release: called with the released frequencies and, when every site released its
+            own (``site_sigma``), each site's ``(n_i, p_i)`` (else ``None``): e.g. the
+            shifted start's :meth:`~fedpca.algorithms.shifted_start.ShiftedStartServer.shift`.
+        site_sigma: the noise's standard deviation on each coordinate of one site's own
+            release (a policy's ``site_moments``), or ``None``.
     """
 
     def __init__(self, dim: int, secure: tuple[SecureSum, GridChoice] | None = None,
                  noise_sigma: float = 0.0,
-                 on_release: Callable[[np.ndarray], None] | None = None) -> None:
+                 on_release: Callable[[np.ndarray, SiteFrequencies | None], None] | None
+                 = None, site_sigma: float | None = None) -> None:
         super().__init__(genotype_bounds(dim), False, secure, noise_sigma)
-        self.on_release = on_release
+        if site_sigma is not None and secure is not None:
+            raise ConfigurationError("per-site frequencies are released outside any secure "
+                                     "sum: give a site_sigma or a secure sum, not both")
+        self.on_release, self.site_sigma = on_release, site_sigma
         #: The released frequencies (``None`` before the round).
         self.frequencies: np.ndarray | None = None
         #: The released share of called individuals per SNP (``None`` before the round).
@@ -258,19 +277,29 @@ class FrequencyServer(MomentsServer):
         clamped = tuple(int(j) for j in np.flatnonzero(p != raw))
         self.moments = ColumnMoments(mean, scale, clamped, (), standardized=True)
         if self.on_release is not None:
-            self.on_release(p)
+            self.on_release(p, self.site_frequencies(ordered))
         return self.moments
+
+    def site_frequencies(self, answers: Sequence[SiteAnswer]) -> SiteFrequencies | None:
+        """Every site's own ``(n_i, p_i)``, ``p_i`` from its release alone (clamped as the
+        union's), when every site released its own; else ``None`` (post-processing)."""
+        if self.site_sigma is None:
+            return None
+        return [(a.n, np.clip(released_frequencies(a.value, a.n, self.site_sigma)[0],
+                              *FREQUENCY_BOUNDS)) for a in answers]
 
 
 def frequency_server(policy: CentredPolicy, dim: int, sites: int,
                      secure: tuple[SecureSum, GridChoice] | None = None,
-                     on_release: Callable[[np.ndarray], None] | None = None
-                     ) -> FrequencyServer:
+                     on_release: Callable[[np.ndarray, SiteFrequencies | None], None]
+                     | None = None) -> FrequencyServer:
     """The allele counts' aggregator for ``sites`` sites under ``policy`` (its secure sum
-    ``secure``, if any)."""
-    noise = moments_noise(policy, genotype_bounds(dim), sites, secure,
-                          frequency_sensitivity(dim))
-    return FrequencyServer(dim, secure, noise, on_release)
+    ``secure``, if any; each site's own frequencies too when the policy's are per site)."""
+    bounds, sensitivity = genotype_bounds(dim), frequency_sensitivity(dim)
+    noise = moments_noise(policy, bounds, sites, secure, sensitivity)
+    site_sigma = (moments_noise(policy, bounds, 1, None, sensitivity) if policy.site_moments
+                  else None)
+    return FrequencyServer(dim, secure, noise, on_release, site_sigma)
 
 
 class FrequencySite(PrivateSite):

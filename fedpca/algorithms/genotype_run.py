@@ -39,7 +39,12 @@ from fedpca.algorithms.genotype_centring import (
     genotype_bounds,
 )
 from fedpca.algorithms.secure_sum import public_seed
-from fedpca.algorithms.shifted_start import SHIFT_COLUMNS, ShiftedStartServer, ShiftedStartSite
+from fedpca.algorithms.shifted_start import (
+    SHIFT_COLUMNS,
+    ShiftedStartServer,
+    ShiftedStartSite,
+    site_columns,
+)
 from fedpca.algorithms.site import SiteLedgerLike
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.data.genotypes import GenotypeRows
@@ -60,7 +65,9 @@ def genotype_server(policy: CentredPolicy, dim: int, k: int, rounds: int, sites:
     at most ``max_records`` individuals (public), ``T = rounds`` power steps from ``start``
     (shifted when ``reference``, the panel's frequencies, is given; ``s_hat`` must then be
     ``d``) or from DPS-PCA's initialisation; secure sums when ``policy.discrete`` (their
-    rotation seeded by ``seed`` as every reference run's)."""
+    rotation seeded by ``seed`` as every reference run's), the frequencies' own per site
+    outside them when ``policy.site_moments`` (the shifted start then gains site
+    directions)."""
     if policy.algorithm_releases != rounds + int(start is None):
         raise ConfigurationError(
             f"the policy plans {policy.algorithm_releases} DPS-PCA releases; {rounds} power "
@@ -75,12 +82,14 @@ def genotype_server(policy: CentredPolicy, dim: int, k: int, rounds: int, sites:
     bounds = genotype_bounds(dim)
     rotation_seed = public_seed(seed)
     moments = (frequency_sum(policy, dim, max_records, sites, rotation_seed)
-               if policy.discrete else None)
-    columns = k + SHIFT_COLUMNS * int(shifted)
+               if policy.discrete and not policy.site_moments else None)
+    directions = site_columns(sites) if shifted and policy.site_moments else 0
+    columns = k + (SHIFT_COLUMNS + directions) * int(shifted)
     power = (secure_sums(policy.algorithm_policy(bounds), dim, columns, max_records, sites,
                          rotation_seed) if policy.discrete else None)
     inner: DPSPCAServer = (
-        ShiftedStartServer(dim, k, rounds, start, reference, seed=seed, secure=power)
+        ShiftedStartServer(dim, k, rounds, start, reference, seed=seed, secure=power,
+                           site_columns=directions)
         if shifted else DPSPCAServer(dim, k, s_hat, rounds, seed=seed, secure=power,
                                      start=start))
     frequencies = frequency_server(policy, dim, sites, moments,
@@ -89,7 +98,8 @@ def genotype_server(policy: CentredPolicy, dim: int, k: int, rounds: int, sites:
                "moments_sensitivity": frequency_sensitivity(dim),
                "unit": "one individual's genotype row at one site (replace-one)",
                "frequencies": ("released (the allele counts' column sums over the called "
-                               "individuals, and the called counts)"),
+                               "individuals, and the called counts"
+                               + (", each site's own" if policy.site_moments else "") + ")"),
                "start": "" if start is None else start.digest, "start_shift": shifted}
     return CentredServer(inner, frequencies), privacy
 

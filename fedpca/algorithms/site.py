@@ -506,6 +506,13 @@ class PrivateSite:
         (:func:`require_rest_of_run`): reads its policy and ledger, never its data."""
         require_rest_of_run(self.policy, self.ledger)
 
+    def sum_settings(self, config: Mapping[str, Any]) -> tuple[int | None, bool]:
+        """``(M, discrete)`` of the release a request's ``config`` asks for: its answer leaves
+        only inside secure sums of at least ``M`` sites (``None``: unmasked), as discrete
+        Gaussian residues or not. One release policy here: the site's own, whatever the
+        request."""
+        return self.secure_min_sites, self.discrete
+
     def guarantee(self) -> SiteGuarantee:
         """This site's public guarantee for the run (:mod:`fedpca.dp.guarantee`): its
         policy's calibration, or that of the last secure sum of discrete Gaussian residues

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,39 +92,83 @@ def drifted(rng: np.random.Generator, parent: np.ndarray, fst: float,
     return rng.beta(parent * shape, (1.0 - parent) * shape, size=size)
 
 
-def default_mixes(sites: int, populations: int, absent: int | None = None) -> np.ndarray:
+def absent_set(absent: int | Sequence[int] | None) -> tuple[int, ...]:
+    """``absent`` (one population, several or ``None``) as a tuple of populations."""
+    if absent is None:
+        return ()
+    return (int(absent),) if isinstance(absent, (int, np.integer)) else tuple(
+        int(a) for a in absent)
+
+
+def default_mixes(sites: int, populations: int,
+                  absent: int | Sequence[int] | None = None) -> np.ndarray:
     """Each site's population shares (``sites x populations``, rows summing to 1): site ``j``
     holds ``MAIN_SHARE`` = 60% of population ``j mod populations`` and the rest in equal
-    shares; an ``absent`` population appears only at the sites where it is the main one."""
+    shares; an ``absent`` population (one or several) appears only at the sites where it is
+    the main one."""
+    missing = absent_set(absent)
     mixes = np.zeros((sites, populations))
     for site in range(sites):
         main = site % populations
-        others = [k for k in range(populations) if k != main and k != absent]
+        others = [k for k in range(populations) if k != main and k not in missing]
         mixes[site, main] = MAIN_SHARE if others else 1.0
         mixes[site, others] = (1.0 - mixes[site, main]) / max(len(others), 1)
     return mixes
 
 
 def draw_genotypes(rng: np.random.Generator, freqs: np.ndarray, labels: np.ndarray,
-                   missing: float = 0.0, mask: np.random.Generator | None = None
-                   ) -> np.ndarray:
+                   missing: float = 0.0, mask: np.random.Generator | None = None,
+                   admixture: Admixture | None = None) -> np.ndarray:
     """Genotypes (allele-1 counts, int8, ``len(labels) x snps``, column-major) of individuals
     of populations ``labels`` under frequencies ``freqs`` (``populations x snps``), a share
     ``missing`` of calls set to :data:`~fedpca.data.plink.MISSING` (drawn from ``mask``, so
     that the calls are those of the same cohort without missing calls; default ``rng``),
     drawn ``BLOCK`` SNPs at a time: each allele is 1 when a float32 uniform falls below its
-    frequency (exact to 2^-24)."""
+    frequency (exact to 2^-24). With ``admixture`` its admixed individuals' frequencies are
+    ``q p_target + (1 - q) p_source`` instead of their label's."""
     mask = rng if mask is None else mask
     genotypes = np.empty((len(labels), freqs.shape[1]), dtype=np.int8, order="F")
     single = freqs.astype(np.float32)
     for start in range(0, freqs.shape[1], BLOCK):
         p = single[:, start:start + BLOCK][labels]
+        if admixture is not None:
+            p = admixture.frequencies(p, single[:, start:start + BLOCK])
         block = (rng.random(p.shape, dtype=np.float32) < p).astype(np.int8)
         block += rng.random(p.shape, dtype=np.float32) < p
         if missing:
             block[mask.random(p.shape, dtype=np.float32) < missing] = MISSING
         genotypes[:, start:start + BLOCK] = block
     return genotypes
+
+
+@dataclass(frozen=True)
+class Admixture:
+    """An admixture cline's individuals (module docstring): ``admixed`` marks them (those
+    labelled ``target``); ``proportions`` holds every individual's share ``q`` of
+    ``target``'s ancestry (0 for ``source``'s own members, ``nan`` for other populations')."""
+
+    source: int
+    target: int
+    admixed: np.ndarray
+    proportions: np.ndarray
+
+    @classmethod
+    def draw(cls, rng: np.random.Generator, labels: np.ndarray, source: int, target: int
+             ) -> Admixture:
+        """Every ``target`` individual's ``q ~ U(0, 1)``."""
+        admixed = labels == target
+        q = np.full(len(labels), np.nan)
+        q[labels == source] = 0.0
+        q[admixed] = rng.random(int(admixed.sum()))
+        return cls(source, target, admixed, q)
+
+    def frequencies(self, p: np.ndarray, block: np.ndarray) -> np.ndarray:
+        """``p`` (the individuals' frequencies by label, ``n x b``) with the admixed rows'
+        replaced by ``q p_target + (1 - q) p_source`` of ``block`` (``populations x b``)."""
+        q = self.proportions[self.admixed, None].astype(np.float32)
+        p = p.copy()
+        p[self.admixed] = q * block[self.target] + (1.0 - q) * block[self.source]
+        return p
 
 
 def start_basis(calls: np.ndarray, freq: np.ndarray, k: int) -> tuple[np.ndarray, float]:
@@ -142,9 +187,26 @@ def start_basis(calls: np.ndarray, freq: np.ndarray, k: int) -> tuple[np.ndarray
     return np.linalg.qr(basis)[0], float(np.sqrt(np.diag(gram).max()))
 
 
+def isolate_parents(absent: tuple[int, ...], isolate_of: int | Sequence[int | None] | None
+                    ) -> tuple[int | None, ...]:
+    """Each ``absent`` population's parent (``None``: drawn around the ancestral
+    frequencies): one ``isolate_of`` for all of them, or one entry each."""
+    if isolate_of is not None and not absent:
+        raise ConfigurationError("--isolate-of names the population an absent one drifted "
+                                 "from: it needs --absent")
+    if isolate_of is None or isinstance(isolate_of, (int, np.integer)):
+        return (isolate_of,) * len(absent)
+    parents = tuple(isolate_of)
+    if len(parents) != len(absent):
+        raise ConfigurationError(f"--isolate-of gives one parent per --absent population: "
+                                 f"{len(absent)} expected, got {len(parents)}")
+    return parents
+
+
 def _check(sites: int, samples_per_site: int, snps: int, populations: int, fst: float,
-           absent: int | None, reference_size: int, k: int, mixes: np.ndarray,
-           isolate_of: int | None = None) -> None:
+           absent: tuple[int, ...], reference_size: int, k: int, mixes: np.ndarray,
+           parents: tuple[int | None, ...] = (), cline: tuple[int, int] | None = None
+           ) -> None:
     """Refuse parameters the simulation cannot honour, naming the fix."""
     for name, value, least in (("sites", sites, 1), ("samples-per-site", samples_per_site, 1),
                                ("snps", snps, 2), ("populations", populations, 1),
@@ -153,14 +215,21 @@ def _check(sites: int, samples_per_site: int, snps: int, populations: int, fst: 
             raise ConfigurationError(f"--{name} must be at least {least}, got {value}")
     if not 0 < fst < 1:
         raise ConfigurationError(f"--fst must lie in (0, 1), got {fst}")
-    if absent is not None and not (0 <= absent < populations and populations > 1):
-        raise ConfigurationError(f"--absent names a population 0..{populations - 1} (and "
-                                 f"another must remain for the reference), got {absent}")
-    if isolate_of is not None and (absent is None or isolate_of == absent
-                                   or not 0 <= isolate_of < populations):
-        raise ConfigurationError(f"--isolate-of names the population (0..{populations - 1}, "
-                                 f"not the --absent one) the absent population drifted from; "
-                                 f"it needs --absent; got {isolate_of}")
+    if (len(set(absent)) != len(absent) or len(absent) >= populations
+            or not all(0 <= a < populations for a in absent)):
+        raise ConfigurationError(f"--absent names distinct populations 0..{populations - 1} "
+                                 f"(and another must remain for the reference), got "
+                                 f"{list(absent)}")
+    for population, parent in zip(absent, parents):
+        if parent is not None and (parent in absent or not 0 <= parent < populations):
+            raise ConfigurationError(
+                f"--isolate-of names the population (0..{populations - 1}, one of the "
+                f"reference's, not an --absent one) absent population {population} drifted "
+                f"from; got {parent}")
+    if cline is not None and (len(cline) != 2 or cline[0] == cline[1] or not all(
+            0 <= c < populations for c in cline)):
+        raise ConfigurationError(f"--cline names two populations 0..{populations - 1}: the "
+                                 f"source and the target of the admixture; got {cline}")
     if k > min(snps, reference_size):
         raise ConfigurationError(f"--k {k} exceeds the reference's rank: at most "
                                  f"min(--snps, --reference-size)")
@@ -172,17 +241,20 @@ def _check(sites: int, samples_per_site: int, snps: int, populations: int, fst: 
 
 def write_cohort(out: str | Path, sites: int = 10, samples_per_site: int = 1000,
                  snps: int = 5000, populations: int = 3, fst: float = 0.01,
-                 absent: int | None = None, reference_size: int = 1000, k: int = 2,
-                 seed: int = 0, mixes: np.ndarray | None = None, missing: float = 0.0,
-                 row_norm: float | None = None, isolate_of: int | None = None,
-                 standardise: str = "public") -> CohortFiles:
+                 absent: int | Sequence[int] | None = None, reference_size: int = 1000,
+                 k: int = 2, seed: int = 0, mixes: np.ndarray | None = None,
+                 missing: float = 0.0, row_norm: float | None = None,
+                 isolate_of: int | Sequence[int | None] | None = None,
+                 standardise: str = "public", cline: tuple[int, int] | None = None
+                 ) -> CohortFiles:
     """Simulate and write a cohort (module docstring) into folder ``out``.
 
     Args:
         out: the folder (created if absent; existing files of the same names replaced).
         sites, samples_per_site, snps, populations: the sizes.
         fst: the Balding-Nichols differentiation ``F`` in (0, 1).
-        absent: a population (0..populations-1) left out of the reference, or ``None``.
+        absent: a population (0..populations-1) left out of the reference, several, or
+            ``None``.
         reference_size: the public reference's individuals.
         k: the start basis's columns.
         seed: the seed of everything.
@@ -191,26 +263,33 @@ def write_cohort(out: str | Path, sites: int = 10, samples_per_site: int = 1000,
         missing: the share of missing calls at the sites (the reference has none).
         row_norm: the panel's bound (default: the reference's largest standardised row
             norm, rounded up).
-        isolate_of: make the ``absent`` population an isolate drifted (by ``fst``) from this
-            population of the reference instead of from the ancestral frequencies, or
+        isolate_of: make every ``absent`` population an isolate drifted (by ``fst``) from
+            this population of the reference instead of from the ancestral frequencies, or
+            one such parent per absent population (``None`` entries: ancestral), or
             ``None``.
         standardise: the panel's ``standardise``: ``"public"`` (its reference frequencies
             standardise the rows) or ``"private"`` (a run releases the frequencies; the
             reference's stay in the panel's TSV for the shifted start,
             :mod:`fedpca.algorithms.shifted_start`).
+        cline: ``(source, target)``: every ``target`` individual at the sites is admixed
+            with ``source`` (module docstring; ``site{j}.ancestry`` written), or ``None``.
     """
-    mixes = default_mixes(sites, populations, absent) if mixes is None else np.asarray(mixes)
-    _check(sites, samples_per_site, snps, populations, fst, absent, reference_size, k, mixes,
-           isolate_of)
+    missing_populations = absent_set(absent)
+    mixes = (default_mixes(sites, populations, missing_populations) if mixes is None
+             else np.asarray(mixes, dtype=np.float64))
+    parents = isolate_parents(missing_populations, isolate_of)
+    _check(sites, samples_per_site, snps, populations, fst, missing_populations,
+           reference_size, k, mixes, parents, cline)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     # the reference's, then each site's calls, then each site's missing calls
     streams = [np.random.default_rng(s)
                for s in np.random.SeedSequence(seed).spawn(2 * sites + 2)]
     _, freqs = balding_nichols(streams[0], snps, populations, fst)
-    if isolate_of is not None:
-        freqs[absent] = drifted(streams[0], freqs[isolate_of], fst)
-    public = [p for p in range(populations) if p != absent]
+    for population, parent in zip(missing_populations, parents):
+        if parent is not None:
+            freqs[population] = drifted(streams[0], freqs[parent], fst)
+    public = [p for p in range(populations) if p not in missing_populations]
     reference = draw_genotypes(streams[1], freqs, streams[1].choice(public, reference_size))
     freq = np.clip(reference.mean(axis=0) / 2.0, *FREQUENCY_CLIP)
     basis, largest = start_basis(reference, freq, k)
@@ -226,15 +305,20 @@ def write_cohort(out: str | Path, sites: int = 10, samples_per_site: int = 1000,
     for site in range(sites):
         rng = streams[site + 2]
         labels = rng.choice(populations, samples_per_site, p=mixes[site])
+        admixture = None if cline is None else Admixture.draw(rng, labels, *cline)
         prefix = folder / f"site{site}"
         samples = [f"site{site}-{i}" for i in range(samples_per_site)]
-        calls = draw_genotypes(rng, freqs, labels, missing, streams[sites + 2 + site])
+        calls = draw_genotypes(rng, freqs, labels, missing, streams[sites + 2 + site],
+                               admixture)
         bed_reader().to_bed(prefix.with_suffix(".bed"), calls,
                             properties={"fid": samples, "iid": samples, "sid": ids,
                                         "allele_1": list(a1), "allele_2": list(a2),
                                         "chromosome": ["1"] * snps,
                                         "bp_position": list(range(1, snps + 1))})
         prefix.with_suffix(".pop").write_text("".join(f"{label}\n" for label in labels))
+        if admixture is not None:
+            prefix.with_suffix(".ancestry").write_text(
+                "".join(f"{q:.6f}\n" for q in admixture.proportions))
         prefixes.append(prefix)
         pops.append(prefix.with_suffix(".pop"))
         logger.info("wrote %s.bed/.bim/.fam: %d samples x %d SNPs", prefix,
@@ -245,3 +329,9 @@ def write_cohort(out: str | Path, sites: int = 10, samples_per_site: int = 1000,
 def read_populations(path: str | Path) -> np.ndarray:
     """The population indices of a ``site{j}.pop`` file."""
     return np.loadtxt(path, dtype=np.int64, ndmin=1)
+
+
+def read_ancestry(path: str | Path) -> np.ndarray:
+    """The ancestry shares ``q`` of a ``site{j}.ancestry`` file (``nan``: not on the
+    cline)."""
+    return np.loadtxt(path, dtype=np.float64, ndmin=1)

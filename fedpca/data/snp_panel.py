@@ -9,6 +9,8 @@ The TOML file::
     standardise = "public"    # "public": the table's frequencies; "private": released ones
     missing = "mean"          # a missing call becomes the SNP's mean (0 once standardised)
     row-norm = 150.0          # the public bound on a standardised row's L2 norm
+    frequencies = "sum"       # with "private": one release of the union's allele counts
+                              # (inside the run's secure sum, if any), or "per-site"
 
 The TSV file, tab-separated, header ``snp a1 a2 freq``, one line per SNP in the panel's order
 (the order of the columns every site's rows have): the SNP id, its allele 1 (the allele
@@ -16,7 +18,13 @@ counted, PLINK's ``A1``), its allele 2, and ``freq``: the public frequency of ``
 ``(0, 1)`` (from public genomes), required for ``standardise = "public"`` and optional
 for ``"private"``, where the frequencies come from a private release of the sites' allele
 counts (:mod:`fedpca.algorithms.genotype_centring`) and ``freq`` is the reference's, read
-only to shift a public start (:mod:`fedpca.algorithms.shifted_start`).
+only to shift a public start (:mod:`fedpca.algorithms.shifted_start`). ``frequencies =
+"per-site"`` (with ``"private"`` only) makes every site release its own allele counts with
+the full noise of the release, outside any secure sum: the coordinator then sees each
+site's noisy frequencies (a site's population mix, not any individual's genotype: the
+release's guarantee is the same), and the start gains the directions in which the sites
+differ (:mod:`fedpca.algorithms.shifted_start`). Being in the panel, the choice is one every
+member agreed to and reads from its own copy; no coordinator can make a site answer so.
 
 Privacy (unit: one individual's genotype row, replace-one). Everything here is public: the
 panel names SNPs, alleles, public frequencies and the row-norm bound, and every standardised
@@ -52,10 +60,13 @@ from fedpca.errors import ConfigurationError, InvalidDataError
 
 #: How a panel's SNPs are standardised: with its table's frequencies, or released ones.
 STANDARDISE = ("public", "private")
+#: How a private panel's frequencies are released: the union's sum, or every site's own.
+FREQUENCIES = ("sum", "per-site")
 #: What a missing call becomes.
 MISSING_RULES = ("mean",)
 #: The keys of ``[panel]``.
-PANEL_KEYS = frozenset({"name", "snps", "standardise", "missing", "row-norm"})
+PANEL_KEYS = frozenset({"name", "snps", "standardise", "missing", "row-norm",
+                        "frequencies"})
 #: The TSV's header, with and without the frequency column.
 HEADER = ("snp", "a1", "a2", "freq")
 #: How many SNP ids an error names before it says how many there are in all.
@@ -76,6 +87,7 @@ class SnpPanel:
         missing: what a missing call becomes (``"mean"``).
         row_norm: the public bound on a standardised row's L2 norm.
         digest: SHA-256 hex of the SHA-256 of the TOML bytes and of the TSV bytes.
+        frequencies: ``"sum"`` or ``"per-site"`` (module docstring).
     """
 
     path: Path
@@ -89,6 +101,12 @@ class SnpPanel:
     missing: str
     row_norm: float
     digest: str
+    frequencies: str = "sum"
+
+    @property
+    def per_site_frequencies(self) -> bool:
+        """Whether every site releases its own allele counts (module docstring)."""
+        return self.frequencies == "per-site"
 
     @property
     def d(self) -> int:
@@ -131,6 +149,10 @@ def load_panel(path: str | Path) -> SnpPanel:
     if standardise not in STANDARDISE:
         raise panel_error(path, f"standardise must be one of {STANDARDISE}, "
                                 f"got {standardise!r}")
+    frequencies = settings.get("frequencies", "sum")
+    if frequencies not in FREQUENCIES or (frequencies != "sum" and standardise != "private"):
+        raise panel_error(path, f"frequencies must be one of {FREQUENCIES}, \"per-site\" "
+                                f"with standardise = \"private\" only; got {frequencies!r}")
     missing = settings.get("missing", "mean")
     if missing not in MISSING_RULES:
         raise panel_error(path, f"missing must be one of {MISSING_RULES}, got {missing!r}")
@@ -152,7 +174,7 @@ def load_panel(path: str | Path) -> SnpPanel:
     digest = hashlib.sha256(hashlib.sha256(toml_bytes).digest()
                             + hashlib.sha256(tsv_bytes).digest()).hexdigest()
     return SnpPanel(path, tsv, name, snps, a1, a2, freq, standardise, missing, float(row_norm),
-                    digest)
+                    digest, frequencies)
 
 
 def _read_table(tsv: Path, data: bytes) -> tuple[tuple[str, ...], tuple[str, ...],
@@ -247,9 +269,10 @@ def check_fileset(panel: SnpPanel, fileset: GenotypeFileset, site: str) -> np.nd
 
 def write_panel(path: str | Path, name: str, snps: list[str], a1: list[str], a2: list[str],
                 freq: np.ndarray | None, row_norm: float,
-                standardise: str = "public") -> SnpPanel:
+                standardise: str = "public", frequencies: str = "sum") -> SnpPanel:
     """Write a panel's TOML file ``path`` and its TSV beside it (``PATH.tsv`` for
-    ``PATH.toml``), frequencies written at full precision, and load it back."""
+    ``PATH.toml``), frequencies written at full precision, and load it back (``frequencies``
+    written only when not the default)."""
     path = Path(path)
     tsv = path.with_suffix(".tsv")
     header = HEADER if freq is not None else HEADER[:3]
@@ -258,5 +281,6 @@ def write_panel(path: str | Path, name: str, snps: list[str], a1: list[str], a2:
     tsv.write_text("".join("\t".join(cells) + "\n" for cells in [list(header), *rows]))
     path.write_text(f"[panel]\nname = {json.dumps(name)}\nsnps = {json.dumps(tsv.name)}\n"
                     f"standardise = \"{standardise}\"\nmissing = \"mean\"\n"
-                    f"row-norm = {float(row_norm)!r}\n")
+                    f"row-norm = {float(row_norm)!r}\n"
+                    + ("" if frequencies == "sum" else f"frequencies = \"{frequencies}\"\n"))
     return load_panel(path)

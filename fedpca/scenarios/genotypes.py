@@ -178,12 +178,13 @@ class GenotypeRun:
 
 def panel_policy(scenario: DPSPCAScenario, panel: SnpPanel) -> CentredPolicy:
     """Every simulated site's policy for a private-panel run: the scenario's budget, rounds,
-    start and secure sums, the panel's row-norm
+    start and secure sums, the panel's row-norm and how it releases the frequencies
     (:func:`~fedpca.algorithms.genotype_centring.genotype_policy`)."""
     s = scenario
     return genotype_policy(s.epsilon, s.delta, s.rounds, panel.row_norm, bool(s.start),
                            accounting=s.accounting, noise_sampler=s.noise_sampler,
-                           secure_min_sites=s.secure_min_sites, discrete=s.discrete)
+                           secure_min_sites=s.secure_min_sites, discrete=s.discrete,
+                           per_site=panel.per_site_frequencies)
 
 
 def private_panel_plan(scenario: DPSPCAScenario, panel: SnpPanel, sites: int,

@@ -69,13 +69,14 @@ def answer_request(site: PrivateSite, arrays: Sequence[np.ndarray], config: Mapp
     (:mod:`fedpca.algorithms.site_limits`); should it fail, the budget stays spent and
     nothing is sent."""
     site.check_config(config)
-    if site.secure_min_sites is not None and masking is None:
+    min_sites, discrete = site.sum_settings(config)
+    if min_sites is not None and masking is None:
         raise site.refuse(
             "this site answers only inside a secure sum over at least "
-            f"{site.secure_min_sites} sites, and this request is not masked"
+            f"{min_sites} sites, and this request is not masked"
         )
     if masking is not None:
-        check_masking(site, masking)
+        check_masking(site, masking, discrete)
     value = site.respond(list(arrays), config)
     metrics = {
         "site": site.site,
@@ -83,16 +84,17 @@ def answer_request(site: PrivateSite, arrays: Sequence[np.ndarray], config: Mapp
         "releases": site.ledger.count,
         **site.guarantee().to_metrics(),
     }
-    if not site.discrete:
+    if not discrete:
         return Answer(site.site, [value], site.n, metrics)
     metrics[RECORDS] = site.n  # a secure sum's weight is fixed: the count travels apart
     return Answer(site.site, [value], RESIDUE_WEIGHT, metrics)
 
 
-def check_masking(site: PrivateSite, masking: ProtocolMasking) -> None:
-    """Refuse, before anything is charged, a masking this site cannot answer under. The
-    message quotes only public quantities."""
-    if not site.discrete or masking.modulus != DEFAULT_MODULUS:
+def check_masking(site: PrivateSite, masking: ProtocolMasking, discrete: bool) -> None:
+    """Refuse, before anything is charged, a masking this site cannot answer under
+    (``discrete``: the release asked for is one of discrete Gaussian residues). The message
+    quotes only public quantities."""
+    if not discrete or masking.modulus != DEFAULT_MODULUS:
         raise site.refuse(
             "fedpca's verifiable secure aggregation carries distributed discrete "
             "Gaussian residues modulo the site's own modulus "

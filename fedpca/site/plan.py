@@ -187,7 +187,8 @@ def frequency_policy(policy: SitePolicyFile, algorithm: str, start: bool) -> Cen
     """A private-panel genotype site's policy for a run of ``algorithm`` (its allele counts'
     release, then DPS-PCA's ``T`` releases from a public ``start``, ``T + 1`` without): the
     site's run epsilon, delta, accounting and secure sums, exact noise, the panel's
-    row-norm. Refused with ``paper`` accounting (the split needs the PLD or RDP accountant)
+    row-norm; the counts the site's own release when its panel says ``frequencies =
+    "per-site"``. Refused with ``paper`` accounting (the split needs the PLD or RDP accountant)
     or the explained-variance release (not built for these runs)."""
     if policy.accounting == "paper" or policy.require_algorithm(algorithm).get(
             EXPLAINED_VARIANCE, False):
@@ -198,7 +199,8 @@ def frequency_policy(policy: SitePolicyFile, algorithm: str, start: bool) -> Cen
     return genotype_policy(policy.run_epsilon, policy.delta, policy.rounds(algorithm),
                            policy.genotypes.panel.row_norm, start,
                            accounting=policy.accounting, noise_sampler=EXACT,
-                           secure_min_sites=policy.secure_min_sites, discrete=policy.discrete)
+                           secure_min_sites=policy.secure_min_sites, discrete=policy.discrete,
+                           per_site=policy.genotypes.panel.per_site_frequencies)
 
 
 def require_mode(policy: SitePolicyFile, algorithm: str) -> None:

@@ -158,7 +158,7 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         request = {**dict(config), **request}
         self.grid = grid
         content = request_content(request_arrays, request)
-        if self.secure_protocol is not None:
+        if self.masked(server_round):
             inputs = self.secure_protocol.input_records(server_round, request)
             self.asked, self.asked_nodes = len(inputs), list(inputs)
             return [
@@ -186,7 +186,7 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
         if self.secure_protocol is not None:  # sites lost since the key agreement
             reasons += self.secure_protocol.take_failures()
         summed, groups = None, None
-        if self.secure_protocol is not None and len(answered) >= self.min_sites:
+        if self.masked(server_round) and len(answered) >= self.min_sites:
             summed = self.secure_protocol.unmask(self.grid, server_round, answered)
             groups = [self.secure_protocol.group_of(msg.metadata.src_node_id)
                       for msg in answered]
@@ -200,6 +200,14 @@ class MessageSiteStrategy(SiteRoundStrategy, Strategy):
             if isinstance(value, (int, float)) and not isinstance(value, bool)
         }
         return ArrayRecord([array]), MetricRecord(numbers)
+
+    def masked(self, server_round: int) -> bool:
+        """Whether ``server_round``'s answers travel inside the secure protocol: a run with
+        one, in a round with a secure sum (a private panel's per-site frequencies are each
+        site's own answer, in the clear, as every member agreed in the key agreement's
+        description of the rounds)."""
+        return (self.secure_protocol is not None
+                and self.server.round_sum(server_round) is not None)
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
