@@ -38,8 +38,10 @@ on the graded seeds. Missing calls (issue 50): scenario (b)'s first cohort again
 private-frequency run, T = 1; its accuracy must stay within ``MISSING_GAP`` of the complete
 cohort's. Structure beyond the panel (issue 50, ``Grid.structure``): scenario **(c)**, 4
 populations, 2 and 3 absent from the panel, both isolates of population 0 (k = 3), and
-**(d)**, an admixture cline between population 0 and population 2 (absent, an isolate of 0;
-``CLINE_MIXES``), graded by |corr(PC1, true ancestry share)|; both with each site's own
+**(d)**, an admixture cline between population 0 and population 2 (absent, drifted from the
+ancestral frequencies as 0 and 1 are; ``CLINE_MIXES``), graded by |corr(PC1, true ancestry
+share)|, and **(e)**, the same cline towards an isolate of 0 (half the differentiation:
+reported, its non-private ceiling below the target); all with each site's own
 frequencies (a panel's ``frequencies = "per-site"``: the start gains the directions in which
 the sites differ, ``fedpca.algorithms.shifted_start``) beside the union's shift alone. The
 size curve (issue 50): the first cohort's d and Fst at 1,000, 2,500 and 5,000
@@ -80,6 +82,7 @@ from genomics_methods import (  # noqa: E402
     top_eigenvectors,
     run_lockstep,
     secure_runs,
+    sigmas_for,
 )
 from genomics_private import ReleasedRows  # noqa: E402
 from genomics_site import measure_in_child  # noqa: E402
@@ -91,8 +94,14 @@ from genomics_union import (  # noqa: E402
     population_accuracy,
 )
 
+from fedpca.algorithms.dps_pca import PHASE_POWER  # noqa: E402
+from fedpca.algorithms.genotype_centring import FREQUENCY_BOUNDS, GENOTYPE_WIDTH  # noqa: E402
+from fedpca.algorithms.panel_advice import panel_advice, panel_distance  # noqa: E402
+from fedpca.algorithms.shifted_start import SHIFT_COLUMNS  # noqa: E402
+from fedpca.data.snp_panel import load_panel  # noqa: E402
 from fedpca.data.start_basis import load_start_basis  # noqa: E402
 from fedpca.dp import calibration_cache  # noqa: E402
+from fedpca.dp.budget_split import MOMENTS  # noqa: E402
 from fedpca.linalg.subspace import subspace_distance  # noqa: E402
 
 logger = logging.getLogger("genomics")
@@ -107,20 +116,25 @@ METHODS = (Method(f"secure, panel start, T={START_ROUNDS}", "panel", START_ROUND
 #: Private frequencies with the panel's start shifted along them (``"shifted"``).
 SHIFTED = (Method("secure, private frequencies, shifted start, T=1", "shifted", 1),
            Method("secure, private frequencies, shifted start, T=2", "shifted", 2))
-#: Scenario (b)'s study: what may bring back the population the panel lacks (more rounds,
-#: extra public random columns beside the panel's start, the top 2 of them kept; the start
-#: shifted along the released frequencies).
-STUDY = (Method("secure, panel start, T=3", "panel", 3),
-         Method("secure, panel start + 2 columns, T=2", "panel", 2, extra=2),
-         Method("secure, panel start + 4 columns, T=3", "panel", 3, extra=4), *SHIFTED)
 #: Structure the panel lacks in more than one direction (issue 50): each site's own
 #: frequencies give the start the directions in which the sites differ
 #: (``frequencies = "per-site"``), beside the union's shift alone.
 PER_SITE_METHOD = Method("secure, per-site frequencies, shifted start + site directions, T=1",
                          PER_SITE, 1)
+#: Scenario (b)'s study: what may bring back the population the panel lacks (more rounds,
+#: extra public random columns beside the panel's start, the top 2 of them kept; the start
+#: shifted along the released frequencies, and along every site's too).
+STUDY = (Method("secure, panel start, T=3", "panel", 3),
+         Method("secure, panel start + 2 columns, T=2", "panel", 2, extra=2),
+         Method("secure, panel start + 4 columns, T=3", "panel", 3, extra=4), *SHIFTED,
+         PER_SITE_METHOD)
 STRUCTURE = (PER_SITE_METHOD, SHIFTED[0])
 PANEL = "panel PCs alone"
+#: The union's top PCs: its rows standardised with its exact frequencies (the
+#: reference of every row's distance), and those of the rows the panel's frequencies
+#: standardise (what a panel-frequency run's steps read, without their noise).
 NONPRIVATE = "non-private"
+NONPRIVATE_PANEL = "non-private, panel's frequencies"
 ANALYZE = "Analyze Gauss (central)"
 #: The accuracy every target asks for.
 ACCURACY = 0.99
@@ -129,13 +143,15 @@ PANEL_BELOW = 0.9
 #: Memory a site of 10,000 x 20,000 may use, MiB, and the secure / plain step ratio.
 SITE_MIB = 2048
 STEP_RATIO = 2.0
+#: How far below the panel alone's accuracy a run must be for the advice to owe a warning.
+ADVICE_GAP = 0.01
 #: How far missing calls may move the private-frequency run's accuracy (issue 50).
 MISSING_GAP = 0.002
 #: The correlation of PC1 with the true ancestry share a cline asks for (issue 50).
 CLINE_CORRELATION = 0.95
 #: Scenario (d)'s sites: site ``j`` holds ``20 + 6 j`` % individuals admixed between
-#: population 0 and population 2 (absent from the panel, an isolate of 0), the rest of 0;
-#: the panel's population 1 is not in the study.
+#: population 0 and population 2 (absent from the panel), the rest of 0; the panel's
+#: population 1 is not in the study.
 CLINE_MIXES = tuple((0.8 - 0.06 * j, 0.0, 0.2 + 0.06 * j) for j in range(10))
 
 
@@ -164,7 +180,8 @@ class Grid:
     check_dim: int = 1024
     #: (snps, fst, scenario) of the cohorts whose structure the panel lacks in more than
     #: one direction: (c) two absent populations, (d) an admixture cline (issue 50).
-    structure: tuple[tuple[int, float, str], ...] = ((5000, 0.01, "c"), (5000, 0.01, "d"))
+    structure: tuple[tuple[int, float, str], ...] = ((5000, 0.01, "c"), (5000, 0.01, "d"),
+                                                     (5000, 0.01, "e"))
     structure_methods: tuple[Method, ...] = STRUCTURE
     methods: tuple[Method, ...] = METHODS
     study_methods: tuple[Method, ...] = STUDY
@@ -192,14 +209,15 @@ def spec(grid: Grid, snps: int, fst: float, scenario: str, seed: int = 0,
     """The cohort of one grid point (data seed ``seed``, a share ``missing`` of its calls
     missing, ``samples_per_site`` individuals per site: the grid's by default): (a) every
     population in the panel; (b) population 2 absent, an isolate of 0; (c) 4 populations,
-    2 and 3 absent, both isolates of 0 (k = 3); (d) the cline of :data:`CLINE_MIXES`."""
+    2 and 3 absent, both isolates of 0 (k = 3); (d) the cline of :data:`CLINE_MIXES` towards
+    population 2, absent and drifted on its own; (e) the same cline towards an isolate of 0."""
     size = dict(sites=grid.sites, samples_per_site=samples_per_site or grid.samples_per_site,
                 snps=snps, fst=fst, reference_size=grid.reference_size, seed=seed,
                 missing=missing)
     if scenario == "c":
         return CohortSpec(absent=(2, 3), populations=4, isolate_of=(0, 0), k=3, **size)
-    if scenario == "d":
-        return CohortSpec(absent=2, isolate_of=0, cline=(0, 2),
+    if scenario in ("d", "e"):
+        return CohortSpec(absent=2, isolate_of=0 if scenario == "e" else None, cline=(0, 2),
                           mixes=CLINE_MIXES[:grid.sites], mixes_name="cline", **size)
     return CohortSpec(absent=None if scenario == "a" else 2,
                       isolate_of=None if scenario == "a" else 0, **size)
@@ -223,16 +241,23 @@ def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[
                    tuple(union.site_sizes))
     loaded = time.perf_counter()
     runs = secure_runs(list(methods), list(grid.epsilons), list(seeds), public, grid.delta)
-    released = released_rows(union, runs)
+    released, exact = released_rows(union, runs)
     nonprivate = NonPrivateRun(union.d, k) if covariance is None else None
-    run_lockstep(runs + ([nonprivate] if nonprivate else []), gram_times, diagonal, released)
+    centred = NonPrivateRun(union.d, k) if covariance is None else None
+    if centred is not None:
+        centred.released = exact
+    run_lockstep(runs + ([nonprivate, centred] if nonprivate else []), gram_times, diagonal,
+                 released)
     bases: dict[tuple[str, float | None, int | None], np.ndarray] = {
         (r.method.name, r.epsilon, r.seed): r.components() for r in runs
         if r.released is None}
     own = {(r.method.name, r.epsilon, r.seed): r for r in runs if r.released is not None}
     bases[(PANEL, None, None)] = start.basis
-    bases[(NONPRIVATE, None, None)] = (top_eigenvectors(covariance, k)
-                                       if covariance is not None else nonprivate.components())
+    bases[(NONPRIVATE_PANEL, None, None)] = (top_eigenvectors(covariance, k)
+                                             if covariance is not None
+                                             else nonprivate.components())
+    top = (top_eigenvectors(released.covariance(exact), k) if covariance is not None
+           else centred.components())
     if covariance is not None:
         for epsilon in grid.epsilons:
             for seed in seeds:
@@ -243,13 +268,17 @@ def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[
     scores = union.times(np.hstack(list(bases.values())))
     accuracy = {key: score(union, scores[:, k * i:k * i + k], cohort_spec)
                 for i, key in enumerate(bases)}
-    if own:  # scored on the rows each run's frequencies standardise, as a site's at home
-        mine = released.times({r.released: r.components() for r in own.values()})
-        accuracy.update({key: score(union, mine[r.released], cohort_spec)
-                         for key, r in own.items()})
-    top = bases[(NONPRIVATE, None, None)]
-    distance = {key: subspace_distance(basis, top) for key, basis in bases.items()}
-    distance.update({key: subspace_distance(r.components(), top) for key, r in own.items()})
+    # scored on the rows each run's frequencies standardise, as a site's at home; the
+    # union's top k on the rows its exact frequencies standardise
+    mine = released.times({**{r.released: r.components() for r in own.values()}, exact: top})
+    accuracy.update({key: score(union, mine[r.released], cohort_spec)
+                     for key, r in own.items()})
+    accuracy[(NONPRIVATE, None, None)] = score(union, mine[exact], cohort_spec)
+    bases[(NONPRIVATE, None, None)] = top
+    components = {**bases, **{key: r.components() for key, r in own.items()}}
+    distance = {key: subspace_distance(basis, top) for key, basis in components.items()}
+    first = {key: subspace_distance(basis[:, :1], top[:, :1])
+             for key, basis in components.items()}
     seconds = {"cohort": written - started, "load": loaded - written,
                "methods": stepped - loaded, "scores": time.perf_counter() - stepped}
     logger.info("cohort %s (%s): %s", cohort_spec.label, scenario,
@@ -257,7 +286,7 @@ def evaluate(grid: Grid, cohort_spec: CohortSpec, scenario: str, methods: tuple[
     common = {"kind": "accuracy", "snps": union.d, "fst": cohort_spec.fst,
               "scenario": scenario, "data_seed": cohort_spec.seed, "clip_norm": clip,
               "samples": union.n, "missing": cohort_spec.missing, "seconds": seconds}
-    return accuracy_rows(accuracy, distance, common)
+    return accuracy_rows(accuracy, distance, first, common)
 
 
 def score(union: UnionRows, scores: np.ndarray, cohort_spec: CohortSpec) -> float:
@@ -270,21 +299,25 @@ def score(union: UnionRows, scores: np.ndarray, cohort_spec: CohortSpec) -> floa
     return float(abs(np.corrcoef(scores[on, 0], union.ancestry[on])[0, 1]))
 
 
-def released_rows(union: UnionRows, runs: list[SecureRun]) -> ReleasedRows | None:
+def released_rows(union: UnionRows, runs: list[SecureRun]) -> tuple[ReleasedRows, int]:
     """The union under the released frequencies of every run that has them (each run
-    numbered by its row), ``None`` when none has."""
+    numbered by its row) and, in the last row (its number returned), under the union's
+    exact frequencies (clamped as released ones are): the rows of the union's top PCs."""
     own = [r for r in runs if r.frequencies is not None]
     for index, run in enumerate(own):
         run.released = index
-    return ReleasedRows(union, np.vstack([r.frequencies for r in own])) if own else None
+    exact = np.clip(union.allele_counts() / (GENOTYPE_WIDTH * np.maximum(
+        union.called_counts(), 1)), *FREQUENCY_BOUNDS)
+    return ReleasedRows(union, np.vstack([r.frequencies for r in own] + [exact])), len(own)
 
 
 def accuracy_rows(accuracy: dict[tuple[str, float | None, int | None], float],
                   distance: dict[tuple[str, float | None, int | None], float],
+                  first: dict[tuple[str, float | None, int | None], float],
                   common: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per method and epsilon: its seeds' accuracies, their mean and minimum, and
-    the mean subspace distance of its components to the non-private top ``k`` (of the rows
-    the panel's frequencies standardise)."""
+    the mean subspace distance of its components to the union's top ``k`` (of the rows its
+    exact frequencies standardise), and that of its first component to the union's PC1."""
     rows = []
     for name in dict.fromkeys(key[0] for key in accuracy):
         for epsilon in dict.fromkeys(key[1] for key in accuracy if key[0] == name):
@@ -292,7 +325,8 @@ def accuracy_rows(accuracy: dict[tuple[str, float | None, int | None], float],
             values = [accuracy[key] for key in keys]
             rows.append({**common, "method": name, "epsilon": epsilon, "accuracy": values,
                          "mean": float(np.mean(values)), "min": float(np.min(values)),
-                         "distance": float(np.mean([distance[key] for key in keys]))})
+                         "distance": float(np.mean([distance[key] for key in keys])),
+                         "pc1_distance": float(np.mean([first[key] for key in keys]))})
             logger.info("  %-40s eps=%-4s accuracy mean %.4f min %.4f, distance %.3f", name,
                         epsilon, rows[-1]["mean"], rows[-1]["min"], rows[-1]["distance"])
     return rows
@@ -344,6 +378,7 @@ def run_grid(grid: Grid) -> list[dict[str, Any]]:
         if snps == grid.site_snps and not any(r["kind"] == "site" for r in rows):
             rows.append(site_cost(grid))
     rows += missing_calls(grid) + structure(grid) + size_curve(grid)
+    advise(grid, rows)
     check = ddg_noise_check(dim=grid.check_dim)
     logger.info("secure-sum noise check: decoded sd / central_sigma = %.3f over %d coordinates",
                 check["ratio"], check["coordinates"])
@@ -393,20 +428,54 @@ def size_curve(grid: Grid) -> list[dict[str, Any]]:
         for samples in grid.curve:
             logger.info("size curve: scenario (%s), %d individuals per site", scenario,
                         samples)
+            cohort_spec = spec(grid, snps, fst, scenario, samples_per_site=samples)
             rows += [{**row, "kind": "curve"} for row in evaluate(
-                grid, spec(grid, snps, fst, scenario, samples_per_site=samples), scenario,
-                CURVE_METHODS, grid.seeds)]
+                grid, cohort_spec, scenario, CURVE_METHODS, grid.seeds)]
     return rows
+
+
+def advise(grid: Grid, rows: list[dict[str, Any]]) -> None:
+    """fedpca's advice before spending (``fedpca.algorithms.panel_advice``) beside every
+    size-curve point of :data:`CURVE_METHODS` and the panel's own PCs (the curve's rows and
+    the grid's own cohort of the same d and Fst): the predicted distances, and whether the
+    run would have been warned, added to each row."""
+    snps, fst, _ = grid.cohorts[0]
+    names = {m.name: m for m in CURVE_METHODS}
+    for row in curve_points(rows):
+        scenario, n = row["scenario"], row["samples"]
+        files = cohort(spec(grid, snps, fst, scenario, samples_per_site=n // grid.sites))
+        panel, start = load_panel(files.panel), load_start_basis(files.start)
+        if row["method"] == PANEL:
+            row["panel_predicted"] = panel_distance(panel.reference, panel.d)
+            continue
+        method = names[row["method"]]
+        public = Union(start, panel.freq, n, n // grid.sites, grid.sites, panel.row_norm,
+                       None, None)
+        sigmas = sigmas_for(method, public, row["epsilon"], grid.delta)
+        shifted = method.start == "shifted"
+        advice = panel_advice(panel.reference, panel.d, n, sigmas[PHASE_POWER],
+                              start.shape[1] + SHIFT_COLUMNS if shifted else None,
+                              sigmas[MOMENTS] if shifted else None,
+                              panel.freq if shifted else None)
+        row.update(planned=advice.planned, panel_predicted=advice.panel,
+                   warned=advice.worse, needed=advice.needed)
+
+
+def curve_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The size curve's rows, and the grid's own cohort's of its d and Fst (its last point),
+    of :data:`CURVE_METHODS` and the panel's PCs."""
+    first = next((r for r in rows if r["kind"] == "accuracy"), None)
+    methods = {m.name for m in CURVE_METHODS} | {PANEL}
+    return [r for r in rows if r.get("method") in methods and (r["kind"] == "curve" or (
+        first is not None and r["kind"] == "accuracy"
+        and (r["snps"], r["fst"]) == (first["snps"], first["fst"])
+        and r.get("missing", 0.0) == 0.0))]
 
 
 def curve_table(rows: list[dict[str, Any]]) -> str:
     """Accuracy against ``n``: one line per scenario, method and size (the grid's own size
     from its first cohort's rows), epsilons across."""
-    first = next(r for r in rows if r["kind"] == "accuracy")
-    points = [r for r in rows if r["kind"] == "curve"] + [
-        r for r in rows if r["kind"] == "accuracy" and (r["snps"], r["fst"]) ==
-        (first["snps"], first["fst"]) and r.get("missing", 0.0) == 0.0
-        and r["method"] in {m.name for m in CURVE_METHODS} | {PANEL}]
+    points = curve_points(rows)
     epsilons = sorted({r["epsilon"] for r in points if r["epsilon"] is not None})
     table = []
     for scenario in ("a", "b"):
@@ -500,6 +569,11 @@ def targets(rows: list[dict[str, Any]], quick: bool = False) -> list[dict[str, A
                             f"d=5000, Fst 0.01, eps {epsilon:g}",
                             None if value is None else 1 - value, 1 - CLINE_CORRELATION,
                             measured=not quick))
+    missed = advice_misses(rows)
+    found.append(target(f"(a) size-curve points more than {ADVICE_GAP} below the panel alone's "
+                        f"accuracy and not warned before spending (of "
+                        f"{len(advised(rows, 'a'))})", None if missed is None else len(missed),
+                        0, measured=not quick))
     for row in rows:
         if row["kind"] == "site":
             found.append(target(f"site peak RSS MiB, {row['samples']} x {row['snps']}",
@@ -509,17 +583,57 @@ def targets(rows: list[dict[str, Any]], quick: bool = False) -> list[dict[str, A
     return found
 
 
-def cell(row: dict[str, Any], spread: bool = True) -> str:
+def advised(rows: list[dict[str, Any]], scenario: str) -> list[dict[str, Any]]:
+    """The size curve's runs of ``scenario`` with fedpca's advice (:func:`advise`)."""
+    return [r for r in curve_points(rows) if r["scenario"] == scenario and "warned" in r]
+
+
+def panel_alone(rows: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
+    """The panel's own PCs' row of ``row``'s cohort."""
+    return next((r for r in curve_points(rows) if r["method"] == PANEL and (
+        r["scenario"], r["samples"]) == (row["scenario"], row["samples"])), None)
+
+
+def advice_misses(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Scenario (a)'s advised runs more than :data:`ADVICE_GAP` below the panel alone's
+    accuracy that the advice did not warn (``None``: no advised run)."""
+    runs = advised(rows, "a")
+    if not runs:
+        return None
+    return [r for r in runs if not r["warned"]
+            and r["mean"] < panel_alone(rows, r)["mean"] - ADVICE_GAP]
+
+
+def advice_table(rows: list[dict[str, Any]]) -> str:
+    """Every advised run: the predicted distance of its noise and the measured distance to
+    the union's top k, the warning, its accuracy and the panel alone's."""
+    table = []
+    for row in sorted((r for s in ("a", "b") for r in advised(rows, s)),
+                      key=lambda r: (r["scenario"], r["method"], r["samples"], r["epsilon"])):
+        alone = panel_alone(rows, row)
+        table.append([f"({row['scenario']})", row["method"], f"{row['samples']:,}",
+                      f"{row['epsilon']:g}", f"{row['planned']:.3f}", f"{row['distance']:.3f}",
+                      f"{row['panel_predicted']:.3f} / {alone['distance']:.3f}",
+                      "warned" if row["warned"] else "-", f"{row['mean']:.4f}",
+                      f"{alone['mean']:.4f}"])
+    return md_table(["scenario", "method", "n", "eps", "predicted noise distance",
+                     "measured distance", "panel: predicted / measured", "advice",
+                     "accuracy", "panel alone"], table)
+
+
+def cell(row: dict[str, Any], spread: bool = True, first: bool = False) -> str:
     """``mean (min) / distance``: a row's accuracy over its seeds (its lowest, for a noisy
-    method) and its mean distance to the non-private top ``k`` (older rows have none)."""
+    method) and its mean distance to the union's top ``k`` (older rows have none); with
+    ``first``, `` / `` its first component's to the union's PC1 too."""
     text = f"{row['mean']:.4f}" + (f" ({row['min']:.4f})" if spread else "")
-    return text + (f" / {row['distance']:.3f}" if "distance" in row else "")
+    text += f" / {row['distance']:.3f}" if "distance" in row else ""
+    return text + (f" / {row['pc1_distance']:.3f}" if first and "pc1_distance" in row else "")
 
 
 def accuracy_table(rows: list[dict[str, Any]], kind: str = "accuracy") -> str:
     """One table per cohort: methods down, epsilons across, ``mean (min) / distance`` over
-    seeds (:func:`cell`)."""
-    parts = []
+    seeds (:func:`cell`; the structure rows with their PC1's distance too)."""
+    parts, first = [], kind == "structure"
     cohorts = dict.fromkeys((r["snps"], r["fst"], r["scenario"], r["data_seed"],
                              r.get("missing", 0.0)) for r in rows if r["kind"] == kind)
     for snps, fst, scenario, seed, missing in cohorts:
@@ -531,9 +645,9 @@ def accuracy_table(rows: list[dict[str, Any]], kind: str = "accuracy") -> str:
         for method in dict.fromkeys(r["method"] for r in mine):
             cells = {r["epsilon"]: r for r in mine if r["method"] == method}
             if None in cells:
-                table.append([method] + [cell(cells[None], spread=False)] * len(epsilons))
+                table.append([method] + [cell(cells[None], False, first)] * len(epsilons))
             else:
-                table.append([method] + [cell(cells[e]) if e in cells else "-"
+                table.append([method] + [cell(cells[e], True, first) if e in cells else "-"
                                          for e in epsilons])
         seconds = mine[0]["seconds"]
         holes = f", {missing:g} of the calls missing" if missing else ""
@@ -554,9 +668,12 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              *([f"Skipped (the run's time budget was spent): {'; '.join(skipped)}.", ""]
                if skipped else []),
              "Cells: mean accuracy over the noise seeds (lowest in brackets) / mean subspace "
-             "distance of the components to the non-private top k (`||sin Theta||_F`: 0 the "
-             "same span, 1 one direction missed, sqrt(2) = 1.414 both at k = 2); the panel's "
-             "PCs and the non-private PCs have no noise (one value).", "",
+             "distance of the components to the union's top k, the non-private PCs of its "
+             "rows standardised with its exact frequencies (`||sin Theta||_F`: 0 the same "
+             "span, 1 one direction missed, sqrt(2) = 1.414 both at k = 2); the panel's PCs "
+             "and the non-private PCs have no noise (one value). \"non-private, panel's "
+             "frequencies\": the top k of the rows the panel's frequencies standardise, what "
+             "a panel-frequency run's steps read (their noise aside).", "",
              accuracy_table(rows)]
     if any(r["kind"] == "study" for r in rows):
         parts += ["### Scenario (b) study, development cohort", "", accuracy_table(rows, "study")]
@@ -564,6 +681,19 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         parts += ["### Accuracy against the study's size", "", "The first cohort's d and Fst "
                   "with fewer individuals per site (10 sites), in both scenarios; the last "
                   "size is the grid's own cohort.", "", curve_table(rows), ""]
+    if any("warned" in r for r in rows):
+        parts += ["### Advice before spending", "", "What fedpca's plan says before a run "
+                  "spends (`fedpca.algorithms.panel_advice`, from public numbers only: the "
+                  "plan's noise, n, d and the panel's reference-size and "
+                  "reference-variances), beside what the size curve measured: the distance "
+                  "the planned noise moves the components by, if the panel covers the study, "
+                  "and the measured distance to the union's top k; the panel's own PCs' "
+                  "distance, predicted and measured; \"warned\": the noise is predicted to "
+                  "move the components further than the panel's PCs are off (the run's "
+                  "components, from the panel's start, then likely further than the panel's). "
+                  "The shifted start's components stay within its span, so its measured "
+                  "distance is the panel's and its noise's together.", "", advice_table(rows),
+                  ""]
     if any(r["kind"] == "structure" for r in rows):
         parts += ["### Structure beyond the panel", "", "Scenario (c): 4 populations, the "
                   "panel's reference holds 0 and 1; populations 2 and 3 are absent from it, "
@@ -573,9 +703,14 @@ def markdown(rows: list[dict[str, Any]]) -> str:
                   "the panel in two directions; k = 3, accuracy over 4 populations. "
                   "Scenario (d): an admixture cline: site j holds 20 + 6 j % individuals "
                   "with a share q ~ U(0, 1) of population 2's ancestry (absent from the "
-                  "panel, an isolate of 0) and 1 - q of population 0's, the rest of 0 "
-                  "(population 1 is the panel's only); the cell is |corr(PC1, q)| over "
-                  "every individual of the study, not an accuracy.", "",
+                  "panel, drifted from the ancestral frequencies as 0 and 1 are) and 1 - q "
+                  "of population 0's, the rest of 0 (population 1 is the panel's only); the "
+                  "cell is |corr(PC1, q)| over every individual of the study, not an "
+                  "accuracy. Scenario (e): the same cline towards an isolate of population 0 "
+                  "(half the differentiation): even the non-private PC1 stays below 0.95. "
+                  "The third figure of a cell is the distance of its first component to the "
+                  "union's PC1 (`sin theta`): in a cline the union's second PC lies in the "
+                  "noise bulk, so the distance to its top 2 is near 1 for every method.", "",
                   accuracy_table(rows, "structure")]
     if any(r["kind"] == "missing" for r in rows):
         parts += ["### Missing calls", "", "Scenario (b)'s first cohort with a share of its "

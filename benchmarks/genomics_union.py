@@ -88,6 +88,11 @@ def cache_folder() -> Path:
     return Path(os.environ.get("FEDPCA_GENOMICS_CACHE", default))
 
 
+#: The cached cohorts' layout (a cohort written under another is written again): 2, the
+#: panel states its reference (``reference-size``, ``reference-variances``).
+COHORT_FORMAT = 2
+
+
 def cohort(spec: CohortSpec, cache: Path | None = None) -> CohortFiles:
     """The cohort of ``spec``, written into the cache unless a complete copy is there."""
     folder = (cache or cache_folder()) / spec.label
@@ -95,8 +100,8 @@ def cohort(spec: CohortSpec, cache: Path | None = None) -> CohortFiles:
     prefixes = tuple(folder / f"site{j}" for j in range(spec.sites))
     files = CohortFiles(folder, prefixes, tuple(p.with_suffix(".pop") for p in prefixes),
                         folder / "panel.toml", folder / "start.npy")
-    if marker.exists() and json.loads(marker.read_text()) == json.loads(
-            json.dumps(asdict(spec))):
+    stamp = {**asdict(spec), "format": COHORT_FORMAT}
+    if marker.exists() and json.loads(marker.read_text()) == json.loads(json.dumps(stamp)):
         logger.info("cohort %s: cached in %s", spec.label, folder)
         return files
     logger.info("cohort %s: writing %d sites of %d x %d into %s", spec.label, spec.sites,
@@ -107,7 +112,7 @@ def cohort(spec: CohortSpec, cache: Path | None = None) -> CohortFiles:
                            seed=spec.seed, isolate_of=spec.isolate_of, missing=spec.missing,
                            cline=spec.cline, mixes=None if spec.mixes is None else np.array(
                                spec.mixes))
-    marker.write_text(json.dumps(asdict(spec)))
+    marker.write_text(json.dumps(stamp))
     return written
 
 

@@ -345,3 +345,21 @@ def test_the_cohort_command_writes_files_that_load(tmp_path):
         np.testing.assert_array_equal(check_fileset(panel, fileset, str(site)), np.arange(40))
     start = load_start_basis(tmp_path / "start.npy")  # a start basis a run can name
     assert start.shape == (40, 2) and f"SHA-256 {start.digest}" in printed
+
+
+def test_the_cohort_command_writes_two_isolates_and_a_cline(tmp_path):
+    code, printed = run_cli(["data", "cohort", "--out", str(tmp_path), "--sites", "4",
+                             "--samples-per-site", "30", "--snps", "40", "--populations",
+                             "4", "--reference-size", "30", "--absent", "2", "3",
+                             "--isolate-of", "0", "1", "--cline", "0", "2", "--seed", "6"])
+    assert code == 0 and "population(s) 2, 3 absent" in printed
+    assert "isolates of population(s) 0, 1" in printed and "admixed with 0" in printed
+    labels = np.concatenate([read_populations(tmp_path / f"site{j}.pop") for j in range(4)])
+    shares = np.concatenate([read_ancestry(tmp_path / f"site{j}.ancestry") for j in range(4)])
+    assert {2, 3} <= set(labels)  # both absent populations are at the sites
+    admixed = shares[labels == 2]
+    assert ((admixed > 0) & (admixed < 1)).all() and (shares[labels == 0] == 0).all()
+    assert np.isnan(shares[labels == 3]).all()
+    code, printed = run_cli(["data", "cohort", "--out", str(tmp_path / "bad"), "--absent",
+                             "2", "3", "--isolate-of", "0", "1", "0"])
+    assert code != 0 and "Traceback" not in printed

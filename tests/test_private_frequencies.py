@@ -472,7 +472,8 @@ def test_a_real_private_panel_site_answers_the_counts_then_power_steps_and_proje
                                            contract=policy.contract_hash()))
 
 
-def test_the_apps_partitions_and_coordinator_run_a_private_panel_from_run_config(cohort):
+def test_the_apps_partitions_and_coordinator_run_a_private_panel_from_run_config(cohort,
+                                                                                caplog):
     from fedpca.algorithms.centred_rounds import CentredServer, CentredSite
     from fedpca.flower.app import app_source
     from fedpca.scenarios.dps_pca import DPSPCAScenario
@@ -493,8 +494,14 @@ def test_the_apps_partitions_and_coordinator_run_a_private_panel_from_run_config
                  "samples": 3 * SAMPLES, "secagg-max-weight": SAMPLES,
                  "clip-norm": panel.row_norm})
     scenario = DPSPCAScenario.from_run_config(real, sites=3)
-    plan = genotype_plan(scenario, real)
+    with caplog.at_level("INFO", logger="fedpca.scenarios.genotypes"):
+        plan = genotype_plan(scenario, real)
     assert plan.server.num_rounds == 3 and plan.privacy["start_shift"] is True
+    # the coordinator's plan says before the first round how its noise compares with the
+    # panel's own PCs, for at most every site's secagg-max-weight individuals
+    said = [r.getMessage() for r in caplog.records if "panel's own PCs" in r.getMessage()]
+    assert said and f"{3 * SAMPLES:,} individuals" in said[0]
+    assert said[0].endswith("(every site at its most individuals)")
     assert plan.server.round_request(1)[1]["centring"] == "moments"
     with pytest.raises(Exception, match="sites refuse a run under another panel"):
         genotype_plan(scenario, {**real, "contract": "0" * 64})

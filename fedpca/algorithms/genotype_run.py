@@ -29,8 +29,8 @@ import numpy as np
 
 from fedpca.algorithms.centred_rounds import CentredServer, CentredSite, answer_in_process
 from fedpca.algorithms.centred_run import centred_privacy
-from fedpca.algorithms.centring import CentredPolicy
-from fedpca.algorithms.dps_pca import DPSPCAServer, secure_sums
+from fedpca.algorithms.centring import CentredPolicy, moments_noise
+from fedpca.algorithms.dps_pca import DPSPCAServer, DPSSecureSums, secure_sums
 from fedpca.algorithms.genotype_centring import (
     FrequencySite,
     frequency_sensitivity,
@@ -38,7 +38,8 @@ from fedpca.algorithms.genotype_centring import (
     frequency_sum,
     genotype_bounds,
 )
-from fedpca.algorithms.secure_sum import public_seed
+from fedpca.algorithms.panel_advice import PanelAdvice, panel_advice, power_sigma
+from fedpca.algorithms.secure_sum import SecureSum, public_seed
 from fedpca.algorithms.shifted_start import (
     SHIFT_COLUMNS,
     ShiftedStartServer,
@@ -48,7 +49,9 @@ from fedpca.algorithms.shifted_start import (
 from fedpca.algorithms.site import SiteLedgerLike
 from fedpca.algorithms.site_limits import SiteLimits
 from fedpca.data.genotypes import GenotypeRows
+from fedpca.data.snp_panel import ReferenceSpectrum
 from fedpca.data.start_basis import StartBasis
+from fedpca.dp.distributed_gaussian import GridChoice
 from fedpca.errors import ConfigurationError
 from fedpca.results import CentredPCAResult
 
@@ -79,14 +82,9 @@ def genotype_server(policy: CentredPolicy, dim: int, k: int, rounds: int, sites:
         raise ConfigurationError(
             f"the shifted start keeps the top k of the last power step over every SNP: "
             f"s_hat must be d = {dim}, got {s_hat} (or give no reference frequencies)")
-    bounds = genotype_bounds(dim)
     rotation_seed = public_seed(seed)
-    moments = (frequency_sum(policy, dim, max_records, sites, rotation_seed)
-               if policy.discrete and not policy.site_moments else None)
-    directions = site_columns(sites) if shifted and policy.site_moments else 0
-    columns = k + (SHIFT_COLUMNS + directions) * int(shifted)
-    power = (secure_sums(policy.algorithm_policy(bounds), dim, columns, max_records, sites,
-                         rotation_seed) if policy.discrete else None)
+    moments, power, directions = run_sums(policy, dim, k, sites, max_records, rotation_seed,
+                                          shifted)
     inner: DPSPCAServer = (
         ShiftedStartServer(dim, k, rounds, start, reference, seed=seed, secure=power,
                            site_columns=directions)
@@ -94,7 +92,7 @@ def genotype_server(policy: CentredPolicy, dim: int, k: int, rounds: int, sites:
                                      start=start))
     frequencies = frequency_server(policy, dim, sites, moments,
                                    inner.shift if shifted else None)
-    privacy = {**centred_privacy(policy, bounds, MECHANISM),
+    privacy = {**centred_privacy(policy, genotype_bounds(dim), MECHANISM),
                "moments_sensitivity": frequency_sensitivity(dim),
                "unit": "one individual's genotype row at one site (replace-one)",
                "frequencies": ("released (the allele counts' column sums over the called "
@@ -102,6 +100,39 @@ def genotype_server(policy: CentredPolicy, dim: int, k: int, rounds: int, sites:
                                + (", each site's own" if policy.site_moments else "") + ")"),
                "start": "" if start is None else start.digest, "start_shift": shifted}
     return CentredServer(inner, frequencies), privacy
+
+
+def run_sums(policy: CentredPolicy, dim: int, k: int, sites: int, max_records: int,
+             rotation_seed: int, shifted: bool
+             ) -> tuple[tuple[SecureSum, GridChoice] | None, DPSSecureSums | None, int]:
+    """A private-panel run's public secure sums (``None`` without discrete noise): the
+    frequencies' (``None`` too when they are per site), the power steps' over the start's
+    columns, and the site directions the shifted start gains."""
+    moments = (frequency_sum(policy, dim, max_records, sites, rotation_seed)
+               if policy.discrete and not policy.site_moments else None)
+    directions = site_columns(sites) if shifted and policy.site_moments else 0
+    columns = k + (SHIFT_COLUMNS + directions) * int(shifted)
+    power = (secure_sums(policy.algorithm_policy(genotype_bounds(dim)), dim, columns,
+                         max_records, sites, rotation_seed) if policy.discrete else None)
+    return moments, power, directions
+
+
+def genotype_advice(policy: CentredPolicy, spectrum: ReferenceSpectrum, dim: int, k: int,
+                    sites: int, max_records: int, records: int, reference: np.ndarray,
+                    seed: int | None = None) -> PanelAdvice:
+    """A private-panel run from a public start shifted along its frequencies' difference
+    from the panel's ``reference`` ones, planned: its noise beside the panel's own PCs'
+    error (:mod:`fedpca.algorithms.panel_advice`) for ``records`` individuals; public,
+    before any release."""
+    moments, power, directions = run_sums(policy, dim, k, sites, max_records,
+                                          public_seed(seed), True)
+    bounds = genotype_bounds(dim)
+    return panel_advice(spectrum, dim, records,
+                        power_sigma(policy.algorithm_policy(bounds), sites,
+                                    None if power is None else power[1]),
+                        k + SHIFT_COLUMNS + directions,
+                        moments_noise(policy, bounds, sites, moments, frequency_sensitivity(dim)),
+                        reference)
 
 
 def genotype_site(rows: GenotypeRows, policy: CentredPolicy, start: StartBasis | None = None,

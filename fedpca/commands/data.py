@@ -36,6 +36,17 @@ def register_data_command(commands: argparse._SubParsersAction) -> None:
     for flag, kind, default, meaning in COHORT_FLAGS:
         cohort.add_argument(flag, type=kind, default=default, help=meaning if default is None
                             else f"{meaning} (default {default})")
+    cohort.add_argument("--absent", type=int, nargs="+", default=None, metavar="POP",
+                        help="populations (0..K-1) left out of the public reference: each "
+                             "appears only at the sites where it is the main one")
+    cohort.add_argument("--isolate-of", type=int, nargs="+", default=None, metavar="POP",
+                        help="with --absent: make the absent populations isolates drifted "
+                             "from this population of the reference (one for all, or one "
+                             "per absent population)")
+    cohort.add_argument("--cline", type=int, nargs=2, default=None,
+                        metavar=("SOURCE", "TARGET"),
+                        help="admix every TARGET individual with SOURCE (a share q ~ U(0, 1) "
+                             "of TARGET's ancestry; site{j}.ancestry holds each q)")
     cohort.add_argument("--standardise", choices=STANDARDISE, default="public",
                         help="the panel's standardise: public (its reference frequencies) or "
                              "private (a run releases the union's; the reference's stay in "
@@ -49,10 +60,6 @@ COHORT_FLAGS = (
     ("--snps", int, 5000, "SNPs (the panel's width d)"),
     ("--populations", int, 3, "populations, each site with its own mix"),
     ("--fst", float, 0.01, "the populations' differentiation Fst, in (0, 1)"),
-    ("--absent", int, None, "a population (0..K-1) left out of the public reference: it "
-                            "appears only at some sites"),
-    ("--isolate-of", int, None, "with --absent: make the absent population an isolate drifted "
-                                "from this population of the reference"),
     ("--reference-size", int, 1000, "individuals of the public reference"),
     ("--k", int, 2, "columns of the public start basis"),
     ("--seed", int, 0, "the seed of every file"),
@@ -77,11 +84,16 @@ def _cohort(args: argparse.Namespace) -> int:
     files = write_cohort(args.out, sites=args.sites, samples_per_site=args.samples_per_site,
                          snps=args.snps, populations=args.populations, fst=args.fst,
                          absent=args.absent, reference_size=args.reference_size, k=args.k,
-                         seed=args.seed, isolate_of=args.isolate_of,
-                         standardise=args.standardise)
-    absent = "" if args.absent is None else f", population {args.absent} absent from it"
+                         seed=args.seed, isolate_of=one_or_each(args.isolate_of),
+                         standardise=args.standardise,
+                         cline=None if args.cline is None else tuple(args.cline))
+    absent = ("" if args.absent is None else
+              f", population(s) {', '.join(map(str, args.absent))} absent from it")
     if args.isolate_of is not None:
-        absent += f" (an isolate of population {args.isolate_of})"
+        absent += f" (isolates of population(s) {', '.join(map(str, args.isolate_of))})"
+    if args.cline is not None:
+        absent += (f"; population {args.cline[1]}'s individuals admixed with "
+                   f"{args.cline[0]} (site{{j}}.ancestry)")
     print(f"a cohort of {args.sites} sites x {args.samples_per_site} individuals x "
           f"{args.snps} SNPs, {args.populations} populations at Fst {args.fst}, in "
           f"{files.folder} (seed {args.seed}):")
@@ -96,6 +108,13 @@ def _cohort(args: argparse.Namespace) -> int:
           f"{_size(files.start)}, SHA-256 {load_start_basis(files.start).digest}")
     print("the .pop files hold each sample's true population: for benchmarks and tests only")
     return 0
+
+
+def one_or_each(values: list[int] | None) -> int | tuple[int, ...] | None:
+    """``--isolate-of``: one parent for every absent population, or one each."""
+    if values is None or len(values) > 1:
+        return None if values is None else tuple(values)
+    return values[0]
 
 
 def _size(path: Path) -> str:

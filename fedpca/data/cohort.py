@@ -39,7 +39,7 @@ import numpy as np
 
 from fedpca.data.genotypes import standardise
 from fedpca.data.plink import MISSING, bed_reader
-from fedpca.data.snp_panel import write_panel
+from fedpca.data.snp_panel import ReferenceSpectrum, write_panel
 from fedpca.errors import ConfigurationError
 from fedpca.linalg.subspace import top_eigenpairs
 
@@ -171,9 +171,12 @@ class Admixture:
         return p
 
 
-def start_basis(calls: np.ndarray, freq: np.ndarray, k: int) -> tuple[np.ndarray, float]:
+def start_basis(calls: np.ndarray, freq: np.ndarray, k: int
+                ) -> tuple[np.ndarray, float, ReferenceSpectrum]:
     """The top ``k`` right singular vectors (``d x k`` orthonormal) of the standardised
-    ``calls`` (``m x d``) and their largest row norm, via the ``m x m`` Gram matrix, in blocks."""
+    ``calls`` (``m x d``), their largest row norm and their spectrum (``m`` and the top ``k``
+    eigenvalues of the rows' covariance, per individual), via the ``m x m`` Gram matrix, in
+    blocks."""
     gram = np.zeros((calls.shape[0],) * 2)
     for start in range(0, calls.shape[1], BLOCK):
         rows = standardise(calls[:, start:start + BLOCK], freq[start:start + BLOCK])
@@ -184,7 +187,8 @@ def start_basis(calls: np.ndarray, freq: np.ndarray, k: int) -> tuple[np.ndarray
     for start in range(0, calls.shape[1], BLOCK):
         rows = standardise(calls[:, start:start + BLOCK], freq[start:start + BLOCK])
         basis[start:start + BLOCK] = rows.T @ top
-    return np.linalg.qr(basis)[0], float(np.sqrt(np.diag(gram).max()))
+    spectrum = ReferenceSpectrum(len(calls), tuple(float(v) / len(calls) for v in values))
+    return np.linalg.qr(basis)[0], float(np.sqrt(np.diag(gram).max())), spectrum
 
 
 def isolate_parents(absent: tuple[int, ...], isolate_of: int | Sequence[int | None] | None
@@ -292,13 +296,13 @@ def write_cohort(out: str | Path, sites: int = 10, samples_per_site: int = 1000,
     public = [p for p in range(populations) if p not in missing_populations]
     reference = draw_genotypes(streams[1], freqs, streams[1].choice(public, reference_size))
     freq = np.clip(reference.mean(axis=0) / 2.0, *FREQUENCY_CLIP)
-    basis, largest = start_basis(reference, freq, k)
+    basis, largest, spectrum = start_basis(reference, freq, k)
     del reference
     ids = [f"snp{j}" for j in range(snps)]
     a1, a2 = zip(*(ALLELES[j % len(ALLELES)] for j in range(snps)))
     bound = math.ceil(largest) if row_norm is None else row_norm
     panel = write_panel(folder / "panel.toml", f"cohort-seed{seed}", ids, list(a1), list(a2),
-                        freq, bound, standardise)
+                        freq, bound, standardise, reference=spectrum)
     start = folder / "start.npy"
     np.save(start, basis)
     prefixes, pops = [], []

@@ -11,6 +11,8 @@ The TOML file::
     row-norm = 150.0          # the public bound on a standardised row's L2 norm
     frequencies = "sum"       # with "private": one release of the union's allele counts
                               # (inside the run's secure sum, if any), or "per-site"
+    reference-size = 1000     # optional: the public genomes the start was computed from
+    reference-variances = [31.2, 17.8]  # and its top k eigenvalues (below)
 
 The TSV file, tab-separated, header ``snp a1 a2 freq``, one line per SNP in the panel's order
 (the order of the columns every site's rows have): the SNP id, its allele 1 (the allele
@@ -25,6 +27,12 @@ site's noisy frequencies (a site's population mix, not any individual's genotype
 release's guarantee is the same), and the start gains the directions in which the sites
 differ (:mod:`fedpca.algorithms.shifted_start`). Being in the panel, the choice is one every
 member agreed to and reads from its own copy; no coordinator can make a site answer so.
+``reference-size`` and ``reference-variances`` (both or neither) describe the public start:
+how many reference genomes it was computed from, and the top eigenvalues of their
+standardised rows' covariance (variance per individual along each start column, largest
+first; 1 is one SNP's worth): a run's plan compares its noise with them and says, before
+anything is spent, when the panel's PCs alone are likely closer to the union's than the run
+would be (:mod:`fedpca.algorithms.panel_advice`).
 
 Privacy (unit: one individual's genotype row, replace-one). Everything here is public: the
 panel names SNPs, alleles, public frequencies and the row-norm bound, and every standardised
@@ -66,7 +74,7 @@ FREQUENCIES = ("sum", "per-site")
 MISSING_RULES = ("mean",)
 #: The keys of ``[panel]``.
 PANEL_KEYS = frozenset({"name", "snps", "standardise", "missing", "row-norm",
-                        "frequencies"})
+                        "frequencies", "reference-size", "reference-variances"})
 #: The TSV's header, with and without the frequency column.
 HEADER = ("snp", "a1", "a2", "freq")
 #: How many SNP ids an error names before it says how many there are in all.
@@ -88,6 +96,8 @@ class SnpPanel:
         row_norm: the public bound on a standardised row's L2 norm.
         digest: SHA-256 hex of the SHA-256 of the TOML bytes and of the TSV bytes.
         frequencies: ``"sum"`` or ``"per-site"`` (module docstring).
+        reference: the start's reference genomes and their top eigenvalues (``None``: the
+            panel does not state them; module docstring).
     """
 
     path: Path
@@ -102,6 +112,7 @@ class SnpPanel:
     row_norm: float
     digest: str
     frequencies: str = "sum"
+    reference: ReferenceSpectrum | None = None
 
     @property
     def per_site_frequencies(self) -> bool:
@@ -112,6 +123,21 @@ class SnpPanel:
     def d(self) -> int:
         """The number of SNPs (the width of every site's rows)."""
         return len(self.snps)
+
+
+@dataclass(frozen=True)
+class ReferenceSpectrum:
+    """The public genomes a panel's start was computed from: their number and the top
+    eigenvalues of their standardised rows' covariance (module docstring).
+
+    Attributes:
+        size: the reference genomes.
+        variances: the eigenvalues, largest first (variance per individual; the noise bulk
+            of standardised SNPs is about 1).
+    """
+
+    size: int
+    variances: tuple[float, ...]
 
 
 def panel_error(path: Path, problem: str) -> ConfigurationError:
@@ -174,7 +200,24 @@ def load_panel(path: str | Path) -> SnpPanel:
     digest = hashlib.sha256(hashlib.sha256(toml_bytes).digest()
                             + hashlib.sha256(tsv_bytes).digest()).hexdigest()
     return SnpPanel(path, tsv, name, snps, a1, a2, freq, standardise, missing, float(row_norm),
-                    digest, frequencies)
+                    digest, frequencies, reference_spectrum(path, settings))
+
+
+def reference_spectrum(path: Path, settings: dict) -> ReferenceSpectrum | None:
+    """The panel's ``reference-size`` and ``reference-variances`` (both or neither), checked."""
+    size, variances = settings.get("reference-size"), settings.get("reference-variances")
+    if size is None and variances is None:
+        return None
+    if (isinstance(size, bool) or not isinstance(size, int) or size < 2
+            or not isinstance(variances, list) or not variances
+            or not all(isinstance(v, int | float) and not isinstance(v, bool)
+                       and math.isfinite(v) and v > 0 for v in variances)
+            or any(a < b for a, b in zip(variances, variances[1:]))):
+        raise panel_error(path, "set reference-size = N (the reference genomes, at least 2) "
+                                "and reference-variances = [...] (the top eigenvalues of "
+                                "their standardised covariance, positive, largest first) "
+                                "together, or neither")
+    return ReferenceSpectrum(size, tuple(float(v) for v in variances))
 
 
 def _read_table(tsv: Path, data: bytes) -> tuple[tuple[str, ...], tuple[str, ...],
@@ -269,10 +312,11 @@ def check_fileset(panel: SnpPanel, fileset: GenotypeFileset, site: str) -> np.nd
 
 def write_panel(path: str | Path, name: str, snps: list[str], a1: list[str], a2: list[str],
                 freq: np.ndarray | None, row_norm: float,
-                standardise: str = "public", frequencies: str = "sum") -> SnpPanel:
+                standardise: str = "public", frequencies: str = "sum",
+                reference: ReferenceSpectrum | None = None) -> SnpPanel:
     """Write a panel's TOML file ``path`` and its TSV beside it (``PATH.tsv`` for
     ``PATH.toml``), frequencies written at full precision, and load it back (``frequencies``
-    written only when not the default)."""
+    and ``reference`` written only when not the default)."""
     path = Path(path)
     tsv = path.with_suffix(".tsv")
     header = HEADER if freq is not None else HEADER[:3]
@@ -282,5 +326,8 @@ def write_panel(path: str | Path, name: str, snps: list[str], a1: list[str], a2:
     path.write_text(f"[panel]\nname = {json.dumps(name)}\nsnps = {json.dumps(tsv.name)}\n"
                     f"standardise = \"{standardise}\"\nmissing = \"mean\"\n"
                     f"row-norm = {float(row_norm)!r}\n"
-                    + ("" if frequencies == "sum" else f"frequencies = \"{frequencies}\"\n"))
+                    + ("" if frequencies == "sum" else f"frequencies = \"{frequencies}\"\n")
+                    + ("" if reference is None else
+                       f"reference-size = {reference.size}\nreference-variances = "
+                       f"{json.dumps([float(v) for v in reference.variances])}\n"))
     return load_panel(path)

@@ -29,6 +29,7 @@ released private ones, charged with the run).
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,8 @@ from typing import Any
 
 from fedpca.algorithms.centring import CentredPolicy
 from fedpca.algorithms.genotype_centring import genotype_policy
-from fedpca.algorithms.genotype_run import genotype_server
+from fedpca.algorithms.genotype_run import genotype_advice, genotype_server
+from fedpca.algorithms.panel_advice import PanelAdvice, panel_advice, power_sigma
 from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.genotype_formats import open_genotypes
 from fedpca.data.snp_panel import SnpPanel, check_fileset, load_panel
@@ -45,6 +47,8 @@ from fedpca.errors import ConfigurationError
 from fedpca.scenarios.base import MAX_WEIGHT, Scenario
 from fedpca.scenarios.dps_pca import DPSPCAScenario, require_start_named
 from fedpca.scenarios.plans import ServerPlan
+
+logger = logging.getLogger(__name__)
 
 #: The run_config ``dataset`` of a genotype run (the server evaluates nothing), and the
 #: Flower App's run_config key naming a simulation's genotype files (PLINK prefixes or files).
@@ -153,8 +157,26 @@ class GenotypeRun:
         return private_panel_plan(self.scenario, run_panel(self.panel), self.sites,
                                   max(self.sizes()), app_config)
 
+    def advice(self) -> PanelAdvice | None:
+        """The plan's noise beside the panel's own PCs' error
+        (:mod:`fedpca.algorithms.panel_advice`) for the filesets' individuals: a run from a
+        public start under a panel stating its reference (``reference-size``,
+        ``reference-variances``; a private panel's also its ``freq`` column, the start being
+        shifted along them); ``None`` otherwise."""
+        panel, scenario, sizes = run_panel(self.panel), self.scenario, self.sizes()
+        if panel.reference is None or not scenario.start:
+            return None
+        if self.private:
+            return None if panel.freq is None else genotype_advice(
+                self.policy(), panel.reference, panel.d, scenario.k, self.sites, max(sizes),
+                sum(sizes), panel.freq, scenario.seed)
+        sums = scenario.secure_sums(max(sizes))
+        return panel_advice(panel.reference, panel.d, sum(sizes), power_sigma(
+            scenario.policy(), self.sites, None if sums is None else sums[1]))
+
     def header(self) -> list[str]:
-        """The lines printed before the run."""
+        """The lines printed before the run (the plan's advice last: a warning when the
+        panel's PCs alone are likely closer to the union's)."""
         panel = run_panel(self.panel)
         lines = [*self.scenario.header(),
                  f"genotypes of {self.sites} genotype filesets, panel {panel.name!r} ({panel.d} "
@@ -169,6 +191,9 @@ class GenotypeRun:
                          f"{counts.sigma:.4g}), then {len(steps)} DPS-PCA release(s) at noise "
                          f"multiplier {steps[0].sigma:.4g} each (the first line's calibration "
                          f"is DPS-PCA's alone){shift}")
+        advice = self.advice()
+        if advice is not None:
+            lines.append(advice.message())
         return lines
 
     def report(self, result: Any) -> list[str]:
@@ -206,10 +231,16 @@ def private_panel_plan(scenario: DPSPCAScenario, panel: SnpPanel, sites: int,
         raise ConfigurationError(
             "a private-panel run makes no explained-variance release: drop "
             "--explained-variance (run_config explained-variance=false)")
+    policy = panel_policy(scenario, panel)
     server, privacy = genotype_server(
-        panel_policy(scenario, panel), panel.d, scenario.k, scenario.rounds, sites,
-        max_records, s_hat=scenario.s_hat, seed=scenario.seed, start=start,
-        reference=panel.freq)
+        policy, panel.d, scenario.k, scenario.rounds, sites, max_records,
+        s_hat=scenario.s_hat, seed=scenario.seed, start=start, reference=panel.freq)
+    if app_config is not None and start is not None and panel.reference is not None \
+            and panel.freq is not None:  # the sites' sizes are not known yet: at most
+        advice = genotype_advice(policy, panel.reference, panel.d, scenario.k, sites,
+                                 max_records, sites * max_records, panel.freq, scenario.seed)
+        logger.log(logging.WARNING if advice.worse else logging.INFO,
+                   "%s (every site at its most individuals)", advice.message())
     return ServerPlan(server, privacy)
 
 
