@@ -70,8 +70,10 @@ import numpy as np  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import genomics_advice  # noqa: E402
 from common import md_table, target  # noqa: E402
 from genomics_methods import (  # noqa: E402
+    PANEL,
     PER_SITE,
     Method,
     NonPrivateRun,
@@ -82,7 +84,6 @@ from genomics_methods import (  # noqa: E402
     top_eigenvectors,
     run_lockstep,
     secure_runs,
-    sigmas_for,
 )
 from genomics_private import ReleasedRows  # noqa: E402
 from genomics_site import measure_in_child  # noqa: E402
@@ -94,14 +95,9 @@ from genomics_union import (  # noqa: E402
     population_accuracy,
 )
 
-from fedpca.algorithms.dps_pca import PHASE_POWER  # noqa: E402
 from fedpca.algorithms.genotype_centring import FREQUENCY_BOUNDS, GENOTYPE_WIDTH  # noqa: E402
-from fedpca.algorithms.panel_advice import panel_advice, panel_distance  # noqa: E402
-from fedpca.algorithms.shifted_start import SHIFT_COLUMNS  # noqa: E402
-from fedpca.data.snp_panel import load_panel  # noqa: E402
 from fedpca.data.start_basis import load_start_basis  # noqa: E402
 from fedpca.dp import calibration_cache  # noqa: E402
-from fedpca.dp.budget_split import MOMENTS  # noqa: E402
 from fedpca.linalg.subspace import subspace_distance  # noqa: E402
 
 logger = logging.getLogger("genomics")
@@ -129,7 +125,6 @@ STUDY = (Method("secure, panel start, T=3", "panel", 3),
          Method("secure, panel start + 4 columns, T=3", "panel", 3, extra=4), *SHIFTED,
          PER_SITE_METHOD)
 STRUCTURE = (PER_SITE_METHOD, SHIFTED[0])
-PANEL = "panel PCs alone"
 #: The union's top PCs: its rows standardised with its exact frequencies (the
 #: reference of every row's distance), and those of the rows the panel's frequencies
 #: standardise (what a panel-frequency run's steps read, without their noise).
@@ -435,30 +430,12 @@ def size_curve(grid: Grid) -> list[dict[str, Any]]:
 
 
 def advise(grid: Grid, rows: list[dict[str, Any]]) -> None:
-    """fedpca's advice before spending (``fedpca.algorithms.panel_advice``) beside every
-    size-curve point of :data:`CURVE_METHODS` and the panel's own PCs (the curve's rows and
-    the grid's own cohort of the same d and Fst): the predicted distances, and whether the
-    run would have been warned, added to each row."""
+    """fedpca's advice before spending beside every size-curve point
+    (:func:`genomics_advice.advise`; the curve's cohorts, read again from the cache)."""
     snps, fst, _ = grid.cohorts[0]
-    names = {m.name: m for m in CURVE_METHODS}
-    for row in curve_points(rows):
-        scenario, n = row["scenario"], row["samples"]
-        files = cohort(spec(grid, snps, fst, scenario, samples_per_site=n // grid.sites))
-        panel, start = load_panel(files.panel), load_start_basis(files.start)
-        if row["method"] == PANEL:
-            row["panel_predicted"] = panel_distance(panel.reference, panel.d)
-            continue
-        method = names[row["method"]]
-        public = Union(start, panel.freq, n, n // grid.sites, grid.sites, panel.row_norm,
-                       None, None)
-        sigmas = sigmas_for(method, public, row["epsilon"], grid.delta)
-        shifted = method.start == "shifted"
-        advice = panel_advice(panel.reference, panel.d, n, sigmas[PHASE_POWER],
-                              start.shape[1] + SHIFT_COLUMNS if shifted else None,
-                              sigmas[MOMENTS] if shifted else None,
-                              panel.freq if shifted else None)
-        row.update(planned=advice.planned, panel_predicted=advice.panel,
-                   warned=advice.worse, needed=advice.needed)
+    genomics_advice.advise(curve_points(rows), CURVE_METHODS, lambda row: cohort(spec(
+        grid, snps, fst, row["scenario"], samples_per_site=row["samples"] // grid.sites)),
+        grid.sites, grid.delta)
 
 
 def curve_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -569,10 +546,12 @@ def targets(rows: list[dict[str, Any]], quick: bool = False) -> list[dict[str, A
                             f"d=5000, Fst 0.01, eps {epsilon:g}",
                             None if value is None else 1 - value, 1 - CLINE_CORRELATION,
                             measured=not quick))
-    missed = advice_misses(rows)
+    points = curve_points(rows)
+    missed = genomics_advice.advice_misses(points, ADVICE_GAP)
     found.append(target(f"(a) size-curve points more than {ADVICE_GAP} below the panel alone's "
                         f"accuracy and not warned before spending (of "
-                        f"{len(advised(rows, 'a'))})", None if missed is None else len(missed),
+                        f"{len(genomics_advice.advised(points, 'a'))})",
+                        None if missed is None else len(missed),
                         0, measured=not quick))
     for row in rows:
         if row["kind"] == "site":
@@ -581,44 +560,6 @@ def targets(rows: list[dict[str, Any]], quick: bool = False) -> list[dict[str, A
             found.append(target("secure / plain power step", row["ratio"], STEP_RATIO,
                                 measured=not quick))
     return found
-
-
-def advised(rows: list[dict[str, Any]], scenario: str) -> list[dict[str, Any]]:
-    """The size curve's runs of ``scenario`` with fedpca's advice (:func:`advise`)."""
-    return [r for r in curve_points(rows) if r["scenario"] == scenario and "warned" in r]
-
-
-def panel_alone(rows: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
-    """The panel's own PCs' row of ``row``'s cohort."""
-    return next((r for r in curve_points(rows) if r["method"] == PANEL and (
-        r["scenario"], r["samples"]) == (row["scenario"], row["samples"])), None)
-
-
-def advice_misses(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Scenario (a)'s advised runs more than :data:`ADVICE_GAP` below the panel alone's
-    accuracy that the advice did not warn (``None``: no advised run)."""
-    runs = advised(rows, "a")
-    if not runs:
-        return None
-    return [r for r in runs if not r["warned"]
-            and r["mean"] < panel_alone(rows, r)["mean"] - ADVICE_GAP]
-
-
-def advice_table(rows: list[dict[str, Any]]) -> str:
-    """Every advised run: the predicted distance of its noise and the measured distance to
-    the union's top k, the warning, its accuracy and the panel alone's."""
-    table = []
-    for row in sorted((r for s in ("a", "b") for r in advised(rows, s)),
-                      key=lambda r: (r["scenario"], r["method"], r["samples"], r["epsilon"])):
-        alone = panel_alone(rows, row)
-        table.append([f"({row['scenario']})", row["method"], f"{row['samples']:,}",
-                      f"{row['epsilon']:g}", f"{row['planned']:.3f}", f"{row['distance']:.3f}",
-                      f"{row['panel_predicted']:.3f} / {alone['distance']:.3f}",
-                      "warned" if row["warned"] else "-", f"{row['mean']:.4f}",
-                      f"{alone['mean']:.4f}"])
-    return md_table(["scenario", "method", "n", "eps", "predicted noise distance",
-                     "measured distance", "panel: predicted / measured", "advice",
-                     "accuracy", "panel alone"], table)
 
 
 def cell(row: dict[str, Any], spread: bool = True, first: bool = False) -> str:
@@ -692,7 +633,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
                   "move the components further than the panel's PCs are off (the run's "
                   "components, from the panel's start, then likely further than the panel's). "
                   "The shifted start's components stay within its span, so its measured "
-                  "distance is the panel's and its noise's together.", "", advice_table(rows),
+                  "distance is the panel's and its noise's together.", "",
+                  genomics_advice.advice_table(curve_points(rows)),
                   ""]
     if any(r["kind"] == "structure" for r in rows):
         parts += ["### Structure beyond the panel", "", "Scenario (c): 4 populations, the "

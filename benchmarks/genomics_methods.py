@@ -68,6 +68,7 @@ from fedpca.algorithms.genotype_centring import (
     FrequencyServer,
     frequency_sensitivity,
     frequency_sum,
+    frequency_variance,
     released_frequencies,
     genotype_bounds,
     genotype_policy,
@@ -97,6 +98,8 @@ logger = logging.getLogger("genomics")
 
 #: A method's start with per-site frequencies (a panel's ``frequencies = "per-site"``).
 PER_SITE = "per-site"
+#: The row of the panel's own PCs (no noise, no run).
+PANEL = "panel PCs alone"
 #: Where the panel start's extra public columns come from (a public seed).
 EXTRA_STREAM = 0x57A7
 #: Power steps of the non-private subspace iteration (at d = 20,000, without a covariance).
@@ -311,12 +314,12 @@ def shifted_run(method: Method, epsilon: float, seed: int, union: Union,
         return SecureRun(method, epsilon, seed, server, sigmas, rng, union.n, k, union.clip,
                          frequencies=frequencies_of.frequencies)
     exact = np.concatenate([union.counts / GENOTYPE_WIDTH, CALLED_WEIGHT * union.called])
-    raw, _ = released_frequencies(exact + rng.normal(0.0, sigmas[MOMENTS], 2 * dim), union.n,
-                                  sigmas[MOMENTS])
+    total = exact + rng.normal(0.0, sigmas[MOMENTS], 2 * dim)
+    raw, _ = released_frequencies(total, union.n, sigmas[MOMENTS])
     frequencies = np.clip(raw, *FREQUENCY_BOUNDS)
     server = ShiftedStartServer(dim, k, method.rounds, union.start, union.reference,
                                 seed=seed)
-    server.shift(frequencies)
+    server.shift(frequencies, frequency_variance(total, union.n, sigmas[MOMENTS]))
     return SecureRun(method, epsilon, seed, server, sigmas, rng, union.n, k, union.clip,
                      frequencies=frequencies)
 

@@ -125,6 +125,9 @@ def test_the_quick_benchmark_runs_end_to_end(tmp_path, monkeypatch):
     assert site["peak_rss_mib"] > 0 and site["secure_seconds"] > 0
     assert all(t["passed"] is None for t in genomics.targets(rows, quick=True))
     assert "k-means" in genomics.markdown(rows)
+    advised = [r for r in rows if "warned" in r]  # the plan's advice beside the size curve
+    assert advised and all(r["planned"] >= 0 and r["panel_predicted"] > 0 for r in advised)
+    assert "Advice before spending" in genomics.markdown(rows)
 
 
 def test_a_cohort_with_missing_calls_holds_the_complete_cohorts_calls(tmp_path):

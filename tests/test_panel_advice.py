@@ -137,12 +137,14 @@ def test_the_genotype_advice_reads_the_noise_of_the_runs_own_sums(tmp_path):
                                     reference=f, seed=3)
         sigma = (server.inner.secure[1][1].calibration.central_sigma if discrete else
                  power_sigma(policy.algorithm_policy(genotype_bounds(dim)), sites))
-        advice = genotype_advice(policy, spectrum, dim, k, sites, records, sites * records, f,
-                                 seed=3)
+        advice = genotype_advice(server, policy, sites, spectrum, sites * records)
         expected = panel_advice(spectrum, dim, sites * records, sigma, k + 1,
                                 server.centring.noise_sigma, f)
         assert advice == expected
         assert sigma > 0 and server.centring.noise_sigma > 0
+        assert genotype_advice(server, policy, sites, None, sites * records) is None
+        unshifted, _ = genotype_server(policy, dim, k, 1, sites, records, start=start, seed=3)
+        assert genotype_advice(unshifted, policy, sites, spectrum, sites * records) is None
 
 
 def test_the_plan_screen_warns_a_small_run_and_names_what_to_do(tmp_path):

@@ -18,7 +18,9 @@ from fedpca.algorithms.genotype_centring import (
     FrequencySite,
     frequency_sensitivity,
     frequency_server,
+    frequency_variance,
     genotype_policy,
+    released_frequencies,
     shrunk_counts,
     standardisation,
 )
@@ -28,7 +30,7 @@ from fedpca.algorithms.genotype_run import (
     genotype_site,
     run_genotype_dps_pca,
 )
-from fedpca.algorithms.shifted_start import ShiftedStartServer, site_directions
+from fedpca.algorithms.shifted_start import ShiftedStartServer, shrunk_shift, site_directions
 from fedpca.data.cohort import write_cohort
 from fedpca.data.genotypes import GenotypeRows
 from fedpca.data.plink import MISSING, PlinkFileset, bed_reader
@@ -261,7 +263,7 @@ def test_site_directions_recover_two_directions_the_unions_shift_mixes(cohort):
     server = ShiftedStartServer(SNPS, 2, 1, load_start_basis(cohort.start),
                                 load_panel(cohort.panel).freq, seed=0, site_columns=2)
     with pytest.raises(ConfigurationError, match="more than 2 sites"):
-        server.shift(union, sites[:2])
+        server.shift(union, np.zeros(SNPS), sites[:2])
 
 
 def test_a_site_refuses_a_first_basis_that_does_not_hold_its_start(cohort):
@@ -351,16 +353,17 @@ def test_missing_calls_no_longer_bias_the_released_frequencies(cohort):
 @pytest.mark.parametrize("secure", [[], ["--secure-aggregation"]])
 def test_the_flower_simulation_equals_the_reference_for_a_private_panel_and_shifted_start(
         tmp_path, cohort, secure):
+    # eps 8: at 4 this small cohort's shift is within its frequencies' noise (shrunk to none)
     out = tmp_path / "run.json"
     code, printed = run_cli(["simulate", "dps-pca", "--plink", *map(str, cohort.sites),
                              "--panel", str(cohort.panel), "--start", str(cohort.start),
-                             "--k", "2", "--rounds", "2", "--epsilon", "4", "--seed", "1",
+                             "--k", "2", "--rounds", "2", "--epsilon", "8", "--seed", "1",
                              *secure, "--output", str(out)])
     assert code == 0, printed
     assert "private frequencies: the allele counts released first (share 0.3" in printed
     record = json.loads(out.read_text())
     panel = load_panel(cohort.panel)
-    policy = genotype_policy(4.0, 1e-5, 2, panel.row_norm, True, secure_min_sites=3 if secure
+    policy = genotype_policy(8.0, 1e-5, 2, panel.row_norm, True, secure_min_sites=3 if secure
                              else None, discrete=bool(secure))
     counts, step, _ = policy.plan()  # the header states the noise the releases really get
     assert (f"noise multiplier {counts.sigma:.4g}), then 2 DPS-PCA release(s) at noise "
@@ -561,3 +564,57 @@ def test_shrunk_called_counts_are_never_worse_than_the_noisy_ones(spread):
         assert error < 0.05 * raw_error  # the mean alone: known sqrt(d) times better
     if spread == 400.0:
         assert np.corrcoef(shrunk, truth)[0, 1] > 0.99 and error > 0.9 * raw_error
+
+
+@pytest.mark.parametrize("spread", [0.0, 400.0], ids=["alike", "unlike"])
+def test_the_frequency_variance_is_the_released_frequencies_noise(spread):
+    """The released frequencies' error over the stated variance's root has variance 1, SNPs
+    missing alike (the called counts shrunk to their mean) or very unlike (each keeps its
+    own noisy count, whose noise then counts too)."""
+    rng = np.random.default_rng(7)
+    dim, records, sigma = 20_000, 10_000, 30.0
+    called = np.round(np.clip(9_500 + spread * rng.standard_normal(dim), 1, records))
+    halves = np.round(called * rng.uniform(0.05, 0.95, dim))  # allele counts over 2
+    total = np.concatenate([halves, CALLED_WEIGHT * called]) + rng.normal(0, sigma, 2 * dim)
+    raw, _ = released_frequencies(total, records, sigma)
+    variance = frequency_variance(total, records, sigma)
+    z = (raw - halves / called) / np.sqrt(variance)
+    assert abs(z.var() - 1.0) < 0.05  # sd of a variance over 20,000 draws: 0.01
+    counts_only = sigma**2 / called**2
+    if spread == 0.0:
+        assert np.allclose(variance, counts_only, rtol=0.1)
+    else:
+        assert variance.mean() > 1.3 * counts_only.mean()
+
+
+def test_the_shrunk_shift_is_closer_to_the_true_shift_than_the_noisy_one():
+    """A shift spread alike over the SNPs, seen through noise whose variance differs per SNP
+    (as a rare allele's does in standardised units): shrunk SNP by SNP, it points closer to
+    the true shift outside the start; pure noise is shrunk towards nothing."""
+    rng = np.random.default_rng(8)
+    dim = 5000
+    start = thin_qr(rng.standard_normal((dim, 2)))
+    truth = rng.normal(0.0, 0.03, dim)
+    f = rng.uniform(0.05, 0.95, dim)
+    variance = 1e-4 / (f * (1 - f))  # a frequency's noise over sqrt(2 f (1 - f)), squared
+    noisy = truth + rng.normal(0.0, np.sqrt(variance))
+
+    def angle(a):
+        a, b = (v - start @ (start.T @ v) for v in (a, truth))
+        return float(np.arccos(abs(a @ b) / np.linalg.norm(a) / np.linalg.norm(b)))
+
+    shrunk = shrunk_shift(noisy, variance, start)
+    oracle = noisy * 0.03**2 / (0.03**2 + variance)  # the weights of the true spread
+    assert angle(shrunk) < angle(noisy) - 0.02 and abs(angle(shrunk) - angle(oracle)) < 0.005
+    assert np.allclose(shrunk, oracle, rtol=0.05)
+    noise = rng.normal(0.0, np.sqrt(variance))
+    assert np.linalg.norm(shrunk_shift(noise, variance, start)) < 0.2 * np.linalg.norm(noise)
+
+
+def test_the_shift_refuses_frequencies_without_their_noise_variance(cohort):
+    server = ShiftedStartServer(SNPS, 2, 1, load_start_basis(cohort.start),
+                                load_panel(cohort.panel).freq, seed=0)
+    with pytest.raises(ConfigurationError, match="noise variance"):
+        server.shift(np.full(SNPS, 0.3), np.zeros(SNPS - 1))
+    with pytest.raises(ConfigurationError, match="noise variance"):
+        server.shift(np.full(SNPS, 0.3), np.full(SNPS, -1.0))

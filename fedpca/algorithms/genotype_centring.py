@@ -154,6 +154,20 @@ def released_frequencies(total: np.ndarray, records: int, noise_sigma: float
     return total[:dim] / called, called / records
 
 
+def frequency_variance(total: np.ndarray, records: int, noise_sigma: float) -> np.ndarray:
+    """Each released frequency's noise variance, per SNP, for the decoded sum ``total`` of
+    :func:`released_frequencies` (the delta method): ``(sigma^2 + p^2 w sigma^2 /
+    lambda^2) / c^2``, the allele counts' noise (``noise_sigma`` on each ``S / 2``, public)
+    and the called count's as :func:`shrunk_counts` leaves it (``w sigma^2 / lambda^2``, its
+    weight ``w``: 0 where every SNP misses alike), over the released called count ``c``;
+    post-processing."""
+    raw, rates = released_frequencies(total, records, noise_sigma)
+    p = np.clip(raw, 0.0, 1.0)
+    dim = total.size // 2
+    weight = count_weight(total[dim:] / CALLED_WEIGHT, noise_sigma / CALLED_WEIGHT)
+    return noise_sigma**2 * (1.0 + weight * (p / CALLED_WEIGHT) ** 2) / (rates * records) ** 2
+
+
 def shrunk_counts(noisy: np.ndarray, noise_sd: float) -> np.ndarray:
     """``noisy`` called counts (noise of standard deviation ``noise_sd`` on each) shrunk
     towards their mean over the SNPs by ``w = v / (v + noise_sd^2)``, ``v`` the spread the
@@ -163,9 +177,13 @@ def shrunk_counts(noisy: np.ndarray, noise_sd: float) -> np.ndarray:
     frequencies almost no noise, and where SNPs miss unlike each other (``v`` large) each
     keeps its own count."""
     centre = float(noisy.mean())
+    return centre + count_weight(noisy, noise_sd) * (noisy - centre)
+
+
+def count_weight(noisy: np.ndarray, noise_sd: float) -> float:
+    """:func:`shrunk_counts`' weight ``w = v / (v + noise_sd^2)`` (0 when ``v`` is)."""
     spread = max(float(noisy.var()) - noise_sd**2, 0.0)
-    weight = spread / (spread + noise_sd**2) if spread > 0 else 0.0
-    return centre + weight * (noisy - centre)
+    return spread / (spread + noise_sd**2) if spread > 0 else 0.0
 
 
 def genotype_policy(epsilon: float, delta: float, rounds: int, row_norm: float,
@@ -232,8 +250,9 @@ class FrequencyServer(MomentsServer):
         secure: the sum's public parameters and the sites' grid (:func:`frequency_sum`), for
             discrete messages.
         noise_sigma: the noise's standard deviation on each coordinate of the sum.
-        on_release: called with the released frequencies and, when every site released its
-            own (``site_sigma``), each site's ``(n_i, p_i)`` (else ``None``): e.g. the
+        on_release: called with the released frequencies, their noise's variance per SNP
+            (:func:`frequency_variance`) and, when every site released its own
+            (``site_sigma``), each site's ``(n_i, p_i)`` (else ``None``): e.g. the
             shifted start's :meth:`~fedpca.algorithms.shifted_start.ShiftedStartServer.shift`.
         site_sigma: the noise's standard deviation on each coordinate of one site's own
             release (a policy's ``site_moments``), or ``None``.
@@ -241,8 +260,8 @@ class FrequencyServer(MomentsServer):
 
     def __init__(self, dim: int, secure: tuple[SecureSum, GridChoice] | None = None,
                  noise_sigma: float = 0.0,
-                 on_release: Callable[[np.ndarray, SiteFrequencies | None], None] | None
-                 = None, site_sigma: float | None = None) -> None:
+                 on_release: Callable[[np.ndarray, np.ndarray, SiteFrequencies | None],
+                                      None] | None = None, site_sigma: float | None = None) -> None:
         super().__init__(genotype_bounds(dim), False, secure, noise_sigma)
         if site_sigma is not None and secure is not None:
             raise ConfigurationError("per-site frequencies are released outside any secure "
@@ -269,15 +288,16 @@ class FrequencyServer(MomentsServer):
             total = checked_decode(self.secure[0], ordered, "the allele and called counts")
         else:
             total = weighted_sum(ordered, weighted=False)
-        raw, self.call_rates = released_frequencies(total, sum(a.n for a in ordered),
-                                                    self.noise_sigma)
+        records = sum(a.n for a in ordered)
+        raw, self.call_rates = released_frequencies(total, records, self.noise_sigma)
+        variance = frequency_variance(total, records, self.noise_sigma)
         p = np.clip(raw, *FREQUENCY_BOUNDS)
         self.frequencies = p
         mean, scale = standardisation(p)
         clamped = tuple(int(j) for j in np.flatnonzero(p != raw))
         self.moments = ColumnMoments(mean, scale, clamped, (), standardized=True)
         if self.on_release is not None:
-            self.on_release(p, self.site_frequencies(ordered))
+            self.on_release(p, variance, self.site_frequencies(ordered))
         return self.moments
 
     def site_frequencies(self, answers: Sequence[SiteAnswer]) -> SiteFrequencies | None:
@@ -291,8 +311,8 @@ class FrequencyServer(MomentsServer):
 
 def frequency_server(policy: CentredPolicy, dim: int, sites: int,
                      secure: tuple[SecureSum, GridChoice] | None = None,
-                     on_release: Callable[[np.ndarray, SiteFrequencies | None], None]
-                     | None = None) -> FrequencyServer:
+                     on_release: Callable[[np.ndarray, np.ndarray, SiteFrequencies | None],
+                                          None] | None = None) -> FrequencyServer:
     """The allele counts' aggregator for ``sites`` sites under ``policy`` (its secure sum
     ``secure``, if any; each site's own frequencies too when the policy's are per site)."""
     bounds, sensitivity = genotype_bounds(dim), frequency_sensitivity(dim)

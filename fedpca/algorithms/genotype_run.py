@@ -29,7 +29,7 @@ import numpy as np
 
 from fedpca.algorithms.centred_rounds import CentredServer, CentredSite, answer_in_process
 from fedpca.algorithms.centred_run import centred_privacy
-from fedpca.algorithms.centring import CentredPolicy, moments_noise
+from fedpca.algorithms.centring import CentredPolicy
 from fedpca.algorithms.dps_pca import DPSPCAServer, DPSSecureSums, secure_sums
 from fedpca.algorithms.genotype_centring import (
     FrequencySite,
@@ -117,22 +117,21 @@ def run_sums(policy: CentredPolicy, dim: int, k: int, sites: int, max_records: i
     return moments, power, directions
 
 
-def genotype_advice(policy: CentredPolicy, spectrum: ReferenceSpectrum, dim: int, k: int,
-                    sites: int, max_records: int, records: int, reference: np.ndarray,
-                    seed: int | None = None) -> PanelAdvice:
-    """A private-panel run from a public start shifted along its frequencies' difference
-    from the panel's ``reference`` ones, planned: its noise beside the panel's own PCs'
-    error (:mod:`fedpca.algorithms.panel_advice`) for ``records`` individuals; public,
-    before any release."""
-    moments, power, directions = run_sums(policy, dim, k, sites, max_records,
-                                          public_seed(seed), True)
-    bounds = genotype_bounds(dim)
-    return panel_advice(spectrum, dim, records,
-                        power_sigma(policy.algorithm_policy(bounds), sites,
-                                    None if power is None else power[1]),
-                        k + SHIFT_COLUMNS + directions,
-                        moments_noise(policy, bounds, sites, moments, frequency_sensitivity(dim)),
-                        reference)
+def genotype_advice(server: CentredServer, policy: CentredPolicy, sites: int,
+                    spectrum: ReferenceSpectrum | None, records: int) -> PanelAdvice | None:
+    """What the built private-panel ``server`` (:func:`genotype_server`'s, over ``sites``
+    sites under ``policy``) plans for ``records`` individuals, beside the panel's own PCs'
+    error (:mod:`fedpca.algorithms.panel_advice`), read from the server's own sums: its
+    power step's noise over its Ritz span, its frequencies' noise and the reference
+    frequencies its start is shifted from. ``None`` without the panel's reference
+    ``spectrum`` or for a run not from a shifted start. Public, before any release."""
+    inner = server.inner
+    if spectrum is None or not isinstance(inner, ShiftedStartServer):
+        return None
+    sigma = power_sigma(policy.algorithm_policy(genotype_bounds(inner.dim)), sites,
+                        None if inner.secure is None else inner.secure[1])
+    return panel_advice(spectrum, inner.dim, records, sigma, inner.k,
+                        server.centring.noise_sigma, inner.reference)
 
 
 def genotype_site(rows: GenotypeRows, policy: CentredPolicy, start: StartBasis | None = None,

@@ -166,10 +166,9 @@ class GenotypeRun:
         panel, scenario, sizes = run_panel(self.panel), self.scenario, self.sizes()
         if panel.reference is None or not scenario.start:
             return None
-        if self.private:
-            return None if panel.freq is None else genotype_advice(
-                self.policy(), panel.reference, panel.d, scenario.k, self.sites, max(sizes),
-                sum(sizes), panel.freq, scenario.seed)
+        if self.private:  # read from the plan's own server (its sums' noise)
+            return genotype_advice(self.server_plan().server, self.policy(), self.sites,
+                                   panel.reference, sum(sizes))
         sums = scenario.secure_sums(max(sizes))
         return panel_advice(panel.reference, panel.d, sum(sizes), power_sigma(
             scenario.policy(), self.sites, None if sums is None else sums[1]))
@@ -235,10 +234,10 @@ def private_panel_plan(scenario: DPSPCAScenario, panel: SnpPanel, sites: int,
     server, privacy = genotype_server(
         policy, panel.d, scenario.k, scenario.rounds, sites, max_records,
         s_hat=scenario.s_hat, seed=scenario.seed, start=start, reference=panel.freq)
-    if app_config is not None and start is not None and panel.reference is not None \
-            and panel.freq is not None:  # the sites' sizes are not known yet: at most
-        advice = genotype_advice(policy, panel.reference, panel.d, scenario.k, sites,
-                                 max_records, sites * max_records, panel.freq, scenario.seed)
+    # in the App the sites' sizes are not known yet: every site at its most
+    advice = (None if app_config is None else
+              genotype_advice(server, policy, sites, panel.reference, sites * max_records))
+    if advice is not None:
         logger.log(logging.WARNING if advice.worse else logging.INFO,
                    "%s (every site at its most individuals)", advice.message())
     return ServerPlan(server, privacy)
