@@ -315,11 +315,11 @@ def shifted_run(method: Method, epsilon: float, seed: int, union: Union,
                          frequencies=frequencies_of.frequencies)
     exact = np.concatenate([union.counts / GENOTYPE_WIDTH, CALLED_WEIGHT * union.called])
     total = exact + rng.normal(0.0, sigmas[MOMENTS], 2 * dim)
-    raw, _ = released_frequencies(total, union.n, sigmas[MOMENTS])
-    frequencies = np.clip(raw, *FREQUENCY_BOUNDS)
+    released = released_frequencies(total, union.n, sigmas[MOMENTS])
+    frequencies = np.clip(released[0], *FREQUENCY_BOUNDS)
     server = ShiftedStartServer(dim, k, method.rounds, union.start, union.reference,
                                 seed=seed)
-    server.shift(frequencies, frequency_variance(total, union.n, sigmas[MOMENTS]))
+    server.shift(frequencies, frequency_variance(total, union.n, sigmas[MOMENTS], released))
     return SecureRun(method, epsilon, seed, server, sigmas, rng, union.n, k, union.clip,
                      frequencies=frequencies)
 

@@ -576,8 +576,9 @@ def test_the_frequency_variance_is_the_released_frequencies_noise(spread):
     called = np.round(np.clip(9_500 + spread * rng.standard_normal(dim), 1, records))
     halves = np.round(called * rng.uniform(0.05, 0.95, dim))  # allele counts over 2
     total = np.concatenate([halves, CALLED_WEIGHT * called]) + rng.normal(0, sigma, 2 * dim)
-    raw, _ = released_frequencies(total, records, sigma)
-    variance = frequency_variance(total, records, sigma)
+    released = released_frequencies(total, records, sigma)
+    raw = released[0]
+    variance = frequency_variance(total, records, sigma, released)
     z = (raw - halves / called) / np.sqrt(variance)
     assert abs(z.var() - 1.0) < 0.05  # sd of a variance over 20,000 draws: 0.01
     counts_only = sigma**2 / called**2

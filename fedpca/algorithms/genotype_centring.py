@@ -154,14 +154,15 @@ def released_frequencies(total: np.ndarray, records: int, noise_sigma: float
     return total[:dim] / called, called / records
 
 
-def frequency_variance(total: np.ndarray, records: int, noise_sigma: float) -> np.ndarray:
-    """Each released frequency's noise variance, per SNP, for the decoded sum ``total`` of
-    :func:`released_frequencies` (the delta method): ``(sigma^2 + p^2 w sigma^2 /
-    lambda^2) / c^2``, the allele counts' noise (``noise_sigma`` on each ``S / 2``, public)
-    and the called count's as :func:`shrunk_counts` leaves it (``w sigma^2 / lambda^2``, its
-    weight ``w``: 0 where every SNP misses alike), over the released called count ``c``;
-    post-processing."""
-    raw, rates = released_frequencies(total, records, noise_sigma)
+def frequency_variance(total: np.ndarray, records: int, noise_sigma: float,
+                       released: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Each released frequency's noise variance, per SNP, for the decoded sum ``total`` and
+    what :func:`released_frequencies` made of it (``released``: the raw frequencies and call
+    rates; the delta method): ``(sigma^2 + p^2 w sigma^2 / lambda^2) / c^2``, the allele
+    counts' noise (``noise_sigma`` on each ``S / 2``, public) and the called count's as
+    :func:`shrunk_counts` leaves it (``w sigma^2 / lambda^2``, its weight ``w``: 0 where every
+    SNP misses alike), over the released called count ``c``; post-processing."""
+    raw, rates = released
     p = np.clip(raw, 0.0, 1.0)
     dim = total.size // 2
     weight = count_weight(total[dim:] / CALLED_WEIGHT, noise_sigma / CALLED_WEIGHT)
@@ -261,7 +262,8 @@ class FrequencyServer(MomentsServer):
     def __init__(self, dim: int, secure: tuple[SecureSum, GridChoice] | None = None,
                  noise_sigma: float = 0.0,
                  on_release: Callable[[np.ndarray, np.ndarray, SiteFrequencies | None],
-                                      None] | None = None, site_sigma: float | None = None) -> None:
+                                      None] | None = None,
+                 site_sigma: float | None = None) -> None:
         super().__init__(genotype_bounds(dim), False, secure, noise_sigma)
         if site_sigma is not None and secure is not None:
             raise ConfigurationError("per-site frequencies are released outside any secure "
@@ -289,8 +291,9 @@ class FrequencyServer(MomentsServer):
         else:
             total = weighted_sum(ordered, weighted=False)
         records = sum(a.n for a in ordered)
-        raw, self.call_rates = released_frequencies(total, records, self.noise_sigma)
-        variance = frequency_variance(total, records, self.noise_sigma)
+        released = released_frequencies(total, records, self.noise_sigma)
+        raw, self.call_rates = released
+        variance = frequency_variance(total, records, self.noise_sigma, released)
         p = np.clip(raw, *FREQUENCY_BOUNDS)
         self.frequencies = p
         mean, scale = standardisation(p)

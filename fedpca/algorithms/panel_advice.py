@@ -28,12 +28,12 @@ it), and:
   is second order and left out).
 
 Each predicts a subspace distance ``||sin Theta||_F`` to the union's top ``k``: ``sqrt(sum_j
-r_j / (1 + r_j) [+ 1 once e outweighs l_k])`` (at most ``sqrt(k)``) for the run, ``sqrt(sum_j sin^2 theta_j)`` for the
-panel. When the run's is larger, the panel's PCs alone (``fedpca site project`` with the
-panel's start, no budget) are likely closer to the union's unless the study holds structure
-the panel lacks; :func:`panel_advice` says so, with the ``n`` at which the two would be
-equal (the run's distance falls as ``1/n``). ``benchmarks/genomics.py`` sets the prediction
-beside what its size curve measures.
+r_j / (1 + r_j) [+ 1 once e outweighs l_k])`` (at most ``sqrt(k)``) for the run,
+``sqrt(sum_j sin^2 theta_j)`` for the panel. When the run's is larger, the panel's PCs
+alone (``fedpca site project`` with the panel's start, no budget) are likely closer to the
+union's unless the study holds structure the panel lacks; :func:`panel_advice` says so, with
+the ``n`` at which the two would be equal (the run's distance falls as ``1/n``).
+``benchmarks/genomics.py`` sets the prediction beside what its size curve measures.
 
 Privacy: everything here is public (the plan's noise, the panel, the sites' record counts),
 read before any release; nothing it returns comes from a site's genotypes.

@@ -64,9 +64,9 @@ projection, tolerates its larger noise.
 Privacy: ``s``, its shrinkage (from the release's public noise) and the site directions are
 post-processing of the released frequencies and public ones: no budget, no release. Every
 power step from ``thinQR([S, s, U_E])`` has ``k + 1 + E`` orthonormal columns and the same
-replace-one sensitivity ``sqrt(2) C^2`` as one of ``k``, so a site's plan (the frequencies' release and ``T`` power steps) and its charge do
-not depend on the shift; only its answer is ``1 + E`` columns longer (``d (k + 1 + E)``
-numbers), which the site bounds with its own
+replace-one sensitivity ``sqrt(2) C^2`` as one of ``k``, so a site's plan (the frequencies'
+release and ``T`` power steps) and its charge do not depend on the shift; only its answer is
+``1 + E`` columns longer (``d (k + 1 + E)`` numbers), which the site bounds with its own
 :class:`~fedpca.algorithms.site_limits.SiteLimits` before it computes anything. Per-site
 frequencies are each site's own release at the whole release's noise (not ``1/M`` of it
 inside a sum): its guarantee holds whoever else answers; what the coordinator learns beyond
